@@ -1,0 +1,18 @@
+//! Gantry's object model: the parts of Kubernetes nodes and pods a scheduler reads, in
+//! compact form (interned strings, fixed resource vectors), and decoding of real Kubernetes
+//! JSON/YAML into it.
+
+pub mod decode;
+mod intern;
+pub mod labels;
+mod node;
+mod pod;
+pub mod quantity;
+pub mod resources;
+
+pub use intern::Sym;
+pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
+pub use node::{ContainerImage, Node, Taint, TaintEffect};
+pub use pod::*;
+pub use quantity::Quantity;
+pub use resources::{ResourceName, Resources};

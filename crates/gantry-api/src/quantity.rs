@@ -1,0 +1,246 @@
+//! Kubernetes resource quantities (`100m`, `1.5Gi`, `2e3`), parsed exactly as
+//! `k8s.io/apimachinery/pkg/api/resource` parses them and rounded up the same way.
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum QuantityError {
+    #[error(
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {0:?}"
+    )]
+    Format(String),
+    #[error("quantity {0:?} is too large")]
+    TooLarge(String),
+}
+
+/// A parsed quantity: `mantissa × 10^exp10 × 2^exp2`, exactly as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quantity {
+    mantissa: i128,
+    exp10: i32,
+    exp2: u32,
+}
+
+/// Largest magnitude kept exactly; the apimachinery library caps at 2^63-1 as well.
+const LIMIT: i128 = i64::MAX as i128;
+
+impl Quantity {
+    pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
+        let err = || QuantityError::Format(text.to_string());
+        let s = text.trim();
+        if s.is_empty() {
+            return Err(err());
+        }
+        let (negative, body) = match s.as_bytes()[0] {
+            b'+' => (false, &s[1..]),
+            b'-' => (true, &s[1..]),
+            _ => (false, s),
+        };
+        let number_len = body
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(body.len());
+        let (number, suffix) = body.split_at(number_len);
+        let (int_part, frac_part) = match number.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (number, ""),
+        };
+        if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
+            return Err(err());
+        }
+        let mut mantissa: i128 = 0;
+        let mut exp10: i32 = 0;
+        for (digits, is_frac) in [(int_part, false), (frac_part, true)] {
+            for b in digits.bytes() {
+                let d = i128::from(b - b'0');
+                if mantissa < 10i128.pow(30) {
+                    mantissa = mantissa * 10 + d;
+                    if is_frac {
+                        exp10 -= 1;
+                    }
+                } else if !is_frac {
+                    // Too many significant digits to keep: keep the magnitude.
+                    exp10 += 1;
+                }
+            }
+        }
+        let (suffix_exp10, exp2) = match suffix {
+            "" => (0, 0),
+            "n" => (-9, 0),
+            "u" => (-6, 0),
+            "m" => (-3, 0),
+            "k" => (3, 0),
+            "M" => (6, 0),
+            "G" => (9, 0),
+            "T" => (12, 0),
+            "P" => (15, 0),
+            "E" => (18, 0),
+            "Ki" => (0, 10),
+            "Mi" => (0, 20),
+            "Gi" => (0, 30),
+            "Ti" => (0, 40),
+            "Pi" => (0, 50),
+            "Ei" => (0, 60),
+            other => {
+                let exponent = other
+                    .strip_prefix(['e', 'E'])
+                    .filter(|e| !e.is_empty())
+                    .ok_or_else(err)?;
+                let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(err());
+                }
+                (exponent.parse::<i32>().map_err(|_| err())?, 0)
+            }
+        };
+        Ok(Quantity {
+            mantissa: if negative { -mantissa } else { mantissa },
+            exp10: exp10.checked_add(suffix_exp10).ok_or_else(err)?,
+            exp2,
+        })
+    }
+
+    /// The value in whole units, rounded up (as `Quantity.Value()`): bytes for memory.
+    pub fn value(&self) -> Result<i64, QuantityError> {
+        self.scaled_ceil(0)
+    }
+
+    /// The value in thousandths, rounded up (as `Quantity.MilliValue()`): millicores for cpu.
+    pub fn milli_value(&self) -> Result<i64, QuantityError> {
+        self.scaled_ceil(3)
+    }
+
+    pub fn is_negative(&self) -> bool {
+        self.mantissa < 0
+    }
+
+    fn scaled_ceil(&self, extra_exp10: i32) -> Result<i64, QuantityError> {
+        let too_large = || QuantityError::TooLarge(self.to_string());
+        if self.mantissa == 0 {
+            return Ok(0);
+        }
+        let exp10 = self.exp10 + extra_exp10;
+        let base = self
+            .mantissa
+            .checked_mul(1i128.checked_shl(self.exp2).ok_or_else(too_large)?)
+            .ok_or_else(too_large)?;
+        let value = if exp10 >= 0 {
+            let factor = 10i128.checked_pow(exp10 as u32).ok_or_else(too_large)?;
+            base.checked_mul(factor).ok_or_else(too_large)?
+        } else if -exp10 > 38 {
+            // Smaller than any representable unit: rounds up to one unit (or to zero when negative).
+            i128::from(base > 0)
+        } else {
+            let divisor = 10i128.pow((-exp10) as u32);
+            let quotient = base / divisor;
+            if base % divisor > 0 {
+                quotient + 1
+            } else {
+                quotient
+            }
+        };
+        if value.abs() > LIMIT {
+            return Err(too_large());
+        }
+        Ok(value as i64)
+    }
+}
+
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}e{}", self.mantissa, self.exp10)?;
+        if self.exp2 > 0 {
+            write!(f, "*2^{}", self.exp2)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn milli(s: &str) -> i64 {
+        Quantity::parse(s).unwrap().milli_value().unwrap()
+    }
+    fn units(s: &str) -> i64 {
+        Quantity::parse(s).unwrap().value().unwrap()
+    }
+
+    #[test]
+    fn cpu_quantities_in_millicores() {
+        for (text, expected) in [
+            ("1", 1000),
+            ("100m", 100),
+            ("0.5", 500),
+            (".5", 500),
+            ("1.", 1000),
+            ("2.0005", 2001), // rounds up to the next millicore
+            ("1e3", 1_000_000),
+            ("1E-3", 1),
+            ("500u", 1),
+            ("1n", 1),
+            ("0", 0),
+            ("+3", 3000),
+            ("1k", 1_000_000),
+        ] {
+            assert_eq!(milli(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn memory_quantities_in_bytes() {
+        for (text, expected) in [
+            ("500Mi", 500 * 1024 * 1024),
+            ("32Gi", 32 * 1024 * 1024 * 1024),
+            ("1Ki", 1024),
+            ("1.5Gi", 1536 * 1024 * 1024),
+            ("128974848", 128_974_848),
+            ("129e6", 129_000_000),
+            ("129M", 129_000_000),
+            ("123Mi", 128_974_848),
+            ("0.1", 1), // fractions of a byte round up
+            ("1Ei", 1 << 60),
+        ] {
+            assert_eq!(units(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_quantities_are_errors() {
+        for text in [
+            "", "abc", "1.2.3", "1Gb", "1 Gi", "--1", "1e", "1e+", "Mi", ".", "1ki", "1e1.5",
+        ] {
+            assert!(Quantity::parse(text).is_err(), "{text:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn overflow_is_an_error_not_a_wrap() {
+        assert!(Quantity::parse("100Ei").unwrap().value().is_err());
+        assert!(Quantity::parse("1e30").unwrap().value().is_err());
+        assert!(Quantity::parse("1e16").unwrap().milli_value().is_err());
+    }
+
+    #[test]
+    fn negative_quantities_parse_and_say_so() {
+        let q = Quantity::parse("-1").unwrap();
+        assert!(q.is_negative());
+        assert_eq!(q.milli_value().unwrap(), -1000);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC{0,16}") {
+            if let Ok(q) = Quantity::parse(&s) {
+                let _ = q.value();
+                let _ = q.milli_value();
+            }
+        }
+
+        #[test]
+        fn integer_millicores_round_trip(m in 0i64..10_000_000) {
+            proptest::prop_assert_eq!(milli(&format!("{m}m")), m);
+            proptest::prop_assert_eq!(units(&format!("{m}Ki")), m * 1024);
+        }
+    }
+}

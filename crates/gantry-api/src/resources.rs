@@ -1,0 +1,208 @@
+//! Resource vectors: the four resources every node and pod has, in fixed fields, plus a
+//! small sorted map for the rest (hugepages-*, extended resources such as nvidia.com/gpu).
+
+use smallvec::SmallVec;
+
+use crate::Sym;
+
+pub const CPU: &str = "cpu";
+pub const MEMORY: &str = "memory";
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub const PODS: &str = "pods";
+
+/// Requests defaulted for scoring when a container sets none (upstream `DefaultMilliCPURequest`).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// Upstream `DefaultMemoryRequest`: 200Mi.
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// Which resource a name denotes: a fixed field or a scalar (extended) resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceName {
+    Cpu,
+    Memory,
+    EphemeralStorage,
+    Pods,
+    Scalar(Sym),
+}
+
+impl ResourceName {
+    pub fn parse(name: &str) -> ResourceName {
+        match name {
+            CPU => ResourceName::Cpu,
+            MEMORY => ResourceName::Memory,
+            EPHEMERAL_STORAGE => ResourceName::EphemeralStorage,
+            PODS => ResourceName::Pods,
+            other => ResourceName::Scalar(Sym::new(other)),
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ResourceName::Cpu => CPU,
+            ResourceName::Memory => MEMORY,
+            ResourceName::EphemeralStorage => EPHEMERAL_STORAGE,
+            ResourceName::Pods => PODS,
+            ResourceName::Scalar(s) => s.as_str(),
+        }
+    }
+}
+
+/// Amounts of resources: millicores for cpu, bytes for memory and storage, counts otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub milli_cpu: i64,
+    pub memory: i64,
+    pub ephemeral_storage: i64,
+    /// Pod slots: meaningful for node capacity, zero in pod requests.
+    pub pods: i64,
+    /// Other resources sorted by symbol, without zero entries.
+    scalar: SmallVec<[(Sym, i64); 2]>,
+}
+
+impl Resources {
+    pub fn new(milli_cpu: i64, memory: i64) -> Resources {
+        Resources {
+            milli_cpu,
+            memory,
+            ..Resources::default()
+        }
+    }
+
+    pub fn get(&self, name: ResourceName) -> i64 {
+        match name {
+            ResourceName::Cpu => self.milli_cpu,
+            ResourceName::Memory => self.memory,
+            ResourceName::EphemeralStorage => self.ephemeral_storage,
+            ResourceName::Pods => self.pods,
+            ResourceName::Scalar(s) => self.scalar(s),
+        }
+    }
+
+    pub fn set(&mut self, name: ResourceName, value: i64) {
+        match name {
+            ResourceName::Cpu => self.milli_cpu = value,
+            ResourceName::Memory => self.memory = value,
+            ResourceName::EphemeralStorage => self.ephemeral_storage = value,
+            ResourceName::Pods => self.pods = value,
+            ResourceName::Scalar(s) => self.set_scalar(s, value),
+        }
+    }
+
+    pub fn scalar(&self, name: Sym) -> i64 {
+        match self.scalar.binary_search_by_key(&name, |e| e.0) {
+            Ok(i) => self.scalar[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    pub fn set_scalar(&mut self, name: Sym, value: i64) {
+        match self.scalar.binary_search_by_key(&name, |e| e.0) {
+            Ok(i) if value == 0 => {
+                self.scalar.remove(i);
+            }
+            Ok(i) => self.scalar[i].1 = value,
+            Err(_) if value == 0 => {}
+            Err(i) => self.scalar.insert(i, (name, value)),
+        }
+    }
+
+    /// The scalar resources with non-zero amounts.
+    pub fn scalars(&self) -> impl Iterator<Item = (Sym, i64)> + '_ {
+        self.scalar.iter().copied()
+    }
+
+    pub fn add(&mut self, other: &Resources) {
+        self.combine(other, |a, b| a + b);
+    }
+
+    pub fn sub(&mut self, other: &Resources) {
+        self.combine(other, |a, b| a - b);
+    }
+
+    /// Element-wise maximum, as upstream's `maxResourceList` for init containers.
+    pub fn max_with(&mut self, other: &Resources) {
+        self.combine(other, i64::max);
+    }
+
+    fn combine(&mut self, other: &Resources, f: impl Fn(i64, i64) -> i64) {
+        self.milli_cpu = f(self.milli_cpu, other.milli_cpu);
+        self.memory = f(self.memory, other.memory);
+        self.ephemeral_storage = f(self.ephemeral_storage, other.ephemeral_storage);
+        self.pods = f(self.pods, other.pods);
+        let (a, b) = (&self.scalar, &other.scalar);
+        let mut merged: SmallVec<[(Sym, i64); 2]> = SmallVec::new();
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let entry = match (a.get(i), b.get(j)) {
+                (Some(&(na, va)), Some(&(nb, vb))) if na == nb => {
+                    i += 1;
+                    j += 1;
+                    (na, f(va, vb))
+                }
+                (Some(&(na, va)), Some(&(nb, _))) if na < nb => {
+                    i += 1;
+                    (na, f(va, 0))
+                }
+                (Some(&(na, va)), None) => {
+                    i += 1;
+                    (na, f(va, 0))
+                }
+                (_, Some(&(nb, vb))) => {
+                    j += 1;
+                    (nb, f(0, vb))
+                }
+                (None, None) => break,
+            };
+            if entry.1 != 0 {
+                merged.push(entry);
+            }
+        }
+        self.scalar = merged;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.milli_cpu == 0
+            && self.memory == 0
+            && self.ephemeral_storage == 0
+            && self.pods == 0
+            && self.scalar.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_sub_and_max_cover_scalars() {
+        let gpu = Sym::new("nvidia.com/gpu");
+        let huge = Sym::new("hugepages-2Mi");
+        let mut a = Resources::new(100, 1000);
+        a.set_scalar(gpu, 2);
+        let mut b = Resources::new(50, 3000);
+        b.set_scalar(huge, 7);
+
+        let mut sum = a.clone();
+        sum.add(&b);
+        assert_eq!((sum.milli_cpu, sum.memory), (150, 4000));
+        assert_eq!((sum.scalar(gpu), sum.scalar(huge)), (2, 7));
+
+        sum.sub(&b);
+        assert_eq!(sum, a, "subtracting what was added restores the original");
+
+        let mut max = a.clone();
+        max.max_with(&b);
+        assert_eq!((max.milli_cpu, max.memory), (100, 3000));
+        assert_eq!((max.scalar(gpu), max.scalar(huge)), (2, 7));
+    }
+
+    #[test]
+    fn zero_scalars_are_not_stored() {
+        let gpu = Sym::new("nvidia.com/gpu");
+        let mut r = Resources::default();
+        r.set_scalar(gpu, 1);
+        r.set_scalar(gpu, 0);
+        assert!(r.is_zero());
+        assert_eq!(r.get(ResourceName::parse("nvidia.com/gpu")), 0);
+    }
+}

@@ -1,0 +1,217 @@
+//! Decoding real `kubectl get -o yaml` output and rejecting malformed input with errors
+//! that name the object and the field.
+
+use gantry_api::decode::{ClusterObjects, DecodeError};
+use gantry_api::{ResourceName, Sym, TaintEffect, TolerationOp};
+
+const KUBECTL_DUMP: &str = include_str!("fixtures/kubectl-get-nodes-pods.yaml");
+
+fn object_error(text: &str) -> (String, String, String) {
+    match ClusterObjects::decode(text, "input.yaml").unwrap_err() {
+        DecodeError::Object { error, .. } => (error.object, error.field, error.message),
+        other => panic!("expected an object error, got {other}"),
+    }
+}
+
+#[test]
+fn decodes_a_kubectl_list_with_status_and_managed_fields() {
+    let objects = ClusterObjects::decode(KUBECTL_DUMP, "dump.yaml").unwrap();
+    assert_eq!(objects.nodes.len(), 1);
+    assert_eq!(objects.pods.len(), 1);
+    assert_eq!(
+        objects.ignored,
+        vec!["ReplicaSet shop/web-7d9c6b5f4".to_string()]
+    );
+
+    let node = &objects.nodes[0];
+    assert_eq!(node.name, Sym::new("worker-1"));
+    assert!(node.ready);
+    assert_eq!(node.allocatable.milli_cpu, 3920);
+    assert_eq!(node.allocatable.memory, 15_778_024 * 1024);
+    assert_eq!(node.allocatable.pods, 58);
+    assert_eq!(node.allocatable.ephemeral_storage, 96_143_180_846);
+    assert_eq!(
+        node.allocatable.get(ResourceName::parse("nvidia.com/gpu")),
+        4
+    );
+    assert_eq!(
+        node.allocatable.get(ResourceName::parse("hugepages-2Mi")),
+        1 << 30
+    );
+    assert_eq!(node.taints.len(), 2);
+    assert_eq!(node.taints[1].effect, TaintEffect::PreferNoSchedule);
+    assert_eq!(node.taints[1].value, Sym::new(""));
+    assert_eq!(node.images[0].names.len(), 2);
+    assert_eq!(node.images[0].size_bytes, 57_236_178);
+    assert_eq!(
+        node.labels.get_str("topology.kubernetes.io/zone"),
+        Some(Sym::new("eu-west-1a"))
+    );
+
+    let pod = &objects.pods[0];
+    assert_eq!(pod.key(), "shop/web-7d9c6b5f4-x2x9q");
+    assert_eq!(&*pod.uid, "7a1e7c55-0000-1111-2222-333344445555");
+    assert_eq!(pod.node_name, Some(Sym::new("worker-1")));
+    assert_eq!(pod.priority, 1000);
+    // nginx: 250m, memory defaulted from its 256Mi limit; the proxy sidecar adds 100m and
+    // 128Mi; the migrate init container runs before the sidecar starts and peaks at 1 cpu.
+    assert_eq!(pod.requests().milli_cpu, 1000);
+    assert_eq!(pod.requests().memory, (256 + 128) * 1024 * 1024);
+    assert_eq!(pod.host_ports().count(), 1);
+    assert_eq!(pod.tolerations.len(), 2);
+    assert_eq!(pod.tolerations[0].op, TolerationOp::Exists);
+    assert_eq!(pod.affinity.pod_anti_affinity.preferred[0].weight, 100);
+    assert_eq!(pod.volumes[0].claim_name.as_deref(), Some("web-data"));
+    assert_eq!(pod.volumes[1].claim_name, None);
+    assert_eq!(pod.start_time, Some(1_714_723_202));
+    assert_eq!(pod.annotations.len(), 1);
+    // matchLabelKeys merged: app=web AND pod-template-hash=7d9c6b5f4.
+    let spread = &pod.topology_spread_constraints[0];
+    assert_eq!(
+        spread.label_selector.as_ref().unwrap().requirements.len(),
+        2
+    );
+}
+
+#[test]
+fn decodes_multi_document_yaml_and_json() {
+    let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: 2, memory: 1Gi}}\n---\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: 0.5}}}]}\n";
+    let objects = ClusterObjects::decode(yaml, "a.yaml").unwrap();
+    assert_eq!(
+        objects.nodes[0].allocatable.milli_cpu, 2000,
+        "bare numbers are quantities"
+    );
+    assert_eq!(objects.pods[0].requests().milli_cpu, 500);
+    assert_eq!(objects.pods[0].key(), "default/p");
+
+    let json = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"j"},"status":{"capacity":{"cpu":"1"}}}"#;
+    let objects = ClusterObjects::decode(json, "a.json").unwrap();
+    assert_eq!(
+        objects.nodes[0].allocatable.milli_cpu, 1000,
+        "allocatable defaults to capacity"
+    );
+}
+
+#[test]
+fn malformed_quantity_names_object_and_field() {
+    let (object, field, message) = object_error(
+        "kind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: 1x}}\n",
+    );
+    assert_eq!(object, "Pod shop/web");
+    assert_eq!(field, "spec.containers[0].resources.requests.cpu");
+    assert!(message.contains("1x"), "{message}");
+}
+
+#[test]
+fn wrong_types_and_bad_enums_name_the_field() {
+    let (object, field, _) = object_error(
+        "kind: Node\nmetadata: {name: n1}\nspec: {taints: [{key: a, effect: Sometimes}]}\n",
+    );
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("Node n1", "spec.taints[0].effect")
+    );
+
+    let (object, field, _) =
+        object_error("kind: Node\nmetadata: {name: n1}\nspec: {unschedulable: maybe}\n");
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("Node n1", "spec.unschedulable")
+    );
+
+    let (_, field, _) = object_error(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions: [{key: gpus, operator: Gt, values: [a]}]\n",
+    );
+    assert_eq!(
+        field,
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values"
+    );
+
+    let (_, field, _) = object_error(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]\n",
+    );
+    assert_eq!(field, "spec.topologySpreadConstraints[0].maxSkew");
+
+    let (object, field, _) =
+        object_error("kind: Pod\nmetadata: {namespace: x}\nspec: {containers: []}\n");
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("Pod (document 1)", "metadata.name")
+    );
+
+    let (object, field, _) = object_error("apiVersion: v1\nmetadata: {name: x}\n");
+    assert_eq!((object.as_str(), field.as_str()), ("document 1", "kind"));
+}
+
+#[test]
+fn syntax_errors_name_the_source() {
+    let err = ClusterObjects::decode("kind: [unclosed", "broken.yaml").unwrap_err();
+    assert!(
+        matches!(err, DecodeError::Syntax { ref source_name, .. } if source_name == "broken.yaml")
+    );
+}
+
+#[test]
+fn priority_class_names_resolve_to_values() {
+    let mut objects = ClusterObjects::decode(
+        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: []}\n---\nkind: Pod\nmetadata: {name: q}\nspec: {priorityClassName: nope, containers: []}\n",
+        "x.yaml",
+    )
+    .unwrap();
+    let err = objects.resolve_priorities().unwrap_err();
+    assert_eq!(
+        (err.object.as_str(), err.field.as_str()),
+        ("Pod default/q", "spec.priorityClassName")
+    );
+    let mut objects2 = ClusterObjects::decode(
+        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: []}\n",
+        "x.yaml",
+    )
+    .unwrap();
+    objects2.resolve_priorities().unwrap();
+    assert_eq!(objects2.pods[0].priority, 1000);
+    assert_eq!(
+        objects2.pods[0].preemption_policy,
+        gantry_api::PreemptionPolicy::Never
+    );
+}
+
+#[test]
+fn parity_scenarios_decode() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/parity");
+    let mut count = 0;
+    for entry in std::fs::read_dir(root).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for file in ["cluster.yaml", "pods.yaml"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            let objects = ClusterObjects::decode(&text, file).unwrap();
+            assert!(
+                objects.ignored.is_empty(),
+                "{}: {:?}",
+                dir.display(),
+                objects.ignored
+            );
+            count += 1;
+        }
+    }
+    assert!(count >= 26);
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = ClusterObjects::decode(&text, "fuzz.yaml");
+    }
+
+    #[test]
+    fn mutated_manifests_never_panic(cut in 0usize..4000, insert in "[\\[\\]{}:,\\-'\" a-z0-9\n]{0,6}") {
+        let mut text = KUBECTL_DUMP.to_string();
+        let at = cut.min(text.len());
+        let at = (0..=at).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        text.insert_str(at, &insert);
+        let _ = ClusterObjects::decode(&text, "fuzz.yaml");
+    }
+}
