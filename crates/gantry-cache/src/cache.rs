@@ -1,0 +1,554 @@
+//! The cache that event handlers write and each scheduling cycle snapshots.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use foldhash::fast::RandomState;
+use gantry_api::{Node, Pod, Sym};
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::node_info::{ImageState, NodeInfo, PvcKey};
+use crate::node_tree::NodeTree;
+use crate::snapshot::{Snapshot, SnapshotUpdate};
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CacheError {
+    #[error("pod {pod} is already in the cache, so it can't be assumed or added again")]
+    PodExists { pod: String },
+    #[error("pod {pod} is not in the cache")]
+    PodNotFound { pod: String },
+    #[error("pod {pod} is not assumed, so it can't be forgotten or finish binding")]
+    PodNotAssumed { pod: String },
+    #[error("pod {pod} is assumed, so it can't be updated or removed before it is added")]
+    PodAssumed { pod: String },
+    #[error("pod {pod} was assumed on node {cached} but the request names node {requested}")]
+    NodeMismatch {
+        pod: String,
+        cached: Sym,
+        requested: Sym,
+    },
+    #[error("pod {pod} names no node")]
+    PodWithoutNode { pod: String },
+    #[error("node {node} is not in the cache")]
+    NodeNotFound { node: Sym },
+}
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// One entry of the recency-ordered doubly linked list (indices into `CacheState::entries`).
+#[derive(Debug)]
+struct Entry {
+    name: Sym,
+    info: NodeInfo,
+    prev: Option<u32>,
+    next: Option<u32>,
+}
+
+#[derive(Debug)]
+struct PodState {
+    pod: Arc<Pod>,
+    node: Sym,
+    binding_finished: bool,
+    /// When an assumed pod whose binding finished expires (only with a TTL).
+    deadline: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct ImageNodes {
+    size_bytes: i64,
+    nodes: HashSet<Sym, RandomState>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    by_name: Map<Sym, u32>,
+    /// Most recently changed node first.
+    head: Option<u32>,
+    tree: NodeTree,
+    /// Bumped whenever the tree's order changes, so snapshots know to re-list.
+    tree_version: u64,
+    pods: Map<Arc<str>, PodState>,
+    assumed: HashSet<Arc<str>, RandomState>,
+    images: Map<Sym, ImageNodes>,
+    /// Claim reference changes not yet applied to the snapshot that last consumed them.
+    pvc_delta: Map<PvcKey, i64>,
+    pvc_consumer: Option<u64>,
+}
+
+/// The scheduler cache. Event handlers write under one lock; `update_snapshot` holds it
+/// only for the copy of what changed; a scheduling cycle reads its snapshot lock-free.
+#[derive(Debug, Default)]
+pub struct Cache {
+    state: Mutex<CacheState>,
+    assumed_ttl: Option<Duration>,
+}
+
+fn pod_name(pod: &Pod) -> String {
+    pod.key()
+}
+
+impl Cache {
+    /// A cache whose assumed pods never expire (upstream's default).
+    pub fn new() -> Cache {
+        Cache::default()
+    }
+
+    /// A cache whose assumed pods expire `ttl` after their binding finished, unless the
+    /// pod's add event confirms them first.
+    pub fn with_assumed_ttl(ttl: Duration) -> Cache {
+        Cache {
+            state: Mutex::default(),
+            assumed_ttl: Some(ttl),
+        }
+    }
+
+    pub fn add_node(&self, node: Arc<Node>) {
+        let mut s = self.state.lock();
+        let index = s.entry_for(node.name);
+        let old = s.entry(index).info.node().cloned();
+        if let Some(old) = &old {
+            s.remove_node_images(old);
+            if s.tree.update(old, &node) {
+                s.tree_version += 1;
+            }
+        } else {
+            s.tree.add(&node);
+            s.tree_version += 1;
+        }
+        let images = s.add_node_images(&node);
+        let info = &mut s.entry_mut(index).info;
+        info.set_image_states(images);
+        info.set_node(node);
+        s.move_to_head(index);
+    }
+
+    /// Same as `add_node`: an update of a node the cache has not seen adds it.
+    pub fn update_node(&self, node: Arc<Node>) {
+        self.add_node(node);
+    }
+
+    /// Removes a node. Its NodeInfo stays as a ghost while pods remain on it, so that
+    /// their removal events still find them.
+    pub fn remove_node(&self, name: Sym) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let index = *s
+            .by_name
+            .get(&name)
+            .ok_or(CacheError::NodeNotFound { node: name })?;
+        let Some(node) = s.entry(index).info.node().cloned() else {
+            return Err(CacheError::NodeNotFound { node: name });
+        };
+        s.tree.remove(&node);
+        s.tree_version += 1;
+        s.remove_node_images(&node);
+        if s.entry(index).info.pods().is_empty() {
+            s.delete_entry(index);
+        } else {
+            s.entry_mut(index).info.remove_node();
+            s.move_to_head(index);
+        }
+        Ok(())
+    }
+
+    /// Puts a pod whose node was just chosen onto that node, before it is bound, so that
+    /// the next cycle sees the resources as taken.
+    pub fn assume_pod(&self, pod: Arc<Pod>) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
+            pod: pod_name(&pod),
+        })?;
+        if s.pods.contains_key(&pod.uid) {
+            return Err(CacheError::PodExists {
+                pod: pod_name(&pod),
+            });
+        }
+        s.add_pod_to_node(node, pod.clone());
+        s.assumed.insert(pod.uid.clone());
+        s.pods.insert(
+            pod.uid.clone(),
+            PodState {
+                pod,
+                node,
+                binding_finished: false,
+                deadline: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Marks the binding of an assumed pod as done; with a TTL, its expiry clock starts.
+    pub fn finish_binding(&self, uid: &str, now: Instant) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        if !s.assumed.contains(uid) {
+            return Err(CacheError::PodNotAssumed {
+                pod: uid.to_string(),
+            });
+        }
+        let state = s.pods.get_mut(uid).expect("assumed pods have a state");
+        state.binding_finished = true;
+        state.deadline = self.assumed_ttl.map(|ttl| now + ttl);
+        Ok(())
+    }
+
+    /// Undoes an assume (the binding failed).
+    pub fn forget_pod(&self, pod: &Pod) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let state = s
+            .pods
+            .get(&pod.uid)
+            .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
+        if let Some(requested) = pod.node_name
+            && requested != state.node
+        {
+            return Err(CacheError::NodeMismatch {
+                pod: pod_name(pod),
+                cached: state.node,
+                requested,
+            });
+        }
+        if !s.assumed.contains(&pod.uid) {
+            return Err(CacheError::PodNotAssumed { pod: pod_name(pod) });
+        }
+        let node = state.node;
+        s.remove_pod_from_node(node, &pod.uid);
+        s.assumed.remove(&pod.uid);
+        s.pods.remove(&pod.uid);
+        Ok(())
+    }
+
+    /// A pod bound to a node was observed: confirms an assumed pod (moving it if it
+    /// landed elsewhere) or adds a pod this scheduler did not place.
+    pub fn add_pod(&self, pod: Arc<Pod>) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
+            pod: pod_name(&pod),
+        })?;
+        if s.assumed.contains(&pod.uid) {
+            let cached = s.pods[&pod.uid].node;
+            s.remove_pod_from_node(cached, &pod.uid);
+            s.add_pod_to_node(node, pod.clone());
+            s.assumed.remove(&pod.uid);
+            let state = s.pods.get_mut(&pod.uid).expect("assumed pods have a state");
+            state.pod = pod;
+            state.node = node;
+            state.deadline = None;
+            return Ok(());
+        }
+        if s.pods.contains_key(&pod.uid) {
+            return Err(CacheError::PodExists {
+                pod: pod_name(&pod),
+            });
+        }
+        s.add_pod_to_node(node, pod.clone());
+        s.pods.insert(
+            pod.uid.clone(),
+            PodState {
+                pod,
+                node,
+                binding_finished: true,
+                deadline: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// A bound pod changed (labels, say): the old version is replaced by the new one.
+    pub fn update_pod(&self, new: Arc<Pod>) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let state = s
+            .pods
+            .get(&new.uid)
+            .ok_or_else(|| CacheError::PodNotFound {
+                pod: pod_name(&new),
+            })?;
+        if s.assumed.contains(&new.uid) {
+            return Err(CacheError::PodAssumed {
+                pod: pod_name(&new),
+            });
+        }
+        let node = state.node;
+        s.remove_pod_from_node(node, &new.uid);
+        s.add_pod_to_node(node, new.clone());
+        let uid = new.uid.clone();
+        s.pods.get_mut(&uid).expect("checked above").pod = new;
+        Ok(())
+    }
+
+    /// A pod was deleted (or assumed and deleted before confirmation).
+    pub fn remove_pod(&self, pod: &Pod) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let state = s
+            .pods
+            .remove(&pod.uid)
+            .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
+        s.assumed.remove(&pod.uid);
+        s.remove_pod_from_node(state.node, &pod.uid);
+        Ok(())
+    }
+
+    /// Forgets assumed pods whose binding finished more than the TTL ago; returns them.
+    pub fn cleanup_expired_assumed_pods(&self, now: Instant) -> Vec<Arc<Pod>> {
+        let mut s = self.state.lock();
+        let expired: Vec<Arc<str>> = s
+            .assumed
+            .iter()
+            .filter(|uid| {
+                let state = &s.pods[*uid];
+                state.binding_finished && state.deadline.is_some_and(|d| now >= d)
+            })
+            .cloned()
+            .collect();
+        let mut out = Vec::with_capacity(expired.len());
+        for uid in expired {
+            let state = s.pods.remove(&uid).expect("assumed pods have a state");
+            s.assumed.remove(&uid);
+            s.remove_pod_from_node(state.node, &uid);
+            tracing::warn!(pod = %state.pod.key(), node = %state.node, "assumed pod expired");
+            out.push(state.pod);
+        }
+        out
+    }
+
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        self.state.lock().assumed.contains(uid)
+    }
+
+    pub fn pod(&self, uid: &str) -> Option<Arc<Pod>> {
+        self.state.lock().pods.get(uid).map(|s| s.pod.clone())
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.state.lock().tree.len()
+    }
+
+    pub fn num_pods(&self) -> usize {
+        self.state.lock().pods.len()
+    }
+
+    /// Copies into `snapshot` only the nodes that changed since it was last updated.
+    pub fn update_snapshot(&self, snapshot: &mut Snapshot) -> SnapshotUpdate {
+        let mut s = self.state.lock();
+        let s = &mut *s;
+        let mut changed = Vec::new();
+        let mut cursor = s.head;
+        while let Some(index) = cursor {
+            let entry = s.entries[index as usize]
+                .as_ref()
+                .expect("listed entries exist");
+            if entry.info.generation() <= snapshot.generation() {
+                break;
+            }
+            changed.push(&entry.info);
+            cursor = entry.next;
+        }
+        let head_generation = s.head.map_or(snapshot.generation(), |h| {
+            s.entries[h as usize]
+                .as_ref()
+                .expect("head exists")
+                .info
+                .generation()
+        });
+        let pvc_delta = if s.pvc_consumer == Some(snapshot.id()) {
+            Some(&s.pvc_delta)
+        } else {
+            None
+        };
+        let tree = &s.tree;
+        let by_name = &s.by_name;
+        let entries = &s.entries;
+        let all_nodes = || {
+            by_name
+                .values()
+                .filter_map(|&i| entries[i as usize].as_ref())
+                .map(|e| &e.info)
+        };
+        let update = snapshot.apply(
+            changed,
+            head_generation,
+            tree,
+            s.tree_version,
+            pvc_delta,
+            all_nodes,
+        );
+        s.pvc_delta.clear();
+        s.pvc_consumer = Some(snapshot.id());
+        update
+    }
+
+    /// A snapshot built from nothing: every node cloned. The reference that incremental
+    /// updates must equal.
+    pub fn full_snapshot(&self) -> Snapshot {
+        let s = self.state.lock();
+        let nodes = s
+            .by_name
+            .values()
+            .filter_map(|&i| s.entries[i as usize].as_ref())
+            .map(|e| &e.info);
+        Snapshot::from_nodes(nodes, &s.tree)
+    }
+}
+
+impl CacheState {
+    fn entry(&self, index: u32) -> &Entry {
+        self.entries[index as usize]
+            .as_ref()
+            .expect("indices in by_name are live")
+    }
+
+    fn entry_mut(&mut self, index: u32) -> &mut Entry {
+        self.entries[index as usize]
+            .as_mut()
+            .expect("indices in by_name are live")
+    }
+
+    /// The entry for a node name, created (unlinked, empty) if missing.
+    fn entry_for(&mut self, name: Sym) -> u32 {
+        if let Some(&index) = self.by_name.get(&name) {
+            return index;
+        }
+        let entry = Entry {
+            name,
+            info: NodeInfo::default(),
+            prev: None,
+            next: None,
+        };
+        let index = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = Some(entry);
+                i
+            }
+            None => {
+                self.entries.push(Some(entry));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(name, index);
+        self.link_at_head(index);
+        index
+    }
+
+    fn unlink(&mut self, index: u32) {
+        let (prev, next) = {
+            let e = self.entry(index);
+            (e.prev, e.next)
+        };
+        match prev {
+            Some(p) => self.entry_mut(p).next = next,
+            None => {
+                if self.head == Some(index) {
+                    self.head = next;
+                }
+            }
+        }
+        if let Some(n) = next {
+            self.entry_mut(n).prev = prev;
+        }
+        let e = self.entry_mut(index);
+        e.prev = None;
+        e.next = None;
+    }
+
+    fn link_at_head(&mut self, index: u32) {
+        let old_head = self.head;
+        {
+            let e = self.entry_mut(index);
+            e.prev = None;
+            e.next = old_head;
+        }
+        if let Some(h) = old_head {
+            self.entry_mut(h).prev = Some(index);
+        }
+        self.head = Some(index);
+    }
+
+    fn move_to_head(&mut self, index: u32) {
+        if self.head != Some(index) {
+            self.unlink(index);
+            self.link_at_head(index);
+        }
+    }
+
+    fn delete_entry(&mut self, index: u32) {
+        self.unlink(index);
+        let name = self.entry(index).name;
+        self.by_name.remove(&name);
+        self.entries[index as usize] = None;
+        self.free.push(index);
+    }
+
+    fn add_pod_to_node(&mut self, node: Sym, pod: Arc<Pod>) {
+        self.record_claims(&pod, 1);
+        let index = self.entry_for(node);
+        self.entry_mut(index).info.add_pod(pod);
+        self.move_to_head(index);
+    }
+
+    fn remove_pod_from_node(&mut self, node: Sym, uid: &str) {
+        let Some(&index) = self.by_name.get(&node) else {
+            tracing::error!(%node, pod = uid, "pod's node is missing from the cache");
+            return;
+        };
+        let Some(pod) = self.entry_mut(index).info.remove_pod(uid) else {
+            tracing::error!(%node, pod = uid, "pod is missing from its node in the cache");
+            return;
+        };
+        self.record_claims(&pod, -1);
+        let info = &self.entry(index).info;
+        if info.node().is_none() && info.pods().is_empty() {
+            self.delete_entry(index);
+        } else {
+            self.move_to_head(index);
+        }
+    }
+
+    fn record_claims(&mut self, pod: &Pod, sign: i64) {
+        for volume in &pod.volumes {
+            if let Some(claim) = &volume.claim_name {
+                let key = PvcKey {
+                    namespace: pod.namespace,
+                    claim: Sym::new(claim),
+                };
+                *self.pvc_delta.entry(key).or_default() += sign;
+            }
+        }
+    }
+
+    /// Registers the node's images and returns their summaries (with node counts as of now).
+    fn add_node_images(&mut self, node: &Node) -> Vec<ImageState> {
+        let mut states: Vec<ImageState> = Vec::new();
+        for image in &node.images {
+            for &name in &image.names {
+                let entry = self.images.entry(name).or_insert_with(|| ImageNodes {
+                    size_bytes: image.size_bytes,
+                    nodes: HashSet::default(),
+                });
+                entry.nodes.insert(node.name);
+                if !states.iter().any(|s| s.name == name) {
+                    states.push(ImageState {
+                        name,
+                        size_bytes: entry.size_bytes,
+                        num_nodes: entry.nodes.len() as u32,
+                    });
+                }
+            }
+        }
+        states
+    }
+
+    fn remove_node_images(&mut self, node: &Node) {
+        for image in &node.images {
+            for name in &image.names {
+                if let Some(entry) = self.images.get_mut(name) {
+                    entry.nodes.remove(&node.name);
+                    if entry.nodes.is_empty() {
+                        self.images.remove(name);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The one read-only view of the cluster that plugins see. The scheduling cycle's
+//! [`Snapshot`](crate::Snapshot) implements it, and so does any what-if snapshot, so the
+//! same plugins run on the live cluster and on forks.
+
+use gantry_api::Sym;
+
+use crate::{NodeInfo, PvcKey};
+
+pub trait ClusterState: Sync {
+    /// Number of nodes (ghosts excluded).
+    fn num_nodes(&self) -> usize;
+
+    /// The node at `position` in the zone-interleaved node order, `0..num_nodes()`.
+    fn node_at(&self, position: usize) -> &NodeInfo;
+
+    /// The position of the named node, if it exists.
+    fn position(&self, name: Sym) -> Option<usize>;
+
+    fn node(&self, name: Sym) -> Option<&NodeInfo> {
+        self.position(name).map(|p| self.node_at(p))
+    }
+
+    /// Positions of the nodes that hold pods with (anti-)affinity terms.
+    fn with_affinity_pods(&self) -> &[u32];
+
+    /// Positions of the nodes that hold pods with required anti-affinity terms.
+    fn with_required_anti_affinity_pods(&self) -> &[u32];
+
+    /// Whether any pod in the cluster uses the claim.
+    fn is_pvc_used(&self, key: PvcKey) -> bool;
+}

@@ -1,0 +1,16 @@
+//! The scheduler cache: NodeInfos stamped with generations from one global counter, kept
+//! in a recency-ordered list so that each cycle's snapshot copies only the nodes that
+//! changed since the previous one; pods assumed onto nodes before they are bound.
+
+mod cache;
+mod cluster_state;
+mod node_info;
+mod node_tree;
+mod snapshot;
+pub mod synthetic;
+
+pub use cache::{Cache, CacheError};
+pub use cluster_state::ClusterState;
+pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};
+pub use node_tree::{NodeTree, zone_key};
+pub use snapshot::{Snapshot, SnapshotUpdate};

@@ -1,0 +1,292 @@
+//! NodeInfo: a node with the pods on it and the totals the plugins read.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gantry_api::{HostPort, Node, Pod, Resources, Sym};
+use smallvec::SmallVec;
+
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Draws the next value of the one process-wide generation counter. Values never repeat,
+/// so a node deleted and re-created under the same name still gets a fresh generation.
+pub fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// A claim a pod on this node uses, by namespace and claim name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PvcKey {
+    pub namespace: Sym,
+    pub claim: Sym,
+}
+
+/// An image on a node: its size, and on how many nodes it was present when this node
+/// was last set (upstream v1.28 takes the count then and does not refresh it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageState {
+    pub name: Sym,
+    pub size_bytes: i64,
+    pub num_nodes: u32,
+}
+
+/// A node and its pods. Pods are shared (`Arc`), so cloning a NodeInfo into a snapshot
+/// copies pointers and totals, never pods.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    node: Option<Arc<Node>>,
+    pods: Vec<Arc<Pod>>,
+    pods_with_affinity: Vec<Arc<Pod>>,
+    pods_with_required_anti_affinity: Vec<Arc<Pod>>,
+    used_ports: SmallVec<[HostPort; 4]>,
+    requested: Resources,
+    non_zero_requested: Resources,
+    pvc_ref_counts: SmallVec<[(PvcKey, u32); 2]>,
+    /// Sorted by image name.
+    image_states: Arc<[ImageState]>,
+    generation: u64,
+}
+
+impl NodeInfo {
+    pub fn new(node: Arc<Node>) -> NodeInfo {
+        let mut info = NodeInfo::default();
+        info.set_node(node);
+        info
+    }
+
+    /// The node object; `None` for a ghost (deleted while pods remained on it).
+    pub fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    /// The node's name. Only called on NodeInfos in a snapshot, which always have a node.
+    pub fn name(&self) -> Sym {
+        self.node.as_ref().map_or(Sym::new(""), |n| n.name)
+    }
+
+    pub fn pods(&self) -> &[Arc<Pod>] {
+        &self.pods
+    }
+
+    pub fn pods_with_affinity(&self) -> &[Arc<Pod>] {
+        &self.pods_with_affinity
+    }
+
+    pub fn pods_with_required_anti_affinity(&self) -> &[Arc<Pod>] {
+        &self.pods_with_required_anti_affinity
+    }
+
+    pub fn used_ports(&self) -> &[HostPort] {
+        &self.used_ports
+    }
+
+    /// Sum of the effective requests of the pods on the node.
+    pub fn requested(&self) -> &Resources {
+        &self.requested
+    }
+
+    /// Sum of the pods' requests with cpu/memory defaulted (what scoring uses).
+    pub fn non_zero_requested(&self) -> &Resources {
+        &self.non_zero_requested
+    }
+
+    pub fn allocatable(&self) -> &Resources {
+        static NONE: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::default);
+        self.node.as_ref().map_or(&NONE, |n| &n.allocatable)
+    }
+
+    pub fn pvc_ref_counts(&self) -> impl Iterator<Item = (PvcKey, u32)> + '_ {
+        self.pvc_ref_counts.iter().copied()
+    }
+
+    /// The image by that name on this node, if present.
+    pub fn image_state(&self, name: Sym) -> Option<&ImageState> {
+        self.image_states
+            .binary_search_by_key(&name, |s| s.name)
+            .ok()
+            .map(|i| &self.image_states[i])
+    }
+
+    pub(crate) fn set_image_states(&mut self, mut states: Vec<ImageState>) {
+        states.sort_by_key(|s| s.name);
+        self.image_states = states.into();
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn bump(&mut self) {
+        self.generation = next_generation();
+    }
+
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        self.node = Some(node);
+        self.bump();
+    }
+
+    /// Turns the NodeInfo into a ghost: the node is gone, its pods are still accounted.
+    pub fn remove_node(&mut self) {
+        self.node = None;
+        self.bump();
+    }
+
+    pub fn add_pod(&mut self, pod: Arc<Pod>) {
+        self.account(&pod, 1);
+        if pod.has_affinity() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if pod.has_required_anti_affinity() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
+        self.pods.push(pod);
+        self.bump();
+    }
+
+    /// Removes the pod with `uid`; `None` if it is not on this node.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let index = self.pods.iter().position(|p| &*p.uid == uid)?;
+        let pod = self.pods.swap_remove(index);
+        for list in [
+            &mut self.pods_with_affinity,
+            &mut self.pods_with_required_anti_affinity,
+        ] {
+            if let Some(i) = list.iter().position(|p| &*p.uid == uid) {
+                list.swap_remove(i);
+            }
+        }
+        self.account(&pod, -1);
+        self.bump();
+        Some(pod)
+    }
+
+    fn account(&mut self, pod: &Pod, sign: i64) {
+        if sign > 0 {
+            self.requested.add(pod.requests());
+            self.non_zero_requested.add(pod.non_zero_requests());
+            self.used_ports.extend(pod.host_ports().copied());
+        } else {
+            self.requested.sub(pod.requests());
+            self.non_zero_requested.sub(pod.non_zero_requests());
+            for port in pod.host_ports() {
+                if let Some(i) = self.used_ports.iter().position(|p| p == port) {
+                    self.used_ports.swap_remove(i);
+                }
+            }
+        }
+        for volume in &pod.volumes {
+            let Some(claim) = &volume.claim_name else {
+                continue;
+            };
+            let key = PvcKey {
+                namespace: pod.namespace,
+                claim: Sym::new(claim),
+            };
+            match self.pvc_ref_counts.iter().position(|e| e.0 == key) {
+                Some(i) if sign < 0 && self.pvc_ref_counts[i].1 <= 1 => {
+                    self.pvc_ref_counts.swap_remove(i);
+                }
+                Some(i) if sign < 0 => self.pvc_ref_counts[i].1 -= 1,
+                Some(i) => self.pvc_ref_counts[i].1 += 1,
+                None if sign > 0 => self.pvc_ref_counts.push((key, 1)),
+                None => {}
+            }
+        }
+    }
+
+    /// Whether two NodeInfos hold the same node, pods (by identity) and totals.
+    pub fn same_state(&self, other: &NodeInfo) -> bool {
+        let same_pods = |a: &[Arc<Pod>], b: &[Arc<Pod>]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+        };
+        let same_node = match (&self.node, &other.node) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same_node
+            && self.generation == other.generation
+            && same_pods(&self.pods, &other.pods)
+            && same_pods(&self.pods_with_affinity, &other.pods_with_affinity)
+            && same_pods(
+                &self.pods_with_required_anti_affinity,
+                &other.pods_with_required_anti_affinity,
+            )
+            && self.used_ports == other.used_ports
+            && self.requested == other.requested
+            && self.non_zero_requested == other.non_zero_requested
+            && self.pvc_ref_counts == other.pvc_ref_counts
+            && self.image_states == other.image_states
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::{Container, HostPort, Protocol};
+
+    fn node() -> Arc<Node> {
+        Arc::new(Node::new("n1", Resources::new(4000, 1 << 30)))
+    }
+
+    #[test]
+    fn pods_are_accounted_and_unaccounted() {
+        let mut info = NodeInfo::new(node());
+        let g0 = info.generation();
+        let mut container = Container::new("c", Some(500), None);
+        container.host_ports.push(HostPort {
+            ip: HostPort::any_ip(),
+            protocol: Protocol::Tcp,
+            port: 80,
+        });
+        let pod = Arc::new(Pod::new("ns", "a").with_container(container));
+        info.add_pod(pod.clone());
+        assert!(info.generation() > g0);
+        assert_eq!(info.requested().milli_cpu, 500);
+        assert_eq!(info.requested().memory, 0);
+        assert_eq!(
+            info.non_zero_requested().memory,
+            gantry_api::resources::DEFAULT_MEMORY_REQUEST
+        );
+        assert_eq!(info.used_ports().len(), 1);
+
+        let g1 = info.generation();
+        assert!(info.remove_pod("missing").is_none());
+        let removed = info.remove_pod(&pod.uid).unwrap();
+        assert!(
+            Arc::ptr_eq(&removed, &pod),
+            "the shared pod comes back, not a copy"
+        );
+        assert!(info.generation() > g1);
+        assert!(info.requested().is_zero());
+        assert!(info.non_zero_requested().is_zero());
+        assert!(info.used_ports().is_empty());
+    }
+
+    #[test]
+    fn pvc_counts_follow_pods() {
+        let mut info = NodeInfo::new(node());
+        let with_claim = |name: &str| {
+            let mut pod = Pod::new("ns", name);
+            pod.volumes.push(gantry_api::Volume {
+                name: Arc::from("data"),
+                claim_name: Some(Arc::from("claim-1")),
+                read_only: false,
+            });
+            Arc::new(pod)
+        };
+        info.add_pod(with_claim("a"));
+        info.add_pod(with_claim("b"));
+        assert_eq!(info.pvc_ref_counts().next().unwrap().1, 2);
+        info.remove_pod("ns/a");
+        assert_eq!(info.pvc_ref_counts().next().unwrap().1, 1);
+        info.remove_pod("ns/b");
+        assert_eq!(info.pvc_ref_counts().count(), 0);
+    }
+
+    #[test]
+    fn generations_never_repeat() {
+        let values: Vec<u64> = (0..1000).map(|_| next_generation()).collect();
+        assert!(values.windows(2).all(|w| w[1] > w[0]));
+    }
+}

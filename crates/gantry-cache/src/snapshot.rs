@@ -1,0 +1,292 @@
+//! The snapshot a scheduling cycle reads: NodeInfos in zone-interleaved order, the
+//! sub-lists of nodes with (anti-)affinity pods, and the claims in use.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use foldhash::fast::RandomState;
+use gantry_api::Sym;
+
+use crate::ClusterState;
+use crate::node_info::{NodeInfo, PvcKey};
+use crate::node_tree::NodeTree;
+
+static SNAPSHOT_IDS: AtomicU64 = AtomicU64::new(1);
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// What one `update_snapshot` did: the work it cost, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotUpdate {
+    /// NodeInfos copied from the cache.
+    pub cloned: usize,
+    /// The node list and affinity sub-lists were rebuilt.
+    pub lists_rebuilt: bool,
+    /// A consistency check failed and everything was rebuilt.
+    pub full_rebuild: bool,
+}
+
+/// NodeInfos live in stable slots: an update overwrites a slot in place (reusing its
+/// allocations), so the lists, which hold slot numbers, stay valid and are rebuilt only
+/// when nodes come or go or a node starts or stops holding affinity pods.
+#[derive(Debug)]
+pub struct Snapshot {
+    id: u64,
+    generation: u64,
+    slots: Vec<NodeInfo>,
+    free: Vec<u32>,
+    by_name: Map<Sym, u32>,
+    /// Slots in zone-interleaved order.
+    list: Vec<u32>,
+    /// Position in `list` of each slot.
+    slot_position: Vec<u32>,
+    with_affinity: Vec<u32>,
+    with_required_anti_affinity: Vec<u32>,
+    used_pvcs: Map<PvcKey, i64>,
+    tree_version: Option<u64>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Snapshot {
+        Snapshot::new()
+    }
+}
+
+impl Snapshot {
+    pub fn new() -> Snapshot {
+        Snapshot {
+            id: SNAPSHOT_IDS.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_name: Map::default(),
+            list: Vec::new(),
+            slot_position: Vec::new(),
+            with_affinity: Vec::new(),
+            with_required_anti_affinity: Vec::new(),
+            used_pvcs: Map::default(),
+            tree_version: None,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The generation of the newest change this snapshot holds.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Builds a snapshot from every NodeInfo (ghosts included, for their claims).
+    pub(crate) fn from_nodes<'a>(
+        nodes: impl Iterator<Item = &'a NodeInfo>,
+        tree: &NodeTree,
+    ) -> Snapshot {
+        let mut snapshot = Snapshot::new();
+        snapshot.fill_from(nodes, tree);
+        snapshot
+    }
+
+    fn fill_from<'a>(&mut self, nodes: impl Iterator<Item = &'a NodeInfo>, tree: &NodeTree) {
+        let id = self.id;
+        *self = Snapshot {
+            id,
+            ..Snapshot::new()
+        };
+        let mut generation = 0;
+        for info in nodes {
+            generation = generation.max(info.generation());
+            for (key, count) in info.pvc_ref_counts() {
+                *self.used_pvcs.entry(key).or_default() += i64::from(count);
+            }
+            if let Some(node) = info.node() {
+                self.by_name.insert(node.name, self.slots.len() as u32);
+                self.slots.push(info.clone());
+            }
+        }
+        self.generation = generation;
+        self.rebuild_lists(tree);
+    }
+
+    /// Applies the changed NodeInfos (newest first) from the cache.
+    pub(crate) fn apply<'a, I: Iterator<Item = &'a NodeInfo>>(
+        &mut self,
+        changed: Vec<&NodeInfo>,
+        head_generation: u64,
+        tree: &NodeTree,
+        tree_version: u64,
+        pvc_delta: Option<&Map<PvcKey, i64>>,
+        all_nodes: impl Fn() -> I,
+    ) -> SnapshotUpdate {
+        let mut update = SnapshotUpdate::default();
+        let mut relist = self.tree_version != Some(tree_version);
+        for info in changed {
+            let Some(node) = info.node() else { continue };
+            update.cloned += 1;
+            match self.by_name.get(&node.name) {
+                Some(&slot) => {
+                    let existing = &mut self.slots[slot as usize];
+                    relist |= existing.pods_with_affinity().is_empty()
+                        != info.pods_with_affinity().is_empty()
+                        || existing.pods_with_required_anti_affinity().is_empty()
+                            != info.pods_with_required_anti_affinity().is_empty();
+                    existing.clone_from(info);
+                }
+                None => {
+                    relist = true;
+                    let slot = match self.free.pop() {
+                        Some(slot) => {
+                            self.slots[slot as usize] = info.clone();
+                            slot
+                        }
+                        None => {
+                            self.slots.push(info.clone());
+                            (self.slots.len() - 1) as u32
+                        }
+                    };
+                    self.by_name.insert(node.name, slot);
+                }
+            }
+        }
+        if self.by_name.len() > tree.len() {
+            let live: HashSet<Sym, RandomState> = tree.list().into_iter().collect();
+            let gone: Vec<Sym> = self
+                .by_name
+                .keys()
+                .filter(|n| !live.contains(n))
+                .copied()
+                .collect();
+            for name in gone {
+                let slot = self.by_name.remove(&name).expect("listed above");
+                self.slots[slot as usize] = NodeInfo::default();
+                self.free.push(slot);
+            }
+            relist = true;
+        }
+        self.generation = self.generation.max(head_generation);
+        let pvcs_consistent = match pvc_delta {
+            Some(delta) => self.apply_pvc_delta(delta),
+            None => false,
+        };
+        if !pvcs_consistent {
+            self.used_pvcs.clear();
+            for info in all_nodes() {
+                for (key, count) in info.pvc_ref_counts() {
+                    *self.used_pvcs.entry(key).or_default() += i64::from(count);
+                }
+            }
+        }
+        if relist {
+            self.rebuild_lists(tree);
+            self.tree_version = Some(tree_version);
+            update.lists_rebuilt = true;
+        }
+        if self.list.len() != tree.len() || self.by_name.len() != tree.len() {
+            tracing::error!(
+                snapshot_nodes = self.list.len(),
+                cache_nodes = tree.len(),
+                "snapshot state is inconsistent with the cache; rebuilding it from scratch"
+            );
+            self.fill_from(all_nodes(), tree);
+            self.tree_version = Some(tree_version);
+            update = SnapshotUpdate {
+                cloned: self.slots.len(),
+                lists_rebuilt: true,
+                full_rebuild: true,
+            };
+        }
+        update
+    }
+
+    /// Applies claim reference changes; false if a count would go negative (the delta
+    /// does not belong to this snapshot's state), in which case the caller rebuilds.
+    fn apply_pvc_delta(&mut self, delta: &Map<PvcKey, i64>) -> bool {
+        for (key, change) in delta {
+            let count = self.used_pvcs.entry(*key).or_default();
+            *count += change;
+            if *count < 0 {
+                tracing::warn!(?key, "claim count went negative; rebuilding the claim set");
+                return false;
+            }
+            if *count == 0 {
+                self.used_pvcs.remove(key);
+            }
+        }
+        true
+    }
+
+    fn rebuild_lists(&mut self, tree: &NodeTree) {
+        self.list.clear();
+        self.with_affinity.clear();
+        self.with_required_anti_affinity.clear();
+        self.slot_position.clear();
+        self.slot_position.resize(self.slots.len(), u32::MAX);
+        for name in tree.list() {
+            let Some(&slot) = self.by_name.get(&name) else {
+                continue;
+            };
+            let position = self.list.len() as u32;
+            self.list.push(slot);
+            self.slot_position[slot as usize] = position;
+            let info = &self.slots[slot as usize];
+            if !info.pods_with_affinity().is_empty() {
+                self.with_affinity.push(position);
+            }
+            if !info.pods_with_required_anti_affinity().is_empty() {
+                self.with_required_anti_affinity.push(position);
+            }
+        }
+    }
+
+    /// Node names in list order.
+    pub fn node_names(&self) -> Vec<Sym> {
+        self.list
+            .iter()
+            .map(|&s| self.slots[s as usize].name())
+            .collect()
+    }
+
+    /// Claims in use, sorted (for comparisons).
+    pub fn used_pvcs(&self) -> Vec<PvcKey> {
+        let mut keys: Vec<PvcKey> = self.used_pvcs.keys().copied().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Whether two snapshots hold the same nodes in the same order, with the same state.
+    pub fn same_state(&self, other: &Snapshot) -> bool {
+        self.num_nodes() == other.num_nodes()
+            && (0..self.num_nodes()).all(|i| self.node_at(i).same_state(other.node_at(i)))
+            && self.with_affinity == other.with_affinity
+            && self.with_required_anti_affinity == other.with_required_anti_affinity
+            && self.used_pvcs() == other.used_pvcs()
+    }
+}
+
+impl ClusterState for Snapshot {
+    fn num_nodes(&self) -> usize {
+        self.list.len()
+    }
+
+    fn node_at(&self, position: usize) -> &NodeInfo {
+        &self.slots[self.list[position] as usize]
+    }
+
+    fn position(&self, name: Sym) -> Option<usize> {
+        let slot = *self.by_name.get(&name)?;
+        Some(self.slot_position[slot as usize] as usize)
+    }
+
+    fn with_affinity_pods(&self) -> &[u32] {
+        &self.with_affinity
+    }
+
+    fn with_required_anti_affinity_pods(&self) -> &[u32] {
+        &self.with_required_anti_affinity
+    }
+
+    fn is_pvc_used(&self, key: PvcKey) -> bool {
+        self.used_pvcs.contains_key(&key)
+    }
+}

@@ -1,0 +1,431 @@
+//! The cache's pod lifecycle, ghost nodes, and the central invariant: an incremental
+//! snapshot equals one built from scratch after any sequence of events, and copies
+//! exactly the nodes that changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gantry_api::{LabelSelector, Node, Pod, PodAffinityTerm, Resources, Sym, Volume};
+use gantry_cache::{Cache, CacheError, ClusterState, Snapshot};
+use proptest::prelude::*;
+
+fn node(name: &str, zone: usize) -> Arc<Node> {
+    let zone = format!("zone-{zone}");
+    Arc::new(
+        Node::new(name, Resources::new(4000, 8 << 30))
+            .with_labels([("topology.kubernetes.io/zone", zone.as_str())]),
+    )
+}
+
+fn pod(name: &str, node: &str) -> Arc<Pod> {
+    Arc::new(
+        Pod::new("ns", name)
+            .with_requests(100, 1 << 20)
+            .on_node(node),
+    )
+}
+
+#[test]
+fn assume_confirm_forget_and_errors() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 0));
+    let p = pod("p", "n1");
+    cache.assume_pod(p.clone()).unwrap();
+    assert!(cache.is_assumed(&p.uid));
+    assert!(matches!(
+        cache.assume_pod(p.clone()),
+        Err(CacheError::PodExists { .. })
+    ));
+    assert!(matches!(
+        cache.update_pod(p.clone()),
+        Err(CacheError::PodAssumed { .. })
+    ));
+
+    // Confirmation on another node moves the pod.
+    let landed = pod("p", "n2");
+    cache.add_pod(landed.clone()).unwrap();
+    assert!(!cache.is_assumed(&p.uid));
+    let snap = cache.full_snapshot();
+    assert_eq!(snap.node(Sym::new("n1")).unwrap().pods().len(), 0);
+    assert_eq!(
+        snap.node(Sym::new("n2")).unwrap().requested().milli_cpu,
+        100
+    );
+    assert!(matches!(
+        cache.add_pod(landed.clone()),
+        Err(CacheError::PodExists { .. })
+    ));
+    assert!(matches!(
+        cache.forget_pod(&landed),
+        Err(CacheError::PodNotAssumed { .. })
+    ));
+
+    let q = pod("q", "n1");
+    assert!(matches!(
+        cache.forget_pod(&q),
+        Err(CacheError::PodNotFound { .. })
+    ));
+    cache.assume_pod(q.clone()).unwrap();
+    assert!(matches!(
+        cache.forget_pod(&pod("q", "n2")),
+        Err(CacheError::NodeMismatch { .. })
+    ));
+    cache.forget_pod(&q).unwrap();
+    assert_eq!(cache.num_pods(), 1);
+    assert!(matches!(
+        cache.finish_binding(&q.uid, Instant::now()),
+        Err(CacheError::PodNotAssumed { .. })
+    ));
+    assert!(matches!(
+        cache.assume_pod(Arc::new(Pod::new("ns", "nowhere"))),
+        Err(CacheError::PodWithoutNode { .. })
+    ));
+    assert!(matches!(
+        cache.remove_node(Sym::new("n9")),
+        Err(CacheError::NodeNotFound { .. })
+    ));
+}
+
+#[test]
+fn assumed_pods_never_expire_by_default_and_do_with_a_ttl() {
+    let now = Instant::now();
+    let later = now + Duration::from_secs(3600);
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.assume_pod(pod("p", "n1")).unwrap();
+    cache.finish_binding("ns/p", now).unwrap();
+    assert!(cache.cleanup_expired_assumed_pods(later).is_empty());
+    assert!(cache.is_assumed("ns/p"));
+
+    let cache = Cache::with_assumed_ttl(Duration::from_secs(30));
+    cache.add_node(node("n1", 0));
+    cache.assume_pod(pod("p", "n1")).unwrap();
+    cache.assume_pod(pod("unfinished", "n1")).unwrap();
+    assert!(
+        cache.cleanup_expired_assumed_pods(later).is_empty(),
+        "binding not finished: kept"
+    );
+    cache.finish_binding("ns/p", now).unwrap();
+    assert!(
+        cache
+            .cleanup_expired_assumed_pods(now + Duration::from_secs(29))
+            .is_empty()
+    );
+    let expired = cache.cleanup_expired_assumed_pods(now + Duration::from_secs(30));
+    assert_eq!(expired.len(), 1);
+    assert_eq!(&*expired[0].uid, "ns/p");
+    assert_eq!(
+        cache
+            .full_snapshot()
+            .node(Sym::new("n1"))
+            .unwrap()
+            .pods()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn deleted_node_with_pods_is_a_ghost_until_they_go() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_pod(pod("p", "n1")).unwrap();
+    let mut snap = Snapshot::new();
+    cache.update_snapshot(&mut snap);
+    cache.remove_node(Sym::new("n1")).unwrap();
+    cache.update_snapshot(&mut snap);
+    assert_eq!(snap.num_nodes(), 0, "ghosts are not schedulable");
+    assert_eq!(cache.num_nodes(), 0);
+    // The pod's removal still finds it on the ghost.
+    cache.remove_pod(&pod("p", "n1")).unwrap();
+    assert_eq!(cache.num_pods(), 0);
+    // A pod may arrive before its node does.
+    cache.add_pod(pod("early", "n2")).unwrap();
+    cache.update_snapshot(&mut snap);
+    assert_eq!(snap.num_nodes(), 0);
+    cache.add_node(node("n2", 1));
+    cache.update_snapshot(&mut snap);
+    assert_eq!(snap.node(Sym::new("n2")).unwrap().pods().len(), 1);
+}
+
+#[test]
+fn recreated_node_gets_a_new_generation_and_fresh_state() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_pod(pod("p", "n1")).unwrap();
+    let mut snap = Snapshot::new();
+    cache.update_snapshot(&mut snap);
+    let before = snap.node(Sym::new("n1")).unwrap().generation();
+    cache.remove_pod(&pod("p", "n1")).unwrap();
+    cache.remove_node(Sym::new("n1")).unwrap();
+    cache.add_node(node("n1", 0));
+    let update = cache.update_snapshot(&mut snap);
+    let after = snap.node(Sym::new("n1")).unwrap();
+    assert!(after.generation() > before, "generations never repeat");
+    assert_eq!(after.pods().len(), 0);
+    assert_eq!(update.cloned, 1);
+    assert!(snap.same_state(&cache.full_snapshot()));
+}
+
+#[test]
+fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
+    let cache = Cache::new();
+    for i in 0..10 {
+        cache.add_node(node(&format!("n{i}"), i % 3));
+    }
+    let mut snap = Snapshot::new();
+    let first = cache.update_snapshot(&mut snap);
+    assert_eq!(first.cloned, 10);
+    assert!(first.lists_rebuilt);
+    assert_eq!(cache.update_snapshot(&mut snap).cloned, 0);
+
+    cache.add_pod(pod("a", "n3")).unwrap();
+    cache.add_pod(pod("b", "n7")).unwrap();
+    cache.add_pod(pod("c", "n3")).unwrap();
+    let update = cache.update_snapshot(&mut snap);
+    assert_eq!(update.cloned, 2);
+    assert!(
+        !update.lists_rebuilt,
+        "no node came or went, no affinity flipped"
+    );
+
+    let mut with_affinity = Pod::new("ns", "aff").with_requests(1, 1).on_node("n5");
+    with_affinity
+        .affinity
+        .pod_affinity
+        .required
+        .push(PodAffinityTerm {
+            label_selector: Some(LabelSelector::default()),
+            namespaces: vec![],
+            namespace_selector: None,
+            topology_key: Sym::new("kubernetes.io/hostname"),
+        });
+    cache.add_pod(Arc::new(with_affinity)).unwrap();
+    let update = cache.update_snapshot(&mut snap);
+    assert!(update.lists_rebuilt);
+    assert_eq!(snap.with_affinity_pods().len(), 1);
+    assert_eq!(
+        snap.node_at(snap.with_affinity_pods()[0] as usize).name(),
+        Sym::new("n5")
+    );
+    // Zone-interleaved order.
+    let names: Vec<&str> = snap.node_names().iter().map(|s| s.as_str()).collect();
+    assert_eq!(&names[..4], ["n0", "n1", "n2", "n3"]);
+}
+
+// ---- The model-based property test ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    AddNode { node: u8, zone: u8 },
+    RemoveNode { node: u8 },
+    AddPod { pod: u8, node: u8, kind: u8 },
+    AssumePod { pod: u8, node: u8, kind: u8 },
+    FinishBinding { pod: u8 },
+    ForgetPod { pod: u8 },
+    ConfirmAssumed { pod: u8, node: u8 },
+    UpdatePod { pod: u8, kind: u8 },
+    RemovePod { pod: u8 },
+    Snapshot,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..8u8, 0..3u8).prop_map(|(node, zone)| Op::AddNode { node, zone }),
+        1 => (0..8u8).prop_map(|node| Op::RemoveNode { node }),
+        4 => (0..30u8, 0..8u8, 0..6u8).prop_map(|(pod, node, kind)| Op::AddPod { pod, node, kind }),
+        3 => (0..30u8, 0..8u8, 0..6u8).prop_map(|(pod, node, kind)| Op::AssumePod { pod, node, kind }),
+        1 => (0..30u8).prop_map(|pod| Op::FinishBinding { pod }),
+        1 => (0..30u8).prop_map(|pod| Op::ForgetPod { pod }),
+        2 => (0..30u8, 0..8u8).prop_map(|(pod, node)| Op::ConfirmAssumed { pod, node }),
+        1 => (0..30u8, 0..6u8).prop_map(|(pod, kind)| Op::UpdatePod { pod, kind }),
+        2 => (0..30u8).prop_map(|pod| Op::RemovePod { pod }),
+        2 => Just(Op::Snapshot),
+    ]
+}
+
+/// Pods of a few shapes: plain, with affinity, with required anti-affinity, with claims.
+fn make_pod(id: u8, node: u8, kind: u8) -> Arc<Pod> {
+    let mut pod = Pod::new("ns", &format!("p{id}"))
+        .with_requests(10 * (i64::from(kind) + 1), 1 << 20)
+        .on_node(&format!("n{node}"));
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector::default()),
+        namespaces: vec![],
+        namespace_selector: None,
+        topology_key: Sym::new("kubernetes.io/hostname"),
+    };
+    match kind {
+        1 => pod.affinity.pod_affinity.required.push(term),
+        2 => pod.affinity.pod_anti_affinity.required.push(term),
+        3 | 4 => pod.volumes.push(Volume {
+            name: Arc::from("data"),
+            claim_name: Some(Arc::from(format!("claim-{}", kind - 3))),
+            read_only: false,
+        }),
+        _ => {}
+    }
+    Arc::new(pod)
+}
+
+#[derive(Default)]
+struct Model {
+    /// Live nodes and their zones.
+    nodes: BTreeMap<u8, u8>,
+    /// Pods: node, assumed, kind.
+    pods: BTreeMap<u8, (u8, bool, u8)>,
+    /// Nodes whose NodeInfo changed since the last snapshot.
+    changed: BTreeSet<u8>,
+}
+
+impl Model {
+    fn expected_requests(&self, node: u8) -> i64 {
+        self.pods
+            .values()
+            .filter(|(n, _, _)| *n == node)
+            .map(|(_, _, kind)| 10 * (i64::from(*kind) + 1))
+            .sum()
+    }
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let cache = Cache::new();
+    let mut model = Model::default();
+    let mut snap = Snapshot::new();
+    for op in ops {
+        match op {
+            Op::AddNode { node: n, zone } => {
+                cache.add_node(node(&format!("n{n}"), zone as usize));
+                model.nodes.insert(n, zone);
+                model.changed.insert(n);
+            }
+            Op::RemoveNode { node: n } => {
+                let result = cache.remove_node(Sym::new(&format!("n{n}")));
+                prop_assert_eq!(result.is_ok(), model.nodes.remove(&n).is_some());
+                model.changed.insert(n);
+            }
+            Op::AddPod {
+                pod: p,
+                node: n,
+                kind,
+            } => {
+                // Adding an assumed pod confirms it (possibly on another node).
+                let previous = model.pods.get(&p).copied();
+                let result = cache.add_pod(make_pod(p, n, kind));
+                prop_assert_eq!(result.is_ok(), previous.is_none_or(|s| s.1));
+                if result.is_ok() {
+                    if let Some((old, _, _)) = previous {
+                        model.changed.insert(old);
+                    }
+                    model.pods.insert(p, (n, false, kind));
+                    model.changed.insert(n);
+                }
+            }
+            Op::AssumePod {
+                pod: p,
+                node: n,
+                kind,
+            } => {
+                let result = cache.assume_pod(make_pod(p, n, kind));
+                prop_assert_eq!(result.is_ok(), !model.pods.contains_key(&p));
+                if result.is_ok() {
+                    model.pods.insert(p, (n, true, kind));
+                    model.changed.insert(n);
+                }
+            }
+            Op::FinishBinding { pod: p } => {
+                let result = cache.finish_binding(&format!("ns/p{p}"), Instant::now());
+                prop_assert_eq!(result.is_ok(), model.pods.get(&p).is_some_and(|s| s.1));
+            }
+            Op::ForgetPod { pod: p } => {
+                let Some(&(n, assumed, kind)) = model.pods.get(&p) else {
+                    prop_assert!(cache.forget_pod(&make_pod(p, 0, 0)).is_err());
+                    continue;
+                };
+                let result = cache.forget_pod(&make_pod(p, n, kind));
+                prop_assert_eq!(result.is_ok(), assumed);
+                if assumed {
+                    model.pods.remove(&p);
+                    model.changed.insert(n);
+                }
+            }
+            Op::ConfirmAssumed { pod: p, node: n } => {
+                let Some(&(old, true, kind)) = model.pods.get(&p) else {
+                    continue;
+                };
+                cache.add_pod(make_pod(p, n, kind)).unwrap();
+                model.pods.insert(p, (n, false, kind));
+                model.changed.insert(old);
+                model.changed.insert(n);
+            }
+            Op::UpdatePod { pod: p, kind } => {
+                let Some(&(n, assumed, _)) = model.pods.get(&p) else {
+                    continue;
+                };
+                let result = cache.update_pod(make_pod(p, n, kind));
+                prop_assert_eq!(result.is_ok(), !assumed);
+                if !assumed {
+                    model.pods.insert(p, (n, false, kind));
+                    model.changed.insert(n);
+                }
+            }
+            Op::RemovePod { pod: p } => {
+                let Some(&(n, _, kind)) = model.pods.get(&p) else {
+                    continue;
+                };
+                cache.remove_pod(&make_pod(p, n, kind)).unwrap();
+                model.pods.remove(&p);
+                model.changed.insert(n);
+            }
+            Op::Snapshot => {
+                let update = cache.update_snapshot(&mut snap);
+                let full = cache.full_snapshot();
+                prop_assert!(
+                    snap.same_state(&full),
+                    "incremental snapshot differs from a full rebuild"
+                );
+                prop_assert!(
+                    !update.full_rebuild,
+                    "consistency fallback should not be needed"
+                );
+                let expected_cloned = model
+                    .changed
+                    .iter()
+                    .filter(|n| model.nodes.contains_key(n))
+                    .count();
+                prop_assert_eq!(update.cloned, expected_cloned);
+                model.changed.clear();
+                let live: Vec<String> = model.nodes.keys().map(|n| format!("n{n}")).collect();
+                let mut names: Vec<String> =
+                    snap.node_names().iter().map(|s| s.to_string()).collect();
+                names.sort();
+                let mut live_sorted = live.clone();
+                live_sorted.sort();
+                prop_assert_eq!(names, live_sorted);
+                for &n in model.nodes.keys() {
+                    let info = snap.node(Sym::new(&format!("n{n}"))).unwrap();
+                    prop_assert_eq!(info.requested().milli_cpu, model.expected_requests(n));
+                }
+                for claim in 0..2 {
+                    let used = model.pods.values().any(|(_, _, k)| *k == 3 + claim);
+                    let key = gantry_cache::PvcKey {
+                        namespace: Sym::new("ns"),
+                        claim: Sym::new(&format!("claim-{claim}")),
+                    };
+                    prop_assert_eq!(snap.is_pvc_used(key), used);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn incremental_snapshot_equals_full_rebuild(ops in proptest::collection::vec(op(), 1..120)) {
+        run(ops)?;
+    }
+}
