@@ -1,0 +1,89 @@
+//! Per-pod scratch data that plugins compute once (PreFilter, PreScore) and read per node.
+
+use std::any::Any;
+
+/// Data a plugin keeps in the cycle state. Cloned when preemption simulates removing pods.
+pub trait StateData: Any + Send + Sync {
+    fn clone_box(&self) -> Box<dyn StateData>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync> StateData for T {
+    fn clone_box(&self) -> Box<dyn StateData> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A small map from plugin name to that plugin's data for the current pod.
+#[derive(Default)]
+pub struct CycleState {
+    entries: Vec<(&'static str, Box<dyn StateData>)>,
+    /// Plugins whose PreFilter said Skip: their Filter does not run.
+    filter_skipped: Vec<&'static str>,
+    /// Plugins whose PreScore said Skip: their Score does not run.
+    score_skipped: Vec<&'static str>,
+}
+
+impl Clone for CycleState {
+    fn clone(&self) -> CycleState {
+        CycleState {
+            entries: self
+                .entries
+                .iter()
+                .map(|(k, v)| (*k, (**v).clone_box()))
+                .collect(),
+            filter_skipped: self.filter_skipped.clone(),
+            score_skipped: self.score_skipped.clone(),
+        }
+    }
+}
+
+impl CycleState {
+    pub fn new() -> CycleState {
+        CycleState::default()
+    }
+
+    pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
+        match self.entries.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = Box::new(value),
+            None => self.entries.push((key, Box::new(value))),
+        }
+    }
+
+    pub fn read<T: 'static>(&self, key: &'static str) -> Option<&T> {
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| (**v).as_any().downcast_ref())
+    }
+
+    pub fn read_mut<T: 'static>(&mut self, key: &'static str) -> Option<&mut T> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| (**v).as_any_mut().downcast_mut())
+    }
+
+    pub fn skip_filter(&mut self, plugin: &'static str) {
+        self.filter_skipped.push(plugin);
+    }
+
+    pub fn is_filter_skipped(&self, plugin: &'static str) -> bool {
+        self.filter_skipped.contains(&plugin)
+    }
+
+    pub fn skip_score(&mut self, plugin: &'static str) {
+        self.score_skipped.push(plugin);
+    }
+
+    pub fn is_score_skipped(&self, plugin: &'static str) -> bool {
+        self.score_skipped.contains(&plugin)
+    }
+}

@@ -1,0 +1,106 @@
+//! The extension points. A plugin implements the traits of the points it takes part in;
+//! a [`Profile`](crate::Profile) lists the plugins per point, in order.
+
+use std::sync::Arc;
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::{ClusterState, NodeInfo};
+
+use crate::{ApiObjects, CycleState, Status};
+
+/// Highest score a plugin may give a node after normalisation.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// What PreFilter and PreScore plugins can read: the nodes, and the other API objects.
+#[derive(Clone, Copy)]
+pub struct Cluster<'a> {
+    pub nodes: &'a dyn ClusterState,
+    pub objects: &'a ApiObjects,
+}
+
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+}
+
+/// A PreFilter may narrow the nodes to consider (`Some(names)`); `None` means all nodes.
+pub type PreFilterResult = Option<Vec<Sym>>;
+
+pub trait PreFilterPlugin: Plugin {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status);
+
+    /// Updates the PreFilter state as if `added` were on `node` (preemption's what-if).
+    fn add_pod(&self, _state: &mut CycleState, _pod: &Pod, _added: &Arc<Pod>, _node: &NodeInfo) {}
+
+    /// Updates the PreFilter state as if `removed` were gone from `node`.
+    fn remove_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _removed: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) {
+    }
+}
+
+pub trait FilterPlugin: Plugin {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+}
+
+pub trait PreScorePlugin: Plugin {
+    /// `nodes` are the feasible nodes, which Score will be asked about.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        cluster: Cluster<'_>,
+    ) -> Status;
+}
+
+pub trait ScorePlugin: Plugin {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Rescales the raw scores of all feasible nodes (in the order Score saw them) to
+    /// 0..=MAX_NODE_SCORE. The default leaves them as they are.
+    fn normalize(&self, _state: &CycleState, _pod: &Pod, _scores: &mut [i64]) -> Status {
+        Status::success()
+    }
+}
+
+pub trait ReservePlugin: Plugin {
+    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: Sym) -> Status;
+    fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: Sym);
+}
+
+/// Permit: allow, reject, or ask to wait (`Code::Wait`) up to the returned timeout.
+pub trait PermitPlugin: Plugin {
+    fn permit(&self, state: &mut CycleState, pod: &Pod, node: Sym)
+    -> (Status, std::time::Duration);
+}
+
+pub trait PreEnqueuePlugin: Plugin {
+    fn pre_enqueue(&self, pod: &Pod) -> Status;
+}
+
+/// DefaultScore helper: `score * MAX / max`, or its reverse, as upstream's
+/// `DefaultNormalizeScore`.
+pub fn default_normalize(scores: &mut [i64], reverse: bool) {
+    let max = scores.iter().copied().max().unwrap_or(0).max(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = MAX_NODE_SCORE);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        *s = MAX_NODE_SCORE * *s / max;
+        if reverse {
+            *s = MAX_NODE_SCORE - *s;
+        }
+    }
+}

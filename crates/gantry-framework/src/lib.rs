@@ -1,0 +1,15 @@
+//! The scheduling framework: extension points, cycle state, statuses, profiles, and
+//! kube-scheduler's default plugins (one file each under `plugins/`).
+
+mod cycle_state;
+mod interface;
+mod objects;
+pub mod plugins;
+mod profile;
+mod status;
+
+pub use cycle_state::{CycleState, StateData};
+pub use interface::*;
+pub use objects::ApiObjects;
+pub use profile::{Profile, WeightedScorePlugin};
+pub use status::{Code, Status};

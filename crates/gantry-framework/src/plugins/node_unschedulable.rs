@@ -1,0 +1,74 @@
+//! NodeUnschedulable: cordoned nodes take only pods that tolerate
+//! `node.kubernetes.io/unschedulable:NoSchedule`.
+
+use gantry_api::{Pod, Sym, Taint, TaintEffect};
+use gantry_cache::NodeInfo;
+
+use crate::{CycleState, FilterPlugin, Plugin, Status};
+
+pub const NAME: &str = "NodeUnschedulable";
+pub const REASON: &str = "node(s) were unschedulable";
+const TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+pub struct NodeUnschedulable;
+
+impl Plugin for NodeUnschedulable {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+impl FilterPlugin for NodeUnschedulable {
+    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(node) = node.node() else {
+            return Status::unresolvable("node not found");
+        };
+        if !node.unschedulable {
+            return Status::success();
+        }
+        let taint = Taint {
+            key: Sym::new(TAINT_KEY),
+            value: Sym::new(""),
+            effect: TaintEffect::NoSchedule,
+        };
+        if pod.tolerations.iter().any(|t| t.tolerates(&taint)) {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+    use crate::plugins::testing::{filter_codes, node};
+    use gantry_api::{Toleration, TolerationOp};
+
+    #[test]
+    fn table() {
+        // Upstream's node_unschedulable_test cases.
+        let tolerating = {
+            let mut p = Pod::new("ns", "p");
+            p.tolerations.push(Toleration {
+                key: Some(Sym::new(TAINT_KEY)),
+                op: TolerationOp::Exists,
+                value: Sym::new(""),
+                effect: Some(TaintEffect::NoSchedule),
+            });
+            p
+        };
+        let plain = Pod::new("ns", "p");
+        let open = node("n", 1000, 1 << 30);
+        let cordoned = node("n", 1000, 1 << 30).unschedulable();
+        let cases = [
+            (&plain, &open, Code::Success),
+            (&plain, &cordoned, Code::UnschedulableAndUnresolvable),
+            (&tolerating, &cordoned, Code::Success),
+        ];
+        for (pod, n, expected) in cases {
+            assert_eq!(filter_codes(&NodeUnschedulable, pod, n), expected);
+        }
+    }
+}

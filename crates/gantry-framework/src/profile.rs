@@ -1,0 +1,48 @@
+//! A scheduling profile: the plugins at each extension point, in order, and score weights.
+
+use std::sync::Arc;
+
+use gantry_api::Sym;
+
+use crate::interface::*;
+
+#[derive(Clone)]
+pub struct WeightedScorePlugin {
+    pub plugin: Arc<dyn ScorePlugin>,
+    pub weight: i64,
+}
+
+/// One profile of a KubeSchedulerConfiguration, selected by the pod's `schedulerName`.
+#[derive(Clone)]
+pub struct Profile {
+    pub scheduler_name: Sym,
+    pub pre_enqueue: Vec<Arc<dyn PreEnqueuePlugin>>,
+    pub pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
+    pub filter: Vec<Arc<dyn FilterPlugin>>,
+    pub pre_score: Vec<Arc<dyn PreScorePlugin>>,
+    pub score: Vec<WeightedScorePlugin>,
+    pub reserve: Vec<Arc<dyn ReservePlugin>>,
+    pub permit: Vec<Arc<dyn PermitPlugin>>,
+    /// DefaultPreemption at PostFilter.
+    pub preemption: bool,
+    /// `None`: upstream's adaptive percentage.
+    pub percentage_of_nodes_to_score: Option<u32>,
+}
+
+impl Profile {
+    /// A profile with no plugins at all, to be filled in.
+    pub fn empty(scheduler_name: &str) -> Profile {
+        Profile {
+            scheduler_name: Sym::new(scheduler_name),
+            pre_enqueue: Vec::new(),
+            pre_filter: Vec::new(),
+            filter: Vec::new(),
+            pre_score: Vec::new(),
+            score: Vec::new(),
+            reserve: Vec::new(),
+            permit: Vec::new(),
+            preemption: false,
+            percentage_of_nodes_to_score: None,
+        }
+    }
+}

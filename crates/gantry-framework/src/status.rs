@@ -1,0 +1,117 @@
+//! Plugin verdicts, as upstream's `framework.Status`.
+
+use std::borrow::Cow;
+
+use smallvec::SmallVec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Success,
+    /// The pod does not fit, but preempting pods might make it fit.
+    Unschedulable,
+    /// The pod does not fit and preemption cannot help.
+    UnschedulableAndUnresolvable,
+    Error,
+    /// The plugin has nothing to do for this pod (its later extension points are skipped).
+    Skip,
+    /// Permit: wait before binding.
+    Wait,
+}
+
+/// A verdict with reasons (`Insufficient cpu`) and the plugin that gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    code: Code,
+    reasons: SmallVec<[Cow<'static, str>; 1]>,
+    plugin: &'static str,
+}
+
+impl Status {
+    pub fn success() -> Status {
+        Status {
+            code: Code::Success,
+            reasons: SmallVec::new(),
+            plugin: "",
+        }
+    }
+
+    pub fn new(code: Code, reason: impl Into<Cow<'static, str>>) -> Status {
+        let mut reasons = SmallVec::new();
+        reasons.push(reason.into());
+        Status {
+            code,
+            reasons,
+            plugin: "",
+        }
+    }
+
+    pub fn unschedulable(reason: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::Unschedulable, reason)
+    }
+
+    pub fn unresolvable(reason: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::UnschedulableAndUnresolvable, reason)
+    }
+
+    pub fn error(reason: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::Error, reason)
+    }
+
+    pub fn skip() -> Status {
+        Status {
+            code: Code::Skip,
+            reasons: SmallVec::new(),
+            plugin: "",
+        }
+    }
+
+    pub fn with_reason(mut self, reason: impl Into<Cow<'static, str>>) -> Status {
+        self.reasons.push(reason.into());
+        self
+    }
+
+    pub fn with_plugin(mut self, plugin: &'static str) -> Status {
+        self.plugin = plugin;
+        self
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    pub fn is_skip(&self) -> bool {
+        self.code == Code::Skip
+    }
+
+    /// Unschedulable or UnschedulableAndUnresolvable.
+    pub fn is_rejected(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable
+        )
+    }
+
+    pub fn reasons(&self) -> impl Iterator<Item = &str> {
+        self.reasons.iter().map(|r| r.as_ref())
+    }
+
+    /// The plugin that gave this verdict.
+    pub fn plugin(&self) -> &'static str {
+        self.plugin
+    }
+
+    /// Reasons joined with ", ", as upstream's `Status.Message()`.
+    pub fn message(&self) -> String {
+        self.reasons().collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl Default for Status {
+    fn default() -> Status {
+        Status::success()
+    }
+}
