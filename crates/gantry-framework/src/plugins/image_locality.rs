@@ -1,0 +1,158 @@
+//! ImageLocality: prefers nodes that already hold the pod's images, weighted by how
+//! widespread each image is (an image on every node does not distinguish any).
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::NodeInfo;
+
+use crate::{Cluster, CycleState, MAX_NODE_SCORE, Plugin, PreScorePlugin, ScorePlugin, Status};
+
+pub const NAME: &str = "ImageLocality";
+
+const MB: i64 = 1024 * 1024;
+const MIN_THRESHOLD: i64 = 23 * MB;
+const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
+
+pub struct ImageLocality;
+
+/// The pod's images, normalised, and the number of nodes in the cluster.
+#[derive(Clone)]
+struct PodImages {
+    images: Vec<Sym>,
+    total_nodes: usize,
+}
+
+impl Plugin for ImageLocality {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// Upstream's `normalizedImageName`: an image without a tag means `:latest`.
+fn normalized(image: &str) -> Sym {
+    let tag = image.rfind(':');
+    let slash = image.rfind('/');
+    match (tag, slash) {
+        (Some(t), Some(s)) if t > s => Sym::new(image),
+        (Some(_), None) => Sym::new(image),
+        _ => Sym::new(&format!("{image}:latest")),
+    }
+}
+
+impl PreScorePlugin for ImageLocality {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        _nodes: &[&NodeInfo],
+        cluster: Cluster<'_>,
+    ) -> Status {
+        let images = pod
+            .init_containers
+            .iter()
+            .chain(&pod.containers)
+            .map(|c| normalized(c.image.as_str()))
+            .collect();
+        state.write(
+            NAME,
+            PodImages {
+                images,
+                total_nodes: cluster.nodes.num_nodes(),
+            },
+        );
+        Status::success()
+    }
+}
+
+impl ScorePlugin for ImageLocality {
+    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let pod = state
+            .read::<PodImages>(NAME)
+            .ok_or_else(|| Status::error("ImageLocality PreScore state missing"))?;
+        let total = pod.total_nodes.max(1) as f64;
+        let sum: i64 = pod
+            .images
+            .iter()
+            .filter_map(|&image| node.image_state(image))
+            .map(|s| (s.size_bytes as f64 * (f64::from(s.num_nodes) / total)) as i64)
+            .sum();
+        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.images.len() as i64;
+        let sum = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
+        if max_threshold <= MIN_THRESHOLD {
+            return Ok(0);
+        }
+        Ok(MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ApiObjects;
+    use gantry_api::{Container, Node, Resources};
+    use gantry_cache::{Cache, ClusterState, Snapshot};
+    use std::sync::Arc;
+
+    fn pod_with_images(images: &[&str]) -> Pod {
+        let mut pod = Pod::new("ns", "p");
+        for image in images {
+            let mut c = Container::new("c", Some(0), Some(0));
+            c.image = Sym::new(image);
+            pod = pod.with_container(c);
+        }
+        pod
+    }
+
+    #[test]
+    fn table() {
+        // Re-derived from upstream's image_locality_test: node 1 holds gcr.io/40 (40MB) and
+        // gcr.io/250 (250MB), node 2 holds gcr.io/10 (10MB) and gcr.io/2000 (2000MB).
+        let cache = Cache::new();
+        cache.add_node(Arc::new(
+            Node::new("machine1", Resources::default())
+                .with_image("gcr.io/40:latest", 40 * MB)
+                .with_image("gcr.io/300:latest", 300 * MB)
+                .with_image("gcr.io/2000:latest", 2000 * MB),
+        ));
+        cache.add_node(Arc::new(
+            Node::new("machine2", Resources::default())
+                .with_image("gcr.io/250:latest", 250 * MB)
+                .with_image("gcr.io/10:latest", 10 * MB),
+        ));
+        let mut snapshot = Snapshot::new();
+        cache.update_snapshot(&mut snapshot);
+        let objects = ApiObjects::default();
+        let score = |pod: &Pod| -> Vec<i64> {
+            let mut state = CycleState::new();
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            ImageLocality.pre_score(&mut state, pod, &[], cluster);
+            (0..snapshot.num_nodes())
+                .map(|i| {
+                    ImageLocality
+                        .score(&state, pod, snapshot.node_at(i))
+                        .unwrap()
+                })
+                .collect()
+        };
+        // Two images, each on one of two nodes: 40MB*1/2 = 20MB on machine1 (below the
+        // 23MB floor: 0); 250MB*1/2 = 125MB on machine2: 100*(125-23)/(2000-23) = 5.
+        assert_eq!(
+            score(&pod_with_images(&["gcr.io/40", "gcr.io/250"])),
+            [0, 5]
+        );
+        // 300MB/2 = 150MB + 2000MB/2 = 1000MB: (1150-23)*100/(2000-23) = 57.
+        assert_eq!(
+            score(&pod_with_images(&["gcr.io/300", "gcr.io/2000"])),
+            [57, 0]
+        );
+        // A tagged name must match exactly.
+        assert_eq!(score(&pod_with_images(&["gcr.io/300:v1"])), [0, 0]);
+        assert_eq!(
+            normalized("registry:5000/app"),
+            Sym::new("registry:5000/app:latest")
+        );
+        assert_eq!(normalized("nginx:1.25"), Sym::new("nginx:1.25"));
+    }
+}

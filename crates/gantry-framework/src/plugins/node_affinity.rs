@@ -1,0 +1,202 @@
+//! NodeAffinity: `nodeSelector` and required node affinity filter nodes; preferred terms
+//! add their weights to the nodes they match.
+
+use gantry_api::{NodeSelector, Pod};
+use gantry_cache::NodeInfo;
+
+use crate::{
+    Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    ScorePlugin, Status, default_normalize,
+};
+
+pub const NAME: &str = "NodeAffinity";
+pub const REASON: &str = "node(s) didn't match Pod's node affinity/selector";
+
+/// `added_affinity`: the profile's `addedAffinity`, required of every pod in addition to its own.
+#[derive(Default)]
+pub struct NodeAffinity {
+    pub added_affinity: Option<NodeSelector>,
+}
+
+pub const ADDED_AFFINITY_REASON: &str = "node(s) didn't match scheduler-enforced node affinity";
+
+impl Plugin for NodeAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// Whether the node satisfies the pod's nodeSelector and required node affinity.
+pub fn matches_required(pod: &Pod, node: &gantry_api::Node) -> bool {
+    pod.node_selector
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
+        && pod
+            .affinity
+            .node_affinity
+            .required
+            .as_ref()
+            .is_none_or(|r| r.matches(node.name, &node.labels))
+}
+
+impl PreFilterPlugin for NodeAffinity {
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        pod: &Pod,
+        _cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status) {
+        let has_rules =
+            !pod.node_selector.is_empty() || pod.affinity.node_affinity.required.is_some();
+        if !has_rules && self.added_affinity.is_none() {
+            return (None, Status::skip());
+        }
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for NodeAffinity {
+    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(node) = node.node() else {
+            return Status::unresolvable("node not found");
+        };
+        if let Some(added) = &self.added_affinity
+            && !added.matches(node.name, &node.labels)
+        {
+            return Status::unresolvable(ADDED_AFFINITY_REASON);
+        }
+        if matches_required(pod, node) {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON)
+        }
+    }
+}
+
+impl PreScorePlugin for NodeAffinity {
+    fn pre_score(
+        &self,
+        _state: &mut CycleState,
+        pod: &Pod,
+        _nodes: &[&NodeInfo],
+        _cluster: Cluster<'_>,
+    ) -> Status {
+        if pod.affinity.node_affinity.preferred.is_empty() {
+            Status::skip()
+        } else {
+            Status::success()
+        }
+    }
+}
+
+impl ScorePlugin for NodeAffinity {
+    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let node = node.node().ok_or_else(|| Status::error("node not found"))?;
+        Ok(pod
+            .affinity
+            .node_affinity
+            .preferred
+            .iter()
+            .filter(|p| p.term.matches(node.name, &node.labels))
+            .map(|p| i64::from(p.weight))
+            .sum())
+    }
+
+    fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
+        default_normalize(scores, false);
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::testing::{node, node_info};
+    use gantry_api::labels::{NodeSelectorOp, NodeSelectorRequirement};
+    use gantry_api::{Labels, NodeSelectorTerm, PreferredSchedulingTerm, Sym};
+
+    fn term(key: &str, op: NodeSelectorOp, values: &[&str]) -> NodeSelectorTerm {
+        NodeSelectorTerm {
+            match_expressions: vec![NodeSelectorRequirement {
+                key: Sym::new(key),
+                op,
+                values: values.iter().map(|v| Sym::new(v)).collect(),
+            }],
+            match_fields: vec![],
+        }
+    }
+
+    #[test]
+    fn filter_table() {
+        let labelled = node("n", 1, 1).with_labels([("foo", "bar"), ("zone", "a")]);
+        let check = |pod: &Pod| {
+            NodeAffinity::default().filter(&CycleState::new(), pod, &node_info(&labelled, &[]))
+        };
+        let mut selector = Pod::new("ns", "p");
+        selector.node_selector = Labels::from_strs([("foo", "bar")]);
+        assert!(check(&selector).is_success());
+        selector.node_selector = Labels::from_strs([("foo", "baz")]);
+        assert_eq!(check(&selector).message(), REASON);
+        let mut required = Pod::new("ns", "p");
+        required.affinity.node_affinity.required = Some(NodeSelector {
+            terms: vec![
+                term("zone", NodeSelectorOp::In, &["b"]),
+                term("foo", NodeSelectorOp::Exists, &[]),
+            ],
+        });
+        assert!(check(&required).is_success(), "terms are ORed");
+        required.node_selector = Labels::from_strs([("zone", "b")]);
+        assert!(
+            !check(&required).is_success(),
+            "nodeSelector and affinity are ANDed"
+        );
+        let enforced = NodeAffinity {
+            added_affinity: Some(NodeSelector {
+                terms: vec![term("zone", NodeSelectorOp::In, &["z"])],
+            }),
+        };
+        let status = enforced.filter(
+            &CycleState::new(),
+            &Pod::new("ns", "p"),
+            &node_info(&labelled, &[]),
+        );
+        assert_eq!(status.message(), ADDED_AFFINITY_REASON);
+    }
+
+    #[test]
+    fn score_sums_matching_preferred_weights() {
+        // Upstream's "all nodes match different preferences" case: weights 2, 4, 5.
+        let mut pod = Pod::new("ns", "p");
+        pod.affinity.node_affinity.preferred = vec![
+            PreferredSchedulingTerm {
+                weight: 2,
+                term: term("foo", NodeSelectorOp::In, &["bar"]),
+            },
+            PreferredSchedulingTerm {
+                weight: 4,
+                term: term("key", NodeSelectorOp::In, &["value"]),
+            },
+            PreferredSchedulingTerm {
+                weight: 5,
+                term: term("az", NodeSelectorOp::In, &["az1"]),
+            },
+        ];
+        let nodes = [
+            node("1", 1, 1).with_labels([("foo", "bar")]),
+            node("2", 1, 1).with_labels([("key", "value"), ("az", "az1")]),
+            node("3", 1, 1).with_labels([("foo", "bar"), ("az", "az1")]),
+            node("4", 1, 1),
+        ];
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| {
+                NodeAffinity::default()
+                    .score(&CycleState::new(), &pod, &node_info(n, &[]))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(scores, [2, 9, 7, 0]);
+        NodeAffinity::default().normalize(&CycleState::new(), &pod, &mut scores);
+        assert_eq!(scores, [22, 100, 77, 0]);
+    }
+}

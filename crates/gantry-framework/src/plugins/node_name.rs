@@ -1,0 +1,50 @@
+//! NodeName: a pod that names a node fits only that node.
+
+use gantry_api::Pod;
+use gantry_cache::NodeInfo;
+
+use crate::{CycleState, FilterPlugin, Plugin, Status};
+
+pub const NAME: &str = "NodeName";
+pub const REASON: &str = "node(s) didn't match the requested node name";
+
+pub struct NodeName;
+
+impl Plugin for NodeName {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+impl FilterPlugin for NodeName {
+    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        match pod.node_name {
+            Some(wanted) if wanted != node.name() => Status::unresolvable(REASON),
+            _ => Status::success(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+    use crate::plugins::testing::{filter_codes, node};
+
+    #[test]
+    fn table() {
+        let n = node("foo", 1000, 1000);
+        assert_eq!(
+            filter_codes(&NodeName, &Pod::new("ns", "p"), &n),
+            Code::Success
+        );
+        assert_eq!(
+            filter_codes(&NodeName, &Pod::new("ns", "p").on_node("foo"), &n),
+            Code::Success
+        );
+        assert_eq!(
+            filter_codes(&NodeName, &Pod::new("ns", "p").on_node("bar"), &n),
+            Code::UnschedulableAndUnresolvable
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! NodeResourcesFit: the node must have room for the pod's requests; scoring prefers the
+//! least (or most) allocated node, or follows a requested-to-capacity shape.
+
+use gantry_api::{Pod, ResourceName, Resources};
+use gantry_cache::NodeInfo;
+
+use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
+
+pub const NAME: &str = "NodeResourcesFit";
+pub const TOO_MANY_PODS: &str = "Too many pods";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScoringStrategy {
+    LeastAllocated,
+    MostAllocated,
+    /// Utilisation (0..=100) to score (0..=10) points, as in the config API.
+    RequestedToCapacityRatio {
+        shape: Vec<(i64, i64)>,
+    },
+}
+
+/// The resources scoring looks at, with their weights (default cpu 1, memory 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredResource {
+    pub name: ResourceName,
+    pub weight: i64,
+}
+
+pub fn default_scored_resources() -> Vec<ScoredResource> {
+    vec![
+        ScoredResource {
+            name: ResourceName::Cpu,
+            weight: 1,
+        },
+        ScoredResource {
+            name: ResourceName::Memory,
+            weight: 1,
+        },
+    ]
+}
+
+pub struct NodeResourcesFit {
+    pub strategy: ScoringStrategy,
+    pub resources: Vec<ScoredResource>,
+}
+
+impl Default for NodeResourcesFit {
+    fn default() -> NodeResourcesFit {
+        NodeResourcesFit {
+            strategy: ScoringStrategy::LeastAllocated,
+            resources: default_scored_resources(),
+        }
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// Upstream's `fitsRequest`: every resource the pod requests must fit in what is left.
+pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
+    let allocatable = node.allocatable();
+    let requested = node.requested();
+    let mut status = Status::success();
+    let mut fail = |reason: String| {
+        status = if status.is_success() {
+            Status::unschedulable(reason)
+        } else {
+            std::mem::take(&mut status).with_reason(reason)
+        };
+    };
+    if node.pods().len() as i64 + 1 > allocatable.pods {
+        fail(TOO_MANY_PODS.to_string());
+    }
+    let checks = [
+        (
+            request.milli_cpu,
+            allocatable.milli_cpu - requested.milli_cpu,
+            "cpu",
+        ),
+        (
+            request.memory,
+            allocatable.memory - requested.memory,
+            "memory",
+        ),
+        (
+            request.ephemeral_storage,
+            allocatable.ephemeral_storage - requested.ephemeral_storage,
+            "ephemeral-storage",
+        ),
+    ];
+    for (want, free, name) in checks {
+        if want > 0 && want > free {
+            fail(format!("Insufficient {name}"));
+        }
+    }
+    for (name, want) in request.scalars() {
+        if want > allocatable.scalar(name) - requested.scalar(name) {
+            fail(format!("Insufficient {name}"));
+        }
+    }
+    status
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        insufficient_resources(pod.requests(), node)
+    }
+}
+
+/// Allocatable and requested-after-placement of one resource, as upstream's
+/// `calculateResourceAllocatableRequest`: cpu and memory use the defaulted (non-zero)
+/// requests when `use_non_zero`, other resources the real ones; an extended resource the
+/// pod does not request is not scored.
+pub fn allocatable_and_requested(
+    node: &NodeInfo,
+    pod: &Pod,
+    resource: ResourceName,
+    use_non_zero: bool,
+) -> (i64, i64) {
+    let allocatable = node.allocatable().get(resource);
+    let (node_requested, pod_request) = match resource {
+        ResourceName::Cpu | ResourceName::Memory if use_non_zero => (
+            node.non_zero_requested().get(resource),
+            pod.non_zero_requests().get(resource),
+        ),
+        _ => (node.requested().get(resource), pod.requests().get(resource)),
+    };
+    if matches!(resource, ResourceName::Scalar(_)) && pod_request == 0 {
+        return (0, 0);
+    }
+    (allocatable, node_requested + pod_request)
+}
+
+fn least_allocated(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        0
+    } else {
+        (capacity - requested) * MAX_NODE_SCORE / capacity
+    }
+}
+
+fn most_allocated(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        0
+    } else {
+        requested.min(capacity) * MAX_NODE_SCORE / capacity
+    }
+}
+
+/// Piecewise-linear interpolation over (utilisation, score) points, flat beyond the ends.
+fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
+    let Some(&(first_u, first_s)) = shape.first() else {
+        return 0;
+    };
+    if x <= first_u {
+        return first_s;
+    }
+    for pair in shape.windows(2) {
+        let ((u0, s0), (u1, s1)) = (pair[0], pair[1]);
+        if x <= u1 {
+            return s0 + (s1 - s0) * (x - u0) / (u1 - u0).max(1);
+        }
+    }
+    shape.last().map_or(0, |p| p.1)
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let mut weighted = 0i64;
+        let mut weights = 0i64;
+        let ratio_shape: Vec<(i64, i64)> = match &self.strategy {
+            ScoringStrategy::RequestedToCapacityRatio { shape } => shape
+                .iter()
+                .map(|&(u, s)| (u, s * MAX_NODE_SCORE / 10))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for r in &self.resources {
+            let (allocatable, requested) = allocatable_and_requested(node, pod, r.name, true);
+            if allocatable == 0 {
+                continue;
+            }
+            let score = match &self.strategy {
+                ScoringStrategy::LeastAllocated => least_allocated(requested, allocatable),
+                ScoringStrategy::MostAllocated => most_allocated(requested, allocatable),
+                ScoringStrategy::RequestedToCapacityRatio { .. } => {
+                    let utilisation = if requested > allocatable {
+                        100
+                    } else {
+                        requested * 100 / allocatable
+                    };
+                    broken_linear(&ratio_shape, utilisation)
+                }
+            };
+            if matches!(
+                self.strategy,
+                ScoringStrategy::RequestedToCapacityRatio { .. }
+            ) && score <= 0
+            {
+                continue;
+            }
+            weighted += score * r.weight;
+            weights += r.weight;
+        }
+        if weights == 0 {
+            return Ok(0);
+        }
+        Ok(match self.strategy {
+            ScoringStrategy::RequestedToCapacityRatio { .. } => {
+                (weighted as f64 / weights as f64).round() as i64
+            }
+            _ => weighted / weights,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+    use crate::plugins::testing::{node, node_info};
+    use gantry_api::Sym;
+
+    fn pod(cpu: i64, mem: i64) -> Pod {
+        Pod::new("ns", "p").with_requests(cpu, mem)
+    }
+
+    #[test]
+    fn filter_table() {
+        // Re-derived from upstream's fit_test TestEnoughRequests.
+        let n = node("n", 10, 20);
+        let check = |p: &Pod, existing: &[Pod]| {
+            NodeResourcesFit::default().filter(&CycleState::new(), p, &node_info(&n, existing))
+        };
+        assert!(
+            check(&pod(0, 0), &[pod(10, 20)]).is_success(),
+            "no request fits a full node"
+        );
+        assert!(check(&pod(1, 1), &[pod(5, 5)]).is_success());
+        let s = check(&pod(1, 1), &[pod(10, 20)]);
+        assert_eq!(
+            (s.code(), s.message().as_str()),
+            (Code::Unschedulable, "Insufficient cpu, Insufficient memory")
+        );
+        assert_eq!(
+            check(&pod(2, 1), &[pod(9, 5)]).message(),
+            "Insufficient cpu"
+        );
+        assert_eq!(
+            check(&pod(1, 2), &[pod(5, 19)]).message(),
+            "Insufficient memory"
+        );
+        // Init containers count by their peak.
+        let init = Pod::new("ns", "p")
+            .with_requests(1, 1)
+            .with_init_container(gantry_api::Container::new("i", Some(3), Some(1)));
+        assert_eq!(check(&init, &[pod(8, 19)]).message(), "Insufficient cpu");
+        // Extended resources.
+        let gpu = Sym::new("example.com/gpu");
+        let mut with_gpu = pod(1, 1);
+        with_gpu.containers[0].requests.set_scalar(gpu, 1);
+        with_gpu.update_requests();
+        assert_eq!(
+            check(&with_gpu, &[]).message(),
+            "Insufficient example.com/gpu"
+        );
+        // Pod count.
+        let mut tiny = node("t", 10, 20);
+        tiny.allocatable.pods = 1;
+        let s = NodeResourcesFit::default().filter(
+            &CycleState::new(),
+            &pod(1, 1),
+            &node_info(&tiny, &[pod(0, 0)]),
+        );
+        assert_eq!(s.message(), TOO_MANY_PODS);
+    }
+
+    #[test]
+    fn least_allocated_scores() {
+        // Upstream's least_allocated_test: "nothing scheduled, resources requested, differently
+        // sized nodes": cpu 3000m/4000m... expected scores 37 and 50.
+        let p = Pod::new("ns", "p")
+            .with_requests(1000, 2000)
+            .with_requests(2000, 3000);
+        let n1 = node("n1", 4000, 10000);
+        let n2 = node("n2", 6000, 10000);
+        let score = |n: &gantry_api::Node| {
+            NodeResourcesFit::default()
+                .score(&CycleState::new(), &p, &node_info(n, &[]))
+                .unwrap()
+        };
+        assert_eq!(score(&n1), 37);
+        assert_eq!(score(&n2), 50);
+    }
+
+    #[test]
+    fn most_allocated_and_ratio_scores() {
+        // Upstream's most_allocated_test "resources requested, pods scheduled with resources": 62, 60... here
+        // the simpler "nothing scheduled, resources requested, differently sized nodes": 62 and 50.
+        let p = Pod::new("ns", "p")
+            .with_requests(1000, 2000)
+            .with_requests(2000, 3000);
+        let most = NodeResourcesFit {
+            strategy: ScoringStrategy::MostAllocated,
+            resources: default_scored_resources(),
+        };
+        assert_eq!(
+            most.score(
+                &CycleState::new(),
+                &p,
+                &node_info(&node("n1", 4000, 10000), &[])
+            )
+            .unwrap(),
+            62
+        );
+        assert_eq!(
+            most.score(
+                &CycleState::new(),
+                &p,
+                &node_info(&node("n2", 6000, 10000), &[])
+            )
+            .unwrap(),
+            50
+        );
+        let ratio = NodeResourcesFit {
+            strategy: ScoringStrategy::RequestedToCapacityRatio {
+                shape: vec![(0, 10), (100, 0)],
+            },
+            resources: default_scored_resources(),
+        };
+        // cpu 75% -> 25, memory 50% -> 50; mean 37.5 rounds to 38.
+        assert_eq!(
+            ratio
+                .score(
+                    &CycleState::new(),
+                    &p,
+                    &node_info(&node("n1", 4000, 10000), &[])
+                )
+                .unwrap(),
+            38
+        );
+        assert_eq!(broken_linear(&[(0, 0), (50, 100), (100, 0)], 75), 50);
+    }
+}
