@@ -181,17 +181,16 @@ impl Cache {
     }
 
     /// Marks the binding of an assumed pod as done; with a TTL, its expiry clock starts.
-    pub fn finish_binding(&self, uid: &str, now: Instant) -> Result<(), CacheError> {
+    /// A pod whose add event already confirmed it (the event can beat this call) is left
+    /// as it is, as upstream does.
+    pub fn finish_binding(&self, uid: &str, now: Instant) {
         let mut s = self.state.lock();
         if !s.assumed.contains(uid) {
-            return Err(CacheError::PodNotAssumed {
-                pod: uid.to_string(),
-            });
+            return;
         }
         let state = s.pods.get_mut(uid).expect("assumed pods have a state");
         state.binding_finished = true;
         state.deadline = self.assumed_ttl.map(|ttl| now + ttl);
-        Ok(())
     }
 
     /// Undoes an assume (the binding failed).

@@ -74,10 +74,11 @@ fn assume_confirm_forget_and_errors() {
     ));
     cache.forget_pod(&q).unwrap();
     assert_eq!(cache.num_pods(), 1);
-    assert!(matches!(
-        cache.finish_binding(&q.uid, Instant::now()),
-        Err(CacheError::PodNotAssumed { .. })
-    ));
+    cache.finish_binding(&q.uid, Instant::now());
+    assert!(
+        !cache.is_assumed(&q.uid),
+        "finishing the binding of a forgotten pod changes nothing"
+    );
     assert!(matches!(
         cache.assume_pod(Arc::new(Pod::new("ns", "nowhere"))),
         Err(CacheError::PodWithoutNode { .. })
@@ -95,7 +96,7 @@ fn assumed_pods_never_expire_by_default_and_do_with_a_ttl() {
     let cache = Cache::new();
     cache.add_node(node("n1", 0));
     cache.assume_pod(pod("p", "n1")).unwrap();
-    cache.finish_binding("ns/p", now).unwrap();
+    cache.finish_binding("ns/p", now);
     assert!(cache.cleanup_expired_assumed_pods(later).is_empty());
     assert!(cache.is_assumed("ns/p"));
 
@@ -107,7 +108,7 @@ fn assumed_pods_never_expire_by_default_and_do_with_a_ttl() {
         cache.cleanup_expired_assumed_pods(later).is_empty(),
         "binding not finished: kept"
     );
-    cache.finish_binding("ns/p", now).unwrap();
+    cache.finish_binding("ns/p", now);
     assert!(
         cache
             .cleanup_expired_assumed_pods(now + Duration::from_secs(29))
@@ -336,8 +337,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::FinishBinding { pod: p } => {
-                let result = cache.finish_binding(&format!("ns/p{p}"), Instant::now());
-                prop_assert_eq!(result.is_ok(), model.pods.get(&p).is_some_and(|s| s.1));
+                cache.finish_binding(&format!("ns/p{p}"), Instant::now());
+                prop_assert_eq!(
+                    cache.is_assumed(&format!("ns/p{p}")),
+                    model.pods.get(&p).is_some_and(|s| s.1)
+                );
             }
             Op::ForgetPod { pod: p } => {
                 let Some(&(n, assumed, kind)) = model.pods.get(&p) else {

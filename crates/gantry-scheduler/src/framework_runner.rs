@@ -1,0 +1,152 @@
+//! Runs a profile's plugins at each extension point, as upstream's `frameworkImpl`.
+
+use std::sync::Arc;
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::NodeInfo;
+use gantry_framework::{Cluster, Code, CycleState, Profile, Status};
+
+/// PreFilter: `Ok(None)` for all nodes, `Ok(Some(names))` to narrow them, `Err` when a
+/// plugin rejected the pod for every node.
+pub fn run_pre_filter(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    cluster: Cluster<'_>,
+) -> Result<Option<Vec<Sym>>, Status> {
+    let mut narrowed: Option<Vec<Sym>> = None;
+    for plugin in &profile.pre_filter {
+        let (result, status) = plugin.pre_filter(state, pod, cluster);
+        match status.code() {
+            Code::Success => {}
+            Code::Skip => {
+                state.skip_filter(plugin.name());
+                continue;
+            }
+            _ => return Err(status.with_plugin(plugin.name())),
+        }
+        if let Some(names) = result {
+            narrowed = Some(match narrowed {
+                None => names,
+                Some(previous) => previous.into_iter().filter(|n| names.contains(n)).collect(),
+            });
+        }
+    }
+    Ok(narrowed)
+}
+
+/// Filter plugins in order; the first that rejects the node decides.
+pub fn run_filters(profile: &Profile, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+    for plugin in &profile.filter {
+        if state.is_filter_skipped(plugin.name()) {
+            continue;
+        }
+        let status = plugin.filter(state, pod, node);
+        if !status.is_success() {
+            let status = if status.is_rejected() {
+                status
+            } else {
+                Status::error(format!(
+                    "running {:?} filter plugin: {}",
+                    plugin.name(),
+                    status.message()
+                ))
+            };
+            return status.with_plugin(plugin.name());
+        }
+    }
+    Status::success()
+}
+
+/// Filters with the pods nominated to this node (of at least the pod's priority) counted
+/// as if they were there, then without them: the node must fit either way.
+pub fn run_filters_with_nominated(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    nominated: &[Arc<Pod>],
+) -> Status {
+    let relevant: Vec<&Arc<Pod>> = nominated
+        .iter()
+        .filter(|p| p.priority >= pod.priority && p.uid != pod.uid)
+        .collect();
+    if relevant.is_empty() {
+        return run_filters(profile, state, pod, node);
+    }
+    let mut node_with = node.clone();
+    let mut state_with = state.clone();
+    for p in relevant {
+        node_with.add_pod(Arc::clone(p));
+        for plugin in &profile.pre_filter {
+            plugin.add_pod(&mut state_with, pod, p, &node_with);
+        }
+    }
+    let status = run_filters(profile, &state_with, pod, &node_with);
+    if !status.is_success() {
+        return status;
+    }
+    run_filters(profile, state, pod, node)
+}
+
+/// PreScore for every plugin; a plugin that says Skip is not asked to Score.
+pub fn run_pre_score(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    nodes: &[&NodeInfo],
+    cluster: Cluster<'_>,
+) -> Result<(), Status> {
+    for plugin in &profile.pre_score {
+        let status = plugin.pre_score(state, pod, nodes, cluster);
+        match status.code() {
+            Code::Success => {}
+            Code::Skip => state.skip_score(plugin.name()),
+            _ => return Err(status.with_plugin(plugin.name())),
+        }
+    }
+    Ok(())
+}
+
+/// Scores the nodes: every plugin's scores normalised, weighted and summed per node.
+pub fn run_score(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    nodes: &[&NodeInfo],
+) -> Result<Vec<i64>, Status> {
+    use rayon::prelude::*;
+    let mut totals = vec![0i64; nodes.len()];
+    let mut scores = vec![0i64; nodes.len()];
+    for weighted in &profile.score {
+        let plugin = &weighted.plugin;
+        if state.is_score_skipped(plugin.name()) {
+            continue;
+        }
+        let score_one = |node: &&NodeInfo| plugin.score(state, pod, node);
+        let results: Result<Vec<i64>, Status> = if nodes.len() >= PARALLEL_THRESHOLD {
+            nodes.par_iter().map(score_one).collect()
+        } else {
+            nodes.iter().map(score_one).collect()
+        };
+        let results = results.map_err(|s| s.with_plugin(plugin.name()))?;
+        scores.copy_from_slice(&results);
+        let status = plugin.normalize(state, pod, &mut scores);
+        if !status.is_success() {
+            return Err(status.with_plugin(plugin.name()));
+        }
+        for (total, score) in totals.iter_mut().zip(&scores) {
+            if !(0..=gantry_framework::MAX_NODE_SCORE).contains(score) {
+                return Err(Status::error(format!(
+                    "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
+                    plugin.name()
+                )));
+            }
+            *total += score * weighted.weight;
+        }
+    }
+    Ok(totals)
+}
+
+/// Below this many nodes, fanning out over threads costs more than it saves.
+pub const PARALLEL_THRESHOLD: usize = 512;

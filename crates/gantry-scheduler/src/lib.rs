@@ -1,0 +1,14 @@
+//! Scheduling and binding cycles, preemption, and why pods did not fit.
+
+mod fit_error;
+mod framework_runner;
+mod preemption;
+mod rng;
+mod scheduler;
+
+pub use fit_error::FitError;
+pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
+pub use rng::Rng;
+pub use scheduler::{
+    Attempt, Binder, CycleCounters, Scheduler, num_feasible_nodes_to_find, select_host,
+};

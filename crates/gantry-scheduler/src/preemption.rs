@@ -1,0 +1,210 @@
+//! DefaultPreemption: when a pod fits nowhere, find a node where evicting lower-priority
+//! pods makes room, choosing victims and node as kube-scheduler does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gantry_api::{Pod, PreemptionPolicy, Sym};
+use gantry_cache::{ClusterState, NodeInfo, Snapshot};
+use gantry_framework::{Code, CycleState, Profile, Status};
+
+use crate::fit_error::FitError;
+use crate::framework_runner::run_filters_with_nominated;
+use crate::rng::Rng;
+
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+pub const POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+
+const MIN_CANDIDATE_NODES_PERCENTAGE: usize = 10;
+const MIN_CANDIDATE_NODES_ABSOLUTE: usize = 100;
+
+pub enum Outcome {
+    Nominated {
+        node: Sym,
+        victims: Vec<Arc<Pod>>,
+    },
+    /// The message that follows `preemption: `.
+    Failed(String),
+}
+
+pub struct Preemption<'a> {
+    pub profile: &'a Profile,
+    pub snapshot: &'a Snapshot,
+    pub nominated: &'a HashMap<Sym, Vec<Arc<Pod>>>,
+}
+
+struct Candidate {
+    node: Sym,
+    /// Most important first.
+    victims: Vec<Arc<Pod>>,
+}
+
+/// Upstream's `MoreImportantPod`: higher priority, then earlier start.
+fn more_important(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| start_time(a).cmp(&start_time(b)))
+}
+
+/// A pod without a start time counts as started now (later than any recorded one).
+fn start_time(pod: &Pod) -> i64 {
+    pod.start_time.unwrap_or(i64::MAX)
+}
+
+impl Preemption<'_> {
+    pub fn run(
+        &self,
+        state: &CycleState,
+        pod: &Arc<Pod>,
+        fit_error: &FitError,
+        rng: &mut Rng,
+    ) -> Outcome {
+        if pod.preemption_policy == PreemptionPolicy::Never {
+            return Outcome::Failed(POLICY_NEVER.to_string());
+        }
+        let statuses: HashMap<Sym, &Status> = fit_error
+            .node_statuses
+            .iter()
+            .map(|(n, s)| (*n, s))
+            .collect();
+        let mut result_statuses: Vec<(Sym, Status)> = Vec::new();
+        let mut potential = Vec::new();
+        for position in 0..self.snapshot.num_nodes() {
+            let name = self.snapshot.node_at(position).name();
+            match statuses.get(&name) {
+                Some(s) if s.code() == Code::UnschedulableAndUnresolvable => {
+                    result_statuses.push((name, Status::unresolvable(NOT_HELPFUL)));
+                }
+                _ => potential.push(position),
+            }
+        }
+        let mut candidates = Vec::new();
+        if !potential.is_empty() {
+            let offset = rng.below(potential.len() as u64) as usize;
+            let wanted = (potential.len() * MIN_CANDIDATE_NODES_PERCENTAGE / 100)
+                .max(MIN_CANDIDATE_NODES_ABSOLUTE)
+                .min(potential.len());
+            for i in 0..potential.len() {
+                let info = self
+                    .snapshot
+                    .node_at(potential[(offset + i) % potential.len()]);
+                match self.select_victims(state, pod, info) {
+                    Ok(victims) => candidates.push(Candidate {
+                        node: info.name(),
+                        victims,
+                    }),
+                    Err(status) => result_statuses.push((info.name(), status)),
+                }
+                if candidates.len() >= wanted {
+                    break;
+                }
+            }
+        }
+        if candidates.is_empty() {
+            let inner = FitError {
+                num_all_nodes: result_statuses.len(),
+                node_statuses: result_statuses,
+                pre_filter_message: None,
+                post_filter_message: None,
+            };
+            return Outcome::Failed(inner.to_string());
+        }
+        let best = pick_one_node(candidates);
+        Outcome::Nominated {
+            node: best.node,
+            victims: best.victims,
+        }
+    }
+
+    /// Removes every lower-priority pod, checks the pod then fits, and gives back as many
+    /// of them (most important first) as still leave room.
+    fn select_victims(
+        &self,
+        state: &CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<Vec<Arc<Pod>>, Status> {
+        let mut info = node.clone();
+        let mut state = state.clone();
+        let mut potential: Vec<Arc<Pod>> = info
+            .pods()
+            .iter()
+            .filter(|p| p.priority < pod.priority)
+            .cloned()
+            .collect();
+        if potential.is_empty() {
+            return Err(Status::unresolvable(NO_VICTIMS));
+        }
+        for victim in &potential {
+            info.remove_pod(&victim.uid);
+            for plugin in &self.profile.pre_filter {
+                plugin.remove_pod(&mut state, pod, victim, &info);
+            }
+        }
+        let nominated = self.nominated.get(&info.name()).map_or(&[][..], |v| v);
+        let status = run_filters_with_nominated(self.profile, &state, pod, &info, nominated);
+        if !status.is_success() {
+            return Err(status);
+        }
+        potential.sort_by(|a, b| more_important(a, b));
+        let mut victims = Vec::new();
+        // No PodDisruptionBudgets are modelled yet, so every victim is non-violating.
+        for candidate in potential {
+            info.add_pod(candidate.clone());
+            for plugin in &self.profile.pre_filter {
+                plugin.add_pod(&mut state, pod, &candidate, &info);
+            }
+            if !run_filters_with_nominated(self.profile, &state, pod, &info, nominated).is_success()
+            {
+                info.remove_pod(&candidate.uid);
+                for plugin in &self.profile.pre_filter {
+                    plugin.remove_pod(&mut state, pod, &candidate, &info);
+                }
+                victims.push(candidate);
+            }
+        }
+        if victims.is_empty() {
+            return Err(Status::error(format!(
+                "expected at least one victim pod on node {:?}",
+                node.name().as_str()
+            )));
+        }
+        Ok(victims)
+    }
+}
+
+/// Upstream's `pickOneNodeForPreemption` criteria, in order, each keeping the best subset:
+/// lowest highest-victim priority, smallest sum of priorities, fewest victims, latest
+/// earliest start among the highest-priority victims. Remaining ties: the first found.
+fn pick_one_node(candidates: Vec<Candidate>) -> Candidate {
+    type Criterion = fn(&Candidate) -> i64;
+    let criteria: [Criterion; 4] = [
+        |c| -i64::from(c.victims.first().map_or(i32::MIN, |v| v.priority)),
+        |c| {
+            -c.victims
+                .iter()
+                .map(|v| i64::from(v.priority) + i64::from(i32::MAX) + 1)
+                .sum::<i64>()
+        },
+        |c| -(c.victims.len() as i64),
+        |c| {
+            let top = c.victims.first().map_or(0, |v| v.priority);
+            c.victims
+                .iter()
+                .filter(|v| v.priority == top)
+                .map(|v| start_time(v))
+                .min()
+                .unwrap_or(i64::MAX)
+        },
+    ];
+    let mut remaining = candidates;
+    for criterion in criteria {
+        if remaining.len() == 1 {
+            break;
+        }
+        let best = remaining.iter().map(criterion).max().unwrap_or(0);
+        remaining.retain(|c| criterion(c) == best);
+    }
+    remaining.swap_remove(0)
+}

@@ -1,0 +1,418 @@
+//! The scheduling cycle (one pod at a time, against the snapshot) and the binding cycle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
+use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
+use rayon::prelude::*;
+
+use crate::fit_error::FitError;
+use crate::framework_runner::*;
+use crate::preemption::{self, Preemption};
+use crate::rng::Rng;
+
+/// Where binds go: the simulated API, or the Kubernetes API.
+pub trait Binder {
+    /// Binds the pod to the node; an error leaves the pod unbound (it is retried).
+    fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String>;
+    /// Deletes a preemption victim.
+    fn evict(&mut self, victim: &Arc<Pod>) -> Result<(), String>;
+}
+
+/// What one scheduling attempt decided.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The pod is assumed on `node` (as `pod`, which names the node) and ready to bind.
+    Scheduled { pod: Arc<Pod>, node: Sym },
+    /// The pod fits nowhere now. If preemption found room, `nominated` names the node and
+    /// the victims were evicted: retry the pod once they are gone.
+    Unschedulable {
+        fit_error: FitError,
+        nominated: Option<(Sym, Vec<Arc<Pod>>)>,
+    },
+    /// Something other than the pod's fit went wrong (unknown profile, plugin error).
+    Error(String),
+}
+
+/// Counters for one scheduler, cheap enough to keep on in benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CycleCounters {
+    pub attempts: u64,
+    pub scheduled: u64,
+    pub unschedulable: u64,
+    pub errors: u64,
+    pub nodes_evaluated: u64,
+}
+
+pub struct Scheduler {
+    cache: Arc<Cache>,
+    snapshot: Snapshot,
+    profiles: Vec<Profile>,
+    objects: ApiObjects,
+    next_start: usize,
+    rng: Rng,
+    /// Pods nominated to a node by preemption, which later pods must leave room for.
+    nominated: HashMap<Sym, Vec<Arc<Pod>>>,
+    /// Assume decided pods in the cache before binding (the default). Off, the next cycle
+    /// does not see pods decided but not yet bound.
+    pub assume: bool,
+    pub counters: CycleCounters,
+}
+
+/// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
+/// enough feasible ones (adaptive `50 - n/125` percent, at least 5%, at least 100 nodes).
+pub fn num_feasible_nodes_to_find(percentage: Option<u32>, num_nodes: usize) -> usize {
+    const MIN_FEASIBLE: usize = 100;
+    let percentage = percentage.unwrap_or(0) as usize;
+    if num_nodes < MIN_FEASIBLE || percentage >= 100 {
+        return num_nodes;
+    }
+    let adaptive = if percentage == 0 {
+        50usize.saturating_sub(num_nodes / 125).max(5)
+    } else {
+        percentage
+    };
+    (num_nodes * adaptive / 100).max(MIN_FEASIBLE)
+}
+
+/// Nodes searched per round of the parallel filter; rounds run in node order so the
+/// result is the same as a sequential search.
+const FILTER_CHUNK: usize = 1024;
+
+impl Scheduler {
+    pub fn new(
+        cache: Arc<Cache>,
+        profiles: Vec<Profile>,
+        objects: ApiObjects,
+        seed: u64,
+    ) -> Scheduler {
+        Scheduler {
+            cache,
+            snapshot: Snapshot::new(),
+            profiles,
+            objects,
+            next_start: 0,
+            rng: Rng::new(seed),
+            nominated: HashMap::new(),
+            assume: true,
+            counters: CycleCounters::default(),
+        }
+    }
+
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
+    pub fn objects_mut(&mut self) -> &mut ApiObjects {
+        &mut self.objects
+    }
+
+    /// The profile that schedules this pod, if any.
+    pub fn profile_for(&self, pod: &Pod) -> Option<&Profile> {
+        self.profiles
+            .iter()
+            .find(|p| p.scheduler_name == pod.scheduler_name)
+    }
+
+    /// Forgets a nomination (the pod was deleted or bound).
+    pub fn clear_nomination(&mut self, pod: &Pod) {
+        for pods in self.nominated.values_mut() {
+            pods.retain(|p| p.uid != pod.uid);
+        }
+    }
+
+    /// One scheduling cycle for `pod`.
+    pub fn schedule_one(&mut self, pod: &Arc<Pod>) -> Attempt {
+        self.counters.attempts += 1;
+        let Some(profile_index) = self
+            .profiles
+            .iter()
+            .position(|p| p.scheduler_name == pod.scheduler_name)
+        else {
+            self.counters.errors += 1;
+            return Attempt::Error(format!(
+                "profile not found for scheduler name {:?}",
+                pod.scheduler_name.as_str()
+            ));
+        };
+        self.cache.update_snapshot(&mut self.snapshot);
+        let profile = &self.profiles[profile_index];
+        let cluster = Cluster {
+            nodes: &self.snapshot,
+            objects: &self.objects,
+        };
+        let mut state = CycleState::new();
+        let num_nodes = self.snapshot.num_nodes();
+        let mut fit_error = FitError {
+            num_all_nodes: num_nodes,
+            ..FitError::default()
+        };
+
+        let candidates: Vec<usize> = match run_pre_filter(profile, &mut state, pod, cluster) {
+            Ok(None) => (0..num_nodes).collect(),
+            Ok(Some(names)) => names
+                .iter()
+                .filter_map(|n| self.snapshot.position(*n))
+                .collect(),
+            Err(status) if status.is_rejected() => {
+                fit_error.pre_filter_message = Some(status.message());
+                fit_error.node_statuses = (0..num_nodes)
+                    .map(|i| (self.snapshot.node_at(i).name(), status.clone()))
+                    .collect();
+                return self.fail(profile_index, &state, pod, fit_error);
+            }
+            Err(status) => {
+                self.counters.errors += 1;
+                return Attempt::Error(status.message());
+            }
+        };
+
+        let feasible = self.find_feasible(profile_index, &state, pod, &candidates, &mut fit_error);
+        if feasible.is_empty() {
+            return self.fail(profile_index, &state, pod, fit_error);
+        }
+        let profile = &self.profiles[profile_index];
+        let chosen = if feasible.len() == 1 {
+            feasible[0]
+        } else {
+            let nodes: Vec<&NodeInfo> =
+                feasible.iter().map(|&i| self.snapshot.node_at(i)).collect();
+            let cluster = Cluster {
+                nodes: &self.snapshot,
+                objects: &self.objects,
+            };
+            let totals = run_pre_score(profile, &mut state, pod, &nodes, cluster)
+                .and_then(|()| run_score(profile, &state, pod, &nodes));
+            let totals = match totals {
+                Ok(t) => t,
+                Err(status) => {
+                    self.counters.errors += 1;
+                    return Attempt::Error(status.message());
+                }
+            };
+            feasible[select_host(&totals, &mut self.rng)]
+        };
+        let node = self.snapshot.node_at(chosen).name();
+        self.counters.scheduled += 1;
+        self.clear_nomination(pod);
+        let mut assumed = Pod::clone(pod);
+        assumed.node_name = Some(node);
+        assumed.nominated_node_name = None;
+        let assumed = Arc::new(assumed);
+        if self.assume
+            && let Err(e) = self.cache.assume_pod(assumed.clone())
+        {
+            self.counters.errors += 1;
+            return Attempt::Error(e.to_string());
+        }
+        Attempt::Scheduled { pod: assumed, node }
+    }
+
+    /// Filters the candidate nodes, starting at the rotating index, until enough are
+    /// feasible; records why the others failed.
+    fn find_feasible(
+        &mut self,
+        profile_index: usize,
+        state: &CycleState,
+        pod: &Pod,
+        candidates: &[usize],
+        fit_error: &mut FitError,
+    ) -> Vec<usize> {
+        let profile = &self.profiles[profile_index];
+        let total = candidates.len();
+        if total == 0 {
+            return Vec::new();
+        }
+        let to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, total);
+        let snapshot = &self.snapshot;
+        let nominated = &self.nominated;
+        let start = self.next_start % total;
+
+        // A pod nominated by an earlier preemption tries its node first.
+        if let Some(node) = pod.nominated_node_name
+            && let Some(position) = snapshot.position(node)
+        {
+            let info = snapshot.node_at(position);
+            let status = run_filters_with_nominated(
+                profile,
+                state,
+                pod,
+                info,
+                nominated.get(&node).map_or(&[], |v| v),
+            );
+            if status.is_success() {
+                return vec![position];
+            }
+        }
+
+        let check = |offset: usize| -> (usize, Status) {
+            let position = candidates[(start + offset) % total];
+            let info = snapshot.node_at(position);
+            let others = nominated.get(&info.name()).map_or(&[][..], |v| v);
+            (
+                position,
+                run_filters_with_nominated(profile, state, pod, info, others),
+            )
+        };
+        let mut feasible = Vec::with_capacity(to_find.min(total));
+        let mut processed = 0;
+        while processed < total && feasible.len() < to_find {
+            let end = (processed + FILTER_CHUNK).min(total);
+            let results: Vec<(usize, Status)> = if end - processed >= PARALLEL_THRESHOLD {
+                (processed..end).into_par_iter().map(check).collect()
+            } else {
+                (processed..end).map(check).collect()
+            };
+            for (position, status) in results {
+                processed += 1;
+                if status.is_success() {
+                    feasible.push(position);
+                    if feasible.len() >= to_find {
+                        break;
+                    }
+                } else {
+                    fit_error
+                        .node_statuses
+                        .push((snapshot.node_at(position).name(), status));
+                }
+            }
+        }
+        self.counters.nodes_evaluated += processed as u64;
+        self.next_start = (start + processed) % total;
+        feasible
+    }
+
+    /// The pod fits nowhere: try preemption (PostFilter), then report.
+    fn fail(
+        &mut self,
+        profile_index: usize,
+        state: &CycleState,
+        pod: &Arc<Pod>,
+        mut fit_error: FitError,
+    ) -> Attempt {
+        self.counters.unschedulable += 1;
+        let profile = &self.profiles[profile_index];
+        let has_error = fit_error
+            .node_statuses
+            .iter()
+            .any(|(_, s)| s.code() == Code::Error);
+        if has_error {
+            self.counters.errors += 1;
+            let message = fit_error
+                .node_statuses
+                .iter()
+                .find(|(_, s)| s.code() == Code::Error)
+                .map(|(_, s)| s.message())
+                .unwrap_or_default();
+            return Attempt::Error(message);
+        }
+        if !profile.preemption {
+            return Attempt::Unschedulable {
+                fit_error,
+                nominated: None,
+            };
+        }
+        let preemption = Preemption {
+            profile,
+            snapshot: &self.snapshot,
+            nominated: &self.nominated,
+        };
+        match preemption.run(state, pod, &fit_error, &mut self.rng) {
+            preemption::Outcome::Nominated { node, victims } => {
+                let mut nominated_pod = Pod::clone(pod);
+                nominated_pod.nominated_node_name = Some(node);
+                self.clear_nomination(pod);
+                self.nominated
+                    .entry(node)
+                    .or_default()
+                    .push(Arc::new(nominated_pod));
+                Attempt::Unschedulable {
+                    fit_error,
+                    nominated: Some((node, victims)),
+                }
+            }
+            preemption::Outcome::Failed(message) => {
+                fit_error.post_filter_message = Some(format!("preemption: {message}"));
+                Attempt::Unschedulable {
+                    fit_error,
+                    nominated: None,
+                }
+            }
+        }
+    }
+
+    /// The binding cycle: bind, then mark the assumed pod bound, or forget it on failure
+    /// (the caller requeues the pod).
+    pub fn bind(&mut self, pod: &Arc<Pod>, binder: &mut dyn Binder) -> Result<(), String> {
+        let node = pod
+            .node_name
+            .ok_or_else(|| format!("pod {} has no node to bind to", pod.key()))?;
+        match binder.bind(pod, node) {
+            Ok(()) => {
+                if self.assume {
+                    self.cache
+                        .finish_binding(&pod.uid, std::time::Instant::now());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if self.assume
+                    && let Err(forget) = self.cache.forget_pod(pod)
+                {
+                    tracing::error!(pod = %pod.key(), error = %forget, "could not forget assumed pod");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The index of the highest total; among equal totals one is chosen uniformly at random
+/// (reservoir sampling, as upstream's `selectHost`).
+pub fn select_host(totals: &[i64], rng: &mut Rng) -> usize {
+    let mut best = 0;
+    let mut ties = 0u64;
+    for (i, &score) in totals.iter().enumerate() {
+        if score > totals[best] {
+            best = i;
+            ties = 1;
+        } else if score == totals[best] {
+            ties += 1;
+            if rng.below(ties) == 0 {
+                best = i;
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feasible_nodes_to_find_follows_upstream() {
+        assert_eq!(num_feasible_nodes_to_find(None, 99), 99);
+        assert_eq!(num_feasible_nodes_to_find(None, 100), 100);
+        assert_eq!(num_feasible_nodes_to_find(None, 5000), 500);
+        assert_eq!(num_feasible_nodes_to_find(None, 5625), 281);
+        assert_eq!(num_feasible_nodes_to_find(None, 20000), 1000);
+        assert_eq!(num_feasible_nodes_to_find(Some(100), 5000), 5000);
+        assert_eq!(num_feasible_nodes_to_find(Some(1), 5000), 100);
+        assert_eq!(num_feasible_nodes_to_find(Some(30), 1000), 300);
+    }
+
+    #[test]
+    fn select_host_takes_the_maximum_and_breaks_ties_at_random() {
+        let mut rng = Rng::new(1);
+        assert_eq!(select_host(&[1, 5, 3], &mut rng), 1);
+        let mut seen = [0; 3];
+        for _ in 0..300 {
+            seen[select_host(&[7, 2, 7], &mut rng)] += 1;
+        }
+        assert_eq!(seen[1], 0);
+        assert!(seen[0] > 100 && seen[2] > 100, "{seen:?}");
+    }
+}
