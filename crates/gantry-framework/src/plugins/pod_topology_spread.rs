@@ -160,16 +160,7 @@ struct NodeInclusion {
 impl NodeInclusion {
     fn of(pod: &Pod, node: &Node, constraints: &[Constraint]) -> NodeInclusion {
         let affinity = constraints.iter().any(|c| c.honor_affinity)
-            && pod
-                .node_selector
-                .iter()
-                .all(|(k, v)| node.labels.get(k) == Some(v))
-            && pod
-                .affinity
-                .node_affinity
-                .required
-                .as_ref()
-                .is_none_or(|r| r.matches(node.name, &node.labels));
+            && crate::plugins::node_affinity::matches_required(pod, node);
         let taints = constraints.iter().any(|c| c.honor_taints)
             && node
                 .taints
