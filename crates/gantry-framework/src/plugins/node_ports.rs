@@ -90,58 +90,52 @@ mod tests {
 
     #[test]
     fn table() {
-        // Re-derived from upstream's node_ports_test TestNodePorts.
+        // Re-derived from upstream's node_ports_test TestNodePorts:
+        // (wanted ip, protocol, port), (existing ip, protocol, port), expected.
         use Protocol::{Tcp, Udp};
         let any = "0.0.0.0";
         assert_eq!(run(&Pod::new("ns", "p"), &[]), Code::Success);
-        assert_eq!(
-            run(
-                &with_port("p", "127.0.0.1", Udp, 8080),
-                &[with_port("e", "127.0.0.1", Udp, 9090)]
+        let cases = [
+            (
+                ("127.0.0.1", Udp, 8080),
+                ("127.0.0.1", Udp, 9090),
+                Code::Success,
             ),
-            Code::Success
-        );
-        assert_eq!(
-            run(
-                &with_port("p", "127.0.0.1", Udp, 8080),
-                &[with_port("e", "127.0.0.1", Udp, 8080)]
+            (
+                ("127.0.0.1", Udp, 8080),
+                ("127.0.0.1", Udp, 8080),
+                Code::Unschedulable,
             ),
-            Code::Unschedulable
-        );
-        assert_eq!(
-            run(
-                &with_port("p", "127.0.0.2", Tcp, 8080),
-                &[with_port("e", "127.0.0.1", Tcp, 8080)]
+            (
+                ("127.0.0.2", Tcp, 8080),
+                ("127.0.0.1", Tcp, 8080),
+                Code::Success,
             ),
-            Code::Success
-        );
-        assert_eq!(
-            run(
-                &with_port("p", "127.0.0.1", Tcp, 8080),
-                &[with_port("e", "127.0.0.1", Udp, 8080)]
+            (
+                ("127.0.0.1", Tcp, 8080),
+                ("127.0.0.1", Udp, 8080),
+                Code::Success,
             ),
-            Code::Success
-        );
-        assert_eq!(
-            run(
-                &with_port("p", any, Tcp, 8001),
-                &[with_port("e", "127.0.0.1", Tcp, 8001)]
+            (
+                (any, Tcp, 8001),
+                ("127.0.0.1", Tcp, 8001),
+                Code::Unschedulable,
             ),
-            Code::Unschedulable
-        );
-        assert_eq!(
-            run(
-                &with_port("p", "10.0.10.10", Tcp, 8001),
-                &[with_port("e", any, Tcp, 8001)]
+            (
+                ("10.0.10.10", Tcp, 8001),
+                (any, Tcp, 8001),
+                Code::Unschedulable,
             ),
-            Code::Unschedulable
-        );
-        assert_eq!(
-            run(
-                &with_port("p", any, Tcp, 8001),
-                &[with_port("e", any, Udp, 8001)]
-            ),
-            Code::Success
-        );
+            ((any, Tcp, 8001), (any, Udp, 8001), Code::Success),
+        ];
+        for ((ip, protocol, port), (e_ip, e_protocol, e_port), expected) in cases {
+            let wanted = with_port("p", ip, protocol, port);
+            let existing = with_port("e", e_ip, e_protocol, e_port);
+            assert_eq!(
+                run(&wanted, &[existing]),
+                expected,
+                "{ip} {protocol:?} {port}"
+            );
+        }
     }
 }
