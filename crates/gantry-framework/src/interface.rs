@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gantry_api::{Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo};
 
-use crate::{ApiObjects, CycleState, Status};
+use crate::{ApiObjects, ClusterEvent, CycleState, Status};
 
 /// Highest score a plugin may give a node after normalisation.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -20,6 +20,12 @@ pub struct Cluster<'a> {
 
 pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
+
+    /// The cluster events that can make a pod this plugin rejected schedulable again.
+    /// The queue moves such a pod back only on these; the default is every event.
+    fn events_to_register(&self) -> &'static [ClusterEvent] {
+        crate::events::ALL_EVENTS
+    }
 }
 
 /// A PreFilter may narrow the nodes to consider (`Some(names)`); `None` means all nodes.

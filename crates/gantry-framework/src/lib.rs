@@ -2,6 +2,7 @@
 //! kube-scheduler's default plugins (one file each under `plugins/`).
 
 mod cycle_state;
+pub mod events;
 mod interface;
 mod objects;
 pub mod plugins;
@@ -9,6 +10,7 @@ mod profile;
 mod status;
 
 pub use cycle_state::{CycleState, StateData};
+pub use events::{ActionType, ClusterEvent, EventResource};
 pub use interface::*;
 pub use objects::ApiObjects;
 pub use profile::{Profile, WeightedScorePlugin};

@@ -30,6 +30,20 @@ impl FitError {
         counts
     }
 
+    /// The plugins that rejected the pod somewhere: the queue retries the pod on the
+    /// events they registered.
+    pub fn rejecting_plugins(&self) -> Vec<&'static str> {
+        let mut plugins: Vec<&'static str> = self
+            .node_statuses
+            .iter()
+            .map(|(_, s)| s.plugin())
+            .filter(|p| !p.is_empty())
+            .collect();
+        plugins.sort_unstable();
+        plugins.dedup();
+        plugins
+    }
+
     /// `(plugin, reason) -> count`, for reports.
     pub fn plugin_reason_counts(&self) -> BTreeMap<(&'static str, String), usize> {
         let mut counts = BTreeMap::new();

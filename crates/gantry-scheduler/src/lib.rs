@@ -3,6 +3,7 @@
 mod fit_error;
 mod framework_runner;
 mod preemption;
+pub mod queue;
 mod rng;
 mod scheduler;
 

@@ -434,6 +434,10 @@ impl Plugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::ANY_POD_OR_NODE_ADD_OR_UPDATE
+    }
 }
 
 impl PreFilterPlugin for InterPodAffinity {

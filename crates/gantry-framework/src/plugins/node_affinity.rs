@@ -24,6 +24,10 @@ impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::NODE_ADD_OR_UPDATE
+    }
 }
 
 /// Whether the node satisfies the pod's nodeSelector and required node affinity.

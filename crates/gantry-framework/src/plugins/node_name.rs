@@ -14,6 +14,10 @@ impl Plugin for NodeName {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::NODE_ADD_OR_UPDATE
+    }
 }
 
 impl FilterPlugin for NodeName {

@@ -17,6 +17,10 @@ impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
+    }
 }
 
 impl PreFilterPlugin for NodePorts {

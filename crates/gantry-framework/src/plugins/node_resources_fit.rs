@@ -57,6 +57,10 @@ impl Plugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
+    }
 }
 
 /// Upstream's `fitsRequest`: every resource the pod requests must fit in what is left.

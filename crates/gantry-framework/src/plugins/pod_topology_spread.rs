@@ -301,6 +301,10 @@ impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::ANY_POD_OR_NODE
+    }
 }
 
 impl PreFilterPlugin for PodTopologySpread {

@@ -13,6 +13,10 @@ impl Plugin for SchedulingGates {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        crate::events::UNSCHEDULED_POD_UPDATE
+    }
 }
 
 impl PreEnqueuePlugin for SchedulingGates {

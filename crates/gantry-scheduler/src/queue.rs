@@ -1,0 +1,549 @@
+//! The scheduling queue, as upstream's `PriorityQueue`: pods ready to try (activeQ, by
+//! priority then age), pods waiting out a backoff after a failure (backoffQ), pods that
+//! fit nowhere until some cluster event could change that (unschedulable), and pods held
+//! back by PreEnqueue (gated). Time is passed in, so a simulation can run on a virtual clock.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::Pod;
+use gantry_framework::{ClusterEvent, PreEnqueuePlugin, Profile};
+
+/// Pods unschedulable for longer than this are retried anyway (upstream's
+/// `podMaxInUnschedulablePodsDuration`).
+pub const MAX_UNSCHEDULABLE_DURATION: Duration = Duration::from_secs(5 * 60);
+
+/// A pod in the queue, with its scheduling history.
+#[derive(Debug, Clone)]
+pub struct QueuedPod {
+    pub pod: Arc<Pod>,
+    /// When it last entered a queue: orders equal priorities, and starts its backoff.
+    pub timestamp: Duration,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+    /// When it was first popped, for end-to-end latency.
+    pub initial_attempt: Option<Duration>,
+    /// The plugins that rejected it in its last attempt.
+    pub unschedulable_plugins: Vec<&'static str>,
+    /// The scheduling cycle in which it was last popped.
+    pub cycle: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Location {
+    Active,
+    Backoff,
+    Unschedulable,
+    Gated,
+}
+
+struct Entry {
+    queued: QueuedPod,
+    location: Location,
+    /// Bumped on every move, so stale heap entries can be recognised and skipped.
+    version: u64,
+}
+
+#[derive(PartialEq, Eq)]
+struct ActiveKey {
+    priority: i32,
+    timestamp: Duration,
+    seq: u64,
+    uid: Arc<str>,
+    version: u64,
+}
+
+impl Ord for ActiveKey {
+    /// PrioritySort: higher priority first, then earlier timestamp (then arrival order).
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.priority
+            .cmp(&other.priority)
+            .then_with(|| other.timestamp.cmp(&self.timestamp))
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for ActiveKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[derive(PartialEq, Eq)]
+struct BackoffKey {
+    expiry: Duration,
+    seq: u64,
+    uid: Arc<str>,
+    version: u64,
+}
+
+impl Ord for BackoffKey {
+    /// Earliest expiry on top of the (max-)heap.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .expiry
+            .cmp(&self.expiry)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for BackoffKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// How many pods wait where (upstream's `scheduler_pending_pods{queue}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingCounts {
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+    pub gated: usize,
+}
+
+pub struct SchedulingQueue {
+    entries: HashMap<Arc<str>, Entry>,
+    active: BinaryHeap<ActiveKey>,
+    backoff: BinaryHeap<BackoffKey>,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    /// PreEnqueue plugins per scheduler name.
+    pre_enqueue: Vec<(gantry_api::Sym, Vec<Arc<dyn PreEnqueuePlugin>>)>,
+    /// The events each plugin registered.
+    registrations: HashMap<&'static str, &'static [ClusterEvent]>,
+    scheduling_cycle: u64,
+    /// The cycle in which the last cluster event arrived: a pod whose attempt started
+    /// before it may have missed it, so it goes to backoff rather than unschedulable.
+    move_request_cycle: u64,
+    seq: u64,
+}
+
+impl SchedulingQueue {
+    /// A queue for these profiles, with upstream's default backoff (1 s doubling to 10 s).
+    pub fn new(profiles: &[Profile]) -> SchedulingQueue {
+        SchedulingQueue::with_backoff(profiles, Duration::from_secs(1), Duration::from_secs(10))
+    }
+
+    pub fn with_backoff(
+        profiles: &[Profile],
+        initial_backoff: Duration,
+        max_backoff: Duration,
+    ) -> SchedulingQueue {
+        let mut registrations = HashMap::new();
+        for profile in profiles {
+            let plugins = profile
+                .pre_enqueue
+                .iter()
+                .map(|p| (p.name(), p.events_to_register()))
+                .chain(
+                    profile
+                        .pre_filter
+                        .iter()
+                        .map(|p| (p.name(), p.events_to_register())),
+                )
+                .chain(
+                    profile
+                        .filter
+                        .iter()
+                        .map(|p| (p.name(), p.events_to_register())),
+                );
+            registrations.extend(plugins);
+        }
+        SchedulingQueue {
+            entries: HashMap::new(),
+            active: BinaryHeap::new(),
+            backoff: BinaryHeap::new(),
+            initial_backoff,
+            max_backoff,
+            pre_enqueue: profiles
+                .iter()
+                .map(|p| (p.scheduler_name, p.pre_enqueue.clone()))
+                .collect(),
+            registrations,
+            scheduling_cycle: 0,
+            move_request_cycle: 0,
+            seq: 0,
+        }
+    }
+
+    /// Adds a new pending pod: to activeQ, or held as gated if a PreEnqueue plugin says so.
+    pub fn add(&mut self, pod: Arc<Pod>, now: Duration) {
+        let queued = QueuedPod {
+            pod,
+            timestamp: now,
+            attempts: 0,
+            initial_attempt: None,
+            unschedulable_plugins: Vec::new(),
+            cycle: 0,
+        };
+        let location = if self.passes_pre_enqueue(&queued) {
+            Location::Active
+        } else {
+            Location::Gated
+        };
+        self.place(queued, location, now);
+    }
+
+    /// The pending pod changed (a gate removed, labels edited): it is tried again.
+    pub fn update(&mut self, pod: Arc<Pod>, now: Duration) {
+        let Some(entry) = self.entries.remove(&pod.uid) else {
+            self.add(pod, now);
+            return;
+        };
+        let mut queued = entry.queued;
+        queued.pod = pod;
+        let location = if !self.passes_pre_enqueue(&queued) {
+            Location::Gated
+        } else if entry.location == Location::Backoff && self.backoff_expiry(&queued) > now {
+            Location::Backoff
+        } else {
+            Location::Active
+        };
+        self.place(queued, location, now);
+    }
+
+    /// The pod was deleted or bound elsewhere.
+    pub fn delete(&mut self, uid: &str) -> bool {
+        self.entries.remove(uid).is_some()
+    }
+
+    pub fn contains(&self, uid: &str) -> bool {
+        self.entries.contains_key(uid)
+    }
+
+    /// Moves pods whose backoff ended to activeQ, then pops the next pod to schedule.
+    pub fn pop(&mut self, now: Duration) -> Option<QueuedPod> {
+        self.flush_backoff_completed(now);
+        while let Some(key) = self.active.pop() {
+            let live = self
+                .entries
+                .get(&key.uid)
+                .is_some_and(|e| e.version == key.version && e.location == Location::Active);
+            if !live {
+                continue;
+            }
+            let mut queued = self.entries.remove(&key.uid).expect("checked above").queued;
+            self.scheduling_cycle += 1;
+            queued.attempts += 1;
+            queued.cycle = self.scheduling_cycle;
+            queued.initial_attempt.get_or_insert(now);
+            return Some(queued);
+        }
+        None
+    }
+
+    /// A popped pod fit nowhere: it waits for an event its rejecting plugins registered,
+    /// or goes to backoff at once if such an event already arrived during its attempt.
+    pub fn add_unschedulable(
+        &mut self,
+        mut queued: QueuedPod,
+        plugins: Vec<&'static str>,
+        now: Duration,
+    ) {
+        queued.unschedulable_plugins = plugins;
+        queued.timestamp = now;
+        let location = if self.move_request_cycle >= queued.cycle {
+            Location::Backoff
+        } else {
+            Location::Unschedulable
+        };
+        self.place(queued, location, now);
+    }
+
+    /// A popped pod failed for another reason (an error, a failed bind): back off and retry.
+    pub fn add_backoff(&mut self, mut queued: QueuedPod, now: Duration) {
+        queued.timestamp = now;
+        self.place(queued, Location::Backoff, now);
+    }
+
+    /// A cluster event: unschedulable pods that a rejecting plugin says this event may
+    /// help move to backoff (if still backing off) or activeQ.
+    pub fn on_event(&mut self, event: ClusterEvent, now: Duration) {
+        self.move_request_cycle = self.scheduling_cycle;
+        let movable: Vec<Arc<str>> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.location == Location::Unschedulable && self.may_help(&e.queued, &event)
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        self.move_to_active_or_backoff(movable, now);
+    }
+
+    /// Retries pods that have waited as unschedulable for over five minutes.
+    pub fn flush_unschedulable_leftover(&mut self, now: Duration) {
+        let stale: Vec<Arc<str>> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.location == Location::Unschedulable
+                    && now.saturating_sub(e.queued.timestamp) > MAX_UNSCHEDULABLE_DURATION
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        self.move_to_active_or_backoff(stale, now);
+    }
+
+    /// When the earliest backoff ends, if any pod is backing off.
+    pub fn next_backoff_expiry(&self) -> Option<Duration> {
+        self.backoff
+            .iter()
+            .filter(|k| {
+                self.entries
+                    .get(&k.uid)
+                    .is_some_and(|e| e.version == k.version && e.location == Location::Backoff)
+            })
+            .map(|k| k.expiry)
+            .min()
+    }
+
+    pub fn pending(&self) -> PendingCounts {
+        let mut counts = PendingCounts::default();
+        for entry in self.entries.values() {
+            match entry.location {
+                Location::Active => counts.active += 1,
+                Location::Backoff => counts.backoff += 1,
+                Location::Unschedulable => counts.unschedulable += 1,
+                Location::Gated => counts.gated += 1,
+            }
+        }
+        counts
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The pods waiting anywhere in the queue (for reporting the ones never placed).
+    pub fn pods(&self) -> impl Iterator<Item = &QueuedPod> {
+        self.entries.values().map(|e| &e.queued)
+    }
+
+    fn may_help(&self, queued: &QueuedPod, event: &ClusterEvent) -> bool {
+        // A pod rejected by no plugin in particular (an error) is moved by any event.
+        queued.unschedulable_plugins.is_empty()
+            || queued.unschedulable_plugins.iter().any(|p| {
+                self.registrations
+                    .get(p)
+                    .is_none_or(|events| events.iter().any(|r| r.covers(event)))
+            })
+    }
+
+    fn move_to_active_or_backoff(&mut self, uids: Vec<Arc<str>>, now: Duration) {
+        for uid in uids {
+            let Some(entry) = self.entries.remove(&uid) else {
+                continue;
+            };
+            let location = if self.backoff_expiry(&entry.queued) > now {
+                Location::Backoff
+            } else {
+                Location::Active
+            };
+            self.place(entry.queued, location, now);
+        }
+    }
+
+    fn flush_backoff_completed(&mut self, now: Duration) {
+        while let Some(top) = self.backoff.peek() {
+            if top.expiry > now {
+                break;
+            }
+            let key = self.backoff.pop().expect("peeked");
+            let live = self
+                .entries
+                .get(&key.uid)
+                .is_some_and(|e| e.version == key.version && e.location == Location::Backoff);
+            if live {
+                let entry = self.entries.remove(&key.uid).expect("checked above");
+                self.place(entry.queued, Location::Active, now);
+            }
+        }
+    }
+
+    /// Upstream's `calculateBackoffDuration`: initial, doubled per extra attempt, capped.
+    fn backoff_duration(&self, attempts: u32) -> Duration {
+        let mut duration = self.initial_backoff;
+        for _ in 1..attempts {
+            duration = duration.saturating_mul(2);
+            if duration >= self.max_backoff {
+                return self.max_backoff;
+            }
+        }
+        duration
+    }
+
+    fn backoff_expiry(&self, queued: &QueuedPod) -> Duration {
+        queued.timestamp + self.backoff_duration(queued.attempts)
+    }
+
+    fn passes_pre_enqueue(&self, queued: &QueuedPod) -> bool {
+        self.pre_enqueue
+            .iter()
+            .find(|(name, _)| *name == queued.pod.scheduler_name)
+            .is_none_or(|(_, plugins)| {
+                plugins
+                    .iter()
+                    .all(|p| p.pre_enqueue(&queued.pod).is_success())
+            })
+    }
+
+    fn place(&mut self, queued: QueuedPod, location: Location, now: Duration) {
+        self.seq += 1;
+        let version = self.seq;
+        let uid = queued.pod.uid.clone();
+        match location {
+            Location::Active => self.active.push(ActiveKey {
+                priority: queued.pod.priority,
+                timestamp: queued.timestamp,
+                seq: self.seq,
+                uid: uid.clone(),
+                version,
+            }),
+            Location::Backoff => self.backoff.push(BackoffKey {
+                expiry: self.backoff_expiry(&queued),
+                seq: self.seq,
+                uid: uid.clone(),
+                version,
+            }),
+            Location::Unschedulable | Location::Gated => {}
+        }
+        self.entries.insert(
+            uid,
+            Entry {
+                queued,
+                location,
+                version,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_framework::plugins::default_profile;
+    use gantry_framework::{ActionType, EventResource};
+
+    fn pod(name: &str, priority: i32) -> Arc<Pod> {
+        Arc::new(Pod::new("ns", name).with_priority(priority))
+    }
+
+    fn queue() -> SchedulingQueue {
+        SchedulingQueue::new(&[default_profile("default-scheduler")])
+    }
+
+    const T0: Duration = Duration::ZERO;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn pops_by_priority_then_age() {
+        let mut q = queue();
+        q.add(pod("low", 0), secs(0));
+        q.add(pod("high", 10), secs(2));
+        q.add(pod("low-later", 0), secs(1));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop(secs(3)))
+            .map(|p| p.pod.name.to_string())
+            .collect();
+        assert_eq!(order, ["high", "low", "low-later"]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn gated_pods_wait_until_their_gates_are_removed() {
+        let mut q = queue();
+        let mut gated = Pod::new("ns", "g");
+        gated.scheduling_gates.push(Arc::from("example.com/wait"));
+        q.add(Arc::new(gated.clone()), T0);
+        assert_eq!(q.pending().gated, 1);
+        assert!(q.pop(T0).is_none());
+        gated.scheduling_gates.clear();
+        q.update(Arc::new(gated), secs(1));
+        assert_eq!(q.pop(secs(1)).unwrap().pod.name.as_ref(), "g");
+    }
+
+    #[test]
+    fn unschedulable_pods_move_only_on_events_their_plugins_registered() {
+        let mut q = queue();
+        q.add(pod("p", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+        assert_eq!(q.pending().unschedulable, 1);
+        // A pod being added does not free resources.
+        q.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD),
+            secs(1),
+        );
+        assert_eq!(q.pending().unschedulable, 1);
+        // A pod being deleted does; the pod's 1 s backoff is over by now.
+        q.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+            secs(5),
+        );
+        assert_eq!(q.pending().active, 1);
+        assert_eq!(q.pop(secs(5)).unwrap().attempts, 2);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_maximum() {
+        let mut q = queue();
+        q.add(pod("p", 0), T0);
+        let mut now = T0;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let popped = q.pop(now).expect("pod is ready");
+            q.add_backoff(popped, now);
+            let expiry = q.next_backoff_expiry().unwrap();
+            waits.push((expiry - now).as_secs());
+            assert!(
+                q.pop(expiry - Duration::from_millis(1)).is_none(),
+                "still backing off"
+            );
+            now = expiry;
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn an_event_during_the_attempt_sends_the_pod_to_backoff_not_unschedulable() {
+        let mut q = queue();
+        q.add(pod("p", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.on_event(ClusterEvent::new(EventResource::Node, ActionType::ADD), T0);
+        q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+        assert_eq!(q.pending().backoff, 1);
+    }
+
+    #[test]
+    fn leftover_unschedulable_pods_are_flushed_after_five_minutes() {
+        let mut q = queue();
+        q.add(pod("p", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_unschedulable(popped, vec!["NodeAffinity"], T0);
+        q.flush_unschedulable_leftover(secs(299));
+        assert_eq!(q.pending().unschedulable, 1);
+        q.flush_unschedulable_leftover(secs(301));
+        assert_eq!(q.pending().active, 1);
+    }
+
+    #[test]
+    fn deleted_pods_are_never_popped() {
+        let mut q = queue();
+        q.add(pod("a", 0), T0);
+        q.add(pod("b", 0), secs(1));
+        assert!(q.delete("ns/a"));
+        assert!(!q.delete("ns/a"));
+        assert_eq!(q.pop(secs(2)).unwrap().pod.name.as_ref(), "b");
+        assert!(q.pop(secs(2)).is_none());
+    }
+}
