@@ -4,7 +4,30 @@ use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::NodeInfo;
+use std::time::{Duration, Instant};
+
 use gantry_framework::{Cluster, Code, CycleState, Profile, Status};
+
+use crate::metrics::ExtensionPoint;
+
+/// Per-plugin timings, taken only in sampled cycles (upstream samples 10%).
+#[derive(Default)]
+pub struct PluginTimer {
+    pub enabled: bool,
+    pub records: Vec<(&'static str, ExtensionPoint, Duration)>,
+}
+
+impl PluginTimer {
+    fn time<T>(&mut self, plugin: &'static str, point: ExtensionPoint, f: impl FnOnce() -> T) -> T {
+        if !self.enabled {
+            return f();
+        }
+        let start = Instant::now();
+        let out = f();
+        self.records.push((plugin, point, start.elapsed()));
+        out
+    }
+}
 
 /// PreFilter: `Ok(None)` for all nodes, `Ok(Some(names))` to narrow them, `Err` when a
 /// plugin rejected the pod for every node.
@@ -13,10 +36,13 @@ pub fn run_pre_filter(
     state: &mut CycleState,
     pod: &Pod,
     cluster: Cluster<'_>,
+    timer: &mut PluginTimer,
 ) -> Result<Option<Vec<Sym>>, Status> {
     let mut narrowed: Option<Vec<Sym>> = None;
     for plugin in &profile.pre_filter {
-        let (result, status) = plugin.pre_filter(state, pod, cluster);
+        let (result, status) = timer.time(plugin.name(), ExtensionPoint::PreFilter, || {
+            plugin.pre_filter(state, pod, cluster)
+        });
         match status.code() {
             Code::Success => {}
             Code::Skip => {
@@ -96,9 +122,12 @@ pub fn run_pre_score(
     pod: &Pod,
     nodes: &[&NodeInfo],
     cluster: Cluster<'_>,
+    timer: &mut PluginTimer,
 ) -> Result<(), Status> {
     for plugin in &profile.pre_score {
-        let status = plugin.pre_score(state, pod, nodes, cluster);
+        let status = timer.time(plugin.name(), ExtensionPoint::PreScore, || {
+            plugin.pre_score(state, pod, nodes, cluster)
+        });
         match status.code() {
             Code::Success => {}
             Code::Skip => state.skip_score(plugin.name()),
@@ -114,6 +143,7 @@ pub fn run_score(
     state: &CycleState,
     pod: &Pod,
     nodes: &[&NodeInfo],
+    timer: &mut PluginTimer,
 ) -> Result<Vec<i64>, Status> {
     use rayon::prelude::*;
     let mut totals = vec![0i64; nodes.len()];
@@ -124,11 +154,14 @@ pub fn run_score(
             continue;
         }
         let score_one = |node: &&NodeInfo| plugin.score(state, pod, node);
-        let results: Result<Vec<i64>, Status> = if nodes.len() >= PARALLEL_THRESHOLD {
-            nodes.par_iter().map(score_one).collect()
-        } else {
-            nodes.iter().map(score_one).collect()
-        };
+        let results: Result<Vec<i64>, Status> =
+            timer.time(plugin.name(), ExtensionPoint::Score, || {
+                if nodes.len() >= PARALLEL_THRESHOLD {
+                    nodes.par_iter().map(score_one).collect()
+                } else {
+                    nodes.iter().map(score_one).collect()
+                }
+            });
         let results = results.map_err(|s| s.with_plugin(plugin.name()))?;
         scores.copy_from_slice(&results);
         let status = plugin.normalize(state, pod, &mut scores);

@@ -2,6 +2,7 @@
 
 mod fit_error;
 mod framework_runner;
+pub mod metrics;
 mod preemption;
 pub mod queue;
 mod rng;
@@ -10,6 +11,4 @@ mod scheduler;
 pub use fit_error::FitError;
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
-pub use scheduler::{
-    Attempt, Binder, CycleCounters, Scheduler, num_feasible_nodes_to_find, select_host,
-};
+pub use scheduler::{Attempt, Binder, Scheduler, num_feasible_nodes_to_find, select_host};

@@ -184,7 +184,7 @@ impl SchedulingQueue {
         } else {
             Location::Gated
         };
-        self.place(queued, location, now);
+        self.place(queued, location);
     }
 
     /// The pending pod changed (a gate removed, labels edited): it is tried again.
@@ -202,7 +202,7 @@ impl SchedulingQueue {
         } else {
             Location::Active
         };
-        self.place(queued, location, now);
+        self.place(queued, location);
     }
 
     /// The pod was deleted or bound elsewhere.
@@ -250,13 +250,13 @@ impl SchedulingQueue {
         } else {
             Location::Unschedulable
         };
-        self.place(queued, location, now);
+        self.place(queued, location);
     }
 
     /// A popped pod failed for another reason (an error, a failed bind): back off and retry.
     pub fn add_backoff(&mut self, mut queued: QueuedPod, now: Duration) {
         queued.timestamp = now;
-        self.place(queued, Location::Backoff, now);
+        self.place(queued, Location::Backoff);
     }
 
     /// A cluster event: unschedulable pods that a rejecting plugin says this event may
@@ -347,7 +347,7 @@ impl SchedulingQueue {
             } else {
                 Location::Active
             };
-            self.place(entry.queued, location, now);
+            self.place(entry.queued, location);
         }
     }
 
@@ -363,7 +363,7 @@ impl SchedulingQueue {
                 .is_some_and(|e| e.version == key.version && e.location == Location::Backoff);
             if live {
                 let entry = self.entries.remove(&key.uid).expect("checked above");
-                self.place(entry.queued, Location::Active, now);
+                self.place(entry.queued, Location::Active);
             }
         }
     }
@@ -395,7 +395,7 @@ impl SchedulingQueue {
             })
     }
 
-    fn place(&mut self, queued: QueuedPod, location: Location, now: Duration) {
+    fn place(&mut self, queued: QueuedPod, location: Location) {
         self.seq += 1;
         let version = self.seq;
         let uid = queued.pod.uid.clone();

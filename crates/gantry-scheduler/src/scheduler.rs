@@ -8,8 +8,11 @@ use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
 use rayon::prelude::*;
 
+use std::time::Instant;
+
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
+use crate::metrics::{AttemptResult, ExtensionPoint, Metrics, PLUGIN_SAMPLE_EVERY};
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 
@@ -22,28 +25,43 @@ pub trait Binder {
 }
 
 /// What one scheduling attempt decided.
-#[derive(Debug)]
 pub enum Attempt {
-    /// The pod is assumed on `node` (as `pod`, which names the node) and ready to bind.
-    Scheduled { pod: Arc<Pod>, node: Sym },
+    /// The pod is assumed on `node` (as `pod`, which names the node) and reserved; run
+    /// the binding cycle with `state` next.
+    Scheduled {
+        pod: Arc<Pod>,
+        node: Sym,
+        state: Box<CycleState>,
+    },
     /// The pod fits nowhere now. If preemption found room, `nominated` names the node and
-    /// the victims were evicted: retry the pod once they are gone.
+    /// the victims, which the caller evicts through the API; the pod is retried once
+    /// they are gone.
     Unschedulable {
         fit_error: FitError,
         nominated: Option<(Sym, Vec<Arc<Pod>>)>,
     },
-    /// Something other than the pod's fit went wrong (unknown profile, plugin error).
+    /// Something other than the pod's fit went wrong (unknown profile, a plugin error, a
+    /// Reserve or Permit plugin that refused the pod).
     Error(String),
 }
 
-/// Counters for one scheduler, cheap enough to keep on in benchmarks.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CycleCounters {
-    pub attempts: u64,
-    pub scheduled: u64,
-    pub unschedulable: u64,
-    pub errors: u64,
-    pub nodes_evaluated: u64,
+impl std::fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Attempt::Scheduled { pod, node, .. } => write!(f, "Scheduled({} on {node})", pod.key()),
+            Attempt::Unschedulable {
+                fit_error,
+                nominated,
+            } => {
+                write!(
+                    f,
+                    "Unschedulable({fit_error}, nominated: {:?})",
+                    nominated.as_ref().map(|n| n.0)
+                )
+            }
+            Attempt::Error(e) => write!(f, "Error({e})"),
+        }
+    }
 }
 
 pub struct Scheduler {
@@ -58,7 +76,10 @@ pub struct Scheduler {
     /// Assume decided pods in the cache before binding (the default). Off, the next cycle
     /// does not see pods decided but not yet bound.
     pub assume: bool,
-    pub counters: CycleCounters,
+    pub metrics: Metrics,
+    /// Nodes run through Filter, over all attempts.
+    pub nodes_evaluated: u64,
+    cycles: u64,
 }
 
 /// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
@@ -97,7 +118,9 @@ impl Scheduler {
             rng: Rng::new(seed),
             nominated: HashMap::new(),
             assume: true,
-            counters: CycleCounters::default(),
+            metrics: Metrics::default(),
+            nodes_evaluated: 0,
+            cycles: 0,
         }
     }
 
@@ -123,15 +146,34 @@ impl Scheduler {
         }
     }
 
-    /// One scheduling cycle for `pod`.
+    /// One scheduling cycle for `pod`, recorded in the metrics.
     pub fn schedule_one(&mut self, pod: &Arc<Pod>) -> Attempt {
-        self.counters.attempts += 1;
+        let start = Instant::now();
+        let mut timer = PluginTimer {
+            enabled: self.cycles.is_multiple_of(PLUGIN_SAMPLE_EVERY),
+            records: Vec::new(),
+        };
+        self.cycles += 1;
+        let attempt = self.run_cycle(pod, &mut timer);
+        let result = match &attempt {
+            Attempt::Scheduled { .. } => AttemptResult::Scheduled,
+            Attempt::Unschedulable { .. } => AttemptResult::Unschedulable,
+            Attempt::Error(_) => AttemptResult::Error,
+        };
+        self.metrics
+            .observe_attempt(pod.scheduler_name, result, start.elapsed());
+        for (plugin, point, duration) in timer.records {
+            self.metrics.observe_plugin(plugin, point, duration);
+        }
+        attempt
+    }
+
+    fn run_cycle(&mut self, pod: &Arc<Pod>, timer: &mut PluginTimer) -> Attempt {
         let Some(profile_index) = self
             .profiles
             .iter()
             .position(|p| p.scheduler_name == pod.scheduler_name)
         else {
-            self.counters.errors += 1;
             return Attempt::Error(format!(
                 "profile not found for scheduler name {:?}",
                 pod.scheduler_name.as_str()
@@ -150,7 +192,11 @@ impl Scheduler {
             ..FitError::default()
         };
 
-        let candidates: Vec<usize> = match run_pre_filter(profile, &mut state, pod, cluster) {
+        let phase = Instant::now();
+        let pre_filtered = run_pre_filter(profile, &mut state, pod, cluster, timer);
+        self.metrics
+            .observe_extension_point(ExtensionPoint::PreFilter, phase.elapsed());
+        let candidates: Vec<usize> = match pre_filtered {
             Ok(None) => (0..num_nodes).collect(),
             Ok(Some(names)) => names
                 .iter()
@@ -163,13 +209,13 @@ impl Scheduler {
                     .collect();
                 return self.fail(profile_index, &state, pod, fit_error);
             }
-            Err(status) => {
-                self.counters.errors += 1;
-                return Attempt::Error(status.message());
-            }
+            Err(status) => return Attempt::Error(status.message()),
         };
 
+        let phase = Instant::now();
         let feasible = self.find_feasible(profile_index, &state, pod, &candidates, &mut fit_error);
+        self.metrics
+            .observe_extension_point(ExtensionPoint::Filter, phase.elapsed());
         if feasible.is_empty() {
             return self.fail(profile_index, &state, pod, fit_error);
         }
@@ -183,19 +229,20 @@ impl Scheduler {
                 nodes: &self.snapshot,
                 objects: &self.objects,
             };
-            let totals = run_pre_score(profile, &mut state, pod, &nodes, cluster)
-                .and_then(|()| run_score(profile, &state, pod, &nodes));
-            let totals = match totals {
-                Ok(t) => t,
-                Err(status) => {
-                    self.counters.errors += 1;
-                    return Attempt::Error(status.message());
-                }
-            };
-            feasible[select_host(&totals, &mut self.rng)]
+            let phase = Instant::now();
+            let pre_scored = run_pre_score(profile, &mut state, pod, &nodes, cluster, timer);
+            self.metrics
+                .observe_extension_point(ExtensionPoint::PreScore, phase.elapsed());
+            let phase = Instant::now();
+            let totals = pre_scored.and_then(|()| run_score(profile, &state, pod, &nodes, timer));
+            self.metrics
+                .observe_extension_point(ExtensionPoint::Score, phase.elapsed());
+            match totals {
+                Ok(t) => feasible[select_host(&t, &mut self.rng)],
+                Err(status) => return Attempt::Error(status.message()),
+            }
         };
         let node = self.snapshot.node_at(chosen).name();
-        self.counters.scheduled += 1;
         self.clear_nomination(pod);
         let mut assumed = Pod::clone(pod);
         assumed.node_name = Some(node);
@@ -204,10 +251,66 @@ impl Scheduler {
         if self.assume
             && let Err(e) = self.cache.assume_pod(assumed.clone())
         {
-            self.counters.errors += 1;
             return Attempt::Error(e.to_string());
         }
-        Attempt::Scheduled { pod: assumed, node }
+        if let Err(message) = self.reserve_and_permit(profile_index, &mut state, &assumed, node) {
+            if self.assume
+                && let Err(e) = self.cache.forget_pod(&assumed)
+            {
+                tracing::error!(pod = %assumed.key(), error = %e, "could not forget assumed pod");
+            }
+            return Attempt::Error(message);
+        }
+        Attempt::Scheduled {
+            pod: assumed,
+            node,
+            state: Box::new(state),
+        }
+    }
+
+    /// Reserve, then Permit. On a refusal every Reserve plugin is told to unreserve.
+    fn reserve_and_permit(
+        &mut self,
+        profile_index: usize,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: Sym,
+    ) -> Result<(), String> {
+        let profile = &self.profiles[profile_index];
+        let phase = Instant::now();
+        for plugin in &profile.reserve {
+            let status = plugin.reserve(state, pod, node);
+            if !status.is_success() {
+                unreserve(profile, state, pod, node);
+                return Err(format!(
+                    "running Reserve plugin {:?}: {}",
+                    plugin.name(),
+                    status.message()
+                ));
+            }
+        }
+        self.metrics
+            .observe_extension_point(ExtensionPoint::Reserve, phase.elapsed());
+        let phase = Instant::now();
+        for plugin in &profile.permit {
+            let (status, _timeout) = plugin.permit(state, pod, node);
+            let refusal = match status.code() {
+                Code::Success => continue,
+                // Waiting pods need a handle that other plugins can allow them through;
+                // no plugin Gantry ships waits, so waiting is refused for now.
+                Code::Wait => "waiting at Permit is not supported yet".to_string(),
+                _ => status.message(),
+            };
+            unreserve(profile, state, pod, node);
+            return Err(format!(
+                "pod {} rejected by Permit plugin {:?}: {refusal}",
+                pod.key(),
+                plugin.name()
+            ));
+        }
+        self.metrics
+            .observe_extension_point(ExtensionPoint::Permit, phase.elapsed());
+        Ok(())
     }
 
     /// Filters the candidate nodes, starting at the rotating index, until enough are
@@ -279,7 +382,7 @@ impl Scheduler {
                 }
             }
         }
-        self.counters.nodes_evaluated += processed as u64;
+        self.nodes_evaluated += processed as u64;
         self.next_start = (start + processed) % total;
         feasible
     }
@@ -292,14 +395,12 @@ impl Scheduler {
         pod: &Arc<Pod>,
         mut fit_error: FitError,
     ) -> Attempt {
-        self.counters.unschedulable += 1;
         let profile = &self.profiles[profile_index];
         let has_error = fit_error
             .node_statuses
             .iter()
             .any(|(_, s)| s.code() == Code::Error);
         if has_error {
-            self.counters.errors += 1;
             let message = fit_error
                 .node_statuses
                 .iter()
@@ -319,7 +420,11 @@ impl Scheduler {
             snapshot: &self.snapshot,
             nominated: &self.nominated,
         };
-        match preemption.run(state, pod, &fit_error, &mut self.rng) {
+        let phase = Instant::now();
+        let outcome = preemption.run(state, pod, &fit_error, &mut self.rng);
+        self.metrics
+            .observe_extension_point(ExtensionPoint::PostFilter, phase.elapsed());
+        match outcome {
             preemption::Outcome::Nominated { node, victims } => {
                 let mut nominated_pod = Pod::clone(pod);
                 nominated_pod.nominated_node_name = Some(node);
@@ -343,13 +448,22 @@ impl Scheduler {
         }
     }
 
-    /// The binding cycle: bind, then mark the assumed pod bound, or forget it on failure
-    /// (the caller requeues the pod).
-    pub fn bind(&mut self, pod: &Arc<Pod>, binder: &mut dyn Binder) -> Result<(), String> {
+    /// The binding cycle: bind, then mark the assumed pod bound; on failure unreserve,
+    /// forget the assumed pod and return the error (the caller requeues the pod).
+    pub fn bind(
+        &mut self,
+        pod: &Arc<Pod>,
+        state: &mut CycleState,
+        binder: &mut dyn Binder,
+    ) -> Result<(), String> {
         let node = pod
             .node_name
             .ok_or_else(|| format!("pod {} has no node to bind to", pod.key()))?;
-        match binder.bind(pod, node) {
+        let phase = Instant::now();
+        let bound = binder.bind(pod, node);
+        self.metrics
+            .observe_extension_point(ExtensionPoint::Bind, phase.elapsed());
+        match bound {
             Ok(()) => {
                 if self.assume {
                     self.cache
@@ -358,6 +472,13 @@ impl Scheduler {
                 Ok(())
             }
             Err(e) => {
+                if let Some(profile) = self
+                    .profiles
+                    .iter()
+                    .find(|p| p.scheduler_name == pod.scheduler_name)
+                {
+                    unreserve(profile, state, pod, node);
+                }
                 if self.assume
                     && let Err(forget) = self.cache.forget_pod(pod)
                 {
@@ -366,6 +487,13 @@ impl Scheduler {
                 Err(e)
             }
         }
+    }
+}
+
+/// Unreserve runs in the reverse order of Reserve, as upstream.
+fn unreserve(profile: &Profile, state: &mut CycleState, pod: &Pod, node: Sym) {
+    for plugin in profile.reserve.iter().rev() {
+        plugin.unreserve(state, pod, node);
     }
 }
 

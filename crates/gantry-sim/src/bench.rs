@@ -9,6 +9,7 @@ use gantry_cache::Cache;
 use gantry_cache::synthetic::default_node;
 use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
+use gantry_scheduler::metrics::AttemptResult;
 use gantry_scheduler::{Attempt, Scheduler};
 
 use crate::SimulatedApi;
@@ -45,7 +46,9 @@ pub fn measure_basic(
     };
     let mut schedule = |p: Arc<gantry_api::Pod>| -> bool {
         match scheduler.schedule_one(&p) {
-            Attempt::Scheduled { pod, .. } => scheduler.bind(&pod, &mut api).is_ok(),
+            Attempt::Scheduled { pod, mut state, .. } => {
+                scheduler.bind(&pod, &mut state, &mut api).is_ok()
+            }
             _ => false,
         }
     };
@@ -70,7 +73,9 @@ pub fn measure_basic(
             .copied()
             .unwrap_or(0)
     };
-    let counters = scheduler.counters;
+    let attempts = scheduler.metrics.attempts(AttemptResult::Scheduled)
+        + scheduler.metrics.attempts(AttemptResult::Unschedulable)
+        + scheduler.metrics.attempts(AttemptResult::Error);
     BasicMeasurement {
         nodes,
         measured_pods,
@@ -78,6 +83,6 @@ pub fn measure_basic(
         pods_per_sec: measured_pods as f64 / elapsed.max(1e-9),
         p50_us: at(0.5),
         p99_us: at(0.99),
-        nodes_evaluated_per_pod: counters.nodes_evaluated as f64 / counters.attempts.max(1) as f64,
+        nodes_evaluated_per_pod: scheduler.nodes_evaluated as f64 / attempts.max(1) as f64,
     }
 }

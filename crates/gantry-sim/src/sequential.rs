@@ -88,7 +88,11 @@ fn schedule_until_settled(
     }
     for _ in 0..MAX_ATTEMPTS {
         match scheduler.schedule_one(&pod) {
-            Attempt::Scheduled { pod: assumed, node } => match scheduler.bind(&assumed, api) {
+            Attempt::Scheduled {
+                pod: assumed,
+                node,
+                mut state,
+            } => match scheduler.bind(&assumed, &mut state, api) {
                 Ok(()) => {
                     placement.node = Some(node.to_string());
                     return placement;

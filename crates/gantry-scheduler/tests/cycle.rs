@@ -1,0 +1,241 @@
+//! The scheduling and binding cycles on small clusters: assume, Reserve/Permit with
+//! unreserve, binding failures, the assume ablation, and metrics.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gantry_api::{Node, Pod, Resources, Sym};
+use gantry_cache::{Cache, ClusterState, Snapshot};
+use gantry_framework::plugins::default_profile;
+use gantry_framework::{
+    ApiObjects, CycleState, PermitPlugin, Plugin, Profile, ReservePlugin, Status,
+};
+use gantry_scheduler::metrics::AttemptResult;
+use gantry_scheduler::{Attempt, Binder, Scheduler};
+
+fn cluster(nodes: &[(&str, i64)]) -> Arc<Cache> {
+    let cache = Arc::new(Cache::new());
+    for (name, milli_cpu) in nodes {
+        let mut allocatable = Resources::new(*milli_cpu, 8 << 30);
+        allocatable.pods = 110;
+        cache.add_node(Arc::new(Node::new(name, allocatable)));
+    }
+    cache
+}
+
+fn pod(name: &str, milli_cpu: i64) -> Arc<Pod> {
+    Arc::new(Pod::new("default", name).with_requests(milli_cpu, 1 << 20))
+}
+
+/// A binder that accepts or refuses every bind, and confirms accepted pods in the cache.
+struct TestBinder {
+    cache: Arc<Cache>,
+    refuse: bool,
+}
+
+impl Binder for TestBinder {
+    fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
+        if self.refuse {
+            return Err("conflict".into());
+        }
+        self.cache.add_pod(pod.clone()).map_err(|e| e.to_string())
+    }
+    fn evict(&mut self, victim: &Arc<Pod>) -> Result<(), String> {
+        self.cache.remove_pod(victim).map_err(|e| e.to_string())
+    }
+}
+
+/// Records Reserve/Unreserve calls; its Permit rejects pods named "reject-me".
+struct Recorder(Arc<Mutex<Vec<String>>>);
+
+impl Plugin for Recorder {
+    fn name(&self) -> &'static str {
+        "Recorder"
+    }
+}
+
+impl ReservePlugin for Recorder {
+    fn reserve(&self, _state: &mut CycleState, pod: &Pod, node: Sym) -> Status {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("reserve {} {node}", pod.name));
+        Status::success()
+    }
+    fn unreserve(&self, _state: &mut CycleState, pod: &Pod, node: Sym) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("unreserve {} {node}", pod.name));
+    }
+}
+
+impl PermitPlugin for Recorder {
+    fn permit(&self, _state: &mut CycleState, pod: &Pod, _node: Sym) -> (Status, Duration) {
+        if &*pod.name == "reject-me" {
+            (Status::unschedulable("not today"), Duration::ZERO)
+        } else {
+            (Status::success(), Duration::ZERO)
+        }
+    }
+}
+
+fn profile_with_recorder(log: &Arc<Mutex<Vec<String>>>) -> Profile {
+    let mut profile = default_profile("default-scheduler");
+    let recorder = Arc::new(Recorder(log.clone()));
+    profile.reserve.push(recorder.clone());
+    profile.permit.push(recorder);
+    profile
+}
+
+fn requested_on(cache: &Cache, node: &str) -> i64 {
+    let mut snapshot = Snapshot::new();
+    cache.update_snapshot(&mut snapshot);
+    snapshot.node(Sym::new(node)).unwrap().requested().milli_cpu
+}
+
+#[test]
+fn permit_rejection_unreserves_and_forgets_the_assumed_pod() {
+    let cache = cluster(&[("n1", 1000)]);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut scheduler = Scheduler::new(
+        cache.clone(),
+        vec![profile_with_recorder(&log)],
+        ApiObjects::default(),
+        1,
+    );
+    let attempt = scheduler.schedule_one(&pod("reject-me", 500));
+    let Attempt::Error(message) = attempt else {
+        panic!("expected a refusal, got {attempt:?}")
+    };
+    assert!(message.contains("not today"), "{message}");
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["reserve reject-me n1", "unreserve reject-me n1"]
+    );
+    assert_eq!(
+        requested_on(&cache, "n1"),
+        0,
+        "the assumed pod was forgotten"
+    );
+    assert_eq!(scheduler.metrics.attempts(AttemptResult::Error), 1);
+}
+
+#[test]
+fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
+    let cache = cluster(&[("n1", 1000)]);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut scheduler = Scheduler::new(
+        cache.clone(),
+        vec![profile_with_recorder(&log)],
+        ApiObjects::default(),
+        1,
+    );
+    let Attempt::Scheduled {
+        pod: assumed,
+        mut state,
+        ..
+    } = scheduler.schedule_one(&pod("p", 600))
+    else {
+        panic!("expected a placement")
+    };
+    assert_eq!(requested_on(&cache, "n1"), 600, "assumed before binding");
+    let mut refusing = TestBinder {
+        cache: cache.clone(),
+        refuse: true,
+    };
+    assert!(scheduler.bind(&assumed, &mut state, &mut refusing).is_err());
+    assert_eq!(requested_on(&cache, "n1"), 0);
+    assert_eq!(log.lock().unwrap().last().unwrap(), "unreserve p n1");
+
+    let Attempt::Scheduled {
+        pod: assumed,
+        mut state,
+        ..
+    } = scheduler.schedule_one(&pod("p", 600))
+    else {
+        panic!("expected a placement")
+    };
+    let mut binder = TestBinder {
+        cache: cache.clone(),
+        refuse: false,
+    };
+    scheduler.bind(&assumed, &mut state, &mut binder).unwrap();
+    assert!(!cache.is_assumed(&assumed.uid));
+    assert_eq!(requested_on(&cache, "n1"), 600);
+    assert!(
+        scheduler
+            .metrics
+            .render_prometheus()
+            .contains("scheduler_schedule_attempts_total")
+    );
+}
+
+#[test]
+fn without_assume_the_next_cycle_does_not_see_a_pending_bind() {
+    // Two 600m pods, one 1000m node. With assume, the second fits nowhere; without it,
+    // the second cycle still sees the node empty and over-commits it.
+    for assume in [true, false] {
+        let cache = cluster(&[("n1", 1000)]);
+        let mut scheduler = Scheduler::new(
+            cache.clone(),
+            vec![default_profile("default-scheduler")],
+            ApiObjects::default(),
+            1,
+        );
+        scheduler.assume = assume;
+        let first = scheduler.schedule_one(&pod("a", 600));
+        assert!(matches!(first, Attempt::Scheduled { .. }));
+        let second = scheduler.schedule_one(&pod("b", 600));
+        assert_eq!(
+            matches!(second, Attempt::Scheduled { .. }),
+            !assume,
+            "assume = {assume}"
+        );
+    }
+}
+
+#[test]
+fn pods_go_to_the_least_allocated_node_and_report_why_not() {
+    let cache = cluster(&[("small", 1000), ("big", 4000)]);
+    let mut scheduler = Scheduler::new(
+        cache.clone(),
+        vec![default_profile("default-scheduler")],
+        ApiObjects::default(),
+        7,
+    );
+    let Attempt::Scheduled { node, .. } = scheduler.schedule_one(&pod("p", 500)) else {
+        panic!()
+    };
+    assert_eq!(node, Sym::new("big"));
+    let Attempt::Unschedulable {
+        fit_error,
+        nominated,
+    } = scheduler.schedule_one(&pod("huge", 8000))
+    else {
+        panic!()
+    };
+    assert!(nominated.is_none());
+    assert_eq!(
+        fit_error.to_string(),
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+    );
+    assert_eq!(fit_error.rejecting_plugins(), ["NodeResourcesFit"]);
+}
+
+#[test]
+fn unknown_scheduler_name_is_an_error() {
+    let cache = cluster(&[("n1", 1000)]);
+    let mut scheduler = Scheduler::new(
+        cache,
+        vec![default_profile("default-scheduler")],
+        ApiObjects::default(),
+        1,
+    );
+    let mut p = Pod::new("default", "x");
+    p.scheduler_name = Sym::new("other");
+    assert!(matches!(
+        scheduler.schedule_one(&Arc::new(p)),
+        Attempt::Error(_)
+    ));
+}
