@@ -20,8 +20,6 @@ use crate::rng::Rng;
 pub trait Binder {
     /// Binds the pod to the node; an error leaves the pod unbound (it is retried).
     fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String>;
-    /// Deletes a preemption victim.
-    fn evict(&mut self, victim: &Arc<Pod>) -> Result<(), String>;
 }
 
 /// What one scheduling attempt decided.

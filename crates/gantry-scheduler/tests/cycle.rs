@@ -40,9 +40,6 @@ impl Binder for TestBinder {
         }
         self.cache.add_pod(pod.clone()).map_err(|e| e.to_string())
     }
-    fn evict(&mut self, victim: &Arc<Pod>) -> Result<(), String> {
-        self.cache.remove_pod(victim).map_err(|e| e.to_string())
-    }
 }
 
 /// Records Reserve/Unreserve calls; its Permit rejects pods named "reject-me".

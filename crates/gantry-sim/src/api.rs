@@ -1,42 +1,194 @@
-//! The simulated API server: binds and deletes pods, and delivers the resulting watch
-//! events to the scheduler's cache, as a real API server and informer would.
+//! The simulated API server: the authoritative record of nodes and bound pods. It binds
+//! (refusing a pod bound twice, optionally a bind that would over-commit the node, and a
+//! configurable share of binds at random) and deletes pods; the simulation delivers the
+//! resulting watch events to the scheduler.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use gantry_api::{Pod, Sym};
-use gantry_cache::Cache;
-use gantry_scheduler::Binder;
+use gantry_api::{Node, Pod, Resources, Sym};
+use gantry_scheduler::Rng;
+
+struct NodeUsage {
+    node: Arc<Node>,
+    requested: Resources,
+    pods: usize,
+}
 
 pub struct SimulatedApi {
-    cache: Arc<Cache>,
-    /// Pods deleted through the API (preemption victims), in order.
-    pub evicted: Vec<Arc<Pod>>,
+    nodes: HashMap<Sym, NodeUsage>,
+    /// Bound pods by uid.
+    bound: HashMap<Arc<str>, Arc<Pod>>,
+    /// Nodes whose bound pods ever asked for more than the node has, through a bind.
+    overcommitted: HashSet<Sym>,
+    /// Refuse binds that would over-commit the node (a binder that re-checks capacity).
+    pub capacity_check: bool,
+    /// Share of binds that fail at random (a flaky API).
+    pub failure_rate: f64,
+    rng: Rng,
     pub binds: u64,
+    pub bind_failures: u64,
 }
 
 impl SimulatedApi {
-    pub fn new(cache: Arc<Cache>) -> SimulatedApi {
+    pub fn new(seed: u64) -> SimulatedApi {
         SimulatedApi {
-            cache,
-            evicted: Vec::new(),
+            nodes: HashMap::new(),
+            bound: HashMap::new(),
+            overcommitted: HashSet::new(),
+            capacity_check: false,
+            failure_rate: 0.0,
+            rng: Rng::new(seed ^ 0x5EED_0FB1),
             binds: 0,
+            bind_failures: 0,
         }
+    }
+
+    pub fn add_node(&mut self, node: Arc<Node>) {
+        let usage = self.nodes.entry(node.name).or_insert_with(|| NodeUsage {
+            node: node.clone(),
+            requested: Resources::default(),
+            pods: 0,
+        });
+        usage.node = node;
+    }
+
+    pub fn node(&self, name: Sym) -> Option<&Arc<Node>> {
+        self.nodes.get(&name).map(|u| &u.node)
+    }
+
+    /// Deletes a node and returns the pods bound to it (deleted with it, as pod GC does).
+    pub fn delete_node(&mut self, name: Sym) -> Vec<Arc<Pod>> {
+        self.nodes.remove(&name);
+        let orphans: Vec<Arc<str>> = self
+            .bound
+            .iter()
+            .filter(|(_, p)| p.node_name == Some(name))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        orphans
+            .into_iter()
+            .filter_map(|uid| self.bound.remove(&uid))
+            .collect()
+    }
+
+    /// Records a pod that was bound before the simulation started.
+    pub fn add_bound_pod(&mut self, pod: Arc<Pod>) {
+        if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
+            usage.requested.add(pod.requests());
+            usage.pods += 1;
+        }
+        self.bound.insert(pod.uid.clone(), pod);
+    }
+
+    /// Binds `pod` (which names its node). The bound pod is what the watch delivers.
+    pub fn bind(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+        let result = self.try_bind(pod);
+        if result.is_err() {
+            self.bind_failures += 1;
+        }
+        result
+    }
+
+    fn try_bind(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+        let node = pod
+            .node_name
+            .ok_or_else(|| format!("pod {} names no node", pod.key()))?;
+        if self.bound.contains_key(&pod.uid) {
+            return Err(format!("pod {} is already bound", pod.key()));
+        }
+        if self.failure_rate > 0.0 && (self.rng.below(1_000_000) as f64) < self.failure_rate * 1e6 {
+            return Err(format!(
+                "binding pod {} failed (injected failure)",
+                pod.key()
+            ));
+        }
+        let usage = self
+            .nodes
+            .get_mut(&node)
+            .ok_or_else(|| format!("node {node} not found"))?;
+        let mut after = usage.requested.clone();
+        after.add(pod.requests());
+        let over = exceeds(&after, usage.pods + 1, &usage.node.allocatable);
+        if over && self.capacity_check {
+            return Err(format!(
+                "binding pod {} would over-commit node {node}",
+                pod.key()
+            ));
+        }
+        if over {
+            self.overcommitted.insert(node);
+        }
+        usage.requested = after;
+        usage.pods += 1;
+        self.bound.insert(pod.uid.clone(), pod.clone());
+        self.binds += 1;
+        Ok(())
+    }
+
+    /// Deletes a bound pod; returns it if it was bound.
+    pub fn delete_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let pod = self.bound.remove(uid)?;
+        if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
+            usage.requested.sub(pod.requests());
+            usage.pods -= 1;
+        }
+        Some(pod)
+    }
+
+    pub fn bound_pod(&self, uid: &str) -> Option<&Arc<Pod>> {
+        self.bound.get(uid)
+    }
+
+    pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.bound.values()
+    }
+
+    /// Nodes that a bind ever over-committed.
+    pub fn overcommitted_nodes(&self) -> usize {
+        self.overcommitted.len()
+    }
+
+    /// Requested and allocatable per node, for utilisation reports.
+    pub fn usage(&self) -> impl Iterator<Item = (&Arc<Node>, &Resources, usize)> {
+        self.nodes.values().map(|u| (&u.node, &u.requested, u.pods))
     }
 }
 
-impl Binder for SimulatedApi {
-    fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String> {
-        if pod.node_name != Some(node) {
-            return Err(format!("pod {} is not assumed on node {node}", pod.key()));
-        }
-        self.binds += 1;
-        // The watch event for the bound pod: confirms the assumed pod, or adds it.
-        self.cache.add_pod(pod.clone()).map_err(|e| e.to_string())
-    }
+/// Whether `requested` (and `pods` pods) exceeds `allocatable` in any resource.
+fn exceeds(requested: &Resources, pods: usize, allocatable: &Resources) -> bool {
+    requested.milli_cpu > allocatable.milli_cpu
+        || requested.memory > allocatable.memory
+        || requested.ephemeral_storage > allocatable.ephemeral_storage
+        || pods as i64 > allocatable.pods
+        || requested
+            .scalars()
+            .any(|(name, amount)| amount > allocatable.scalar(name))
+}
 
-    fn evict(&mut self, victim: &Arc<Pod>) -> Result<(), String> {
-        self.cache.remove_pod(victim).map_err(|e| e.to_string())?;
-        self.evicted.push(victim.clone());
-        Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_are_checked_and_overcommit_recorded() {
+        let mut api = SimulatedApi::new(1);
+        let mut allocatable = Resources::new(1000, 1 << 30);
+        allocatable.pods = 10;
+        api.add_node(Arc::new(Node::new("n1", allocatable)));
+        let pod = |name: &str| Arc::new(Pod::new("ns", name).with_requests(600, 1).on_node("n1"));
+        api.bind(&pod("a")).unwrap();
+        assert!(api.bind(&pod("a")).is_err(), "a pod binds once");
+        api.capacity_check = true;
+        assert!(
+            api.bind(&pod("b")).is_err(),
+            "the check refuses over-commitment"
+        );
+        api.capacity_check = false;
+        api.bind(&pod("b")).unwrap();
+        assert_eq!(api.overcommitted_nodes(), 1);
+        assert_eq!(api.bind_failures, 2);
+        assert!(api.delete_pod("ns/b").is_some());
+        assert_eq!(api.delete_node(Sym::new("n1")).len(), 1);
     }
 }

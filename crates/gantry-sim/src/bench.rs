@@ -2,17 +2,13 @@
 //! binding cycles with the simulated API: nodes, then init pods, then the measured pods
 //! whose throughput is the figure.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
-use gantry_cache::Cache;
+use gantry_api::decode::ClusterObjects;
 use gantry_cache::synthetic::default_node;
-use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
-use gantry_scheduler::metrics::AttemptResult;
-use gantry_scheduler::{Attempt, Scheduler};
 
-use crate::SimulatedApi;
+use crate::{SimEvent, SimOptions, Simulation};
 
 #[derive(Debug, Clone, Copy)]
 pub struct BasicMeasurement {
@@ -32,57 +28,44 @@ pub fn measure_basic(
     measured_pods: usize,
     percentage: Option<u32>,
 ) -> BasicMeasurement {
-    let cache = Arc::new(Cache::new());
-    for n in 0..nodes {
-        cache.add_node(Arc::new(default_node(&format!("node-{n}"), n)));
-    }
+    let mut cluster = ClusterObjects::default();
+    cluster.nodes = (0..nodes)
+        .map(|n| default_node(&format!("node-{n}"), n))
+        .collect();
     let mut profile = default_profile("default-scheduler");
     profile.percentage_of_nodes_to_score = percentage;
-    let mut scheduler = Scheduler::new(cache.clone(), vec![profile], ApiObjects::default(), 1);
-    let mut api = SimulatedApi::new(cache);
+    let mut sim = Simulation::new(&cluster, vec![profile], SimOptions::default())
+        .expect("a synthetic cluster loads");
     let pod = |name: String| {
         let container = gantry_api::Container::new("c", Some(100), Some(500 << 20));
-        Arc::new(gantry_api::Pod::new("sched-0", &name).with_container(container))
-    };
-    let mut schedule = |p: Arc<gantry_api::Pod>| -> bool {
-        match scheduler.schedule_one(&p) {
-            Attempt::Scheduled { pod, mut state, .. } => {
-                scheduler.bind(&pod, &mut state, &mut api).is_ok()
-            }
-            _ => false,
-        }
+        gantry_api::Pod::new("sched-0", &name).with_container(container)
     };
     for i in 0..init_pods {
-        schedule(pod(format!("init-{i}")));
+        sim.schedule(
+            Duration::ZERO,
+            SimEvent::CreatePod(pod(format!("init-{i}"))),
+        );
     }
-    let mut latencies = Vec::with_capacity(measured_pods);
-    let mut scheduled = 0;
-    let start = Instant::now();
+    sim.run_until(Duration::ZERO);
+    sim.clear_latencies();
+    let evaluated_before = sim.scheduler.nodes_evaluated;
+    let measure_from = Duration::from_secs(1);
     for i in 0..measured_pods {
-        let t = Instant::now();
-        if schedule(pod(format!("measured-{i}"))) {
-            scheduled += 1;
-        }
-        latencies.push(t.elapsed().as_micros() as u64);
+        sim.schedule(
+            measure_from,
+            SimEvent::CreatePod(pod(format!("measured-{i}"))),
+        );
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    let at = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * q) as usize)
-            .copied()
-            .unwrap_or(0)
-    };
-    let attempts = scheduler.metrics.attempts(AttemptResult::Scheduled)
-        + scheduler.metrics.attempts(AttemptResult::Unschedulable)
-        + scheduler.metrics.attempts(AttemptResult::Error);
+    let summary = sim.run();
+    let measured_attempts = summary.attempts.saturating_sub(init_pods as u64).max(1);
     BasicMeasurement {
         nodes,
         measured_pods,
-        scheduled,
-        pods_per_sec: measured_pods as f64 / elapsed.max(1e-9),
-        p50_us: at(0.5),
-        p99_us: at(0.99),
-        nodes_evaluated_per_pod: scheduler.nodes_evaluated as f64 / attempts.max(1) as f64,
+        scheduled: summary.scheduled.saturating_sub(init_pods),
+        pods_per_sec: measured_pods as f64 / summary.wall_s.max(1e-9),
+        p50_us: summary.p50_us,
+        p99_us: summary.p99_us,
+        nodes_evaluated_per_pod: (sim.scheduler.nodes_evaluated - evaluated_before) as f64
+            / measured_attempts as f64,
     }
 }

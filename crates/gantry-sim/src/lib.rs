@@ -1,9 +1,10 @@
 //! Simulation: a cluster loaded from manifests, driven through the real scheduler with an
-//! in-process API standing in for Kubernetes.
+//! in-process API standing in for Kubernetes, on a virtual clock.
 
 mod api;
 pub mod bench;
-mod sequential;
+pub mod scenario;
+mod simulation;
 
 pub use api::SimulatedApi;
-pub use sequential::{Placement, SequentialRun, run_sequential};
+pub use simulation::{Placement, Sample, SimEvent, SimOptions, Simulation, Summary};

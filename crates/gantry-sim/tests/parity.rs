@@ -7,7 +7,9 @@ use std::path::Path;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::plugins::default_profile;
-use gantry_sim::run_sequential;
+use std::time::Duration;
+
+use gantry_sim::{SimEvent, SimOptions, Simulation};
 use serde_json::Value;
 
 /// The `<count> <reason>` items of a message before ` preemption:`, as a set.
@@ -27,20 +29,29 @@ fn check_scenario(dir: &Path) -> Vec<String> {
     cluster.resolve_priorities().unwrap();
     pods.priority_classes = cluster.priority_classes.clone();
     pods.resolve_priorities().unwrap();
-    let run = run_sequential(
+    let options = SimOptions {
+        seed: 42,
+        sequential: true,
+        ..SimOptions::default()
+    };
+    let mut sim = Simulation::new(
         &cluster,
-        &pods.pods,
         vec![default_profile("default-scheduler")],
-        42,
+        options,
     )
     .unwrap();
+    for pod in &pods.pods {
+        sim.schedule(Duration::ZERO, SimEvent::CreatePod(pod.clone()));
+    }
+    sim.run();
+    sim.check_invariants().unwrap();
     let mut problems = Vec::new();
     let expected: Vec<Value> = read("expected.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(expected.len(), run.placements.len());
-    for (want, got) in expected.iter().zip(&run.placements) {
+    assert_eq!(expected.len(), sim.placements().len());
+    for (want, got) in expected.iter().zip(sim.placements()) {
         let name = want["pod"].as_str().unwrap();
         assert_eq!(name, got.pod);
         let want_node = want["node"].as_str();

@@ -1,0 +1,619 @@
+//! Scenario files: node groups, workloads that arrive over virtual time, and timed
+//! cluster events, in a small YAML format (see the README). Pod templates are ordinary
+//! Kubernetes Pod manifests, decoded like any other.
+//!
+//! ```yaml
+//! nodeGroups:
+//! - name: general
+//!   count: 100
+//!   zones: [zone-a, zone-b, zone-c]
+//!   allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+//!   labels: {pool: general}
+//!   taints: [{key: dedicated, value: gpu, effect: NoSchedule}]
+//! workloads:
+//! - name: web
+//!   count: 300
+//!   arrival: {start: 0s, rate: 50/s}
+//!   template:
+//!     metadata: {labels: {app: web}}
+//!     spec: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}
+//! events:
+//! - {at: 10s, deleteNodes: {group: general, count: 2}}
+//! ```
+
+use std::time::Duration;
+
+use gantry_api::decode::{ClusterObjects, DecodeError, PriorityClass};
+use gantry_api::{Node, Pod, Sym, TaintEffect};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::{SimEvent, Simulation};
+
+#[derive(Debug, Error)]
+#[error("{source_name}: {field}: {message}")]
+pub struct ScenarioError {
+    pub source_name: String,
+    /// Field path, e.g. `workloads[1].arrival.rate`.
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ScenarioFile {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    priority_classes: Vec<PriorityClassSpec>,
+    #[serde(default)]
+    node_groups: Vec<NodeGroup>,
+    #[serde(default)]
+    workloads: Vec<Workload>,
+    #[serde(default)]
+    events: Vec<TimedEvent>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PriorityClassSpec {
+    name: String,
+    value: i32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NodeGroup {
+    name: String,
+    count: usize,
+    #[serde(default)]
+    zones: Vec<String>,
+    allocatable: serde_json::Map<String, Value>,
+    #[serde(default)]
+    labels: serde_json::Map<String, Value>,
+    #[serde(default)]
+    taints: Vec<TaintSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaintSpec {
+    key: String,
+    #[serde(default)]
+    value: String,
+    effect: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Workload {
+    name: String,
+    #[serde(default = "default_namespace")]
+    namespace: String,
+    count: usize,
+    #[serde(default)]
+    arrival: Arrival,
+    /// A Pod manifest (metadata and spec); `kind` and the name are filled in.
+    template: Value,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Arrival {
+    /// When the first pod arrives (`0s`, `1m`, `250ms`).
+    #[serde(default)]
+    start: Option<String>,
+    /// Pods per unit of time (`100/s`, `30/m`); absent: all at `start`.
+    #[serde(default)]
+    rate: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TimedEvent {
+    at: String,
+    #[serde(default)]
+    add_nodes: Option<GroupCount>,
+    #[serde(default)]
+    delete_nodes: Option<GroupCount>,
+    #[serde(default)]
+    drain_nodes: Option<GroupCount>,
+    #[serde(default)]
+    delete_pods: Option<WorkloadCount>,
+    #[serde(default)]
+    scale: Option<WorkloadCount>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GroupCount {
+    group: String,
+    count: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WorkloadCount {
+    workload: String,
+    count: usize,
+}
+
+/// A parsed scenario: the initial cluster, then timed events (pod arrivals included).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub cluster: ClusterObjects,
+    pub events: Vec<(Duration, SimEvent)>,
+}
+
+impl Scenario {
+    pub fn parse(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+        let err = |field: String, message: String| ScenarioError {
+            source_name: source_name.to_string(),
+            field,
+            message,
+        };
+        let value: Value =
+            serde_saphyr::from_str(text).map_err(|e| err("(document)".into(), e.to_string()))?;
+        let file: ScenarioFile = serde_path_to_error::deserialize(value)
+            .map_err(|e| err(e.path().to_string(), e.inner().to_string()))?;
+        Builder {
+            file: &file,
+            source_name,
+            err: &err,
+        }
+        .build()
+    }
+
+    /// Puts the scenario's events on the simulation's clock.
+    pub fn schedule_into(&self, sim: &mut Simulation) {
+        for (at, event) in &self.events {
+            sim.schedule(*at, event.clone());
+        }
+    }
+}
+
+struct Builder<'a, E: Fn(String, String) -> ScenarioError> {
+    file: &'a ScenarioFile,
+    source_name: &'a str,
+    err: &'a E,
+}
+
+impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
+    fn build(&self) -> Result<Scenario, ScenarioError> {
+        let err = self.err;
+        let mut cluster = ClusterObjects::default();
+        cluster.priority_classes = self
+            .file
+            .priority_classes
+            .iter()
+            .map(|p| PriorityClass {
+                name: Sym::new(&p.name),
+                value: p.value,
+                global_default: false,
+                preemption_policy: gantry_api::PreemptionPolicy::PreemptLowerPriority,
+            })
+            .collect();
+        let mut events = Vec::new();
+        // Node groups: every node exists at time 0; `addNodes` events add more later.
+        let mut group_sizes = Vec::new();
+        for (g, group) in self.file.node_groups.iter().enumerate() {
+            for i in 0..group.count {
+                cluster.nodes.push(self.node(g, group, i)?);
+            }
+            group_sizes.push(group.count);
+        }
+        let mut workload_pods: Vec<Vec<String>> = vec![Vec::new(); self.file.workloads.len()];
+        let mut workload_next = vec![0usize; self.file.workloads.len()];
+        for (w, workload) in self.file.workloads.iter().enumerate() {
+            let field = format!("workloads[{w}].arrival");
+            let start = match &workload.arrival.start {
+                Some(s) => parse_duration(s).map_err(|m| err(format!("{field}.start"), m))?,
+                None => Duration::ZERO,
+            };
+            let interval = match &workload.arrival.rate {
+                Some(r) => parse_rate(r).map_err(|m| err(format!("{field}.rate"), m))?,
+                None => Duration::ZERO,
+            };
+            for i in 0..workload.count {
+                let pod = self.pod(w, workload, i, &cluster)?;
+                workload_pods[w].push(pod.key());
+                events.push((start + interval * i as u32, SimEvent::CreatePod(pod)));
+            }
+            workload_next[w] = workload.count;
+        }
+        for (e, event) in self.file.events.iter().enumerate() {
+            let field = format!("events[{e}]");
+            let at = parse_duration(&event.at).map_err(|m| err(format!("{field}.at"), m))?;
+            let actions = [
+                event.add_nodes.is_some(),
+                event.delete_nodes.is_some(),
+                event.drain_nodes.is_some(),
+                event.delete_pods.is_some(),
+                event.scale.is_some(),
+            ];
+            if actions.iter().filter(|a| **a).count() != 1 {
+                return Err(err(
+                    field,
+                    "needs exactly one of addNodes, deleteNodes, drainNodes, deletePods, scale"
+                        .into(),
+                ));
+            }
+            if let Some(gc) = &event.add_nodes {
+                let g = self.group_index(&gc.group, &format!("{field}.addNodes.group"))?;
+                let group = &self.file.node_groups[g];
+                for i in group_sizes[g]..group_sizes[g] + gc.count {
+                    events.push((at, SimEvent::AddNode(self.node(g, group, i)?)));
+                }
+                group_sizes[g] += gc.count;
+            }
+            for (gc, drain, name) in [
+                (&event.delete_nodes, false, "deleteNodes"),
+                (&event.drain_nodes, true, "drainNodes"),
+            ] {
+                let Some(gc) = gc else { continue };
+                let g = self.group_index(&gc.group, &format!("{field}.{name}.group"))?;
+                let group = &self.file.node_groups[g];
+                // The newest nodes of the group go first.
+                let remove = gc.count.min(group_sizes[g]);
+                for i in (group_sizes[g] - remove..group_sizes[g]).rev() {
+                    let node = Sym::new(&node_name(&group.name, i));
+                    events.push((
+                        at,
+                        if drain {
+                            SimEvent::DrainNode {
+                                node,
+                                recreate: true,
+                            }
+                        } else {
+                            SimEvent::DeleteNode(node)
+                        },
+                    ));
+                }
+                group_sizes[g] -= remove;
+            }
+            if let Some(wc) = &event.delete_pods {
+                let w =
+                    self.workload_index(&wc.workload, &format!("{field}.deletePods.workload"))?;
+                for key in workload_pods[w].iter().take(wc.count) {
+                    events.push((at, SimEvent::DeletePod(key.clone())));
+                }
+                let n = wc.count.min(workload_pods[w].len());
+                workload_pods[w].drain(..n);
+            }
+            if let Some(wc) = &event.scale {
+                let w = self.workload_index(&wc.workload, &format!("{field}.scale.workload"))?;
+                let workload = &self.file.workloads[w];
+                for i in workload_next[w]..workload_next[w] + wc.count {
+                    let pod = self.pod(w, workload, i, &cluster)?;
+                    workload_pods[w].push(pod.key());
+                    events.push((at, SimEvent::CreatePod(pod)));
+                }
+                workload_next[w] += wc.count;
+            }
+        }
+        events.sort_by_key(|(at, _)| *at);
+        Ok(Scenario {
+            name: self
+                .file
+                .name
+                .clone()
+                .unwrap_or_else(|| self.source_name.to_string()),
+            cluster,
+            events,
+        })
+    }
+
+    fn group_index(&self, name: &str, field: &str) -> Result<usize, ScenarioError> {
+        self.file
+            .node_groups
+            .iter()
+            .position(|g| g.name == name)
+            .ok_or_else(|| (self.err)(field.to_string(), format!("no node group named {name:?}")))
+    }
+
+    fn workload_index(&self, name: &str, field: &str) -> Result<usize, ScenarioError> {
+        self.file
+            .workloads
+            .iter()
+            .position(|w| w.name == name)
+            .ok_or_else(|| (self.err)(field.to_string(), format!("no workload named {name:?}")))
+    }
+
+    /// The `index`-th node of a group, as a Node manifest decoded like any other.
+    fn node(&self, g: usize, group: &NodeGroup, index: usize) -> Result<Node, ScenarioError> {
+        let name = node_name(&group.name, index);
+        let mut labels = group.labels.clone();
+        labels.insert("kubernetes.io/hostname".into(), json!(name));
+        if !group.zones.is_empty() {
+            labels.insert(
+                "topology.kubernetes.io/zone".into(),
+                json!(group.zones[index % group.zones.len()]),
+            );
+        }
+        for (t, taint) in group.taints.iter().enumerate() {
+            if TaintEffect::parse(&taint.effect).is_none() {
+                return Err((self.err)(
+                    format!("nodeGroups[{g}].taints[{t}].effect"),
+                    format!(
+                        "must be NoSchedule, PreferNoSchedule or NoExecute, not {:?}",
+                        taint.effect
+                    ),
+                ));
+            }
+        }
+        let manifest = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": group.taints.iter().map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect})).collect::<Vec<_>>()},
+            "status": {"allocatable": group.allocatable, "capacity": group.allocatable,
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        // Errors point at the scenario's own fields, not at the generated manifest's.
+        let decoded = self
+            .decode(manifest, &format!("nodeGroups[{g}]"))
+            .map_err(|mut e| {
+                for (generated, own) in [
+                    ("status.capacity", "allocatable"),
+                    ("status.allocatable", "allocatable"),
+                    ("spec.taints", "taints"),
+                    ("metadata.labels", "labels"),
+                ] {
+                    e.field = e.field.replacen(generated, own, 1);
+                }
+                e
+            })?;
+        decoded
+            .nodes
+            .into_iter()
+            .next()
+            .ok_or_else(|| (self.err)(format!("nodeGroups[{g}]"), "no node decoded".into()))
+    }
+
+    /// The `index`-th pod of a workload.
+    fn pod(
+        &self,
+        w: usize,
+        workload: &Workload,
+        index: usize,
+        cluster: &ClusterObjects,
+    ) -> Result<Pod, ScenarioError> {
+        let field = format!("workloads[{w}].template");
+        let mut manifest = workload.template.clone();
+        let Some(object) = manifest.as_object_mut() else {
+            return Err((self.err)(
+                field,
+                "must be a Pod manifest (metadata and spec)".into(),
+            ));
+        };
+        object.insert("apiVersion".into(), json!("v1"));
+        object.insert("kind".into(), json!("Pod"));
+        let metadata = object.entry("metadata").or_insert_with(|| json!({}));
+        let Some(metadata) = metadata.as_object_mut() else {
+            return Err((self.err)(
+                format!("{field}.metadata"),
+                "must be a mapping".into(),
+            ));
+        };
+        metadata.insert("name".into(), json!(format!("{}-{index}", workload.name)));
+        metadata.insert("namespace".into(), json!(workload.namespace));
+        let mut decoded = self.decode(manifest, &field)?;
+        decoded.priority_classes = cluster.priority_classes.clone();
+        decoded
+            .resolve_priorities()
+            .map_err(|e| (self.err)(format!("{field}.{}", e.field), e.message))?;
+        decoded
+            .pods
+            .into_iter()
+            .next()
+            .ok_or_else(|| (self.err)(field, "no pod decoded".into()))
+    }
+
+    fn decode(&self, manifest: Value, field: &str) -> Result<ClusterObjects, ScenarioError> {
+        let text = manifest.to_string();
+        ClusterObjects::decode(&text, self.source_name).map_err(|e| match e {
+            DecodeError::Object { error, .. } => {
+                (self.err)(format!("{field}.{}", error.field), error.message)
+            }
+            DecodeError::Syntax { message, .. } => (self.err)(field.to_string(), message),
+        })
+    }
+}
+
+fn node_name(group: &str, index: usize) -> String {
+    format!("{group}-{index}")
+}
+
+/// `250ms`, `30s`, `5m`, `2h`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (like 250ms, 30s, 5m, 2h)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?} has an unknown unit (use ms, s, m or h)")),
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("{text:?} must be a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `100/s`, `30/m`, `5/h`: the interval between two arrivals.
+pub fn parse_rate(text: &str) -> Result<Duration, String> {
+    let (count, unit) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not a rate (like 100/s or 30/m)"))?;
+    let count: f64 = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a rate (like 100/s or 30/m)"))?;
+    if !(count.is_finite() && count > 0.0) {
+        return Err(format!("{text:?} must be a positive rate"));
+    }
+    let per = match unit.trim() {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?} (use s, m or h)"
+            ));
+        }
+    };
+    Ok(Duration::from_secs_f64(per / count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+name: example
+priorityClasses: [{name: high, value: 1000}]
+nodeGroups:
+- name: general
+  count: 4
+  zones: [zone-a, zone-b]
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  labels: {pool: general}
+- name: gpu
+  count: 1
+  allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "4"}
+  taints: [{key: dedicated, value: gpu, effect: NoSchedule}]
+workloads:
+- name: web
+  count: 6
+  arrival: {start: 1s, rate: 2/s}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      priorityClassName: high
+      containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+events:
+- {at: 10s, addNodes: {group: general, count: 2}}
+- {at: 20s, drainNodes: {group: gpu, count: 1}}
+- {at: 30s, scale: {workload: web, count: 3}}
+- {at: 40s, deletePods: {workload: web, count: 2}}
+"#;
+
+    #[test]
+    fn example_scenario_expands_into_nodes_and_timed_events() {
+        let s = Scenario::parse(EXAMPLE, "example.yaml").unwrap();
+        assert_eq!(s.name, "example");
+        assert_eq!(s.cluster.nodes.len(), 5);
+        let gpu = &s.cluster.nodes[4];
+        assert_eq!(gpu.taints.len(), 1);
+        assert_eq!(gpu.allocatable.scalar(Sym::new("nvidia.com/gpu")), 4);
+        assert_eq!(
+            s.cluster.nodes[1]
+                .labels
+                .get_str("topology.kubernetes.io/zone"),
+            Some(Sym::new("zone-b"))
+        );
+        let creates: Vec<(Duration, &Pod)> = s
+            .events
+            .iter()
+            .filter_map(|(t, e)| match e {
+                SimEvent::CreatePod(p) => Some((*t, p)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(creates.len(), 9);
+        assert_eq!(creates[0].0, Duration::from_secs(1));
+        assert_eq!(
+            creates[1].0,
+            Duration::from_millis(1500),
+            "2/s is one pod every 500ms"
+        );
+        assert_eq!(creates[0].1.priority, 1000, "priority class resolved");
+        assert_eq!(creates[0].1.requests().milli_cpu, 500);
+        let kinds: Vec<&str> = s
+            .events
+            .iter()
+            .map(|(_, e)| match e {
+                SimEvent::AddNode(_) => "add",
+                SimEvent::DrainNode { .. } => "drain",
+                SimEvent::DeletePod(_) => "delete-pod",
+                SimEvent::CreatePod(_) => "create",
+                SimEvent::DeleteNode(_) => "delete-node",
+            })
+            .filter(|k| *k != "create")
+            .collect();
+        assert_eq!(kinds, ["add", "add", "drain", "delete-pod", "delete-pod"]);
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_field() {
+        let cases = [
+            (
+                "nodeGroups: [{name: a, count: x, allocatable: {}}]",
+                "nodeGroups[0].count",
+            ),
+            (
+                "nodeGroups: [{name: a, count: 1, allocatable: {cpu: lots}}]",
+                "nodeGroups[0].allocatable.cpu",
+            ),
+            (
+                "nodeGroups: [{name: a, count: 1, allocatable: {}, taints: [{key: k, effect: Never}]}]",
+                "nodeGroups[0].taints[0].effect",
+            ),
+            (
+                "workloads: [{name: w, count: 1, arrival: {rate: fast}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival.rate",
+            ),
+            (
+                "workloads: [{name: w, count: 1, template: {spec: {containers: [{name: c, resources: {requests: {cpu: 1x}}}]}}}]",
+                "workloads[0].template.spec.containers[0].resources.requests.cpu",
+            ),
+            (
+                "workloads: [{name: w, count: 1, template: {spec: {priorityClassName: nope, containers: []}}}]",
+                "workloads[0].template.spec.priorityClassName",
+            ),
+            (
+                "events: [{at: soon, addNodes: {group: a, count: 1}}]",
+                "events[0].at",
+            ),
+            (
+                "events: [{at: 1s, addNodes: {group: missing, count: 1}}]",
+                "events[0].addNodes.group",
+            ),
+            ("events: [{at: 1s}]", "events[0]"),
+            ("nodegroups: []", "(document)"),
+        ];
+        for (text, field) in cases {
+            let e = Scenario::parse(text, "bad.yaml").unwrap_err();
+            assert!(
+                e.field == field || (field == "(document)" && e.message.contains("nodegroups")),
+                "{text}: got {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_and_rates() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1d").is_err());
+        assert_eq!(parse_rate("10/s").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_rate("30/m").unwrap(), Duration::from_secs(2));
+        assert!(parse_rate("0/s").is_err());
+        assert!(parse_rate("5/d").is_err());
+    }
+}
