@@ -43,7 +43,7 @@ pub fn measure_basic(
     for i in 0..init_pods {
         sim.schedule(
             Duration::ZERO,
-            SimEvent::CreatePod(pod(format!("init-{i}"))),
+            SimEvent::CreatePod(std::sync::Arc::new(pod(format!("init-{i}")))),
         );
     }
     sim.run_until(Duration::ZERO);
@@ -53,7 +53,7 @@ pub fn measure_basic(
     for i in 0..measured_pods {
         sim.schedule(
             measure_from,
-            SimEvent::CreatePod(pod(format!("measured-{i}"))),
+            SimEvent::CreatePod(std::sync::Arc::new(pod(format!("measured-{i}")))),
         );
     }
     let summary = sim.run();

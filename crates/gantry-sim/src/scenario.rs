@@ -21,6 +21,7 @@
 //! - {at: 10s, deleteNodes: {group: general, count: 2}}
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::{ClusterObjects, DecodeError, PriorityClass};
@@ -223,7 +224,10 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             for i in 0..workload.count {
                 let pod = self.pod(w, workload, i, &cluster)?;
                 workload_pods[w].push(pod.key());
-                events.push((start + interval * i as u32, SimEvent::CreatePod(pod)));
+                events.push((
+                    start + interval * i as u32,
+                    SimEvent::CreatePod(Arc::new(pod)),
+                ));
             }
             workload_next[w] = workload.count;
         }
@@ -248,7 +252,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 let g = self.group_index(&gc.group, &format!("{field}.addNodes.group"))?;
                 let group = &self.file.node_groups[g];
                 for i in group_sizes[g]..group_sizes[g] + gc.count {
-                    events.push((at, SimEvent::AddNode(self.node(g, group, i)?)));
+                    events.push((at, SimEvent::AddNode(Arc::new(self.node(g, group, i)?))));
                 }
                 group_sizes[g] += gc.count;
             }
@@ -292,7 +296,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 for i in workload_next[w]..workload_next[w] + wc.count {
                     let pod = self.pod(w, workload, i, &cluster)?;
                     workload_pods[w].push(pod.key());
-                    events.push((at, SimEvent::CreatePod(pod)));
+                    events.push((at, SimEvent::CreatePod(Arc::new(pod))));
                 }
                 workload_next[w] += wc.count;
             }
@@ -525,7 +529,7 @@ events:
                 .get_str("topology.kubernetes.io/zone"),
             Some(Sym::new("zone-b"))
         );
-        let creates: Vec<(Duration, &Pod)> = s
+        let creates: Vec<(Duration, &Arc<Pod>)> = s
             .events
             .iter()
             .filter_map(|(t, e)| match e {

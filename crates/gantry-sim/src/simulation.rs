@@ -62,10 +62,10 @@ impl Default for SimOptions {
 #[derive(Debug, Clone)]
 pub enum SimEvent {
     /// A pending pod is created.
-    CreatePod(Pod),
+    CreatePod(Arc<Pod>),
     /// A pod (pending or bound) is deleted, by `namespace/name`.
     DeletePod(String),
-    AddNode(Node),
+    AddNode(Arc<Node>),
     /// The node and the pods bound to it are deleted.
     DeleteNode(Sym),
     /// The node is cordoned and its pods are evicted (and re-created as pending pods when
@@ -128,7 +128,7 @@ pub struct Simulation {
     queue: SchedulingQueue,
     pub api: SimulatedApi,
     /// Sequential mode: pods waiting to be submitted.
-    backlog: VecDeque<Pod>,
+    backlog: VecDeque<Arc<Pod>>,
     /// Sequential mode: the pod being worked on.
     current: Option<Arc<str>>,
     placements: Vec<Placement>,
@@ -191,7 +191,7 @@ impl Simulation {
             samples: Vec::new(),
         };
         for pod in cluster.pods.iter().filter(|p| p.node_name.is_none()) {
-            sim.schedule(Duration::ZERO, SimEvent::CreatePod(pod.clone()));
+            sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod.clone())));
         }
         Ok(sim)
     }
@@ -298,7 +298,6 @@ impl Simulation {
 
     fn submit_next_sequential(&mut self) {
         if let Some(pod) = self.backlog.pop_front() {
-            let pod = Arc::new(pod);
             self.current = Some(pod.uid.clone());
             self.queue.add(pod, self.clock);
         }
@@ -313,7 +312,7 @@ impl Simulation {
                 if self.options.sequential {
                     self.backlog.push_back(pod);
                 } else {
-                    self.queue.add(Arc::new(pod), now);
+                    self.queue.add(pod, now);
                 }
             }
             SimEvent::DeletePod(key) => {
@@ -327,7 +326,6 @@ impl Simulation {
                 self.delete_bound(&uid);
             }
             SimEvent::AddNode(node) => {
-                let node = Arc::new(node);
                 self.cache.add_node(node.clone());
                 self.api.add_node(node);
                 self.queue
@@ -375,7 +373,7 @@ impl Simulation {
                         again.node_name = None;
                         again.name = Arc::from(format!("{}-r{}", pod.name, self.seq));
                         again.uid = Arc::from(format!("{}/{}", again.namespace, again.name));
-                        self.schedule(now, SimEvent::CreatePod(again));
+                        self.schedule(now, SimEvent::CreatePod(Arc::new(again)));
                     }
                 }
             }

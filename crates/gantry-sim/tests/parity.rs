@@ -41,7 +41,10 @@ fn check_scenario(dir: &Path) -> Vec<String> {
     )
     .unwrap();
     for pod in &pods.pods {
-        sim.schedule(Duration::ZERO, SimEvent::CreatePod(pod.clone()));
+        sim.schedule(
+            Duration::ZERO,
+            SimEvent::CreatePod(std::sync::Arc::new(pod.clone())),
+        );
     }
     sim.run();
     sim.check_invariants().unwrap();
