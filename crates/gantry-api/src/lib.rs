@@ -9,6 +9,7 @@ mod node;
 mod pod;
 pub mod quantity;
 pub mod resources;
+pub mod storage;
 
 pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
@@ -16,3 +17,7 @@ pub use node::{ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
 pub use quantity::Quantity;
 pub use resources::{ResourceName, Resources};
+pub use storage::{
+    AccessMode, ClaimPhase, ClaimRef, CsiNode, CsiNodeDriver, PersistentVolume,
+    PersistentVolumeClaim, StorageClass, VolumeBindingMode,
+};

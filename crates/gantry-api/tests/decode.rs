@@ -215,3 +215,143 @@ proptest::proptest! {
         let _ = ClusterObjects::decode(&text, "fuzz.yaml");
     }
 }
+
+const STORAGE: &str = r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: local-pv-1
+  labels: {topology.kubernetes.io/zone: eu-west-1a}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  claimRef: {namespace: shop, name: data-db-0}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: kubernetes.io/hostname, operator: In, values: [worker-1]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data-db-0
+  namespace: shop
+  annotations: {volume.beta.kubernetes.io/storage-class: legacy}
+spec:
+  storageClassName: local
+  accessModes: [ReadWriteOncePod]
+  resources: {requests: {storage: 1Gi}}
+  volumeName: local-pv-1
+status: {phase: Bound}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions:
+  - {key: topology.kubernetes.io/zone, values: [eu-west-1a, eu-west-1b]}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: standard}
+provisioner: ebs.csi.aws.com
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: worker-1}
+spec:
+  drivers:
+  - {name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 25}}
+  - {name: efs.csi.aws.com, nodeID: i-1}
+"#;
+
+#[test]
+fn decodes_storage_objects() {
+    use gantry_api::storage::{AccessMode, ClaimPhase, VolumeBindingMode};
+
+    let objects = ClusterObjects::decode(STORAGE, "storage.yaml").unwrap();
+    assert!(objects.ignored.is_empty(), "{:?}", objects.ignored);
+
+    let pv = &objects.pvs[0];
+    assert_eq!(pv.name, Sym::new("local-pv-1"));
+    assert_eq!(pv.capacity, 100 << 30);
+    assert_eq!(pv.access_modes.as_slice(), [AccessMode::ReadWriteOnce]);
+    assert_eq!(pv.storage_class, Some(Sym::new("local")));
+    assert_eq!(pv.csi_driver, Some(Sym::new("ebs.csi.aws.com")));
+    let claim_ref = pv.claim_ref.unwrap();
+    assert_eq!(
+        (claim_ref.namespace, claim_ref.name),
+        (Sym::new("shop"), Sym::new("data-db-0"))
+    );
+    let worker = gantry_api::Labels::from_strs([("kubernetes.io/hostname", "worker-1")]);
+    let other = gantry_api::Labels::from_strs([("kubernetes.io/hostname", "worker-2")]);
+    assert!(pv.fits_node(&worker) && !pv.fits_node(&other));
+
+    let pvc = &objects.pvcs[0];
+    assert_eq!(
+        (pvc.namespace, pvc.name),
+        (Sym::new("shop"), Sym::new("data-db-0"))
+    );
+    assert_eq!(
+        pvc.storage_class,
+        Some(Sym::new("legacy")),
+        "the beta annotation wins"
+    );
+    assert_eq!(pvc.requested, 1 << 30);
+    assert_eq!(pvc.access_modes.as_slice(), [AccessMode::ReadWriteOncePod]);
+    assert_eq!(pvc.phase, ClaimPhase::Bound);
+    assert!(pvc.is_bound());
+
+    let (local, standard) = (&objects.storage_classes[0], &objects.storage_classes[1]);
+    assert_eq!(local.binding_mode, VolumeBindingMode::WaitForFirstConsumer);
+    assert!(!local.can_provision());
+    let zone = |z| gantry_api::Labels::from_strs([("topology.kubernetes.io/zone", z)]);
+    assert!(local.allows_node(&zone("eu-west-1b")) && !local.allows_node(&zone("us-east-1a")));
+    assert_eq!(standard.binding_mode, VolumeBindingMode::Immediate);
+    assert!(standard.can_provision() && standard.allows_node(&zone("anywhere")));
+
+    let csi = &objects.csi_nodes[0];
+    assert_eq!(csi.node_name, Sym::new("worker-1"));
+    assert_eq!(csi.limit(Sym::new("ebs.csi.aws.com")), Some(25));
+    assert_eq!(csi.limit(Sym::new("efs.csi.aws.com")), None);
+}
+
+#[test]
+fn malformed_storage_objects_name_the_field() {
+    let (object, field, message) = object_error(
+        "kind: PersistentVolumeClaim\nmetadata: {name: c, namespace: ns}\nspec:\n  resources: {requests: {storage: 1Zz}}\n",
+    );
+    assert_eq!(object, "PersistentVolumeClaim ns/c");
+    assert_eq!(field, "spec.resources.requests.storage");
+    assert!(!message.is_empty());
+
+    let (object, field, message) = object_error(
+        "kind: PersistentVolume\nmetadata: {name: v}\nspec: {accessModes: [ReadWriteSometimes]}\n",
+    );
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("PersistentVolume v", "spec.accessModes[0]")
+    );
+    assert!(message.contains("ReadWriteSometimes"), "{message}");
+
+    let (object, field, _) = object_error(
+        "kind: StorageClass\nmetadata: {name: s}\nprovisioner: p\nvolumeBindingMode: Later\n",
+    );
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("StorageClass s", "volumeBindingMode")
+    );
+
+    let (object, field, _) = object_error(
+        "kind: CSINode\nmetadata: {name: node-1}\nspec:\n  drivers: [{name: d, nodeID: x, allocatable: {count: -1}}]\n",
+    );
+    assert_eq!(
+        (object.as_str(), field.as_str()),
+        ("CSINode node-1", "spec.drivers[0].allocatable.count")
+    );
+}

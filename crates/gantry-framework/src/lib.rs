@@ -1,6 +1,7 @@
 //! The scheduling framework: extension points, cycle state, statuses, profiles, and
 //! kube-scheduler's default plugins (one file each under `plugins/`).
 
+pub mod config;
 mod cycle_state;
 pub mod events;
 mod interface;
@@ -12,6 +13,6 @@ mod status;
 pub use cycle_state::{CycleState, StateData};
 pub use events::{ActionType, ClusterEvent, EventResource};
 pub use interface::*;
-pub use objects::ApiObjects;
+pub use objects::{ApiObjects, StorageObjects};
 pub use profile::{Profile, WeightedScorePlugin};
 pub use status::{Code, Status};

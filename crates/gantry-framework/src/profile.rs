@@ -27,6 +27,10 @@ pub struct Profile {
     pub preemption: bool,
     /// `None`: upstream's adaptive percentage.
     pub percentage_of_nodes_to_score: Option<u32>,
+    /// DefaultPreemption's `minCandidateNodesPercentage` (default 10).
+    pub min_candidate_nodes_percentage: u32,
+    /// DefaultPreemption's `minCandidateNodesAbsolute` (default 100).
+    pub min_candidate_nodes_absolute: u32,
 }
 
 impl Profile {
@@ -43,6 +47,8 @@ impl Profile {
             permit: Vec::new(),
             preemption: false,
             percentage_of_nodes_to_score: None,
+            min_candidate_nodes_percentage: 10,
+            min_candidate_nodes_absolute: 100,
         }
     }
 }

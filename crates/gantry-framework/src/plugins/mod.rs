@@ -1,4 +1,5 @@
-//! kube-scheduler's default plugins, one file each, and the default profile.
+//! kube-scheduler's default plugins, one file each, and the registry that maps the plugin
+//! names of a KubeSchedulerConfiguration to them.
 
 pub mod balanced_allocation;
 pub mod image_locality;
@@ -8,63 +9,208 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod scheduling_gates;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 use std::sync::Arc;
 
-use crate::{Profile, WeightedScorePlugin};
+use crate::Profile;
+use crate::config::Point;
+use crate::interface::*;
 
-/// kube-scheduler's default profile (v1.28 `default_plugins.go`): plugins in upstream's
-/// order at every extension point, with upstream's score weights.
+/// Upstream's default `multiPoint` plugins (v1.28 `default_plugins.go`) in order, with their
+/// score weights (`None`: no weight given).
+pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
+    ("SchedulingGates", None),
+    ("PrioritySort", None),
+    ("NodeUnschedulable", None),
+    ("NodeName", None),
+    ("TaintToleration", Some(3)),
+    ("NodeAffinity", Some(2)),
+    ("NodePorts", None),
+    ("NodeResourcesFit", Some(1)),
+    ("VolumeRestrictions", None),
+    ("EBSLimits", None),
+    ("GCEPDLimits", None),
+    ("NodeVolumeLimits", None),
+    ("AzureDiskLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
+    ("PodTopologySpread", Some(2)),
+    ("InterPodAffinity", Some(2)),
+    ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", Some(1)),
+    ("ImageLocality", Some(1)),
+    ("DefaultBinder", None),
+];
+
+/// kube-scheduler's default profile: the default plugins at every extension point they
+/// implement, in upstream's order, with upstream's score weights.
 pub fn default_profile(scheduler_name: &str) -> Profile {
+    crate::config::default_profile(scheduler_name)
+}
+
+/// The `pluginConfig` arguments of the plugins that take any; upstream's defaults by default.
+#[derive(Default)]
+pub struct PluginArgs {
+    pub node_affinity: node_affinity::NodeAffinity,
+    pub fit: node_resources_fit::NodeResourcesFit,
+    pub balanced: balanced_allocation::BalancedAllocation,
+    pub spread: pod_topology_spread::PodTopologySpread,
+    pub pod_affinity: inter_pod_affinity::InterPodAffinity,
+}
+
+/// One plugin name a profile may use, and what it runs at each extension point.
+#[derive(Default)]
+pub struct Registered {
+    pub name: &'static str,
+    pub pre_enqueue: Option<Arc<dyn PreEnqueuePlugin>>,
+    pub pre_filter: Option<Arc<dyn PreFilterPlugin>>,
+    pub filter: Option<Arc<dyn FilterPlugin>>,
+    pub pre_score: Option<Arc<dyn PreScorePlugin>>,
+    pub score: Option<Arc<dyn ScorePlugin>>,
+    pub reserve: Option<Arc<dyn ReservePlugin>>,
+    pub permit: Option<Arc<dyn PermitPlugin>>,
+    /// Points the scheduler serves itself for this name (PrioritySort's queue sort,
+    /// DefaultPreemption's PostFilter, DefaultBinder's Bind).
+    pub builtin: &'static [Point],
+    /// An upstream plugin Gantry does not implement yet: accepted at any point, and ignored.
+    pub not_implemented: bool,
+}
+
+impl Registered {
+    pub fn new(name: &'static str) -> Registered {
+        Registered {
+            name,
+            ..Registered::default()
+        }
+    }
+
+    fn builtin(name: &'static str, points: &'static [Point]) -> Registered {
+        Registered {
+            builtin: points,
+            ..Registered::new(name)
+        }
+    }
+
+    fn not_implemented(name: &'static str) -> Registered {
+        Registered {
+            not_implemented: true,
+            ..Registered::new(name)
+        }
+    }
+
+    pub fn pre_enqueue(mut self, p: Arc<dyn PreEnqueuePlugin>) -> Registered {
+        self.pre_enqueue = Some(p);
+        self
+    }
+
+    pub fn pre_filter(mut self, p: Arc<dyn PreFilterPlugin>) -> Registered {
+        self.pre_filter = Some(p);
+        self
+    }
+
+    pub fn filter(mut self, p: Arc<dyn FilterPlugin>) -> Registered {
+        self.filter = Some(p);
+        self
+    }
+
+    pub fn pre_score(mut self, p: Arc<dyn PreScorePlugin>) -> Registered {
+        self.pre_score = Some(p);
+        self
+    }
+
+    pub fn score(mut self, p: Arc<dyn ScorePlugin>) -> Registered {
+        self.score = Some(p);
+        self
+    }
+
+    /// Whether the plugin takes part in `point` (what `multiPoint` expands to).
+    pub fn implements(&self, point: Point) -> bool {
+        self.builtin.contains(&point)
+            || match point {
+                Point::PreEnqueue => self.pre_enqueue.is_some(),
+                Point::PreFilter => self.pre_filter.is_some(),
+                Point::Filter => self.filter.is_some(),
+                Point::PreScore => self.pre_score.is_some(),
+                Point::Score => self.score.is_some(),
+                Point::Reserve => self.reserve.is_some(),
+                Point::Permit => self.permit.is_some(),
+                _ => false,
+            }
+    }
+}
+
+/// Every plugin name a profile may use; plugins with arguments are built from `args`.
+pub fn registry(args: PluginArgs) -> Vec<Registered> {
     let taints = Arc::new(taint_toleration::TaintToleration);
-    let node_affinity = Arc::new(node_affinity::NodeAffinity::default());
+    let node_affinity = Arc::new(args.node_affinity);
     let ports = Arc::new(node_ports::NodePorts);
-    let fit = Arc::new(node_resources_fit::NodeResourcesFit::default());
-    let spread = Arc::new(pod_topology_spread::PodTopologySpread::default());
-    let pod_affinity = Arc::new(inter_pod_affinity::InterPodAffinity::default());
-    let balanced = Arc::new(balanced_allocation::BalancedAllocation::default());
+    let fit = Arc::new(args.fit);
+    let spread = Arc::new(args.spread);
+    let pod_affinity = Arc::new(args.pod_affinity);
     let images = Arc::new(image_locality::ImageLocality);
-    let mut profile = Profile::empty(scheduler_name);
-    profile.pre_enqueue = vec![Arc::new(scheduling_gates::SchedulingGates)];
-    profile.pre_filter = vec![
-        node_affinity.clone(),
-        ports.clone(),
-        spread.clone(),
-        pod_affinity.clone(),
-    ];
-    profile.filter = vec![
-        Arc::new(node_unschedulable::NodeUnschedulable),
-        Arc::new(node_name::NodeName),
-        taints.clone(),
-        node_affinity.clone(),
-        ports,
-        fit.clone(),
-        spread.clone(),
-        pod_affinity.clone(),
-    ];
-    profile.pre_score = vec![
-        taints.clone(),
-        node_affinity.clone(),
-        spread.clone(),
-        pod_affinity.clone(),
-        images.clone(),
-    ];
-    let weighted =
-        |plugin: Arc<dyn crate::ScorePlugin>, weight| WeightedScorePlugin { plugin, weight };
-    profile.score = vec![
-        weighted(taints, 3),
-        weighted(node_affinity, 2),
-        weighted(fit, 1),
-        weighted(spread, 2),
-        weighted(pod_affinity, 2),
-        weighted(balanced, 1),
-        weighted(images, 1),
-    ];
-    profile.preemption = true;
-    profile
+    vec![
+        Registered::new(scheduling_gates::NAME)
+            .pre_enqueue(Arc::new(scheduling_gates::SchedulingGates)),
+        Registered::builtin("PrioritySort", &[Point::QueueSort]),
+        Registered::new(node_unschedulable::NAME)
+            .filter(Arc::new(node_unschedulable::NodeUnschedulable)),
+        Registered::new(node_name::NAME).filter(Arc::new(node_name::NodeName)),
+        Registered::new(taint_toleration::NAME)
+            .filter(taints.clone())
+            .pre_score(taints.clone())
+            .score(taints),
+        Registered::new(node_affinity::NAME)
+            .pre_filter(node_affinity.clone())
+            .filter(node_affinity.clone())
+            .pre_score(node_affinity.clone())
+            .score(node_affinity),
+        Registered::new(node_ports::NAME)
+            .pre_filter(ports.clone())
+            .filter(ports),
+        Registered::new(node_resources_fit::NAME)
+            .filter(fit.clone())
+            .score(fit),
+        Registered::new(volume_restrictions::NAME)
+            .pre_filter(Arc::new(volume_restrictions::VolumeRestrictions))
+            .filter(Arc::new(volume_restrictions::VolumeRestrictions)),
+        // In-tree volume limits, superseded by CSI (NodeVolumeLimits): accepted in
+        // configurations, as upstream still lists them in v1.28, and do nothing.
+        Registered::not_implemented("EBSLimits"),
+        Registered::not_implemented("GCEPDLimits"),
+        Registered::new(node_volume_limits::NAME)
+            .pre_filter(Arc::new(node_volume_limits::NodeVolumeLimits))
+            .filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
+        Registered::not_implemented("AzureDiskLimits"),
+        Registered::new(volume_binding::NAME)
+            .pre_filter(Arc::new(volume_binding::VolumeBinding))
+            .filter(Arc::new(volume_binding::VolumeBinding)),
+        Registered::new(volume_zone::NAME)
+            .pre_filter(Arc::new(volume_zone::VolumeZone))
+            .filter(Arc::new(volume_zone::VolumeZone)),
+        Registered::new(pod_topology_spread::NAME)
+            .pre_filter(spread.clone())
+            .filter(spread.clone())
+            .pre_score(spread.clone())
+            .score(spread),
+        Registered::new(inter_pod_affinity::NAME)
+            .pre_filter(pod_affinity.clone())
+            .filter(pod_affinity.clone())
+            .pre_score(pod_affinity.clone())
+            .score(pod_affinity),
+        Registered::builtin("DefaultPreemption", &[Point::PostFilter]),
+        Registered::new(balanced_allocation::NAME).score(Arc::new(args.balanced)),
+        Registered::new(image_locality::NAME)
+            .pre_score(images.clone())
+            .score(images),
+        Registered::builtin("DefaultBinder", &[Point::Bind]),
+    ]
 }

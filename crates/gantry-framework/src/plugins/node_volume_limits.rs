@@ -1,0 +1,357 @@
+//! NodeVolumeLimits (upstream's CSILimits): a node can attach only so many volumes of each
+//! CSI driver, the `allocatable.count` its CSINode reports. Volumes are counted once per
+//! node however many pods use them.
+//!
+//! Left out: limits from the node's `attachable-volumes-csi-*` allocatable (the pre-CSINode
+//! source), in-tree volumes migrated to CSI, and generic ephemeral volumes.
+
+use std::sync::Arc;
+
+use gantry_api::{PersistentVolumeClaim, Pod, Sym};
+use gantry_cache::{NodeInfo, PvcKey};
+use smallvec::SmallVec;
+
+use super::volume_restrictions::claim_not_found;
+use crate::events::{ActionType, ClusterEvent, EventResource};
+use crate::objects::StorageObjects;
+use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
+
+pub const NAME: &str = "NodeVolumeLimits";
+pub const REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// Upstream v1.28: a CSINode appearing, or a pod going, may make room.
+const EVENTS: &[ClusterEvent] = &[
+    ClusterEvent::new(EventResource::CsiNode, ActionType::ADD),
+    ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+];
+
+pub struct NodeVolumeLimits;
+
+#[derive(Clone)]
+struct PreFilterState {
+    /// For the claims of the pods already on a node.
+    storage: Arc<StorageObjects>,
+    /// The pod's claims that count against a driver's limit, with the driver; no repeats.
+    volumes: SmallVec<[(Sym, PvcKey); 4]>,
+}
+
+impl Plugin for NodeVolumeLimits {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events_to_register(&self) -> &'static [ClusterEvent] {
+        EVENTS
+    }
+}
+
+/// Upstream's `getCSIDriverInfo`: the bound volume's CSI driver; for a claim not bound yet
+/// (or bound to a missing volume), its class's provisioner, which will create it. `None`:
+/// the volume does not count (not CSI, or no class to tell).
+fn driver_of(storage: &StorageObjects, claim: &PersistentVolumeClaim) -> Option<Sym> {
+    if let Some(pv) = claim.volume_name.and_then(|v| storage.pv(v)) {
+        return pv.csi_driver;
+    }
+    let class = claim.storage_class.and_then(|c| storage.storage_class(c))?;
+    Some(class.provisioner).filter(|p| !p.as_str().is_empty())
+}
+
+impl PreFilterPlugin for NodeVolumeLimits {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status) {
+        let storage = cluster.objects.storage();
+        let mut volumes = SmallVec::new();
+        for name in pod.volumes.iter().filter_map(|v| v.claim_name.as_deref()) {
+            if name.is_empty() {
+                return (None, Status::error("PersistentVolumeClaim had no name"));
+            }
+            // Upstream fails the whole cycle here: the pod cannot run without its claim.
+            let Some(claim) = Sym::get(name).and_then(|n| storage.pvc(pod.namespace, n)) else {
+                return (
+                    None,
+                    Status::error(format!(
+                        "looking up PVC {}/{name}: {}",
+                        pod.namespace,
+                        claim_not_found(name)
+                    )),
+                );
+            };
+            let key = PvcKey {
+                namespace: claim.namespace,
+                claim: claim.name,
+            };
+            if let Some(driver) = driver_of(storage, claim)
+                && !volumes.contains(&(driver, key))
+            {
+                volumes.push((driver, key));
+            }
+        }
+        if volumes.is_empty() {
+            return (None, Status::skip());
+        }
+        state.write(
+            NAME,
+            PreFilterState {
+                storage: storage.clone(),
+                volumes,
+            },
+        );
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for NodeVolumeLimits {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(NAME) else {
+            return Status::error(format!("cannot read {NAME:?} PreFilter state"));
+        };
+        let Some(csi_node) = node.node().and_then(|n| s.storage.csi_node(n.name)) else {
+            return Status::success();
+        };
+        let on_node = |key: PvcKey| node.pvc_ref_counts().any(|(k, _)| k == key);
+        for (i, &(driver, _)) in s.volumes.iter().enumerate() {
+            if s.volumes[..i].iter().any(|(d, _)| *d == driver) {
+                continue;
+            }
+            let Some(limit) = csi_node.limit(driver) else {
+                continue;
+            };
+            // New volumes of this driver: those no pod on the node attached already.
+            let new = s.volumes[i..]
+                .iter()
+                .filter(|&&(d, key)| d == driver && !on_node(key))
+                .count();
+            if new == 0 {
+                continue;
+            }
+            let attached = node
+                .pvc_ref_counts()
+                .filter_map(|(key, _)| s.storage.pvc(key.namespace, key.claim))
+                .filter(|claim| driver_of(&s.storage, claim) == Some(driver))
+                .count();
+            if attached + new > usize::try_from(limit).unwrap_or(0) {
+                return Status::unschedulable(REASON_MAX_VOLUME_COUNT_EXCEEDED);
+            }
+        }
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::testing::{node, node_info};
+    use crate::plugins::volume_binding::testing::{
+        claim, class, pod_with_claims, snapshot, volume,
+    };
+    use crate::{ApiObjects, Code};
+    use gantry_api::storage::VolumeBindingMode;
+    use gantry_api::{CsiNode, CsiNodeDriver, PersistentVolume, PersistentVolumeClaim};
+
+    const EBS: &str = "ebs.csi.aws.com";
+    const GCE: &str = "pd.csi.storage.gke.io";
+
+    /// Upstream's fixtures: claims `csi-<driver>-<j>` bound to CSI volumes of the same name;
+    /// `csi-4` pending in class `csi-sc` (provisioned by the first driver), `csi-5` with no
+    /// class, `csi-6` bound to a missing volume in `csi-sc`.
+    fn objects(drivers: &[&str], limit: Option<i32>) -> ApiObjects {
+        let mut pvs: Vec<PersistentVolume> = Vec::new();
+        let mut pvcs: Vec<PersistentVolumeClaim> = Vec::new();
+        for driver in drivers {
+            for j in 0..4 {
+                let name = format!("csi-{driver}-{j}");
+                pvs.push(PersistentVolume {
+                    csi_driver: Some(Sym::new(driver)),
+                    ..volume(&name, None)
+                });
+                pvcs.push(PersistentVolumeClaim {
+                    volume_name: Some(Sym::new(&name)),
+                    ..claim(&name, None)
+                });
+            }
+        }
+        pvcs.push(claim("csi-4", Some("csi-sc")));
+        pvcs.push(claim("csi-5", None));
+        pvcs.push(PersistentVolumeClaim {
+            volume_name: Some(Sym::new("missing-in-action")),
+            ..claim("csi-6", Some("csi-sc"))
+        });
+        let classes = [class("csi-sc", VolumeBindingMode::Immediate, drivers[0])];
+        let csi_node = CsiNode {
+            node_name: Sym::new("node-for-max-pd-test-1"),
+            drivers: drivers
+                .iter()
+                .map(|d| CsiNodeDriver {
+                    name: Sym::new(d),
+                    allocatable_count: limit,
+                })
+                .collect(),
+        };
+        let mut objects = ApiObjects::default();
+        objects.set_storage(&pvs, &pvcs, &classes, &[csi_node]);
+        objects
+    }
+
+    fn pod(claims: &[&str]) -> Pod {
+        let names: Vec<String> = claims
+            .iter()
+            .map(|c| match c.split_once(':') {
+                Some((driver, j)) => format!("csi-{driver}-{j}"),
+                None => format!("csi-{c}"),
+            })
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        pod_with_claims("p", &names)
+    }
+
+    /// (name, new pod, existing pods, drivers, limit, rejected)
+    type Case = (
+        &'static str,
+        Pod,
+        Vec<Pod>,
+        &'static [&'static str],
+        Option<i32>,
+        bool,
+    );
+
+    /// Upstream's TestCSILimits, CSINode-sourced cases.
+    #[test]
+    fn csi_limits() {
+        let ebs0 = || pod(&["ebs.csi.aws.com:0"]);
+        let ebs12 = || pod(&["ebs.csi.aws.com:1", "ebs.csi.aws.com:2"]);
+        let running = || pod(&["ebs.csi.aws.com:3"]);
+        let gce12 = || pod(&["pd.csi.storage.gke.io:1", "pd.csi.storage.gke.io:2"]);
+        let cases: Vec<Case> = vec![
+            (
+                "fits when node volume limit >= new pods CSI volume",
+                ebs0(),
+                vec![running(), ebs12()],
+                &[EBS],
+                Some(4),
+                false,
+            ),
+            (
+                "doesn't when node volume limit <= pods CSI volume",
+                ebs0(),
+                vec![running(), ebs12()],
+                &[EBS],
+                Some(2),
+                true,
+            ),
+            (
+                "should when driver does not support volume limits",
+                ebs0(),
+                vec![running(), ebs12()],
+                &[EBS],
+                None,
+                false,
+            ),
+            (
+                "count pending PVCs towards volume limit <= pods CSI volume",
+                ebs0(),
+                vec![pod(&["4"]), ebs12()],
+                &[EBS],
+                Some(2),
+                true,
+            ),
+            (
+                "count multiple pending pvcs towards volume limit >= pods CSI volume",
+                ebs0(),
+                vec![pod(&["4"]), pod(&["4"]), ebs12()],
+                &[EBS],
+                Some(4),
+                false,
+            ),
+            (
+                "should count PVCs with invalid PV name but valid SC",
+                ebs0(),
+                vec![pod(&["6"]), ebs12()],
+                &[EBS],
+                Some(2),
+                true,
+            ),
+            (
+                "don't count pvcs with missing SC towards volume limit",
+                ebs0(),
+                vec![running(), pod(&["5"])],
+                &[EBS],
+                Some(2),
+                false,
+            ),
+            (
+                "count pvcs with the same type towards volume limit",
+                ebs0(),
+                vec![gce12(), ebs12()],
+                &[EBS, GCE],
+                Some(2),
+                true,
+            ),
+            (
+                "don't count pvcs with different type towards volume limit",
+                gce12(),
+                vec![ebs12(), running()],
+                &[EBS, GCE],
+                Some(2),
+                false,
+            ),
+            (
+                "a volume already attached counts once",
+                ebs12(),
+                vec![ebs12(), running()],
+                &[EBS],
+                Some(2),
+                false,
+            ),
+        ];
+        let n = node("node-for-max-pd-test-1", 1000, 1 << 30);
+        for (name, new_pod, existing, drivers, limit, rejected) in cases {
+            let objects = objects(drivers, limit);
+            let snapshot = snapshot(std::slice::from_ref(&n), &[]);
+            let mut state = CycleState::new();
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            let (_, status) = NodeVolumeLimits.pre_filter(&mut state, &new_pod, cluster);
+            assert!(status.is_success(), "{name}: {status:?}");
+            let status = NodeVolumeLimits.filter(&state, &new_pod, &node_info(&n, &existing));
+            if rejected {
+                assert_eq!(status.code(), Code::Unschedulable, "{name}");
+                assert_eq!(status.message(), REASON_MAX_VOLUME_COUNT_EXCEEDED, "{name}");
+            } else {
+                assert!(status.is_success(), "{name}: {status:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn pre_filter_skips_and_fails_like_upstream() {
+        let objects = objects(&[EBS], Some(2));
+        let n = node("node-for-max-pd-test-1", 1000, 1 << 30);
+        let snapshot = snapshot(std::slice::from_ref(&n), &[]);
+        let cluster = Cluster {
+            nodes: &snapshot,
+            objects: &objects,
+        };
+        let pre_filter = |pod: &Pod| {
+            NodeVolumeLimits
+                .pre_filter(&mut CycleState::new(), pod, cluster)
+                .1
+        };
+        assert!(pre_filter(&Pod::new("default", "no-volumes")).is_skip());
+        assert!(
+            pre_filter(&pod(&["5"])).is_skip(),
+            "a claim with no class is not counted"
+        );
+        let missing = pre_filter(&pod_with_claims("p", &["nope"]));
+        assert_eq!(missing.code(), Code::Error);
+        assert_eq!(
+            missing.message(),
+            r#"looking up PVC default/nope: persistentvolumeclaim "nope" not found"#
+        );
+    }
+}

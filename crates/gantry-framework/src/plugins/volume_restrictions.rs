@@ -1,0 +1,274 @@
+//! VolumeRestrictions: a claim with the ReadWriteOncePod access mode may be used by one pod
+//! in the whole cluster. Upstream's other check (inline GCE PD, EBS, RBD and iSCSI volumes
+//! mounted twice on a node) has nothing to act on here: Gantry's pods carry only claims.
+
+use std::sync::Arc;
+
+use gantry_api::storage::AccessMode;
+use gantry_api::{Pod, Sym};
+use gantry_cache::{NodeInfo, PvcKey};
+use smallvec::SmallVec;
+
+use crate::events::{ActionType, ClusterEvent, EventResource};
+use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
+
+pub const NAME: &str = "VolumeRestrictions";
+pub const REASON_READ_WRITE_ONCE_POD_CONFLICT: &str =
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+
+/// Upstream v1.28: a deleted pod frees its claims, a new node may fit, a new claim may
+/// let PreFilter find it.
+const EVENTS: &[ClusterEvent] = &[
+    ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+    ClusterEvent::new(EventResource::Node, ActionType::ADD.or(ActionType::UPDATE)),
+    ClusterEvent::new(
+        EventResource::PersistentVolumeClaim,
+        ActionType::ADD.or(ActionType::UPDATE),
+    ),
+];
+
+pub struct VolumeRestrictions;
+
+/// The pod's ReadWriteOncePod claims, and how many uses of them other pods make.
+#[derive(Clone)]
+struct PreFilterState {
+    namespace: Sym,
+    claims: SmallVec<[Sym; 2]>,
+    conflicts: i64,
+}
+
+impl PreFilterState {
+    fn uses(&self, pod: &Pod) -> i64 {
+        if pod.namespace != self.namespace {
+            return 0;
+        }
+        let uses = pod
+            .volumes
+            .iter()
+            .filter_map(|v| v.claim_name.as_deref())
+            .filter(|c| Sym::get(c).is_some_and(|c| self.claims.contains(&c)))
+            .count();
+        i64::try_from(uses).unwrap_or(i64::MAX)
+    }
+}
+
+/// The message of upstream's lister NotFound error for a claim.
+pub(crate) fn claim_not_found(name: &str) -> String {
+    format!("persistentvolumeclaim {name:?} not found")
+}
+
+impl Plugin for VolumeRestrictions {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events_to_register(&self) -> &'static [ClusterEvent] {
+        EVENTS
+    }
+}
+
+impl PreFilterPlugin for VolumeRestrictions {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status) {
+        let storage = cluster.objects.storage();
+        let mut claims = SmallVec::new();
+        for name in pod.volumes.iter().filter_map(|v| v.claim_name.as_deref()) {
+            let Some(claim) = Sym::get(name).and_then(|n| storage.pvc(pod.namespace, n)) else {
+                return (None, Status::unresolvable(claim_not_found(name)));
+            };
+            if claim.access_modes.contains(&AccessMode::ReadWriteOncePod)
+                && !claims.contains(&claim.name)
+            {
+                claims.push(claim.name);
+            }
+        }
+        let used = claims.iter().filter(|&&claim| {
+            cluster.nodes.is_pvc_used(PvcKey {
+                namespace: pod.namespace,
+                claim,
+            })
+        });
+        let conflicts = i64::try_from(used.count()).unwrap_or(i64::MAX);
+        if conflicts == 0 {
+            return (None, Status::skip());
+        }
+        state.write(
+            NAME,
+            PreFilterState {
+                namespace: pod.namespace,
+                claims,
+                conflicts,
+            },
+        );
+        (None, Status::success())
+    }
+
+    fn add_pod(&self, state: &mut CycleState, _pod: &Pod, added: &Arc<Pod>, _node: &NodeInfo) {
+        if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
+            s.conflicts += s.uses(added);
+        }
+    }
+
+    fn remove_pod(&self, state: &mut CycleState, _pod: &Pod, removed: &Arc<Pod>, _node: &NodeInfo) {
+        if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
+            s.conflicts -= s.uses(removed);
+        }
+    }
+}
+
+impl FilterPlugin for VolumeRestrictions {
+    /// The conflict is cluster-wide, so every node gets the same verdict; Unschedulable
+    /// because preempting the claim's user frees it.
+    fn filter(&self, state: &CycleState, _pod: &Pod, _node: &NodeInfo) -> Status {
+        match state.read::<PreFilterState>(NAME) {
+            Some(s) if s.conflicts > 0 => {
+                Status::unschedulable(REASON_READ_WRITE_ONCE_POD_CONFLICT)
+            }
+            Some(_) => Status::success(),
+            None => Status::error(format!("cannot read {NAME:?} PreFilter state")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ApiObjects;
+    use crate::Code;
+    use crate::plugins::testing::{node, node_info};
+    use crate::plugins::volume_binding::testing::{claim, pod_with_claims, snapshot};
+    use gantry_api::PersistentVolumeClaim;
+
+    fn rwop(name: &str) -> PersistentVolumeClaim {
+        let mut c = claim(name, None);
+        c.access_modes = smallvec::smallvec![AccessMode::ReadWriteOncePod];
+        c
+    }
+
+    fn rwx(name: &str) -> PersistentVolumeClaim {
+        let mut c = claim(name, None);
+        c.access_modes = smallvec::smallvec![AccessMode::ReadWriteMany];
+        c
+    }
+
+    /// (name, pod, pods on node-1, claims, PreFilter code, message of the deciding verdict)
+    type Case<'a> = (
+        &'a str,
+        Pod,
+        Vec<Pod>,
+        Vec<PersistentVolumeClaim>,
+        Code,
+        &'a str,
+    );
+
+    /// Upstream's TestAccessModeConflicts; Filter runs when PreFilter succeeded.
+    #[test]
+    fn access_mode_conflicts() {
+        let one = || pod_with_claims("pod-with-one-pvc", &["claim-with-rwop-1"]);
+        let two = || {
+            pod_with_claims(
+                "pod-with-two-pvcs",
+                &["claim-with-rwop-1", "claim-with-rwop-2"],
+            )
+        };
+        let rwx_pod = || pod_with_claims("pod-with-rwx", &["claim-with-rwx"]);
+        let not_found = claim_not_found("claim-with-rwop-1");
+        let cases: Vec<Case> = vec![
+            (
+                "nothing",
+                Pod::new("default", "p"),
+                vec![],
+                vec![],
+                Code::Skip,
+                "",
+            ),
+            (
+                "failed to get PVC",
+                one(),
+                vec![],
+                vec![],
+                Code::UnschedulableAndUnresolvable,
+                not_found.as_str(),
+            ),
+            (
+                "no access mode conflict",
+                one(),
+                vec![rwx_pod()],
+                vec![rwop("claim-with-rwop-1"), rwx("claim-with-rwx")],
+                Code::Skip,
+                "",
+            ),
+            (
+                "access mode conflict, unschedulable",
+                pod_with_claims("pod-with-one-conflict", &["claim-with-rwop-1"]),
+                vec![one(), rwx_pod()],
+                vec![rwop("claim-with-rwop-1"), rwx("claim-with-rwx")],
+                Code::Success,
+                REASON_READ_WRITE_ONCE_POD_CONFLICT,
+            ),
+            (
+                "two conflicts, unschedulable",
+                pod_with_claims(
+                    "pod-with-two-conflicts",
+                    &["claim-with-rwop-1", "claim-with-rwop-2"],
+                ),
+                vec![two(), rwx_pod()],
+                vec![
+                    rwop("claim-with-rwop-1"),
+                    rwop("claim-with-rwop-2"),
+                    rwx("claim-with-rwx"),
+                ],
+                Code::Success,
+                REASON_READ_WRITE_ONCE_POD_CONFLICT,
+            ),
+        ];
+        let n = node("node-1", 1000, 1 << 30);
+        for (name, pod, existing, claims, pre_filter_code, message) in cases {
+            let mut objects = ApiObjects::default();
+            objects.set_storage(&[], &claims, &[], &[]);
+            let snapshot = snapshot(std::slice::from_ref(&n), &existing);
+            let mut state = CycleState::new();
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            let (_, status) = VolumeRestrictions.pre_filter(&mut state, &pod, cluster);
+            assert_eq!(status.code(), pre_filter_code, "{name}");
+            let status = if status.is_success() {
+                let verdict = VolumeRestrictions.filter(&state, &pod, &node_info(&n, &existing));
+                assert_eq!(verdict.code(), Code::Unschedulable, "{name}");
+                verdict
+            } else {
+                status
+            };
+            assert_eq!(status.message(), message, "{name}");
+        }
+    }
+
+    #[test]
+    fn preemption_what_if_tracks_the_claims_users() {
+        let n = node("node-1", 1000, 1 << 30);
+        let user = pod_with_claims("user", &["claim-with-rwop-1"]).on_node("node-1");
+        let mut objects = ApiObjects::default();
+        objects.set_storage(&[], &[rwop("claim-with-rwop-1")], &[], &[]);
+        let snapshot = snapshot(std::slice::from_ref(&n), std::slice::from_ref(&user));
+        let pod = pod_with_claims("incoming", &["claim-with-rwop-1"]);
+        let mut state = CycleState::new();
+        let cluster = Cluster {
+            nodes: &snapshot,
+            objects: &objects,
+        };
+        let (_, status) = VolumeRestrictions.pre_filter(&mut state, &pod, cluster);
+        assert!(status.is_success());
+        let info = node_info(&n, &[]);
+        let user = Arc::new(user);
+        VolumeRestrictions.remove_pod(&mut state, &pod, &user, &info);
+        assert!(VolumeRestrictions.filter(&state, &pod, &info).is_success());
+        VolumeRestrictions.add_pod(&mut state, &pod, &user, &info);
+        assert!(!VolumeRestrictions.filter(&state, &pod, &info).is_success());
+    }
+}

@@ -1,0 +1,615 @@
+//! Loading KubeSchedulerConfiguration files.
+
+use gantry_framework::Profile;
+use gantry_framework::config::SchedulerConfig;
+use gantry_framework::plugins::default_profile;
+
+const HEADER: &str =
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+fn parse(body: &str) -> SchedulerConfig {
+    SchedulerConfig::parse(&format!("{HEADER}{body}"), "scheduler.yaml").unwrap()
+}
+
+fn error(body: &str) -> String {
+    match SchedulerConfig::parse(&format!("{HEADER}{body}"), "scheduler.yaml") {
+        Ok(_) => panic!("accepted:\n{body}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The plugin names at each point: PreEnqueue, PreFilter, Filter, PreScore, Reserve, Permit.
+fn names(p: &Profile) -> [Vec<&'static str>; 6] {
+    [
+        p.pre_enqueue.iter().map(|x| x.name()).collect(),
+        p.pre_filter.iter().map(|x| x.name()).collect(),
+        p.filter.iter().map(|x| x.name()).collect(),
+        p.pre_score.iter().map(|x| x.name()).collect(),
+        p.reserve.iter().map(|x| x.name()).collect(),
+        p.permit.iter().map(|x| x.name()).collect(),
+    ]
+}
+
+fn scores(p: &Profile) -> Vec<(&'static str, i64)> {
+    p.score
+        .iter()
+        .map(|s| (s.plugin.name(), s.weight))
+        .collect()
+}
+
+const DEFAULT_SCORES: [(&str, i64); 7] = [
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+];
+
+#[test]
+fn defaults_are_upstreams_default_profile() {
+    let expected: [Vec<&str>; 6] = [
+        vec!["SchedulingGates"],
+        vec![
+            "NodeAffinity",
+            "NodePorts",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
+            "PodTopologySpread",
+            "InterPodAffinity",
+        ],
+        vec![
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
+            "PodTopologySpread",
+            "InterPodAffinity",
+        ],
+        vec![
+            "TaintToleration",
+            "NodeAffinity",
+            "PodTopologySpread",
+            "InterPodAffinity",
+            "ImageLocality",
+        ],
+        vec![],
+        vec![],
+    ];
+    let default = SchedulerConfig::default();
+    let minimal = parse("");
+    let profiles = [
+        &default.profiles[0],
+        &minimal.profiles[0],
+        &default_profile("default-scheduler"),
+    ];
+    for profile in profiles {
+        assert_eq!(profile.scheduler_name.as_str(), "default-scheduler");
+        assert_eq!(names(profile), expected);
+        assert_eq!(scores(profile), DEFAULT_SCORES);
+        assert!(profile.preemption);
+        assert_eq!(profile.percentage_of_nodes_to_score, None);
+        assert_eq!(
+            (
+                profile.min_candidate_nodes_percentage,
+                profile.min_candidate_nodes_absolute
+            ),
+            (10, 100)
+        );
+    }
+    assert_eq!(default.profiles.len(), 1);
+    assert_eq!(minimal.profiles.len(), 1);
+    assert_eq!(
+        (
+            minimal.pod_initial_backoff_seconds,
+            minimal.pod_max_backoff_seconds
+        ),
+        (1, 10)
+    );
+}
+
+#[test]
+fn json_is_accepted_and_upstream_only_fields_are_ignored() {
+    let config = SchedulerConfig::parse(
+        r#"{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "parallelism": 8, "leaderElection": {"leaderElect": false},
+            "clientConnection": {"kubeconfig": "/etc/kubeconfig"},
+            "podInitialBackoffSeconds": 2, "podMaxBackoffSeconds": 30,
+            "profiles": [{"schedulerName": "json", "pluginConfig": [
+                {"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}}]}]}"#,
+        "scheduler.json",
+    )
+    .unwrap();
+    assert_eq!(config.profiles[0].scheduler_name.as_str(), "json");
+    assert_eq!(
+        (
+            config.pod_initial_backoff_seconds,
+            config.pod_max_backoff_seconds
+        ),
+        (2, 30)
+    );
+}
+
+#[test]
+fn most_allocated_bin_packing_profile() {
+    let config = parse(
+        "
+profiles:
+- schedulerName: bin-packing
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1
+      kind: NodeResourcesFitArgs
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - {name: cpu, weight: 3}
+        - {name: nvidia.com/gpu}
+  - name: InterPodAffinity
+    args: {hardPodAffinityWeight: 5}
+  - name: DefaultPreemption
+    args: {minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 7}
+",
+    );
+    let profile = &config.profiles[0];
+    assert_eq!(profile.scheduler_name.as_str(), "bin-packing");
+    // The plugins themselves are the defaults, with their new arguments.
+    assert_eq!(scores(profile), DEFAULT_SCORES);
+    assert_eq!(
+        (
+            profile.min_candidate_nodes_percentage,
+            profile.min_candidate_nodes_absolute
+        ),
+        (0, 7)
+    );
+}
+
+#[test]
+fn disabling_every_default_score_plugin() {
+    let profile = &parse(
+        "
+profiles:
+- plugins:
+    score:
+      disabled: [{name: '*'}]
+      enabled:
+      - {name: NodeResourcesFit, weight: 5}
+      - {name: ImageLocality}
+",
+    )
+    .profiles[0];
+    assert_eq!(
+        scores(profile),
+        [("NodeResourcesFit", 5), ("ImageLocality", 1)]
+    );
+    // Other points keep their defaults.
+    assert_eq!(names(profile)[2].len(), 12);
+    assert_eq!(names(profile)[3].len(), 5);
+}
+
+#[test]
+fn multi_point_weights_order_and_per_point_overrides() {
+    let profile = &parse(
+        "
+profiles:
+- plugins:
+    multiPoint:
+      enabled:
+      - {name: ImageLocality, weight: 7}
+      - {name: TaintToleration}
+      disabled:
+      - {name: NodeResourcesBalancedAllocation}
+      - {name: DefaultPreemption}
+    score:
+      enabled: [{name: InterPodAffinity, weight: 9}]
+    filter:
+      disabled: [{name: NodeName}]
+    preScore:
+      disabled: [{name: '*'}]
+      enabled: [{name: PodTopologySpread}]
+",
+    )
+    .profiles[0];
+    // Re-listing a default without a weight resets it to 1, as upstream; an explicit
+    // score entry overrides multiPoint's weight and comes first.
+    assert_eq!(
+        scores(profile),
+        [
+            ("InterPodAffinity", 9),
+            ("TaintToleration", 1),
+            ("NodeAffinity", 2),
+            ("NodeResourcesFit", 1),
+            ("PodTopologySpread", 2),
+            ("ImageLocality", 7),
+        ]
+    );
+    assert!(!names(profile)[2].contains(&"NodeName"));
+    assert_eq!(names(profile)[3], ["PodTopologySpread"]);
+    assert!(!profile.preemption);
+}
+
+#[test]
+fn multi_point_star_keeps_only_listed_plugins() {
+    let profile = &parse(
+        "
+profiles:
+- plugins:
+    multiPoint:
+      disabled: [{name: '*'}]
+      enabled: [{name: PrioritySort}, {name: DefaultBinder}, {name: NodeAffinity, weight: 4}]
+",
+    )
+    .profiles[0];
+    assert_eq!(
+        names(profile),
+        [
+            vec![],
+            vec!["NodeAffinity"],
+            vec!["NodeAffinity"],
+            vec!["NodeAffinity"],
+            vec![],
+            vec![]
+        ]
+    );
+    assert_eq!(scores(profile), [("NodeAffinity", 4)]);
+    assert!(!profile.preemption);
+}
+
+#[test]
+fn two_profiles_and_percentage_of_nodes_to_score() {
+    let config = parse(
+        "
+percentageOfNodesToScore: 40
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: fast
+  percentageOfNodesToScore: 10
+  plugins:
+    score:
+      disabled: [{name: '*'}]
+- schedulerName: adaptive
+  percentageOfNodesToScore: 0
+",
+    );
+    let summary: Vec<_> = config
+        .profiles
+        .iter()
+        .map(|p| {
+            (
+                p.scheduler_name.as_str(),
+                p.percentage_of_nodes_to_score,
+                p.score.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("default-scheduler", Some(40), 7),
+            ("fast", Some(10), 0),
+            ("adaptive", Some(0), 7),
+        ]
+    );
+    assert_eq!(config.percentage_of_nodes_to_score, Some(40));
+}
+
+#[test]
+fn list_defaulting_without_constraints_and_added_affinity_are_accepted() {
+    parse(
+        "
+profiles:
+- pluginConfig:
+  - name: PodTopologySpread
+    args: {defaultingType: List}
+  - name: NodeAffinity
+    args:
+      addedAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+          - matchExpressions: [{key: pool, operator: In, values: [batch]}]
+  - name: NodeResourcesBalancedAllocation
+    args: {resources: [{name: cpu, weight: 1}, {name: memory}]}
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        requestedToCapacityRatio:
+          shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]
+",
+    );
+}
+
+#[test]
+fn errors_name_the_field() {
+    let cases = [
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args: {}
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: Foo}}
+",
+            r#"profiles[0].pluginConfig[1].name: duplicate "NodeResourcesFit""#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: InterPodAffinity
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: Foo}}
+",
+            r#"profiles[0].pluginConfig[1].args.scoringStrategy.type: must be LeastAllocated, MostAllocated or RequestedToCapacityRatio, not "Foo""#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        requestedToCapacityRatio:
+          shape: [{utilization: 50, score: 0}, {utilization: 40, score: 10}]
+",
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: values must be sorted in increasing order",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        requestedToCapacityRatio: {shape: [{utilization: 50, score: 11}]}
+",
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[0].score: must be in the range 0-10, not 11",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 101}]}}
+",
+            "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: must be in the range 1-100, not 101",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated, requestedToCapacityRatio: {shape: []}}}
+",
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: must be omitted unless type is RequestedToCapacityRatio",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesBalancedAllocation
+    args: {resources: [{name: cpu, weight: 2}]}
+",
+            "profiles[0].pluginConfig[0].args.resources[0].weight: must be 1, not 2",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: InterPodAffinity
+    args: {hardPodAffinityWeight: 101}
+",
+            "profiles[0].pluginConfig[0].args.hardPodAffinityWeight: must be in the range 0-100, not 101",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]
+",
+            "profiles[0].pluginConfig[0].args.defaultingType: must be List when defaultConstraints are given",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints:
+      - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}
+      - {maxSkew: 0, topologyKey: host, whenUnsatisfiable: DoNotSchedule}
+",
+            "profiles[0].pluginConfig[0].args.defaultConstraints[1].maxSkew: must be greater than zero, not 0",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeAffinity
+    args:
+      addedAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Near}]}]
+",
+            r#"profiles[0].pluginConfig[0].args.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: must be In, NotIn, Exists, DoesNotExist, Gt or Lt, not "Near""#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: DefaultPreemption
+    args: {minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}
+",
+            "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: must not be zero when minCandidateNodesAbsolute is zero",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args: {kind: InterPodAffinityArgs}
+",
+            r#"profiles[0].pluginConfig[0].args.kind: must be NodeResourcesFitArgs, not "InterPodAffinityArgs""#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {typo: MostAllocated}}
+",
+            "profiles[0].pluginConfig[0].args.scoringStrategy.typo: unknown field `typo`, expected one of `type`, `resources`, `requestedToCapacityRatio`",
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: Coscheduling
+",
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling""#,
+        ),
+        (
+            "
+profiles:
+- plugins:
+    score:
+      enabled: [{name: NodeResourceFit}]
+",
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit""#,
+        ),
+        (
+            "
+profiles:
+- plugins:
+    filter:
+      disabled: [{name: NodeNames}]
+",
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames""#,
+        ),
+        (
+            "
+profiles:
+- plugins:
+    score:
+      enabled: [{name: NodeName}]
+",
+            "profiles[0].plugins.score.enabled[0].name: NodeName does not implement score",
+        ),
+        (
+            "
+profiles:
+- plugins:
+    score:
+      enabled: [{name: ImageLocality, weight: -1}]
+",
+            "profiles[0].plugins.score.enabled[0].weight: must not be negative, not -1",
+        ),
+        (
+            "
+profiles:
+- plugins:
+    multiPoint:
+      enabled: [{name: ImageLocality}, {name: ImageLocality}]
+",
+            r#"profiles[0].plugins.multiPoint.enabled[1].name: duplicate "ImageLocality""#,
+        ),
+        (
+            "
+profiles:
+- plugins:
+    scoring:
+      enabled: [{name: ImageLocality}]
+",
+            "profiles[0].plugins.scoring: unknown extension point; must be multiPoint, preEnqueue, queueSort, preFilter, filter, postFilter, preScore, score, reserve, permit, preBind, bind, postBind",
+        ),
+        (
+            "
+profiles:
+- plugins:
+    bind:
+      disabled: [{name: DefaultBinder}]
+",
+            "profiles[0].plugins.bind: at least one bind plugin is required",
+        ),
+        (
+            "
+profiles:
+- schedulerName: a
+- schedulerName: b
+- schedulerName: a
+",
+            r#"profiles[2].schedulerName: duplicate "a" (also profiles[0])"#,
+        ),
+        (
+            "
+profiles:
+- schedulerName: a
+- percentageOfNodesToScore: 50
+",
+            "profiles[1].schedulerName: required",
+        ),
+        (
+            "
+profiles:
+- percentageOfNodesToScore: 101
+",
+            "profiles[0].percentageOfNodesToScore: must be in the range 0-100, not 101",
+        ),
+        (
+            "percentageOfNodesToScore: -1\n",
+            "percentageOfNodesToScore: must be in the range 0-100, not -1",
+        ),
+        (
+            "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 4\n",
+            "podMaxBackoffSeconds: must be at least podInitialBackoffSeconds (5), not 4",
+        ),
+        (
+            "profile: []\n",
+            "profile: unknown field `profile`, expected one of `profiles`, `percentageOfNodesToScore`, `podInitialBackoffSeconds`, `podMaxBackoffSeconds`, `extenders`",
+        ),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(error(body), format!("scheduler.yaml: {expected}"), "{body}");
+    }
+}
+
+#[test]
+fn api_version_and_syntax_errors() {
+    let wrong = SchedulerConfig::parse(
+        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
+        "old.yaml",
+    );
+    assert_eq!(
+        wrong.err().map(|e| e.to_string()).as_deref(),
+        Some(
+            r#"old.yaml: apiVersion: must be kubescheduler.config.k8s.io/v1, not "kubescheduler.config.k8s.io/v1beta3""#
+        )
+    );
+    let empty = SchedulerConfig::parse("", "empty.yaml");
+    assert_eq!(
+        empty.err().map(|e| e.to_string()).as_deref(),
+        Some("empty.yaml: must be a KubeSchedulerConfiguration, not null")
+    );
+    let syntax = SchedulerConfig::parse("profiles: [", "broken.yaml");
+    let error = syntax.err().unwrap();
+    assert_eq!(
+        (error.source_name.as_str(), error.field.as_str()),
+        ("broken.yaml", "")
+    );
+}
