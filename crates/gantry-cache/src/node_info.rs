@@ -61,7 +61,13 @@ impl NodeInfo {
 
     /// The node's name. Only called on NodeInfos in a snapshot, which always have a node.
     pub fn name(&self) -> Sym {
-        self.node.as_ref().map_or(Sym::new(""), |n| n.name)
+        match &self.node {
+            Some(node) => node.name,
+            None => {
+                static GHOST: std::sync::LazyLock<Sym> = std::sync::LazyLock::new(|| Sym::new(""));
+                *GHOST
+            }
+        }
     }
 
     pub fn pods(&self) -> &[Arc<Pod>] {

@@ -9,15 +9,12 @@ use gantry_cache::{ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{Code, CycleState, Profile, Status};
 
 use crate::fit_error::FitError;
-use crate::framework_runner::run_filters_with_nominated;
+use crate::framework_runner::PodFilters;
 use crate::rng::Rng;
 
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
-
-const MIN_CANDIDATE_NODES_PERCENTAGE: usize = 10;
-const MIN_CANDIDATE_NODES_ABSOLUTE: usize = 100;
 
 pub enum Outcome {
     Nominated {
@@ -31,7 +28,7 @@ pub enum Outcome {
 pub struct Preemption<'a> {
     pub profile: &'a Profile,
     pub snapshot: &'a Snapshot,
-    pub nominated: &'a HashMap<Sym, Vec<Arc<Pod>>>,
+    pub nominated: &'a crate::scheduler::Nominations,
 }
 
 struct Candidate {
@@ -63,7 +60,7 @@ impl Preemption<'_> {
         if pod.preemption_policy == PreemptionPolicy::Never {
             return Outcome::Failed(POLICY_NEVER.to_string());
         }
-        let statuses: HashMap<Sym, &Status> = fit_error
+        let statuses: HashMap<Sym, &Status, foldhash::fast::RandomState> = fit_error
             .node_statuses
             .iter()
             .map(|(n, s)| (*n, s))
@@ -80,16 +77,20 @@ impl Preemption<'_> {
             }
         }
         let mut candidates = Vec::new();
+        let filters = PodFilters::new(self.profile, state);
         if !potential.is_empty() {
             let offset = rng.below(potential.len() as u64) as usize;
-            let wanted = (potential.len() * MIN_CANDIDATE_NODES_PERCENTAGE / 100)
-                .max(MIN_CANDIDATE_NODES_ABSOLUTE)
+            // Upstream's GetOffsetAndNumCandidates: a share of the nodes, at least an
+            // absolute number, at most all.
+            let wanted = (potential.len() * self.profile.min_candidate_nodes_percentage as usize
+                / 100)
+                .max(self.profile.min_candidate_nodes_absolute as usize)
                 .min(potential.len());
             for i in 0..potential.len() {
                 let info = self
                     .snapshot
                     .node_at(potential[(offset + i) % potential.len()]);
-                match self.select_victims(state, pod, info) {
+                match self.select_victims(&filters, state, pod, info) {
                     Ok(victims) => candidates.push(Candidate {
                         node: info.name(),
                         victims,
@@ -121,10 +122,15 @@ impl Preemption<'_> {
     /// of them (most important first) as still leave room.
     fn select_victims(
         &self,
+        filters: &PodFilters<'_>,
         state: &CycleState,
         pod: &Arc<Pod>,
         node: &NodeInfo,
     ) -> Result<Vec<Arc<Pod>>, Status> {
+        // Most nodes hold no pod of lower priority: say so before cloning anything.
+        if !node.pods().iter().any(|p| p.priority < pod.priority) {
+            return Err(Status::unresolvable(NO_VICTIMS));
+        }
         let mut info = node.clone();
         let mut state = state.clone();
         let mut potential: Vec<Arc<Pod>> = info
@@ -133,9 +139,6 @@ impl Preemption<'_> {
             .filter(|p| p.priority < pod.priority)
             .cloned()
             .collect();
-        if potential.is_empty() {
-            return Err(Status::unresolvable(NO_VICTIMS));
-        }
         for victim in &potential {
             info.remove_pod(&victim.uid);
             for plugin in &self.profile.pre_filter {
@@ -143,7 +146,7 @@ impl Preemption<'_> {
             }
         }
         let nominated = self.nominated.get(&info.name()).map_or(&[][..], |v| v);
-        let status = run_filters_with_nominated(self.profile, &state, pod, &info, nominated);
+        let status = filters.run_with_nominated(&state, pod, &info, nominated);
         if !status.is_success() {
             return Err(status);
         }
@@ -155,7 +158,9 @@ impl Preemption<'_> {
             for plugin in &self.profile.pre_filter {
                 plugin.add_pod(&mut state, pod, &candidate, &info);
             }
-            if !run_filters_with_nominated(self.profile, &state, pod, &info, nominated).is_success()
+            if !filters
+                .run_with_nominated(&state, pod, &info, nominated)
+                .is_success()
             {
                 info.remove_pod(&candidate.uid);
                 for plugin in &self.profile.pre_filter {

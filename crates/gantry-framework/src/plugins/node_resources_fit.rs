@@ -1,6 +1,8 @@
 //! NodeResourcesFit: the node must have room for the pod's requests; scoring prefers the
 //! least (or most) allocated node, or follows a requested-to-capacity shape.
 
+use std::borrow::Cow;
+
 use gantry_api::{Pod, ResourceName, Resources};
 use gantry_cache::NodeInfo;
 
@@ -68,7 +70,7 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
     let allocatable = node.allocatable();
     let requested = node.requested();
     let mut status = Status::success();
-    let mut fail = |reason: String| {
+    let mut fail = |reason: Cow<'static, str>| {
         status = if status.is_success() {
             Status::unschedulable(reason)
         } else {
@@ -76,33 +78,33 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
         };
     };
     if node.pods().len() as i64 + 1 > allocatable.pods {
-        fail(TOO_MANY_PODS.to_string());
+        fail(TOO_MANY_PODS.into());
     }
     let checks = [
         (
             request.milli_cpu,
             allocatable.milli_cpu - requested.milli_cpu,
-            "cpu",
+            "Insufficient cpu",
         ),
         (
             request.memory,
             allocatable.memory - requested.memory,
-            "memory",
+            "Insufficient memory",
         ),
         (
             request.ephemeral_storage,
             allocatable.ephemeral_storage - requested.ephemeral_storage,
-            "ephemeral-storage",
+            "Insufficient ephemeral-storage",
         ),
     ];
-    for (want, free, name) in checks {
+    for (want, free, reason) in checks {
         if want > 0 && want > free {
-            fail(format!("Insufficient {name}"));
+            fail(reason.into());
         }
     }
     for (name, want) in request.scalars() {
         if want > allocatable.scalar(name) - requested.scalar(name) {
-            fail(format!("Insufficient {name}"));
+            fail(format!("Insufficient {name}").into());
         }
     }
     status

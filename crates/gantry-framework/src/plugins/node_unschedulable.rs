@@ -30,12 +30,12 @@ impl FilterPlugin for NodeUnschedulable {
         if !node.unschedulable {
             return Status::success();
         }
-        let taint = Taint {
+        static TAINT: std::sync::LazyLock<Taint> = std::sync::LazyLock::new(|| Taint {
             key: Sym::new(TAINT_KEY),
             value: Sym::new(""),
             effect: TaintEffect::NoSchedule,
-        };
-        if pod.tolerations.iter().any(|t| t.tolerates(&taint)) {
+        });
+        if pod.tolerations.iter().any(|t| t.tolerates(&TAINT)) {
             Status::success()
         } else {
             Status::unresolvable(REASON)
