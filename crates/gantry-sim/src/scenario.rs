@@ -201,13 +201,16 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             })
             .collect();
         let mut events = Vec::new();
-        // Node groups: every node exists at time 0; `addNodes` events add more later.
-        let mut group_sizes = Vec::new();
+        // Node groups: every node exists at time 0; `addNodes` events add more later,
+        // numbered on from the group's last; deletions and drains take the newest.
+        let mut group_next = Vec::new();
+        let mut group_live: Vec<Vec<usize>> = Vec::new();
         for (g, group) in self.file.node_groups.iter().enumerate() {
             for i in 0..group.count {
                 cluster.nodes.push(self.node(g, group, i)?);
             }
-            group_sizes.push(group.count);
+            group_next.push(group.count);
+            group_live.push((0..group.count).collect());
         }
         let mut workload_pods: Vec<Vec<String>> = vec![Vec::new(); self.file.workloads.len()];
         let mut workload_next = vec![0usize; self.file.workloads.len()];
@@ -251,10 +254,11 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             if let Some(gc) = &event.add_nodes {
                 let g = self.group_index(&gc.group, &format!("{field}.addNodes.group"))?;
                 let group = &self.file.node_groups[g];
-                for i in group_sizes[g]..group_sizes[g] + gc.count {
+                for i in group_next[g]..group_next[g] + gc.count {
                     events.push((at, SimEvent::AddNode(Arc::new(self.node(g, group, i)?))));
+                    group_live[g].push(i);
                 }
-                group_sizes[g] += gc.count;
+                group_next[g] += gc.count;
             }
             for (gc, drain, name) in [
                 (&event.delete_nodes, false, "deleteNodes"),
@@ -263,9 +267,8 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 let Some(gc) = gc else { continue };
                 let g = self.group_index(&gc.group, &format!("{field}.{name}.group"))?;
                 let group = &self.file.node_groups[g];
-                // The newest nodes of the group go first.
-                let remove = gc.count.min(group_sizes[g]);
-                for i in (group_sizes[g] - remove..group_sizes[g]).rev() {
+                let keep = group_live[g].len().saturating_sub(gc.count);
+                for i in group_live[g].split_off(keep).into_iter().rev() {
                     let node = Sym::new(&node_name(&group.name, i));
                     events.push((
                         at,
@@ -279,7 +282,6 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                         },
                     ));
                 }
-                group_sizes[g] -= remove;
             }
             if let Some(wc) = &event.delete_pods {
                 let w =

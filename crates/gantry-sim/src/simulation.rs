@@ -43,6 +43,9 @@ pub struct SimOptions {
     pub bind_failure_rate: f64,
     /// The API refuses binds that would over-commit a node.
     pub capacity_check: bool,
+    /// The queue's backoff after a failed attempt: initial, doubling up to the maximum.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
 }
 
 impl Default for SimOptions {
@@ -54,6 +57,8 @@ impl Default for SimOptions {
             bind_latency: Duration::ZERO,
             bind_failure_rate: 0.0,
             capacity_check: false,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
         }
     }
 }
@@ -75,6 +80,9 @@ pub enum SimEvent {
         recreate: bool,
     },
 }
+
+/// Scheduling attempts between two samples of progress.
+const SAMPLE_EVERY: u64 = 100;
 
 enum Event {
     External(SimEvent),
@@ -165,8 +173,15 @@ impl Simulation {
             names.insert(pod.key(), pod.uid.clone());
             api.add_bound_pod(pod);
         }
-        let objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
-        let queue = SchedulingQueue::new(&profiles);
+        let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
+        objects.set_storage(
+            &cluster.pvs,
+            &cluster.pvcs,
+            &cluster.storage_classes,
+            &cluster.csi_nodes,
+        );
+        let queue =
+            SchedulingQueue::with_backoff(&profiles, options.initial_backoff, options.max_backoff);
         let mut scheduler = Scheduler::new(cache.clone(), profiles, objects, options.seed);
         scheduler.assume = options.assume;
         let mut sim = Simulation {
@@ -244,7 +259,7 @@ impl Simulation {
             if let Some(queued) = self.queue.pop(self.clock) {
                 self.attempt(queued);
                 cycles += 1;
-                if cycles.is_multiple_of(1000) {
+                if cycles.is_multiple_of(SAMPLE_EVERY) {
                     self.sample(start);
                     progress(self.settled());
                 }
@@ -513,6 +528,11 @@ impl Simulation {
                 self.queue.add_backoff(queued, now);
             }
         }
+    }
+
+    /// Wall-clock duration of each scheduling attempt so far, in microseconds.
+    pub fn latencies_us(&self) -> &[u64] {
+        &self.latencies_us
     }
 
     /// Forgets the attempt latencies so far (a benchmark's warm-up).

@@ -1,6 +1,9 @@
 //! The `gantry` command line.
 
 mod bench;
+mod load;
+mod report;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the scheduler over a cluster (built-in, from manifests, or a scenario) and report.
+    Simulate(simulate::SimulateArgs),
     /// Run a built-in benchmark and print its figures.
     Bench(bench::BenchArgs),
 }
@@ -27,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Simulate(args) => simulate::run(args),
         Command::Bench(args) => bench::run(args),
     }
 }

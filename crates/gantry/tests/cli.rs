@@ -1,0 +1,183 @@
+//! The command line as a user runs it: files in, placements, summaries, reports and
+//! errors out.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gantry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("the binary runs")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn simulate_a_parity_scenario_writes_placements_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let placements = dir.path().join("placements.jsonl");
+    let report = dir.path().join("report");
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        "testdata/parity/preempt-basic/cluster.yaml",
+        "--pods",
+        "testdata/parity/preempt-basic/pods.yaml",
+        "--sequential",
+        "--json",
+        "--placements",
+        placements.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    for key in [
+        "pods_total",
+        "scheduled",
+        "unschedulable",
+        "preempted",
+        "wall_s",
+        "pods_per_sec",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "overcommitted_nodes",
+        "bind_failures",
+        "retries",
+    ] {
+        assert!(summary.get(key).is_some(), "summary lacks {key}: {summary}");
+    }
+    let expected =
+        std::fs::read_to_string(repo_root().join("testdata/parity/preempt-basic/expected.jsonl"))
+            .unwrap();
+    let want: serde_json::Value = serde_json::from_str(expected.lines().next().unwrap()).unwrap();
+    let got: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&placements)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(got["node"], want["node"]);
+    assert_eq!(got["evicted"], want["evicted"]);
+    for file in [
+        "summary.json",
+        "placements.jsonl",
+        "index.html",
+        "throughput.svg",
+        "latency.svg",
+        "pending.svg",
+        "utilisation.svg",
+    ] {
+        let path = report.join(file);
+        assert!(
+            path.metadata().map(|m| m.len() > 0).unwrap_or(false),
+            "{} missing or empty",
+            path.display()
+        );
+    }
+    assert!(
+        std::fs::read_to_string(report.join("throughput.svg"))
+            .unwrap()
+            .contains("<svg")
+    );
+}
+
+#[test]
+fn same_seed_same_placements_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let path = dir.path().join(name);
+        let scenario = repo_root().join("crates/gantry/tests/small-scenario.yaml");
+        let out = gantry(&[
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--seed",
+            "3",
+            "--json",
+            "--placements",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::read_to_string(path).unwrap()
+    };
+    assert_eq!(run("a.jsonl"), run("b.jsonl"));
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: four}}\n",
+    )
+    .unwrap();
+    let out = gantry(&["simulate", "--cluster", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("Node n1") && err.contains("status.allocatable.cpu"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(&scenario, "workloads: [{name: w, count: 1, arrival: {rate: often}, template: {spec: {containers: []}}}]\n").unwrap();
+    let out = gantry(&["simulate", "--scenario", scenario.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("workloads[0].arrival.rate"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = gantry(&["simulate", "--cluster", "does/not/exist.yaml"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("does/not/exist.yaml"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn no_assume_shows_what_assume_is_worth() {
+    let scenario = repo_root().join("crates/gantry/tests/small-scenario.yaml");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--json",
+            "--bind-latency-ms",
+            "200",
+        ];
+        args.extend_from_slice(extra);
+        let out = gantry(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(stdout(&out).trim()).unwrap()
+    };
+    assert_eq!(run(&[])["overcommitted_nodes"], 0);
+    assert!(
+        run(&["--no-assume"])["overcommitted_nodes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
