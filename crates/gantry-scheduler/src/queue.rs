@@ -4,7 +4,7 @@
 //! back by PreEnqueue (gated). Time is passed in, so a simulation can run on a virtual clock.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,6 +108,8 @@ pub struct SchedulingQueue {
     entries: HashMap<Arc<str>, Entry>,
     active: BinaryHeap<ActiveKey>,
     backoff: BinaryHeap<BackoffKey>,
+    /// The pods waiting for an event, so that events need not look at every pod.
+    unschedulable: HashSet<Arc<str>>,
     initial_backoff: Duration,
     max_backoff: Duration,
     /// PreEnqueue plugins per scheduler name.
@@ -156,6 +158,7 @@ impl SchedulingQueue {
             entries: HashMap::new(),
             active: BinaryHeap::new(),
             backoff: BinaryHeap::new(),
+            unschedulable: HashSet::new(),
             initial_backoff,
             max_backoff,
             pre_enqueue: profiles
@@ -207,6 +210,7 @@ impl SchedulingQueue {
 
     /// The pod was deleted or bound elsewhere.
     pub fn delete(&mut self, uid: &str) -> bool {
+        self.unschedulable.remove(uid);
         self.entries.remove(uid).is_some()
     }
 
@@ -264,12 +268,10 @@ impl SchedulingQueue {
     pub fn on_event(&mut self, event: ClusterEvent, now: Duration) {
         self.move_request_cycle = self.scheduling_cycle;
         let movable: Vec<Arc<str>> = self
-            .entries
+            .unschedulable
             .iter()
-            .filter(|(_, e)| {
-                e.location == Location::Unschedulable && self.may_help(&e.queued, &event)
-            })
-            .map(|(uid, _)| uid.clone())
+            .filter(|uid| self.entries.get(*uid).is_some_and(|e| self.may_help(&e.queued, &event)))
+            .cloned()
             .collect();
         self.move_to_active_or_backoff(movable, now);
     }
@@ -277,8 +279,9 @@ impl SchedulingQueue {
     /// Retries pods that have waited as unschedulable for over five minutes.
     pub fn flush_unschedulable_leftover(&mut self, now: Duration) {
         let stale: Vec<Arc<str>> = self
-            .entries
+            .unschedulable
             .iter()
+            .filter_map(|uid| self.entries.get_key_value(uid))
             .filter(|(_, e)| {
                 e.location == Location::Unschedulable
                     && now.saturating_sub(e.queued.timestamp) > MAX_UNSCHEDULABLE_DURATION
@@ -414,6 +417,11 @@ impl SchedulingQueue {
                 version,
             }),
             Location::Unschedulable | Location::Gated => {}
+        }
+        if location == Location::Unschedulable {
+            self.unschedulable.insert(uid.clone());
+        } else {
+            self.unschedulable.remove(&uid);
         }
         self.entries.insert(
             uid,

@@ -281,8 +281,9 @@ impl Simulation {
         progress(self.settled());
     }
 
+    /// Pods bound through the API so far (the progress measure).
     fn settled(&self) -> usize {
-        self.placements.iter().filter(|p| p.node.is_some()).count()
+        self.api.binds as usize
     }
 
     fn sample(&mut self, start: Instant) {
@@ -528,6 +529,16 @@ impl Simulation {
                 self.queue.add_backoff(queued, now);
             }
         }
+    }
+
+    /// Pods evicted by preemption so far.
+    pub fn preempted(&self) -> usize {
+        self.preempted
+    }
+
+    /// Scheduling attempts so far.
+    pub fn attempts(&self) -> u64 {
+        self.attempts
     }
 
     /// Wall-clock duration of each scheduling attempt so far, in microseconds.

@@ -1,11 +1,15 @@
 //! The `gantry` command line.
 
+mod alloc_counter;
 mod bench;
 mod load;
 mod report;
 mod simulate;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: alloc_counter::CountingAllocator = alloc_counter::CountingAllocator;
 
 #[derive(Parser)]
 #[command(
