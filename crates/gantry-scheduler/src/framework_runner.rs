@@ -6,7 +6,9 @@ use gantry_api::{Pod, Sym};
 use gantry_cache::NodeInfo;
 use std::time::{Duration, Instant};
 
-use gantry_framework::{Cluster, Code, CycleState, FilterPlugin, Profile, Status};
+use gantry_framework::{
+    Cluster, Code, CycleState, FilterPlugin, Profile, Status, WeightedScorePlugin,
+};
 
 use crate::metrics::ExtensionPoint;
 
@@ -83,21 +85,28 @@ impl<'a> PodFilters<'a> {
     /// Filter plugins in order; the first that rejects the node decides.
     pub fn run(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         for plugin in &self.active {
-            let status = plugin.filter(state, pod, node);
+            let status = filter_one(plugin, state, pod, node);
             if !status.is_success() {
-                let status = if status.is_rejected() {
-                    status
-                } else {
-                    Status::error(format!(
-                        "running {:?} filter plugin: {}",
-                        plugin.name(),
-                        status.message()
-                    ))
-                };
-                return status.with_plugin(plugin.name());
+                return status;
             }
         }
         Status::success()
+    }
+
+    /// Every Filter plugin of the profile, in order, without stopping at a rejection (so
+    /// an explanation can show every reason); `Skip` for those whose PreFilter said Skip.
+    pub fn run_all(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Vec<Status> {
+        self.profile
+            .filter
+            .iter()
+            .map(|plugin| {
+                if state.is_filter_skipped(plugin.name()) {
+                    Status::skip().with_plugin(plugin.name())
+                } else {
+                    filter_one(plugin, state, pod, node)
+                }
+            })
+            .collect()
     }
 
     /// Filters with the pods nominated to this node (of at least the pod's priority)
@@ -127,6 +136,26 @@ impl<'a> PodFilters<'a> {
         }
         self.run(state, pod, node)
     }
+}
+
+/// One Filter plugin's verdict, naming the plugin; anything but success or a rejection
+/// is an error.
+fn filter_one(
+    plugin: &Arc<dyn FilterPlugin>,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    let status = plugin.filter(state, pod, node);
+    if status.is_success() || status.is_rejected() {
+        return status.with_plugin(plugin.name());
+    }
+    Status::error(format!(
+        "running {:?} filter plugin: {}",
+        plugin.name(),
+        status.message()
+    ))
+    .with_plugin(plugin.name())
 }
 
 /// PreScore for every plugin; a plugin that says Skip is not asked to Score.
@@ -159,8 +188,82 @@ pub fn run_score(
     nodes: &[&NodeInfo],
     timer: &mut PluginTimer,
 ) -> Result<Vec<i64>, Status> {
-    use rayon::prelude::*;
     let mut totals = vec![0i64; nodes.len()];
+    score_each_plugin(
+        profile,
+        state,
+        pod,
+        nodes,
+        timer,
+        |weighted, _raw, normalized| {
+            for (total, score) in totals.iter_mut().zip(normalized) {
+                *total += score * weighted.weight;
+            }
+        },
+    )?;
+    Ok(totals)
+}
+
+/// One Score plugin's scores of the nodes, in the order given; empty when its PreScore
+/// said Skip.
+#[derive(Debug, Clone)]
+pub struct PluginScores {
+    pub plugin: &'static str,
+    pub weight: i64,
+    pub skipped: bool,
+    pub raw: Vec<i64>,
+    pub normalized: Vec<i64>,
+}
+
+/// As [`run_score`], keeping every plugin's raw and normalised scores (for explanations).
+pub fn run_score_per_plugin(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    nodes: &[&NodeInfo],
+) -> Result<Vec<PluginScores>, Status> {
+    let mut per_plugin: Vec<PluginScores> = profile
+        .score
+        .iter()
+        .map(|weighted| PluginScores {
+            plugin: weighted.plugin.name(),
+            weight: weighted.weight,
+            skipped: state.is_score_skipped(weighted.plugin.name()),
+            raw: Vec::new(),
+            normalized: Vec::new(),
+        })
+        .collect();
+    let mut timer = PluginTimer::default();
+    score_each_plugin(
+        profile,
+        state,
+        pod,
+        nodes,
+        &mut timer,
+        |weighted, raw, normalized| {
+            if let Some(entry) = per_plugin
+                .iter_mut()
+                .find(|p| p.plugin == weighted.plugin.name())
+            {
+                entry.raw = raw.to_vec();
+                entry.normalized = normalized.to_vec();
+            }
+        },
+    )?;
+    Ok(per_plugin)
+}
+
+/// Runs Score and NormalizeScore of every plugin not skipped, checks the normalised
+/// range, and hands each plugin's raw and normalised scores to `visit`.
+fn score_each_plugin(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    nodes: &[&NodeInfo],
+    timer: &mut PluginTimer,
+    mut visit: impl FnMut(&WeightedScorePlugin, &[i64], &[i64]),
+) -> Result<(), Status> {
+    use rayon::prelude::*;
     let mut scores = vec![0i64; nodes.len()];
     for weighted in &profile.score {
         let plugin = &weighted.plugin;
@@ -182,17 +285,16 @@ pub fn run_score(
         if !status.is_success() {
             return Err(status.with_plugin(plugin.name()));
         }
-        for (total, score) in totals.iter_mut().zip(&scores) {
-            if !(0..=gantry_framework::MAX_NODE_SCORE).contains(score) {
-                return Err(Status::error(format!(
-                    "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
-                    plugin.name()
-                )));
-            }
-            *total += score * weighted.weight;
+        let out_of_range = |s: &&i64| !(0..=gantry_framework::MAX_NODE_SCORE).contains(*s);
+        if let Some(score) = scores.iter().find(out_of_range) {
+            return Err(Status::error(format!(
+                "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
+                plugin.name()
+            )));
         }
+        visit(weighted, &results, &scores);
     }
-    Ok(totals)
+    Ok(())
 }
 
 /// Below this many nodes, fanning out over threads costs more than it saves (measured

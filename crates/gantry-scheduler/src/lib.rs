@@ -1,5 +1,6 @@
 //! Scheduling and binding cycles, preemption, and why pods did not fit.
 
+pub mod explain;
 mod fit_error;
 mod framework_runner;
 pub mod metrics;

@@ -270,7 +270,11 @@ impl SchedulingQueue {
         let movable: Vec<Arc<str>> = self
             .unschedulable
             .iter()
-            .filter(|uid| self.entries.get(*uid).is_some_and(|e| self.may_help(&e.queued, &event)))
+            .filter(|uid| {
+                self.entries
+                    .get(*uid)
+                    .is_some_and(|e| self.may_help(&e.queued, &event))
+            })
             .cloned()
             .collect();
         self.move_to_active_or_backoff(movable, now);

@@ -9,8 +9,8 @@ use std::time::Duration;
 use gantry_api::decode::{ClusterObjects, Service};
 use gantry_api::labels::{NodeSelectorOp, NodeSelectorRequirement};
 use gantry_api::{
-    Container, LabelSelector, Node, NodeSelector, NodeSelectorTerm, Pod, PodAffinityTerm, Resources, Sym,
-    TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
+    Container, LabelSelector, Node, NodeSelector, NodeSelectorTerm, Pod, PodAffinityTerm,
+    Resources, Sym, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use gantry_framework::plugins::default_profile;
 use serde::Serialize;
@@ -174,25 +174,38 @@ fn pod(template: Template, namespace: &str, name: &str) -> Pod {
         Template::Resident => (50, 0),
         _ => (100, 0),
     };
-    let memory = if matches!(template, Template::Resident) { 100 * MIB } else { 500 * MIB };
+    let memory = if matches!(template, Template::Resident) {
+        100 * MIB
+    } else {
+        500 * MIB
+    };
     let mut pod = Pod::new(namespace, name)
         .with_container(Container::new("c", Some(milli_cpu), Some(memory)))
         .with_priority(priority);
     match template {
         Template::AntiAffinity => {
             pod = pod.with_labels([("color", "green")]);
-            pod.affinity.pod_anti_affinity.required.push(affinity_term("green", HOSTNAME));
+            pod.affinity
+                .pod_anti_affinity
+                .required
+                .push(affinity_term("green", HOSTNAME));
         }
         Template::Affinity => {
             pod = pod.with_labels([("color", "blue")]);
-            pod.affinity.pod_affinity.required.push(affinity_term("blue", ZONE));
+            pod.affinity
+                .pod_affinity
+                .required
+                .push(affinity_term("blue", ZONE));
         }
         Template::PreferredAffinity => {
             pod = pod.with_labels([("color", "red")]);
-            pod.affinity.pod_affinity.preferred.push(WeightedPodAffinityTerm {
-                weight: 1,
-                term: affinity_term("red", ZONE),
-            });
+            pod.affinity
+                .pod_affinity
+                .preferred
+                .push(WeightedPodAffinityTerm {
+                    weight: 1,
+                    term: affinity_term("red", ZONE),
+                });
         }
         Template::NodeAffinity => {
             pod.affinity.node_affinity.required = Some(NodeSelector {
@@ -208,15 +221,16 @@ fn pod(template: Template, namespace: &str, name: &str) -> Pod {
         }
         Template::Spreading => {
             pod = pod.with_labels([("color", "blue")]);
-            pod.topology_spread_constraints.push(TopologySpreadConstraint {
-                max_skew: 5,
-                topology_key: Sym::new(ZONE),
-                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                label_selector: Some(selector("color", "blue")),
-                min_domains: None,
-                node_affinity_policy: gantry_api::InclusionPolicy::Honor,
-                node_taints_policy: gantry_api::InclusionPolicy::Ignore,
-            });
+            pod.topology_spread_constraints
+                .push(TopologySpreadConstraint {
+                    max_skew: 5,
+                    topology_key: Sym::new(ZONE),
+                    when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                    label_selector: Some(selector("color", "blue")),
+                    min_domains: None,
+                    node_affinity_policy: gantry_api::InclusionPolicy::Honor,
+                    node_taints_policy: gantry_api::InclusionPolicy::Ignore,
+                });
         }
         _ => {}
     }
@@ -226,13 +240,23 @@ fn pod(template: Template, namespace: &str, name: &str) -> Pod {
 /// (init template, measured template, zone labels of the nodes)
 fn templates(workload: Workload) -> (Template, Template, &'static [&'static str]) {
     match workload {
-        Workload::Basic | Workload::Basic50k | Workload::MixedChurn => (Template::Default, Template::Default, &[]),
+        Workload::Basic | Workload::Basic50k | Workload::MixedChurn => {
+            (Template::Default, Template::Default, &[])
+        }
         Workload::Scale => (Template::Resident, Template::Default, &[]),
         Workload::NodeAffinity => (Template::NodeAffinity, Template::NodeAffinity, &["zone1"]),
         Workload::PodAffinity => (Template::Affinity, Template::Affinity, &["zone1"]),
         Workload::PodAntiAffinity => (Template::AntiAffinity, Template::AntiAffinity, &[]),
-        Workload::PreferredPodAffinity => (Template::PreferredAffinity, Template::PreferredAffinity, &["zone1"]),
-        Workload::TopologySpread => (Template::Default, Template::Spreading, &["moon-1", "moon-2", "moon-3"]),
+        Workload::PreferredPodAffinity => (
+            Template::PreferredAffinity,
+            Template::PreferredAffinity,
+            &["zone1"],
+        ),
+        Workload::TopologySpread => (
+            Template::Default,
+            Template::Spreading,
+            &["moon-1", "moon-2", "moon-3"],
+        ),
         Workload::Preemption => (Template::LowPriority, Template::HighPriority, &[]),
         Workload::Unschedulable => (Template::LargeCpu, Template::Default, &[]),
     }
@@ -242,7 +266,8 @@ fn templates(workload: Workload) -> (Template, Template, &'static [&'static str]
 pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
     let scale = options.scale_down.max(1);
     let (nodes, init_pods, measured_pods) = workload.sizes();
-    let (nodes, init_pods, measured_pods) = (nodes / scale, init_pods / scale, measured_pods / scale);
+    let (nodes, init_pods, measured_pods) =
+        (nodes / scale, init_pods / scale, measured_pods / scale);
     let (init_template, measured_template, zones) = templates(workload);
     let zone_of = |i: usize| (!zones.is_empty()).then(|| zones[i % zones.len()]);
 
@@ -254,7 +279,8 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         let per_node = init_pods / nodes.max(1);
         for n in 0..nodes {
             for p in 0..per_node {
-                let pod = pod(init_template, INIT_NAMESPACE, &format!("init-{n}-{p}")).on_node(&format!("node-{n}"));
+                let pod = pod(init_template, INIT_NAMESPACE, &format!("init-{n}-{p}"))
+                    .on_node(&format!("node-{n}"));
                 cluster.pods.push(pod);
             }
         }
@@ -272,7 +298,8 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         assume: !options.no_assume,
         ..SimOptions::default()
     };
-    let mut sim = Simulation::new(&cluster, vec![profile], sim_options).expect("a synthetic cluster loads");
+    let mut sim =
+        Simulation::new(&cluster, vec![profile], sim_options).expect("a synthetic cluster loads");
     drop(cluster);
     if !direct_init {
         for i in 0..init_pods {
@@ -296,8 +323,15 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         Duration::ZERO
     };
     for i in 0..measured_pods {
-        let p = pod(measured_template, MEASURED_NAMESPACE, &format!("measured-{i}"));
-        sim.schedule(start + interval * i as u32, SimEvent::CreatePod(Arc::new(p)));
+        let p = pod(
+            measured_template,
+            MEASURED_NAMESPACE,
+            &format!("measured-{i}"),
+        );
+        sim.schedule(
+            start + interval * i as u32,
+            SimEvent::CreatePod(Arc::new(p)),
+        );
     }
     if workload == Workload::MixedChurn {
         let seconds = (interval * measured_pods as u32).as_secs() + 1;
@@ -305,15 +339,29 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
             let at = start + Duration::from_secs(s);
             let churn_node = node(nodes + s as usize, None);
             sim.schedule(at, SimEvent::AddNode(Arc::new(churn_node)));
-            sim.schedule(at + Duration::from_millis(500), SimEvent::DeleteNode(Sym::new(&format!("node-{}", nodes + s as usize))));
-            let big = pod(Template::LargeCpu, MEASURED_NAMESPACE, &format!("churn-{s}")).with_priority(10);
+            sim.schedule(
+                at + Duration::from_millis(500),
+                SimEvent::DeleteNode(Sym::new(&format!("node-{}", nodes + s as usize))),
+            );
+            let big = pod(
+                Template::LargeCpu,
+                MEASURED_NAMESPACE,
+                &format!("churn-{s}"),
+            )
+            .with_priority(10);
             sim.schedule(at, SimEvent::CreatePod(Arc::new(big)));
-            sim.schedule(at + Duration::from_millis(500), SimEvent::DeletePod(format!("{MEASURED_NAMESPACE}/churn-{s}")));
+            sim.schedule(
+                at + Duration::from_millis(500),
+                SimEvent::DeletePod(format!("{MEASURED_NAMESPACE}/churn-{s}")),
+            );
         }
     }
     let allocations_before = options.allocations.map(|f| f());
     let summary = sim.run();
-    let allocations = options.allocations.zip(allocations_before).map(|(f, before)| f() - before);
+    let allocations = options
+        .allocations
+        .zip(allocations_before)
+        .map(|(f, before)| f() - before);
     let measured_attempts = (summary.attempts - attempts_before).max(1);
     BenchResult {
         workload: workload.name(),
@@ -324,7 +372,8 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         pods_per_sec: measured_pods as f64 / summary.wall_s.max(1e-9),
         p50_us: summary.p50_us,
         p99_us: summary.p99_us,
-        nodes_evaluated_per_pod: (sim.scheduler.nodes_evaluated - evaluated_before) as f64 / measured_attempts as f64,
+        nodes_evaluated_per_pod: (sim.scheduler.nodes_evaluated - evaluated_before) as f64
+            / measured_attempts as f64,
         preempted: summary.preempted - preempted_before,
         overcommitted_nodes: summary.overcommitted_nodes,
         allocs_per_pod: allocations.map(|a| a as f64 / measured_pods.max(1) as f64),
@@ -348,17 +397,33 @@ mod tests {
     #[test]
     fn every_workload_runs_scaled_down_and_schedules_what_fits() {
         for workload in Workload::ALL {
-            let scale_down = if workload == Workload::Scale { 1000 } else { 50 };
-            let result = run(workload, &BenchOptions { scale_down, ..BenchOptions::default() });
+            let scale_down = if workload == Workload::Scale {
+                1000
+            } else {
+                50
+            };
+            let result = run(
+                workload,
+                &BenchOptions {
+                    scale_down,
+                    ..BenchOptions::default()
+                },
+            );
             assert_eq!(Workload::parse(result.workload), Some(workload));
             assert_eq!(result.overcommitted_nodes, 0, "{result:?}");
             match workload {
                 // Init pods never fit; measured ones all do.
-                Workload::Unschedulable => assert_eq!(result.scheduled, result.measured_pods, "{result:?}"),
+                Workload::Unschedulable => {
+                    assert_eq!(result.scheduled, result.measured_pods, "{result:?}")
+                }
                 // High-priority pods preempt low-priority ones to fit.
-                Workload::Preemption => assert!(result.preempted > 0 && result.scheduled > 0, "{result:?}"),
+                Workload::Preemption => {
+                    assert!(result.preempted > 0 && result.scheduled > 0, "{result:?}")
+                }
                 // The churn's large pods never fit; the measured ones do.
-                Workload::MixedChurn => assert_eq!(result.scheduled, result.measured_pods, "{result:?}"),
+                Workload::MixedChurn => {
+                    assert_eq!(result.scheduled, result.measured_pods, "{result:?}")
+                }
                 _ => assert_eq!(result.scheduled, result.measured_pods, "{result:?}"),
             }
         }

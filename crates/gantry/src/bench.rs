@@ -44,16 +44,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return snapshot(&args);
     }
     let workloads: Vec<Workload> = if args.workload == "all" {
-        Workload::ALL.into_iter().filter(|w| *w != Workload::Scale).collect()
+        Workload::ALL
+            .into_iter()
+            .filter(|w| *w != Workload::Scale)
+            .collect()
     } else {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
-            anyhow::anyhow!("unknown workload {:?}: use one of {}, snapshot or all", args.workload, names.join(", "))
+            anyhow::anyhow!(
+                "unknown workload {:?}: use one of {}, snapshot or all",
+                args.workload,
+                names.join(", ")
+            )
         })?]
     };
     anyhow::ensure!(args.scale_down >= 1, "--scale-down must be at least 1");
     if let Some(p) = args.percentage_of_nodes_to_score {
-        anyhow::ensure!(p <= 100, "--percentage-of-nodes-to-score must be 0 to 100, not {p}");
+        anyhow::ensure!(
+            p <= 100,
+            "--percentage-of-nodes-to-score must be 0 to 100, not {p}"
+        );
     }
     let options = BenchOptions {
         percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
@@ -84,8 +94,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes > 0, "--nodes must be at least 1");
-    anyhow::ensure!(args.changed <= args.nodes, "--changed ({}) exceeds --nodes ({})", args.changed, args.nodes);
-    let m = measure_snapshot(args.nodes, args.pods_per_node, args.changed, args.repetitions);
+    anyhow::ensure!(
+        args.changed <= args.nodes,
+        "--changed ({}) exceeds --nodes ({})",
+        args.changed,
+        args.nodes
+    );
+    let m = measure_snapshot(
+        args.nodes,
+        args.pods_per_node,
+        args.changed,
+        args.repetitions,
+    );
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
     if args.json {
         let out = json!({
@@ -103,7 +123,13 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
     } else {
         println!(
             "{} nodes x {} pods, {} changed: incremental update {} ns (cloned {}), full rebuild {} ns: {:.1}x cheaper",
-            m.nodes, m.pods_per_node, m.changed, m.incremental_ns, m.cloned, m.full_rebuild_ns, speedup
+            m.nodes,
+            m.pods_per_node,
+            m.changed,
+            m.incremental_ns,
+            m.cloned,
+            m.full_rebuild_ns,
+            speedup
         );
     }
     Ok(())

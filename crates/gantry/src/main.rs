@@ -2,6 +2,7 @@
 
 mod alloc_counter;
 mod bench;
+mod explain;
 mod load;
 mod report;
 mod simulate;
@@ -28,6 +29,9 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run a built-in benchmark and print its figures.
     Bench(bench::BenchArgs),
+    /// Explain one pod: every Filter plugin's verdict on every node, the scores, and
+    /// where the scheduler would place it (or why it stays pending).
+    Explain(explain::ExplainArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +42,6 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Simulate(args) => simulate::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Explain(args) => explain::run(args),
     }
 }

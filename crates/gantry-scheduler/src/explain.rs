@@ -1,0 +1,553 @@
+//! Why a pod would land where it lands, or stay pending: every Filter plugin's verdict on
+//! every node (not only the first rejection, which is all the scheduler keeps), the Score
+//! plugins' scores, and the decision a fresh scheduler would make.
+
+use std::sync::Arc;
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::{ClusterState, NodeInfo, Snapshot};
+use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
+
+use crate::fit_error::FitError;
+pub use crate::framework_runner::PluginScores;
+use crate::framework_runner::{
+    PluginTimer, PodFilters, run_pre_filter, run_pre_score, run_score_per_plugin,
+};
+use crate::preemption::{self, Preemption};
+use crate::rng::Rng;
+use crate::scheduler::{Nominations, num_feasible_nodes_to_find, select_host};
+
+/// Everything one scheduling cycle of the pod would look at, and its outcome.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    pub pre_filter: PreFilterOutcome,
+    /// The profile's Filter plugins, in the order they run.
+    pub filter_plugins: Vec<&'static str>,
+    /// Every node, in the scheduler's node order.
+    pub nodes: Vec<NodeVerdict>,
+    /// Feasible nodes the scheduler would not score: it stops searching once it has
+    /// found enough feasible nodes (`percentageOfNodesToScore`).
+    pub feasible_not_scored: Vec<Sym>,
+    /// `None` when fewer than two nodes are to be scored: the scheduler does not score.
+    pub scoring: Option<Scoring>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PreFilterOutcome {
+    /// PreFilter plugins that said Skip: their Filter does not run for this pod.
+    pub skipped: Vec<&'static str>,
+    /// The nodes PreFilter narrowed the search to (`None`: all nodes).
+    pub narrowed_to: Option<Vec<Sym>>,
+    /// The PreFilter plugin that rejected the pod for every node (or failed), naming it.
+    pub failed: Option<Status>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeVerdict {
+    pub node: Sym,
+    /// PreFilter ruled the node out (rejected the pod, or narrowed to other nodes), so no
+    /// Filter ran on it and `filters` is empty.
+    pub pre_filtered_out: bool,
+    /// One status per Filter plugin (aligned with `filter_plugins`): success, a
+    /// rejection with its reasons, an error, or Skip.
+    pub filters: Vec<Status>,
+}
+
+impl NodeVerdict {
+    /// Passes every Filter plugin that ran.
+    pub fn is_feasible(&self) -> bool {
+        !self.pre_filtered_out && self.filters.iter().all(|s| s.is_success() || s.is_skip())
+    }
+
+    /// The status the scheduler records for the node: the first plugin that did not pass.
+    fn first_failure(&self) -> Option<&Status> {
+        self.filters
+            .iter()
+            .find(|s| !s.is_success() && !s.is_skip())
+    }
+}
+
+/// The scores of the nodes the scheduler would score, column by column.
+#[derive(Debug, Clone)]
+pub struct Scoring {
+    pub nodes: Vec<Sym>,
+    /// Per Score plugin in profile order, each score aligned with `nodes`.
+    pub plugins: Vec<PluginScores>,
+    /// Sum over the plugins of normalised score × weight, aligned with `nodes`.
+    pub totals: Vec<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Scheduled {
+        node: Sym,
+        how: Choice,
+        /// Every node with the winning total (more than one: the seeded tie-break chose).
+        tied: Vec<Sym>,
+    },
+    Unschedulable {
+        /// The FitError message, exactly as the scheduler reports it.
+        message: String,
+        /// Preemption found room: the node the pod would be nominated to, and the pods
+        /// (`namespace/name`) it would evict.
+        nominated: Option<(Sym, Vec<String>)>,
+    },
+    /// A plugin failed: the scheduler would report this error and retry the pod.
+    Error(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The pod's nominated node still fits, so the scheduler takes it without searching.
+    NominatedNode,
+    OnlyFeasibleNode,
+    HighestScore,
+}
+
+/// Explains one scheduling cycle of `pod` under `profile` on a fresh scheduler seeded
+/// with `seed` (no other pods nominated): the same decision as `Scheduler::schedule_one`.
+pub fn explain(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    objects: &ApiObjects,
+    pod: &Arc<Pod>,
+    seed: u64,
+) -> Explanation {
+    let cluster = Cluster {
+        nodes: snapshot,
+        objects,
+    };
+    let mut state = CycleState::new();
+    let mut timer = PluginTimer::default();
+    let num_nodes = snapshot.num_nodes();
+    let all_nodes = || (0..num_nodes).map(|i| snapshot.node_at(i));
+    let mut explanation = Explanation {
+        pre_filter: PreFilterOutcome::default(),
+        filter_plugins: profile.filter.iter().map(|p| p.name()).collect(),
+        nodes: Vec::new(),
+        feasible_not_scored: Vec::new(),
+        scoring: None,
+        // Decided on every path below.
+        outcome: Outcome::Error(String::new()),
+    };
+
+    let pre_filtered = run_pre_filter(profile, &mut state, pod, cluster, &mut timer);
+    explanation.pre_filter.skipped = profile
+        .pre_filter
+        .iter()
+        .map(|p| p.name())
+        .filter(|name| state.is_filter_skipped(name))
+        .collect();
+    // Candidates in the order the scheduler searches them.
+    let candidates: Vec<usize> = match pre_filtered {
+        Ok(None) => (0..num_nodes).collect(),
+        Ok(Some(names)) => {
+            let positions = names.iter().filter_map(|n| snapshot.position(*n)).collect();
+            explanation.pre_filter.narrowed_to = Some(names);
+            positions
+        }
+        Err(status) => {
+            explanation.nodes = all_nodes().map(|n| ruled_out(n.name())).collect();
+            explanation.outcome = if status.is_rejected() {
+                let fit_error = FitError {
+                    num_all_nodes: num_nodes,
+                    node_statuses: all_nodes().map(|n| (n.name(), status.clone())).collect(),
+                    pre_filter_message: Some(status.message()),
+                    post_filter_message: None,
+                };
+                unschedulable(profile, snapshot, &state, pod, fit_error, seed)
+            } else {
+                Outcome::Error(status.message())
+            };
+            explanation.pre_filter.failed = Some(status);
+            return explanation;
+        }
+    };
+
+    let filters = PodFilters::new(profile, &state);
+    explanation.nodes = all_nodes().map(|n| ruled_out(n.name())).collect();
+    for &position in &candidates {
+        let verdict = &mut explanation.nodes[position];
+        verdict.pre_filtered_out = false;
+        verdict.filters = filters.run_all(&state, pod, snapshot.node_at(position));
+    }
+    let feasible: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&p| explanation.nodes[p].is_feasible())
+        .collect();
+
+    // As the scheduler: a pod nominated by an earlier preemption tries its node first.
+    if let Some(node) = pod.nominated_node_name
+        && let Some(position) = snapshot.position(node)
+        && filters
+            .run(&state, pod, snapshot.node_at(position))
+            .is_success()
+    {
+        explanation.outcome = Outcome::Scheduled {
+            node,
+            how: Choice::NominatedNode,
+            tied: Vec::new(),
+        };
+        return explanation;
+    }
+    if feasible.is_empty() {
+        let fit_error = FitError {
+            num_all_nodes: num_nodes,
+            node_statuses: candidates
+                .iter()
+                .filter_map(|&p| {
+                    let verdict = &explanation.nodes[p];
+                    verdict.first_failure().map(|s| (verdict.node, s.clone()))
+                })
+                .collect(),
+            pre_filter_message: None,
+            post_filter_message: None,
+        };
+        explanation.outcome = unschedulable(profile, snapshot, &state, pod, fit_error, seed);
+        return explanation;
+    }
+
+    let to_find =
+        num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, candidates.len());
+    let scored = &feasible[..to_find.min(feasible.len())];
+    explanation.feasible_not_scored = feasible[scored.len()..]
+        .iter()
+        .map(|&p| snapshot.node_at(p).name())
+        .collect();
+    if let [only] = scored {
+        explanation.outcome = Outcome::Scheduled {
+            node: snapshot.node_at(*only).name(),
+            how: Choice::OnlyFeasibleNode,
+            tied: Vec::new(),
+        };
+        return explanation;
+    }
+    let nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
+    let plugins = run_pre_score(profile, &mut state, pod, &nodes, cluster, &mut timer)
+        .and_then(|()| run_score_per_plugin(profile, &state, pod, &nodes));
+    let plugins = match plugins {
+        Ok(plugins) => plugins,
+        Err(status) => {
+            explanation.outcome = Outcome::Error(status.message());
+            return explanation;
+        }
+    };
+    let mut totals = vec![0i64; nodes.len()];
+    for plugin in &plugins {
+        for (total, score) in totals.iter_mut().zip(&plugin.normalized) {
+            *total += score * plugin.weight;
+        }
+    }
+    let names: Vec<Sym> = nodes.iter().map(|n| n.name()).collect();
+    let best = select_host(&totals, &mut Rng::new(seed));
+    explanation.outcome = Outcome::Scheduled {
+        node: names[best],
+        how: Choice::HighestScore,
+        tied: names
+            .iter()
+            .zip(&totals)
+            .filter(|(_, t)| **t == totals[best])
+            .map(|(n, _)| *n)
+            .collect(),
+    };
+    explanation.scoring = Some(Scoring {
+        nodes: names,
+        plugins,
+        totals,
+    });
+    explanation
+}
+
+fn ruled_out(node: Sym) -> NodeVerdict {
+    NodeVerdict {
+        node,
+        pre_filtered_out: true,
+        filters: Vec::new(),
+    }
+}
+
+/// The scheduler's failure path: an error if a plugin failed, else preemption (when the
+/// profile has it) and the FitError message.
+fn unschedulable(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    state: &CycleState,
+    pod: &Arc<Pod>,
+    mut fit_error: FitError,
+    seed: u64,
+) -> Outcome {
+    if let Some((_, status)) = fit_error
+        .node_statuses
+        .iter()
+        .find(|(_, s)| s.code() == Code::Error)
+    {
+        return Outcome::Error(status.message());
+    }
+    let mut nominated = None;
+    if profile.preemption {
+        let preemption = Preemption {
+            profile,
+            snapshot,
+            nominated: &Nominations::default(),
+        };
+        match preemption.run(state, pod, &fit_error, &mut Rng::new(seed)) {
+            preemption::Outcome::Nominated { node, victims } => {
+                nominated = Some((node, victims.iter().map(|v| v.key()).collect()));
+            }
+            preemption::Outcome::Failed(message) => {
+                fit_error.post_filter_message = Some(format!("preemption: {message}"));
+            }
+        }
+    }
+    Outcome::Unschedulable {
+        message: fit_error.to_string(),
+        nominated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Attempt, Scheduler};
+    use gantry_api::{Node, Resources};
+    use gantry_cache::Cache;
+    use gantry_framework::plugins::default_profile;
+    use gantry_framework::{FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult};
+
+    fn node(name: &str, milli_cpu: i64) -> Node {
+        let mut allocatable = Resources::new(milli_cpu, 8 << 30);
+        allocatable.pods = 110;
+        Node::new(name, allocatable)
+    }
+
+    fn cache(nodes: Vec<Node>, bound: Vec<Pod>) -> Arc<Cache> {
+        let cache = Arc::new(Cache::new());
+        for n in nodes {
+            cache.add_node(Arc::new(n));
+        }
+        for p in bound {
+            cache.add_pod(Arc::new(p)).unwrap();
+        }
+        cache
+    }
+
+    fn pod(name: &str, milli_cpu: i64) -> Arc<Pod> {
+        Arc::new(Pod::new("default", name).with_requests(milli_cpu, 1 << 20))
+    }
+
+    /// The explanation, and what a fresh scheduler with the same seed does.
+    fn explain_and_schedule(
+        profile: Profile,
+        cache: &Arc<Cache>,
+        pod: &Arc<Pod>,
+        seed: u64,
+    ) -> (Explanation, Attempt) {
+        let mut snapshot = Snapshot::new();
+        cache.update_snapshot(&mut snapshot);
+        let explanation = explain(&profile, &snapshot, &ApiObjects::default(), pod, seed);
+        let mut scheduler =
+            Scheduler::new(cache.clone(), vec![profile], ApiObjects::default(), seed);
+        (explanation, scheduler.schedule_one(pod))
+    }
+
+    fn verdict<'a>(e: &'a Explanation, node: &str, plugin: &str) -> &'a Status {
+        let column = e.filter_plugins.iter().position(|p| *p == plugin).unwrap();
+        let row = e.nodes.iter().find(|n| n.node == *node).unwrap();
+        &row.filters[column]
+    }
+
+    #[test]
+    fn a_node_failing_two_plugins_shows_both_reasons_and_the_message_matches() {
+        let cache = cache(
+            vec![node("small", 500).unschedulable(), node("ok", 4000)],
+            vec![],
+        );
+        let (e, _) = explain_and_schedule(
+            default_profile("default-scheduler"),
+            &cache,
+            &pod("p", 1000),
+            0,
+        );
+        assert_eq!(
+            verdict(&e, "small", "NodeUnschedulable").message(),
+            "node(s) were unschedulable"
+        );
+        assert_eq!(
+            verdict(&e, "small", "NodeResourcesFit").message(),
+            "Insufficient cpu"
+        );
+        assert!(verdict(&e, "ok", "NodeResourcesFit").is_success());
+        assert!(matches!(
+            e.outcome,
+            Outcome::Scheduled { node, how: Choice::OnlyFeasibleNode, .. } if node == *"ok"
+        ));
+
+        let (e, attempt) = explain_and_schedule(
+            default_profile("default-scheduler"),
+            &cache,
+            &pod("big", 8000),
+            0,
+        );
+        let Attempt::Unschedulable { fit_error, .. } = attempt else {
+            panic!("{attempt:?}")
+        };
+        let Outcome::Unschedulable {
+            message,
+            nominated: None,
+        } = &e.outcome
+        else {
+            panic!("{:?}", e.outcome)
+        };
+        assert_eq!(*message, fit_error.to_string());
+        assert!(message.contains(" preemption: "), "{message}");
+    }
+
+    #[test]
+    fn scores_choose_the_node_the_scheduler_chooses() {
+        // Busy nodes score lower; n4 and n5 tie, so the seed decides between them.
+        let busy = || {
+            (0..4)
+                .map(|i| {
+                    Pod::new("default", &format!("b{i}"))
+                        .with_requests(500 * (4 - i), 1 << 20)
+                        .on_node(&format!("n{i}"))
+                })
+                .collect()
+        };
+        let mut chosen_nodes = Vec::new();
+        for seed in 0..8 {
+            // A fresh cluster each time: the scheduler assumes the pod it places.
+            let nodes = (0..6).map(|i| node(&format!("n{i}"), 4000)).collect();
+            let cache = cache(nodes, busy());
+            let (e, attempt) = explain_and_schedule(
+                default_profile("default-scheduler"),
+                &cache,
+                &pod("p", 100),
+                seed,
+            );
+            let Attempt::Scheduled { node: chosen, .. } = attempt else {
+                panic!("{attempt:?}")
+            };
+            let Outcome::Scheduled { node, how, tied } = &e.outcome else {
+                panic!("{:?}", e.outcome)
+            };
+            assert_eq!((*node, *how), (chosen, Choice::HighestScore), "seed {seed}");
+            assert_eq!(tied, &[Sym::new("n4"), Sym::new("n5")]);
+            let scoring = e.scoring.as_ref().unwrap();
+            assert_eq!(scoring.nodes.len(), 6);
+            let fit = scoring
+                .plugins
+                .iter()
+                .find(|p| p.plugin == "NodeResourcesFit")
+                .unwrap();
+            assert_eq!(fit.raw.len(), 6);
+            let best = scoring.totals.iter().max().unwrap();
+            let position = scoring.nodes.iter().position(|n| n == node).unwrap();
+            assert_eq!(scoring.totals[position], *best);
+            chosen_nodes.push(chosen);
+        }
+        assert!(chosen_nodes.contains(&Sym::new("n4")) && chosen_nodes.contains(&Sym::new("n5")));
+    }
+
+    /// A plugin whose PreFilter rejects, narrows to `n1`, or says Skip; its Filter
+    /// rejects every node.
+    struct Gate(Code);
+
+    impl Plugin for Gate {
+        fn name(&self) -> &'static str {
+            "Gate"
+        }
+    }
+
+    impl PreFilterPlugin for Gate {
+        fn pre_filter(
+            &self,
+            _: &mut CycleState,
+            _: &Pod,
+            _: Cluster<'_>,
+        ) -> (PreFilterResult, Status) {
+            match self.0 {
+                Code::Success => (Some(vec![Sym::new("n1")]), Status::success()),
+                Code::Skip => (None, Status::skip()),
+                code => (None, Status::new(code, "gate closed")),
+            }
+        }
+    }
+
+    impl FilterPlugin for Gate {
+        fn filter(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Status {
+            Status::unschedulable("gate filter")
+        }
+    }
+
+    fn gated_profile(code: Code) -> Profile {
+        let mut profile = default_profile("default-scheduler");
+        let gate = Arc::new(Gate(code));
+        profile.pre_filter.insert(0, gate.clone());
+        profile.filter.insert(0, gate);
+        profile
+    }
+
+    #[test]
+    fn a_pre_filter_rejection_rules_out_every_node_with_the_schedulers_message() {
+        let cache = cache(vec![node("n1", 4000), node("n2", 4000)], vec![]);
+        let (e, attempt) = explain_and_schedule(
+            gated_profile(Code::UnschedulableAndUnresolvable),
+            &cache,
+            &pod("p", 100),
+            0,
+        );
+        let failed = e.pre_filter.failed.as_ref().unwrap();
+        assert_eq!(
+            (failed.plugin(), failed.message().as_str()),
+            ("Gate", "gate closed")
+        );
+        assert!(
+            e.nodes
+                .iter()
+                .all(|n| n.pre_filtered_out && !n.is_feasible())
+        );
+        let Attempt::Unschedulable { fit_error, .. } = attempt else {
+            panic!("{attempt:?}")
+        };
+        let Outcome::Unschedulable { message, .. } = &e.outcome else {
+            panic!("{:?}", e.outcome)
+        };
+        assert_eq!(*message, fit_error.to_string());
+        assert!(
+            message.starts_with("0/2 nodes are available: gate closed."),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn pre_filter_narrowing_and_skip_show_on_every_node() {
+        let cache = cache(vec![node("n1", 4000), node("n2", 4000)], vec![]);
+        let (e, _) = explain_and_schedule(gated_profile(Code::Success), &cache, &pod("p", 100), 0);
+        assert_eq!(e.pre_filter.narrowed_to, Some(vec![Sym::new("n1")]));
+        let n2 = e.nodes.iter().find(|n| n.node == *"n2").unwrap();
+        assert!(n2.pre_filtered_out && n2.filters.is_empty());
+        assert_eq!(verdict(&e, "n1", "Gate").message(), "gate filter");
+        assert!(
+            verdict(&e, "n1", "NodeResourcesFit").is_success(),
+            "later plugins still run"
+        );
+
+        let (e, attempt) =
+            explain_and_schedule(gated_profile(Code::Skip), &cache, &pod("p", 100), 0);
+        assert!(e.pre_filter.skipped.contains(&"Gate"));
+        assert!(
+            e.nodes
+                .iter()
+                .all(|n| verdict(&e, n.node.as_str(), "Gate").is_skip() && n.is_feasible())
+        );
+        let (Attempt::Scheduled { node: chosen, .. }, Outcome::Scheduled { node, .. }) =
+            (&attempt, &e.outcome)
+        else {
+            panic!("{attempt:?} {:?}", e.outcome)
+        };
+        assert_eq!(chosen, node);
+    }
+}

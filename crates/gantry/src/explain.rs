@@ -1,0 +1,425 @@
+//! `gantry explain`: why a pod would land on a node, or stay pending.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use comfy_table::{ContentArrangement, Table};
+use gantry_api::{Pod, Sym};
+use gantry_cache::{Cache, Snapshot};
+use gantry_framework::{ApiObjects, Code, Status};
+use gantry_scheduler::explain::{Choice, Explanation, NodeVerdict, Outcome, explain};
+use serde_json::{Value, json};
+
+use crate::load;
+
+/// Rows per table in the human output; `--json` has every node.
+const MAX_ROWS: usize = 50;
+/// Tied nodes named in the human output.
+const MAX_TIED: usize = 10;
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// Kubernetes YAML/JSON with the nodes and the pods bound to them (pending pods are
+    /// ignored).
+    #[arg(long, num_args = 1.., required = true)]
+    cluster: Vec<PathBuf>,
+    /// A file holding the one pod to explain.
+    #[arg(long)]
+    pod: PathBuf,
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seed for tie-breaking, as `gantry simulate --seed`.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print one JSON object with every node.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
+    let config = load::config(args.config.as_deref())?;
+    let mut cluster = load::manifests(&args.cluster)?;
+    load::warn_ignored(&cluster);
+    let mut pod_file = load::manifests(std::slice::from_ref(&args.pod))?;
+    anyhow::ensure!(
+        pod_file.pods.len() == 1,
+        "{}: expected exactly one Pod, found {}",
+        args.pod.display(),
+        pod_file.pods.len()
+    );
+    pod_file
+        .priority_classes
+        .extend(cluster.priority_classes.iter().cloned());
+    pod_file.resolve_priorities()?;
+    cluster.resolve_priorities()?;
+    let mut pod = pod_file.pods.remove(0);
+    let key = pod.key();
+    if let Some(node) = pod.node_name.take() {
+        eprintln!(
+            "note: {key} is bound to {node}; explaining how it would be scheduled now, as if it were not"
+        );
+    }
+    let pod = Arc::new(pod);
+    let profile = config
+        .profiles
+        .iter()
+        .find(|p| p.scheduler_name == pod.scheduler_name)
+        .with_context(|| {
+            format!(
+                "no profile schedules pods with schedulerName {:?}",
+                pod.scheduler_name.as_str()
+            )
+        })?;
+
+    let cache = Cache::new();
+    for node in &cluster.nodes {
+        cache.add_node(Arc::new(node.clone()));
+    }
+    // The explained pod itself is left out, should the cluster hold it bound.
+    for bound in cluster
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_some() && p.key() != key)
+    {
+        cache.add_pod(Arc::new(bound.clone()))?;
+    }
+    let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
+    objects.set_storage(
+        &cluster.pvs,
+        &cluster.pvcs,
+        &cluster.storage_classes,
+        &cluster.csi_nodes,
+    );
+    let mut snapshot = Snapshot::new();
+    cache.update_snapshot(&mut snapshot);
+
+    let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
+    if args.json {
+        println!("{}", to_json(&explanation, &pod, args.seed));
+    } else {
+        print_human(&explanation, &pod, args.seed);
+    }
+    Ok(())
+}
+
+fn print_human(e: &Explanation, pod: &Pod, seed: u64) {
+    println!(
+        "gantry explain: pod {} (schedulerName {}), {} nodes",
+        pod.key(),
+        pod.scheduler_name,
+        e.nodes.len()
+    );
+    print_pre_filter(e);
+    print_filters(e);
+    print_scores(e);
+    println!();
+    print_outcome(e, seed);
+}
+
+fn print_pre_filter(e: &Explanation) {
+    let pre = &e.pre_filter;
+    match (&pre.failed, &pre.narrowed_to) {
+        (Some(status), _) => println!(
+            "PreFilter: {} {} the pod for every node: {}",
+            status.plugin(),
+            if status.is_rejected() {
+                "rejected"
+            } else {
+                "failed"
+            },
+            status.message()
+        ),
+        (None, Some(names)) => println!("PreFilter: narrowed the nodes to {}", join(names)),
+        (None, None) => println!("PreFilter: all nodes considered"),
+    }
+    if !pre.skipped.is_empty() {
+        println!(
+            "  skipped (nothing to check for this pod): {}",
+            pre.skipped.join(", ")
+        );
+    }
+}
+
+/// Nodes × the Filter plugins that rejected somewhere; plugins that passed every node
+/// are listed on one line, to keep the table narrow.
+fn print_filters(e: &Explanation) {
+    if e.pre_filter.failed.is_some() {
+        return;
+    }
+    let rejecting: Vec<usize> = (0..e.filter_plugins.len())
+        .filter(|&i| {
+            e.nodes.iter().any(|n| {
+                n.filters
+                    .get(i)
+                    .is_some_and(|s| !s.is_success() && !s.is_skip())
+            })
+        })
+        .collect();
+    let passing: Vec<&str> = (0..e.filter_plugins.len())
+        .filter(|i| !rejecting.contains(i))
+        .filter(|&i| {
+            e.nodes
+                .iter()
+                .any(|n| n.filters.get(i).is_some_and(Status::is_success))
+        })
+        .map(|i| e.filter_plugins[i])
+        .collect();
+    println!("\nFilter:");
+    if !passing.is_empty() {
+        println!("  passed on every node checked: {}", passing.join(", "));
+    }
+    let mut table = table();
+    let mut header = vec!["Node"];
+    header.extend(rejecting.iter().map(|&i| e.filter_plugins[i]));
+    header.push("Result");
+    table.set_header(header);
+    for verdict in e.nodes.iter().take(MAX_ROWS) {
+        let mut row = vec![verdict.node.to_string()];
+        row.extend(rejecting.iter().map(|&i| match verdict.filters.get(i) {
+            Some(status) => cell(status),
+            None => "—".to_string(),
+        }));
+        row.push(result(e, verdict).to_string());
+        table.add_row(row);
+    }
+    println!("{table}");
+    if e.nodes.len() > MAX_ROWS {
+        let feasible = e.nodes.iter().filter(|n| n.is_feasible()).count();
+        let rejections: Vec<String> = rejecting
+            .iter()
+            .map(|&i| {
+                let count = e
+                    .nodes
+                    .iter()
+                    .filter(|n| n.filters.get(i).is_some_and(|s| s.is_rejected()))
+                    .count();
+                format!("{} on {count}", e.filter_plugins[i])
+            })
+            .collect();
+        println!(
+            "  (first {MAX_ROWS} of {} nodes shown; --json has all) {feasible} feasible; rejected by {}",
+            e.nodes.len(),
+            rejections.join(", ")
+        );
+    }
+}
+
+fn print_scores(e: &Explanation) {
+    let Some(scoring) = &e.scoring else {
+        return;
+    };
+    println!("\nScore (cells: raw → normalised; total = Σ normalised × weight):");
+    let skipped: Vec<&str> = scoring
+        .plugins
+        .iter()
+        .filter(|p| p.skipped)
+        .map(|p| p.plugin)
+        .collect();
+    if !skipped.is_empty() {
+        println!(
+            "  skipped (nothing to score for this pod): {}",
+            skipped.join(", ")
+        );
+    }
+    let plugins: Vec<_> = scoring.plugins.iter().filter(|p| !p.skipped).collect();
+    let mut table = table();
+    let mut header = vec!["Node".to_string()];
+    header.extend(
+        plugins
+            .iter()
+            .map(|p| format!("{} ×{}", p.plugin, p.weight)),
+    );
+    header.push("Total".to_string());
+    table.set_header(header);
+    let mut order: Vec<usize> = (0..scoring.nodes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(scoring.totals[i]));
+    for &i in order.iter().take(MAX_ROWS) {
+        let mut row = vec![scoring.nodes[i].to_string()];
+        row.extend(
+            plugins
+                .iter()
+                .map(|p| format!("{} → {}", p.raw[i], p.normalized[i])),
+        );
+        row.push(scoring.totals[i].to_string());
+        table.add_row(row);
+    }
+    println!("{table}");
+    if order.len() > MAX_ROWS {
+        println!(
+            "  (top {MAX_ROWS} of {} scored nodes shown; --json has all)",
+            order.len()
+        );
+    }
+    if !e.feasible_not_scored.is_empty() {
+        println!(
+            "  {} more feasible nodes were not scored: the scheduler stops searching once it has enough (percentageOfNodesToScore)",
+            e.feasible_not_scored.len()
+        );
+    }
+}
+
+fn print_outcome(e: &Explanation, seed: u64) {
+    match &e.outcome {
+        Outcome::Scheduled { node, how, tied } => {
+            let why = match how {
+                Choice::NominatedNode => "its nominated node, which still fits".to_string(),
+                Choice::OnlyFeasibleNode => "the only feasible node, so not scored".to_string(),
+                Choice::HighestScore if tied.len() > 1 => {
+                    let others: Vec<&Sym> = tied.iter().filter(|n| *n != node).collect();
+                    let mut list = join(others.iter().copied().take(MAX_TIED));
+                    if others.len() > MAX_TIED {
+                        list += &format!(" and {} more", others.len() - MAX_TIED);
+                    }
+                    format!("tied with {list} at the highest total; seed {seed} broke the tie")
+                }
+                Choice::HighestScore => "the highest total".to_string(),
+            };
+            println!("would be placed on: {node} ({why})");
+        }
+        Outcome::Unschedulable { message, nominated } => {
+            println!("would not be scheduled: {message}");
+            if let Some((node, victims)) = nominated {
+                println!(
+                    "preemption would nominate {node} for it, evicting {}",
+                    victims.join(", ")
+                );
+            }
+        }
+        Outcome::Error(message) => println!("scheduling would fail: {message}"),
+    }
+}
+
+fn table() -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table
+}
+
+/// ✓, the rejection's reasons, or the error.
+fn cell(status: &Status) -> String {
+    match status.code() {
+        Code::Success => "✓".to_string(),
+        Code::Skip => "skipped".to_string(),
+        Code::Error => format!("error: {}", status.message()),
+        _ => status.message(),
+    }
+}
+
+fn result(e: &Explanation, verdict: &NodeVerdict) -> &'static str {
+    if verdict.pre_filtered_out {
+        "ruled out at PreFilter"
+    } else if !verdict.is_feasible() {
+        "infeasible"
+    } else if e.feasible_not_scored.contains(&verdict.node) {
+        "feasible, not scored"
+    } else {
+        "feasible"
+    }
+}
+
+fn join<'a>(names: impl IntoIterator<Item = &'a Sym>) -> String {
+    names
+        .into_iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn to_json(e: &Explanation, pod: &Pod, seed: u64) -> Value {
+    let names = |nodes: &[Sym]| nodes.iter().map(|n| n.as_str()).collect::<Vec<_>>();
+    let nodes: Vec<Value> = e
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": n.node.as_str(),
+                "pre_filtered_out": n.pre_filtered_out,
+                "feasible": n.is_feasible(),
+                "filters": n.filters.iter().map(status_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let scoring = e.scoring.as_ref().map(|s| {
+        let scored: Vec<Value> = s
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let scores: Vec<Value> = s
+                    .plugins
+                    .iter()
+                    .filter(|p| !p.skipped)
+                    .map(|p| {
+                        json!({
+                            "plugin": p.plugin,
+                            "raw": p.raw[i],
+                            "normalized": p.normalized[i],
+                            "weighted": p.normalized[i] * p.weight,
+                        })
+                    })
+                    .collect();
+                json!({"node": node.as_str(), "scores": scores, "total": s.totals[i]})
+            })
+            .collect();
+        let plugins: Vec<Value> = s
+            .plugins
+            .iter()
+            .map(|p| json!({"plugin": p.plugin, "weight": p.weight, "skipped": p.skipped}))
+            .collect();
+        json!({"plugins": plugins, "nodes": scored})
+    });
+    let outcome = match &e.outcome {
+        Outcome::Scheduled { node, how, tied } => json!({
+            "result": "scheduled",
+            "node": node.as_str(),
+            "how": match how {
+                Choice::NominatedNode => "nominated-node",
+                Choice::OnlyFeasibleNode => "only-feasible-node",
+                Choice::HighestScore => "highest-score",
+            },
+            "tied": names(tied),
+        }),
+        Outcome::Unschedulable { message, nominated } => json!({
+            "result": "unschedulable",
+            "message": message,
+            "nominated_node": nominated.as_ref().map(|(n, _)| n.as_str()),
+            "victims": nominated.as_ref().map(|(_, v)| v.clone()).unwrap_or_default(),
+        }),
+        Outcome::Error(message) => json!({"result": "error", "message": message}),
+    };
+    json!({
+        "pod": pod.key(),
+        "scheduler_name": pod.scheduler_name.as_str(),
+        "seed": seed,
+        "pre_filter": {
+            "skipped": e.pre_filter.skipped,
+            "narrowed_to": e.pre_filter.narrowed_to.as_deref().map(names),
+            "failed": e.pre_filter.failed.as_ref().map(status_json),
+        },
+        "filter_plugins": e.filter_plugins,
+        "nodes": nodes,
+        "feasible_not_scored": names(&e.feasible_not_scored),
+        "scoring": scoring,
+        "outcome": outcome,
+    })
+}
+
+fn status_json(status: &Status) -> Value {
+    let verdict = match status.code() {
+        Code::Success => "passed",
+        Code::Skip => "skipped",
+        Code::Unschedulable => "unschedulable",
+        Code::UnschedulableAndUnresolvable => "unresolvable",
+        Code::Error | Code::Wait => "error",
+    };
+    json!({
+        "plugin": status.plugin(),
+        "verdict": verdict,
+        "reasons": status.reasons().collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,155 @@
+//! `gantry explain` as a user runs it: every node's verdicts, the scores, the choice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const CLUSTER: &str = "testdata/parity/mixed-reasons/cluster.yaml";
+
+fn gantry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn pod_yaml(name: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  containers:\n  - name: main\n    image: registry.k8s.io/pause:3.9\n    resources: {{requests: {{cpu: '{cpu}', memory: 100Mi}}}}\n"
+    )
+}
+
+fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_table_shows_every_node_and_the_chosen_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = write(dir.path(), "pod.yaml", &pod_yaml("small", "100m"));
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        pod.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for node in ["n1", "n2", "n3", "n4", "n5", "n6"] {
+        assert!(
+            text.contains(&format!("│ {node} ")),
+            "{node} missing:\n{text}"
+        );
+    }
+    for reason in [
+        "node(s) had untolerated taint {dedicated: x}",
+        "node(s) were unschedulable",
+    ] {
+        assert!(text.contains(reason), "{reason} missing:\n{text}");
+    }
+    assert!(text.contains("NodeResourcesFit ×1"), "{text}");
+    // The node `gantry simulate` places this pod on.
+    assert!(text.contains("would be placed on: n4"), "{text}");
+}
+
+#[test]
+fn a_pending_pod_gets_the_schedulers_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = write(dir.path(), "pod.yaml", &pod_yaml("huge", "16"));
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        pod.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "would not be scheduled: 0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were unschedulable, 4 Insufficient cpu."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(" preemption: 0/6 nodes are available:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_has_every_node_and_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = write(dir.path(), "pod.yaml", &pod_yaml("small", "100m"));
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        pod.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    for key in [
+        "pod",
+        "scheduler_name",
+        "seed",
+        "pre_filter",
+        "filter_plugins",
+        "nodes",
+        "feasible_not_scored",
+        "scoring",
+        "outcome",
+    ] {
+        assert!(json.get(key).is_some(), "no {key}: {json}");
+    }
+    assert_eq!(json["nodes"].as_array().unwrap().len(), 6);
+    let n2 = &json["nodes"][1];
+    assert_eq!(n2["node"], "n2");
+    assert_eq!(n2["feasible"], false);
+    let taint = n2["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["plugin"] == "TaintToleration")
+        .unwrap();
+    assert_eq!(taint["verdict"], "unresolvable");
+    assert_eq!(json["scoring"]["nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(json["outcome"]["result"], "scheduled");
+    assert_eq!(json["outcome"]["node"], "n4");
+}
+
+#[test]
+fn a_pod_file_with_two_pods_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let two = format!("{}---\n{}", pod_yaml("a", "1"), pod_yaml("b", "1"));
+    let pod = write(dir.path(), "two.yaml", &two);
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        pod.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "{}: expected exactly one Pod, found 2",
+            pod.display()
+        )),
+        "{err}"
+    );
+}
