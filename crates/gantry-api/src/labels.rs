@@ -50,7 +50,7 @@ impl Labels {
 }
 
 /// Operators of a label selector requirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SelectorOp {
     In,
     NotIn,
@@ -58,7 +58,7 @@ pub enum SelectorOp {
     DoesNotExist,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub key: Sym,
     pub op: SelectorOp,
@@ -80,7 +80,7 @@ impl Requirement {
 /// A label selector (`matchLabels` turned into `In` requirements, then `matchExpressions`).
 /// An empty selector matches everything; absent selectors are modelled as `Option::None`
 /// by the objects that hold them, since for most of them "absent" matches nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct LabelSelector {
     pub requirements: Vec<Requirement>,
 }

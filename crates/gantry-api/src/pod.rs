@@ -55,7 +55,7 @@ pub struct NodeAffinity {
     pub preferred: Vec<PreferredSchedulingTerm>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodAffinityTerm {
     /// `None` (absent) matches no pod; an empty selector matches every pod.
     pub label_selector: Option<LabelSelector>,

@@ -2,15 +2,19 @@
 //! in a recency-ordered list so that each cycle's snapshot copies only the nodes that
 //! changed since the previous one; pods assumed onto nodes before they are bound.
 
+mod affinity_terms;
 mod cache;
 mod cluster_state;
+mod label_index;
 mod node_info;
 mod node_tree;
 mod snapshot;
 pub mod synthetic;
 
+pub use affinity_terms::{AffinityTermCount, AffinityTerms, InternedTerm, TermKind};
 pub use cache::{Cache, CacheError};
 pub use cluster_state::ClusterState;
+pub use label_index::PodLabelIndex;
 pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};
 pub use node_tree::{NodeTree, zone_key};
 pub use snapshot::{Snapshot, SnapshotUpdate};

@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use gantry_api::{HostPort, Node, Pod, Resources, Sym};
 use smallvec::SmallVec;
 
+use crate::affinity_terms::AffinityTerms;
+use crate::label_index::PodLabelIndex;
+
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Draws the next value of the one process-wide generation counter. Values never repeat,
@@ -44,6 +47,8 @@ pub struct NodeInfo {
     pvc_ref_counts: SmallVec<[(PvcKey, u32); 2]>,
     /// Sorted by image name.
     image_states: Arc<[ImageState]>,
+    label_index: PodLabelIndex,
+    affinity_terms: AffinityTerms,
     generation: u64,
 }
 
@@ -103,6 +108,16 @@ impl NodeInfo {
 
     pub fn pvc_ref_counts(&self) -> impl Iterator<Item = (PvcKey, u32)> + '_ {
         self.pvc_ref_counts.iter().copied()
+    }
+
+    /// The node's pods counted by namespace and label.
+    pub fn label_index(&self) -> &PodLabelIndex {
+        &self.label_index
+    }
+
+    /// The distinct (anti-)affinity terms of the node's pods, with pod counts.
+    pub fn affinity_terms(&self) -> &AffinityTerms {
+        &self.affinity_terms
     }
 
     /// The image by that name on this node, if present.
@@ -167,6 +182,8 @@ impl NodeInfo {
     }
 
     fn account(&mut self, pod: &Pod, sign: i64) {
+        self.label_index.update(pod, sign);
+        self.affinity_terms.update(pod, sign);
         if sign > 0 {
             self.requested.add(pod.requests());
             self.non_zero_requested.add(pod.non_zero_requests());
@@ -223,6 +240,8 @@ impl NodeInfo {
             && self.non_zero_requested == other.non_zero_requested
             && self.pvc_ref_counts == other.pvc_ref_counts
             && self.image_states == other.image_states
+            && self.label_index == other.label_index
+            && self.affinity_terms == other.affinity_terms
     }
 }
 

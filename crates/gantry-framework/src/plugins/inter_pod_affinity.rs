@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use gantry_api::{Labels, Node, Pod, PodAffinityTerm, Sym};
-use gantry_cache::NodeInfo;
+use gantry_cache::{InternedTerm, NodeInfo, TermKind};
+use smallvec::SmallVec;
 
 use crate::{
     ApiObjects, Cluster, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
@@ -140,6 +141,21 @@ impl TermNamespaces {
     }
 }
 
+/// Whether each distinct existing term matches the incoming pod, computed once per cycle.
+#[derive(Default)]
+struct TermMemo(Vec<(u32, bool)>);
+
+impl TermMemo {
+    fn matches(&mut self, term: &InternedTerm, pod: &Pod, pod_namespace_labels: &Labels) -> bool {
+        if let Some(&(_, m)) = self.0.iter().find(|(id, _)| *id == term.id) {
+            return m;
+        }
+        let m = term_matches(&term.term, term.owner_namespace, pod, pod_namespace_labels);
+        self.0.push((term.id, m));
+        m
+    }
+}
+
 /// What PreFilter computes for the incoming pod (upstream's `preFilterState`).
 #[derive(Debug, Clone, Default, PartialEq)]
 struct PreFilterState {
@@ -166,13 +182,24 @@ impl PreFilterState {
             namespace_labels: cluster.objects.namespace_labels(pod.namespace).clone(),
             ..PreFilterState::default()
         };
+        // Existing pods' required anti-affinity, one check per distinct term.
+        let mut memo = TermMemo::default();
         for &position in nodes.with_required_anti_affinity_pods() {
             let info = nodes.node_at(position as usize);
             let Some(node) = info.node() else {
                 continue;
             };
-            for existing in info.pods_with_required_anti_affinity() {
-                state.count_existing_anti_affinity(pod, existing, node, 1);
+            for entry in info.affinity_terms().iter() {
+                if entry.kind == TermKind::RequiredAntiAffinity
+                    && memo.matches(&entry.term, pod, &state.namespace_labels)
+                {
+                    add_count(
+                        &mut state.existing_anti_affinity_counts,
+                        node,
+                        entry.term.term.topology_key,
+                        i64::from(entry.pods),
+                    );
+                }
             }
         }
 
@@ -205,11 +232,57 @@ impl PreFilterState {
             let Some(node) = info.node() else {
                 continue;
             };
-            for existing in info.pods() {
-                state.count_incoming(pod, existing, node, 1);
+            if !state.count_incoming_from_index(pod, info, node) {
+                for existing in info.pods() {
+                    state.count_incoming(pod, existing, node, 1);
+                }
             }
         }
         state
+    }
+
+    /// `count_incoming` over all of a node's pods at once, from the node's label index;
+    /// false (nothing counted) when the terms are beyond what the index answers.
+    fn count_incoming_from_index(&mut self, incoming: &Pod, info: &NodeInfo, node: &Node) -> bool {
+        let index = info.label_index();
+        let affinity = &incoming.affinity.pod_affinity.required;
+        let anti_affinity = &incoming.affinity.pod_anti_affinity.required;
+        // "Matches all terms" is one count only when there is at most one term.
+        if affinity.len() > 1 {
+            return false;
+        }
+        let count = |term: &PodAffinityTerm, namespaces: &TermNamespaces| -> Option<u32> {
+            let Some(selector) = &term.label_selector else {
+                return Some(0);
+            };
+            match namespaces {
+                TermNamespaces::Listed(names) => {
+                    names.iter().map(|ns| index.count(*ns, selector)).sum()
+                }
+                TermNamespaces::All => index.namespaces().map(|ns| index.count(ns, selector)).sum(),
+            }
+        };
+        let affinity_count = match affinity.first().zip(self.affinity_namespaces.first()) {
+            Some((term, namespaces)) => match count(term, namespaces) {
+                Some(n) => Some((term.topology_key, n)),
+                None => return false,
+            },
+            None => None,
+        };
+        let mut anti_counts: SmallVec<[(Sym, u32); 2]> = SmallVec::new();
+        for (term, namespaces) in anti_affinity.iter().zip(&self.anti_affinity_namespaces) {
+            match count(term, namespaces) {
+                Some(n) => anti_counts.push((term.topology_key, n)),
+                None => return false,
+            }
+        }
+        if let Some((key, n)) = affinity_count.filter(|(_, n)| *n > 0) {
+            add_count(&mut self.affinity_counts, node, key, i64::from(n));
+        }
+        for (key, n) in anti_counts.into_iter().filter(|(_, n)| *n > 0) {
+            add_count(&mut self.anti_affinity_counts, node, key, i64::from(n));
+        }
+        true
     }
 
     /// Counts `existing`'s required anti-affinity terms that `incoming` matches.
@@ -320,16 +393,20 @@ impl TopologyScore {
         namespace_labels: &Labels,
         node: &Node,
     ) {
-        if !term_matches(term, owner_namespace, pod, namespace_labels) {
-            return;
+        if term_matches(term, owner_namespace, pod, namespace_labels) {
+            self.add(term.topology_key, node, weight);
         }
-        let Some(value) = node.labels.get(term.topology_key) else {
+    }
+
+    /// Adds `weight` at the node's value of `key`, if the node has the key.
+    fn add(&mut self, key: Sym, node: &Node, weight: i64) {
+        let Some(value) = node.labels.get(key) else {
             return;
         };
-        let index = match self.0.iter().position(|(k, _)| *k == term.topology_key) {
+        let index = match self.0.iter().position(|(k, _)| *k == key) {
             Some(index) => index,
             None => {
-                self.0.push((term.topology_key, HashMap::default()));
+                self.0.push((key, HashMap::default()));
                 self.0.len() - 1
             }
         };
@@ -345,70 +422,84 @@ impl TopologyScore {
 }
 
 impl InterPodAffinity {
-    /// Upstream's `processExistingPod`: the incoming pod's preferred terms against
-    /// `existing`, and `existing`'s required affinity and preferred terms against the
-    /// incoming pod, all scored at `existing`'s node.
-    fn process_existing_pod(
+    /// Half of upstream's `processExistingPod`: the incoming pod's preferred terms against
+    /// `existing`, scored at `existing`'s node. (The other half, `existing`'s terms
+    /// against the incoming pod, goes through the node's aggregated terms.)
+    fn score_incoming_terms(
         &self,
         scores: &mut TopologyScore,
         pod: &Pod,
-        pod_namespace_labels: &Labels,
         existing: &Pod,
         node: &Node,
         objects: &ApiObjects,
     ) {
-        let incoming = &pod.affinity;
-        if !incoming.pod_affinity.preferred.is_empty()
-            || !incoming.pod_anti_affinity.preferred.is_empty()
-        {
-            let existing_labels = objects.namespace_labels(existing.namespace);
-            for (terms, sign) in [
-                (&incoming.pod_affinity.preferred, 1),
-                (&incoming.pod_anti_affinity.preferred, -1),
-            ] {
-                for w in terms {
-                    let weight = sign * i64::from(w.weight);
-                    scores.process_term(
-                        &w.term,
-                        pod.namespace,
-                        weight,
-                        existing,
-                        existing_labels,
-                        node,
-                    );
-                }
-            }
-        }
-
-        let theirs = &existing.affinity;
-        if self.hard_pod_affinity_weight > 0 {
-            for term in &theirs.pod_affinity.required {
-                scores.process_term(
-                    term,
-                    existing.namespace,
-                    self.hard_pod_affinity_weight,
-                    pod,
-                    pod_namespace_labels,
-                    node,
-                );
-            }
-        }
+        let existing_labels = objects.namespace_labels(existing.namespace);
         for (terms, sign) in [
-            (&theirs.pod_affinity.preferred, 1),
-            (&theirs.pod_anti_affinity.preferred, -1),
+            (&pod.affinity.pod_affinity.preferred, 1),
+            (&pod.affinity.pod_anti_affinity.preferred, -1),
         ] {
             for w in terms {
                 let weight = sign * i64::from(w.weight);
                 scores.process_term(
                     &w.term,
-                    existing.namespace,
+                    pod.namespace,
                     weight,
-                    pod,
-                    pod_namespace_labels,
+                    existing,
+                    existing_labels,
                     node,
                 );
             }
         }
+    }
+
+    /// `score_incoming_terms` over all of a node's pods at once, from the node's label
+    /// index; false (nothing added) when a term is beyond what the index answers.
+    fn score_incoming_from_index(
+        &self,
+        scores: &mut TopologyScore,
+        pod: &Pod,
+        info: &NodeInfo,
+        node: &Node,
+        objects: &ApiObjects,
+    ) -> bool {
+        let index = info.label_index();
+        let mut found: SmallVec<[(Sym, i64); 4]> = SmallVec::new();
+        for (terms, sign) in [
+            (&pod.affinity.pod_affinity.preferred, 1),
+            (&pod.affinity.pod_anti_affinity.preferred, -1),
+        ] {
+            for w in terms {
+                let term = &w.term;
+                let Some(selector) = &term.label_selector else {
+                    continue;
+                };
+                let count: Option<u32> =
+                    if term.namespaces.is_empty() && term.namespace_selector.is_none() {
+                        index.count(pod.namespace, selector)
+                    } else {
+                        index
+                            .namespaces()
+                            .filter(|ns| {
+                                term.namespaces.contains(ns)
+                                    || term
+                                        .namespace_selector
+                                        .as_ref()
+                                        .is_some_and(|s| s.matches(objects.namespace_labels(*ns)))
+                            })
+                            .map(|ns| index.count(ns, selector))
+                            .sum()
+                    };
+                let Some(count) = count else { return false };
+                found.push((
+                    term.topology_key,
+                    sign * i64::from(w.weight) * i64::from(count),
+                ));
+            }
+        }
+        for (key, weight) in found.into_iter().filter(|(_, w)| *w != 0) {
+            scores.add(key, node, weight);
+        }
+        true
     }
 
     /// Updates the PreFilter counts for `other` appearing (+1) on or leaving (-1) the node.
@@ -509,24 +600,35 @@ impl PreScorePlugin for InterPodAffinity {
             || !pod.affinity.pod_anti_affinity.preferred.is_empty();
         let pod_namespace_labels = cluster.objects.namespace_labels(pod.namespace);
         let mut scores = TopologyScore::default();
+        let mut memo = TermMemo::default();
         let mut process_node = |info: &NodeInfo| {
             let Some(node) = info.node().filter(|n| !n.labels.is_empty()) else {
                 return;
             };
-            let pods = if has_constraints {
-                info.pods()
-            } else {
-                info.pods_with_affinity()
-            };
-            for existing in pods {
-                self.process_existing_pod(
-                    &mut scores,
-                    pod,
-                    pod_namespace_labels,
-                    existing,
-                    node,
-                    cluster.objects,
-                );
+            if has_constraints
+                && !self.score_incoming_from_index(&mut scores, pod, info, node, cluster.objects)
+            {
+                for existing in info.pods() {
+                    self.score_incoming_terms(&mut scores, pod, existing, node, cluster.objects);
+                }
+            }
+            // Existing pods' terms, once per distinct term on the node.
+            for entry in info.affinity_terms().iter() {
+                let weight = match entry.kind {
+                    TermKind::RequiredAffinity if self.hard_pod_affinity_weight > 0 => {
+                        self.hard_pod_affinity_weight
+                    }
+                    TermKind::PreferredAffinity(w) => i64::from(w),
+                    TermKind::PreferredAntiAffinity(w) => -i64::from(w),
+                    TermKind::RequiredAffinity | TermKind::RequiredAntiAffinity => continue,
+                };
+                if memo.matches(&entry.term, pod, pod_namespace_labels) {
+                    scores.add(
+                        entry.term.term.topology_key,
+                        node,
+                        weight * i64::from(entry.pods),
+                    );
+                }
             }
         };
         if has_constraints {

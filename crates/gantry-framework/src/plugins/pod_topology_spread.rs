@@ -80,6 +80,21 @@ impl Constraint {
         self.selector.as_ref().is_some_and(|s| s.matches(labels))
     }
 
+    /// Upstream's `countPodsMatchSelector` over a node's pods, from the node's label index
+    /// when the selector is simple and no pod on the node is terminating.
+    fn count_on_node(&self, info: &NodeInfo, namespace: Sym) -> i64 {
+        let Some(selector) = &self.selector else {
+            return 0;
+        };
+        let index = info.label_index();
+        if index.terminating() == 0
+            && let Some(count) = index.count(namespace, selector)
+        {
+            return i64::from(count);
+        }
+        self.count_matching(info.pods(), namespace)
+    }
+
     /// Upstream's `countPodsMatchSelector`: live pods of the incoming pod's namespace.
     fn count_matching(&self, pods: &[Arc<Pod>], namespace: Sym) -> i64 {
         pods.iter()
@@ -248,8 +263,7 @@ impl PreFilterState {
             node_counts.fill(None);
             for c in constraints.iter().filter(|c| inclusion.includes(c)) {
                 if let Some(value) = node.labels.get(c.key) {
-                    node_counts[c.slot] =
-                        Some((value, c.count_matching(info.pods(), pod.namespace)));
+                    node_counts[c.slot] = Some((value, c.count_on_node(info, pod.namespace)));
                 }
             }
             for (counts, entry) in match_num.iter_mut().zip(&node_counts) {
@@ -461,7 +475,7 @@ impl PreScorePlugin for PodTopologySpread {
             for c in constraints.iter().filter(|c| inclusion.includes(c)) {
                 let value = node.labels.get(c.key).unwrap_or(empty);
                 if let Some(count) = pod_counts[c.slot].get_mut(&value) {
-                    *count += c.count_matching(info.pods(), pod.namespace);
+                    *count += c.count_on_node(info, pod.namespace);
                 }
             }
         }
@@ -498,7 +512,7 @@ impl ScorePlugin for PodTopologySpread {
                 continue;
             };
             let count = if c.is_hostname {
-                c.count_matching(info.pods(), pod.namespace)
+                c.count_on_node(info, pod.namespace)
             } else {
                 s.pod_counts[c.slot].get(&value).copied().unwrap_or(0)
             };
