@@ -544,7 +544,11 @@ fn convert_pod(pod: &k8s::Pod, object: &str) -> Result<(Pod, bool), ObjectError>
         .map(|(i, c)| container(c, object, &format!("spec.initContainers[{i}]")))
         .collect::<Result<_, _>>()?;
     if let Some(overhead) = &spec.overhead {
-        out.overhead = Some(resources(Some(overhead), object, "spec.overhead")?);
+        out.overhead = Some(Box::new(resources(
+            Some(overhead),
+            object,
+            "spec.overhead",
+        )?));
     }
     out.volumes = spec
         .volumes
@@ -600,13 +604,6 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
                 .and_then(|r| r.limits.as_ref())
                 .is_some_and(|m| m.contains_key(name))
     };
-    let mut non_zero_requests = requests.clone();
-    if !has_request(crate::resources::CPU) {
-        non_zero_requests.milli_cpu = crate::resources::DEFAULT_MILLI_CPU_REQUEST;
-    }
-    if !has_request(crate::resources::MEMORY) {
-        non_zero_requests.memory = crate::resources::DEFAULT_MEMORY_REQUEST;
-    }
     let mut host_ports = SmallVec::new();
     for (i, port) in c.ports.iter().flatten().enumerate() {
         let Some(host_port) = port.host_port.filter(|p| *p > 0) else {
@@ -639,7 +636,8 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
         name: Arc::from(c.name.as_str()),
         image: Sym::new(c.image.as_deref().unwrap_or("")),
         requests,
-        non_zero_requests,
+        cpu_unset: !has_request(crate::resources::CPU),
+        memory_unset: !has_request(crate::resources::MEMORY),
         host_ports,
         restartable: c.restart_policy.as_deref() == Some("Always"),
     })

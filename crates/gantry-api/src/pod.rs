@@ -156,8 +156,10 @@ pub struct Container {
     pub name: Arc<str>,
     pub image: Sym,
     pub requests: Resources,
-    /// Requests, with cpu and memory defaulted when absent (for scoring).
-    pub non_zero_requests: Resources,
+    /// No cpu request was given (scoring then counts the default 100m).
+    pub cpu_unset: bool,
+    /// No memory request was given (scoring then counts the default 200Mi).
+    pub memory_unset: bool,
     pub host_ports: SmallVec<[HostPort; 1]>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restartable: bool,
@@ -166,19 +168,27 @@ pub struct Container {
 impl Container {
     /// A container with the given requests (`None` for an absent cpu or memory request).
     pub fn new(name: &str, milli_cpu: Option<i64>, memory: Option<i64>) -> Container {
-        let requests = Resources::new(milli_cpu.unwrap_or(0), memory.unwrap_or(0));
-        let non_zero_requests = Resources::new(
-            milli_cpu.unwrap_or(DEFAULT_MILLI_CPU_REQUEST),
-            memory.unwrap_or(DEFAULT_MEMORY_REQUEST),
-        );
         Container {
             name: Arc::from(name),
             image: Sym::new(""),
-            requests,
-            non_zero_requests,
+            requests: Resources::new(milli_cpu.unwrap_or(0), memory.unwrap_or(0)),
+            cpu_unset: milli_cpu.is_none(),
+            memory_unset: memory.is_none(),
             host_ports: SmallVec::new(),
             restartable: false,
         }
+    }
+
+    /// Requests with cpu and memory defaulted when unset, as scoring counts them.
+    pub fn non_zero_requests(&self) -> Resources {
+        let mut r = self.requests.clone();
+        if self.cpu_unset {
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if self.memory_unset {
+            r.memory = DEFAULT_MEMORY_REQUEST;
+        }
+        r
     }
 }
 
@@ -217,7 +227,8 @@ pub struct Pod {
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     pub containers: Vec<Container>,
     pub init_containers: Vec<Container>,
-    pub overhead: Option<Resources>,
+    /// RuntimeClass overhead (boxed: rare, and pods are many).
+    pub overhead: Option<Box<Resources>>,
     pub volumes: Vec<Volume>,
     /// Set when the pod has a deletion timestamp.
     pub terminating: bool,
@@ -289,8 +300,8 @@ impl Pod {
     /// Recomputes the effective requests from the containers and overhead. Call after
     /// changing containers; the decoder and builders do.
     pub fn update_requests(&mut self) {
-        self.requests = aggregate(self, |c| &c.requests);
-        self.non_zero_requests = aggregate(self, |c| &c.non_zero_requests);
+        self.requests = aggregate(self, |c| c.requests.clone());
+        self.non_zero_requests = aggregate(self, Container::non_zero_requests);
     }
 
     pub fn with_container(mut self, container: Container) -> Pod {
@@ -333,20 +344,21 @@ impl Pod {
 
 /// Upstream's `PodRequests`: the sum over regular containers and sidecars, at least the
 /// largest init container's request (counting the sidecars started before it), plus overhead.
-fn aggregate(pod: &Pod, request: impl Fn(&Container) -> &Resources) -> Resources {
+fn aggregate(pod: &Pod, request: impl Fn(&Container) -> Resources) -> Resources {
     let mut total = Resources::default();
     for c in &pod.containers {
-        total.add(request(c));
+        total.add(&request(c));
     }
     let mut sidecars = Resources::default();
     let mut init_peak = Resources::default();
     for c in &pod.init_containers {
+        let r = request(c);
         if c.restartable {
-            total.add(request(c));
-            sidecars.add(request(c));
+            total.add(&r);
+            sidecars.add(&r);
             init_peak.max_with(&sidecars);
         } else {
-            let mut during = request(c).clone();
+            let mut during = r;
             during.add(&sidecars);
             init_peak.max_with(&during);
         }
@@ -408,7 +420,7 @@ mod tests {
     #[test]
     fn overhead_is_added() {
         let mut pod = Pod::new("ns", "p").with_container(container(100, 10));
-        pod.overhead = Some(Resources::new(50, 5));
+        pod.overhead = Some(Box::new(Resources::new(50, 5)));
         pod.update_requests();
         assert_eq!(pod.requests(), &Resources::new(150, 15));
     }

@@ -299,8 +299,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         ..SimOptions::default()
     };
     let mut sim =
-        Simulation::new(&cluster, vec![profile], sim_options).expect("a synthetic cluster loads");
-    drop(cluster);
+        Simulation::new(cluster, vec![profile], sim_options).expect("a synthetic cluster loads");
     if !direct_init {
         for i in 0..init_pods {
             let p = pod(init_template, INIT_NAMESPACE, &format!("init-{i}"));

@@ -141,8 +141,9 @@ pub struct Simulation {
     current: Option<Arc<str>>,
     placements: Vec<Placement>,
     placement_index: HashMap<Arc<str>, usize>,
-    /// Pods known to the simulation by `namespace/name`, with their uid.
-    names: HashMap<String, Arc<str>>,
+    /// Pods known to the simulation by namespace and name (the name shared with the
+    /// pod, not copied), with their uid.
+    names: HashMap<(Sym, Arc<str>), Arc<str>>,
     pods_total: usize,
     preempted: usize,
     attempts: u64,
@@ -152,8 +153,9 @@ pub struct Simulation {
 
 impl Simulation {
     /// A simulation of `cluster`'s nodes and bound pods; its pending pods arrive at time 0.
+    /// The objects move into the simulation (a million pods are not copied).
     pub fn new(
-        cluster: &ClusterObjects,
+        cluster: ClusterObjects,
         profiles: Vec<Profile>,
         options: SimOptions,
     ) -> Result<Simulation, String> {
@@ -161,16 +163,21 @@ impl Simulation {
         let mut api = SimulatedApi::new(options.seed);
         api.capacity_check = options.capacity_check;
         api.failure_rate = options.bind_failure_rate;
-        for node in &cluster.nodes {
-            let node = Arc::new(node.clone());
+        for node in cluster.nodes {
+            let node = Arc::new(node);
             cache.add_node(node.clone());
             api.add_node(node);
         }
         let mut names = HashMap::new();
-        for pod in cluster.pods.iter().filter(|p| p.node_name.is_some()) {
-            let pod = Arc::new(pod.clone());
+        let mut pending = Vec::new();
+        for pod in cluster.pods {
+            if pod.node_name.is_none() {
+                pending.push(pod);
+                continue;
+            }
+            let pod = Arc::new(pod);
             cache.add_pod(pod.clone()).map_err(|e| e.to_string())?;
-            names.insert(pod.key(), pod.uid.clone());
+            names.insert((pod.namespace, pod.name.clone()), pod.uid.clone());
             api.add_bound_pod(pod);
         }
         let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
@@ -205,8 +212,8 @@ impl Simulation {
             latencies_us: Vec::new(),
             samples: Vec::new(),
         };
-        for pod in cluster.pods.iter().filter(|p| p.node_name.is_none()) {
-            sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod.clone())));
+        for pod in pending {
+            sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod)));
         }
         Ok(sim)
     }
@@ -324,7 +331,8 @@ impl Simulation {
         match event {
             SimEvent::CreatePod(pod) => {
                 self.pods_total += 1;
-                self.names.insert(pod.key(), pod.uid.clone());
+                self.names
+                    .insert((pod.namespace, pod.name.clone()), pod.uid.clone());
                 if self.options.sequential {
                     self.backlog.push_back(pod);
                 } else {
@@ -332,7 +340,7 @@ impl Simulation {
                 }
             }
             SimEvent::DeletePod(key) => {
-                let Some(uid) = self.names.get(&key).cloned() else {
+                let Some(uid) = self.uid_of(&key) else {
                     tracing::warn!(pod = %key, "deleting a pod the simulation does not know");
                     return;
                 };
@@ -531,6 +539,14 @@ impl Simulation {
         }
     }
 
+    /// The uid of the pod named `namespace/name`.
+    fn uid_of(&self, key: &str) -> Option<Arc<str>> {
+        let (namespace, name) = key.split_once('/')?;
+        self.names
+            .get(&(Sym::get(namespace)?, Arc::from(name)))
+            .cloned()
+    }
+
     /// Pods evicted by preemption so far.
     pub fn preempted(&self) -> usize {
         self.preempted
@@ -600,8 +616,8 @@ impl Simulation {
             ));
         }
         for placement in &self.placements {
-            let uid = self.names.get(&placement.pod);
-            let bound = uid.and_then(|u| self.api.bound_pod(u)).is_some();
+            let uid = self.uid_of(&placement.pod);
+            let bound = uid.is_some_and(|u| self.api.bound_pod(&u).is_some());
             match (&placement.node, &placement.reason) {
                 (Some(_), _) | (None, Some(_)) => {}
                 (None, None) => {

@@ -34,12 +34,8 @@ fn check_scenario(dir: &Path) -> Vec<String> {
         sequential: true,
         ..SimOptions::default()
     };
-    let mut sim = Simulation::new(
-        &cluster,
-        vec![default_profile("default-scheduler")],
-        options,
-    )
-    .unwrap();
+    let mut sim =
+        Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap();
     for pod in &pods.pods {
         sim.schedule(
             Duration::ZERO,

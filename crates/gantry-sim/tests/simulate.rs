@@ -26,7 +26,7 @@ workloads:
 fn simulate(text: &str, options: SimOptions) -> (Summary, Simulation) {
     let scenario = Scenario::parse(text, "test.yaml").unwrap();
     let mut sim = Simulation::new(
-        &scenario.cluster,
+        scenario.cluster.clone(),
         vec![default_profile("default-scheduler")],
         options,
     )
@@ -195,7 +195,7 @@ fn bound_cluster_pods_are_loaded_and_pending_ones_scheduled() {
     )
     .unwrap();
     let mut sim = Simulation::new(
-        &cluster,
+        cluster,
         vec![default_profile("default-scheduler")],
         SimOptions::default(),
     )

@@ -100,8 +100,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),
         max_backoff: Duration::from_secs(config.pod_max_backoff_seconds),
     };
-    let mut sim =
-        Simulation::new(&cluster, config.profiles, options).map_err(anyhow::Error::msg)?;
+    let nodes_at_start = cluster.nodes.len();
     let pods_total = events
         .iter()
         .filter(|(_, e)| matches!(e, SimEvent::CreatePod(_)))
@@ -111,6 +110,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             .iter()
             .filter(|p| p.node_name.is_none())
             .count();
+    let mut sim = Simulation::new(cluster, config.profiles, options).map_err(anyhow::Error::msg)?;
     for (at, event) in events {
         sim.schedule(at, event);
     }
@@ -147,7 +147,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
-        print_summary(&name, &cluster.nodes.len(), &summary, sim.placements());
+        print_summary(&name, nodes_at_start, &summary, sim.placements());
     }
     Ok(())
 }
@@ -195,7 +195,7 @@ fn write_placements(path: &std::path::Path, placements: &[Placement]) -> anyhow:
     Ok(())
 }
 
-fn print_summary(name: &str, nodes: &usize, s: &Summary, placements: &[Placement]) {
+fn print_summary(name: &str, nodes: usize, s: &Summary, placements: &[Placement]) {
     println!("gantry simulate: {name}");
     println!(
         "  {} nodes at the start, {} pods submitted: {} scheduled, {} pending, {} evicted by preemption",
