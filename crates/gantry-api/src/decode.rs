@@ -698,34 +698,12 @@ fn label_selector(
     );
     for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
         let at = format!("{field}.matchExpressions[{i}]");
-        let op = match e.operator.as_str() {
-            "In" => SelectorOp::In,
-            "NotIn" => SelectorOp::NotIn,
-            "Exists" => SelectorOp::Exists,
-            "DoesNotExist" => SelectorOp::DoesNotExist,
-            other => {
-                return Err(field_error(
-                    object,
-                    format!("{at}.operator"),
-                    format!("must be In, NotIn, Exists or DoesNotExist, not {other:?}"),
-                ));
-            }
-        };
-        let vals = values(e.values.as_ref());
-        let needs_values = matches!(op, SelectorOp::In | SelectorOp::NotIn);
-        if needs_values == vals.is_empty() {
-            let message = if needs_values {
-                "must be non-empty for In and NotIn"
-            } else {
-                "must be empty for Exists and DoesNotExist"
-            };
-            return Err(field_error(object, format!("{at}.values"), message));
-        }
-        out.requirements.push(Requirement {
-            key: Sym::new(&e.key),
-            op,
-            values: vals,
-        });
+        let empty = Vec::new();
+        let requirement =
+            Requirement::parse(&e.key, &e.operator, e.values.as_ref().unwrap_or(&empty)).map_err(
+                |e| field_error(object, format!("{at}.{}", e.part.unwrap_or("")), e.message),
+            )?;
+        out.requirements.push(requirement);
     }
     Ok(out)
 }
@@ -736,52 +714,19 @@ fn node_selector_requirement(
     field: &str,
     is_field_selector: bool,
 ) -> Result<NodeSelectorRequirement, ObjectError> {
-    let op = match r.operator.as_str() {
-        "In" => NodeSelectorOp::In,
-        "NotIn" => NodeSelectorOp::NotIn,
-        "Exists" => NodeSelectorOp::Exists,
-        "DoesNotExist" => NodeSelectorOp::DoesNotExist,
-        "Gt" => NodeSelectorOp::Gt,
-        "Lt" => NodeSelectorOp::Lt,
-        other => {
-            return Err(field_error(
-                object,
-                format!("{field}.operator"),
-                format!("must be In, NotIn, Exists, DoesNotExist, Gt or Lt, not {other:?}"),
-            ));
-        }
-    };
-    let vals = values(r.values.as_ref());
-    let problem = match op {
-        NodeSelectorOp::In | NodeSelectorOp::NotIn if vals.is_empty() => {
-            Some("must be non-empty for In and NotIn")
-        }
-        NodeSelectorOp::Exists | NodeSelectorOp::DoesNotExist if !vals.is_empty() => {
-            Some("must be empty for Exists and DoesNotExist")
-        }
-        NodeSelectorOp::Gt | NodeSelectorOp::Lt
-            if vals.len() != 1 || vals[0].as_str().parse::<i64>().is_err() =>
-        {
-            Some("must be a single integer for Gt and Lt")
-        }
-        _ => None,
-    };
-    if let Some(message) = problem {
-        return Err(field_error(object, format!("{field}.values"), message));
-    }
-    if is_field_selector
-        && (r.key != "metadata.name" || !matches!(op, NodeSelectorOp::In | NodeSelectorOp::NotIn))
-    {
-        return Err(field_error(
-            object,
-            field,
-            "matchFields supports only metadata.name with In or NotIn",
-        ));
-    }
-    Ok(NodeSelectorRequirement {
-        key: Sym::new(&r.key),
-        op,
-        values: vals,
+    let empty = Vec::new();
+    NodeSelectorRequirement::parse(
+        &r.key,
+        &r.operator,
+        r.values.as_ref().unwrap_or(&empty),
+        is_field_selector,
+    )
+    .map_err(|e| {
+        let at = match e.part {
+            Some(part) => format!("{field}.{part}"),
+            None => field.to_string(),
+        };
+        field_error(object, at, e.message)
     })
 }
 

@@ -66,6 +66,43 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// Validates a label selector requirement as the API server does.
+    pub fn parse(
+        key: &str,
+        operator: &str,
+        values: &[String],
+    ) -> Result<Requirement, InvalidRequirement> {
+        let op = match operator {
+            "In" => SelectorOp::In,
+            "NotIn" => SelectorOp::NotIn,
+            "Exists" => SelectorOp::Exists,
+            "DoesNotExist" => SelectorOp::DoesNotExist,
+            other => {
+                return Err(InvalidRequirement {
+                    part: Some("operator"),
+                    message: format!("must be In, NotIn, Exists or DoesNotExist, not {other:?}"),
+                });
+            }
+        };
+        let needs_values = matches!(op, SelectorOp::In | SelectorOp::NotIn);
+        if needs_values == values.is_empty() {
+            let message = if needs_values {
+                "must be non-empty for In and NotIn"
+            } else {
+                "must be empty for Exists and DoesNotExist"
+            };
+            return Err(InvalidRequirement {
+                part: Some("values"),
+                message: message.to_string(),
+            });
+        }
+        Ok(Requirement {
+            key: Sym::new(key),
+            op,
+            values: values.iter().map(|v| Sym::new(v)).collect(),
+        })
+    }
+
     pub fn matches(&self, labels: &Labels) -> bool {
         let value = labels.get(self.key);
         match self.op {
@@ -127,7 +164,73 @@ pub struct NodeSelectorRequirement {
     pub values: SmallVec<[Sym; 2]>,
 }
 
+/// Why a selector requirement is invalid: the part at fault (`operator`, `values`, or
+/// `None` for the requirement as a whole) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidRequirement {
+    pub part: Option<&'static str>,
+    pub message: String,
+}
+
 impl NodeSelectorRequirement {
+    /// Validates a requirement as the API server does (for `matchFields` when
+    /// `field_selector`): known operator, values as the operator needs them.
+    pub fn parse(
+        key: &str,
+        operator: &str,
+        values: &[String],
+        field_selector: bool,
+    ) -> Result<Self, InvalidRequirement> {
+        let invalid = |part, message: &str| InvalidRequirement {
+            part,
+            message: message.to_string(),
+        };
+        let op = match operator {
+            "In" => NodeSelectorOp::In,
+            "NotIn" => NodeSelectorOp::NotIn,
+            "Exists" => NodeSelectorOp::Exists,
+            "DoesNotExist" => NodeSelectorOp::DoesNotExist,
+            "Gt" => NodeSelectorOp::Gt,
+            "Lt" => NodeSelectorOp::Lt,
+            other => {
+                return Err(invalid(
+                    Some("operator"),
+                    &format!("must be In, NotIn, Exists, DoesNotExist, Gt or Lt, not {other:?}"),
+                ));
+            }
+        };
+        let problem = match op {
+            NodeSelectorOp::In | NodeSelectorOp::NotIn if values.is_empty() => {
+                Some("must be non-empty for In and NotIn")
+            }
+            NodeSelectorOp::Exists | NodeSelectorOp::DoesNotExist if !values.is_empty() => {
+                Some("must be empty for Exists and DoesNotExist")
+            }
+            NodeSelectorOp::Gt | NodeSelectorOp::Lt
+                if values.len() != 1 || values[0].parse::<i64>().is_err() =>
+            {
+                Some("must be a single integer for Gt and Lt")
+            }
+            _ => None,
+        };
+        if let Some(message) = problem {
+            return Err(invalid(Some("values"), message));
+        }
+        if field_selector
+            && (key != "metadata.name" || !matches!(op, NodeSelectorOp::In | NodeSelectorOp::NotIn))
+        {
+            return Err(invalid(
+                None,
+                "matchFields supports only metadata.name with In or NotIn",
+            ));
+        }
+        Ok(NodeSelectorRequirement {
+            key: Sym::new(key),
+            op,
+            values: values.iter().map(|v| Sym::new(v)).collect(),
+        })
+    }
+
     fn matches_value(&self, value: Option<Sym>) -> bool {
         match self.op {
             NodeSelectorOp::In => value.is_some_and(|v| self.values.contains(&v)),

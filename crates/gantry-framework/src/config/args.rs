@@ -1,7 +1,7 @@
 //! `pluginConfig`: plugin arguments with upstream's defaults, validated as upstream's
 //! `validation_pluginargs.go` does.
 
-use gantry_api::labels::{NodeSelectorOp, NodeSelectorRequirement};
+use gantry_api::labels::NodeSelectorRequirement;
 use gantry_api::{
     InclusionPolicy, NodeSelector, NodeSelectorTerm, ResourceName, Sym, TopologySpreadConstraint,
     WhenUnsatisfiable,
@@ -480,51 +480,13 @@ fn node_affinity(args: NodeAffinityArgs, at: &str) -> Checked<NodeAffinity> {
     })
 }
 
-/// As a pod's node affinity requirement is checked (gantry-api's decoding).
+/// Checked as a pod's node affinity requirement is (gantry-api's validation).
 fn requirement(r: &Requirement, at: &str, is_field: bool) -> Checked<NodeSelectorRequirement> {
-    let op = match r.operator.as_str() {
-        "In" => NodeSelectorOp::In,
-        "NotIn" => NodeSelectorOp::NotIn,
-        "Exists" => NodeSelectorOp::Exists,
-        "DoesNotExist" => NodeSelectorOp::DoesNotExist,
-        "Gt" => NodeSelectorOp::Gt,
-        "Lt" => NodeSelectorOp::Lt,
-        other => {
-            return fail(
-                format!("{at}.operator"),
-                format!("must be In, NotIn, Exists, DoesNotExist, Gt or Lt, not {other:?}"),
-            );
+    NodeSelectorRequirement::parse(&r.key, &r.operator, &r.values, is_field).or_else(|e| {
+        match e.part {
+            Some(part) => fail(format!("{at}.{part}"), e.message),
+            None => fail(at, e.message),
         }
-    };
-    let problem = match op {
-        NodeSelectorOp::In | NodeSelectorOp::NotIn if r.values.is_empty() => {
-            Some("must be non-empty for In and NotIn")
-        }
-        NodeSelectorOp::Exists | NodeSelectorOp::DoesNotExist if !r.values.is_empty() => {
-            Some("must be empty for Exists and DoesNotExist")
-        }
-        NodeSelectorOp::Gt | NodeSelectorOp::Lt
-            if r.values.len() != 1 || r.values[0].parse::<i64>().is_err() =>
-        {
-            Some("must be a single integer for Gt and Lt")
-        }
-        _ => None,
-    };
-    if let Some(message) = problem {
-        return fail(format!("{at}.values"), message);
-    }
-    if is_field
-        && (r.key != "metadata.name" || !matches!(op, NodeSelectorOp::In | NodeSelectorOp::NotIn))
-    {
-        return fail(
-            at,
-            "matchFields supports only metadata.name with In or NotIn",
-        );
-    }
-    Ok(NodeSelectorRequirement {
-        key: Sym::new(&r.key),
-        op,
-        values: r.values.iter().map(|v| Sym::new(v)).collect(),
     })
 }
 
@@ -585,7 +547,10 @@ mod tests {
             [(2, "zone", InclusionPolicy::Honor)]
         );
         let added = p.node_affinity.added_affinity.as_ref().unwrap();
-        assert_eq!(added.terms[0].match_fields[0].op, NodeSelectorOp::NotIn);
+        assert_eq!(
+            added.terms[0].match_fields[0].op,
+            gantry_api::labels::NodeSelectorOp::NotIn
+        );
     }
 
     #[test]
