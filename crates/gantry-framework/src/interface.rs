@@ -89,6 +89,17 @@ pub trait PermitPlugin: Plugin {
     -> (Status, std::time::Duration);
 }
 
+/// PreBind: work before the bind (attaching volumes, say); a failure aborts the binding
+/// cycle, which unreserves and forgets the pod.
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind(&self, state: &mut CycleState, pod: &Pod, node: Sym) -> Status;
+}
+
+/// PostBind: informational, after a successful bind.
+pub trait PostBindPlugin: Plugin {
+    fn post_bind(&self, state: &CycleState, pod: &Pod, node: Sym);
+}
+
 pub trait PreEnqueuePlugin: Plugin {
     fn pre_enqueue(&self, pod: &Pod) -> Status;
 }

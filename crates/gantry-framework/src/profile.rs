@@ -23,6 +23,8 @@ pub struct Profile {
     pub score: Vec<WeightedScorePlugin>,
     pub reserve: Vec<Arc<dyn ReservePlugin>>,
     pub permit: Vec<Arc<dyn PermitPlugin>>,
+    pub pre_bind: Vec<Arc<dyn PreBindPlugin>>,
+    pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
     /// DefaultPreemption at PostFilter.
     pub preemption: bool,
     /// `None`: upstream's adaptive percentage.
@@ -45,6 +47,8 @@ impl Profile {
             score: Vec::new(),
             reserve: Vec::new(),
             permit: Vec::new(),
+            pre_bind: Vec::new(),
+            post_bind: Vec::new(),
             preemption: false,
             percentage_of_nodes_to_score: None,
             min_candidate_nodes_percentage: 10,

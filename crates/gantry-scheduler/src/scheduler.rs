@@ -455,8 +455,9 @@ impl Scheduler {
         }
     }
 
-    /// The binding cycle: bind, then mark the assumed pod bound; on failure unreserve,
-    /// forget the assumed pod and return the error (the caller requeues the pod).
+    /// The binding cycle: PreBind, bind, mark the assumed pod bound, PostBind; on a
+    /// failure unreserve, forget the assumed pod and return the error (the caller
+    /// requeues the pod).
     pub fn bind(
         &mut self,
         pod: &Arc<Pod>,
@@ -466,25 +467,46 @@ impl Scheduler {
         let node = pod
             .node_name
             .ok_or_else(|| format!("pod {} has no node to bind to", pod.key()))?;
-        let phase = Instant::now();
-        let bound = binder.bind(pod, node);
-        self.metrics
-            .observe_extension_point(ExtensionPoint::Bind, phase.elapsed());
+        let profile_index = self
+            .profiles
+            .iter()
+            .position(|p| p.scheduler_name == pod.scheduler_name);
+        let mut bound = Ok(());
+        if let Some(i) = profile_index {
+            for plugin in &self.profiles[i].pre_bind {
+                let status = plugin.pre_bind(state, pod, node);
+                if !status.is_success() {
+                    bound = Err(format!(
+                        "running PreBind plugin {:?}: {}",
+                        plugin.name(),
+                        status.message()
+                    ));
+                    break;
+                }
+            }
+        }
+        if bound.is_ok() {
+            let phase = Instant::now();
+            bound = binder.bind(pod, node);
+            self.metrics
+                .observe_extension_point(ExtensionPoint::Bind, phase.elapsed());
+        }
         match bound {
             Ok(()) => {
                 if self.assume {
                     self.cache
                         .finish_binding(&pod.uid, std::time::Instant::now());
                 }
+                if let Some(i) = profile_index {
+                    for plugin in &self.profiles[i].post_bind {
+                        plugin.post_bind(state, pod, node);
+                    }
+                }
                 Ok(())
             }
             Err(e) => {
-                if let Some(profile) = self
-                    .profiles
-                    .iter()
-                    .find(|p| p.scheduler_name == pod.scheduler_name)
-                {
-                    unreserve(profile, state, pod, node);
+                if let Some(i) = profile_index {
+                    unreserve(&self.profiles[i], state, pod, node);
                 }
                 if self.assume
                     && let Err(forget) = self.cache.forget_pod(pod)

@@ -8,7 +8,8 @@ use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, ClusterState, Snapshot};
 use gantry_framework::plugins::default_profile;
 use gantry_framework::{
-    ApiObjects, CycleState, PermitPlugin, Plugin, Profile, ReservePlugin, Status,
+    ApiObjects, CycleState, PermitPlugin, Plugin, PostBindPlugin, PreBindPlugin, Profile,
+    ReservePlugin, Status,
 };
 use gantry_scheduler::metrics::AttemptResult;
 use gantry_scheduler::{Attempt, Binder, Scheduler};
@@ -77,12 +78,90 @@ impl PermitPlugin for Recorder {
     }
 }
 
+impl PreBindPlugin for Recorder {
+    fn pre_bind(&self, _state: &mut CycleState, pod: &Pod, node: Sym) -> Status {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("prebind {} {node}", pod.name));
+        if &*pod.name == "prebind-fails" {
+            Status::error("volume not attached")
+        } else {
+            Status::success()
+        }
+    }
+}
+
+impl PostBindPlugin for Recorder {
+    fn post_bind(&self, _state: &CycleState, pod: &Pod, node: Sym) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("postbind {} {node}", pod.name));
+    }
+}
+
 fn profile_with_recorder(log: &Arc<Mutex<Vec<String>>>) -> Profile {
     let mut profile = default_profile("default-scheduler");
     let recorder = Arc::new(Recorder(log.clone()));
     profile.reserve.push(recorder.clone());
-    profile.permit.push(recorder);
+    profile.permit.push(recorder.clone());
+    profile.pre_bind.push(recorder.clone());
+    profile.post_bind.push(recorder);
     profile
+}
+
+#[test]
+fn binding_cycle_runs_pre_bind_bind_post_bind_and_a_pre_bind_failure_unreserves() {
+    let cache = cluster(&[("n1", 1000)]);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut scheduler = Scheduler::new(
+        cache.clone(),
+        vec![profile_with_recorder(&log)],
+        ApiObjects::default(),
+        1,
+    );
+    let mut binder = TestBinder {
+        cache: cache.clone(),
+        refuse: false,
+    };
+    let Attempt::Scheduled {
+        pod: assumed,
+        mut state,
+        ..
+    } = scheduler.schedule_one(&pod("ok", 100))
+    else {
+        panic!("expected a placement")
+    };
+    scheduler.bind(&assumed, &mut state, &mut binder).unwrap();
+    let Attempt::Scheduled {
+        pod: assumed,
+        mut state,
+        ..
+    } = scheduler.schedule_one(&pod("prebind-fails", 100))
+    else {
+        panic!("expected a placement")
+    };
+    let err = scheduler
+        .bind(&assumed, &mut state, &mut binder)
+        .unwrap_err();
+    assert!(err.contains("volume not attached"), "{err}");
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "reserve ok n1",
+            "prebind ok n1",
+            "postbind ok n1",
+            "reserve prebind-fails n1",
+            "prebind prebind-fails n1",
+            "unreserve prebind-fails n1"
+        ]
+    );
+    assert_eq!(
+        requested_on(&cache, "n1"),
+        100,
+        "the failed pod was forgotten"
+    );
 }
 
 fn requested_on(cache: &Cache, node: &str) -> i64 {

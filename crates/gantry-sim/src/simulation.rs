@@ -260,6 +260,8 @@ impl Simulation {
         let mut cycles = 0u64;
         loop {
             self.deliver_due_events();
+            // Upstream retries pods unschedulable for over five minutes (checked every 30 s).
+            self.queue.flush_unschedulable_leftover(self.clock);
             if self.options.sequential && self.current.is_none() {
                 self.submit_next_sequential();
             }

@@ -211,3 +211,26 @@ fn bound_cluster_pods_are_loaded_and_pending_ones_scheduled() {
         "the pending pod fits once the bound one is deleted"
     );
 }
+
+#[test]
+fn pods_unschedulable_for_five_minutes_are_retried_even_without_a_helpful_event() {
+    // The only event (a pod added elsewhere) cannot help a pod rejected for cpu, but it
+    // comes ten minutes later: the five-minute flush retries the pod then.
+    let text = r#"
+nodeGroups:
+- {name: pool, count: 1, allocatable: {cpu: "1", memory: 8Gi, pods: "110"}}
+workloads:
+- name: big
+  count: 1
+  template: {spec: {containers: [{name: c, resources: {requests: {cpu: "2"}}}]}}
+- name: small
+  count: 1
+  arrival: {start: 10m}
+  template: {spec: {containers: [{name: c, resources: {requests: {cpu: 100m}}}]}}
+"#;
+    let (summary, _) = simulate(text, SimOptions::default());
+    assert_eq!(
+        summary.attempts, 3,
+        "big tried at 0 s and again after the flush; small once: {summary:?}"
+    );
+}
