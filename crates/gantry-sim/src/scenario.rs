@@ -112,6 +112,9 @@ struct Arrival {
     /// Pods per unit of time (`100/s`, `30/m`); absent: all at `start`.
     #[serde(default)]
     rate: Option<String>,
+    /// Explicit arrival times, one per pod (instead of `start` and `rate`).
+    #[serde(default)]
+    times: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,13 +227,35 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 Some(r) => parse_rate(r).map_err(|m| err(format!("{field}.rate"), m))?,
                 None => Duration::ZERO,
             };
+            let times = match &workload.arrival.times {
+                None => None,
+                Some(_) if workload.arrival.start.is_some() || workload.arrival.rate.is_some() => {
+                    return Err(err(
+                        format!("{field}.times"),
+                        "cannot be combined with start or rate".into(),
+                    ));
+                }
+                Some(times) if times.len() != workload.count => {
+                    return Err(err(
+                        format!("{field}.times"),
+                        format!("lists {} times for {} pods", times.len(), workload.count),
+                    ));
+                }
+                Some(times) => Some(
+                    times
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            parse_duration(t).map_err(|m| err(format!("{field}.times[{i}]"), m))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+            };
             for i in 0..workload.count {
                 let pod = self.pod(w, workload, i, &cluster)?;
                 workload_pods[w].push(pod.key());
-                events.push((
-                    start + interval * i as u32,
-                    SimEvent::CreatePod(Arc::new(pod)),
-                ));
+                let at = times.as_ref().map_or(start + interval * i as u32, |t| t[i]);
+                events.push((at, SimEvent::CreatePod(Arc::new(pod))));
             }
             workload_next[w] = workload.count;
         }
@@ -595,6 +620,14 @@ events:
                 "events[0].at",
             ),
             (
+                "workloads: [{name: w, count: 2, arrival: {times: [1s]}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival.times",
+            ),
+            (
+                "workloads: [{name: w, count: 1, arrival: {times: [later]}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival.times[0]",
+            ),
+            (
                 "events: [{at: 1s, addNodes: {group: missing, count: 1}}]",
                 "events[0].addNodes.group",
             ),
@@ -608,6 +641,17 @@ events:
                 "{text}: got {e}"
             );
         }
+    }
+
+    #[test]
+    fn explicit_arrival_times() {
+        let s = Scenario::parse(
+            "workloads: [{name: w, count: 2, arrival: {times: [5s, 1m]}, template: {spec: {containers: []}}}]",
+            "t.yaml",
+        )
+        .unwrap();
+        let times: Vec<Duration> = s.events.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [Duration::from_secs(5), Duration::from_secs(60)]);
     }
 
     #[test]
