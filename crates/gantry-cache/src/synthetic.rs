@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use gantry_api::{Node, Pod, Resources, Sym};
+use gantry_api::{Node, Pod, Resources};
 
 use crate::{Cache, Snapshot};
 
@@ -105,9 +105,4 @@ pub fn measure_snapshot(
 fn median(values: &mut [u64]) -> u64 {
     values.sort_unstable();
     values[values.len() / 2]
-}
-
-/// Interned name of the n-th synthetic node.
-pub fn node_name(n: usize) -> Sym {
-    Sym::new(&format!("node-{n}"))
 }

@@ -74,14 +74,6 @@ impl ApiObjects {
         }
     }
 
-    pub fn set_namespace(&mut self, namespace: Namespace) {
-        self.namespaces.insert(namespace.name, namespace.labels);
-    }
-
-    pub fn add_service(&mut self, service: Service) {
-        self.services.push(service);
-    }
-
     /// Replaces the storage objects (later objects of the same name win).
     pub fn set_storage(
         &mut self,

@@ -43,19 +43,6 @@ impl FitError {
         plugins.dedup();
         plugins
     }
-
-    /// `(plugin, reason) -> count`, for reports.
-    pub fn plugin_reason_counts(&self) -> BTreeMap<(&'static str, String), usize> {
-        let mut counts = BTreeMap::new();
-        for (_, status) in &self.node_statuses {
-            for reason in status.reasons() {
-                *counts
-                    .entry((status.plugin(), reason.to_string()))
-                    .or_default() += 1;
-            }
-        }
-        counts
-    }
 }
 
 impl fmt::Display for FitError {

@@ -121,14 +121,6 @@ impl Scheduler {
         }
     }
 
-    pub fn cache(&self) -> &Arc<Cache> {
-        &self.cache
-    }
-
-    pub fn objects_mut(&mut self) -> &mut ApiObjects {
-        &mut self.objects
-    }
-
     /// The profile that schedules this pod, if any.
     pub fn profile_for(&self, pod: &Pod) -> Option<&Profile> {
         self.profiles

@@ -11,7 +11,7 @@ use gantry_framework::{
     ApiObjects, CycleState, PermitPlugin, Plugin, PostBindPlugin, PreBindPlugin, Profile,
     ReservePlugin, Status,
 };
-use gantry_scheduler::metrics::AttemptResult;
+use gantry_scheduler::metrics::{AttemptResult, ExtensionPoint};
 use gantry_scheduler::{Attempt, Binder, Scheduler};
 
 fn cluster(nodes: &[(&str, i64)]) -> Arc<Cache> {

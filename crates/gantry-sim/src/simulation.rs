@@ -573,10 +573,6 @@ impl Simulation {
         &self.placements
     }
 
-    pub fn cache(&self) -> &Arc<Cache> {
-        &self.cache
-    }
-
     fn summary(&mut self, wall_s: f64) -> Summary {
         self.latencies_us.sort_unstable();
         let at = |q: f64| {
