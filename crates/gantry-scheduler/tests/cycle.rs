@@ -245,6 +245,16 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
             .render_prometheus()
             .contains("scheduler_schedule_attempts_total")
     );
+    let filter = scheduler.metrics.extension_point(ExtensionPoint::Filter);
+    assert_eq!(filter.count(), 2, "two cycles ran Filter");
+    assert!(filter.sum_seconds() > 0.0);
+    assert_eq!(
+        scheduler
+            .metrics
+            .extension_point(ExtensionPoint::Bind)
+            .count(),
+        2
+    );
 }
 
 #[test]
