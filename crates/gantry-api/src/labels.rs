@@ -21,6 +21,7 @@ impl Labels {
         Labels::new(pairs.into_iter().map(|(k, v)| (Sym::new(k), Sym::new(v))))
     }
 
+    #[inline]
     pub fn get(&self, key: Sym) -> Option<Sym> {
         self.0
             .binary_search_by_key(&key, |e| e.0)

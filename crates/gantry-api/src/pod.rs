@@ -275,12 +275,14 @@ impl Pod {
     }
 
     /// The effective request: what the node must have free for this pod.
+    #[inline]
     pub fn requests(&self) -> &Resources {
         &self.requests
     }
 
     /// The effective request with absent cpu/memory defaulted to 100m/200Mi per container,
     /// which the scoring plugins use so that pods without requests still spread.
+    #[inline]
     pub fn non_zero_requests(&self) -> &Resources {
         &self.non_zero_requests
     }

@@ -68,6 +68,7 @@ impl Resources {
         }
     }
 
+    #[inline]
     pub fn get(&self, name: ResourceName) -> i64 {
         match name {
             ResourceName::Cpu => self.milli_cpu,
@@ -88,6 +89,7 @@ impl Resources {
         }
     }
 
+    #[inline]
     pub fn scalar(&self, name: Sym) -> i64 {
         match self.scalar.binary_search_by_key(&name, |e| e.0) {
             Ok(i) => self.scalar[i].1,

@@ -60,11 +60,13 @@ impl NodeInfo {
     }
 
     /// The node object; `None` for a ghost (deleted while pods remained on it).
+    #[inline]
     pub fn node(&self) -> Option<&Arc<Node>> {
         self.node.as_ref()
     }
 
     /// The node's name. Only called on NodeInfos in a snapshot, which always have a node.
+    #[inline]
     pub fn name(&self) -> Sym {
         match &self.node {
             Some(node) => node.name,
@@ -75,6 +77,7 @@ impl NodeInfo {
         }
     }
 
+    #[inline]
     pub fn pods(&self) -> &[Arc<Pod>] {
         &self.pods
     }
@@ -87,23 +90,30 @@ impl NodeInfo {
         &self.pods_with_required_anti_affinity
     }
 
+    #[inline]
     pub fn used_ports(&self) -> &[HostPort] {
         &self.used_ports
     }
 
     /// Sum of the effective requests of the pods on the node.
+    #[inline]
     pub fn requested(&self) -> &Resources {
         &self.requested
     }
 
     /// Sum of the pods' requests with cpu/memory defaulted (what scoring uses).
+    #[inline]
     pub fn non_zero_requested(&self) -> &Resources {
         &self.non_zero_requested
     }
 
+    #[inline]
     pub fn allocatable(&self) -> &Resources {
         static NONE: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::default);
-        self.node.as_ref().map_or(&NONE, |n| &n.allocatable)
+        match &self.node {
+            Some(node) => &node.allocatable,
+            None => &NONE,
+        }
     }
 
     pub fn pvc_ref_counts(&self) -> impl Iterator<Item = (PvcKey, u32)> + '_ {
