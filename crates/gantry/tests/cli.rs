@@ -135,7 +135,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         err.contains("Node n1") && err.contains("status.allocatable.cpu"),
         "{err}"
     );
-    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
 
     let scenario = dir.path().join("s.yaml");
     std::fs::write(&scenario, "workloads: [{name: w, count: 1, arrival: {rate: often}, template: {spec: {containers: []}}}]\n").unwrap();
@@ -151,6 +155,63 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("does/not/exist.yaml"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_config_changes_placements_and_a_bad_one_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "nodeGroups: [{name: pool, count: 10, allocatable: {cpu: '2', memory: 8Gi, pods: '110'}}]\nworkloads: [{name: w, count: 20, template: {spec: {containers: [{name: c, resources: {requests: {cpu: 300m, memory: 256Mi}}}]}}}]\n",
+    )
+    .unwrap();
+    let most = dir.path().join("most.yaml");
+    std::fs::write(
+        &most,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n",
+    )
+    .unwrap();
+    let nodes_used = |config: Option<&Path>| {
+        let placements = dir.path().join("p.jsonl");
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--json",
+            "--placements",
+            placements.to_str().unwrap(),
+        ];
+        if let Some(c) = config {
+            args.extend(["--config", c.to_str().unwrap()]);
+        }
+        let out = gantry(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(placements).unwrap();
+        let mut nodes: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["node"].to_string())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes.len()
+    };
+    assert_eq!(nodes_used(None), 10, "LeastAllocated spreads");
+    assert_eq!(
+        nodes_used(Some(&most)),
+        4,
+        "MostAllocated packs 6 pods a node"
+    );
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Foo}}\n").unwrap();
+    let out = gantry(&["simulate", "--config", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("profiles[0].pluginConfig[0].args.scoringStrategy.type"),
         "{}",
         stderr(&out)
     );
