@@ -28,7 +28,8 @@ use crate::storage::{
     PersistentVolumeClaim, StorageClass, VolumeBindingMode,
 };
 use crate::{
-    ContainerImage, Labels, Node, Quantity, ResourceName, Resources, Sym, Taint, TaintEffect,
+    ContainerImage, Labels, Node, PodDisruptionBudget, Quantity, ResourceName, Resources, Sym,
+    Taint, TaintEffect,
 };
 
 /// A problem with one field of one object.
@@ -90,6 +91,7 @@ pub struct ClusterObjects {
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub storage_classes: Vec<StorageClass>,
     pub csi_nodes: Vec<CsiNode>,
+    pub pdbs: Vec<PodDisruptionBudget>,
     /// Objects of kinds the scheduler does not read, as `Kind namespace/name`.
     pub ignored: Vec<String>,
     /// Pods (indices into `pods`) that name a priority class but carry no resolved priority.
@@ -220,6 +222,7 @@ impl ClusterObjects {
                 let csi_node: storage_v1::CSINode = typed(value, &object)?;
                 self.csi_nodes.push(convert_csi_node(&csi_node, &object)?);
             }
+            "PodDisruptionBudget" => self.pdbs.push(crate::policy::decode(value, &object)?),
             _ => self.ignored.push(object),
         }
         Ok(())
@@ -239,6 +242,7 @@ impl ClusterObjects {
         self.pvcs.extend(other.pvcs);
         self.storage_classes.extend(other.storage_classes);
         self.csi_nodes.extend(other.csi_nodes);
+        self.pdbs.extend(other.pdbs);
         self.ignored.extend(other.ignored);
     }
 
@@ -309,7 +313,10 @@ fn quantities_to_strings(value: &mut Value) {
     }
 }
 
-fn typed<T: serde::de::DeserializeOwned>(value: Value, object: &str) -> Result<T, ObjectError> {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
+    value: Value,
+    object: &str,
+) -> Result<T, ObjectError> {
     serde_path_to_error::deserialize(value).map_err(|e| ObjectError {
         object: object.to_string(),
         field: e.path().to_string(),
@@ -325,7 +332,7 @@ fn field_error(object: &str, field: impl Into<String>, message: impl Into<String
     }
 }
 
-fn required_name(meta: &meta::ObjectMeta, object: &str) -> Result<String, ObjectError> {
+pub(crate) fn required_name(meta: &meta::ObjectMeta, object: &str) -> Result<String, ObjectError> {
     match meta.name.as_deref() {
         Some(name) if !name.is_empty() => Ok(name.to_string()),
         _ => Err(field_error(object, "metadata.name", "required")),
@@ -565,10 +572,40 @@ fn convert_pod(pod: &k8s::Pod, object: &str) -> Result<(Pod, bool), ObjectError>
                 .as_ref()
                 .and_then(|c| c.read_only)
                 .unwrap_or(false),
+            disk: disk(v),
         })
         .collect();
     out.update_requests();
     Ok((out, priority_resolved))
+}
+
+/// The in-tree disk a volume names, if any (the sources VolumeRestrictions checks).
+fn disk(v: &k8s::Volume) -> Option<Disk> {
+    let read_only = |r: Option<bool>| r.unwrap_or(false);
+    if let Some(d) = &v.gce_persistent_disk {
+        return Some(Disk::GcePersistentDisk {
+            pd_name: Arc::from(d.pd_name.as_str()),
+            read_only: read_only(d.read_only),
+        });
+    }
+    if let Some(d) = &v.aws_elastic_block_store {
+        return Some(Disk::AwsElasticBlockStore {
+            volume_id: Arc::from(d.volume_id.as_str()),
+        });
+    }
+    if let Some(d) = &v.iscsi {
+        return Some(Disk::Iscsi {
+            iqn: Arc::from(d.iqn.as_str()),
+            read_only: read_only(d.read_only),
+        });
+    }
+    v.rbd.as_ref().map(|d| Disk::Rbd {
+        monitors: d.monitors.iter().map(|m| Arc::from(m.as_str())).collect(),
+        // The API server defaults the pool to "rbd".
+        pool: Arc::from(d.pool.as_deref().filter(|p| !p.is_empty()).unwrap_or("rbd")),
+        image: Arc::from(d.image.as_str()),
+        read_only: read_only(d.read_only),
+    })
 }
 
 fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container, ObjectError> {
@@ -685,7 +722,7 @@ fn values(v: Option<&Vec<String>>) -> SmallVec<[Sym; 2]> {
     v.into_iter().flatten().map(|s| Sym::new(s)).collect()
 }
 
-fn label_selector(
+pub(crate) fn label_selector(
     sel: &meta::LabelSelector,
     object: &str,
     field: &str,

@@ -7,6 +7,7 @@ mod intern;
 pub mod labels;
 mod node;
 mod pod;
+pub mod policy;
 pub mod quantity;
 pub mod resources;
 pub mod storage;
@@ -15,6 +16,7 @@ pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
 pub use node::{ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
+pub use policy::PodDisruptionBudget;
 pub use quantity::Quantity;
 pub use resources::{ResourceName, Resources};
 pub use storage::{

@@ -198,6 +198,94 @@ pub struct Volume {
     /// `persistentVolumeClaim.claimName`, when the volume is a claim.
     pub claim_name: Option<Arc<str>>,
     pub read_only: bool,
+    /// An in-tree disk that two pods on one node may not both mount (VolumeRestrictions).
+    pub disk: Option<Disk>,
+}
+
+impl Volume {
+    /// A volume that mounts the named claim.
+    pub fn claim(name: &str, claim: &str) -> Volume {
+        Volume {
+            name: Arc::from(name),
+            claim_name: Some(Arc::from(claim)),
+            read_only: false,
+            disk: None,
+        }
+    }
+}
+
+/// The in-tree volume sources that name a disk directly; upstream's `isVolumeConflict`
+/// forbids two pods on one node from mounting the same one (read-only mounts aside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disk {
+    GcePersistentDisk {
+        pd_name: Arc<str>,
+        read_only: bool,
+    },
+    AwsElasticBlockStore {
+        volume_id: Arc<str>,
+    },
+    Iscsi {
+        iqn: Arc<str>,
+        read_only: bool,
+    },
+    Rbd {
+        monitors: Box<[Arc<str>]>,
+        pool: Arc<str>,
+        image: Arc<str>,
+        read_only: bool,
+    },
+}
+
+impl Disk {
+    /// Upstream's `isVolumeConflict` for two disks: the same GCE disk unless both mounts
+    /// are read-only; the same EBS volume always; the same iSCSI IQN unless both are
+    /// read-only; the same RBD image (a shared monitor, same pool and image) unless both
+    /// are read-only.
+    pub fn conflicts(&self, other: &Disk) -> bool {
+        match (self, other) {
+            (
+                Disk::GcePersistentDisk { pd_name, read_only },
+                Disk::GcePersistentDisk {
+                    pd_name: other_name,
+                    read_only: other_read_only,
+                },
+            ) => pd_name == other_name && !(*read_only && *other_read_only),
+            (
+                Disk::AwsElasticBlockStore { volume_id },
+                Disk::AwsElasticBlockStore {
+                    volume_id: other_id,
+                },
+            ) => volume_id == other_id,
+            (
+                Disk::Iscsi { iqn, read_only },
+                Disk::Iscsi {
+                    iqn: other_iqn,
+                    read_only: other_read_only,
+                },
+            ) => iqn == other_iqn && !(*read_only && *other_read_only),
+            (
+                Disk::Rbd {
+                    monitors,
+                    pool,
+                    image,
+                    read_only,
+                },
+                Disk::Rbd {
+                    monitors: other_monitors,
+                    pool: other_pool,
+                    image: other_image,
+                    read_only: other_read_only,
+                },
+            ) => {
+                monitors.iter().any(|m| other_monitors.contains(m))
+                    && pool == other_pool
+                    && image == other_image
+                    && !(*read_only && *other_read_only)
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,20 +294,36 @@ pub enum PreemptionPolicy {
     Never,
 }
 
-/// A pod. Shared as `Arc<Pod>` everywhere, never deep-copied on the scheduling path.
+/// A pod: its identity and where it is, plus the parts that pods of one template share
+/// (labels, annotations, spec) behind an `Arc`. Shared as `Arc<Pod>` everywhere; a copy
+/// (to record the node a pod was assumed on) copies a few pointers, never the spec.
+///
+/// The template's fields read and write through the pod (`pod.labels`, `pod.containers`):
+/// writing to a pod whose template is shared gives it a template of its own first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
     pub namespace: Sym,
     pub name: Arc<str>,
     pub uid: Arc<str>,
+    pub node_name: Option<Sym>,
+    pub nominated_node_name: Option<Sym>,
+    /// Set when the pod has a deletion timestamp.
+    pub terminating: bool,
+    /// `status.startTime` in seconds since the epoch (preemption prefers younger victims).
+    pub start_time: Option<i64>,
+    template: Arc<PodTemplate>,
+}
+
+/// What pods created from one template have in common: labels, annotations and the spec,
+/// with the effective resource requests computed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTemplate {
     pub labels: Labels,
     pub annotations: Arc<[(Arc<str>, Arc<str>)]>,
     pub priority: i32,
     pub priority_class_name: Option<Sym>,
     pub preemption_policy: PreemptionPolicy,
     pub scheduler_name: Sym,
-    pub node_name: Option<Sym>,
-    pub nominated_node_name: Option<Sym>,
     pub node_selector: Labels,
     pub scheduling_gates: Vec<Arc<str>>,
     pub tolerations: Vec<Toleration>,
@@ -230,12 +334,24 @@ pub struct Pod {
     /// RuntimeClass overhead (boxed: rare, and pods are many).
     pub overhead: Option<Box<Resources>>,
     pub volumes: Vec<Volume>,
-    /// Set when the pod has a deletion timestamp.
-    pub terminating: bool,
-    /// `status.startTime` in seconds since the epoch (preemption prefers younger victims).
-    pub start_time: Option<i64>,
     requests: Resources,
     non_zero_requests: Resources,
+}
+
+impl std::ops::Deref for Pod {
+    type Target = PodTemplate;
+
+    #[inline]
+    fn deref(&self) -> &PodTemplate {
+        &self.template
+    }
+}
+
+impl std::ops::DerefMut for Pod {
+    /// Copy-on-write: a template shared with other pods is copied before it changes.
+    fn deref_mut(&mut self) -> &mut PodTemplate {
+        Arc::make_mut(&mut self.template)
+    }
 }
 
 impl Pod {
@@ -245,27 +361,29 @@ impl Pod {
             namespace: Sym::new(namespace),
             name: Arc::from(name),
             uid: Arc::from(format!("{namespace}/{name}")),
-            labels: Labels::default(),
-            annotations: Arc::from([]),
-            priority: 0,
-            priority_class_name: None,
-            preemption_policy: PreemptionPolicy::PreemptLowerPriority,
-            scheduler_name: Sym::new(DEFAULT_SCHEDULER_NAME),
             node_name: None,
             nominated_node_name: None,
-            node_selector: Labels::default(),
-            scheduling_gates: Vec::new(),
-            tolerations: Vec::new(),
-            affinity: Affinity::default(),
-            topology_spread_constraints: Vec::new(),
-            containers: Vec::new(),
-            init_containers: Vec::new(),
-            overhead: None,
-            volumes: Vec::new(),
             terminating: false,
             start_time: None,
-            requests: Resources::default(),
-            non_zero_requests: Resources::default(),
+            template: Arc::new(PodTemplate {
+                labels: Labels::default(),
+                annotations: Arc::from([]),
+                priority: 0,
+                priority_class_name: None,
+                preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+                scheduler_name: Sym::new(DEFAULT_SCHEDULER_NAME),
+                node_selector: Labels::default(),
+                scheduling_gates: Vec::new(),
+                tolerations: Vec::new(),
+                affinity: Affinity::default(),
+                topology_spread_constraints: Vec::new(),
+                containers: Vec::new(),
+                init_containers: Vec::new(),
+                overhead: None,
+                volumes: Vec::new(),
+                requests: Resources::default(),
+                non_zero_requests: Resources::default(),
+            }),
         }
     }
 
@@ -274,36 +392,19 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// The effective request: what the node must have free for this pod.
-    #[inline]
-    pub fn requests(&self) -> &Resources {
-        &self.requests
+    /// The same pod on `node` (as the binding subresource records it): a copy of the
+    /// pod's identity, sharing its template.
+    pub fn bound_to(&self, node: Sym) -> Pod {
+        Pod {
+            node_name: Some(node),
+            nominated_node_name: None,
+            ..self.clone()
+        }
     }
 
-    /// The effective request with absent cpu/memory defaulted to 100m/200Mi per container,
-    /// which the scoring plugins use so that pods without requests still spread.
-    #[inline]
-    pub fn non_zero_requests(&self) -> &Resources {
-        &self.non_zero_requests
-    }
-
-    pub fn has_affinity(&self) -> bool {
-        !self.affinity.pod_affinity.is_empty() || !self.affinity.pod_anti_affinity.is_empty()
-    }
-
-    pub fn has_required_anti_affinity(&self) -> bool {
-        !self.affinity.pod_anti_affinity.required.is_empty()
-    }
-
-    pub fn host_ports(&self) -> impl Iterator<Item = &HostPort> {
-        self.containers.iter().flat_map(|c| c.host_ports.iter())
-    }
-
-    /// Recomputes the effective requests from the containers and overhead. Call after
-    /// changing containers; the decoder and builders do.
-    pub fn update_requests(&mut self) {
-        self.requests = aggregate(self, |c| c.requests.clone());
-        self.non_zero_requests = aggregate(self, Container::non_zero_requests);
+    /// Whether the two pods share one template (nothing of it was copied).
+    pub fn shares_template(&self, other: &Pod) -> bool {
+        Arc::ptr_eq(&self.template, &other.template)
     }
 
     pub fn with_container(mut self, container: Container) -> Pod {
@@ -344,9 +445,43 @@ impl Pod {
     }
 }
 
+impl PodTemplate {
+    /// The effective request: what the node must have free for this pod.
+    #[inline]
+    pub fn requests(&self) -> &Resources {
+        &self.requests
+    }
+
+    /// The effective request with absent cpu/memory defaulted to 100m/200Mi per container,
+    /// which the scoring plugins use so that pods without requests still spread.
+    #[inline]
+    pub fn non_zero_requests(&self) -> &Resources {
+        &self.non_zero_requests
+    }
+
+    pub fn has_affinity(&self) -> bool {
+        !self.affinity.pod_affinity.is_empty() || !self.affinity.pod_anti_affinity.is_empty()
+    }
+
+    pub fn has_required_anti_affinity(&self) -> bool {
+        !self.affinity.pod_anti_affinity.required.is_empty()
+    }
+
+    pub fn host_ports(&self) -> impl Iterator<Item = &HostPort> {
+        self.containers.iter().flat_map(|c| c.host_ports.iter())
+    }
+
+    /// Recomputes the effective requests from the containers and overhead. Call after
+    /// changing containers; the decoder and builders do.
+    pub fn update_requests(&mut self) {
+        self.requests = aggregate(self, |c| c.requests.clone());
+        self.non_zero_requests = aggregate(self, Container::non_zero_requests);
+    }
+}
+
 /// Upstream's `PodRequests`: the sum over regular containers and sidecars, at least the
 /// largest init container's request (counting the sidecars started before it), plus overhead.
-fn aggregate(pod: &Pod, request: impl Fn(&Container) -> Resources) -> Resources {
+fn aggregate(pod: &PodTemplate, request: impl Fn(&Container) -> Resources) -> Resources {
     let mut total = Resources::default();
     for c in &pod.containers {
         total.add(&request(c));
@@ -437,6 +572,69 @@ mod tests {
             pod.non_zero_requests(),
             &Resources::new(DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST + 300)
         );
+    }
+
+    #[test]
+    fn a_copy_shares_the_template_and_a_write_copies_it() {
+        let pod = Pod::new("ns", "p")
+            .with_labels([("app", "web")])
+            .with_requests(100, 10);
+        let bound = pod.bound_to(Sym::new("n1"));
+        assert!(
+            bound.shares_template(&pod),
+            "recording the node copies no spec"
+        );
+        assert_eq!(bound.node_name, Some(Sym::new("n1")));
+        assert_eq!(pod.node_name, None);
+        let mut edited = bound.clone();
+        edited.priority = 7;
+        assert!(
+            !edited.shares_template(&pod),
+            "a write gets a template of its own"
+        );
+        assert_eq!((pod.priority, bound.priority, edited.priority), (0, 0, 7));
+        assert_eq!(edited.requests(), pod.requests());
+    }
+
+    #[test]
+    fn disks_conflict_as_upstream_is_volume_conflict_says() {
+        let gce = |name: &str, read_only| Disk::GcePersistentDisk {
+            pd_name: Arc::from(name),
+            read_only,
+        };
+        assert!(gce("foo", false).conflicts(&gce("foo", false)));
+        assert!(gce("foo", true).conflicts(&gce("foo", false)));
+        assert!(
+            !gce("foo", true).conflicts(&gce("foo", true)),
+            "all read-only"
+        );
+        assert!(!gce("foo", false).conflicts(&gce("bar", false)));
+        let ebs = |id: &str| Disk::AwsElasticBlockStore {
+            volume_id: Arc::from(id),
+        };
+        assert!(ebs("foo").conflicts(&ebs("foo")));
+        assert!(!ebs("foo").conflicts(&ebs("bar")));
+        assert!(!ebs("foo").conflicts(&gce("foo", false)), "different kinds");
+        let iscsi = |iqn: &str, read_only| Disk::Iscsi {
+            iqn: Arc::from(iqn),
+            read_only,
+        };
+        let target = "iqn.2016-12.server:storage.target01";
+        assert!(iscsi(target, false).conflicts(&iscsi(target, true)));
+        assert!(!iscsi(target, true).conflicts(&iscsi(target, true)));
+        assert!(
+            !iscsi(target, false).conflicts(&iscsi("iqn.2016-12.server:storage.target02", false))
+        );
+        let rbd = |monitors: &[&str], image: &str, read_only| Disk::Rbd {
+            monitors: monitors.iter().map(|m| Arc::from(*m)).collect(),
+            pool: Arc::from("foo"),
+            image: Arc::from(image),
+            read_only,
+        };
+        assert!(rbd(&["a", "b"], "bar", false).conflicts(&rbd(&["b", "c"], "bar", false)));
+        assert!(!rbd(&["a", "b"], "bar", false).conflicts(&rbd(&["c", "d"], "bar", false)));
+        assert!(!rbd(&["a"], "bar", false).conflicts(&rbd(&["a"], "baz", false)));
+        assert!(!rbd(&["a"], "bar", true).conflicts(&rbd(&["a"], "bar", true)));
     }
 
     #[test]

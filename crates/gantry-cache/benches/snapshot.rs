@@ -14,7 +14,7 @@ fn incremental(c: &mut Criterion) {
     for nodes in [5_000, 20_000] {
         let cache = cluster(nodes, 30);
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         let changes: &[usize] = if nodes == 5_000 {
             &[0, 2, 100, 5_000]
         } else {

@@ -11,7 +11,7 @@ use thiserror::Error;
 
 use crate::node_info::{ImageState, NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
-use crate::snapshot::{Snapshot, SnapshotUpdate};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotUpdate};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CacheError {
@@ -328,8 +328,13 @@ impl Cache {
         self.state.lock().pods.len()
     }
 
-    /// Copies into `snapshot` only the nodes that changed since it was last updated.
-    pub fn update_snapshot(&self, snapshot: &mut Snapshot) -> SnapshotUpdate {
+    /// Copies into `snapshot` only the nodes that changed since it was last updated. When
+    /// the result disagrees with the cache, the snapshot is rebuilt from scratch and the
+    /// error says so: the cycle that asked fails, the next one sees a correct snapshot.
+    pub fn update_snapshot(
+        &self,
+        snapshot: &mut Snapshot,
+    ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut s = self.state.lock();
         let s = &mut *s;
         let mut changed = Vec::new();
@@ -376,6 +381,23 @@ impl Cache {
         s.pvc_delta.clear();
         s.pvc_consumer = Some(snapshot.id());
         update
+    }
+
+    /// Test hook: takes the node out of the recency list, as a bug that lost its update
+    /// would, so that the next snapshot misses it and the consistency check must catch it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn lose_node_from_recency_list(&self, name: Sym) {
+        let mut s = self.state.lock();
+        let index = s.by_name[&name];
+        s.unlink(index);
+    }
+
+    /// Test hook: records claim references the nodes do not hold, as a bug in the delta
+    /// bookkeeping would, so that the next snapshot's claim counts cannot add up.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn corrupt_claim_delta(&self, namespace: Sym, claim: Sym, change: i64) {
+        let mut s = self.state.lock();
+        *s.pvc_delta.entry(PvcKey { namespace, claim }).or_default() += change;
     }
 
     /// A snapshot built from nothing: every node cloned. The reference that incremental

@@ -17,4 +17,4 @@ pub use cluster_state::ClusterState;
 pub use label_index::PodLabelIndex;
 pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};
 pub use node_tree::{NodeTree, zone_key};
-pub use snapshot::{Snapshot, SnapshotUpdate};
+pub use snapshot::{Snapshot, SnapshotError, SnapshotUpdate};

@@ -303,11 +303,8 @@ mod tests {
         let mut info = NodeInfo::new(node());
         let with_claim = |name: &str| {
             let mut pod = Pod::new("ns", name);
-            pod.volumes.push(gantry_api::Volume {
-                name: Arc::from("data"),
-                claim_name: Some(Arc::from("claim-1")),
-                read_only: false,
-            });
+            pod.volumes
+                .push(gantry_api::Volume::claim("data", "claim-1"));
             Arc::new(pod)
         };
         info.add_pod(with_claim("a"));

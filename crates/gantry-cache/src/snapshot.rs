@@ -22,8 +22,21 @@ pub struct SnapshotUpdate {
     pub cloned: usize,
     /// The node list and affinity sub-lists were rebuilt.
     pub lists_rebuilt: bool,
-    /// A consistency check failed and everything was rebuilt.
-    pub full_rebuild: bool,
+    /// The claim counts did not add up and were recounted from the nodes.
+    pub claims_recounted: bool,
+}
+
+/// The snapshot disagreed with the cache after an update (upstream's "snapshot state is
+/// not consistent"). It was rebuilt from scratch, so the next cycle sees the truth; this
+/// cycle fails, as upstream's does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "snapshot state is not consistent, length of NodeInfoList={listed} not equal to length of nodes in tree={in_tree}, length of NodeInfoMap={mapped}; rebuilt from scratch"
+)]
+pub struct SnapshotError {
+    pub listed: usize,
+    pub in_tree: usize,
+    pub mapped: usize,
 }
 
 /// NodeInfos live in stable slots: an update overwrites a slot in place (reusing its
@@ -109,7 +122,10 @@ impl Snapshot {
         self.rebuild_lists(tree);
     }
 
-    /// Applies the changed NodeInfos (newest first) from the cache.
+    /// Applies the changed NodeInfos (newest first) from the cache. Two checks guard the
+    /// shortcuts, as upstream's `UpdateSnapshot`: claim counts that would go negative are
+    /// recounted from every node (with the lists), and a node list that disagrees with the
+    /// cache's node tree rebuilds everything and fails the update.
     pub(crate) fn apply<'a, I: Iterator<Item = &'a NodeInfo>>(
         &mut self,
         changed: Vec<&NodeInfo>,
@@ -118,7 +134,7 @@ impl Snapshot {
         tree_version: u64,
         pvc_delta: Option<&Map<PvcKey, i64>>,
         all_nodes: impl Fn() -> I,
-    ) -> SnapshotUpdate {
+    ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut update = SnapshotUpdate::default();
         let mut relist = self.tree_version != Some(tree_version);
         for info in changed {
@@ -165,17 +181,14 @@ impl Snapshot {
             relist = true;
         }
         self.generation = self.generation.max(head_generation);
-        let pvcs_consistent = match pvc_delta {
-            Some(delta) => self.apply_pvc_delta(delta),
-            None => false,
-        };
-        if !pvcs_consistent {
-            self.used_pvcs.clear();
-            for info in all_nodes() {
-                for (key, count) in info.pvc_ref_counts() {
-                    *self.used_pvcs.entry(key).or_default() += i64::from(count);
-                }
+        let claims_add_up = pvc_delta.is_some_and(|delta| self.apply_pvc_delta(delta));
+        if !claims_add_up {
+            if pvc_delta.is_some() {
+                tracing::error!("claim counts went negative; rebuilding the node snapshot lists");
+                update.claims_recounted = true;
+                relist = true;
             }
+            self.recount_claims(all_nodes());
         }
         if relist {
             self.rebuild_lists(tree);
@@ -183,30 +196,37 @@ impl Snapshot {
             update.lists_rebuilt = true;
         }
         if self.list.len() != tree.len() || self.by_name.len() != tree.len() {
-            tracing::error!(
-                snapshot_nodes = self.list.len(),
-                cache_nodes = tree.len(),
-                "snapshot state is inconsistent with the cache; rebuilding it from scratch"
-            );
+            let error = SnapshotError {
+                listed: self.list.len(),
+                in_tree: tree.len(),
+                mapped: self.by_name.len(),
+            };
+            tracing::error!(%error, "rebuilding the snapshot from scratch");
             self.fill_from(all_nodes(), tree);
             self.tree_version = Some(tree_version);
-            update = SnapshotUpdate {
-                cloned: self.slots.len(),
-                lists_rebuilt: true,
-                full_rebuild: true,
-            };
+            return Err(error);
         }
-        update
+        Ok(update)
+    }
+
+    /// Counts every node's claim references afresh.
+    fn recount_claims<'a>(&mut self, nodes: impl Iterator<Item = &'a NodeInfo>) {
+        self.used_pvcs.clear();
+        for info in nodes {
+            for (key, count) in info.pvc_ref_counts() {
+                *self.used_pvcs.entry(key).or_default() += i64::from(count);
+            }
+        }
     }
 
     /// Applies claim reference changes; false if a count would go negative (the delta
-    /// does not belong to this snapshot's state), in which case the caller rebuilds.
+    /// does not belong to this snapshot's state), in which case the caller recounts.
     fn apply_pvc_delta(&mut self, delta: &Map<PvcKey, i64>) -> bool {
         for (key, change) in delta {
             let count = self.used_pvcs.entry(*key).or_default();
             *count += change;
             if *count < 0 {
-                tracing::warn!(?key, "claim count went negative; rebuilding the claim set");
+                tracing::error!(?key, count = *count, "claim count went negative");
                 return false;
             }
             if *count == 0 {

@@ -78,14 +78,18 @@ pub fn measure_snapshot(
 ) -> SnapshotMeasurement {
     let cache = cluster(nodes, pods_per_node);
     let mut snapshot = Snapshot::new();
-    cache.update_snapshot(&mut snapshot);
+    let consistent = "a synthetic cluster's snapshot is consistent";
+    cache.update_snapshot(&mut snapshot).expect(consistent);
     let mut incremental = Vec::with_capacity(repetitions);
     let mut full = Vec::with_capacity(repetitions);
     let mut cloned = 0;
     for round in 0..repetitions.max(1) {
         touch_nodes(&cache, nodes, changed, round);
         let start = Instant::now();
-        cloned = cache.update_snapshot(&mut snapshot).cloned;
+        cloned = cache
+            .update_snapshot(&mut snapshot)
+            .expect(consistent)
+            .cloned;
         incremental.push(start.elapsed().as_nanos() as u64);
         let start = Instant::now();
         let rebuilt = cache.full_snapshot();

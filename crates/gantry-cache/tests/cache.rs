@@ -134,9 +134,9 @@ fn deleted_node_with_pods_is_a_ghost_until_they_go() {
     cache.add_node(node("n1", 0));
     cache.add_pod(pod("p", "n1")).unwrap();
     let mut snap = Snapshot::new();
-    cache.update_snapshot(&mut snap);
+    cache.update_snapshot(&mut snap).unwrap();
     cache.remove_node(Sym::new("n1")).unwrap();
-    cache.update_snapshot(&mut snap);
+    cache.update_snapshot(&mut snap).unwrap();
     assert_eq!(snap.num_nodes(), 0, "ghosts are not schedulable");
     assert_eq!(cache.num_nodes(), 0);
     // The pod's removal still finds it on the ghost.
@@ -144,10 +144,10 @@ fn deleted_node_with_pods_is_a_ghost_until_they_go() {
     assert_eq!(cache.num_pods(), 0);
     // A pod may arrive before its node does.
     cache.add_pod(pod("early", "n2")).unwrap();
-    cache.update_snapshot(&mut snap);
+    cache.update_snapshot(&mut snap).unwrap();
     assert_eq!(snap.num_nodes(), 0);
     cache.add_node(node("n2", 1));
-    cache.update_snapshot(&mut snap);
+    cache.update_snapshot(&mut snap).unwrap();
     assert_eq!(snap.node(Sym::new("n2")).unwrap().pods().len(), 1);
 }
 
@@ -157,12 +157,12 @@ fn recreated_node_gets_a_new_generation_and_fresh_state() {
     cache.add_node(node("n1", 0));
     cache.add_pod(pod("p", "n1")).unwrap();
     let mut snap = Snapshot::new();
-    cache.update_snapshot(&mut snap);
+    cache.update_snapshot(&mut snap).unwrap();
     let before = snap.node(Sym::new("n1")).unwrap().generation();
     cache.remove_pod(&pod("p", "n1")).unwrap();
     cache.remove_node(Sym::new("n1")).unwrap();
     cache.add_node(node("n1", 0));
-    let update = cache.update_snapshot(&mut snap);
+    let update = cache.update_snapshot(&mut snap).unwrap();
     let after = snap.node(Sym::new("n1")).unwrap();
     assert!(after.generation() > before, "generations never repeat");
     assert_eq!(after.pods().len(), 0);
@@ -177,15 +177,15 @@ fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
         cache.add_node(node(&format!("n{i}"), i % 3));
     }
     let mut snap = Snapshot::new();
-    let first = cache.update_snapshot(&mut snap);
+    let first = cache.update_snapshot(&mut snap).unwrap();
     assert_eq!(first.cloned, 10);
     assert!(first.lists_rebuilt);
-    assert_eq!(cache.update_snapshot(&mut snap).cloned, 0);
+    assert_eq!(cache.update_snapshot(&mut snap).unwrap().cloned, 0);
 
     cache.add_pod(pod("a", "n3")).unwrap();
     cache.add_pod(pod("b", "n7")).unwrap();
     cache.add_pod(pod("c", "n3")).unwrap();
-    let update = cache.update_snapshot(&mut snap);
+    let update = cache.update_snapshot(&mut snap).unwrap();
     assert_eq!(update.cloned, 2);
     assert!(
         !update.lists_rebuilt,
@@ -204,7 +204,7 @@ fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
             topology_key: Sym::new("kubernetes.io/hostname"),
         });
     cache.add_pod(Arc::new(with_affinity)).unwrap();
-    let update = cache.update_snapshot(&mut snap);
+    let update = cache.update_snapshot(&mut snap).unwrap();
     assert!(update.lists_rebuilt);
     assert_eq!(snap.with_affinity_pods().len(), 1);
     assert_eq!(
@@ -217,6 +217,64 @@ fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
 }
 
 // ---- The model-based property test ----
+
+/// The consistency check: a node whose update never reached the recency list is missing
+/// from the snapshot's list; the update rebuilds everything and fails that cycle.
+#[test]
+fn a_node_lost_from_the_recency_list_forces_a_full_rebuild_and_an_error() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 1));
+    let mut snap = Snapshot::new();
+    cache.update_snapshot(&mut snap).unwrap();
+    cache.add_node(node("n3", 2));
+    cache.add_pod(pod("p", "n3")).unwrap();
+    cache.lose_node_from_recency_list(Sym::new("n3"));
+    let error = cache.update_snapshot(&mut snap).unwrap_err();
+    assert_eq!((error.listed, error.in_tree), (2, 3));
+    assert!(
+        error
+            .to_string()
+            .starts_with("snapshot state is not consistent"),
+        "{error}"
+    );
+    assert!(
+        snap.same_state(&cache.full_snapshot()),
+        "rebuilt from scratch"
+    );
+    assert_eq!(snap.node(Sym::new("n3")).unwrap().pods().len(), 1);
+    cache
+        .update_snapshot(&mut snap)
+        .expect("the next cycle is fine again");
+}
+
+/// The claim self-check: references the nodes do not hold would drive a count negative;
+/// the claims are recounted from the nodes, and the cycle goes on.
+#[test]
+fn claim_counts_that_go_negative_are_recounted_from_the_nodes() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    let mut with_claim = Pod::new("ns", "user")
+        .with_requests(100, 1 << 20)
+        .on_node("n1");
+    with_claim.volumes.push(Volume::claim("data", "claim-0"));
+    cache.add_pod(Arc::new(with_claim)).unwrap();
+    let mut snap = Snapshot::new();
+    cache.update_snapshot(&mut snap).unwrap();
+    let (ns, claim) = (Sym::new("ns"), Sym::new("claim-0"));
+    let stray = Sym::new("stray-claim");
+    cache.corrupt_claim_delta(ns, stray, -1);
+    cache.corrupt_claim_delta(ns, claim, -1);
+    let update = cache.update_snapshot(&mut snap).unwrap();
+    assert!(update.claims_recounted && update.lists_rebuilt);
+    let key = |claim| gantry_cache::PvcKey {
+        namespace: ns,
+        claim,
+    };
+    assert!(snap.is_pvc_used(key(claim)), "the pod on n1 still uses it");
+    assert!(!snap.is_pvc_used(key(stray)));
+    assert!(snap.same_state(&cache.full_snapshot()));
+}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -261,11 +319,9 @@ fn make_pod(id: u8, node: u8, kind: u8) -> Arc<Pod> {
     match kind {
         1 => pod.affinity.pod_affinity.required.push(term),
         2 => pod.affinity.pod_anti_affinity.required.push(term),
-        3 | 4 => pod.volumes.push(Volume {
-            name: Arc::from("data"),
-            claim_name: Some(Arc::from(format!("claim-{}", kind - 3))),
-            read_only: false,
-        }),
+        3 | 4 => pod
+            .volumes
+            .push(Volume::claim("data", &format!("claim-{}", kind - 3))),
         _ => {}
     }
     Arc::new(pod)
@@ -390,10 +446,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     snap.same_state(&full),
                     "incremental snapshot differs from a full rebuild"
                 );
-                prop_assert!(
-                    !update.full_rebuild,
-                    "consistency fallback should not be needed"
-                );
+                let Ok(update) = update else {
+                    return Err(TestCaseError::fail(
+                        "consistency fallback should not be needed",
+                    ));
+                };
+                prop_assert!(!update.claims_recounted, "claim counts should add up");
                 let expected_cloned = model
                     .changed
                     .iter()

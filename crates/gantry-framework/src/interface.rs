@@ -78,8 +78,10 @@ pub trait ScorePlugin: Plugin {
     }
 }
 
+/// Reserve sees the chosen node (what Filter saw there can be worked out again, rather
+/// than kept for every node); Unreserve, which may run in the binding cycle, its name.
 pub trait ReservePlugin: Plugin {
-    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: Sym) -> Status;
+    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: &NodeInfo) -> Status;
     fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: Sym);
 }
 

@@ -1,22 +1,28 @@
 //! API objects other than nodes and pods that plugins read: namespaces (for namespace
-//! selectors), services (for the default topology spread selector), and the storage
-//! objects (for the volume plugins).
+//! selectors), services (for the default topology spread selector), PodDisruptionBudgets
+//! (for preemption), and the storage objects (for the volume plugins).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use gantry_api::decode::{Namespace, Service};
+use gantry_api::decode::{ClusterObjects, Namespace, Service};
 use gantry_api::{
-    CsiNode, LabelSelector, Labels, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass, Sym,
+    CsiNode, LabelSelector, Labels, PersistentVolume, PersistentVolumeClaim, Pod,
+    PodDisruptionBudget, StorageClass, Sym,
 };
 use gantry_cache::PvcKey;
+
+/// The label the API server puts on every namespace, holding its name (so that selectors
+/// can pick namespaces by name).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 #[derive(Debug, Clone, Default)]
 pub struct ApiObjects {
     namespaces: HashMap<Sym, Labels, RandomState>,
     services: Vec<Service>,
     storage: Arc<StorageObjects>,
+    disruption_budgets: Arc<[PodDisruptionBudget]>,
 }
 
 /// Claims, volumes, storage classes and CSINodes, indexed by name. Shared behind an `Arc` so
@@ -24,7 +30,9 @@ pub struct ApiObjects {
 #[derive(Debug, Default)]
 pub struct StorageObjects {
     pvcs: HashMap<PvcKey, PersistentVolumeClaim, RandomState>,
-    pvs: HashMap<Sym, PersistentVolume, RandomState>,
+    /// Shared, so that a plugin can keep the volumes it considers for a pod in its cycle
+    /// state without copying them.
+    pvs: HashMap<Sym, Arc<PersistentVolume>, RandomState>,
     /// PV names in input order: upstream lists a class's volumes from an informer cache,
     /// whose order is arbitrary; a fixed order keeps ties deterministic.
     pv_order: Vec<Sym>,
@@ -40,7 +48,7 @@ impl StorageObjects {
         })
     }
 
-    pub fn pv(&self, name: Sym) -> Option<&PersistentVolume> {
+    pub fn pv(&self, name: Sym) -> Option<&Arc<PersistentVolume>> {
         self.pvs.get(&name)
     }
 
@@ -54,7 +62,7 @@ impl StorageObjects {
     }
 
     /// The volumes of a class (`None`: no class), in the order they were given.
-    pub fn pvs_of_class(&self, class: Option<Sym>) -> impl Iterator<Item = &PersistentVolume> {
+    pub fn pvs_of_class(&self, class: Option<Sym>) -> impl Iterator<Item = &Arc<PersistentVolume>> {
         self.pv_order
             .iter()
             .filter_map(|name| self.pvs.get(name))
@@ -64,14 +72,63 @@ impl StorageObjects {
 
 impl ApiObjects {
     pub fn new(namespaces: &[Namespace], services: &[Service]) -> ApiObjects {
-        ApiObjects {
-            namespaces: namespaces
-                .iter()
-                .map(|n| (n.name, n.labels.clone()))
-                .collect(),
+        let mut objects = ApiObjects {
             services: services.to_vec(),
-            storage: Arc::default(),
+            ..ApiObjects::default()
+        };
+        for namespace in namespaces {
+            objects.namespaces.insert(
+                namespace.name,
+                with_name_label(namespace.name, &namespace.labels),
+            );
         }
+        objects
+    }
+
+    /// Everything the plugins read from decoded objects. Namespaces that hold pods but
+    /// were not given exist too (the API server admits no pod into a missing namespace).
+    pub fn from_cluster(cluster: &ClusterObjects) -> ApiObjects {
+        let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
+        for pod in &cluster.pods {
+            objects.ensure_namespace(pod.namespace);
+        }
+        objects.set_storage(
+            &cluster.pvs,
+            &cluster.pvcs,
+            &cluster.storage_classes,
+            &cluster.csi_nodes,
+        );
+        objects.disruption_budgets = cluster.pdbs.iter().cloned().collect();
+        objects
+    }
+
+    /// Records a namespace a pod lives in, if no object described it: it has only its
+    /// name label, as the API server gives every namespace.
+    pub fn ensure_namespace(&mut self, namespace: Sym) {
+        self.namespaces
+            .entry(namespace)
+            .or_insert_with(|| with_name_label(namespace, &Labels::default()));
+    }
+
+    /// The namespaces whose labels the selector matches (upstream lists the namespace
+    /// objects for a term's `namespaceSelector`), in no particular order.
+    pub fn namespaces_selected_by<'a>(
+        &'a self,
+        selector: &'a LabelSelector,
+    ) -> impl Iterator<Item = Sym> + 'a {
+        self.namespaces
+            .iter()
+            .filter(|(_, labels)| selector.matches(labels))
+            .map(|(name, _)| *name)
+    }
+
+    /// The cluster's PodDisruptionBudgets, in input order.
+    pub fn disruption_budgets(&self) -> &[PodDisruptionBudget] {
+        &self.disruption_budgets
+    }
+
+    pub fn set_disruption_budgets(&mut self, budgets: &[PodDisruptionBudget]) {
+        self.disruption_budgets = budgets.into();
     }
 
     /// Replaces the storage objects (later objects of the same name win).
@@ -96,7 +153,10 @@ impl ApiObjects {
                     (key, c.clone())
                 })
                 .collect(),
-            pvs: pvs.iter().map(|pv| (pv.name, pv.clone())).collect(),
+            pvs: pvs
+                .iter()
+                .map(|pv| (pv.name, Arc::new(pv.clone())))
+                .collect(),
             pv_order,
             classes: classes.iter().map(|c| (c.name, c.clone())).collect(),
             csi_nodes: csi_nodes.iter().map(|c| (c.node_name, c.clone())).collect(),
@@ -130,5 +190,58 @@ impl ApiObjects {
             }
         }
         any.then_some(merged)
+    }
+}
+
+/// The namespace's labels with the name label the API server sets added if missing.
+fn with_name_label(namespace: Sym, labels: &Labels) -> Labels {
+    let name_label = Sym::new(NAMESPACE_NAME_LABEL);
+    if labels.get(name_label).is_some() {
+        return labels.clone();
+    }
+    Labels::new(
+        labels
+            .iter()
+            .chain(std::iter::once((name_label, namespace))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_carry_their_name_label_and_pods_namespaces_exist() {
+        let text = r#"
+kind: Namespace
+metadata: {name: team-a, labels: {team: a}}
+---
+kind: Pod
+metadata: {name: p, namespace: team-b}
+spec: {containers: [{name: c}]}
+"#;
+        let cluster = ClusterObjects::decode(text, "cluster.yaml").unwrap();
+        let objects = ApiObjects::from_cluster(&cluster);
+        let name = Sym::new(NAMESPACE_NAME_LABEL);
+        let (a, b) = (Sym::new("team-a"), Sym::new("team-b"));
+        assert_eq!(objects.namespace_labels(a).get(name), Some(a));
+        assert_eq!(
+            objects.namespace_labels(a).get(Sym::new("team")),
+            Some(Sym::new("a"))
+        );
+        assert_eq!(objects.namespace_labels(b).get(name), Some(b));
+        let selected = |selector: LabelSelector| {
+            let mut names: Vec<&str> = objects
+                .namespaces_selected_by(&selector)
+                .map(|n| n.as_str())
+                .collect();
+            names.sort_unstable();
+            names
+        };
+        let by_name = LabelSelector::from_pairs([(name, b)]);
+        assert_eq!(selected(by_name), ["team-b"]);
+        let by_team = LabelSelector::from_pairs([(Sym::new("team"), Sym::new("a"))]);
+        assert_eq!(selected(by_team), ["team-a"]);
+        assert_eq!(selected(LabelSelector::default()), ["team-a", "team-b"]);
     }
 }

@@ -82,7 +82,8 @@ fn defaults_are_upstreams_default_profile() {
             "InterPodAffinity",
             "ImageLocality",
         ],
-        vec![],
+        // Reserve: VolumeBinding assumes the volumes it matched (upstream's default).
+        vec!["VolumeBinding"],
         vec![],
     ];
     let default = SchedulerConfig::default();

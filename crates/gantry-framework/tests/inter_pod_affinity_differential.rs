@@ -238,7 +238,7 @@ proptest! {
         }
         let incoming = build(&incoming, "incoming");
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         let objects = ApiObjects::default();
         let cluster = Cluster { nodes: &snapshot, objects: &objects };
         let plugin = InterPodAffinity::default();

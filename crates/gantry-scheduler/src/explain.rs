@@ -11,7 +11,8 @@ use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
 use crate::fit_error::FitError;
 pub use crate::framework_runner::PluginScores;
 use crate::framework_runner::{
-    PluginTimer, PodFilters, run_pre_filter, run_pre_score, run_score_per_plugin,
+    PluginTimer, PodFilters, narrowed_positions, run_pre_filter, run_pre_score,
+    run_score_per_plugin,
 };
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
@@ -143,7 +144,7 @@ pub fn explain(
     let candidates: Vec<usize> = match pre_filtered {
         Ok(None) => (0..num_nodes).collect(),
         Ok(Some(names)) => {
-            let positions = names.iter().filter_map(|n| snapshot.position(*n)).collect();
+            let positions = narrowed_positions(snapshot, &names);
             explanation.pre_filter.narrowed_to = Some(names);
             positions
         }
@@ -156,7 +157,7 @@ pub fn explain(
                     pre_filter_message: Some(status.message()),
                     post_filter_message: None,
                 };
-                unschedulable(profile, snapshot, &state, pod, fit_error, seed)
+                unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed)
             } else {
                 Outcome::Error(status.message())
             };
@@ -205,7 +206,8 @@ pub fn explain(
             pre_filter_message: None,
             post_filter_message: None,
         };
-        explanation.outcome = unschedulable(profile, snapshot, &state, pod, fit_error, seed);
+        explanation.outcome =
+            unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed);
         return explanation;
     }
 
@@ -273,6 +275,7 @@ fn ruled_out(node: Sym) -> NodeVerdict {
 fn unschedulable(
     profile: &Profile,
     snapshot: &Snapshot,
+    objects: &ApiObjects,
     state: &CycleState,
     pod: &Arc<Pod>,
     mut fit_error: FitError,
@@ -291,6 +294,7 @@ fn unschedulable(
             profile,
             snapshot,
             nominated: &Nominations::default(),
+            budgets: objects.disruption_budgets(),
         };
         match preemption.run(state, pod, &fit_error, &mut Rng::new(seed)) {
             preemption::Outcome::Nominated { node, victims } => {
@@ -345,7 +349,7 @@ mod tests {
         seed: u64,
     ) -> (Explanation, Attempt) {
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         let explanation = explain(&profile, &snapshot, &ApiObjects::default(), pod, seed);
         let mut scheduler =
             Scheduler::new(cache.clone(), vec![profile], ApiObjects::default(), seed);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
-use gantry_cache::NodeInfo;
+use gantry_cache::{ClusterState, NodeInfo, Snapshot};
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
@@ -32,7 +32,9 @@ impl PluginTimer {
 }
 
 /// PreFilter: `Ok(None)` for all nodes, `Ok(Some(names))` to narrow them, `Err` when a
-/// plugin rejected the pod for every node.
+/// plugin rejected the pod for every node. The node sets plugins narrow to are
+/// intersected, as upstream's `RunPreFilterPlugins` merges `PreFilterResult`s; when
+/// nothing is left, the pod is rejected with upstream's message naming those plugins.
 pub fn run_pre_filter(
     profile: &Profile,
     state: &mut CycleState,
@@ -41,6 +43,7 @@ pub fn run_pre_filter(
     timer: &mut PluginTimer,
 ) -> Result<Option<Vec<Sym>>, Status> {
     let mut narrowed: Option<Vec<Sym>> = None;
+    let mut narrowing: Vec<&'static str> = Vec::new();
     for plugin in &profile.pre_filter {
         let (result, status) = timer.time(plugin.name(), ExtensionPoint::PreFilter, || {
             plugin.pre_filter(state, pod, cluster)
@@ -53,14 +56,43 @@ pub fn run_pre_filter(
             }
             _ => return Err(status.with_plugin(plugin.name())),
         }
-        if let Some(names) = result {
-            narrowed = Some(match narrowed {
-                None => names,
-                Some(previous) => previous.into_iter().filter(|n| names.contains(n)).collect(),
-            });
+        let Some(names) = result else {
+            continue;
+        };
+        narrowing.push(plugin.name());
+        let merged = match narrowed {
+            None => names,
+            Some(previous) => previous.into_iter().filter(|n| names.contains(n)).collect(),
+        };
+        if merged.is_empty() {
+            return Err(no_node_satisfies(&narrowing));
         }
+        narrowed = Some(merged);
     }
     Ok(narrowed)
+}
+
+/// Upstream's rejection when the plugins' node sets have no node in common. v1.28.0 made
+/// it Unschedulable, which sent preemption into plugins whose PreFilter never ran
+/// (kubernetes#119770); it is UnschedulableAndUnresolvable since, as here.
+fn no_node_satisfies(plugins: &[&str]) -> Status {
+    let message = match plugins {
+        [one] => format!("node(s) didn't satisfy plugin {one}"),
+        several => format!(
+            "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+            several.join(" ")
+        ),
+    };
+    Status::unresolvable(message)
+}
+
+/// The snapshot positions of the nodes a PreFilter narrowed to, in the snapshot's order
+/// (upstream walks a set; a fixed order keeps runs reproducible). Names of nodes the
+/// snapshot lacks are left out.
+pub fn narrowed_positions(snapshot: &Snapshot, names: &[Sym]) -> Vec<usize> {
+    let mut positions: Vec<usize> = names.iter().filter_map(|n| snapshot.position(*n)).collect();
+    positions.sort_unstable();
+    positions
 }
 
 /// The Filter plugins that run for one pod: the profile's, less those whose PreFilter

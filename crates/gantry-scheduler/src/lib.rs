@@ -12,4 +12,6 @@ mod scheduler;
 pub use fit_error::FitError;
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
-pub use scheduler::{Attempt, Binder, Scheduler, num_feasible_nodes_to_find, select_host};
+pub use scheduler::{
+    Attempt, BindFailure, Binder, Scheduler, num_feasible_nodes_to_find, select_host,
+};

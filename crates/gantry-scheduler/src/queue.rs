@@ -9,11 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::Pod;
-use gantry_framework::{ClusterEvent, PreEnqueuePlugin, Profile};
+use gantry_framework::{ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile};
 
 /// Pods unschedulable for longer than this are retried anyway (upstream's
 /// `podMaxInUnschedulablePodsDuration`).
 pub const MAX_UNSCHEDULABLE_DURATION: Duration = Duration::from_secs(5 * 60);
+
+/// How often the queue looks for such pods (upstream runs
+/// `flushUnschedulablePodsLeftover` every 30 s): a look visits every unschedulable pod.
+pub const LEFTOVER_FLUSH_PERIOD: Duration = Duration::from_secs(30);
 
 /// A pod in the queue, with its scheduling history.
 #[derive(Debug, Clone)]
@@ -120,6 +124,8 @@ pub struct SchedulingQueue {
     /// The cycle in which the last cluster event arrived: a pod whose attempt started
     /// before it may have missed it, so it goes to backoff rather than unschedulable.
     move_request_cycle: u64,
+    /// When `flush_unschedulable_leftover` next looks.
+    next_leftover_flush: Duration,
     seq: u64,
 }
 
@@ -168,6 +174,7 @@ impl SchedulingQueue {
             registrations,
             scheduling_cycle: 0,
             move_request_cycle: 0,
+            next_leftover_flush: Duration::ZERO,
             seq: 0,
         }
     }
@@ -280,15 +287,35 @@ impl SchedulingQueue {
         self.move_to_active_or_backoff(movable, now);
     }
 
-    /// Retries pods that have waited as unschedulable for over five minutes.
+    /// An assumed pod was forgotten (its bind failed): the room it held is free again, so
+    /// the pods it kept out move as if it had been deleted (upstream's
+    /// `AssignedPodDelete` in `handleBindingCycleError`). The pod itself waits out a
+    /// backoff, not here.
+    pub fn assumed_pod_forgotten(&mut self, now: Duration) {
+        self.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+            now,
+        );
+    }
+
+    /// Retries pods that have waited as unschedulable for over five minutes, looking as
+    /// upstream's timer does: on the multiples of `LEFTOVER_FLUSH_PERIOD`, judging age at
+    /// that tick. Between two ticks a call costs nothing, so a loop may call it every step.
     pub fn flush_unschedulable_leftover(&mut self, now: Duration) {
+        if now < self.next_leftover_flush {
+            return;
+        }
+        let periods = now.as_nanos() / LEFTOVER_FLUSH_PERIOD.as_nanos();
+        let periods = u32::try_from(periods).unwrap_or(u32::MAX);
+        let tick = LEFTOVER_FLUSH_PERIOD.saturating_mul(periods);
+        self.next_leftover_flush = tick.saturating_add(LEFTOVER_FLUSH_PERIOD);
         let stale: Vec<Arc<str>> = self
             .unschedulable
             .iter()
             .filter_map(|uid| self.entries.get_key_value(uid))
             .filter(|(_, e)| {
                 e.location == Location::Unschedulable
-                    && now.saturating_sub(e.queued.timestamp) > MAX_UNSCHEDULABLE_DURATION
+                    && tick.saturating_sub(e.queued.timestamp) > MAX_UNSCHEDULABLE_DURATION
             })
             .map(|(uid, _)| uid.clone())
             .collect();
@@ -442,7 +469,6 @@ impl SchedulingQueue {
 mod tests {
     use super::*;
     use gantry_framework::plugins::default_profile;
-    use gantry_framework::{ActionType, EventResource};
 
     fn pod(name: &str, priority: i32) -> Arc<Pod> {
         Arc::new(Pod::new("ns", name).with_priority(priority))
@@ -544,8 +570,37 @@ mod tests {
         q.add_unschedulable(popped, vec!["NodeAffinity"], T0);
         q.flush_unschedulable_leftover(secs(299));
         assert_eq!(q.pending().unschedulable, 1);
-        q.flush_unschedulable_leftover(secs(301));
+        q.flush_unschedulable_leftover(secs(331));
         assert_eq!(q.pending().active, 1);
+    }
+
+    #[test]
+    fn leftover_pods_are_looked_for_every_thirty_seconds_only() {
+        let mut q = queue();
+        q.add(pod("p", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_unschedulable(popped, vec!["NodeAffinity"], T0);
+        q.flush_unschedulable_leftover(secs(30));
+        q.flush_unschedulable_leftover(Duration::from_millis(300_500));
+        assert_eq!(
+            q.pending().unschedulable,
+            1,
+            "stale since 300 s, but the next look is at 330 s"
+        );
+        q.flush_unschedulable_leftover(secs(329));
+        assert_eq!(q.pending().unschedulable, 1);
+        q.flush_unschedulable_leftover(secs(330));
+        assert_eq!(q.pending().active, 1);
+    }
+
+    #[test]
+    fn a_forgotten_assumed_pod_moves_the_pods_it_kept_out() {
+        let mut q = queue();
+        q.add(pod("kept-out", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+        q.assumed_pod_forgotten(secs(5));
+        assert_eq!(q.pop(secs(5)).unwrap().pod.name.as_ref(), "kept-out");
     }
 
     #[test]

@@ -25,6 +25,21 @@ pub trait Binder {
     fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String>;
 }
 
+/// A binding cycle that failed: the pod stays unbound and is retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindFailure {
+    pub message: String,
+    /// The assumed pod was forgotten, so what it held is free again: the caller tells the
+    /// queue (`SchedulingQueue::assumed_pod_forgotten`), as upstream does.
+    pub forgotten: bool,
+}
+
+impl std::fmt::Display for BindFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// What one scheduling attempt decided.
 pub enum Attempt {
     /// The pod is assumed on `node` (as `pod`, which names the node) and reserved; run
@@ -168,7 +183,10 @@ impl Scheduler {
                 pod.scheduler_name.as_str()
             ));
         };
-        self.cache.update_snapshot(&mut self.snapshot);
+        if let Err(inconsistent) = self.cache.update_snapshot(&mut self.snapshot) {
+            return Attempt::Error(inconsistent.to_string());
+        }
+        self.objects.ensure_namespace(pod.namespace);
         let profile = &self.profiles[profile_index];
         let cluster = Cluster {
             nodes: &self.snapshot,
@@ -187,10 +205,7 @@ impl Scheduler {
             .observe_extension_point(ExtensionPoint::PreFilter, phase.elapsed());
         let candidates: Vec<usize> = match pre_filtered {
             Ok(None) => (0..num_nodes).collect(),
-            Ok(Some(names)) => names
-                .iter()
-                .filter_map(|n| self.snapshot.position(*n))
-                .collect(),
+            Ok(Some(names)) => narrowed_positions(&self.snapshot, &names),
             Err(status) if status.is_rejected() => {
                 fit_error.pre_filter_message = Some(status.message());
                 fit_error.node_statuses = (0..num_nodes)
@@ -233,16 +248,14 @@ impl Scheduler {
         };
         let node = self.snapshot.node_at(chosen).name();
         self.clear_nomination(pod);
-        let mut assumed = Pod::clone(pod);
-        assumed.node_name = Some(node);
-        assumed.nominated_node_name = None;
-        let assumed = Arc::new(assumed);
+        // The pod as bound to the node: its identity copied, its template shared.
+        let assumed = Arc::new(pod.bound_to(node));
         if self.assume
             && let Err(e) = self.cache.assume_pod(assumed.clone())
         {
             return Attempt::Error(e.to_string());
         }
-        if let Err(message) = self.reserve_and_permit(profile_index, &mut state, &assumed, node) {
+        if let Err(message) = self.reserve_and_permit(profile_index, &mut state, &assumed, chosen) {
             if self.assume
                 && let Err(e) = self.cache.forget_pod(&assumed)
             {
@@ -257,18 +270,21 @@ impl Scheduler {
         }
     }
 
-    /// Reserve, then Permit. On a refusal every Reserve plugin is told to unreserve.
+    /// Reserve, then Permit, on the node at `position`. On a refusal every Reserve plugin
+    /// is told to unreserve.
     fn reserve_and_permit(
         &mut self,
         profile_index: usize,
         state: &mut CycleState,
         pod: &Pod,
-        node: Sym,
+        position: usize,
     ) -> Result<(), String> {
         let profile = &self.profiles[profile_index];
+        let info = self.snapshot.node_at(position);
+        let node = info.name();
         let phase = Instant::now();
         for plugin in &profile.reserve {
-            let status = plugin.reserve(state, pod, node);
+            let status = plugin.reserve(state, pod, info);
             if !status.is_success() {
                 unreserve(profile, state, pod, node);
                 return Err(format!(
@@ -418,6 +434,7 @@ impl Scheduler {
             profile,
             snapshot: &self.snapshot,
             nominated: &self.nominated,
+            budgets: self.objects.disruption_budgets(),
         };
         let phase = Instant::now();
         let outcome = preemption.run(state, pod, &fit_error, &mut self.rng);
@@ -449,16 +466,17 @@ impl Scheduler {
 
     /// The binding cycle: PreBind, bind, mark the assumed pod bound, PostBind; on a
     /// failure unreserve, forget the assumed pod and return the error (the caller
-    /// requeues the pod).
+    /// requeues the pod, and wakes the pods it kept out).
     pub fn bind(
         &mut self,
         pod: &Arc<Pod>,
         state: &mut CycleState,
         binder: &mut dyn Binder,
-    ) -> Result<(), String> {
-        let node = pod
-            .node_name
-            .ok_or_else(|| format!("pod {} has no node to bind to", pod.key()))?;
+    ) -> Result<(), BindFailure> {
+        let node = pod.node_name.ok_or_else(|| BindFailure {
+            message: format!("pod {} has no node to bind to", pod.key()),
+            forgotten: false,
+        })?;
         let profile_index = self
             .profiles
             .iter()
@@ -496,16 +514,19 @@ impl Scheduler {
                 }
                 Ok(())
             }
-            Err(e) => {
+            Err(message) => {
                 if let Some(i) = profile_index {
                     unreserve(&self.profiles[i], state, pod, node);
                 }
-                if self.assume
-                    && let Err(forget) = self.cache.forget_pod(pod)
-                {
-                    tracing::error!(pod = %pod.key(), error = %forget, "could not forget assumed pod");
-                }
-                Err(e)
+                let forgotten = self.assume
+                    && match self.cache.forget_pod(pod) {
+                        Ok(()) => true,
+                        Err(forget) => {
+                            tracing::error!(pod = %pod.key(), error = %forget, "could not forget assumed pod");
+                            false
+                        }
+                    };
+                Err(BindFailure { message, forgotten })
             }
         }
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gantry_api::{Node, Pod, Resources, Sym};
-use gantry_cache::{Cache, ClusterState, Snapshot};
+use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::plugins::default_profile;
 use gantry_framework::{
     ApiObjects, CycleState, PermitPlugin, Plugin, PostBindPlugin, PreBindPlugin, Profile,
@@ -53,11 +53,11 @@ impl Plugin for Recorder {
 }
 
 impl ReservePlugin for Recorder {
-    fn reserve(&self, _state: &mut CycleState, pod: &Pod, node: Sym) -> Status {
+    fn reserve(&self, _state: &mut CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         self.0
             .lock()
             .unwrap()
-            .push(format!("reserve {} {node}", pod.name));
+            .push(format!("reserve {} {}", pod.name, node.name()));
         Status::success()
     }
     fn unreserve(&self, _state: &mut CycleState, pod: &Pod, node: Sym) {
@@ -145,7 +145,8 @@ fn binding_cycle_runs_pre_bind_bind_post_bind_and_a_pre_bind_failure_unreserves(
     let err = scheduler
         .bind(&assumed, &mut state, &mut binder)
         .unwrap_err();
-    assert!(err.contains("volume not attached"), "{err}");
+    assert!(err.message.contains("volume not attached"), "{err}");
+    assert!(err.forgotten, "the assumed pod gave back its room");
     assert_eq!(
         *log.lock().unwrap(),
         [
@@ -166,7 +167,7 @@ fn binding_cycle_runs_pre_bind_bind_post_bind_and_a_pre_bind_failure_unreserves(
 
 fn requested_on(cache: &Cache, node: &str) -> i64 {
     let mut snapshot = Snapshot::new();
-    cache.update_snapshot(&mut snapshot);
+    cache.update_snapshot(&mut snapshot).unwrap();
     snapshot.node(Sym::new(node)).unwrap().requested().milli_cpu
 }
 
@@ -220,7 +221,10 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
         cache: cache.clone(),
         refuse: true,
     };
-    assert!(scheduler.bind(&assumed, &mut state, &mut refusing).is_err());
+    let failure = scheduler
+        .bind(&assumed, &mut state, &mut refusing)
+        .unwrap_err();
+    assert!(failure.forgotten);
     assert_eq!(requested_on(&cache, "n1"), 0);
     assert_eq!(log.lock().unwrap().last().unwrap(), "unreserve p n1");
 

@@ -159,6 +159,7 @@ impl Simulation {
         profiles: Vec<Profile>,
         options: SimOptions,
     ) -> Result<Simulation, String> {
+        let objects = ApiObjects::from_cluster(&cluster);
         let cache = Arc::new(Cache::new());
         let mut api = SimulatedApi::new(options.seed);
         api.capacity_check = options.capacity_check;
@@ -180,13 +181,6 @@ impl Simulation {
             names.insert((pod.namespace, pod.name.clone()), pod.uid.clone());
             api.add_bound_pod(pod);
         }
-        let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
-        objects.set_storage(
-            &cluster.pvs,
-            &cluster.pvcs,
-            &cluster.storage_classes,
-            &cluster.csi_nodes,
-        );
         let queue =
             SchedulingQueue::with_backoff(&profiles, options.initial_backoff, options.max_backoff);
         let mut scheduler = Scheduler::new(cache.clone(), profiles, objects, options.seed);
@@ -524,8 +518,11 @@ impl Simulation {
                     now,
                 );
             }
-            Err(message) => {
-                self.placement(&pod).reason = Some(format!("binding rejected: {message}"));
+            Err(failure) => {
+                if failure.forgotten {
+                    self.queue.assumed_pod_forgotten(now);
+                }
+                self.placement(&pod).reason = Some(format!("binding rejected: {failure}"));
                 let mut pending = Pod::clone(&pod);
                 pending.node_name = None;
                 let queued = QueuedPod {

@@ -86,15 +86,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     {
         cache.add_pod(Arc::new(bound.clone()))?;
     }
-    let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
-    objects.set_storage(
-        &cluster.pvs,
-        &cluster.pvcs,
-        &cluster.storage_classes,
-        &cluster.csi_nodes,
-    );
+    let mut objects = ApiObjects::from_cluster(&cluster);
+    objects.ensure_namespace(pod.namespace);
     let mut snapshot = Snapshot::new();
-    cache.update_snapshot(&mut snapshot);
+    cache.update_snapshot(&mut snapshot)?;
 
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
     if args.json {

@@ -119,7 +119,7 @@ mod tests {
                 .with_image("gcr.io/10:latest", 10 * MB),
         ));
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         let objects = ApiObjects::default();
         let score = |pod: &Pod| -> Vec<i64> {
             let mut state = CycleState::new();

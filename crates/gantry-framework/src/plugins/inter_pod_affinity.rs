@@ -4,12 +4,12 @@
 //! PreFilter and PreScore walk the cluster's pods once per incoming pod and keep counts
 //! (or scores) per topology pair; Filter and Score then only look up the node's labels.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use gantry_api::{Labels, Node, Pod, PodAffinityTerm, Sym};
-use gantry_cache::{InternedTerm, NodeInfo, TermKind};
+use gantry_cache::{InternedTerm, NodeInfo, PodLabelIndex, TermKind};
 use smallvec::SmallVec;
 
 use crate::{
@@ -87,27 +87,22 @@ fn term_matches(
     in_namespace && selector.matches(&pod.labels)
 }
 
-/// The namespaces one of the incoming pod's required terms covers, resolved at PreFilter as
-/// upstream's `mergeAffinityTermNamespacesIfNotEmpty` does: add_pod/remove_pod have no
-/// namespace objects, yet must match exactly as PreFilter did.
-///
-/// Upstream resolves a namespace selector over every namespace object; `ApiObjects` cannot
-/// list them, so it is resolved over the namespaces that hold pods. The one difference: a
-/// pod that preemption adds (a nominated pod) in a namespace with no pod in the cluster is
-/// not matched by the selector.
+/// The namespaces one of the incoming pod's terms covers, resolved once per cycle as
+/// upstream's `mergeAffinityTermNamespacesIfNotEmpty` does: the listed namespaces plus the
+/// namespace objects the selector picks. (add_pod/remove_pod then match exactly as
+/// PreFilter did.)
 #[derive(Debug, Clone, PartialEq)]
 enum TermNamespaces {
     /// An empty namespace selector: every namespace.
     All,
+    /// Sorted.
     Listed(Vec<Sym>),
 }
 
 impl TermNamespaces {
-    /// `candidates` are the namespaces a selector may pick from: those of the cluster's pods.
     fn resolve(
         term: &PodAffinityTerm,
         owner_namespace: Sym,
-        candidates: &[Sym],
         objects: &ApiObjects,
     ) -> TermNamespaces {
         match &term.namespace_selector {
@@ -116,11 +111,7 @@ impl TermNamespaces {
             Some(selector) if selector.is_empty() => TermNamespaces::All,
             Some(selector) => {
                 let mut names = term.namespaces.clone();
-                names.extend(
-                    candidates
-                        .iter()
-                        .filter(|ns| selector.matches(objects.namespace_labels(**ns))),
-                );
+                names.extend(objects.namespaces_selected_by(selector));
                 names.sort_unstable();
                 names.dedup();
                 TermNamespaces::Listed(names)
@@ -128,16 +119,40 @@ impl TermNamespaces {
         }
     }
 
+    fn resolve_all<'a>(
+        terms: impl Iterator<Item = &'a PodAffinityTerm>,
+        owner_namespace: Sym,
+        objects: &ApiObjects,
+    ) -> Vec<TermNamespaces> {
+        terms
+            .map(|t| TermNamespaces::resolve(t, owner_namespace, objects))
+            .collect()
+    }
+
     fn matches(&self, term: &PodAffinityTerm, pod: &Pod) -> bool {
         let in_namespace = match self {
             TermNamespaces::All => true,
-            TermNamespaces::Listed(names) => names.contains(&pod.namespace),
+            TermNamespaces::Listed(names) => names.binary_search(&pod.namespace).is_ok(),
         };
         in_namespace
             && term
                 .label_selector
                 .as_ref()
                 .is_some_and(|s| s.matches(&pod.labels))
+    }
+
+    /// How many of a node's pods the term matches, from the node's label index; `None`
+    /// when the selector is beyond what the index answers.
+    fn count_on(&self, term: &PodAffinityTerm, index: &PodLabelIndex) -> Option<u32> {
+        let Some(selector) = &term.label_selector else {
+            return Some(0);
+        };
+        match self {
+            TermNamespaces::Listed(names) => {
+                names.iter().map(|ns| index.count(*ns, selector)).sum()
+            }
+            TermNamespaces::All => index.namespaces().map(|ns| index.count(ns, selector)).sum(),
+        }
     }
 }
 
@@ -208,23 +223,10 @@ impl PreFilterState {
         if affinity.is_empty() && anti_affinity.is_empty() {
             return state;
         }
-        let needs_candidates = affinity
-            .iter()
-            .chain(anti_affinity)
-            .any(|t| t.namespace_selector.as_ref().is_some_and(|s| !s.is_empty()));
-        let candidates = if needs_candidates {
-            pod_namespaces(pod, cluster)
-        } else {
-            Vec::new()
-        };
-        let resolve = |terms: &[PodAffinityTerm]| {
-            terms
-                .iter()
-                .map(|t| TermNamespaces::resolve(t, pod.namespace, &candidates, cluster.objects))
-                .collect()
-        };
-        state.affinity_namespaces = resolve(affinity);
-        state.anti_affinity_namespaces = resolve(anti_affinity);
+        state.affinity_namespaces =
+            TermNamespaces::resolve_all(affinity.iter(), pod.namespace, cluster.objects);
+        state.anti_affinity_namespaces =
+            TermNamespaces::resolve_all(anti_affinity.iter(), pod.namespace, cluster.objects);
         state.matches_own_affinity = state.matches_all_affinity_terms(pod, pod);
 
         for position in 0..nodes.num_nodes() {
@@ -251,19 +253,8 @@ impl PreFilterState {
         if affinity.len() > 1 {
             return false;
         }
-        let count = |term: &PodAffinityTerm, namespaces: &TermNamespaces| -> Option<u32> {
-            let Some(selector) = &term.label_selector else {
-                return Some(0);
-            };
-            match namespaces {
-                TermNamespaces::Listed(names) => {
-                    names.iter().map(|ns| index.count(*ns, selector)).sum()
-                }
-                TermNamespaces::All => index.namespaces().map(|ns| index.count(ns, selector)).sum(),
-            }
-        };
         let affinity_count = match affinity.first().zip(self.affinity_namespaces.first()) {
-            Some((term, namespaces)) => match count(term, namespaces) {
+            Some((term, namespaces)) => match namespaces.count_on(term, index) {
                 Some(n) => Some((term.topology_key, n)),
                 None => return false,
             },
@@ -271,7 +262,7 @@ impl PreFilterState {
         };
         let mut anti_counts: SmallVec<[(Sym, u32); 2]> = SmallVec::new();
         for (term, namespaces) in anti_affinity.iter().zip(&self.anti_affinity_namespaces) {
-            match count(term, namespaces) {
+            match namespaces.count_on(term, index) {
                 Some(n) => anti_counts.push((term.topology_key, n)),
                 None => return false,
             }
@@ -366,38 +357,11 @@ impl PreFilterState {
     }
 }
 
-/// The namespaces of the incoming pod and of every pod in the cluster: the only
-/// namespaces whose pods a term's namespace selector can pick.
-fn pod_namespaces(pod: &Pod, cluster: Cluster<'_>) -> Vec<Sym> {
-    let mut namespaces: HashSet<Sym, RandomState> = HashSet::default();
-    namespaces.insert(pod.namespace);
-    for position in 0..cluster.nodes.num_nodes() {
-        let info = cluster.nodes.node_at(position);
-        namespaces.extend(info.pods().iter().map(|p| p.namespace));
-    }
-    namespaces.into_iter().collect()
-}
-
 /// PreScore's result: for each topology key, the score of each of its values.
 #[derive(Debug, Clone, Default)]
 struct TopologyScore(Vec<(Sym, HashMap<Sym, i64, RandomState>)>);
 
 impl TopologyScore {
-    /// Adds `weight` to the node's topology value for `term` if `pod` matches the term.
-    fn process_term(
-        &mut self,
-        term: &PodAffinityTerm,
-        owner_namespace: Sym,
-        weight: i64,
-        pod: &Pod,
-        namespace_labels: &Labels,
-        node: &Node,
-    ) {
-        if term_matches(term, owner_namespace, pod, namespace_labels) {
-            self.add(term.topology_key, node, weight);
-        }
-    }
-
     /// Adds `weight` at the node's value of `key`, if the node has the key.
     fn add(&mut self, key: Sym, node: &Node, weight: i64) {
         let Some(value) = node.labels.get(key) else {
@@ -421,87 +385,65 @@ impl TopologyScore {
     }
 }
 
-impl InterPodAffinity {
-    /// Half of upstream's `processExistingPod`: the incoming pod's preferred terms against
-    /// `existing`, scored at `existing`'s node. (The other half, `existing`'s terms
-    /// against the incoming pod, goes through the node's aggregated terms.)
-    fn score_incoming_terms(
-        &self,
-        scores: &mut TopologyScore,
-        pod: &Pod,
-        existing: &Pod,
-        node: &Node,
-        objects: &ApiObjects,
-    ) {
-        let existing_labels = objects.namespace_labels(existing.namespace);
-        for (terms, sign) in [
-            (&pod.affinity.pod_affinity.preferred, 1),
-            (&pod.affinity.pod_anti_affinity.preferred, -1),
-        ] {
-            for w in terms {
-                let weight = sign * i64::from(w.weight);
-                scores.process_term(
-                    &w.term,
-                    pod.namespace,
-                    weight,
-                    existing,
-                    existing_labels,
-                    node,
-                );
+/// The incoming pod's preferred terms with their weights (negative for anti-affinity)
+/// and resolved namespaces, for PreScore.
+struct PreferredTerms<'a>(Vec<(&'a PodAffinityTerm, i64, TermNamespaces)>);
+
+impl<'a> PreferredTerms<'a> {
+    fn of(pod: &'a Pod, objects: &ApiObjects) -> PreferredTerms<'a> {
+        let weighted = pod
+            .affinity
+            .pod_affinity
+            .preferred
+            .iter()
+            .map(|w| (w, 1))
+            .chain(
+                pod.affinity
+                    .pod_anti_affinity
+                    .preferred
+                    .iter()
+                    .map(|w| (w, -1)),
+            );
+        PreferredTerms(
+            weighted
+                .map(|(w, sign)| {
+                    let namespaces = TermNamespaces::resolve(&w.term, pod.namespace, objects);
+                    (&w.term, sign * i64::from(w.weight), namespaces)
+                })
+                .collect(),
+        )
+    }
+
+    /// Half of upstream's `processExistingPod`: these terms against `existing`, scored at
+    /// `existing`'s node. (The other half, `existing`'s terms against the incoming pod,
+    /// goes through the node's aggregated terms.)
+    fn score_existing(&self, scores: &mut TopologyScore, existing: &Pod, node: &Node) {
+        for (term, weight, namespaces) in &self.0 {
+            if namespaces.matches(term, existing) {
+                scores.add(term.topology_key, node, *weight);
             }
         }
     }
 
-    /// `score_incoming_terms` over all of a node's pods at once, from the node's label
-    /// index; false (nothing added) when a term is beyond what the index answers.
-    fn score_incoming_from_index(
-        &self,
-        scores: &mut TopologyScore,
-        pod: &Pod,
-        info: &NodeInfo,
-        node: &Node,
-        objects: &ApiObjects,
-    ) -> bool {
+    /// `score_existing` over all of a node's pods at once, from the node's label index;
+    /// false (nothing added) when a term is beyond what the index answers.
+    fn score_from_index(&self, scores: &mut TopologyScore, info: &NodeInfo, node: &Node) -> bool {
         let index = info.label_index();
         let mut found: SmallVec<[(Sym, i64); 4]> = SmallVec::new();
-        for (terms, sign) in [
-            (&pod.affinity.pod_affinity.preferred, 1),
-            (&pod.affinity.pod_anti_affinity.preferred, -1),
-        ] {
-            for w in terms {
-                let term = &w.term;
-                let Some(selector) = &term.label_selector else {
-                    continue;
-                };
-                let count: Option<u32> =
-                    if term.namespaces.is_empty() && term.namespace_selector.is_none() {
-                        index.count(pod.namespace, selector)
-                    } else {
-                        index
-                            .namespaces()
-                            .filter(|ns| {
-                                term.namespaces.contains(ns)
-                                    || term
-                                        .namespace_selector
-                                        .as_ref()
-                                        .is_some_and(|s| s.matches(objects.namespace_labels(*ns)))
-                            })
-                            .map(|ns| index.count(ns, selector))
-                            .sum()
-                    };
-                let Some(count) = count else { return false };
-                found.push((
-                    term.topology_key,
-                    sign * i64::from(w.weight) * i64::from(count),
-                ));
-            }
+        for (term, weight, namespaces) in &self.0 {
+            let Some(count) = namespaces.count_on(term, index) else {
+                return false;
+            };
+            found.push((term.topology_key, weight * i64::from(count)));
         }
         for (key, weight) in found.into_iter().filter(|(_, w)| *w != 0) {
             scores.add(key, node, weight);
         }
         true
     }
+}
 
+impl InterPodAffinity {
     /// Updates the PreFilter counts for `other` appearing (+1) on or leaving (-1) the node.
     fn update_pre_filter_state(
         state: &mut CycleState,
@@ -599,17 +541,16 @@ impl PreScorePlugin for InterPodAffinity {
         let has_constraints = !pod.affinity.pod_affinity.preferred.is_empty()
             || !pod.affinity.pod_anti_affinity.preferred.is_empty();
         let pod_namespace_labels = cluster.objects.namespace_labels(pod.namespace);
+        let preferred = PreferredTerms::of(pod, cluster.objects);
         let mut scores = TopologyScore::default();
         let mut memo = TermMemo::default();
         let mut process_node = |info: &NodeInfo| {
             let Some(node) = info.node().filter(|n| !n.labels.is_empty()) else {
                 return;
             };
-            if has_constraints
-                && !self.score_incoming_from_index(&mut scores, pod, info, node, cluster.objects)
-            {
+            if has_constraints && !preferred.score_from_index(&mut scores, info, node) {
                 for existing in info.pods() {
-                    self.score_incoming_terms(&mut scores, pod, existing, node, cluster.objects);
+                    preferred.score_existing(&mut scores, existing, node);
                 }
             }
             // Existing pods' terms, once per distinct term on the node.
@@ -775,7 +716,7 @@ mod tests {
                 .expect("test pods are unique");
         }
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         snapshot
     }
 
@@ -1186,6 +1127,39 @@ mod tests {
         assert!(status.is_success());
     }
 
+    /// A namespace selector picks namespace objects, as upstream lists them, not the
+    /// namespaces that hold pods: a pod that preemption's what-if adds to an empty
+    /// namespace the selector picks counts.
+    #[test]
+    fn namespace_selectors_resolve_over_namespace_objects() {
+        let nodes = [labelled("n1", &[("zone", "z1")])];
+        let objects = team_namespaces();
+        let incoming = required(
+            Pod::new("subteam1.team1", "incoming"),
+            vec![],
+            vec![PodAffinityTerm {
+                namespace_selector: Some(selector(vec![req("team", SelectorOp::In, &["team2"])])),
+                ..term_in("app", &["db"], "zone")
+            }],
+        );
+        let snap = snapshot(&nodes, &[]);
+        let (mut state, status) = pre_filter_state(&incoming, &snap, &objects);
+        assert!(status.is_success());
+        let info = snap.node(Sym::new("n1")).unwrap();
+        let plugin = InterPodAffinity::default();
+        assert!(plugin.filter(&state, &incoming, info).is_success());
+        let db = Arc::new(on(
+            "n1",
+            Pod::new("subteam2.team2", "db").with_labels([("app", "db")]),
+            0,
+        ));
+        plugin.add_pod(&mut state, &incoming, &db, info);
+        assert_eq!(
+            plugin.filter(&state, &incoming, info).message(),
+            REASON_ANTI_AFFINITY_RULES_NOT_MATCH
+        );
+    }
+
     #[test]
     fn add_and_remove_pod_match_recomputing() {
         let nodes = [
@@ -1213,8 +1187,6 @@ mod tests {
         let all = bound(vec![
             ("n1", Pod::new("subteam1.team1", "p").with_labels(web)),
             ("n1", Pod::new("subteam2.team1", "p").with_labels(web)),
-            // Keeps subteam2.team1 among the namespaces that hold pods (see TermNamespaces).
-            ("n3", Pod::new("subteam2.team1", "p")),
             ("n2", Pod::new("subteam1.team2", "p").with_labels(web)),
             (
                 "n2",

@@ -132,6 +132,11 @@ impl Registered {
         self
     }
 
+    pub fn reserve(mut self, p: Arc<dyn ReservePlugin>) -> Registered {
+        self.reserve = Some(p);
+        self
+    }
+
     /// Whether the plugin takes part in `point` (what `multiPoint` expands to).
     pub fn implements(&self, point: Point) -> bool {
         self.builtin.contains(&point)
@@ -157,6 +162,8 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
     let spread = Arc::new(args.spread);
     let pod_affinity = Arc::new(args.pod_affinity);
     let images = Arc::new(image_locality::ImageLocality);
+    // One instance per profile: its Reserve remembers the volumes it promised.
+    let volume_binding = Arc::new(volume_binding::VolumeBinding::default());
     vec![
         Registered::new(scheduling_gates::NAME)
             .pre_enqueue(Arc::new(scheduling_gates::SchedulingGates)),
@@ -191,8 +198,9 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
         Registered::not_implemented("AzureDiskLimits"),
         Registered::new(volume_binding::NAME)
-            .pre_filter(Arc::new(volume_binding::VolumeBinding))
-            .filter(Arc::new(volume_binding::VolumeBinding)),
+            .pre_filter(volume_binding.clone())
+            .filter(volume_binding.clone())
+            .reserve(volume_binding),
         Registered::new(volume_zone::NAME)
             .pre_filter(Arc::new(volume_zone::VolumeZone))
             .filter(Arc::new(volume_zone::VolumeZone)),

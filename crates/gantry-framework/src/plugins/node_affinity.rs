@@ -1,7 +1,8 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter nodes; preferred terms
 //! add their weights to the nodes they match.
 
-use gantry_api::{NodeSelector, Pod};
+use gantry_api::labels::NodeSelectorOp;
+use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
 use crate::{
@@ -19,6 +20,8 @@ pub struct NodeAffinity {
 }
 
 pub const ADDED_AFFINITY_REASON: &str = "node(s) didn't match scheduler-enforced node affinity";
+/// PreFilter: the required terms name no node in common.
+pub const REASON_CONFLICT: &str = "pod affinity terms conflict";
 
 impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
@@ -43,19 +46,55 @@ pub fn matches_required(pod: &Pod, node: &gantry_api::Node) -> bool {
             .is_none_or(|r| r.matches(node.name, &node.labels))
 }
 
+/// The nodes a required node affinity names (`matchFields` `metadata.name In [...]`):
+/// `None` when some term names none (the terms are ORed, so any node may match); the
+/// union over the terms of each term's intersection otherwise, sorted.
+fn named_nodes(required: &NodeSelector) -> Option<Vec<Sym>> {
+    let name_field = Sym::new("metadata.name");
+    let mut union: Vec<Sym> = Vec::new();
+    for term in &required.terms {
+        let mut named: Option<Vec<Sym>> = None;
+        let by_name = term
+            .match_fields
+            .iter()
+            .filter(|r| r.key == name_field && r.op == NodeSelectorOp::In);
+        for requirement in by_name {
+            named = Some(match named {
+                None => requirement.values.to_vec(),
+                Some(previous) => previous
+                    .into_iter()
+                    .filter(|n| requirement.values.contains(n))
+                    .collect(),
+            });
+        }
+        union.extend(named?);
+    }
+    union.sort_unstable();
+    union.dedup();
+    Some(union)
+}
+
 impl PreFilterPlugin for NodeAffinity {
+    /// Upstream's PreFilter: when every required term names its nodes, only those nodes
+    /// are checked (and counted in the pod's failure message); terms that name no node in
+    /// common conflict.
     fn pre_filter(
         &self,
         _state: &mut CycleState,
         pod: &Pod,
         _cluster: Cluster<'_>,
     ) -> (PreFilterResult, Status) {
-        let has_rules =
-            !pod.node_selector.is_empty() || pod.affinity.node_affinity.required.is_some();
-        if !has_rules && self.added_affinity.is_none() {
+        let required = pod.affinity.node_affinity.required.as_ref();
+        if pod.node_selector.is_empty() && required.is_none() && self.added_affinity.is_none() {
             return (None, Status::skip());
         }
-        (None, Status::success())
+        let Some(required) = required.filter(|r| !r.terms.is_empty()) else {
+            return (None, Status::success());
+        };
+        match named_nodes(required) {
+            Some(nodes) if nodes.is_empty() => (None, Status::unresolvable(REASON_CONFLICT)),
+            narrowed => (narrowed, Status::success()),
+        }
     }
 }
 
@@ -116,8 +155,8 @@ impl ScorePlugin for NodeAffinity {
 mod tests {
     use super::*;
     use crate::plugins::testing::{node, node_info};
-    use gantry_api::labels::{NodeSelectorOp, NodeSelectorRequirement};
-    use gantry_api::{Labels, NodeSelectorTerm, PreferredSchedulingTerm, Sym};
+    use gantry_api::labels::NodeSelectorRequirement;
+    use gantry_api::{Labels, NodeSelectorTerm, PreferredSchedulingTerm};
 
     fn term(key: &str, op: NodeSelectorOp, values: &[&str]) -> NodeSelectorTerm {
         NodeSelectorTerm {
@@ -165,6 +204,76 @@ mod tests {
             &node_info(&labelled, &[]),
         );
         assert_eq!(status.message(), ADDED_AFFINITY_REASON);
+    }
+
+    fn by_name(op: NodeSelectorOp, names: &[&str]) -> NodeSelectorTerm {
+        NodeSelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![NodeSelectorRequirement {
+                key: Sym::new("metadata.name"),
+                op,
+                values: names.iter().map(|v| Sym::new(v)).collect(),
+            }],
+        }
+    }
+
+    /// Upstream's TestNodeAffinityPreFilter (PreFilterResult cases).
+    #[test]
+    fn pre_filter_narrows_to_the_nodes_match_fields_name() {
+        let pre_filter = |terms: Vec<NodeSelectorTerm>| {
+            let mut pod = Pod::new("ns", "p");
+            pod.affinity.node_affinity.required = Some(NodeSelector { terms });
+            let snapshot = gantry_cache::Snapshot::new();
+            let objects = crate::ApiObjects::default();
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            let (result, status) =
+                NodeAffinity::default().pre_filter(&mut CycleState::new(), &pod, cluster);
+            let names = result.map(|r| r.iter().map(|n| n.as_str()).collect::<Vec<_>>());
+            (names, status.code(), status.message())
+        };
+        use crate::Code::{Success, UnschedulableAndUnresolvable};
+        let in_ = NodeSelectorOp::In;
+        let label = || term("foo", NodeSelectorOp::In, &["bar"]);
+        assert_eq!(
+            pre_filter(vec![by_name(in_, &["node1"])]),
+            (Some(vec!["node1"]), Success, String::new()),
+            "metadata.name field"
+        );
+        let mut both = by_name(in_, &["node1", "node2"]);
+        both.match_fields
+            .push(by_name(in_, &["node2", "node3"]).match_fields.remove(0));
+        assert_eq!(
+            pre_filter(vec![both, by_name(in_, &["node5"])]).0,
+            Some(vec!["node2", "node5"]),
+            "requirements intersect within a term, terms unite"
+        );
+        assert_eq!(
+            pre_filter(vec![by_name(in_, &["node1"]), label()]).0,
+            None,
+            "a term without a name matches any node"
+        );
+        assert_eq!(
+            pre_filter(vec![by_name(NodeSelectorOp::NotIn, &["node1"])]).0,
+            None,
+            "NotIn does not narrow"
+        );
+        let mut disjoint = by_name(in_, &["node1"]);
+        disjoint
+            .match_fields
+            .push(by_name(in_, &["node2"]).match_fields.remove(0));
+        assert_eq!(
+            pre_filter(vec![disjoint]),
+            (
+                None,
+                UnschedulableAndUnresolvable,
+                REASON_CONFLICT.to_string()
+            ),
+            "conflicting names"
+        );
+        assert_eq!(pre_filter(vec![label()]).0, None);
     }
 
     #[test]

@@ -1,22 +1,32 @@
-//! VolumeBinding, Filter side: a bound claim's volume must be reachable from the node (its
-//! node affinity), and each unbound WaitForFirstConsumer claim must find an available
-//! volume the node can reach, or be provisionable there.
+//! VolumeBinding: a bound claim's volume must be reachable from the node (its node
+//! affinity), and each unbound WaitForFirstConsumer claim must find an available volume the
+//! node can reach, or be provisionable there.
 //!
-//! Left out: Reserve and PreBind (assuming and writing the chosen bindings to the API),
-//! storage-capacity checks (CSIStorageCapacity), claims already carrying a selected-node
-//! annotation, claim label selectors, volume modes and PV phases (a volume without a
-//! claimRef counts as available), and the optional Score. Also left out is v1.28's
-//! PreFilter narrowing to the hostnames of bound local volumes (it took hostname labels for
-//! node names; upstream later removed it): Filter reaches the same verdicts.
+//! PreFilter narrows the nodes to the hostnames that bound local volumes name (v1.28's
+//! `GetEligibleNodes`, which takes `kubernetes.io/hostname` values for node names). Reserve
+//! assumes the bindings chosen for the pod's node, as upstream's assume cache does, so that
+//! the next pod cannot take a volume a pod just got; Unreserve gives them back.
+//!
+//! Left out: PreBind (writing the bindings to the API; the simulation has no PV
+//! controller), storage-capacity checks (CSIStorageCapacity), claims already carrying a
+//! selected-node annotation, claim label selectors, volume modes and PV phases (a volume
+//! without a claimRef counts as available), and the optional Score.
 
-use gantry_api::storage::{ClaimPhase, VolumeBindingMode};
+use std::sync::Arc;
+
+use gantry_api::labels::NodeSelectorOp;
+use gantry_api::storage::{ClaimPhase, ClaimRef, VolumeBindingMode};
 use gantry_api::{Labels, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass, Sym};
 use gantry_cache::NodeInfo;
+use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::volume_restrictions::claim_not_found;
 use crate::events::{ActionType, ClusterEvent, EventResource};
-use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
+use crate::{
+    Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, ReservePlugin,
+    Status,
+};
 
 pub const NAME: &str = "VolumeBinding";
 pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
@@ -24,6 +34,9 @@ pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflic
 pub const REASON_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+
+/// The label whose values v1.28 takes for node names when a local volume names its node.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 const ADD_OR_UPDATE: ActionType = ActionType::ADD.or(ActionType::UPDATE);
 
@@ -36,23 +49,61 @@ const EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::CsiNode, ADD_OR_UPDATE),
 ];
 
-pub struct VolumeBinding;
+/// The plugin, with the bindings it assumed for pods it reserved (upstream's assume
+/// caches): volumes promised to a claim, and claims to be provisioned on a node.
+#[derive(Default)]
+pub struct VolumeBinding {
+    assumed: Mutex<Assumed>,
+}
+
+#[derive(Default, Clone)]
+struct Assumed {
+    /// Volume name and the claim it is promised to.
+    volumes: Vec<(Sym, ClaimRef)>,
+    /// Claim and the node it is to be provisioned on (upstream's selected-node annotation).
+    provisioned: Vec<(ClaimRef, Sym)>,
+}
+
+impl Assumed {
+    fn volume_claim(&self, pv: Sym) -> Option<ClaimRef> {
+        self.volumes.iter().find(|(v, _)| *v == pv).map(|(_, c)| *c)
+    }
+
+    fn selected_node(&self, claim: ClaimRef) -> Option<Sym> {
+        self.provisioned
+            .iter()
+            .find(|(c, _)| *c == claim)
+            .map(|(_, n)| *n)
+    }
+}
+
+fn claim_ref(claim: &PersistentVolumeClaim) -> ClaimRef {
+    ClaimRef {
+        namespace: claim.namespace,
+        name: claim.name,
+    }
+}
 
 /// An unbound WaitForFirstConsumer claim and the volumes that could be bound to it.
 #[derive(Clone)]
 struct UnboundClaim {
+    claim: ClaimRef,
     class: StorageClass,
-    /// Volumes of the claim's class, big enough and not reserved for another claim, in
-    /// upstream's scan order; `.1` says the volume is reserved for this very claim.
-    candidates: Vec<(PersistentVolume, bool)>,
+    /// Volumes of the claim's class, big enough and not promised to another claim, in
+    /// upstream's scan order; `.1` says the volume is promised to this very claim.
+    candidates: Vec<(Arc<PersistentVolume>, bool)>,
+    /// A node an earlier pod's Reserve chose to provision the claim on.
+    selected_node: Option<Sym>,
 }
 
 #[derive(Clone)]
 struct PreFilterState {
     /// The volumes of the bound claims, in the pod's order; `None` when missing.
-    bound: Vec<Option<PersistentVolume>>,
+    bound: Vec<Option<Arc<PersistentVolume>>>,
     /// Sorted by increasing request, so the smallest claims pick first.
     unbound: Vec<UnboundClaim>,
+    /// What Reserve assumed for this pod, for Unreserve to give back.
+    reserved: Assumed,
 }
 
 impl Plugin for VolumeBinding {
@@ -63,6 +114,53 @@ impl Plugin for VolumeBinding {
     fn events_to_register(&self) -> &'static [ClusterEvent] {
         EVENTS
     }
+}
+
+/// Upstream's `GetLocalPersistentVolumeNodeNames`: per required term, the intersection of
+/// its `kubernetes.io/hostname In` values; the union over the terms.
+fn local_volume_node_names(pv: &PersistentVolume) -> Vec<Sym> {
+    let Some(affinity) = &pv.node_affinity else {
+        return Vec::new();
+    };
+    let hostname = Sym::new(HOSTNAME_LABEL);
+    let mut union = Vec::new();
+    for term in &affinity.terms {
+        let mut nodes: Option<Vec<Sym>> = None;
+        let by_hostname = term
+            .match_expressions
+            .iter()
+            .filter(|r| r.key == hostname && r.op == NodeSelectorOp::In);
+        for requirement in by_hostname {
+            nodes = Some(match nodes {
+                None => requirement.values.to_vec(),
+                Some(previous) => previous
+                    .into_iter()
+                    .filter(|n| requirement.values.contains(n))
+                    .collect(),
+            });
+        }
+        union.extend(nodes.unwrap_or_default());
+    }
+    union.sort_unstable();
+    union.dedup();
+    union
+}
+
+/// Upstream's `GetEligibleNodes`: the nodes every bound local volume names, or `None`
+/// (all nodes) when none names nodes or a volume is missing (Filter reports that).
+fn eligible_nodes(bound: &[Option<Arc<PersistentVolume>>]) -> Option<Vec<Sym>> {
+    let mut eligible: Option<Vec<Sym>> = None;
+    for pv in bound {
+        let names = local_volume_node_names(pv.as_ref()?);
+        if names.is_empty() {
+            continue;
+        }
+        eligible = Some(match eligible {
+            None => names,
+            Some(previous) => previous.into_iter().filter(|n| names.contains(n)).collect(),
+        });
+    }
+    eligible
 }
 
 impl PreFilterPlugin for VolumeBinding {
@@ -100,6 +198,7 @@ impl PreFilterPlugin for VolumeBinding {
         if claims.is_empty() {
             return (None, Status::skip());
         }
+        let assumed = self.assumed.lock();
         let mut bound = Vec::new();
         let mut unbound: Vec<(i64, UnboundClaim)> = Vec::new();
         for claim in claims {
@@ -116,44 +215,57 @@ impl PreFilterPlugin for VolumeBinding {
             }) else {
                 return (None, Status::unresolvable(REASON_UNBOUND_IMMEDIATE));
             };
+            let this = claim_ref(claim);
             let candidates = storage
                 .pvs_of_class(claim.storage_class)
-                .filter(|pv| pv.claim_ref.is_none() || pv.is_reserved_for(claim))
-                .filter(|pv| pv.capacity >= claim.requested)
-                .map(|pv| (pv.clone(), pv.is_reserved_for(claim)))
+                .filter_map(|pv| {
+                    let promised = pv.claim_ref.or_else(|| assumed.volume_claim(pv.name));
+                    match promised {
+                        None => Some((pv.clone(), false)),
+                        Some(c) if c == this => Some((pv.clone(), true)),
+                        Some(_) => None,
+                    }
+                })
                 .filter(|(pv, reserved)| {
-                    *reserved
-                        || claim
-                            .access_modes
-                            .iter()
-                            .all(|m| pv.access_modes.contains(m))
+                    pv.capacity >= claim.requested
+                        && (*reserved
+                            || claim
+                                .access_modes
+                                .iter()
+                                .all(|m| pv.access_modes.contains(m)))
                 })
                 .collect();
             unbound.push((
                 claim.requested,
                 UnboundClaim {
+                    claim: this,
                     class: class.clone(),
                     candidates,
+                    selected_node: assumed.selected_node(this),
                 },
             ));
         }
+        drop(assumed);
         unbound.sort_by_key(|(requested, _)| *requested);
+        let eligible = eligible_nodes(&bound);
         state.write(
             NAME,
             PreFilterState {
                 bound,
                 unbound: unbound.into_iter().map(|(_, c)| c).collect(),
+                reserved: Assumed::default(),
             },
         );
-        (None, Status::success())
+        (eligible, Status::success())
     }
 }
 
 impl UnboundClaim {
-    /// Upstream's `FindMatchingVolume` on one node: a volume reserved for the claim decides
+    /// Upstream's `FindMatchingVolume` on one node: a volume promised to the claim decides
     /// alone; otherwise the smallest reachable one wins (the first of equals). `chosen`
-    /// holds the volumes the pod's earlier claims took on this node.
-    fn find_match(&self, labels: &Labels, chosen: &[Sym]) -> Option<Sym> {
+    /// holds the volumes the pod's earlier claims took on this node. The flag says the
+    /// volume was already promised to the claim.
+    fn find_match(&self, labels: &Labels, chosen: &[Sym]) -> Option<(&PersistentVolume, bool)> {
         let mut best: Option<&PersistentVolume> = None;
         for (pv, reserved) in &self.candidates {
             if chosen.contains(&pv.name) {
@@ -161,18 +273,52 @@ impl UnboundClaim {
             }
             let fits = pv.fits_node(labels);
             if *reserved {
-                return fits.then_some(pv.name);
+                return fits.then_some((pv, true));
             }
             if fits && best.is_none_or(|b| pv.capacity < b.capacity) {
                 best = Some(pv);
             }
         }
-        best.map(|pv| pv.name)
+        best.map(|pv| (pv, false))
     }
 
     /// Upstream's `checkVolumeProvisions` (capacity tracking aside).
     fn can_provision_on(&self, labels: &Labels) -> bool {
         self.class.can_provision() && self.class.allows_node(labels)
+    }
+}
+
+/// How the pod's unbound claims would be served on one node.
+enum Plan {
+    /// Volumes to promise to claims (`None`: the claim's volume was promised already),
+    /// and claims to provision, per claim in order.
+    Fits(
+        SmallVec<[(ClaimRef, Option<Sym>); 4]>,
+        SmallVec<[ClaimRef; 4]>,
+    ),
+    Conflict,
+}
+
+impl PreFilterState {
+    /// Upstream's `findMatchingVolumes` then `checkVolumeProvisions` for one node.
+    fn plan(&self, node: &gantry_api::Node) -> Plan {
+        let mut chosen: SmallVec<[Sym; 4]> = SmallVec::new();
+        let mut bindings = SmallVec::new();
+        let mut provisions = SmallVec::new();
+        for claim in &self.unbound {
+            if claim.selected_node.is_some_and(|n| n != node.name) {
+                return Plan::Conflict;
+            }
+            match claim.find_match(&node.labels, &chosen) {
+                Some((pv, already_promised)) => {
+                    chosen.push(pv.name);
+                    bindings.push((claim.claim, (!already_promised).then_some(pv.name)));
+                }
+                None if claim.can_provision_on(&node.labels) => provisions.push(claim.claim),
+                None => return Plan::Conflict,
+            }
+        }
+        Plan::Fits(bindings, provisions)
     }
 }
 
@@ -184,31 +330,19 @@ impl FilterPlugin for VolumeBinding {
         let Some(node) = node.node() else {
             return Status::unresolvable("node not found");
         };
-        let labels = &node.labels;
         // Upstream's `checkBoundClaims` stops at the first missing or unreachable volume.
         let mut node_conflict = false;
         let mut pv_missing = false;
         for pv in &s.bound {
             match pv {
                 None => pv_missing = true,
-                Some(pv) => node_conflict = !pv.fits_node(labels),
+                Some(pv) => node_conflict = !pv.fits_node(&node.labels),
             }
             if pv_missing || node_conflict {
                 break;
             }
         }
-        let mut chosen: SmallVec<[Sym; 8]> = SmallVec::new();
-        let mut bind_conflict = false;
-        for claim in &s.unbound {
-            match claim.find_match(labels, &chosen) {
-                Some(pv) => chosen.push(pv),
-                None if claim.can_provision_on(labels) => {}
-                None => {
-                    bind_conflict = true;
-                    break;
-                }
-            }
-        }
+        let bind_conflict = matches!(s.plan(node), Plan::Conflict);
         let reasons = [
             (node_conflict, REASON_NODE_CONFLICT),
             (bind_conflict, REASON_BIND_CONFLICT),
@@ -219,6 +353,53 @@ impl FilterPlugin for VolumeBinding {
             return Status::success();
         };
         failed.fold(Status::unresolvable(first), Status::with_reason)
+    }
+}
+
+impl ReservePlugin for VolumeBinding {
+    /// Upstream's `AssumePodVolumes`: the volumes matched on the chosen node are promised
+    /// to their claims, and claims to provision are pinned to the node, until Unreserve.
+    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>(NAME) else {
+            // The pod has no claims (PreFilter said Skip): nothing to assume.
+            return Status::success();
+        };
+        let Some(node) = node.node() else {
+            return Status::error("node not found");
+        };
+        let Plan::Fits(bindings, provisions) = s.plan(node) else {
+            return Status::error(format!(
+                "pod's volumes no longer fit node {:?}",
+                node.name.as_str()
+            ));
+        };
+        let mut assumed = self.assumed.lock();
+        for (claim, volume) in bindings {
+            if let Some(pv) = volume {
+                assumed.volumes.push((pv, claim));
+                s.reserved.volumes.push((pv, claim));
+            }
+        }
+        for claim in provisions {
+            assumed.provisioned.push((claim, node.name));
+            s.reserved.provisioned.push((claim, node.name));
+        }
+        Status::success()
+    }
+
+    /// Upstream's `RevertAssumedPodVolumes`.
+    fn unreserve(&self, state: &mut CycleState, _pod: &Pod, _node: Sym) {
+        let Some(s) = state.read_mut::<PreFilterState>(NAME) else {
+            return;
+        };
+        let reserved = std::mem::take(&mut s.reserved);
+        let mut assumed = self.assumed.lock();
+        assumed
+            .volumes
+            .retain(|entry| !reserved.volumes.contains(entry));
+        assumed
+            .provisioned
+            .retain(|entry| !reserved.provisioned.contains(entry));
     }
 }
 
@@ -304,14 +485,7 @@ pub(crate) mod testing {
     /// A pod in "default" using the named claims.
     pub fn pod_with_claims(name: &str, claims: &[&str]) -> Pod {
         let mut pod = Pod::new("default", name);
-        pod.volumes = claims
-            .iter()
-            .map(|c| Volume {
-                name: Arc::from(*c),
-                claim_name: Some(Arc::from(*c)),
-                read_only: false,
-            })
-            .collect();
+        pod.volumes = claims.iter().map(|c| Volume::claim(c, c)).collect();
         pod
     }
 
@@ -330,7 +504,7 @@ pub(crate) mod testing {
             cache.add_pod(Arc::new(pod)).expect("test pods are unique");
         }
         let mut snapshot = Snapshot::new();
-        cache.update_snapshot(&mut snapshot);
+        cache.update_snapshot(&mut snapshot).unwrap();
         snapshot
     }
 }
@@ -397,7 +571,7 @@ mod tests {
             nodes: &snapshot,
             objects: &objects,
         };
-        let (result, status) = VolumeBinding.pre_filter(&mut state, &case.pod, cluster);
+        let (result, status) = VolumeBinding::default().pre_filter(&mut state, &case.pod, cluster);
         assert_eq!(result, None, "{}", case.name);
         let got = (status.code(), status.message());
         assert_eq!(got, case.pre_filter, "{}: PreFilter", case.name);
@@ -405,7 +579,7 @@ mod tests {
             return;
         }
         for (node, want) in case.nodes.iter().zip(&case.filter) {
-            let status = VolumeBinding.filter(&state, &case.pod, &node_info(node, &[]));
+            let status = VolumeBinding::default().filter(&state, &case.pod, &node_info(node, &[]));
             let reasons: Vec<&str> = status.reasons().collect();
             assert_eq!(&reasons, want, "{}: Filter on {}", case.name, node.name);
             if !want.is_empty() {
@@ -639,5 +813,212 @@ mod tests {
             case.classes = classes.clone();
             run(case);
         }
+    }
+
+    fn pre_filter(
+        plugin: &VolumeBinding,
+        state: &mut CycleState,
+        pod: &Pod,
+        objects: &ApiObjects,
+        nodes: &[Node],
+    ) -> (PreFilterResult, Status) {
+        let snapshot = snapshot(nodes, &[]);
+        let cluster = Cluster {
+            nodes: &snapshot,
+            objects,
+        };
+        plugin.pre_filter(state, pod, cluster)
+    }
+
+    /// Upstream v1.28's `GetEligibleNodes` (after its binder tests): the hostnames bound
+    /// local volumes name narrow the nodes; volumes naming disjoint hosts leave none; a
+    /// volume without a hostname term, or a missing one, does not narrow.
+    #[test]
+    fn bound_local_volumes_narrow_the_nodes() {
+        let hosts = [
+            node("node-a", 1000, GIB),
+            node("node-b", 1000, GIB),
+            node("node-c", 1000, GIB),
+        ];
+        let two_hosts = PersistentVolume {
+            node_affinity: affinity(&[("kubernetes.io/hostname", &["node-a", "node-b"])]),
+            ..volume("pv-ab", Some("wait-sc"))
+        };
+        let zonal = PersistentVolume {
+            node_affinity: affinity(&[("topology.kubernetes.io/zone", &["z1"])]),
+            ..volume("pv-zone", Some("wait-sc"))
+        };
+        let volumes = vec![
+            local("pv-a", "wait-sc", 1, "node-a"),
+            local("pv-b", "wait-sc", 1, "node-b"),
+            two_hosts,
+            zonal,
+        ];
+        let claims = vec![
+            bound_claim("on-a", "wait-sc", "pv-a"),
+            bound_claim("on-b", "wait-sc", "pv-b"),
+            bound_claim("on-ab", "wait-sc", "pv-ab"),
+            bound_claim("zonal", "wait-sc", "pv-zone"),
+            bound_claim("missing", "wait-sc", "pv-gone"),
+        ];
+        let mut objects = ApiObjects::default();
+        objects.set_storage(&volumes, &claims, &storage_classes(), &[]);
+        let narrowed = |claims: &[&str]| {
+            let pod = pod_with_claims("p", claims);
+            let (result, status) = pre_filter(
+                &VolumeBinding::default(),
+                &mut CycleState::new(),
+                &pod,
+                &objects,
+                &hosts,
+            );
+            assert!(status.is_success(), "{claims:?}: {}", status.message());
+            result.map(|r| r.iter().map(|n| n.as_str()).collect::<Vec<_>>())
+        };
+        assert_eq!(narrowed(&["on-a"]), Some(vec!["node-a"]));
+        assert_eq!(narrowed(&["on-ab"]), Some(vec!["node-a", "node-b"]));
+        assert_eq!(
+            narrowed(&["on-ab", "on-b"]),
+            Some(vec!["node-b"]),
+            "intersection"
+        );
+        assert_eq!(
+            narrowed(&["on-a", "on-b"]),
+            Some(vec![]),
+            "disjoint: no node"
+        );
+        assert_eq!(narrowed(&["zonal"]), None, "no hostname term");
+        assert_eq!(narrowed(&["zonal", "on-a"]), Some(vec!["node-a"]));
+        assert_eq!(
+            narrowed(&["on-a", "missing"]),
+            None,
+            "a missing volume: all nodes"
+        );
+    }
+
+    /// A claim marked Lost is rejected at PreFilter; a claim bound to a volume the input
+    /// lacks passes PreFilter and fails Filter on every node, as in v1.28.
+    #[test]
+    fn claims_bound_to_missing_volumes() {
+        let mut objects = ApiObjects::default();
+        let lost = PersistentVolumeClaim {
+            phase: ClaimPhase::Lost,
+            ..bound_claim("lost", "wait-sc", "pv-gone")
+        };
+        let dangling = bound_claim("dangling", "wait-sc", "pv-gone");
+        objects.set_storage(&[], &[lost, dangling], &storage_classes(), &[]);
+        let nodes = [node("node-a", 1000, GIB)];
+        let (_, status) = pre_filter(
+            &VolumeBinding::default(),
+            &mut CycleState::new(),
+            &pod_with_claims("p", &["lost"]),
+            &objects,
+            &nodes,
+        );
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                Code::UnschedulableAndUnresolvable,
+                r#"persistentvolumeclaim "lost" bound to non-existent persistentvolume "pv-gone""#
+                    .to_string()
+            )
+        );
+        let plugin = VolumeBinding::default();
+        let pod = pod_with_claims("p", &["dangling"]);
+        let mut state = CycleState::new();
+        let (_, status) = pre_filter(&plugin, &mut state, &pod, &objects, &nodes);
+        assert!(status.is_success());
+        let verdict = plugin.filter(&state, &pod, &node_info(&nodes[0], &[]));
+        assert_eq!(verdict.message(), REASON_PV_NOT_EXIST);
+    }
+
+    /// Upstream's assume cache: once a pod is reserved with a static volume for its
+    /// WaitForFirstConsumer claim, the next pod's claim cannot have it; a pod sharing the
+    /// claim gets the same volume; Unreserve gives the volume back.
+    #[test]
+    fn a_reserved_volume_is_taken_until_unreserved() {
+        let nodes = [node("node-a", 1000, GIB), node("node-b", 1000, GIB)];
+        let mut objects = ApiObjects::default();
+        objects.set_storage(
+            &[local("only-pv", "wait-sc", 1, "node-a")],
+            &[
+                claim("first", Some("wait-sc")),
+                claim("second", Some("wait-sc")),
+            ],
+            &storage_classes(),
+            &[],
+        );
+        let plugin = VolumeBinding::default();
+        let verdicts = |pod: &Pod| -> (CycleState, Vec<bool>) {
+            let mut state = CycleState::new();
+            let (_, status) = pre_filter(&plugin, &mut state, pod, &objects, &nodes);
+            assert!(status.is_success());
+            let fits = nodes
+                .iter()
+                .map(|n| plugin.filter(&state, pod, &node_info(n, &[])).is_success())
+                .collect();
+            (state, fits)
+        };
+        let first = pod_with_claims("first-user", &["first"]);
+        let (mut state, fits) = verdicts(&first);
+        assert_eq!(fits, [true, false]);
+        let reserved = plugin.reserve(&mut state, &first, &node_info(&nodes[0], &[]));
+        assert!(reserved.is_success());
+
+        let second = pod_with_claims("second-user", &["second"]);
+        assert_eq!(verdicts(&second).1, [false, false], "the volume is taken");
+        let sharer = pod_with_claims("sharer", &["first"]);
+        assert_eq!(
+            verdicts(&sharer).1,
+            [true, false],
+            "same claim, same volume"
+        );
+
+        plugin.unreserve(&mut state, &first, nodes[0].name);
+        assert_eq!(verdicts(&second).1, [true, false], "given back");
+    }
+
+    /// A claim provisioned for a reserved pod is pinned to that pod's node (upstream's
+    /// selected-node annotation on the assumed claim).
+    #[test]
+    fn a_claim_provisioned_for_a_reserved_pod_stays_on_its_node() {
+        let nodes = [node("node-a", 1000, GIB), node("node-b", 1000, GIB)];
+        let mut objects = ApiObjects::default();
+        let mut classes = storage_classes();
+        classes.push(class(
+            "csi-sc",
+            VolumeBindingMode::WaitForFirstConsumer,
+            "csi",
+        ));
+        objects.set_storage(&[], &[claim("data", Some("csi-sc"))], &classes, &[]);
+        let plugin = VolumeBinding::default();
+        let pod = pod_with_claims("writer", &["data"]);
+        let mut state = CycleState::new();
+        assert!(
+            pre_filter(&plugin, &mut state, &pod, &objects, &nodes)
+                .1
+                .is_success()
+        );
+        assert!(
+            plugin
+                .reserve(&mut state, &pod, &node_info(&nodes[1], &[]))
+                .is_success()
+        );
+        let reader = pod_with_claims("reader", &["data"]);
+        let mut reader_state = CycleState::new();
+        assert!(
+            pre_filter(&plugin, &mut reader_state, &reader, &objects, &nodes)
+                .1
+                .is_success()
+        );
+        let fits: Vec<bool> = nodes
+            .iter()
+            .map(|n| {
+                plugin
+                    .filter(&reader_state, &reader, &node_info(n, &[]))
+                    .is_success()
+            })
+            .collect();
+        assert_eq!(fits, [false, true]);
     }
 }

@@ -1,6 +1,6 @@
-//! VolumeRestrictions: a claim with the ReadWriteOncePod access mode may be used by one pod
-//! in the whole cluster. Upstream's other check (inline GCE PD, EBS, RBD and iSCSI volumes
-//! mounted twice on a node) has nothing to act on here: Gantry's pods carry only claims.
+//! VolumeRestrictions: an in-tree disk (GCE PD, AWS EBS, iSCSI, Ceph RBD) already mounted
+//! by a pod on a node cannot be mounted there again (read-only mounts aside), and a claim
+//! with the ReadWriteOncePod access mode may be used by one pod in the whole cluster.
 
 use std::sync::Arc;
 
@@ -13,11 +13,12 @@ use crate::events::{ActionType, ClusterEvent, EventResource};
 use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
 
 pub const NAME: &str = "VolumeRestrictions";
+pub const REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
 pub const REASON_READ_WRITE_ONCE_POD_CONFLICT: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
 
-/// Upstream v1.28: a deleted pod frees its claims, a new node may fit, a new claim may
-/// let PreFilter find it.
+/// Upstream v1.28: a deleted pod frees its disks and claims, a new node may fit, a new
+/// claim may let PreFilter find it.
 const EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
     ClusterEvent::new(EventResource::Node, ActionType::ADD.or(ActionType::UPDATE)),
@@ -50,6 +51,23 @@ impl PreFilterState {
             .count();
         i64::try_from(uses).unwrap_or(i64::MAX)
     }
+}
+
+/// Upstream's `satisfyVolumeConflicts`: none of the pod's disks is mounted in a
+/// conflicting way by a pod already on the node.
+fn disks_free(pod: &Pod, node: &NodeInfo) -> bool {
+    pod.volumes
+        .iter()
+        .filter_map(|v| v.disk.as_ref())
+        .all(|disk| {
+            node.pods().iter().all(|existing| {
+                existing
+                    .volumes
+                    .iter()
+                    .filter_map(|v| v.disk.as_ref())
+                    .all(|other| !disk.conflicts(other))
+            })
+        })
 }
 
 /// The message of upstream's lister NotFound error for a claim.
@@ -93,7 +111,8 @@ impl PreFilterPlugin for VolumeRestrictions {
             })
         });
         let conflicts = i64::try_from(used.count()).unwrap_or(i64::MAX);
-        if conflicts == 0 {
+        let has_disks = pod.volumes.iter().any(|v| v.disk.is_some());
+        if conflicts == 0 && !has_disks {
             return (None, Status::skip());
         }
         state.write(
@@ -121,9 +140,12 @@ impl PreFilterPlugin for VolumeRestrictions {
 }
 
 impl FilterPlugin for VolumeRestrictions {
-    /// The conflict is cluster-wide, so every node gets the same verdict; Unschedulable
-    /// because preempting the claim's user frees it.
-    fn filter(&self, state: &CycleState, _pod: &Pod, _node: &NodeInfo) -> Status {
+    /// Disks first, per node; then the claim conflict, which is cluster-wide, so every node
+    /// gets the same verdict. Both Unschedulable: preempting the other user frees them.
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        if !disks_free(pod, node) {
+            return Status::unschedulable(REASON_DISK_CONFLICT);
+        }
         match state.read::<PreFilterState>(NAME) {
             Some(s) if s.conflicts > 0 => {
                 Status::unschedulable(REASON_READ_WRITE_ONCE_POD_CONFLICT)
@@ -246,6 +268,83 @@ mod tests {
                 status
             };
             assert_eq!(status.message(), message, "{name}");
+        }
+    }
+
+    /// Upstream's TestGCEDiskConflicts, TestAWSDiskConflicts, TestRBDDiskConflicts and
+    /// TestISCSIDiskConflicts: (PreFilter code, Filter verdict) for a pod with no disk, and
+    /// for pods with the same and another disk than the node's pod has.
+    #[test]
+    fn disk_conflicts() {
+        use gantry_api::{Disk, Volume};
+        let gce = |name: &str| Disk::GcePersistentDisk {
+            pd_name: Arc::from(name),
+            read_only: false,
+        };
+        let ebs = |id: &str| Disk::AwsElasticBlockStore {
+            volume_id: Arc::from(id),
+        };
+        let rbd = |monitors: [&str; 2]| Disk::Rbd {
+            monitors: monitors.iter().map(|m| Arc::from(*m)).collect(),
+            pool: Arc::from("foo"),
+            image: Arc::from("bar"),
+            read_only: false,
+        };
+        let iscsi = |iqn: &str| Disk::Iscsi {
+            iqn: Arc::from(iqn),
+            read_only: false,
+        };
+        let kinds = [
+            ("gce", gce("foo"), gce("bar")),
+            ("aws", ebs("foo"), ebs("bar")),
+            ("rbd", rbd(["a", "b"]), rbd(["c", "d"])),
+            (
+                "iscsi",
+                iscsi("iqn.2016-12.server:storage.target01"),
+                iscsi("iqn.2016-12.server:storage.target02"),
+            ),
+        ];
+        let with_disk = |name: &str, disk: &Disk| {
+            let mut pod = Pod::new("default", name);
+            pod.volumes.push(Volume {
+                disk: Some(disk.clone()),
+                ..Volume::claim("v", "unused")
+            });
+            pod.volumes[0].claim_name = None;
+            pod
+        };
+        let n = node("node-1", 1000, 1 << 30);
+        for (kind, disk, other) in kinds {
+            let existing = vec![with_disk("existing", &disk)];
+            let snapshot = snapshot(std::slice::from_ref(&n), &existing);
+            let objects = ApiObjects::default();
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            let info = node_info(&n, &existing);
+            let run = |pod: &Pod| {
+                let mut state = CycleState::new();
+                let (_, pre) = VolumeRestrictions.pre_filter(&mut state, pod, cluster);
+                let verdict = VolumeRestrictions.filter(&state, pod, &info);
+                (pre.code(), verdict.code(), verdict.message())
+            };
+            let nothing = Pod::new("default", "nothing");
+            assert_eq!(run(&nothing).0, Code::Skip, "{kind}: nothing");
+            assert_eq!(
+                run(&with_disk("same", &disk)),
+                (
+                    Code::Success,
+                    Code::Unschedulable,
+                    REASON_DISK_CONFLICT.to_string()
+                ),
+                "{kind}: same state"
+            );
+            assert_eq!(
+                run(&with_disk("different", &other)),
+                (Code::Success, Code::Success, String::new()),
+                "{kind}: different state"
+            );
         }
     }
 
