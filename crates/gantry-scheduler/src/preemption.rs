@@ -302,3 +302,271 @@ fn pick_one_node(candidates: Vec<Candidate>) -> Candidate {
     }
     remaining.swap_remove(0)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Upstream's default_preemption_test.go rows that involve PodDisruptionBudgets
+    //! (TestDryRunPreemption, TestPostFilter), with its resource sizes: nodes of 500m cpu
+    //! and 500 bytes of memory (32 pods), priorities low 0, mid 100, high 1000, very high
+    //! 10000.
+
+    use super::*;
+    use crate::framework_runner::{PluginTimer, run_pre_filter};
+    use crate::scheduler::Nominations;
+    use gantry_api::{LabelSelector, Node, Resources};
+    use gantry_cache::Cache;
+    use gantry_framework::plugins::default_profile;
+    use gantry_framework::{ApiObjects, Cluster};
+
+    const MID: i32 = 100;
+    const HIGH: i32 = 1000;
+
+    fn node(name: &str, milli_cpu: i64, memory: i64, pods: i64) -> Node {
+        let mut allocatable = Resources::new(milli_cpu, memory);
+        allocatable.pods = pods;
+        Node::new(name, allocatable)
+    }
+
+    /// A pod named `name` (also its uid) with the given priority, labels and requests.
+    fn pod(name: &str, priority: i32, labels: &[(&str, &str)], request: i64) -> Pod {
+        let mut pod = Pod::new("default", name)
+            .with_priority(priority)
+            .with_labels(labels.iter().copied());
+        if request > 0 {
+            pod = pod.with_requests(request, request);
+        }
+        pod.uid = Arc::from(name);
+        pod
+    }
+
+    fn budget(selector: (&str, &str), allowed: i32, disrupted: &[&str]) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            namespace: Sym::new("default"),
+            name: Arc::from("pdb"),
+            selector: Some(LabelSelector::from_pairs([(
+                Sym::new(selector.0),
+                Sym::new(selector.1),
+            )])),
+            disruptions_allowed: allowed,
+            disrupted_pods: disrupted.iter().map(|p| Arc::from(*p)).collect(),
+        }
+    }
+
+    struct TestCluster {
+        snapshot: Snapshot,
+        profile: Profile,
+    }
+
+    fn test_cluster(
+        nodes: Vec<Node>,
+        pods: Vec<(&str, Pod)>,
+        percentage: u32,
+        absolute: u32,
+    ) -> TestCluster {
+        let cache = Cache::new();
+        for n in nodes {
+            cache.add_node(Arc::new(n));
+        }
+        for (node, p) in pods {
+            cache.add_pod(Arc::new(p.on_node(node))).unwrap();
+        }
+        let mut snapshot = Snapshot::new();
+        cache.update_snapshot(&mut snapshot).unwrap();
+        let mut profile = default_profile("default-scheduler");
+        profile.min_candidate_nodes_percentage = percentage;
+        profile.min_candidate_nodes_absolute = absolute;
+        TestCluster { snapshot, profile }
+    }
+
+    /// The candidates of a dry run from `offset`, by node name, each with its victims (by
+    /// name) and budget violations.
+    fn dry_run(
+        c: &TestCluster,
+        preemptor: &Pod,
+        budgets: &[PodDisruptionBudget],
+        offset: usize,
+    ) -> Vec<(String, Vec<String>, usize)> {
+        let objects = ApiObjects::default();
+        let mut state = CycleState::new();
+        let view = Cluster {
+            nodes: &c.snapshot,
+            objects: &objects,
+        };
+        let pre = run_pre_filter(
+            &c.profile,
+            &mut state,
+            preemptor,
+            view,
+            &mut PluginTimer::default(),
+        );
+        assert!(pre.is_ok());
+        let preemption = Preemption {
+            profile: &c.profile,
+            snapshot: &c.snapshot,
+            nominated: &Nominations::default(),
+            budgets,
+        };
+        let potential: Vec<usize> = (0..c.snapshot.num_nodes()).collect();
+        let result = preemption.dry_run(&state, &Arc::new(preemptor.clone()), &potential, offset);
+        let mut candidates: Vec<(String, Vec<String>, usize)> = result
+            .candidates
+            .iter()
+            .map(|c| {
+                let mut victims: Vec<String> =
+                    c.victims.iter().map(|v| v.name.to_string()).collect();
+                victims.sort();
+                (c.node.to_string(), victims, c.pdb_violations)
+            })
+            .collect();
+        candidates.sort();
+        candidates
+    }
+
+    fn one_node_two_foo_pods(names: &[&str]) -> TestCluster {
+        let pods = names
+            .iter()
+            .map(|n| ("node1", pod(n, MID, &[("app", "foo")], 200)))
+            .collect();
+        test_cluster(vec![node("node1", 500, 500, 32)], pods, 10, 100)
+    }
+
+    fn victims(names: &[&str], violations: usize) -> Vec<(String, Vec<String>, usize)> {
+        vec![(
+            "node1".to_string(),
+            names.iter().map(|n| n.to_string()).collect(),
+            violations,
+        )]
+    }
+
+    #[test]
+    fn victims_count_the_budgets_they_break() {
+        let preemptor = pod("p", HIGH, &[], 500);
+        let foo = ("app", "foo");
+        let c = one_node_two_foo_pods(&["p1.1", "p1.2"]);
+        assert_eq!(
+            dry_run(&c, &preemptor, &[budget(foo, 1, &[])], 0),
+            victims(&["p1.1", "p1.2"], 1),
+            "preemption with violation of same pdb"
+        );
+        assert_eq!(
+            dry_run(&c, &preemptor, &[budget(foo, 1, &["p2"])], 0),
+            victims(&["p1.1", "p1.2"], 1),
+            "the victim doesn't belong to DisruptedPods"
+        );
+        assert_eq!(
+            dry_run(&c, &preemptor, &[budget(foo, 1, &["p1.2"])], 0),
+            victims(&["p1.1", "p1.2"], 0),
+            "the victim belongs to DisruptedPods"
+        );
+        let c = one_node_two_foo_pods(&["p1.1", "p1.2", "p1.3"]);
+        assert_eq!(
+            dry_run(&c, &preemptor, &[budget(foo, 1, &["p1.3"])], 0),
+            victims(&["p1.1", "p1.2", "p1.3"], 1),
+            "the victim in DisruptedPods is treated as non-violating"
+        );
+    }
+
+    #[test]
+    fn the_dry_run_looks_past_enough_candidates_until_one_breaks_no_budget() {
+        let nodes = (1..=5)
+            .map(|i| node(&format!("node{i}"), 500, 500, 32))
+            .collect();
+        let foo: &[(&str, &str)] = &[("app", "foo")];
+        let pods = vec![
+            ("node1", pod("p1", MID, foo, 300)),
+            ("node2", pod("p2", MID, foo, 300)),
+            ("node3", pod("p3", MID, &[], 300)),
+            ("node4", pod("p4", MID, &[], 300)),
+            ("node5", pod("p5", MID, foo, 300)),
+        ];
+        let c = test_cluster(nodes, pods, 40, 2);
+        let preemptor = pod("p", HIGH, &[], 300);
+        // From node5: node5 and node1 break the budget, node2 would too (but two such are
+        // kept at most), node3 does not: the search stops there.
+        let owned = |(n, v, k): (&str, &str, usize)| (n.to_string(), vec![v.to_string()], k);
+        assert_eq!(
+            dry_run(&c, &preemptor, &[budget(("app", "foo"), 0, &[])], 4),
+            [("node1", "p1", 1), ("node3", "p3", 0), ("node5", "p5", 1)].map(owned)
+        );
+    }
+
+    /// Preemption over every node, each failing with `Too many pods`; the node chosen.
+    fn nominate(
+        c: &TestCluster,
+        budgets: &[PodDisruptionBudget],
+        preemptor: &Pod,
+        seed: u64,
+    ) -> Sym {
+        let preemptor = Arc::new(preemptor.clone());
+        let names: Vec<Sym> = (0..c.snapshot.num_nodes())
+            .map(|i| c.snapshot.node_at(i).name())
+            .collect();
+        let fit_error = FitError {
+            num_all_nodes: names.len(),
+            node_statuses: names
+                .iter()
+                .map(|n| (*n, Status::unschedulable("Too many pods")))
+                .collect(),
+            pre_filter_message: None,
+            post_filter_message: None,
+        };
+        let objects = ApiObjects::default();
+        let view = Cluster {
+            nodes: &c.snapshot,
+            objects: &objects,
+        };
+        let mut state = CycleState::new();
+        run_pre_filter(
+            &c.profile,
+            &mut state,
+            &preemptor,
+            view,
+            &mut PluginTimer::default(),
+        )
+        .unwrap();
+        let preemption = Preemption {
+            profile: &c.profile,
+            snapshot: &c.snapshot,
+            nominated: &Nominations::default(),
+            budgets,
+        };
+        match preemption.run(&state, &preemptor, &fit_error, &mut Rng::new(seed)) {
+            Outcome::Nominated { node, .. } => node,
+            Outcome::Failed(message) => panic!("no nomination: {message}"),
+        }
+    }
+
+    #[test]
+    fn the_node_breaking_fewest_budgets_wins_before_lower_priorities() {
+        // TestPostFilter "pod can be made schedulable on minHighestPriority node": both
+        // nodes break one budget, so the lower highest victim priority decides.
+        let one_pod = |name| node(name, 0, 0, 1);
+        let violating = ("test.kubernetes.io/is-violating-pdb", "violating");
+        let non_violating = ("test.kubernetes.io/is-violating-pdb", "non-violating");
+        let budgets = [
+            budget(violating, 0, &[]),
+            budget(non_violating, i32::MAX, &[]),
+        ];
+        let preemptor = pod("p", 10_000, &[], 0);
+        let pods = vec![
+            ("node1", pod("p1", HIGH, &[non_violating], 0)),
+            ("node2", pod("p3", MID, &[violating], 0)),
+            ("node1", pod("p2", 0, &[violating], 0)),
+        ];
+        let c = test_cluster(vec![one_pod("node1"), one_pod("node2")], pods, 10, 100);
+        for seed in 0..4 {
+            assert_eq!(nominate(&c, &budgets, &preemptor, seed), Sym::new("node2"));
+        }
+        // A budget that protects only node2's pod: node1 breaks none and wins, although
+        // its highest victim has the higher priority.
+        let pods = vec![
+            ("node1", pod("p1", HIGH, &[], 0)),
+            ("node2", pod("p3", MID, &[violating], 0)),
+            ("node1", pod("p2", 0, &[], 0)),
+        ];
+        let c = test_cluster(vec![one_pod("node1"), one_pod("node2")], pods, 10, 100);
+        for seed in 0..4 {
+            assert_eq!(nominate(&c, &budgets, &preemptor, seed), Sym::new("node1"));
+        }
+    }
+}
