@@ -19,7 +19,8 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 #[derive(Debug, Clone, Default)]
 pub struct ApiObjects {
-    namespaces: HashMap<Sym, Labels, RandomState>,
+    /// Labels by namespace, shared so that a plugin can keep them in its cycle state.
+    namespaces: HashMap<Sym, Arc<Labels>, RandomState>,
     services: Vec<Service>,
     storage: Arc<StorageObjects>,
     disruption_budgets: Arc<[PodDisruptionBudget]>,
@@ -168,8 +169,9 @@ impl ApiObjects {
     }
 
     /// The namespace's labels (empty for a namespace never seen).
-    pub fn namespace_labels(&self, namespace: Sym) -> &Labels {
-        static EMPTY: std::sync::LazyLock<Labels> = std::sync::LazyLock::new(Labels::default);
+    pub fn namespace_labels(&self, namespace: Sym) -> &Arc<Labels> {
+        static EMPTY: std::sync::LazyLock<Arc<Labels>> =
+            std::sync::LazyLock::new(|| Arc::new(Labels::default()));
         self.namespaces.get(&namespace).unwrap_or(&EMPTY)
     }
 
@@ -194,16 +196,16 @@ impl ApiObjects {
 }
 
 /// The namespace's labels with the name label the API server sets added if missing.
-fn with_name_label(namespace: Sym, labels: &Labels) -> Labels {
+fn with_name_label(namespace: Sym, labels: &Labels) -> Arc<Labels> {
     let name_label = Sym::new(NAMESPACE_NAME_LABEL);
     if labels.get(name_label).is_some() {
-        return labels.clone();
+        return Arc::new(labels.clone());
     }
-    Labels::new(
+    Arc::new(Labels::new(
         labels
             .iter()
             .chain(std::iter::once((name_label, namespace))),
-    )
+    ))
 }
 
 #[cfg(test)]

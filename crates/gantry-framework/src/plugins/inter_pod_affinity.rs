@@ -185,7 +185,7 @@ struct PreFilterState {
     affinity_namespaces: Vec<TermNamespaces>,
     anti_affinity_namespaces: Vec<TermNamespaces>,
     /// Labels of the incoming pod's namespace, for existing pods' namespace selectors.
-    namespace_labels: Labels,
+    namespace_labels: Arc<Labels>,
     /// The incoming pod matches all its own required affinity terms.
     matches_own_affinity: bool,
 }
