@@ -172,7 +172,7 @@ impl TermMemo {
 }
 
 /// What PreFilter computes for the incoming pod (upstream's `preFilterState`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct PreFilterState {
     /// Existing pods' required anti-affinity terms that the incoming pod matches.
     existing_anti_affinity_counts: Counts,
@@ -194,8 +194,13 @@ impl PreFilterState {
     fn compute(pod: &Pod, cluster: Cluster<'_>) -> PreFilterState {
         let nodes = cluster.nodes;
         let mut state = PreFilterState {
+            existing_anti_affinity_counts: Counts::default(),
+            affinity_counts: Counts::default(),
+            anti_affinity_counts: Counts::default(),
+            affinity_namespaces: Vec::new(),
+            anti_affinity_namespaces: Vec::new(),
             namespace_labels: cluster.objects.namespace_labels(pod.namespace).clone(),
-            ..PreFilterState::default()
+            matches_own_affinity: false,
         };
         // Existing pods' required anti-affinity, one check per distinct term.
         let mut memo = TermMemo::default();
