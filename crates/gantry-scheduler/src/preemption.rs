@@ -59,31 +59,24 @@ fn start_time(pod: &Pod) -> i64 {
 /// Upstream's `filterPodsWithPDBViolation`: walks the pods (most important first) and
 /// spends each covering budget's `disruptionsAllowed`; a pod that overdraws one is
 /// violating. Pods whose eviction a budget already recorded (`disruptedPods`) spend
-/// nothing. Both groups keep the input order.
-fn split_by_budget_violation(
-    pods: Vec<Arc<Pod>>,
-    budgets: &[PodDisruptionBudget],
-) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+/// nothing. One flag per pod, in the pods' order.
+fn budget_violations(pods: &[Arc<Pod>], budgets: &[PodDisruptionBudget]) -> SmallVec<[bool; 32]> {
     let mut allowed: SmallVec<[i32; 8]> = budgets.iter().map(|b| b.disruptions_allowed).collect();
-    let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
-    for pod in pods {
-        let mut violates = false;
-        if !pod.labels.is_empty() {
-            for (budget, allowed) in budgets.iter().zip(allowed.iter_mut()) {
-                if !budget.covers(&pod) || budget.has_disrupted(&pod) {
-                    continue;
+    pods.iter()
+        .map(|pod| {
+            let mut violates = false;
+            if !pod.labels.is_empty() {
+                for (budget, allowed) in budgets.iter().zip(allowed.iter_mut()) {
+                    if !budget.covers(pod) || budget.has_disrupted(pod) {
+                        continue;
+                    }
+                    *allowed -= 1;
+                    violates |= *allowed < 0;
                 }
-                *allowed -= 1;
-                violates |= *allowed < 0;
             }
-        }
-        if violates {
-            violating.push(pod);
-        } else {
-            non_violating.push(pod);
-        }
-    }
-    (violating, non_violating)
+            violates
+        })
+        .collect()
 }
 
 /// What a dry run over the nodes found: candidates (those that break no budget first),
@@ -224,18 +217,19 @@ impl Preemption<'_> {
             return Err(status);
         }
         potential.sort_by(|a, b| more_important(a, b));
-        let (violating, non_violating) = split_by_budget_violation(potential, self.budgets);
-        let mixed = !violating.is_empty() && !non_violating.is_empty();
-        let in_reprieve_order = violating
-            .into_iter()
-            .map(|p| (p, true))
-            .chain(non_violating.into_iter().map(|p| (p, false)));
+        let violations = budget_violations(&potential, self.budgets);
+        let mixed = violations.contains(&true) && violations.contains(&false);
+        // Violating pods first, then the others, each group most important first.
+        let flagged = || potential.iter().zip(violations.iter().copied());
+        let in_reprieve_order = flagged()
+            .filter(|(_, violates)| *violates)
+            .chain(flagged().filter(|(_, violates)| !*violates));
         let mut victims = Vec::new();
         let mut pdb_violations = 0;
         for (candidate, violates) in in_reprieve_order {
-            info.add_pod(candidate.clone());
+            info.add_pod(Arc::clone(candidate));
             for plugin in &self.profile.pre_filter {
-                plugin.add_pod(&mut state, pod, &candidate, &info);
+                plugin.add_pod(&mut state, pod, candidate, &info);
             }
             if !filters
                 .run_with_nominated(&state, pod, &info, nominated)
@@ -243,10 +237,10 @@ impl Preemption<'_> {
             {
                 info.remove_pod(&candidate.uid);
                 for plugin in &self.profile.pre_filter {
-                    plugin.remove_pod(&mut state, pod, &candidate, &info);
+                    plugin.remove_pod(&mut state, pod, candidate, &info);
                 }
                 pdb_violations += usize::from(violates);
-                victims.push(candidate);
+                victims.push(Arc::clone(candidate));
             }
         }
         if victims.is_empty() {
