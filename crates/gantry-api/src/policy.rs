@@ -36,7 +36,7 @@ impl PodDisruptionBudget {
 
     /// Whether the pod's eviction was already processed (it must not be counted again).
     pub fn has_disrupted(&self, pod: &Pod) -> bool {
-        self.disrupted_pods.iter().any(|name| *name == pod.name)
+        self.disrupted_pods.contains(&pod.name)
     }
 }
 
