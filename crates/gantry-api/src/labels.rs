@@ -268,6 +268,31 @@ pub struct NodeSelectorTerm {
 }
 
 impl NodeSelectorTerm {
+    /// The values the term admits for `key` through its `In` requirements (the
+    /// intersection of their values), among its label expressions, or with `fields` its
+    /// field requirements; `None` when no `In` requirement names the key.
+    pub fn admitted_values(&self, key: Sym, fields: bool) -> Option<Vec<Sym>> {
+        let requirements = if fields {
+            &self.match_fields
+        } else {
+            &self.match_expressions
+        };
+        let mut admitted: Option<Vec<Sym>> = None;
+        for r in requirements
+            .iter()
+            .filter(|r| r.key == key && r.op == NodeSelectorOp::In)
+        {
+            admitted = Some(match admitted {
+                None => r.values.to_vec(),
+                Some(previous) => previous
+                    .into_iter()
+                    .filter(|v| r.values.contains(v))
+                    .collect(),
+            });
+        }
+        admitted
+    }
+
     pub fn matches(&self, node_name: Sym, labels: &Labels) -> bool {
         if self.match_expressions.is_empty() && self.match_fields.is_empty() {
             return false;

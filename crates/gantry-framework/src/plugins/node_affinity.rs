@@ -1,7 +1,6 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter nodes; preferred terms
 //! add their weights to the nodes they match.
 
-use gantry_api::labels::NodeSelectorOp;
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
@@ -53,21 +52,7 @@ fn named_nodes(required: &NodeSelector) -> Option<Vec<Sym>> {
     let name_field = Sym::new("metadata.name");
     let mut union: Vec<Sym> = Vec::new();
     for term in &required.terms {
-        let mut named: Option<Vec<Sym>> = None;
-        let by_name = term
-            .match_fields
-            .iter()
-            .filter(|r| r.key == name_field && r.op == NodeSelectorOp::In);
-        for requirement in by_name {
-            named = Some(match named {
-                None => requirement.values.to_vec(),
-                Some(previous) => previous
-                    .into_iter()
-                    .filter(|n| requirement.values.contains(n))
-                    .collect(),
-            });
-        }
-        union.extend(named?);
+        union.extend(term.admitted_values(name_field, true)?);
     }
     union.sort_unstable();
     union.dedup();
@@ -155,7 +140,7 @@ impl ScorePlugin for NodeAffinity {
 mod tests {
     use super::*;
     use crate::plugins::testing::{node, node_info};
-    use gantry_api::labels::NodeSelectorRequirement;
+    use gantry_api::labels::{NodeSelectorOp, NodeSelectorRequirement};
     use gantry_api::{Labels, NodeSelectorTerm, PreferredSchedulingTerm};
 
     fn term(key: &str, op: NodeSelectorOp, values: &[&str]) -> NodeSelectorTerm {

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use gantry_api::labels::NodeSelectorOp;
 use gantry_api::storage::{ClaimPhase, ClaimRef, VolumeBindingMode};
 use gantry_api::{Labels, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass, Sym};
 use gantry_cache::NodeInfo;
@@ -125,21 +124,7 @@ fn local_volume_node_names(pv: &PersistentVolume) -> Vec<Sym> {
     let hostname = Sym::new(HOSTNAME_LABEL);
     let mut union = Vec::new();
     for term in &affinity.terms {
-        let mut nodes: Option<Vec<Sym>> = None;
-        let by_hostname = term
-            .match_expressions
-            .iter()
-            .filter(|r| r.key == hostname && r.op == NodeSelectorOp::In);
-        for requirement in by_hostname {
-            nodes = Some(match nodes {
-                None => requirement.values.to_vec(),
-                Some(previous) => previous
-                    .into_iter()
-                    .filter(|n| requirement.values.contains(n))
-                    .collect(),
-            });
-        }
-        union.extend(nodes.unwrap_or_default());
+        union.extend(term.admitted_values(hostname, false).unwrap_or_default());
     }
     union.sort_unstable();
     union.dedup();
