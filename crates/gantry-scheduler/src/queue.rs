@@ -225,6 +225,13 @@ impl SchedulingQueue {
         self.entries.contains_key(uid)
     }
 
+    /// Whether the pod is held back by a PreEnqueue plugin (its scheduling gates).
+    pub fn is_gated(&self, uid: &str) -> bool {
+        self.entries
+            .get(uid)
+            .is_some_and(|e| e.location == Location::Gated)
+    }
+
     /// Moves pods whose backoff ended to activeQ, then pops the next pod to schedule.
     pub fn pop(&mut self, now: Duration) -> Option<QueuedPod> {
         self.flush_backoff_completed(now);
@@ -371,7 +378,11 @@ impl SchedulingQueue {
             })
     }
 
-    fn move_to_active_or_backoff(&mut self, uids: Vec<Arc<str>>, now: Duration) {
+    /// Moves pods in the order they entered the unschedulable set (their `version`), not
+    /// in the set's hash order, which changes per process: equal-priority pods moved at
+    /// one time are then tried in the same order in every run.
+    fn move_to_active_or_backoff(&mut self, mut uids: Vec<Arc<str>>, now: Duration) {
+        uids.sort_unstable_by_key(|uid| self.entries.get(uid).map(|e| e.version));
         for uid in uids {
             let Some(entry) = self.entries.remove(&uid) else {
                 continue;

@@ -2,6 +2,9 @@
 //! (refusing a pod bound twice, optionally a bind that would over-commit the node, and a
 //! configurable share of binds at random) and deletes pods; the simulation delivers the
 //! resulting watch events to the scheduler.
+//!
+//! Nothing visible depends on hash-map order: each node lists its pods in the order they
+//! were bound, so a drain or a node deletion walks them the same way in every run.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -12,7 +15,18 @@ use gantry_scheduler::Rng;
 struct NodeUsage {
     node: Arc<Node>,
     requested: Resources,
-    pods: usize,
+    /// Uids of the pods bound to the node, in bind order.
+    pods: Vec<Arc<str>>,
+}
+
+/// Cpu and memory requested and allocatable over all nodes, kept as binds and deletions
+/// happen, for utilisation over time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterTotals {
+    pub requested_milli_cpu: i64,
+    pub allocatable_milli_cpu: i64,
+    pub requested_memory: i64,
+    pub allocatable_memory: i64,
 }
 
 pub struct SimulatedApi {
@@ -21,6 +35,7 @@ pub struct SimulatedApi {
     bound: HashMap<Arc<str>, Arc<Pod>>,
     /// Nodes whose bound pods ever asked for more than the node has, through a bind.
     overcommitted: HashSet<Sym>,
+    totals: ClusterTotals,
     /// Refuse binds that would over-commit the node (a binder that re-checks capacity).
     pub capacity_check: bool,
     /// Share of binds that fail at random (a flaky API).
@@ -36,6 +51,7 @@ impl SimulatedApi {
             nodes: HashMap::new(),
             bound: HashMap::new(),
             overcommitted: HashSet::new(),
+            totals: ClusterTotals::default(),
             capacity_check: false,
             failure_rate: 0.0,
             rng: Rng::new(seed ^ 0x5EED_0FB1),
@@ -44,39 +60,68 @@ impl SimulatedApi {
         }
     }
 
+    /// Adds a node, or replaces it (an update such as a cordon) keeping its pods.
     pub fn add_node(&mut self, node: Arc<Node>) {
-        let usage = self.nodes.entry(node.name).or_insert_with(|| NodeUsage {
-            node: node.clone(),
-            requested: Resources::default(),
-            pods: 0,
-        });
-        usage.node = node;
+        self.totals.allocatable_milli_cpu += node.allocatable.milli_cpu;
+        self.totals.allocatable_memory += node.allocatable.memory;
+        match self.nodes.get_mut(&node.name) {
+            Some(usage) => {
+                self.totals.allocatable_milli_cpu -= usage.node.allocatable.milli_cpu;
+                self.totals.allocatable_memory -= usage.node.allocatable.memory;
+                usage.node = node;
+            }
+            None => {
+                self.nodes.insert(
+                    node.name,
+                    NodeUsage {
+                        node,
+                        requested: Resources::default(),
+                        pods: Vec::new(),
+                    },
+                );
+            }
+        }
     }
 
     pub fn node(&self, name: Sym) -> Option<&Arc<Node>> {
         self.nodes.get(&name).map(|u| &u.node)
     }
 
-    /// Deletes a node and returns the pods bound to it (deleted with it, as pod GC does).
+    /// Deletes a node and returns the pods bound to it, in bind order (deleted with it,
+    /// as pod GC does).
     pub fn delete_node(&mut self, name: Sym) -> Vec<Arc<Pod>> {
-        self.nodes.remove(&name);
-        let orphans: Vec<Arc<str>> = self
-            .bound
+        let Some(usage) = self.nodes.remove(&name) else {
+            return Vec::new();
+        };
+        self.totals.allocatable_milli_cpu -= usage.node.allocatable.milli_cpu;
+        self.totals.allocatable_memory -= usage.node.allocatable.memory;
+        self.totals.requested_milli_cpu -= usage.requested.milli_cpu;
+        self.totals.requested_memory -= usage.requested.memory;
+        usage
+            .pods
             .iter()
-            .filter(|(_, p)| p.node_name == Some(name))
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        orphans
-            .into_iter()
-            .filter_map(|uid| self.bound.remove(&uid))
+            .filter_map(|uid| self.bound.remove(uid))
             .collect()
+    }
+
+    /// The pods bound to a node, in bind order.
+    pub fn pods_on(&self, name: Sym) -> Vec<Arc<Pod>> {
+        self.nodes.get(&name).map_or_else(Vec::new, |usage| {
+            usage
+                .pods
+                .iter()
+                .filter_map(|uid| self.bound.get(uid).cloned())
+                .collect()
+        })
     }
 
     /// Records a pod that was bound before the simulation started.
     pub fn add_bound_pod(&mut self, pod: Arc<Pod>) {
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
             usage.requested.add(pod.requests());
-            usage.pods += 1;
+            usage.pods.push(pod.uid.clone());
+            self.totals.requested_milli_cpu += pod.requests().milli_cpu;
+            self.totals.requested_memory += pod.requests().memory;
         }
         self.bound.insert(pod.uid.clone(), pod);
     }
@@ -109,7 +154,7 @@ impl SimulatedApi {
             .ok_or_else(|| format!("node {node} not found"))?;
         let mut after = usage.requested.clone();
         after.add(pod.requests());
-        let over = exceeds(&after, usage.pods + 1, &usage.node.allocatable);
+        let over = exceeds(&after, usage.pods.len() + 1, &usage.node.allocatable);
         if over && self.capacity_check {
             return Err(format!(
                 "binding pod {} would over-commit node {node}",
@@ -120,7 +165,9 @@ impl SimulatedApi {
             self.overcommitted.insert(node);
         }
         usage.requested = after;
-        usage.pods += 1;
+        usage.pods.push(pod.uid.clone());
+        self.totals.requested_milli_cpu += pod.requests().milli_cpu;
+        self.totals.requested_memory += pod.requests().memory;
         self.bound.insert(pod.uid.clone(), pod.clone());
         self.binds += 1;
         Ok(())
@@ -131,7 +178,9 @@ impl SimulatedApi {
         let pod = self.bound.remove(uid)?;
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
             usage.requested.sub(pod.requests());
-            usage.pods -= 1;
+            usage.pods.retain(|uid| **uid != *pod.uid);
+            self.totals.requested_milli_cpu -= pod.requests().milli_cpu;
+            self.totals.requested_memory -= pod.requests().memory;
         }
         Some(pod)
     }
@@ -140,18 +189,26 @@ impl SimulatedApi {
         self.bound.get(uid)
     }
 
-    pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
-        self.bound.values()
-    }
-
     /// Nodes that a bind ever over-committed.
     pub fn overcommitted_nodes(&self) -> usize {
         self.overcommitted.len()
     }
 
-    /// Requested and allocatable per node, for utilisation reports.
-    pub fn usage(&self) -> impl Iterator<Item = (&Arc<Node>, &Resources, usize)> {
-        self.nodes.values().map(|u| (&u.node, &u.requested, u.pods))
+    /// Cpu and memory requested and allocatable over all nodes now.
+    pub fn totals(&self) -> ClusterTotals {
+        self.totals
+    }
+
+    /// Each node with the requests and the number of its bound pods, in node-name order
+    /// (for utilisation reports).
+    pub fn usage(&self) -> Vec<(&Arc<Node>, &Resources, usize)> {
+        let mut usage: Vec<_> = self
+            .nodes
+            .values()
+            .map(|u| (&u.node, &u.requested, u.pods.len()))
+            .collect();
+        usage.sort_unstable_by(|a, b| a.0.name.as_str().cmp(b.0.name.as_str()));
+        usage
     }
 }
 
@@ -190,5 +247,42 @@ mod tests {
         assert_eq!(api.bind_failures, 2);
         assert!(api.delete_pod("ns/b").is_some());
         assert_eq!(api.delete_node(Sym::new("n1")).len(), 1);
+    }
+
+    #[test]
+    fn a_nodes_pods_come_in_bind_order_and_totals_follow() {
+        let mut api = SimulatedApi::new(1);
+        let mut allocatable = Resources::new(4000, 8 << 30);
+        allocatable.pods = 110;
+        api.add_node(Arc::new(Node::new("n1", allocatable.clone())));
+        // Names whose hash order is unlikely to be their bind order, many times over.
+        let names: Vec<String> = (0..50).map(|i| format!("p{}", 49 - i)).collect();
+        for name in &names {
+            let pod = Pod::new("ns", name)
+                .with_requests(10, 1 << 20)
+                .on_node("n1");
+            api.bind(&Arc::new(pod)).unwrap();
+        }
+        api.delete_pod("ns/p30");
+        let order: Vec<String> = api
+            .pods_on(Sym::new("n1"))
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect();
+        let expected: Vec<String> = names.iter().filter(|n| *n != "p30").cloned().collect();
+        assert_eq!(order, expected);
+        let totals = api.totals();
+        assert_eq!(
+            (totals.requested_milli_cpu, totals.allocatable_milli_cpu),
+            (490, 4000)
+        );
+        assert_eq!(totals.requested_memory, 49 << 20);
+        // A cordon replaces the node and keeps its pods; deleting it takes everything.
+        let mut cordoned = Node::new("n1", allocatable);
+        cordoned.unschedulable = true;
+        api.add_node(Arc::new(cordoned));
+        assert_eq!(api.totals().allocatable_milli_cpu, 4000);
+        assert_eq!(api.delete_node(Sym::new("n1")).len(), 49);
+        assert_eq!(api.totals(), ClusterTotals::default());
     }
 }

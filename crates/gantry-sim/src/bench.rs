@@ -15,7 +15,7 @@ use gantry_api::{
 use gantry_framework::plugins::default_profile;
 use serde::Serialize;
 
-use crate::{SimEvent, SimOptions, Simulation};
+use crate::{BindLatency, SimError, SimEvent, SimOptions, Simulation};
 
 /// The workloads `gantry bench` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,7 +263,7 @@ fn templates(workload: Workload) -> (Template, Template, &'static [&'static str]
 }
 
 /// Runs one workload and measures the measured phase.
-pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
+pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, SimError> {
     let scale = options.scale_down.max(1);
     let (nodes, init_pods, measured_pods) = workload.sizes();
     let (nodes, init_pods, measured_pods) =
@@ -294,8 +294,10 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
     }
     let mut profile = default_profile("default-scheduler");
     profile.percentage_of_nodes_to_score = options.percentage_of_nodes_to_score;
+    // Binds take no virtual time: the benchmarks measure the scheduler alone.
     let sim_options = SimOptions {
         assume: !options.no_assume,
+        bind_latency: BindLatency::Fixed(Duration::ZERO),
         ..SimOptions::default()
     };
     let mut sim =
@@ -306,7 +308,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
             sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(p)));
         }
     }
-    sim.run_until(Duration::ZERO);
+    sim.run_until(Duration::ZERO)?;
     sim.clear_latencies();
     let evaluated_before = sim.scheduler.nodes_evaluated;
     let bound_before = sim.api.binds;
@@ -356,13 +358,13 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         }
     }
     let allocations_before = options.allocations.map(|f| f());
-    let summary = sim.run();
+    let summary = sim.run()?;
     let allocations = options
         .allocations
         .zip(allocations_before)
         .map(|(f, before)| f() - before);
     let measured_attempts = (summary.attempts - attempts_before).max(1);
-    BenchResult {
+    Ok(BenchResult {
         workload: workload.name(),
         nodes,
         init_pods,
@@ -378,7 +380,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> BenchResult {
         allocs_per_pod: allocations.map(|a| a as f64 / measured_pods.max(1) as f64),
         peak_rss_mib: peak_rss_mib(),
         percentage_of_nodes_to_score: options.percentage_of_nodes_to_score,
-    }
+    })
 }
 
 /// VmHWM from /proc/self/status, in MiB.
@@ -407,7 +409,8 @@ mod tests {
                     scale_down,
                     ..BenchOptions::default()
                 },
-            );
+            )
+            .unwrap();
             assert_eq!(Workload::parse(result.workload), Some(workload));
             assert_eq!(result.overcommitted_nodes, 0, "{result:?}");
             match workload {

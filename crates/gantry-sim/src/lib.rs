@@ -3,8 +3,15 @@
 
 mod api;
 pub mod bench;
+mod latency;
+mod records;
 pub mod scenario;
 mod simulation;
 
-pub use api::SimulatedApi;
-pub use simulation::{Placement, Sample, SimEvent, SimOptions, Simulation, Summary};
+pub use api::{ClusterTotals, SimulatedApi};
+pub use latency::BindLatency;
+pub use records::{DuplicatePod, Placement, PodHistory, PodStatus};
+pub use simulation::{
+    GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, Sample, SimError,
+    SimEvent, SimOptions, Simulation, Summary,
+};

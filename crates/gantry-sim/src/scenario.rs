@@ -147,12 +147,29 @@ struct WorkloadCount {
     count: usize,
 }
 
+/// The longest duration a scenario may name (ten years): every virtual time stays far
+/// from overflowing.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The most nodes and pods one scenario may create, over all its groups, workloads and
+/// events: enough for the largest clusters, and a clear error before memory runs out.
+pub const MAX_NODES: usize = 100_000;
+pub const MAX_PODS: usize = 2_000_000;
+
 /// A parsed scenario: the initial cluster, then timed events (pod arrivals included).
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub name: String,
     pub cluster: ClusterObjects,
     pub events: Vec<(Duration, SimEvent)>,
+    /// The file's `events`, one line each, for marking them on plots.
+    pub timeline: Vec<Mark>,
+}
+
+/// One of a scenario's events as a person reads it: `drain 20 nodes of general`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub at: Duration,
+    pub what: String,
 }
 
 impl Scenario {
@@ -170,6 +187,8 @@ impl Scenario {
             file: &file,
             source_name,
             err: &err,
+            nodes: std::cell::Cell::new(0),
+            pods: std::cell::Cell::new(0),
         }
         .build()
     }
@@ -186,11 +205,15 @@ struct Builder<'a, E: Fn(String, String) -> ScenarioError> {
     file: &'a ScenarioFile,
     source_name: &'a str,
     err: &'a E,
+    /// Nodes and pods created so far, against `MAX_NODES` and `MAX_PODS`.
+    nodes: std::cell::Cell<usize>,
+    pods: std::cell::Cell<usize>,
 }
 
 impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
     fn build(&self) -> Result<Scenario, ScenarioError> {
         let err = self.err;
+        self.check_unique_names()?;
         let mut cluster = ClusterObjects::default();
         cluster.priority_classes = self
             .file
@@ -209,6 +232,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
         let mut group_next = Vec::new();
         let mut group_live: Vec<Vec<usize>> = Vec::new();
         for (g, group) in self.file.node_groups.iter().enumerate() {
+            self.count_nodes(group.count, &format!("nodeGroups[{g}].count"))?;
             for i in 0..group.count {
                 cluster.nodes.push(self.node(g, group, i)?);
             }
@@ -251,14 +275,31 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                         .collect::<Result<Vec<_>, _>>()?,
                 ),
             };
+            self.count_pods(workload.count, &format!("workloads[{w}].count"))?;
+            if times.is_none() {
+                last_arrival(start, interval, workload.count).ok_or_else(|| {
+                    err(
+                        field.clone(),
+                        format!(
+                            "the last of {} pods would arrive after {}, the longest time a scenario may span",
+                            workload.count,
+                            show_duration(MAX_DURATION)
+                        ),
+                    )
+                })?;
+            }
             for i in 0..workload.count {
                 let pod = self.pod(w, workload, i, &cluster)?;
                 workload_pods[w].push(pod.key());
-                let at = times.as_ref().map_or(start + interval * i as u32, |t| t[i]);
+                let at = match &times {
+                    Some(t) => t[i],
+                    None => start + interval * i as u32,
+                };
                 events.push((at, SimEvent::CreatePod(Arc::new(pod))));
             }
             workload_next[w] = workload.count;
         }
+        let mut timeline = Vec::new();
         for (e, event) in self.file.events.iter().enumerate() {
             let field = format!("events[{e}]");
             let at = parse_duration(&event.at).map_err(|m| err(format!("{field}.at"), m))?;
@@ -276,8 +317,13 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                         .into(),
                 ));
             }
+            timeline.push(Mark {
+                at,
+                what: describe(event),
+            });
             if let Some(gc) = &event.add_nodes {
                 let g = self.group_index(&gc.group, &format!("{field}.addNodes.group"))?;
+                self.count_nodes(gc.count, &format!("{field}.addNodes.count"))?;
                 let group = &self.file.node_groups[g];
                 for i in group_next[g]..group_next[g] + gc.count {
                     events.push((at, SimEvent::AddNode(Arc::new(self.node(g, group, i)?))));
@@ -319,6 +365,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             }
             if let Some(wc) = &event.scale {
                 let w = self.workload_index(&wc.workload, &format!("{field}.scale.workload"))?;
+                self.count_pods(wc.count, &format!("{field}.scale.count"))?;
                 let workload = &self.file.workloads[w];
                 for i in workload_next[w]..workload_next[w] + wc.count {
                     let pod = self.pod(w, workload, i, &cluster)?;
@@ -329,6 +376,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             }
         }
         events.sort_by_key(|(at, _)| *at);
+        timeline.sort_by_key(|m| m.at);
         Ok(Scenario {
             name: self
                 .file
@@ -337,7 +385,71 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 .unwrap_or_else(|| self.source_name.to_string()),
             cluster,
             events,
+            timeline,
         })
+    }
+
+    /// Node groups, workloads and priority classes are named once each: a second one of
+    /// a name is an error naming both.
+    fn check_unique_names(&self) -> Result<(), ScenarioError> {
+        let file = self.file;
+        let lists: [(&str, Vec<&str>); 3] = [
+            (
+                "nodeGroups",
+                file.node_groups.iter().map(|g| g.name.as_str()).collect(),
+            ),
+            (
+                "workloads",
+                file.workloads.iter().map(|w| w.name.as_str()).collect(),
+            ),
+            (
+                "priorityClasses",
+                file.priority_classes
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect(),
+            ),
+        ];
+        for (list, names) in lists {
+            for (i, name) in names.iter().enumerate() {
+                if let Some(first) = names[..i].iter().position(|n| n == name) {
+                    return Err((self.err)(
+                        format!("{list}[{i}].name"),
+                        format!("{name:?} is also the name of {list}[{first}]"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn count_nodes(&self, count: usize, field: &str) -> Result<(), ScenarioError> {
+        self.count(&self.nodes, count, MAX_NODES, "nodes", field)
+    }
+
+    fn count_pods(&self, count: usize, field: &str) -> Result<(), ScenarioError> {
+        self.count(&self.pods, count, MAX_PODS, "pods", field)
+    }
+
+    fn count(
+        &self,
+        total: &std::cell::Cell<usize>,
+        count: usize,
+        max: usize,
+        what: &str,
+        field: &str,
+    ) -> Result<(), ScenarioError> {
+        let after = total.get().saturating_add(count);
+        if after > max {
+            return Err((self.err)(
+                field.to_string(),
+                format!(
+                    "{count} more {what} would make {after}, over the {max} a scenario may create"
+                ),
+            ));
+        }
+        total.set(after);
+        Ok(())
     }
 
     fn group_index(&self, name: &str, field: &str) -> Result<usize, ScenarioError> {
@@ -461,7 +573,7 @@ fn node_name(group: &str, index: usize) -> String {
     format!("{group}-{index}")
 }
 
-/// `250ms`, `30s`, `5m`, `2h`, or a bare number of seconds.
+/// `250ms`, `30s`, `5m`, `2h`, or a bare number of seconds; at most `MAX_DURATION`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let (number, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
@@ -481,10 +593,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !seconds.is_finite() || seconds < 0.0 {
         return Err(format!("{text:?} must be a non-negative duration"));
     }
+    if seconds > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "{text:?} is longer than {}, the longest time a scenario may span",
+            show_duration(MAX_DURATION)
+        ));
+    }
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// `100/s`, `30/m`, `5/h`: the interval between two arrivals.
+/// `100/s`, `30/m`, `5/h`: the interval between two arrivals (at most `MAX_DURATION`).
 pub fn parse_rate(text: &str) -> Result<Duration, String> {
     let (count, unit) = text
         .split_once('/')
@@ -506,7 +624,52 @@ pub fn parse_rate(text: &str) -> Result<Duration, String> {
             ));
         }
     };
-    Ok(Duration::from_secs_f64(per / count))
+    let interval = per / count;
+    if interval > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "{text:?} is too slow: one pod every {interval:.3e} s is longer than {}, the longest time a scenario may span",
+            show_duration(MAX_DURATION)
+        ));
+    }
+    Ok(Duration::from_secs_f64(interval))
+}
+
+/// When the last of `count` pods arrives, if within `MAX_DURATION`.
+fn last_arrival(start: Duration, interval: Duration, count: usize) -> Option<Duration> {
+    let steps = u32::try_from(count.saturating_sub(1)).ok()?;
+    let last = start.checked_add(interval.checked_mul(steps)?)?;
+    (last <= MAX_DURATION).then_some(last)
+}
+
+/// `3h`, `90s`, `250ms`: the largest unit that divides the duration.
+fn show_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0 => "0s".into(),
+        _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
+/// A scenario event as a person reads it, for the report's plots.
+fn describe(event: &TimedEvent) -> String {
+    let nodes = |verb: &str, gc: &GroupCount| format!("{verb} {} {} nodes", gc.count, gc.group);
+    let pods = |verb: &str, wc: &WorkloadCount| format!("{verb} {} {} pods", wc.count, wc.workload);
+    if let Some(gc) = &event.add_nodes {
+        nodes("add", gc)
+    } else if let Some(gc) = &event.delete_nodes {
+        nodes("delete", gc)
+    } else if let Some(gc) = &event.drain_nodes {
+        nodes("drain", gc)
+    } else if let Some(wc) = &event.delete_pods {
+        pods("delete", wc)
+    } else if let Some(wc) = &event.scale {
+        pods("add", wc)
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]
@@ -632,6 +795,34 @@ events:
                 "events[0].addNodes.group",
             ),
             ("events: [{at: 1s}]", "events[0]"),
+            (
+                "workloads: [{name: w, count: 1, arrival: {start: 99999999999999999999h}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival.start",
+            ),
+            (
+                "workloads: [{name: w, count: 1, arrival: {rate: 0.0000000000000000001/h}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival.rate",
+            ),
+            (
+                "workloads: [{name: w, count: 3, arrival: {start: 87599h, rate: 1/h}, template: {spec: {containers: []}}}]",
+                "workloads[0].arrival",
+            ),
+            (
+                "events: [{at: 99999999h, addNodes: {group: a, count: 1}}]",
+                "events[0].at",
+            ),
+            (
+                "nodeGroups: [{name: a, count: 100000000000, allocatable: {}}]",
+                "nodeGroups[0].count",
+            ),
+            (
+                "workloads: [{name: w, count: 2000001, template: {spec: {containers: []}}}]",
+                "workloads[0].count",
+            ),
+            (
+                "nodeGroups: [{name: a, count: 1, allocatable: {}}]\nevents: [{at: 1s, addNodes: {group: a, count: 999999999}}]",
+                "events[0].addNodes.count",
+            ),
             ("nodegroups: []", "(document)"),
         ];
         for (text, field) in cases {
@@ -641,6 +832,50 @@ events:
                 "{text}: got {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_second_group_workload_or_class_of_one_name_names_both() {
+        let cases = [
+            (
+                "nodeGroups: [{name: a, count: 1, allocatable: {}}, {name: b, count: 1, allocatable: {}}, {name: a, count: 1, allocatable: {}}]",
+                "nodeGroups[2].name",
+                "\"a\" is also the name of nodeGroups[0]",
+            ),
+            (
+                "workloads: [{name: w, count: 1, template: {}}, {name: w, count: 1, template: {}}]",
+                "workloads[1].name",
+                "\"w\" is also the name of workloads[0]",
+            ),
+            (
+                "priorityClasses: [{name: p, value: 1}, {name: p, value: 2}]",
+                "priorityClasses[1].name",
+                "\"p\" is also the name of priorityClasses[0]",
+            ),
+        ];
+        for (text, field, message) in cases {
+            let e = Scenario::parse(text, "dup.yaml").unwrap_err();
+            assert_eq!((e.field.as_str(), e.message.as_str()), (field, message));
+        }
+    }
+
+    #[test]
+    fn the_timeline_reads_as_a_person_would_say_it() {
+        let s = Scenario::parse(EXAMPLE, "example.yaml").unwrap();
+        let marks: Vec<(u64, &str)> = s
+            .timeline
+            .iter()
+            .map(|m| (m.at.as_secs(), m.what.as_str()))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (10, "add 2 general nodes"),
+                (20, "drain 1 gpu nodes"),
+                (30, "add 3 web pods"),
+                (40, "delete 2 web pods"),
+            ]
+        );
     }
 
     #[test]

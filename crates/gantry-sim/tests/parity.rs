@@ -42,7 +42,7 @@ fn check_scenario(dir: &Path) -> Vec<String> {
             SimEvent::CreatePod(std::sync::Arc::new(pod.clone())),
         );
     }
-    sim.run();
+    sim.run().unwrap();
     sim.check_invariants().unwrap();
     let mut problems = Vec::new();
     let expected: Vec<Value> = read("expected.jsonl")

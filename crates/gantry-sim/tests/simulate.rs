@@ -1,12 +1,21 @@
 //! End-to-end simulations on small clusters: what assume is worth, reproducibility,
-//! preemption through the queue, node churn, and the invariants at the end of every run.
+//! preemption through the queue, node churn, the invariants at the end of every run, and
+//! that every run ends (other schedulers' and gated pods, erroring pods, failing binds,
+//! the hard guard).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
+use gantry_api::{Node, Pod, Resources};
+use gantry_cache::NodeInfo;
 use gantry_framework::plugins::default_profile;
+use gantry_framework::{CycleState, FilterPlugin, Plugin, Status};
 use gantry_sim::scenario::Scenario;
-use gantry_sim::{SimEvent, SimOptions, Simulation, Summary};
+use gantry_sim::{
+    BindLatency, MAX_FAILED_ATTEMPTS, PodStatus, SimError, SimEvent, SimOptions, Simulation,
+    Summary,
+};
 
 const BURST: &str = r#"
 nodeGroups:
@@ -32,7 +41,7 @@ fn simulate(text: &str, options: SimOptions) -> (Summary, Simulation) {
     )
     .unwrap();
     scenario.schedule_into(&mut sim);
-    let summary = sim.run();
+    let summary = sim.run().unwrap();
     (summary, sim)
 }
 
@@ -42,7 +51,7 @@ fn without_assume_slow_binds_overcommit_nodes_and_with_it_never() {
     // while pods arrive every millisecond.
     let slow = |assume| SimOptions {
         assume,
-        bind_latency: Duration::from_millis(200),
+        bind_latency: BindLatency::Fixed(Duration::from_millis(200)),
         ..SimOptions::default()
     };
     let (with, sim) = simulate(BURST, slow(true));
@@ -204,7 +213,7 @@ fn bound_cluster_pods_are_loaded_and_pending_ones_scheduled() {
         Duration::from_secs(1),
         SimEvent::DeletePod("default/bound".into()),
     );
-    let summary = sim.run();
+    let summary = sim.run().unwrap();
     sim.check_invariants().unwrap();
     assert_eq!(
         summary.scheduled, 1,
@@ -233,4 +242,208 @@ workloads:
         summary.attempts, 3,
         "big tried at 0 s and again after the flush; small once: {summary:?}"
     );
+}
+
+fn cluster(text: &str) -> ClusterObjects {
+    ClusterObjects::decode(text, "cluster.yaml").unwrap()
+}
+
+const ONE_NODE: &str = "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '2', memory: 4Gi, pods: '10'}}\n";
+
+fn pod(name: &str, cpu: &str, extra: &str) -> String {
+    format!(
+        "---\nkind: Pod\nmetadata: {{name: {name}}}\nspec: {{{extra}containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}'}}}}}}]}}\n"
+    )
+}
+
+fn run(cluster: ClusterObjects, options: SimOptions) -> (Summary, Simulation) {
+    let mut sim =
+        Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap();
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    (summary, sim)
+}
+
+#[test]
+fn another_schedulers_pod_is_never_queued_and_says_so() {
+    let text = format!("{ONE_NODE}{}", pod("theirs", "1", "schedulerName: x, "));
+    let (summary, sim) = run(cluster(&text), SimOptions::default());
+    assert_eq!((summary.other_scheduler, summary.attempts), (1, 0));
+    assert_eq!(
+        sim.placements()[0].reason.as_deref(),
+        Some(r#"schedulerName "x" matches no profile"#)
+    );
+    assert_eq!(sim.histories()[0].status, PodStatus::OtherScheduler);
+}
+
+#[test]
+fn gated_pods_are_written_never_tried_and_hold_nothing() {
+    // The gated pod asks for the whole node; the pod after it still fits.
+    let text = format!(
+        "{ONE_NODE}{}{}",
+        pod(
+            "gated",
+            "2",
+            "schedulingGates: [{name: example.com/wait}], "
+        ),
+        pod("after", "2", "")
+    );
+    for sequential in [false, true] {
+        let options = SimOptions {
+            sequential,
+            ..SimOptions::default()
+        };
+        let (summary, sim) = run(cluster(&text), options);
+        assert_eq!(
+            (summary.gated, summary.scheduled, summary.attempts),
+            (1, 1, 1),
+            "sequential: {sequential}"
+        );
+        let lines: Vec<String> = sim
+            .placements()
+            .iter()
+            .map(|p| serde_json::to_string(p).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"pod":"default/gated","node":null,"reason":"gated"}"#,
+                r#"{"pod":"default/after","node":"n1"}"#,
+            ]
+        );
+    }
+}
+
+/// A Filter plugin that fails with an error on every node, as a broken plugin would.
+struct Broken;
+
+impl Plugin for Broken {
+    fn name(&self) -> &'static str {
+        "Broken"
+    }
+}
+
+impl FilterPlugin for Broken {
+    fn filter(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Status {
+        Status::error("broken on purpose")
+    }
+}
+
+#[test]
+fn a_pod_whose_attempts_keep_erroring_is_given_up() {
+    let mut broken = default_profile("broken-scheduler");
+    broken.filter.push(Arc::new(Broken));
+    let text = format!(
+        "{ONE_NODE}{}{}",
+        pod("unlucky", "1", "schedulerName: broken-scheduler, "),
+        pod("fine", "1", "")
+    );
+    let mut sim = Simulation::new(
+        cluster(&text),
+        vec![default_profile("default-scheduler"), broken],
+        SimOptions::default(),
+    )
+    .unwrap();
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!((summary.gave_up, summary.scheduled), (1, 1));
+    let unlucky = sim.histories()[0];
+    assert_eq!(unlucky.status, PodStatus::GivenUp);
+    assert_eq!(
+        (unlucky.attempts, unlucky.failures),
+        (MAX_FAILED_ATTEMPTS, MAX_FAILED_ATTEMPTS)
+    );
+    assert_eq!(
+        sim.placements()[0].reason.as_deref(),
+        Some(
+            r#"given up after 10 failed attempts; the last: running "Broken" filter plugin: broken on purpose"#
+        )
+    );
+    // Backoff doubles from 1 s to 10 s between the attempts: 1+2+4+8+10×5 s.
+    assert_eq!(summary.virtual_s, 65.0);
+}
+
+#[test]
+fn binds_that_always_fail_end_the_run_with_every_pod_given_up() {
+    let options = SimOptions {
+        bind_failure_rate: 1.0,
+        ..SimOptions::default()
+    };
+    let (summary, sim) = simulate(BURST, options);
+    sim.check_invariants().unwrap();
+    assert_eq!((summary.gave_up, summary.scheduled), (60, 0));
+    assert_eq!(summary.bind_failures, 60 * u64::from(MAX_FAILED_ATTEMPTS));
+    assert!(
+        sim.placements()[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("given up after 10 failed attempts; the last: binding rejected:"),
+        "{:?}",
+        sim.placements()[0]
+    );
+}
+
+#[test]
+fn the_guard_stops_a_run_that_takes_more_steps_than_allowed() {
+    let scenario = Scenario::parse(BURST, "test.yaml").unwrap();
+    let new = |step_limit| {
+        let mut sim = Simulation::new(
+            scenario.cluster.clone(),
+            vec![default_profile("default-scheduler")],
+            SimOptions {
+                step_limit,
+                ..SimOptions::default()
+            },
+        )
+        .unwrap();
+        scenario.schedule_into(&mut sim);
+        sim
+    };
+    match new(Some(30)).run() {
+        Err(SimError::StepLimit { steps, limit, .. }) => assert_eq!((steps, limit), (30, 30)),
+        other => panic!("the guard did not trip: {other:?}"),
+    }
+    // The limit derived from the input leaves a real run alone.
+    assert_eq!(new(None).run().unwrap().scheduled, 60);
+}
+
+#[test]
+fn a_second_pod_or_node_of_one_name_is_an_error() {
+    let text = format!("{ONE_NODE}{}", pod("twin", "1", ""));
+    let mut sim = Simulation::new(
+        cluster(&text),
+        vec![default_profile("default-scheduler")],
+        SimOptions::default(),
+    )
+    .unwrap();
+    let twin = Arc::new(Pod::new("default", "twin"));
+    sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(twin));
+    assert_eq!(
+        sim.run().unwrap_err().to_string(),
+        "pod default/twin is created twice: two pods with one namespace and name"
+    );
+
+    let mut sim = Simulation::new(
+        cluster(ONE_NODE),
+        vec![default_profile("default-scheduler")],
+        SimOptions::default(),
+    )
+    .unwrap();
+    let node = Arc::new(Node::new("n1", Resources::new(1000, 1 << 30)));
+    sim.schedule(Duration::from_secs(1), SimEvent::AddNode(node));
+    assert_eq!(sim.run().unwrap_err(), SimError::DuplicateNode("n1".into()));
+}
+
+#[test]
+fn binds_take_a_few_milliseconds_by_default() {
+    let (_, sim) = simulate(BURST, SimOptions::default());
+    let mut to_bind: Vec<Duration> = sim
+        .histories()
+        .iter()
+        .map(|h| h.bound.unwrap() - h.arrived)
+        .collect();
+    to_bind.sort_unstable();
+    assert!(to_bind[0] > Duration::ZERO, "{to_bind:?}");
+    assert!(to_bind[30] < Duration::from_millis(30), "{to_bind:?}");
 }

@@ -1,0 +1,160 @@
+//! What became of each pod the simulation was given: its placement line (where it went, or
+//! why not) and its history (when it arrived and was bound, how often it was tried), in the
+//! order the pods arrived.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::{Pod, Sym};
+use serde::Serialize;
+
+/// Where one pod went, in the format of the parity scenarios' `expected.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    pub pod: String,
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<String>,
+}
+
+/// Where a pod stands at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PodStatus {
+    /// Not bound (yet): waiting, unschedulable, or deleted before it was bound.
+    Pending,
+    /// Bound to a node (it may have been evicted or deleted since).
+    Bound,
+    /// Held back by scheduling gates; never tried.
+    Gated,
+    /// Its `schedulerName` matches no profile: another scheduler's pod, never queued.
+    OtherScheduler,
+    /// Its attempts kept erroring or its binds kept failing, so the simulation stopped
+    /// trying (see `MAX_FAILED_ATTEMPTS`).
+    GivenUp,
+}
+
+/// The history of one pod, in virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PodHistory {
+    pub status: PodStatus,
+    pub arrived: Duration,
+    /// When its bind completed.
+    pub bound: Option<Duration>,
+    /// Scheduling attempts.
+    pub attempts: u32,
+    /// Attempts that errored, and binds that failed.
+    pub failures: u32,
+    /// Evicted to make room for a higher-priority pod.
+    pub preempted: bool,
+}
+
+/// The simulation found a second object where the API server would refuse one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("pod {0} is created twice: two pods with one namespace and name")]
+pub struct DuplicatePod(pub String);
+
+#[derive(Default)]
+pub(crate) struct PodRecords {
+    placements: Vec<Placement>,
+    histories: Vec<PodHistory>,
+    uids: Vec<Arc<str>>,
+    by_uid: HashMap<Arc<str>, usize>,
+    /// Every pod by namespace and name (the name shared with the pod), with its uid:
+    /// those given to the simulation and those bound before it started.
+    by_name: HashMap<(Sym, Arc<str>), Arc<str>>,
+}
+
+impl PodRecords {
+    /// Records a pod bound before the simulation started (deletions find it by name).
+    pub fn add_bound(&mut self, pod: &Pod) {
+        self.by_name
+            .insert((pod.namespace, pod.name.clone()), pod.uid.clone());
+    }
+
+    /// Records a new pod; its placement line comes after those of the pods before it.
+    pub fn arrive(&mut self, pod: &Pod, at: Duration) -> Result<usize, DuplicatePod> {
+        let name = (pod.namespace, pod.name.clone());
+        if self.by_uid.contains_key(&pod.uid) || self.by_name.contains_key(&name) {
+            return Err(DuplicatePod(pod.key()));
+        }
+        self.by_name.insert(name, pod.uid.clone());
+        let index = self.placements.len();
+        self.by_uid.insert(pod.uid.clone(), index);
+        self.uids.push(pod.uid.clone());
+        self.placements.push(Placement {
+            pod: pod.key(),
+            node: None,
+            reason: None,
+            evicted: Vec::new(),
+        });
+        self.histories.push(PodHistory {
+            status: PodStatus::Pending,
+            arrived: at,
+            bound: None,
+            attempts: 0,
+            failures: 0,
+            preempted: false,
+        });
+        Ok(index)
+    }
+
+    pub fn index(&self, uid: &str) -> Option<usize> {
+        self.by_uid.get(uid).copied()
+    }
+
+    /// The uid of the pod named `namespace/name`.
+    pub fn uid_of(&self, key: &str) -> Option<Arc<str>> {
+        let (namespace, name) = key.split_once('/')?;
+        self.by_name
+            .get(&(Sym::get(namespace)?, Arc::from(name)))
+            .cloned()
+    }
+
+    /// Sets the pod's status and the reason it is not bound.
+    pub fn set_pending(&mut self, index: usize, status: PodStatus, reason: String) {
+        self.histories[index].status = status;
+        self.placements[index].reason = Some(reason);
+    }
+
+    pub fn set_reason(&mut self, index: usize, reason: String) {
+        self.placements[index].reason = Some(reason);
+    }
+
+    pub fn set_bound(&mut self, index: usize, node: Sym, at: Duration) {
+        let placement = &mut self.placements[index];
+        placement.node = Some(node.to_string());
+        placement.reason = None;
+        let history = &mut self.histories[index];
+        history.status = PodStatus::Bound;
+        history.bound = Some(at);
+    }
+
+    pub fn history_mut(&mut self, index: usize) -> &mut PodHistory {
+        &mut self.histories[index]
+    }
+
+    pub fn placement_mut(&mut self, index: usize) -> &mut Placement {
+        &mut self.placements[index]
+    }
+
+    pub fn placements(&self) -> &[Placement] {
+        &self.placements
+    }
+
+    pub fn histories(&self) -> &[PodHistory] {
+        &self.histories
+    }
+
+    pub fn uid(&self, index: usize) -> &Arc<str> {
+        &self.uids[index]
+    }
+
+    /// Pods with this status.
+    pub fn count(&self, status: PodStatus) -> usize {
+        self.histories.iter().filter(|h| h.status == status).count()
+    }
+}
