@@ -1,11 +1,16 @@
 //! `gantry bench`: built-in workloads, measured the same way every time.
 
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload};
 use serde_json::json;
 
-use crate::alloc_counter;
+use crate::{alloc_counter, output};
+
+/// `bench snapshot` holds at most this many pods (nodes × pods per node): the `scale`
+/// workload's million resident pods, twice over.
+const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -16,26 +21,26 @@ pub struct BenchArgs {
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
     json: bool,
-    /// percentageOfNodesToScore; unset means upstream's adaptive default.
-    #[arg(long)]
+    /// percentageOfNodesToScore (0 to 100); unset means upstream's adaptive default.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
     percentage_of_nodes_to_score: Option<u32>,
     /// Turn the assume step off.
     #[arg(long)]
     no_assume: bool,
-    /// Divide every count by this (quick runs).
-    #[arg(long, default_value_t = 1)]
+    /// Divide every count by this (quick runs; 1 to 1000).
+    #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: usize,
-    /// snapshot: nodes in the cache.
-    #[arg(long, default_value_t = 5000)]
+    /// snapshot: nodes in the cache (1 to 100000).
+    #[arg(long, default_value_t = 5000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     nodes: usize,
-    /// snapshot: bound pods per node.
-    #[arg(long, default_value_t = 30)]
+    /// snapshot: bound pods per node (0 to 1000; at most 2000000 pods in all).
+    #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1000))]
     pods_per_node: usize,
-    /// snapshot: nodes changed between two snapshots.
-    #[arg(long, default_value_t = 2)]
+    /// snapshot: nodes changed between two snapshots (at most --nodes).
+    #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(0..=100_000))]
     changed: usize,
-    /// snapshot: repetitions (the medians are reported).
-    #[arg(long, default_value_t = 31)]
+    /// snapshot: repetitions, the medians are reported (1 to 1000).
+    #[arg(long, default_value_t = 31, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     repetitions: usize,
 }
 
@@ -58,13 +63,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             )
         })?]
     };
-    anyhow::ensure!(args.scale_down >= 1, "--scale-down must be at least 1");
-    if let Some(p) = args.percentage_of_nodes_to_score {
-        anyhow::ensure!(
-            p <= 100,
-            "--percentage-of-nodes-to-score must be 0 to 100, not {p}"
-        );
-    }
     let options = BenchOptions {
         percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
         no_assume: args.no_assume,
@@ -72,11 +70,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         allocations: Some(alloc_counter::allocations),
     };
     for workload in workloads {
-        let r = run_workload(workload, &options);
-        if args.json {
-            println!("{}", serde_json::to_string(&r)?);
+        let r = run_workload(workload, &options)?;
+        let line = if args.json {
+            serde_json::to_string(&r)?
         } else {
-            println!(
+            format!(
                 "{:<23} {:>6} nodes {:>6} measured pods: {:>8.0} pods/s, p50 {} µs, p99 {} µs, {:.0} allocations/pod, peak RSS {:.0} MiB",
                 r.workload,
                 r.nodes,
@@ -86,14 +84,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 r.p99_us,
                 r.allocs_per_pod.unwrap_or(f64::NAN),
                 r.peak_rss_mib.unwrap_or(f64::NAN),
-            );
-        }
+            )
+        };
+        output::to_stdout(|out| writeln!(out, "{line}"))?;
     }
     Ok(())
 }
 
 fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.nodes > 0, "--nodes must be at least 1");
+    anyhow::ensure!(
+        args.nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
+        "--nodes {} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
+        args.nodes,
+        args.pods_per_node,
+        args.nodes * args.pods_per_node
+    );
     anyhow::ensure!(
         args.changed <= args.nodes,
         "--changed ({}) exceeds --nodes ({})",
@@ -107,8 +112,8 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
         args.repetitions,
     );
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
-    if args.json {
-        let out = json!({
+    let line = if args.json {
+        json!({
             "workload": "snapshot",
             "nodes": m.nodes,
             "pods_per_node": m.pods_per_node,
@@ -118,10 +123,10 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             "full_rebuild_ns": m.full_rebuild_ns,
             "speedup": (speedup * 10.0).round() / 10.0,
             "repetitions": args.repetitions,
-        });
-        println!("{out}");
+        })
+        .to_string()
     } else {
-        println!(
+        format!(
             "{} nodes x {} pods, {} changed: incremental update {} ns (cloned {}), full rebuild {} ns: {:.1}x cheaper",
             m.nodes,
             m.pods_per_node,
@@ -130,7 +135,7 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             m.cloned,
             m.full_rebuild_ns,
             speedup
-        );
-    }
-    Ok(())
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
 }

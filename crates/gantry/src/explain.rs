@@ -1,5 +1,6 @@
 //! `gantry explain`: why a pod would land on a node, or stay pending.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use gantry_framework::{ApiObjects, Code, Status};
 use gantry_scheduler::explain::{Choice, Explanation, NodeVerdict, Outcome, explain};
 use serde_json::{Value, json};
 
-use crate::load;
+use crate::{load, output};
 
 /// Rows per table in the human output; `--json` has every node.
 const MAX_ROWS: usize = 50;
@@ -93,31 +94,33 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
 
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
     if args.json {
-        println!("{}", to_json(&explanation, &pod, args.seed));
+        let json = to_json(&explanation, &pod, args.seed).to_string();
+        output::to_stdout(|out| writeln!(out, "{json}"))
     } else {
-        print_human(&explanation, &pod, args.seed);
+        output::to_stdout(|out| print_human(out, &explanation, &pod, args.seed))
     }
-    Ok(())
 }
 
-fn print_human(e: &Explanation, pod: &Pod, seed: u64) {
-    println!(
+fn print_human(out: &mut dyn Write, e: &Explanation, pod: &Pod, seed: u64) -> std::io::Result<()> {
+    writeln!(
+        out,
         "gantry explain: pod {} (schedulerName {}), {} nodes",
         pod.key(),
         pod.scheduler_name,
         e.nodes.len()
-    );
-    print_pre_filter(e);
-    print_filters(e);
-    print_scores(e);
-    println!();
-    print_outcome(e, seed);
+    )?;
+    print_pre_filter(out, e)?;
+    print_filters(out, e)?;
+    print_scores(out, e)?;
+    writeln!(out)?;
+    print_outcome(out, e, seed)
 }
 
-fn print_pre_filter(e: &Explanation) {
+fn print_pre_filter(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     let pre = &e.pre_filter;
     match (&pre.failed, &pre.narrowed_to) {
-        (Some(status), _) => println!(
+        (Some(status), _) => writeln!(
+            out,
             "PreFilter: {} {} the pod for every node: {}",
             status.plugin(),
             if status.is_rejected() {
@@ -126,23 +129,25 @@ fn print_pre_filter(e: &Explanation) {
                 "failed"
             },
             status.message()
-        ),
-        (None, Some(names)) => println!("PreFilter: narrowed the nodes to {}", join(names)),
-        (None, None) => println!("PreFilter: all nodes considered"),
+        )?,
+        (None, Some(names)) => writeln!(out, "PreFilter: narrowed the nodes to {}", join(names))?,
+        (None, None) => writeln!(out, "PreFilter: all nodes considered")?,
     }
     if !pre.skipped.is_empty() {
-        println!(
+        writeln!(
+            out,
             "  skipped (nothing to check for this pod): {}",
             pre.skipped.join(", ")
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Nodes × the Filter plugins that rejected somewhere; plugins that passed every node
 /// are listed on one line, to keep the table narrow.
-fn print_filters(e: &Explanation) {
+fn print_filters(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     if e.pre_filter.failed.is_some() {
-        return;
+        return Ok(());
     }
     let rejecting: Vec<usize> = (0..e.filter_plugins.len())
         .filter(|&i| {
@@ -162,9 +167,13 @@ fn print_filters(e: &Explanation) {
         })
         .map(|i| e.filter_plugins[i])
         .collect();
-    println!("\nFilter:");
+    writeln!(out, "\nFilter:")?;
     if !passing.is_empty() {
-        println!("  passed on every node checked: {}", passing.join(", "));
+        writeln!(
+            out,
+            "  passed on every node checked: {}",
+            passing.join(", ")
+        )?;
     }
     let mut table = table();
     let mut header = vec!["Node"];
@@ -180,7 +189,7 @@ fn print_filters(e: &Explanation) {
         row.push(result(e, verdict).to_string());
         table.add_row(row);
     }
-    println!("{table}");
+    writeln!(out, "{table}")?;
     if e.nodes.len() > MAX_ROWS {
         let feasible = e.nodes.iter().filter(|n| n.is_feasible()).count();
         let rejections: Vec<String> = rejecting
@@ -194,19 +203,24 @@ fn print_filters(e: &Explanation) {
                 format!("{} on {count}", e.filter_plugins[i])
             })
             .collect();
-        println!(
+        writeln!(
+            out,
             "  (first {MAX_ROWS} of {} nodes shown; --json has all) {feasible} feasible; rejected by {}",
             e.nodes.len(),
             rejections.join(", ")
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_scores(e: &Explanation) {
+fn print_scores(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     let Some(scoring) = &e.scoring else {
-        return;
+        return Ok(());
     };
-    println!("\nScore (cells: raw → normalised; total = Σ normalised × weight):");
+    writeln!(
+        out,
+        "\nScore (cells: raw → normalised; total = Σ normalised × weight):"
+    )?;
     let skipped: Vec<&str> = scoring
         .plugins
         .iter()
@@ -214,10 +228,11 @@ fn print_scores(e: &Explanation) {
         .map(|p| p.plugin)
         .collect();
     if !skipped.is_empty() {
-        println!(
+        writeln!(
+            out,
             "  skipped (nothing to score for this pod): {}",
             skipped.join(", ")
-        );
+        )?;
     }
     let plugins: Vec<_> = scoring.plugins.iter().filter(|p| !p.skipped).collect();
     let mut table = table();
@@ -241,22 +256,25 @@ fn print_scores(e: &Explanation) {
         row.push(scoring.totals[i].to_string());
         table.add_row(row);
     }
-    println!("{table}");
+    writeln!(out, "{table}")?;
     if order.len() > MAX_ROWS {
-        println!(
+        writeln!(
+            out,
             "  (top {MAX_ROWS} of {} scored nodes shown; --json has all)",
             order.len()
-        );
+        )?;
     }
     if !e.feasible_not_scored.is_empty() {
-        println!(
+        writeln!(
+            out,
             "  {} more feasible nodes were not scored: the scheduler stops searching once it has enough (percentageOfNodesToScore)",
             e.feasible_not_scored.len()
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_outcome(e: &Explanation, seed: u64) {
+fn print_outcome(out: &mut dyn Write, e: &Explanation, seed: u64) -> std::io::Result<()> {
     match &e.outcome {
         Outcome::Scheduled { node, how, tied } => {
             let why = match how {
@@ -272,19 +290,21 @@ fn print_outcome(e: &Explanation, seed: u64) {
                 }
                 Choice::HighestScore => "the highest total".to_string(),
             };
-            println!("would be placed on: {node} ({why})");
+            writeln!(out, "would be placed on: {node} ({why})")?;
         }
         Outcome::Unschedulable { message, nominated } => {
-            println!("would not be scheduled: {message}");
+            writeln!(out, "would not be scheduled: {message}")?;
             if let Some((node, victims)) = nominated {
-                println!(
+                writeln!(
+                    out,
                     "preemption would nominate {node} for it, evicting {}",
                     victims.join(", ")
-                );
+                )?;
             }
         }
-        Outcome::Error(message) => println!("scheduling would fail: {message}"),
+        Outcome::Error(message) => writeln!(out, "scheduling would fail: {message}")?,
     }
+    Ok(())
 }
 
 fn table() -> Table {

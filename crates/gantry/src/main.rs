@@ -4,6 +4,7 @@ mod alloc_counter;
 mod bench;
 mod explain;
 mod load;
+mod output;
 mod report;
 mod simulate;
 
@@ -34,7 +35,8 @@ enum Command {
     Explain(explain::ExplainArgs),
 }
 
-/// Errors are the user's to read: one line with its causes, never a backtrace.
+/// Errors are the user's to read: one line with its causes, never a backtrace. A reader
+/// that closed stdout early (`| head`) is not an error: the program stops quietly.
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -47,6 +49,7 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) if output::is_broken_pipe(&error) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE

@@ -1,20 +1,24 @@
 //! `gantry simulate`: the real scheduler over a cluster from manifests or a scenario.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use gantry_framework::config::SchedulerConfig;
 use gantry_sim::scenario::Scenario;
-use gantry_sim::{Placement, SimEvent, SimOptions, Simulation, Summary};
+use gantry_sim::{BindLatency, Placement, SimEvent, SimOptions, Simulation, Summary};
 
-use crate::{load, report};
+use crate::report::{self, RunInfo};
+use crate::{load, output};
 
 /// The scenario `gantry simulate` runs when given no cluster.
 const DEFAULT_SCENARIO: &str = include_str!("../scenarios/default.yaml");
+
+/// The longest bind `--bind-latency-ms` may ask for: an hour.
+const MAX_BIND_LATENCY_MS: u64 = 3_600_000;
 
 #[derive(Args)]
 pub struct SimulateArgs {
@@ -31,7 +35,8 @@ pub struct SimulateArgs {
     /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Seed for tie-breaking: the same input and seed give the same placements.
+    /// Seed for tie-breaking and bind latencies: the same input and seed give the same
+    /// placements.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Submit the pods one at a time; withdraw a pod found unschedulable (the procedure
@@ -41,37 +46,46 @@ pub struct SimulateArgs {
     /// Turn the assume step off: later cycles do not see pods decided but not yet bound.
     #[arg(long)]
     no_assume: bool,
-    /// Virtual time a bind takes, in milliseconds.
-    #[arg(long, default_value_t = 0)]
-    bind_latency_ms: u64,
+    /// Virtual time every bind takes, in milliseconds (0 to 3600000). Without it, binds
+    /// take a few milliseconds with a tail (log-normal: median 5 ms, p99 25 ms).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BIND_LATENCY_MS))]
+    bind_latency_ms: Option<u64>,
     /// Share of binds the simulated API refuses at random (0 to 1).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = share)]
     bind_failure_rate: f64,
     /// Let the simulated API refuse binds that would over-commit a node.
     #[arg(long)]
     capacity_check: bool,
-    /// Write one JSON line per pod: where it went, or why it did not fit.
+    /// Write one JSON line per pod: where it went, or why it did not.
     #[arg(long)]
     placements: Option<PathBuf>,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
-    /// Write summary.json, placements.jsonl, plots and index.html into this directory.
+    /// Write index.html (a page to read), summary.json, placements.jsonl and the plots
+    /// into this directory.
     #[arg(long)]
     report: Option<PathBuf>,
 }
 
+/// A number from 0 to 1.
+fn share(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&value) {
+        return Err(format!("{text} is not between 0 and 1"));
+    }
+    Ok(value)
+}
+
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        (0.0..=1.0).contains(&args.bind_failure_rate),
-        "--bind-failure-rate must be between 0 and 1, not {}",
-        args.bind_failure_rate
-    );
     let config = load::config(args.config.as_deref())?;
     let Scenario {
         name,
         mut cluster,
         mut events,
+        timeline,
     } = inputs(&args)?;
     load::warn_ignored(&cluster);
     let mut pending = load::manifests(&args.pods)?;
@@ -94,13 +108,22 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         assume: !args.no_assume,
         sequential: args.sequential,
-        bind_latency: Duration::from_millis(args.bind_latency_ms),
+        bind_latency: args.bind_latency_ms.map_or(BindLatency::REALISTIC, |ms| {
+            BindLatency::Fixed(Duration::from_millis(ms))
+        }),
         bind_failure_rate: args.bind_failure_rate,
         capacity_check: args.capacity_check,
         initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),
         max_backoff: Duration::from_secs(config.pod_max_backoff_seconds),
+        step_limit: None,
     };
-    let nodes_at_start = cluster.nodes.len();
+    let info = RunInfo {
+        name,
+        inputs: describe_inputs(&args),
+        settings: describe_settings(&options, &config),
+        timeline,
+        nodes_at_start: cluster.nodes.len(),
+    };
     let pods_total = events
         .iter()
         .filter(|(_, e)| matches!(e, SimEvent::CreatePod(_)))
@@ -132,6 +155,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
+    let summary = summary?;
     if cfg!(debug_assertions)
         && let Err(violation) = sim.check_invariants()
     {
@@ -142,14 +166,22 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         write_placements(path, sim.placements())?;
     }
     if let Some(dir) = &args.report {
-        report::write(dir, &name, &summary, &sim)?;
+        report::write(dir, &info, &summary, &sim)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
+        let line = serde_json::to_string(&summary)?;
+        output::to_stdout(|out| writeln!(out, "{line}"))
     } else {
-        print_summary(&name, nodes_at_start, &summary, sim.placements());
+        output::to_stdout(|out| {
+            print_summary(
+                out,
+                &info.name,
+                info.nodes_at_start,
+                &summary,
+                sim.placements(),
+            )
+        })
     }
-    Ok(())
 }
 
 /// The cluster and timed events to simulate: from a scenario (plus any manifests), from
@@ -162,16 +194,11 @@ fn inputs(args: &SimulateArgs) -> anyhow::Result<Scenario> {
             Scenario::parse(DEFAULT_SCENARIO, "built-in default scenario")?
         }
         None => {
-            let name = args
-                .cluster
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
             return Ok(Scenario {
-                name,
+                name: join_paths(&args.cluster),
                 cluster: manifests,
                 events: Vec::new(),
+                timeline: Vec::new(),
             });
         }
     };
@@ -183,54 +210,140 @@ fn inputs(args: &SimulateArgs) -> anyhow::Result<Scenario> {
     })
 }
 
-fn write_placements(path: &std::path::Path, placements: &[Placement]) -> anyhow::Result<()> {
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The files the run read, for the report.
+fn describe_inputs(args: &SimulateArgs) -> Vec<(String, String)> {
+    let mut inputs = Vec::new();
+    if args.scenario.is_none() && args.cluster.is_empty() {
+        inputs.push(("scenario".into(), "built-in demo".into()));
+    }
+    if let Some(path) = &args.scenario {
+        inputs.push(("--scenario".into(), path.display().to_string()));
+    }
+    if !args.cluster.is_empty() {
+        inputs.push(("--cluster".into(), join_paths(&args.cluster)));
+    }
+    if !args.pods.is_empty() {
+        inputs.push(("--pods".into(), join_paths(&args.pods)));
+    }
+    let config = args.config.as_ref().map_or_else(
+        || "kube-scheduler's defaults".to_string(),
+        |p| p.display().to_string(),
+    );
+    inputs.push(("--config".into(), config));
+    inputs
+}
+
+/// How the run was configured, for the report.
+fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(String, String)> {
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let mut settings = vec![
+        ("seed".into(), options.seed.to_string()),
+        ("assume".into(), yes_no(options.assume)),
+        ("sequential".into(), yes_no(options.sequential)),
+        ("bind latency".into(), options.bind_latency.to_string()),
+        (
+            "bind failure rate".into(),
+            format!("{}%", options.bind_failure_rate * 100.0),
+        ),
+        (
+            "binder re-checks capacity".into(),
+            yes_no(options.capacity_check),
+        ),
+        (
+            "backoff".into(),
+            format!(
+                "{} s doubling to {} s",
+                config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds
+            ),
+        ),
+    ];
+    settings.extend(report::describe_profiles(&config.profiles));
+    settings
+}
+
+/// JSON Lines, one per pod; a failed write names the file (a closed pipe ends quietly).
+fn write_placements(path: &Path, placements: &[Placement]) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
+    let mut line = Vec::new();
     for placement in placements {
-        serde_json::to_writer(&mut out, placement)?;
-        out.write_all(b"\n")?;
+        line.clear();
+        serde_json::to_writer(&mut line, placement)?;
+        line.push(b'\n');
+        out.write_all(&line)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    out.flush()?;
-    Ok(())
+    out.flush()
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn print_summary(name: &str, nodes: usize, s: &Summary, placements: &[Placement]) {
-    println!("gantry simulate: {name}");
-    println!(
+fn print_summary(
+    out: &mut dyn Write,
+    name: &str,
+    nodes: usize,
+    s: &Summary,
+    placements: &[Placement],
+) -> std::io::Result<()> {
+    writeln!(out, "gantry simulate: {name}")?;
+    writeln!(
+        out,
         "  {} nodes at the start, {} pods submitted: {} scheduled, {} pending, {} evicted by preemption",
-        nodes, s.pods_total, s.scheduled, s.unschedulable, s.preempted
-    );
-    println!(
+        nodes,
+        s.pods_total,
+        s.scheduled,
+        s.pods_total - s.scheduled,
+        s.preempted
+    )?;
+    let not_tried = [
+        (s.gated, "gated"),
+        (s.other_scheduler, "for another scheduler"),
+        (s.gave_up, "given up after repeated failures"),
+    ];
+    if not_tried.iter().any(|(n, _)| *n > 0) {
+        let parts: Vec<String> = not_tried
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+        writeln!(out, "  of the pending pods: {}", parts.join(", "))?;
+    }
+    writeln!(
+        out,
         "  {:.0} pods/s ({:.2} s wall, {:.1} s of cluster time), {} attempts, {} retries",
         s.pods_per_sec, s.wall_s, s.virtual_s, s.attempts, s.retries
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  scheduling attempt latency: p50 {} µs, p90 {} µs, p99 {} µs",
         s.p50_us, s.p90_us, s.p99_us
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  bind failures {}, over-committed nodes {}",
         s.bind_failures, s.overcommitted_nodes
-    );
-    let mut reasons: HashMap<&str, usize> = HashMap::new();
-    for p in placements.iter().filter(|p| p.node.is_none()) {
-        *reasons
-            .entry(p.reason.as_deref().unwrap_or("no reason recorded"))
-            .or_default() += 1;
-    }
+    )?;
+    let reasons = report::pending_reasons(placements);
     if !reasons.is_empty() {
-        let mut reasons: Vec<(&str, usize)> = reasons.into_iter().collect();
-        reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        println!("  why pods are pending:");
+        writeln!(out, "  why pods are pending:")?;
         for (reason, count) in reasons.iter().take(5) {
-            println!("    {count:>6}  {reason}");
+            writeln!(out, "    {count:>6}  {reason}")?;
         }
         if reasons.len() > 5 {
-            println!(
+            writeln!(
+                out,
                 "    ({} other reasons; see --placements)",
                 reasons.len() - 5
-            );
+            )?;
         }
     }
+    Ok(())
 }

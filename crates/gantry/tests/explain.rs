@@ -1,25 +1,10 @@
 //! `gantry explain` as a user runs it: every node's verdicts, the scores, the choice.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{gantry, stderr, stdout, write};
 
 const CLUSTER: &str = "testdata/parity/mixed-reasons/cluster.yaml";
-
-fn gantry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn pod_yaml(name: &str, cpu: &str) -> String {
     format!(
@@ -27,23 +12,11 @@ fn pod_yaml(name: &str, cpu: &str) -> String {
     )
 }
 
-fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
-    let path = dir.join(file);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[test]
 fn the_table_shows_every_node_and_the_chosen_one() {
     let dir = tempfile::tempdir().unwrap();
     let pod = write(dir.path(), "pod.yaml", &pod_yaml("small", "100m"));
-    let out = gantry(&[
-        "explain",
-        "--cluster",
-        CLUSTER,
-        "--pod",
-        pod.to_str().unwrap(),
-    ]);
+    let out = gantry(&["explain", "--cluster", CLUSTER, "--pod", &pod]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     for node in ["n1", "n2", "n3", "n4", "n5", "n6"] {
@@ -67,13 +40,7 @@ fn the_table_shows_every_node_and_the_chosen_one() {
 fn a_pending_pod_gets_the_schedulers_message() {
     let dir = tempfile::tempdir().unwrap();
     let pod = write(dir.path(), "pod.yaml", &pod_yaml("huge", "16"));
-    let out = gantry(&[
-        "explain",
-        "--cluster",
-        CLUSTER,
-        "--pod",
-        pod.to_str().unwrap(),
-    ]);
+    let out = gantry(&["explain", "--cluster", CLUSTER, "--pod", &pod]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -92,14 +59,7 @@ fn a_pending_pod_gets_the_schedulers_message() {
 fn json_has_every_node_and_the_outcome() {
     let dir = tempfile::tempdir().unwrap();
     let pod = write(dir.path(), "pod.yaml", &pod_yaml("small", "100m"));
-    let out = gantry(&[
-        "explain",
-        "--cluster",
-        CLUSTER,
-        "--pod",
-        pod.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = gantry(&["explain", "--cluster", CLUSTER, "--pod", &pod, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     for key in [
@@ -136,20 +96,11 @@ fn a_pod_file_with_two_pods_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let two = format!("{}---\n{}", pod_yaml("a", "1"), pod_yaml("b", "1"));
     let pod = write(dir.path(), "two.yaml", &two);
-    let out = gantry(&[
-        "explain",
-        "--cluster",
-        CLUSTER,
-        "--pod",
-        pod.to_str().unwrap(),
-    ]);
+    let out = gantry(&["explain", "--cluster", CLUSTER, "--pod", &pod]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains(&format!(
-            "{}: expected exactly one Pod, found 2",
-            pod.display()
-        )),
+        err.contains(&format!("{}: expected exactly one Pod, found 2", pod)),
         "{err}"
     );
 }
