@@ -300,19 +300,19 @@ Groups come from a node-pool label, else the instance type, else the node name.<
             esc(&others.join(", ")),
         )?;
     }
-    write!(
+    writeln!(
         html,
-        "</tbody></table><div class=\"plots\">{}</div></section>\n",
+        "</tbody></table><div class=\"plots\">{}</div></section>",
         figure(&plots.nodes)
     )
 }
 
 fn speed(html: &mut String, s: &Summary, plots: &Plots) -> std::fmt::Result {
-    write!(
+    writeln!(
         html,
         "<section id=\"speed\"><h2>The scheduler's speed</h2><p>{} pods/s over {} of wall-clock time; \
 each scheduling attempt took {} µs at the median, {} µs at p90 and {} µs at p99.</p>\
-<div class=\"plots\">{}{}</div></section>\n",
+<div class=\"plots\">{}{}</div></section>",
         thousands(s.pods_per_sec.round() as i64),
         duration(Duration::from_secs_f64(s.wall_s)),
         thousands(s.p50_us as i64),
@@ -359,7 +359,7 @@ fn pods(html: &mut String, sim: &Simulation) -> std::fmt::Result {
         ]));
     }
     let data = json!({"reasons": reasons, "pods": rows}).to_string();
-    write!(
+    writeln!(
         html,
         "<section id=\"pods\"><h2>Every pod</h2><div class=\"filters\">\
 <input id=\"q\" type=\"search\" placeholder=\"search pods, workloads, nodes, reasons\" aria-label=\"search\">\
@@ -368,7 +368,7 @@ fn pods(html: &mut String, sim: &Simulation) -> std::fmt::Result {
 <option>given up</option></select><span id=\"count\"></span></div>\
 <table id=\"pod-table\"><thead><tr><th>pod</th><th>workload</th><th>status</th><th>node</th>\
 <th>created at</th><th>bound after</th><th>attempts</th><th>evicted</th><th>why pending</th></tr></thead><tbody></tbody></table>\
-<script type=\"application/json\" id=\"pod-data\">{}</script></section>\n",
+<script type=\"application/json\" id=\"pod-data\">{}</script></section>",
         // `</` cannot end the script element early.
         data.replace("</", "<\\/")
     )
@@ -464,7 +464,7 @@ ol.events{font-size:13px}ol.events .at{display:inline-block;min-width:70px;color
 .filters{display:flex;gap:10px;align-items:center;margin-bottom:10px}#q{flex:1;padding:6px 10px;font-size:14px;border:1px solid #c9ced8;border-radius:6px}
 #status{padding:6px;font-size:14px}#count{color:#5b6475;font-size:13px;white-space:nowrap}
 #pod-table td:nth-child(5),#pod-table td:nth-child(6),#pod-table td:nth-child(7),#pod-table td:nth-child(8){text-align:right}
-#pod-table td{white-space:nowrap}#pod-table td:last-child{white-space:normal;font-family:ui-monospace,monospace;font-size:12px}footer{margin:18px 28px 40px;font-size:13px;color:#5b6475}
+#pod-table td,#pod-table th{white-space:nowrap}#pod-table td:last-child{white-space:normal;font-family:ui-monospace,monospace;font-size:12px}footer{margin:18px 28px 40px;font-size:13px;color:#5b6475}
 ";
 
 /// Draws the pod table from the page's JSON, filtered by the search box and the status,

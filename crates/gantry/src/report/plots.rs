@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use gantry_sim::scenario::Mark;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -65,12 +66,8 @@ impl LinePlot<'_> {
         };
         let root = SVGBackend::new(path, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(self.title, CAPTION)
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(75)
-            .build_cartesian_2d(0.0..x_max * 1.02, 0.0..y_max * 1.08)?;
+        let mut chart =
+            builder(&root, self.title).build_cartesian_2d(0.0..x_max * 1.02, 0.0..y_max * 1.08)?;
         let y_axis = self.y_axis;
         chart
             .configure_mesh()
@@ -116,13 +113,7 @@ impl LinePlot<'_> {
                 });
         }
         if self.series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font(LABELS)
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.9))
-                .draw()?;
+            legend(&mut chart)?;
         }
         root.present()?;
         Ok(())
@@ -151,12 +142,8 @@ impl BarPlot<'_> {
         let n = self.categories.len();
         let root = SVGBackend::new(path, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(self.title, CAPTION)
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(75)
-            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_max)?;
+        let mut chart =
+            builder(&root, self.title).build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_max)?;
         let categories = self.categories;
         chart
             .configure_mesh()
@@ -195,17 +182,38 @@ impl BarPlot<'_> {
                 });
         }
         if self.series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font(LABELS)
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.9))
-                .draw()?;
+            legend(&mut chart)?;
         }
         root.present()?;
         Ok(())
     }
+}
+
+/// A chart with the plots' title style, margins and room for the axis labels.
+fn builder<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, CAPTION)
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(75);
+    builder
+}
+
+/// The series' names and colours, in the upper left corner.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(LABELS)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .draw()
 }
 
 /// At most `MAX_POINTS` of the points, evenly spaced, the last one kept.
