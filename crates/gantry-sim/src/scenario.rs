@@ -151,7 +151,8 @@ struct WorkloadCount {
 /// from overflowing.
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// The most nodes and pods one scenario may create, over all its groups, workloads and
-/// events: enough for the largest clusters, and a clear error before memory runs out.
+/// events: many times the largest cluster Kubernetes supports (5,000 nodes, 150,000
+/// pods), and a clear error before memory runs out.
 pub const MAX_NODES: usize = 100_000;
 pub const MAX_PODS: usize = 2_000_000;
 

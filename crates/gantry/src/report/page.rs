@@ -5,6 +5,7 @@
 //! fetched. The pod table filters as you type, and reads its filter from the address
 //! (`index.html#status=pending&q=cpu`), so a link can open it filtered.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -208,13 +209,17 @@ fn pending(html: &mut String, sim: &Simulation) -> std::fmt::Result {
         "<p class=\"hint\">kube-scheduler's own message for each. Click a count to list the pods.</p>\
 <table><thead><tr><th>pods</th><th>reason</th><th>for example</th></tr></thead><tbody>",
     );
+    let mut examples: HashMap<&str, Vec<&str>> = HashMap::new();
+    for p in placements.iter().filter(|p| p.node.is_none()) {
+        let pods = examples
+            .entry(p.reason.as_deref().unwrap_or(tables::NO_REASON))
+            .or_default();
+        if pods.len() < EXAMPLES_PER_REASON {
+            pods.push(p.pod.as_str());
+        }
+    }
     for (reason, count) in &reasons {
-        let examples: Vec<&str> = placements
-            .iter()
-            .filter(|p| p.node.is_none() && p.reason.as_deref() == Some(*reason))
-            .take(EXAMPLES_PER_REASON)
-            .map(|p| p.pod.as_str())
-            .collect();
+        let examples = examples.get(reason).map_or(&[][..], Vec::as_slice);
         write!(
             html,
             "<tr><td class=\"count\"><a href=\"#q={}\">{}</a></td><td class=\"reason\">{}</td><td>{}</td></tr>",
@@ -325,17 +330,16 @@ each scheduling attempt took {} µs at the median, {} µs at p90 and {} µs at p
 
 /// The searchable table: the rows come from the JSON below it, drawn by the script.
 fn pods(html: &mut String, sim: &Simulation) -> std::fmt::Result {
+    // Each reason once, in the order first met; pods refer to it by index.
     let mut reasons: Vec<&str> = Vec::new();
+    let mut reason_index: HashMap<&str, i64> = HashMap::new();
     let mut rows = Vec::with_capacity(sim.placements().len());
     for (p, h) in sim.placements().iter().zip(sim.histories()) {
         let reason = match p.reason.as_deref().filter(|_| p.node.is_none()) {
-            Some(r) => match reasons.iter().position(|x| *x == r) {
-                Some(i) => i as i64,
-                None => {
-                    reasons.push(r);
-                    reasons.len() as i64 - 1
-                }
-            },
+            Some(r) => *reason_index.entry(r).or_insert_with(|| {
+                reasons.push(r);
+                reasons.len() as i64 - 1
+            }),
             None => -1,
         };
         let status = match h.status {

@@ -123,13 +123,15 @@ pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     Some(sorted[(last as f64 * q).round() as usize])
 }
 
-/// Each reason pods are pending with, with how many and the first few pods, most
-/// frequent first.
+/// What a pending pod without a reason is listed under (the invariant check forbids it).
+pub const NO_REASON: &str = "no reason recorded";
+
+/// Each reason pods are pending with, and how many pods, most frequent first.
 pub fn pending_reasons(placements: &[Placement]) -> Vec<(&str, usize)> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for p in placements.iter().filter(|p| p.node.is_none()) {
         *counts
-            .entry(p.reason.as_deref().unwrap_or("no reason recorded"))
+            .entry(p.reason.as_deref().unwrap_or(NO_REASON))
             .or_default() += 1;
     }
     let mut reasons: Vec<(&str, usize)> = counts.into_iter().collect();
