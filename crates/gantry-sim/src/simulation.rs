@@ -337,9 +337,13 @@ impl Simulation {
                 break;
             }
             // Everything due now has happened: a sample here holds until the clock moves.
+            // It is taken when the last one is old enough, or was taken earlier at this
+            // same time (so the state after the first instant is kept too).
             let now = self.clock.as_secs_f64();
-            let last_sample = self.samples.last().map_or(0.0, |s| s.virtual_s);
-            if now - last_sample >= (now * SAMPLE_SHARE).max(MIN_SAMPLE_INTERVAL) {
+            let last_sample = self.samples.last().map_or(-1.0, |s| s.virtual_s);
+            if now == last_sample
+                || now - last_sample >= (now * SAMPLE_SHARE).max(MIN_SAMPLE_INTERVAL)
+            {
                 self.sample(start);
             }
             self.clock = self.clock.max(next);

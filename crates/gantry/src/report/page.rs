@@ -495,9 +495,8 @@ const SCRIPT: &str = r#"
       rows.push(tr);
     }
     body.replaceChildren.apply(body, rows);
-    count.textContent = matched === rows.length
-      ? matched.toLocaleString('en') + ' pods'
-      : 'first ' + rows.length.toLocaleString('en') + ' of ' + matched.toLocaleString('en') + ' pods';
+    var pods = matched.toLocaleString('en') + (matched === 1 ? ' pod' : ' pods');
+    count.textContent = matched === rows.length ? pods : 'first ' + rows.length.toLocaleString('en') + ' of ' + pods;
   }
   function fromAddress() {
     var params = new URLSearchParams(location.hash.slice(1));
