@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::plugins::default_profile;
-use gantry_sim::{SimOptions, Simulation};
+use gantry_sim::{BindLatency, SimOptions, Simulation};
 
 const CLUSTER: &str = r#"
 kind: List
@@ -25,16 +25,16 @@ items:
 fn a_failed_bind_wakes_the_pods_its_pod_kept_out() {
     let cluster = ClusterObjects::decode(CLUSTER, "cluster.yaml").unwrap();
     let options = SimOptions {
-        bind_latency: Duration::from_secs(1),
+        bind_latency: BindLatency::Fixed(Duration::from_secs(1)),
         ..SimOptions::default()
     };
     let mut sim =
         Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap();
     // a is assumed on n1 at 0 s and b finds no room; a's bind fails at 1 s.
     sim.api.failure_rate = 1.0;
-    sim.run_until(Duration::from_secs(1));
+    sim.run_until(Duration::from_secs(1)).unwrap();
     sim.api.failure_rate = 0.0;
-    sim.run();
+    sim.run().unwrap();
     let placed: Vec<(&str, Option<&str>)> = sim
         .placements()
         .iter()
