@@ -170,39 +170,16 @@ impl ClusterObjects {
             }
             "Namespace" => {
                 let ns: k8s::Namespace = typed(value, &object)?;
-                self.namespaces.push(Namespace {
-                    name: Sym::new(&required_name(&ns.metadata, &object)?),
-                    labels: labels(ns.metadata.labels.as_ref()),
-                });
+                self.namespaces.push(convert_namespace(&ns, &object)?);
             }
             "PriorityClass" => {
                 let pc: K8sPriorityClass = typed(value, &object)?;
-                self.priority_classes.push(PriorityClass {
-                    name: Sym::new(&required_name(&pc.metadata, &object)?),
-                    value: pc
-                        .value
-                        .ok_or_else(|| field_error(&object, "value", "required"))?,
-                    global_default: pc.global_default.unwrap_or(false),
-                    preemption_policy: preemption_policy(
-                        pc.preemption_policy.as_deref(),
-                        &object,
-                        "preemptionPolicy",
-                    )?,
-                });
+                self.priority_classes
+                    .push(convert_priority_class(&pc, &object)?);
             }
             "Service" => {
                 let svc: k8s::Service = typed(value, &object)?;
-                let selector = svc.spec.as_ref().and_then(|s| s.selector.as_ref());
-                self.services.push(Service {
-                    namespace: Sym::new(svc.metadata.namespace.as_deref().unwrap_or("default")),
-                    name: Arc::from(required_name(&svc.metadata, &object)?),
-                    selector: LabelSelector::from_pairs(
-                        selector
-                            .into_iter()
-                            .flatten()
-                            .map(|(k, v)| (Sym::new(k), Sym::new(v))),
-                    ),
-                });
+                self.services.push(convert_service(&svc, &object)?);
             }
             "PersistentVolume" => {
                 let pv: k8s::PersistentVolume = typed(value, &object)?;
@@ -1306,5 +1283,99 @@ fn counts_back_to_numbers(value: &mut Value) {
         {
             *count = Value::from(n);
         }
+    }
+}
+
+fn convert_namespace(ns: &k8s::Namespace, object: &str) -> Result<Namespace, ObjectError> {
+    Ok(Namespace {
+        name: Sym::new(&required_name(&ns.metadata, object)?),
+        labels: labels(ns.metadata.labels.as_ref()),
+    })
+}
+
+fn convert_priority_class(
+    pc: &K8sPriorityClass,
+    object: &str,
+) -> Result<PriorityClass, ObjectError> {
+    Ok(PriorityClass {
+        name: Sym::new(&required_name(&pc.metadata, object)?),
+        value: pc
+            .value
+            .ok_or_else(|| field_error(object, "value", "required"))?,
+        global_default: pc.global_default.unwrap_or(false),
+        preemption_policy: preemption_policy(
+            pc.preemption_policy.as_deref(),
+            object,
+            "preemptionPolicy",
+        )?,
+    })
+}
+
+fn convert_service(svc: &k8s::Service, object: &str) -> Result<Service, ObjectError> {
+    let selector = svc.spec.as_ref().and_then(|s| s.selector.as_ref());
+    Ok(Service {
+        namespace: Sym::new(svc.metadata.namespace.as_deref().unwrap_or("default")),
+        name: Arc::from(required_name(&svc.metadata, object)?),
+        selector: LabelSelector::from_pairs(
+            selector
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (Sym::new(k), Sym::new(v))),
+        ),
+    })
+}
+
+/// Conversion of one typed Kubernetes object, as a watch delivers it, into Gantry's model:
+/// the same conversions [`ClusterObjects::decode`] applies to manifests, so a pod read from
+/// the API is the pod a manifest would give. Errors name the object and the field.
+pub mod from_k8s {
+    use super::*;
+
+    fn label(kind: &str, meta: &meta::ObjectMeta) -> String {
+        let name = meta.name.as_deref().unwrap_or("(unnamed)");
+        match meta.namespace.as_deref() {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        }
+    }
+
+    pub fn node(node: &k8s::Node) -> Result<Node, ObjectError> {
+        convert_node(node, &label("Node", &node.metadata))
+    }
+
+    /// The pod, and whether its priority is known (`spec.priority` set, or no class
+    /// named); an API server's Priority admission always sets it.
+    pub fn pod(pod: &k8s::Pod) -> Result<(Pod, bool), ObjectError> {
+        convert_pod(pod, &label("Pod", &pod.metadata))
+    }
+
+    pub fn namespace(ns: &k8s::Namespace) -> Result<Namespace, ObjectError> {
+        convert_namespace(ns, &label("Namespace", &ns.metadata))
+    }
+
+    pub fn priority_class(pc: &K8sPriorityClass) -> Result<PriorityClass, ObjectError> {
+        convert_priority_class(pc, &label("PriorityClass", &pc.metadata))
+    }
+
+    pub fn service(svc: &k8s::Service) -> Result<Service, ObjectError> {
+        convert_service(svc, &label("Service", &svc.metadata))
+    }
+
+    pub fn persistent_volume(pv: &k8s::PersistentVolume) -> Result<PersistentVolume, ObjectError> {
+        convert_pv(pv, &label("PersistentVolume", &pv.metadata))
+    }
+
+    pub fn persistent_volume_claim(
+        pvc: &k8s::PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ObjectError> {
+        convert_pvc(pvc, &label("PersistentVolumeClaim", &pvc.metadata))
+    }
+
+    pub fn storage_class(sc: &storage_v1::StorageClass) -> Result<StorageClass, ObjectError> {
+        convert_storage_class(sc, &label("StorageClass", &sc.metadata))
+    }
+
+    pub fn csi_node(csi_node: &storage_v1::CSINode) -> Result<CsiNode, ObjectError> {
+        convert_csi_node(csi_node, &label("CSINode", &csi_node.metadata))
     }
 }
