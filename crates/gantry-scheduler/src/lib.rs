@@ -1,15 +1,19 @@
 //! Scheduling and binding cycles, preemption, and why pods did not fit.
 
+mod binding;
 pub mod explain;
 mod fit_error;
 mod framework_runner;
 pub mod metrics;
+mod placement_check;
 mod preemption;
 pub mod queue;
 mod rng;
 mod scheduler;
 
+pub use binding::BindingCycle;
 pub use fit_error::FitError;
+pub use placement_check::{CHECKED_PLUGINS, check_placement};
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
 pub use scheduler::{

@@ -9,9 +9,11 @@ use rayon::prelude::*;
 
 use std::time::Instant;
 
+use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
 use crate::metrics::{AttemptResult, ExtensionPoint, Metrics, PLUGIN_SAMPLE_EVERY};
+use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 
@@ -477,65 +479,58 @@ impl Scheduler {
             message: format!("pod {} has no node to bind to", pod.key()),
             forgotten: false,
         })?;
-        let profile_index = self
-            .profiles
-            .iter()
-            .position(|p| p.scheduler_name == pod.scheduler_name);
-        let mut bound = Ok(());
-        if let Some(i) = profile_index {
-            for plugin in &self.profiles[i].pre_bind {
-                let status = plugin.pre_bind(state, pod, node);
-                if !status.is_success() {
-                    bound = Err(format!(
-                        "running PreBind plugin {:?}: {}",
-                        plugin.name(),
-                        status.message()
-                    ));
-                    break;
-                }
-            }
-        }
+        let mut bound = run_pre_bind(self.profile_for(pod), state, pod, node);
         if bound.is_ok() {
             let phase = Instant::now();
             bound = binder.bind(pod, node);
             self.metrics
                 .observe_extension_point(ExtensionPoint::Bind, phase.elapsed());
         }
-        match bound {
-            Ok(()) => {
-                if self.assume {
-                    self.cache
-                        .finish_binding(&pod.uid, std::time::Instant::now());
-                }
-                if let Some(i) = profile_index {
-                    for plugin in &self.profiles[i].post_bind {
-                        plugin.post_bind(state, pod, node);
-                    }
-                }
-                Ok(())
-            }
-            Err(message) => {
-                if let Some(i) = profile_index {
-                    unreserve(&self.profiles[i], state, pod, node);
-                }
-                let forgotten = self.assume
-                    && match self.cache.forget_pod(pod) {
-                        Ok(()) => true,
-                        Err(forget) => {
-                            tracing::error!(pod = %pod.key(), error = %forget, "could not forget assumed pod");
-                            false
-                        }
-                    };
-                Err(BindFailure { message, forgotten })
-            }
-        }
+        let profile = self.profile_for(pod);
+        conclude(profile, &self.cache, self.assume, state, pod, node, bound)
     }
-}
 
-/// Unreserve runs in the reverse order of Reserve, as upstream.
-fn unreserve(profile: &Profile, state: &mut CycleState, pod: &Pod, node: Sym) {
-    for plugin in profile.reserve.iter().rev() {
-        plugin.unreserve(state, pod, node);
+    /// The binding cycle of a scheduled pod, to run apart from the scheduler (a binder
+    /// that writes to a real API server, concurrently with the next scheduling cycle).
+    pub fn binding_cycle(&self, pod: Arc<Pod>, state: Box<CycleState>) -> Option<BindingCycle> {
+        Some(BindingCycle {
+            node: pod.node_name?,
+            profile: self.profile_for(&pod).cloned(),
+            pod,
+            state,
+            cache: self.cache.clone(),
+            assume: self.assume,
+        })
+    }
+
+    /// Whether the pod (assumed, naming its node) still fits there by the latest cache:
+    /// the binder's check when several instances share a cluster. Refreshes this
+    /// scheduler's snapshot; `Err` carries the rejecting plugin's message.
+    pub fn check_placement(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+        let Some(profile_index) = self
+            .profiles
+            .iter()
+            .position(|p| p.scheduler_name == pod.scheduler_name)
+        else {
+            return Err(format!(
+                "profile not found for scheduler name {:?}",
+                pod.scheduler_name.as_str()
+            ));
+        };
+        self.cache
+            .update_snapshot(&mut self.snapshot)
+            .map_err(|inconsistent| inconsistent.to_string())?;
+        let cluster = Cluster {
+            nodes: &self.snapshot,
+            objects: &self.objects,
+        };
+        check_placement(&self.profiles[profile_index], cluster, pod).map_err(|s| s.message())
+    }
+
+    /// The API objects plugins read (namespaces, services, storage), for an event source
+    /// that keeps them current.
+    pub fn objects_mut(&mut self) -> &mut ApiObjects {
+        &mut self.objects
     }
 }
 
