@@ -1,0 +1,256 @@
+//! Gantry against a real cluster, through the Kubernetes API (kube-rs): watches of every
+//! resource the scheduler reads feed Gantry's own cache and queue; the scheduling loop
+//! decides as the simulation does; writer tasks bind (`pods/{name}/binding`, with the
+//! pod's UID as a precondition) concurrently with the next cycle, and write the events
+//! and conditions kube-scheduler writes. Leader election (a Lease) makes several replicas
+//! active-passive; shards (a stable hash of the pod UID) make several instances share one
+//! cluster optimistically, each binder re-checking its decisions against its latest cache.
+
+mod http;
+mod leader;
+mod metrics;
+mod objects;
+mod scheduling_loop;
+mod shard;
+mod watch;
+mod writes;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use gantry_api::{Pod, Sym};
+use gantry_cache::Cache;
+use gantry_framework::ApiObjects;
+use gantry_framework::config::SchedulerConfig;
+use gantry_scheduler::Scheduler;
+use gantry_scheduler::queue::SchedulingQueue;
+use kube::Client;
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+pub use leader::LeaderElection;
+pub use metrics::KubeMetrics;
+pub use shard::{Shard, owner};
+pub use watch::POD_FIELD_SELECTOR;
+pub use writes::{MAX_BINDS_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
+
+use crate::objects::ObjectMirror;
+use crate::scheduling_loop::{LoopEnd, SchedulingLoop};
+use crate::writes::{ApiWriter, BindDone};
+
+/// What reaches the scheduling loop.
+pub(crate) enum Input {
+    Watch(watch::Change),
+    BindDone(Box<BindDone>),
+    /// A binder asks whether its pod still fits its node by the latest cache.
+    Check {
+        pod: Arc<Pod>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Leader(bool),
+    Stop,
+}
+
+/// State the HTTP endpoints read.
+pub struct Shared {
+    scheduler_metrics: Mutex<String>,
+    synced: AtomicBool,
+    pub kube: Arc<KubeMetrics>,
+}
+
+impl Shared {
+    fn new(kube: Arc<KubeMetrics>) -> Shared {
+        Shared {
+            scheduler_metrics: Mutex::new(String::new()),
+            synced: AtomicBool::new(false),
+            kube,
+        }
+    }
+
+    pub fn scheduler_metrics(&self) -> String {
+        self.scheduler_metrics.lock().clone()
+    }
+
+    fn set_scheduler_metrics(&self, text: String) {
+        *self.scheduler_metrics.lock() = text;
+    }
+
+    /// Every watch has listed its resource at least once.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Release);
+    }
+}
+
+/// How to run.
+pub struct RunOptions {
+    pub client: Client,
+    /// Profiles (their scheduler names select the pods), backoff.
+    pub config: SchedulerConfig,
+    /// Names this instance in events and in the lease.
+    pub identity: String,
+    /// `None`: schedule at once, alone.
+    pub leader_election: Option<LeaderElection>,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen (port 0 picks one).
+    pub metrics_addr: Option<SocketAddr>,
+    /// This instance's share of the pods when several schedule the same cluster.
+    pub shard: Shard,
+    /// Seeds tie-breaking among equally scored nodes.
+    pub seed: u64,
+}
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("metrics address {addr}: {source}")]
+    MetricsAddr {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("lost the leader lease; restarting is the safe way back")]
+    LostLeadership,
+    #[error("the scheduling loop failed: {0}")]
+    Loop(String),
+}
+
+/// A running instance's handles that outlive `run`'s setup, for callers (tests) that
+/// want to look inside.
+#[derive(Clone)]
+pub struct Running {
+    pub shared: Arc<Shared>,
+    /// Where the metrics server listens, once bound.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Schedules until `stop` completes (then stops taking pods, finishes or forgets the
+/// binds in flight, releases the lease) or leadership is lost. `started` receives the
+/// instance's handles once it serves.
+pub async fn run(
+    options: RunOptions,
+    stop: impl Future<Output = ()>,
+    started: Option<oneshot::Sender<Running>>,
+) -> Result<(), RunError> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (inputs, inputs_rx) = std::sync::mpsc::channel();
+    let kube_metrics = Arc::new(KubeMetrics::default());
+    let shared = Arc::new(Shared::new(kube_metrics.clone()));
+
+    let mut metrics_addr = None;
+    let mut server = None;
+    if let Some(addr) = options.metrics_addr {
+        let (bound, handle) = http::serve(addr, shared.clone(), stop_rx.clone())
+            .await
+            .map_err(|source| RunError::MetricsAddr { addr, source })?;
+        tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
+        metrics_addr = Some(bound);
+        server = Some(handle);
+    }
+
+    watch::spawn_all(&options.client, &inputs, &kube_metrics, &stop_rx);
+
+    let mut elector = None;
+    let leading_from_start = options.leader_election.is_none();
+    kube_metrics.set_leader(leading_from_start);
+    if let Some(config) = options.leader_election {
+        let (leading_tx, mut leading_rx) = tokio::sync::watch::channel(false);
+        let candidate = leader::Elector::new(options.client.clone(), config, &options.identity);
+        elector = Some(tokio::spawn(candidate.run(leading_tx, stop_rx.clone())));
+        let inputs = inputs.clone();
+        let kube_metrics = kube_metrics.clone();
+        tokio::spawn(async move {
+            while leading_rx.changed().await.is_ok() {
+                let leading = *leading_rx.borrow();
+                kube_metrics.set_leader(leading);
+                if inputs.send(Input::Leader(leading)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    let scheduler_names: Vec<Sym> = options
+        .config
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name)
+        .collect();
+    let cache = Arc::new(Cache::new());
+    let queue = SchedulingQueue::with_backoff(
+        &options.config.profiles,
+        Duration::from_secs(options.config.pod_initial_backoff_seconds),
+        Duration::from_secs(options.config.pod_max_backoff_seconds),
+    );
+    let scheduler = Scheduler::new(
+        cache.clone(),
+        options.config.profiles,
+        ApiObjects::default(),
+        options.seed,
+    );
+    let writer = ApiWriter::new(
+        options.client.clone(),
+        tokio::runtime::Handle::current(),
+        inputs.clone(),
+        &scheduler_names,
+        &options.identity,
+        kube_metrics.clone(),
+        options.shard.is_shared(),
+    );
+    let scheduling = SchedulingLoop {
+        scheduler,
+        queue,
+        cache,
+        writer,
+        inputs: inputs_rx,
+        shared: shared.clone(),
+        shard: options.shard,
+        scheduler_names,
+        leader: leading_from_start,
+        mirror: ObjectMirror::default(),
+        pods: HashMap::new(),
+        nodes: HashMap::new(),
+        binding: HashMap::new(),
+        reported: HashMap::new(),
+        synced: HashSet::new(),
+        start: Instant::now(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("gantry-scheduler".into())
+        .spawn(move || scheduling.run())
+        .map_err(|e| RunError::Loop(e.to_string()))?;
+    let mut joined = tokio::task::spawn_blocking(move || thread.join());
+
+    if let Some(started) = started {
+        let _ = started.send(Running {
+            shared: shared.clone(),
+            metrics_addr,
+        });
+    }
+
+    let end = tokio::select! {
+        _ = stop => {
+            let _ = inputs.send(Input::Stop);
+            (&mut joined).await
+        }
+        end = &mut joined => end,
+    };
+    let _ = stop_tx.send(true);
+    if let Some(elector) = elector {
+        let _ = tokio::time::timeout(Duration::from_secs(5), elector).await;
+    }
+    if let Some(server) = server {
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    }
+    match end {
+        Ok(Ok(LoopEnd::Stopped)) => Ok(()),
+        Ok(Ok(LoopEnd::LostLeadership)) => Err(RunError::LostLeadership),
+        Ok(Err(_)) => Err(RunError::Loop("the scheduling thread panicked".into())),
+        Err(e) => Err(RunError::Loop(e.to_string())),
+    }
+}

@@ -1,0 +1,110 @@
+//! The API objects other than nodes and pods, as the watches last reported them. Plugins
+//! read them through an [`ApiObjects`] that is rebuilt after a batch of events changed
+//! any of them (they change rarely; rebuilding keeps one code path with the simulation).
+
+use std::collections::BTreeMap;
+
+use gantry_api::decode::{Namespace, PriorityClass, Service};
+use gantry_api::{
+    CsiNode, PersistentVolume, PersistentVolumeClaim, PreemptionPolicy, StorageClass, Sym,
+};
+use gantry_framework::ApiObjects;
+
+use crate::watch::{Kind, Object};
+
+/// Objects by kind and key; ordered maps, so that the rebuilt lists (and ties that depend
+/// on their order) do not vary between runs.
+#[derive(Debug, Default)]
+pub struct ObjectMirror {
+    namespaces: BTreeMap<String, Namespace>,
+    priority_classes: BTreeMap<String, PriorityClass>,
+    services: BTreeMap<String, Service>,
+    pvs: BTreeMap<String, PersistentVolume>,
+    pvcs: BTreeMap<String, PersistentVolumeClaim>,
+    storage_classes: BTreeMap<String, StorageClass>,
+    csi_nodes: BTreeMap<String, CsiNode>,
+    changed: bool,
+}
+
+impl ObjectMirror {
+    /// Records an applied (`Some`) or deleted object of the kinds kept here; returns the
+    /// object back when it is a node or a pod, which the caller handles.
+    pub fn apply(&mut self, object: Object, deleted: bool) -> Option<Object> {
+        fn put<T>(map: &mut BTreeMap<String, T>, key: String, value: T, deleted: bool) {
+            if deleted {
+                map.remove(&key);
+            } else {
+                map.insert(key, value);
+            }
+        }
+        match object {
+            Object::Node(_) | Object::Pod(_) => return Some(object),
+            Object::Namespace(ns) => put(&mut self.namespaces, ns.name.to_string(), ns, deleted),
+            Object::PriorityClass(pc) => {
+                put(&mut self.priority_classes, pc.name.to_string(), pc, deleted)
+            }
+            Object::Service(svc) => {
+                let key = format!("{}/{}", svc.namespace, svc.name);
+                put(&mut self.services, key, svc, deleted)
+            }
+            Object::PersistentVolume(pv) => put(&mut self.pvs, pv.name.to_string(), pv, deleted),
+            Object::PersistentVolumeClaim(pvc) => {
+                let key = format!("{}/{}", pvc.namespace, pvc.name);
+                put(&mut self.pvcs, key, pvc, deleted)
+            }
+            Object::StorageClass(sc) => {
+                put(&mut self.storage_classes, sc.name.to_string(), sc, deleted)
+            }
+            Object::CsiNode(csi) => {
+                put(&mut self.csi_nodes, csi.node_name.to_string(), csi, deleted)
+            }
+        }
+        self.changed = true;
+        None
+    }
+
+    /// Replaces every object of a kind kept here with a complete list.
+    pub fn relist(&mut self, kind: Kind, objects: Vec<Object>) {
+        match kind {
+            Kind::Namespace => self.namespaces.clear(),
+            Kind::PriorityClass => self.priority_classes.clear(),
+            Kind::Service => self.services.clear(),
+            Kind::PersistentVolume => self.pvs.clear(),
+            Kind::PersistentVolumeClaim => self.pvcs.clear(),
+            Kind::StorageClass => self.storage_classes.clear(),
+            Kind::CsiNode => self.csi_nodes.clear(),
+            Kind::Node | Kind::Pod => return,
+        }
+        self.changed = true;
+        for object in objects {
+            self.apply(object, false);
+        }
+    }
+
+    /// A fresh `ApiObjects` if anything changed since the last call.
+    pub fn take_changed(&mut self) -> Option<ApiObjects> {
+        if !std::mem::take(&mut self.changed) {
+            return None;
+        }
+        let namespaces: Vec<Namespace> = self.namespaces.values().cloned().collect();
+        let services: Vec<Service> = self.services.values().cloned().collect();
+        let mut objects = ApiObjects::new(&namespaces, &services);
+        let pvs: Vec<_> = self.pvs.values().cloned().collect();
+        let pvcs: Vec<_> = self.pvcs.values().cloned().collect();
+        let classes: Vec<_> = self.storage_classes.values().cloned().collect();
+        let csi: Vec<_> = self.csi_nodes.values().cloned().collect();
+        objects.set_storage(&pvs, &pvcs, &classes, &csi);
+        Some(objects)
+    }
+
+    /// The priority a pod without `spec.priority` gets, as the Priority admission plugin
+    /// gives it: its class's value, or the global default's (an API server has always
+    /// done this already; a pod written around admission still gets its due).
+    pub fn priority_of(&self, class: Option<Sym>) -> Option<(i32, PreemptionPolicy)> {
+        let class = match class {
+            Some(name) => self.priority_classes.get(name.as_str()),
+            None => self.priority_classes.values().find(|c| c.global_default),
+        }?;
+        Some((class.value, class.preemption_policy))
+    }
+}

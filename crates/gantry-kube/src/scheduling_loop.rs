@@ -1,0 +1,495 @@
+//! The scheduling loop: one thread that owns the scheduler, its queue and the cache's
+//! writes. Between two scheduling cycles it applies what the watches reported (as
+//! kube-scheduler's event handlers do), and concludes the binds its writers finished;
+//! then it pops the next pod, decides, assumes, and hands the bind to a writer task, so
+//! the next cycle starts while the bind is on the wire.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use gantry_api::{Node, Pod, Sym};
+use gantry_cache::Cache;
+use gantry_framework::{ActionType, ClusterEvent, EventResource};
+use gantry_scheduler::metrics::ExtensionPoint;
+use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
+use gantry_scheduler::{Attempt, Scheduler};
+
+use crate::objects::ObjectMirror;
+use crate::shard::Shard;
+use crate::watch::{Change, Kind, Object};
+use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
+use crate::{Input, Shared};
+
+/// How long the loop sleeps when it has nothing to do (it wakes at once for any input).
+const IDLE_WAIT: Duration = Duration::from_millis(500);
+/// How long a stopping loop waits for binds in flight before it gives up on them.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How often the scheduler's metrics are rendered for `/metrics`.
+const METRICS_EVERY: Duration = Duration::from_secs(1);
+
+pub struct SchedulingLoop {
+    pub scheduler: Scheduler,
+    pub queue: SchedulingQueue,
+    pub cache: Arc<Cache>,
+    pub writer: ApiWriter,
+    pub inputs: Receiver<Input>,
+    pub shared: Arc<Shared>,
+    pub shard: Shard,
+    /// The profiles' scheduler names: only their pods are queued.
+    pub scheduler_names: Vec<Sym>,
+    /// Without leader election the loop schedules at once.
+    pub leader: bool,
+    pub mirror: ObjectMirror,
+    /// Every pod the watch reported, by UID (to find what a relist no longer lists).
+    pub pods: HashMap<Arc<str>, Arc<Pod>>,
+    pub nodes: HashMap<Sym, Arc<Node>>,
+    /// Pods whose bind is in flight, with their queue history (for a requeue).
+    pub binding: HashMap<Arc<str>, QueuedPod>,
+    /// The `PodScheduled=False` message last written per pod, not to write it twice.
+    pub reported: HashMap<Arc<str>, String>,
+    /// Kinds listed at least once; the loop schedules only once all are.
+    pub synced: HashSet<Kind>,
+    pub start: Instant,
+}
+
+/// Why the loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoopEnd {
+    Stopped,
+    LostLeadership,
+}
+
+impl SchedulingLoop {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Runs until told to stop (finishing or forgetting the binds in flight), or until
+    /// leadership is lost.
+    pub fn run(mut self) -> LoopEnd {
+        let mut stopping: Option<Instant> = None;
+        let mut rendered = Instant::now() - METRICS_EVERY;
+        loop {
+            let wait = self.wait_time(stopping.is_some());
+            match self.inputs.recv_timeout(wait) {
+                Ok(input) => {
+                    if let Some(end) = self.handle(input, &mut stopping) {
+                        return end;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return LoopEnd::Stopped,
+            }
+            while let Ok(input) = self.inputs.try_recv() {
+                if let Some(end) = self.handle(input, &mut stopping) {
+                    return end;
+                }
+            }
+            if let Some(objects) = self.mirror.take_changed() {
+                *self.scheduler.objects_mut() = objects;
+            }
+            if rendered.elapsed() >= METRICS_EVERY {
+                self.publish_metrics();
+                rendered = Instant::now();
+            }
+            if let Some(since) = stopping {
+                if self.binding.is_empty() || since.elapsed() >= STOP_GRACE {
+                    self.forget_binds_in_flight();
+                    self.publish_metrics();
+                    return LoopEnd::Stopped;
+                }
+                continue;
+            }
+            if self.leader && self.synced.len() == Kind::ALL.len() {
+                let now = self.now();
+                self.queue.flush_unschedulable_leftover(now);
+                if let Some(queued) = self.queue.pop(now) {
+                    self.attempt(queued);
+                }
+            }
+        }
+    }
+
+    fn wait_time(&self, stopping: bool) -> Duration {
+        if stopping || !self.leader || self.synced.len() < Kind::ALL.len() {
+            return IDLE_WAIT;
+        }
+        let now = self.now();
+        if self.queue.pending().active > 0 {
+            return Duration::ZERO;
+        }
+        self.queue
+            .next_backoff_expiry()
+            .map_or(IDLE_WAIT, |at| at.saturating_sub(now).min(IDLE_WAIT))
+    }
+
+    fn handle(&mut self, input: Input, stopping: &mut Option<Instant>) -> Option<LoopEnd> {
+        match input {
+            Input::Watch(change) => self.apply(change),
+            Input::BindDone(done) => self.conclude_bind(*done),
+            Input::Check { pod, reply } => {
+                let _ = reply.send(self.scheduler.check_placement(&pod));
+            }
+            Input::Leader(true) => {
+                tracing::info!("leading: scheduling starts");
+                self.leader = true;
+            }
+            Input::Leader(false) => {
+                tracing::error!("lost the leader lease: scheduling stops");
+                self.leader = false;
+                self.forget_binds_in_flight();
+                return Some(LoopEnd::LostLeadership);
+            }
+            Input::Stop => {
+                if stopping.is_none() {
+                    tracing::info!(
+                        in_flight = self.binding.len(),
+                        "stopping: no new pods are taken"
+                    );
+                    *stopping = Some(Instant::now());
+                }
+            }
+        }
+        None
+    }
+
+    // ---- watch events: kube-scheduler's event handlers -------------------------------
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Applied(object) => {
+                if let Some(object) = self.mirror.apply(object, false) {
+                    self.apply_node_or_pod(object, false);
+                }
+            }
+            Change::Deleted(object) => {
+                if let Some(object) = self.mirror.apply(object, true) {
+                    self.apply_node_or_pod(object, true);
+                }
+            }
+            Change::Relisted(kind, objects) => {
+                self.synced.insert(kind);
+                self.shared.set_synced(self.synced.len() == Kind::ALL.len());
+                match kind {
+                    Kind::Node => self.relist_nodes(objects),
+                    Kind::Pod => self.relist_pods(objects),
+                    _ => self.mirror.relist(kind, objects),
+                }
+            }
+        }
+    }
+
+    fn apply_node_or_pod(&mut self, object: Object, deleted: bool) {
+        match (object, deleted) {
+            (Object::Node(node), false) => self.node_applied(node),
+            (Object::Node(node), true) => self.node_deleted(node.name),
+            (Object::Pod(pod), false) => self.pod_applied(pod),
+            (Object::Pod(pod), true) => self.pod_deleted(&pod.uid),
+            _ => {}
+        }
+    }
+
+    /// A relist replaces what the loop knew: nodes it no longer lists were deleted while
+    /// the watch was blind.
+    fn relist_nodes(&mut self, objects: Vec<Object>) {
+        let listed: HashSet<Sym> = objects
+            .iter()
+            .filter_map(|o| match o {
+                Object::Node(n) => Some(n.name),
+                _ => None,
+            })
+            .collect();
+        let gone: Vec<Sym> = self
+            .nodes
+            .keys()
+            .filter(|name| !listed.contains(name))
+            .copied()
+            .collect();
+        for name in gone {
+            self.node_deleted(name);
+        }
+        for object in objects {
+            if let Object::Node(node) = object {
+                self.node_applied(node);
+            }
+        }
+    }
+
+    /// Pods the relist no longer shows were deleted while the watch was blind. Assumed
+    /// pods survive: the relist shows them pending (their bind not yet written) or bound,
+    /// and both keep them.
+    fn relist_pods(&mut self, objects: Vec<Object>) {
+        let listed: HashSet<Arc<str>> = objects
+            .iter()
+            .filter_map(|o| match o {
+                Object::Pod(p) => Some(p.uid.clone()),
+                _ => None,
+            })
+            .collect();
+        let gone: Vec<Arc<str>> = self
+            .pods
+            .keys()
+            .filter(|uid| !listed.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.pod_deleted(&uid);
+        }
+        for object in objects {
+            if let Object::Pod(pod) = object {
+                self.pod_applied(pod);
+            }
+        }
+    }
+
+    fn node_applied(&mut self, node: Arc<Node>) {
+        let action = match self.nodes.insert(node.name, node.clone()) {
+            Some(old) if *old == *node => return,
+            Some(_) => ActionType::UPDATE,
+            None => ActionType::ADD,
+        };
+        self.cache.update_node(node);
+        self.queue
+            .on_event(ClusterEvent::new(EventResource::Node, action), self.now());
+    }
+
+    fn node_deleted(&mut self, name: Sym) {
+        if self.nodes.remove(&name).is_none() {
+            return;
+        }
+        if let Err(error) = self.cache.remove_node(name) {
+            tracing::warn!(node = %name, %error, "deleted node was not in the cache");
+        }
+        self.queue.on_event(
+            ClusterEvent::new(EventResource::Node, ActionType::DELETE),
+            self.now(),
+        );
+    }
+
+    /// Whether this instance schedules the pod: its scheduler name is one of the
+    /// profiles', and (with several instances) its UID hashes to this instance.
+    fn responsible_for(&self, pod: &Pod) -> bool {
+        self.scheduler_names.contains(&pod.scheduler_name) && self.shard.owns(&pod.uid)
+    }
+
+    fn pod_applied(&mut self, pod: Arc<Pod>) {
+        let pod = self.with_priority(pod);
+        let old = self.pods.insert(pod.uid.clone(), pod.clone());
+        if pod.node_name.is_some() {
+            self.assigned_pod_applied(pod, old);
+            return;
+        }
+        if !self.responsible_for(&pod) || self.cache.is_assumed(&pod.uid) {
+            // Someone else's pod, or ours while its bind is in flight.
+            return;
+        }
+        if pod.terminating {
+            self.queue.delete(&pod.uid);
+            return;
+        }
+        let now = self.now();
+        match old {
+            // Only a change of what scheduling reads moves a queued pod (kube-scheduler
+            // ignores status-only updates, such as the condition Gantry itself writes).
+            Some(old) if self.queue.contains(&pod.uid) => {
+                if !same_but_status(&old, &pod) {
+                    self.queue.update(pod, now);
+                }
+            }
+            _ => {
+                if !self.queue.contains(&pod.uid) && !self.binding.contains_key(&pod.uid) {
+                    self.queue.add(pod, now);
+                }
+            }
+        }
+    }
+
+    fn assigned_pod_applied(&mut self, pod: Arc<Pod>, old: Option<Arc<Pod>>) {
+        let was_queued = self.queue.delete(&pod.uid);
+        if was_queued {
+            tracing::debug!(pod = %pod.key(), "pod was bound by someone else");
+        }
+        self.reported.remove(&pod.uid);
+        self.scheduler.clear_nomination(&pod);
+        let known = self.cache.pod(&pod.uid).is_some();
+        let result = if known && !self.cache.is_assumed(&pod.uid) {
+            if old.as_deref() == Some(&*pod) {
+                return;
+            }
+            self.cache.update_pod(pod.clone())
+        } else {
+            // New to the cache, or the confirmation of a pod this instance assumed.
+            self.cache.add_pod(pod.clone())
+        };
+        if let Err(error) = result {
+            tracing::warn!(pod = %pod.key(), %error, "cache refused a bound pod");
+        }
+        let action = if known {
+            ActionType::UPDATE
+        } else {
+            ActionType::ADD
+        };
+        self.queue.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, action),
+            self.now(),
+        );
+    }
+
+    fn pod_deleted(&mut self, uid: &Arc<str>) {
+        let Some(pod) = self.pods.remove(uid) else {
+            return;
+        };
+        self.queue.delete(uid);
+        self.reported.remove(uid);
+        self.scheduler.clear_nomination(&pod);
+        if let Some(cached) = self.cache.pod(uid)
+            && self.cache.remove_pod(&cached).is_ok()
+        {
+            self.queue.on_event(
+                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+                self.now(),
+            );
+        }
+    }
+
+    /// A pod whose priority the API server did not set gets its class's (see
+    /// [`ObjectMirror::priority_of`]); the usual pod is returned as it is.
+    fn with_priority(&self, pod: Arc<Pod>) -> Arc<Pod> {
+        if pod.priority != 0 {
+            return pod;
+        }
+        match self.mirror.priority_of(pod.priority_class_name) {
+            Some((priority, policy)) if priority != 0 => {
+                let mut resolved = Pod::clone(&pod);
+                resolved.priority = priority;
+                resolved.preemption_policy = policy;
+                Arc::new(resolved)
+            }
+            _ => pod,
+        }
+    }
+
+    // ---- scheduling and binding ----------------------------------------------------
+
+    fn attempt(&mut self, queued: QueuedPod) {
+        let now = self.now();
+        match self.scheduler.schedule_one(&queued.pod) {
+            Attempt::Scheduled { pod, state, .. } => {
+                let uid = pod.uid.clone();
+                match self.scheduler.binding_cycle(pod, state) {
+                    Some(cycle) => {
+                        self.binding.insert(uid, queued);
+                        self.writer.bind(cycle);
+                    }
+                    None => self.queue.add_backoff(queued, now),
+                }
+            }
+            Attempt::Unschedulable {
+                fit_error,
+                nominated,
+            } => {
+                let message = fit_error.to_string();
+                let plugins = fit_error.rejecting_plugins();
+                let mut retry = queued;
+                let mut nominated_node = None;
+                if let Some((node, victims)) = nominated {
+                    for victim in &victims {
+                        self.writer.preempt(victim, &retry.pod, node);
+                    }
+                    let mut pod = Pod::clone(&retry.pod);
+                    pod.nominated_node_name = Some(node);
+                    retry.pod = Arc::new(pod);
+                    nominated_node = Some(node);
+                }
+                self.report(&retry.pod, message, REASON_UNSCHEDULABLE, nominated_node);
+                self.queue.add_unschedulable(retry, plugins, now);
+            }
+            Attempt::Error(message) => {
+                self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
+                self.queue.add_backoff(queued, now);
+            }
+        }
+    }
+
+    /// Writes the failure (event always, condition when it changed).
+    fn report(
+        &mut self,
+        pod: &Arc<Pod>,
+        message: String,
+        reason: &'static str,
+        nominated: Option<Sym>,
+    ) {
+        let changed = self.reported.get(&pod.uid) != Some(&message) || nominated.is_some();
+        self.writer
+            .report_failure(pod, &message, reason, nominated, changed);
+        self.reported.insert(pod.uid.clone(), message);
+    }
+
+    fn conclude_bind(&mut self, done: BindDone) {
+        let BindDone {
+            cycle,
+            result,
+            took,
+        } = done;
+        self.scheduler
+            .metrics
+            .observe_extension_point(ExtensionPoint::Bind, took);
+        let pod = cycle.pod().clone();
+        let queued = self.binding.remove(&pod.uid);
+        let failure = result.as_ref().err().cloned();
+        let concluded = cycle.finish(result.map_err(|f| f.message));
+        let (Err(message), Some(failure)) = (concluded, failure) else {
+            return;
+        };
+        tracing::info!(pod = %pod.key(), %message, conflict = failure.conflict, "bind failed; the pod goes back to the queue");
+        // The watch may already have shown the pod bound (by another instance) or
+        // deleted: then there is nothing to retry.
+        let still_pending = self
+            .pods
+            .get(&pod.uid)
+            .is_some_and(|p| p.node_name.is_none());
+        if !still_pending || !self.responsible_for(&pod) {
+            return;
+        }
+        let Some(mut queued) = queued else { return };
+        let current = self.pods[&pod.uid].clone();
+        queued.pod = current;
+        let message = format!("binding rejected: {message}");
+        self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
+        self.queue.add_backoff(queued, self.now());
+    }
+
+    /// Forgets the assumed pods whose binds are still in flight (stopping, or no longer
+    /// leading): their room is freed; if a bind lands anyway, the watch shows it.
+    fn forget_binds_in_flight(&mut self) {
+        for (uid, queued) in self.binding.drain() {
+            if let Some(assumed) = self.cache.pod(&uid)
+                && self.cache.is_assumed(&uid)
+                && let Err(error) = self.cache.forget_pod(&assumed)
+            {
+                tracing::warn!(pod = %queued.pod.key(), %error, "could not forget an assumed pod");
+            }
+        }
+    }
+
+    fn publish_metrics(&mut self) {
+        let p = self.queue.pending();
+        self.scheduler.metrics.pending_pods = [p.active, p.backoff, p.unschedulable, p.gated];
+        self.shared
+            .set_scheduler_metrics(self.scheduler.metrics.render_prometheus());
+    }
+}
+
+/// Whether two versions of a pending pod differ only in status (nominated node, start
+/// time): kube-scheduler does not requeue for such updates.
+fn same_but_status(old: &Pod, new: &Pod) -> bool {
+    if old.nominated_node_name == new.nominated_node_name && old.start_time == new.start_time {
+        return old == new;
+    }
+    let mut aligned = old.clone();
+    aligned.nominated_node_name = new.nominated_node_name;
+    aligned.start_time = new.start_time;
+    aligned == *new
+}

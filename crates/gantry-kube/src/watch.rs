@@ -1,0 +1,245 @@
+//! Watches of every resource the scheduler reads, converted into Gantry's model as they
+//! arrive and sent to the scheduling loop as events: the loop's own cache is the only
+//! store (kube's reflector store is not used). A relist (after `410 Gone`, or at start)
+//! arrives as one [`Change::Relisted`] with every object, so that the loop can tell what
+//! was deleted while the watch was blind.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use futures::StreamExt;
+use gantry_api::decode::{Namespace, ObjectError, PriorityClass, Service, from_k8s};
+use gantry_api::{CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::scheduling::v1 as scheduling;
+use k8s_openapi::api::storage::v1 as storage;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::Input;
+use crate::metrics::KubeMetrics;
+
+/// kube-scheduler's pod watch leaves out pods that finished: they hold nothing.
+pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// One watched object, converted.
+#[derive(Debug, Clone)]
+pub enum Object {
+    Node(Arc<Node>),
+    Pod(Arc<Pod>),
+    Namespace(Namespace),
+    PriorityClass(PriorityClass),
+    Service(Service),
+    PersistentVolume(PersistentVolume),
+    PersistentVolumeClaim(PersistentVolumeClaim),
+    StorageClass(StorageClass),
+    CsiNode(CsiNode),
+}
+
+/// The kinds watched, for relists and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    Namespace,
+    PriorityClass,
+    Service,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    CsiNode,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 9] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::Namespace,
+        Kind::PriorityClass,
+        Kind::Service,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
+        Kind::StorageClass,
+        Kind::CsiNode,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::Namespace => "namespaces",
+            Kind::PriorityClass => "priorityclasses",
+            Kind::Service => "services",
+            Kind::PersistentVolume => "persistentvolumes",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims",
+            Kind::StorageClass => "storageclasses",
+            Kind::CsiNode => "csinodes",
+        }
+    }
+}
+
+/// What a watch saw.
+#[derive(Debug)]
+pub enum Change {
+    Applied(Object),
+    Deleted(Object),
+    /// A complete list of the kind (after a relist): objects missing from it are gone.
+    Relisted(Kind, Vec<Object>),
+}
+
+/// Starts one watch per kind on the runtime; each ends when `stop` turns true.
+pub fn spawn_all(
+    client: &Client,
+    inputs: &Sender<Input>,
+    metrics: &Arc<KubeMetrics>,
+    stop: &watch::Receiver<bool>,
+) {
+    let all = |c: &Client| c.clone();
+    let pods_config = watcher::Config::default().fields(POD_FIELD_SELECTOR);
+    let plain = watcher::Config::default;
+    let ctx = |kind| WatchContext {
+        kind,
+        inputs: inputs.clone(),
+        metrics: metrics.clone(),
+        stop: stop.clone(),
+    };
+    spawn(
+        ctx(Kind::Node),
+        Api::<core::Node>::all(all(client)),
+        plain(),
+        |o| from_k8s::node(o).map(|n| Object::Node(Arc::new(n))),
+    );
+    spawn(
+        ctx(Kind::Pod),
+        Api::<core::Pod>::all(all(client)),
+        pods_config,
+        |o| from_k8s::pod(o).map(|(p, _)| Object::Pod(Arc::new(p))),
+    );
+    spawn(
+        ctx(Kind::Namespace),
+        Api::<core::Namespace>::all(all(client)),
+        plain(),
+        |o| from_k8s::namespace(o).map(Object::Namespace),
+    );
+    spawn(
+        ctx(Kind::PriorityClass),
+        Api::<scheduling::PriorityClass>::all(all(client)),
+        plain(),
+        |o| from_k8s::priority_class(o).map(Object::PriorityClass),
+    );
+    spawn(
+        ctx(Kind::Service),
+        Api::<core::Service>::all(all(client)),
+        plain(),
+        |o| from_k8s::service(o).map(Object::Service),
+    );
+    spawn(
+        ctx(Kind::PersistentVolume),
+        Api::<core::PersistentVolume>::all(all(client)),
+        plain(),
+        |o| from_k8s::persistent_volume(o).map(Object::PersistentVolume),
+    );
+    spawn(
+        ctx(Kind::PersistentVolumeClaim),
+        Api::<core::PersistentVolumeClaim>::all(all(client)),
+        plain(),
+        |o| from_k8s::persistent_volume_claim(o).map(Object::PersistentVolumeClaim),
+    );
+    spawn(
+        ctx(Kind::StorageClass),
+        Api::<storage::StorageClass>::all(all(client)),
+        plain(),
+        |o| from_k8s::storage_class(o).map(Object::StorageClass),
+    );
+    spawn(
+        ctx(Kind::CsiNode),
+        Api::<storage::CSINode>::all(all(client)),
+        plain(),
+        |o| from_k8s::csi_node(o).map(Object::CsiNode),
+    );
+}
+
+struct WatchContext {
+    kind: Kind,
+    inputs: Sender<Input>,
+    metrics: Arc<KubeMetrics>,
+    stop: watch::Receiver<bool>,
+}
+
+fn spawn<K>(
+    ctx: WatchContext,
+    api: Api<K>,
+    config: watcher::Config,
+    convert: fn(&K) -> Result<Object, ObjectError>,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        let WatchContext {
+            kind,
+            inputs,
+            metrics,
+            mut stop,
+        } = ctx;
+        // Retries every failure (500s, dropped connections) with exponential backoff;
+        // 410 Gone restarts with a fresh list.
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut relist: Option<Vec<Object>> = None;
+        loop {
+            let event = tokio::select! {
+                _ = stop.wait_for(|stopped| *stopped) => return,
+                event = stream.next() => event,
+            };
+            let Some(event) = event else { return };
+            let change = match event {
+                Err(error) => {
+                    metrics.watch_error(kind);
+                    tracing::warn!(resource = kind.name(), %error, "watch failed; retrying");
+                    continue;
+                }
+                Ok(watcher::Event::Init) => {
+                    relist = Some(Vec::new());
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    if let (Some(list), Some(object)) =
+                        (relist.as_mut(), converted(&object, convert))
+                    {
+                        list.push(object);
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    metrics.relisted(kind);
+                    Change::Relisted(kind, relist.take().unwrap_or_default())
+                }
+                Ok(watcher::Event::Apply(object)) => match converted(&object, convert) {
+                    Some(object) => Change::Applied(object),
+                    None => continue,
+                },
+                Ok(watcher::Event::Delete(object)) => match converted(&object, convert) {
+                    Some(object) => Change::Deleted(object),
+                    None => continue,
+                },
+            };
+            if inputs.send(Input::Watch(change)).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Converts an object; one that does not decode is logged (naming the object and the
+/// field) and skipped, never a reason to stop watching.
+fn converted<K>(object: &K, convert: fn(&K) -> Result<Object, ObjectError>) -> Option<Object> {
+    match convert(object) {
+        Ok(object) => Some(object),
+        Err(error) => {
+            tracing::warn!(%error, "ignoring an object that does not decode");
+            None
+        }
+    }
+}

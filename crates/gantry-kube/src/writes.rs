@@ -1,0 +1,341 @@
+//! Everything Gantry writes to the API, as kube-scheduler writes it: the binding (with the
+//! pod's UID as a precondition), the `Scheduled` and `FailedScheduling` events, the
+//! `PodScheduled` condition and `status.nominatedNodeName`, and preemption's victims
+//! (their `DisruptionTarget` condition, a `Preempted` event, then their deletion). Each
+//! write is a task on the runtime, so the scheduling loop never waits for the network.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use gantry_api::{Pod, Sym};
+use gantry_scheduler::BindingCycle;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::runtime::Handle;
+use tokio::sync::{Semaphore, oneshot};
+
+use crate::Input;
+use crate::metrics::KubeMetrics;
+
+/// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
+/// unbounded, but an API server is better served by a bounded number of writers).
+pub const MAX_BINDS_IN_FLIGHT: usize = 64;
+
+/// `PodScheduled=False` reasons, as kube-scheduler writes them.
+pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+
+/// How a bind ended when it did not bind.
+#[derive(Debug, Clone)]
+pub struct BindFailure {
+    pub message: String,
+    /// The binder's re-check refused the placement (another instance took the room).
+    pub conflict: bool,
+}
+
+/// The outcome of one binding cycle's API part, sent back to the scheduling loop, which
+/// concludes the cycle (the cache is written by the loop only).
+pub struct BindDone {
+    pub cycle: BindingCycle,
+    pub result: Result<(), BindFailure>,
+    pub took: Duration,
+}
+
+#[derive(Clone)]
+pub struct ApiWriter {
+    client: Client,
+    runtime: Handle,
+    inputs: Sender<Input>,
+    permits: Arc<Semaphore>,
+    recorders: Arc<HashMap<Sym, Recorder>>,
+    metrics: Arc<KubeMetrics>,
+    /// Re-check each placement against the latest cache before binding.
+    check_before_bind: bool,
+}
+
+fn reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.to_string()),
+        name: Some(pod.name.to_string()),
+        uid: Some(pod.uid.to_string()),
+        ..ObjectReference::default()
+    }
+}
+
+impl ApiWriter {
+    /// `identity` names this instance in events' `reportingInstance`; each profile reports
+    /// as its scheduler name, as kube-scheduler's per-profile recorders do.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        runtime: Handle,
+        inputs: Sender<Input>,
+        scheduler_names: &[Sym],
+        identity: &str,
+        metrics: Arc<KubeMetrics>,
+        check_before_bind: bool,
+    ) -> ApiWriter {
+        let recorders = scheduler_names
+            .iter()
+            .map(|&name| {
+                let reporter = Reporter {
+                    controller: name.to_string(),
+                    instance: Some(format!("{name}-{identity}")),
+                };
+                (name, Recorder::new(client.clone(), reporter))
+            })
+            .collect();
+        ApiWriter {
+            client,
+            runtime,
+            inputs,
+            permits: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
+            recorders: Arc::new(recorders),
+            metrics,
+            check_before_bind,
+        }
+    }
+
+    fn pods(&self, pod: &Pod) -> Api<K8sPod> {
+        Api::namespaced(self.client.clone(), pod.namespace.as_str())
+    }
+
+    /// Publishes an event about `pod` through its profile's recorder.
+    fn event(&self, pod: &Pod, event: Event) {
+        let Some(recorder) = self.recorders.get(&pod.scheduler_name).cloned() else {
+            return;
+        };
+        let regarding = reference(pod);
+        self.runtime.spawn(async move {
+            if let Err(error) = recorder.publish(&event, &regarding).await {
+                tracing::warn!(pod = ?regarding.name, %error, reason = %event.reason, "could not write event");
+            }
+        });
+    }
+
+    /// The binding cycle's API part: PreBind, the re-check when instances share the
+    /// cluster, then `POST pods/{name}/binding`. The result goes back to the loop.
+    pub fn bind(&self, mut cycle: BindingCycle) {
+        let writer = self.clone();
+        self.runtime.spawn(async move {
+            let Ok(_permit) = writer.permits.clone().acquire_owned().await else {
+                return;
+            };
+            let start = Instant::now();
+            let result = writer.run_bind(&mut cycle).await;
+            writer.metrics.bind(result.is_ok());
+            if result.is_ok() {
+                let pod = cycle.pod();
+                let node = cycle.node();
+                writer.event(
+                    pod,
+                    Event {
+                        type_: EventType::Normal,
+                        reason: "Scheduled".into(),
+                        note: Some(format!(
+                            "Successfully assigned {}/{} to {node}",
+                            pod.namespace, pod.name
+                        )),
+                        action: "Binding".into(),
+                        secondary: None,
+                    },
+                );
+            }
+            let took = start.elapsed();
+            let _ = writer.inputs.send(Input::BindDone(Box::new(BindDone {
+                cycle,
+                result,
+                took,
+            })));
+        });
+    }
+
+    async fn run_bind(&self, cycle: &mut BindingCycle) -> Result<(), BindFailure> {
+        let failure = |message: String| BindFailure {
+            message,
+            conflict: false,
+        };
+        cycle.pre_bind().map_err(failure)?;
+        if self.check_before_bind {
+            let (reply, answer) = oneshot::channel();
+            let asked = self.inputs.send(Input::Check {
+                pod: cycle.pod().clone(),
+                reply,
+            });
+            let verdict = match asked {
+                Ok(()) => answer.await.unwrap_or(Err("the scheduler stopped".into())),
+                Err(_) => Err("the scheduler stopped".into()),
+            };
+            if let Err(message) = verdict {
+                self.metrics.conflict();
+                return Err(BindFailure {
+                    message: format!("placement no longer fits: {message}"),
+                    conflict: true,
+                });
+            }
+        }
+        let pod = cycle.pod();
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(pod.name.to_string()),
+                namespace: Some(pod.namespace.to_string()),
+                // The API server refuses the bind if the pod was re-created meanwhile.
+                uid: Some(pod.uid.to_string()),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(cycle.node().to_string()),
+                ..ObjectReference::default()
+            },
+        };
+        self.pods(pod)
+            .create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                &pod.name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| failure(api_message(e)))
+    }
+
+    /// What kube-scheduler writes when a pod could not be scheduled: a `FailedScheduling`
+    /// event, and the `PodScheduled=False` condition with the same message (plus the
+    /// nominated node when preemption made room). `first` says whether the condition is
+    /// new (its transition time is set then).
+    pub fn report_failure(
+        &self,
+        pod: &Arc<Pod>,
+        message: &str,
+        reason: &'static str,
+        nominated: Option<Sym>,
+        write_condition: bool,
+    ) {
+        self.event(
+            pod,
+            Event {
+                type_: EventType::Warning,
+                reason: "FailedScheduling".into(),
+                note: Some(truncate_note(message)),
+                action: "Scheduling".into(),
+                secondary: None,
+            },
+        );
+        if !write_condition {
+            return;
+        }
+        let mut status = json!({
+            "conditions": [{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": null,
+                "lastTransitionTime": now_rfc3339(),
+            }]
+        });
+        if let Some(node) = nominated {
+            status["nominatedNodeName"] = json!(node.as_str());
+        }
+        self.patch_status(pod, json!({ "status": status }));
+    }
+
+    fn patch_status(&self, pod: &Pod, patch: serde_json::Value) {
+        let api = self.pods(pod);
+        let name = pod.name.to_string();
+        self.runtime.spawn(async move {
+            let params = PatchParams::default();
+            if let Err(error) = api.patch_status(&name, &params, &Patch::Strategic(&patch)).await {
+                tracing::warn!(pod = %name, error = %api_message(error), "could not update pod status");
+            }
+        });
+    }
+
+    /// Removes a victim of preemption, as kube-scheduler's `prepareCandidate`: marks it
+    /// with the `DisruptionTarget` condition, records a `Preempted` event, deletes it
+    /// (only that incarnation: UID precondition).
+    pub fn preempt(&self, victim: &Arc<Pod>, preemptor: &Arc<Pod>, node: Sym) {
+        let message = format!(
+            "{}: preempting to accommodate a higher priority pod",
+            preemptor.scheduler_name
+        );
+        self.patch_status(
+            victim,
+            json!({"status": {"conditions": [{
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": message,
+                "lastTransitionTime": now_rfc3339(),
+            }]}}),
+        );
+        let mut event_about = Pod::clone(victim);
+        event_about.scheduler_name = preemptor.scheduler_name;
+        self.event(
+            &event_about,
+            Event {
+                type_: EventType::Normal,
+                reason: "Preempted".into(),
+                note: Some(format!("Preempted by pod {} on node {node}", preemptor.uid)),
+                action: "Preempting".into(),
+                secondary: Some(reference(preemptor)),
+            },
+        );
+        let api = self.pods(victim);
+        let name = victim.name.to_string();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(victim.uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.runtime.spawn(async move {
+            match api.delete(&name, &params).await {
+                Ok(_) => tracing::info!(pod = %name, "deleted preemption victim"),
+                Err(error) => {
+                    tracing::warn!(pod = %name, error = %api_message(error), "could not delete preemption victim")
+                }
+            }
+        });
+    }
+}
+
+/// The API server's message for a failed call (its Status message when it sent one).
+pub fn api_message(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message,
+        other => other.to_string(),
+    }
+}
+
+/// Event notes are limited to 1 KiB; kube-scheduler cuts longer messages and ends them
+/// with " ...".
+fn truncate_note(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    const SUFFIX: &str = " ...";
+    let mut end = MAX - SUFFIX.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{SUFFIX}", &message[..end])
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
