@@ -53,7 +53,20 @@ pub(crate) enum Input {
         reply: oneshot::Sender<Result<(), String>>,
     },
     Leader(bool),
+    /// Stop taking pods; finish (or, after a grace period, forget) the binds in flight.
     Stop,
+    /// End at once: `run` was dropped before it finished (its runtime is going away).
+    Abort,
+}
+
+/// Aborts the scheduling loop if `run` is dropped before it ends, so that the loop's
+/// thread never outlives its runtime.
+struct AbortOnDrop(std::sync::mpsc::Sender<Input>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(Input::Abort);
+    }
 }
 
 /// State the HTTP endpoints read.
@@ -225,6 +238,7 @@ pub async fn run(
         .spawn(move || scheduling.run())
         .map_err(|e| RunError::Loop(e.to_string()))?;
     let mut joined = tokio::task::spawn_blocking(move || thread.join());
+    let _abort_on_drop = AbortOnDrop(inputs.clone());
 
     if let Some(started) = started {
         let _ = started.send(Running {

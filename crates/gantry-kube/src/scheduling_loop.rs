@@ -142,6 +142,7 @@ impl SchedulingLoop {
                 self.forget_binds_in_flight();
                 return Some(LoopEnd::LostLeadership);
             }
+            Input::Abort => return Some(LoopEnd::Stopped),
             Input::Stop => {
                 if stopping.is_none() {
                     tracing::info!(

@@ -1,0 +1,732 @@
+//! An in-process Kubernetes API server for tests: real REST and watch over HTTP on
+//! 127.0.0.1, so kube-rs is exercised as against kube-apiserver. It behaves as
+//! kube-apiserver does for the calls Gantry makes (list with a resourceVersion; watch
+//! streams with bookmarks and `410 Gone` (`Expired`) past the watch cache's window;
+//! `pods/binding` with 201, or 409 when the pod is being deleted, already assigned,
+//! gated, or its UID differs; updates with resourceVersion optimistic concurrency;
+//! merge and strategic-merge patches of conditions; deletion with a UID precondition),
+//! and injects faults: dropped watches, 500s, slow binds, another scheduler binding a
+//! pod first. Simplification: deletions are immediate (no kubelet to finish them).
+
+#![allow(dead_code)]
+
+pub mod resources;
+pub mod store;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use resources::{Resource, Target};
+use store::{Change, EventType, FieldSelector, Store, merge_patch};
+
+/// Faults to inject.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Requests whose path and query contain the text fail with 500, this many times.
+    pub fail: Vec<(String, u32)>,
+    /// Each bind waits this long before it is applied.
+    pub bind_delay: Duration,
+    /// Binds of these pods (namespace/name) wait this long instead.
+    pub slow: HashMap<String, Duration>,
+    /// Binds of these pods (namespace/name) are beaten by another scheduler, which binds
+    /// them to the given node just before.
+    pub steal: HashMap<String, String>,
+}
+
+struct Inner {
+    store: Mutex<Store>,
+    changes: broadcast::Sender<Change>,
+    /// Bumped to end every open watch.
+    drops: broadcast::Sender<()>,
+    faults: Mutex<Faults>,
+    bookmark_every: Duration,
+    /// Binds applied, in order: (namespace/name, node).
+    binds: Mutex<Vec<(String, String)>>,
+    requests: AtomicU64,
+}
+
+#[derive(Clone)]
+pub struct TestApiServer {
+    inner: Arc<Inner>,
+    pub addr: SocketAddr,
+}
+
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    (code, axum::Json(body)).into_response()
+}
+
+fn not_found(target: &Target, name: &str) -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("{} {name:?} not found", target.resource.qualified()),
+    )
+}
+
+/// kube-apiserver's `NewConflict`.
+fn conflict(qualified: &str, name: &str, cause: &str) -> Response {
+    status(
+        StatusCode::CONFLICT,
+        "Conflict",
+        format!("Operation cannot be fulfilled on {qualified} {name:?}: {cause}"),
+    )
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl TestApiServer {
+    /// Starts a server; the log keeps the last `log_capacity` changes for resuming watches.
+    pub async fn start() -> TestApiServer {
+        TestApiServer::with_log(10_000, Duration::from_millis(200)).await
+    }
+
+    pub async fn with_log(log_capacity: usize, bookmark_every: Duration) -> TestApiServer {
+        let (changes, _) = broadcast::channel(65_536);
+        let (drops, _) = broadcast::channel(16);
+        let inner = Arc::new(Inner {
+            store: Mutex::new(Store::new(log_capacity)),
+            changes,
+            drops,
+            faults: Mutex::new(Faults::default()),
+            bookmark_every,
+            binds: Mutex::new(Vec::new()),
+            requests: AtomicU64::new(0),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().fallback(handle).with_state(inner.clone());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        TestApiServer { inner, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kube client for this server.
+    pub fn client(&self) -> kube::Client {
+        let config = kube::Config::new(self.url().parse().unwrap());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    // ---- direct access, as tests and "other controllers" use it -------------------
+
+    /// Creates (or replaces) an object directly, as another client would.
+    pub fn put(&self, resource: Resource, mut object: Value) -> Value {
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(if resource.namespaced { "default" } else { "" })
+            .to_string();
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        let mut store = self.inner.store.lock();
+        let key = (resource, namespace.clone(), name);
+        let kind = if store.objects.contains_key(&key) {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        prepare(&mut store, resource, &namespace, &mut object, kind == EventType::Added);
+        let (stored, change) = store.write(key, object, kind);
+        let _ = self.inner.changes.send(change);
+        stored
+    }
+
+    pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
+        let store = self.inner.store.lock();
+        store
+            .objects
+            .get(&(resource, namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    pub fn list(&self, resource: Resource) -> Vec<Value> {
+        self.inner.store.lock().list(resource, None)
+    }
+
+    pub fn delete(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        let mut store = self.inner.store.lock();
+        let key = (resource, namespace.to_string(), name.to_string());
+        let Some(object) = store.objects.get(&key).cloned() else {
+            return false;
+        };
+        let (_, change) = store.write(key, object, EventType::Deleted);
+        let _ = self.inner.changes.send(change);
+        true
+    }
+
+    /// Binds applied so far: (namespace/name, node).
+    pub fn binds(&self) -> Vec<(String, String)> {
+        self.inner.binds.lock().clone()
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.inner.requests.load(Ordering::Relaxed)
+    }
+
+    // ---- faults ---------------------------------------------------------------------
+
+    /// Ends every open watch stream (clients resume from their last resourceVersion).
+    pub fn drop_watches(&self) {
+        let _ = self.inner.drops.send(());
+    }
+
+    /// Forgets the change log: watches resuming from before now get 410 Gone.
+    pub fn compact(&self) {
+        self.inner.store.lock().compact();
+    }
+
+    /// The next `times` requests whose path and query contain `text` fail with 500
+    /// (`watch=true` blinds every watch).
+    pub fn fail_requests(&self, text: &str, times: u32) {
+        self.inner.faults.lock().fail.push((text.to_string(), times));
+    }
+
+    pub fn clear_failures(&self) {
+        self.inner.faults.lock().fail.clear();
+    }
+
+    /// Binds of `namespace/name` wait `delay` before they are applied.
+    pub fn slow_bind(&self, pod: &str, delay: Duration) {
+        self.inner.faults.lock().slow.insert(pod.to_string(), delay);
+    }
+
+    pub fn set_bind_delay(&self, delay: Duration) {
+        self.inner.faults.lock().bind_delay = delay;
+    }
+
+    /// The next bind of `namespace/name` loses to another scheduler that binds the pod
+    /// to `node` first.
+    pub fn steal_bind(&self, pod: &str, node: &str) {
+        self.inner
+            .faults
+            .lock()
+            .steal
+            .insert(pod.to_string(), node.to_string());
+    }
+}
+
+/// Server-side defaults on create (uid, timestamps, a pod's Pending phase) and the
+/// identity fields every stored object carries.
+fn prepare(store: &mut Store, resource: Resource, namespace: &str, object: &mut Value, created: bool) {
+    object["kind"] = json!(resource.kind);
+    object["apiVersion"] = json!(resource.api_version());
+    if resource.namespaced {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    if created {
+        if object["metadata"]["uid"].as_str().is_none_or(str::is_empty) {
+            object["metadata"]["uid"] = json!(store.fresh_uid());
+        }
+        object["metadata"]["creationTimestamp"] = json!(now());
+        if resource == resources::PODS && object["status"]["phase"].is_null() {
+            object["status"]["phase"] = json!("Pending");
+        }
+    }
+}
+
+/// Takes a matching 500 fault, if one is armed for this path.
+fn injected_failure(inner: &Inner, path: &str) -> Option<Response> {
+    let mut faults = inner.faults.lock();
+    let fault = faults
+        .fail
+        .iter_mut()
+        .find(|(p, times)| *times > 0 && path.contains(p.as_str()))?;
+    fault.1 -= 1;
+    Some(status(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalError",
+        "Internal error occurred: injected failure".into(),
+    ))
+}
+
+async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    inner.requests.fetch_add(1, Ordering::Relaxed);
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let headers = request.headers().clone();
+    let query: HashMap<String, String> = uri
+        .query()
+        .map(|q| {
+            url_decode_pairs(q)
+                .into_iter()
+                .collect::<HashMap<String, String>>()
+        })
+        .unwrap_or_default();
+    let path_and_query = uri.path_and_query().map_or("", |p| p.as_str()).to_string();
+    if let Some(failure) = injected_failure(&inner, &path_and_query) {
+        return failure;
+    }
+    let Some(target) = resources::parse(uri.path()) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("the server could not find the requested resource ({})", uri.path()),
+        );
+    };
+    let body = axum::body::to_bytes(request.into_body(), 16 << 20)
+        .await
+        .unwrap_or_default();
+    match (method, target.name.clone(), target.subresource.as_deref()) {
+        (Method::GET, None, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch(inner, target, query)
+        }
+        (Method::GET, None, None) => list(&inner, &target, &query),
+        (Method::GET, Some(name), None) => get(&inner, &target, &name),
+        (Method::POST, None, None) => create(&inner, &target, &body),
+        (Method::POST, Some(name), Some("binding")) => bind(&inner, &target, &name, &body).await,
+        (Method::PUT, Some(name), None) => replace(&inner, &target, &name, &body),
+        (Method::PATCH, Some(name), None | Some("status")) => patch(&inner, &target, &name, &headers, &body),
+        (Method::DELETE, Some(name), None) => delete(&inner, &target, &name, &body),
+        (method, _, _) => status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            format!("{method} is not supported on {}", uri.path()),
+        ),
+    }
+}
+
+fn url_decode_pairs(query: &str) -> Vec<(String, String)> {
+    fn decode(s: &str) -> String {
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                    match u8::from_str_radix(hex, 16) {
+                        Ok(b) => {
+                            out.push(b);
+                            i += 2;
+                        }
+                        Err(_) => out.push(b'%'),
+                    }
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(pair), String::new()),
+        })
+        .collect()
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("the body is not valid JSON: {e}"),
+        )
+    })
+}
+
+fn selector(query: &HashMap<String, String>) -> Result<FieldSelector, Response> {
+    FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
+        .map_err(|e| status(StatusCode::BAD_REQUEST, "BadRequest", e))
+}
+
+fn list(inner: &Inner, target: &Target, query: &HashMap<String, String>) -> Response {
+    let selector = match selector(query) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    let store = inner.store.lock();
+    let items: Vec<Value> = store
+        .list(target.resource, target.namespace.as_deref())
+        .into_iter()
+        .filter(|o| selector.matches(o))
+        .map(|mut o| {
+            // Items of a typed list carry no kind or apiVersion.
+            if let Value::Object(map) = &mut o {
+                map.remove("kind");
+                map.remove("apiVersion");
+            }
+            o
+        })
+        .collect();
+    axum::Json(json!({
+        "kind": format!("{}List", target.resource.kind),
+        "apiVersion": target.resource.api_version(),
+        "metadata": {"resourceVersion": store.rv.to_string()},
+        "items": items,
+    }))
+    .into_response()
+}
+
+fn key(target: &Target, name: &str) -> store::Key {
+    (
+        target.resource,
+        target.namespace.clone().unwrap_or_default(),
+        name.to_string(),
+    )
+}
+
+fn get(inner: &Inner, target: &Target, name: &str) -> Response {
+    match inner.store.lock().objects.get(&key(target, name)) {
+        Some(object) => axum::Json(object.clone()).into_response(),
+        None => not_found(target, name),
+    }
+}
+
+fn create(inner: &Inner, target: &Target, body: &Bytes) -> Response {
+    let mut object = match parse_json(body) {
+        Ok(o) => o,
+        Err(response) => return response,
+    };
+    let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "metadata.name: Required value".into(),
+        );
+    };
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let mut store = inner.store.lock();
+    let key = key(target, &name);
+    if store.objects.contains_key(&key) {
+        return status(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!("{} {name:?} already exists", target.resource.qualified()),
+        );
+    }
+    prepare(&mut store, target.resource, &namespace, &mut object, true);
+    let (stored, change) = store.write(key, object, EventType::Added);
+    let _ = inner.changes.send(change);
+    (StatusCode::CREATED, axum::Json(stored)).into_response()
+}
+
+/// Update with optimistic concurrency: a resourceVersion in the body must be current.
+fn replace(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response {
+    let mut object = match parse_json(body) {
+        Ok(o) => o,
+        Err(response) => return response,
+    };
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let mut store = inner.store.lock();
+    let key = key(target, name);
+    let Some(current) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    let sent = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent.is_empty() && sent != current["metadata"]["resourceVersion"] {
+        return conflict(
+            &target.resource.qualified(),
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        );
+    }
+    object["metadata"]["uid"] = current["metadata"]["uid"].clone();
+    object["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"].clone();
+    prepare(&mut store, target.resource, &namespace, &mut object, false);
+    let (stored, change) = store.write(key, object, EventType::Modified);
+    let _ = inner.changes.send(change);
+    axum::Json(stored).into_response()
+}
+
+fn patch(inner: &Inner, target: &Target, name: &str, headers: &HeaderMap, body: &Bytes) -> Response {
+    let patch = match parse_json(body) {
+        Ok(o) => o,
+        Err(response) => return response,
+    };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let strategic = content_type.starts_with("application/strategic-merge-patch+json");
+    if !strategic && !content_type.starts_with("application/merge-patch+json") {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format ({content_type})"),
+        );
+    }
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let mut store = inner.store.lock();
+    let key = key(target, name);
+    let Some(mut object) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    merge_patch(&mut object, &patch, strategic);
+    prepare(&mut store, target.resource, &namespace, &mut object, false);
+    let (stored, change) = store.write(key, object, EventType::Modified);
+    let _ = inner.changes.send(change);
+    axum::Json(stored).into_response()
+}
+
+fn delete(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response {
+    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let mut store = inner.store.lock();
+    let key = key(target, name);
+    let Some(current) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    if let Some(uid) = options["preconditions"]["uid"].as_str()
+        && current["metadata"]["uid"] != uid
+    {
+        let cause = format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            current["metadata"]["uid"].as_str().unwrap_or("")
+        );
+        return conflict(&target.resource.qualified(), name, &cause);
+    }
+    let (stored, change) = store.write(key, current, EventType::Deleted);
+    let _ = inner.changes.send(change);
+    axum::Json(stored).into_response()
+}
+
+/// `BindingREST.Create` and `setPodHostAndAnnotations`, as kube-apiserver has them.
+async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> Response {
+    let binding = match parse_json(body) {
+        Ok(o) => o,
+        Err(response) => return response,
+    };
+    if binding["metadata"]["name"].as_str() != Some(name) {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "name in URL does not match name in Binding object".into(),
+        );
+    }
+    let Some(node) = binding["target"]["name"].as_str().filter(|n| !n.is_empty()) else {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "target.name: Required value".into(),
+        );
+    };
+    let pod_key = key(target, name);
+    let full_name = format!("{}/{name}", pod_key.1);
+    let (delay, stolen_by) = {
+        let mut faults = inner.faults.lock();
+        let delay = faults.slow.get(&full_name).copied().unwrap_or(faults.bind_delay);
+        (delay, faults.steal.remove(&full_name))
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut store = inner.store.lock();
+    if let Some(other_node) = stolen_by
+        && let Some(mut pod) = store.objects.get(&pod_key).cloned()
+    {
+        pod["spec"]["nodeName"] = json!(other_node);
+        let (_, change) = store.write(pod_key.clone(), pod, EventType::Modified);
+        let _ = inner.changes.send(change);
+        inner.binds.lock().push((full_name.clone(), other_node));
+    }
+    let Some(mut pod) = store.objects.get(&pod_key).cloned() else {
+        return not_found(target, name);
+    };
+    let refuse = |cause: String| conflict("pods/binding", name, &cause);
+    if let Some(uid) = binding["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+        let actual = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        if uid != actual {
+            return conflict(
+                "pods",
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+            );
+        }
+    }
+    if !pod["metadata"]["deletionTimestamp"].is_null() {
+        return refuse(format!("pod {name} is being deleted, cannot be assigned to a host"));
+    }
+    if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+        return refuse(format!("pod {name} is already assigned to node {assigned:?}"));
+    }
+    if pod["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty())
+    {
+        return refuse(format!("pod {name} has non-empty .spec.schedulingGates"));
+    }
+    pod["spec"]["nodeName"] = json!(node);
+    if let Some(annotations) = binding["metadata"]["annotations"].as_object() {
+        for (k, v) in annotations {
+            pod["metadata"]["annotations"][k] = v.clone();
+        }
+    }
+    let scheduled = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+    merge_patch(&mut pod, &scheduled, true);
+    let (_, change) = store.write(pod_key, pod, EventType::Modified);
+    let _ = inner.changes.send(change);
+    inner.binds.lock().push((full_name, node.to_string()));
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})),
+    )
+        .into_response()
+}
+
+/// The watch event a change is for a watcher with this selector: field-selector
+/// transitions turn an update into ADDED (enters) or DELETED (leaves), as the watch
+/// cache reports them.
+fn event_for(change: &Change, selector: &FieldSelector) -> Option<&'static str> {
+    let now = change.kind != EventType::Deleted && selector.matches(&change.object);
+    let before = match change.kind {
+        EventType::Added => false,
+        EventType::Deleted => selector.matches(&change.object),
+        EventType::Modified => change.previous.as_ref().is_some_and(|p| selector.matches(p)),
+    };
+    match (before, now) {
+        (false, true) => Some("ADDED"),
+        (true, true) => Some("MODIFIED"),
+        (true, false) => Some("DELETED"),
+        (false, false) => None,
+    }
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut text = serde_json::to_string(&json!({"type": kind, "object": object})).unwrap();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> Response {
+    let selector = match selector(&query) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(Duration::from_secs(1800), Duration::from_secs);
+    let from = query.get("resourceVersion").cloned().unwrap_or_default();
+    let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
+    let mut changes = inner.changes.subscribe();
+    let mut drops = inner.drops.subscribe();
+    // What the watch starts with, read under the same lock as the subscription point.
+    let (initial, mut last_rv, expired) = {
+        let store = inner.store.lock();
+        let relevant = |c: &Change| {
+            c.resource == target.resource
+                && target.namespace.as_ref().is_none_or(|n| *n == c.namespace)
+        };
+        match from.parse::<u64>() {
+            Ok(rv) if rv != 0 => {
+                if rv + 1 < store.oldest {
+                    let message = format!("too old resource version: {rv} ({})", store.oldest - 1);
+                    (Vec::new(), store.rv, Some(message))
+                } else {
+                    let events = store
+                        .log
+                        .iter()
+                        .filter(|c| c.rv > rv && relevant(c))
+                        .filter_map(|c| event_for(c, &selector).map(|k| line(k, &c.object)))
+                        .collect();
+                    (events, store.rv, None)
+                }
+            }
+            // "" or "0": the current state, then changes.
+            _ => {
+                let events = store
+                    .list(target.resource, target.namespace.as_deref())
+                    .into_iter()
+                    .filter(|o| selector.matches(o))
+                    .map(|o| line("ADDED", &o))
+                    .collect();
+                (events, store.rv, None)
+            }
+        }
+    };
+    let resource = target.resource;
+    let bookmark_every = inner.bookmark_every;
+    tokio::spawn(async move {
+        if let Some(message) = expired {
+            let error = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": message, "reason": "Expired", "code": 410,
+            });
+            let _ = tx.send(line("ERROR", &error)).await;
+            return;
+        }
+        for event in initial {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(bookmark_every);
+        ticker.tick().await;
+        loop {
+            let out = tokio::select! {
+                _ = &mut deadline => return,
+                _ = drops.recv() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    let mark = json!({
+                        "kind": resource.kind,
+                        "apiVersion": resource.api_version(),
+                        "metadata": {"resourceVersion": last_rv.to_string()},
+                    });
+                    line("BOOKMARK", &mark)
+                }
+                change = changes.recv() => match change {
+                    Ok(change) => {
+                        if change.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = change.rv;
+                        let relevant = change.resource == resource
+                            && target.namespace.as_ref().is_none_or(|n| *n == change.namespace);
+                        match relevant.then(|| event_for(&change, &selector)).flatten() {
+                            Some(kind) => line(kind, &change.object),
+                            None => continue,
+                        }
+                    }
+                    // A watcher that falls behind is closed, as the watch cache does.
+                    Err(_) => return,
+                },
+            };
+            if tx.send(out).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|item| item.map(Ok::<Bytes, Infallible>))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}

@@ -1,0 +1,164 @@
+//! Helpers for the end-to-end tests: objects as JSON, instances of `gantry run` against
+//! the test API server, and waiting for conditions with a deadline.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use gantry_framework::config::SchedulerConfig;
+use gantry_framework::plugins::default_profile;
+use gantry_kube::{LeaderElection, RunError, RunOptions, Running, Shard};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::apiserver::TestApiServer;
+use crate::apiserver::resources::{EVENTS, PODS};
+
+pub const SCHEDULER: &str = "gantry";
+
+pub fn node(name: &str, milli_cpu: i64, zone: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "topology.kubernetes.io/zone": zone,
+        }},
+        "status": {
+            "capacity": {"cpu": format!("{milli_cpu}m"), "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": format!("{milli_cpu}m"), "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    })
+}
+
+pub fn pod(name: &str, milli_cpu: i64) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "priority": 0,
+            "containers": [{"name": "c", "image": "busybox", "resources": {
+                "requests": {"cpu": format!("{milli_cpu}m"), "memory": "64Mi"}}}],
+        },
+    })
+}
+
+pub fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        profiles: vec![default_profile(SCHEDULER)],
+        ..SchedulerConfig::default()
+    }
+}
+
+pub struct Instance {
+    stop: Option<oneshot::Sender<()>>,
+    pub handle: tokio::task::JoinHandle<Result<(), RunError>>,
+    pub running: Running,
+    pub identity: String,
+}
+
+impl Instance {
+    /// Stops gracefully and returns how the run ended.
+    pub async fn stop(mut self) -> Result<(), RunError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .expect("an instance stops within 30 s")
+            .expect("the run task does not panic")
+    }
+}
+
+pub async fn start(
+    api: &TestApiServer,
+    identity: &str,
+    shard: Shard,
+    leader_election: Option<LeaderElection>,
+) -> Instance {
+    let options = RunOptions {
+        client: api.client(),
+        config: config(),
+        identity: identity.into(),
+        leader_election,
+        metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+        shard,
+        seed: 7,
+    };
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (started_tx, started_rx) = oneshot::channel();
+    let handle = tokio::spawn(gantry_kube::run(
+        options,
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(started_tx),
+    ));
+    let running = started_rx.await.expect("the instance starts");
+    Instance {
+        stop: Some(stop_tx),
+        handle,
+        running,
+        identity: identity.into(),
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; panics with `what` after `timeout`.
+pub async fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn node_of(api: &TestApiServer, name: &str) -> Option<String> {
+    api.get(PODS, "default", name)?["spec"]["nodeName"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The events about a pod with this reason.
+pub fn events_about(api: &TestApiServer, pod: &str, reason: &str) -> Vec<Value> {
+    api.list(EVENTS)
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == pod && e["reason"] == reason)
+        .collect()
+}
+
+pub fn condition(api: &TestApiServer, pod: &str, kind: &str) -> Option<Value> {
+    let pod = api.get(PODS, "default", pod)?;
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .cloned()
+}
+
+/// Requested milli-cpu per node over the pods bound there, against allocatable.
+pub fn overcommitted_nodes(api: &TestApiServer) -> Vec<String> {
+    use crate::apiserver::resources::NODES;
+    let mut used = std::collections::BTreeMap::<String, i64>::new();
+    for pod in api.list(PODS) {
+        if let Some(node) = pod["spec"]["nodeName"].as_str() {
+            let cpu = pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+                .as_str()
+                .unwrap_or("0m");
+            *used.entry(node.to_string()).or_default() += cpu.trim_end_matches('m').parse::<i64>().unwrap();
+        }
+    }
+    api.list(NODES)
+        .into_iter()
+        .filter_map(|n| {
+            let name = n["metadata"]["name"].as_str()?.to_string();
+            let cap: i64 = n["status"]["allocatable"]["cpu"].as_str()?.trim_end_matches('m').parse().ok()?;
+            (used.get(&name).copied().unwrap_or(0) > cap).then_some(name)
+        })
+        .collect()
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

@@ -1,0 +1,139 @@
+//! `gantry run` end to end against the in-process API server: kube-rs lists, watches and
+//! writes over real HTTP, and the outcomes are read back from the server.
+
+mod apiserver;
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apiserver::TestApiServer;
+use apiserver::resources::{NODES, PODS};
+use common::*;
+use gantry_api::decode::ClusterObjects;
+use gantry_kube::Shard;
+use gantry_sim::{Placement, SimOptions, Simulation};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The simulation's placements for these objects (same profile, same seed).
+fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
+    let mut items: Vec<Value> = Vec::new();
+    for node in nodes {
+        let mut n = node.clone();
+        n["kind"] = json!("Node");
+        n["apiVersion"] = json!("v1");
+        items.push(n);
+    }
+    for pod in pods {
+        let mut p = pod.clone();
+        p["kind"] = json!("Pod");
+        p["apiVersion"] = json!("v1");
+        items.push(p);
+    }
+    let text = serde_json::to_string(&json!({"kind": "List", "apiVersion": "v1", "items": items})).unwrap();
+    let cluster = ClusterObjects::decode(&text, "test").unwrap();
+    let options = SimOptions {
+        seed: 7,
+        ..SimOptions::default()
+    };
+    let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
+    sim.run();
+    sim.placements()
+        .iter()
+        .map(|p| (p.pod.trim_start_matches("default/").to_string(), p.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_bound_where_the_simulation_puts_them() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let nodes: Vec<Value> = (0..6)
+        .map(|i| node(&format!("node-{i}"), 1000 + 500 * i, ["a", "b", "c"][i as usize % 3]))
+        .collect();
+    let pods: Vec<Value> = (0..20)
+        .map(|i| pod(&format!("web-{i:02}"), 100 + 37 * (i % 7)))
+        .collect();
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    for p in &pods {
+        api.put(PODS, p.clone());
+    }
+    let expected: BTreeMap<String, Option<String>> = simulated(&nodes, &pods)
+        .into_iter()
+        .map(|(pod, placement)| (pod, placement.node))
+        .collect();
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("every pod bound", WAIT, || {
+        (0..20).all(|i| node_of(&api, &format!("web-{i:02}")).is_some())
+    })
+    .await;
+    let actual: BTreeMap<String, Option<String>> = (0..20)
+        .map(|i| {
+            let name = format!("web-{i:02}");
+            let node = node_of(&api, &name);
+            (name, node)
+        })
+        .collect();
+    assert_eq!(actual, expected);
+    assert_eq!(api.binds().len(), 20, "one bind per pod");
+    // kube-scheduler's Scheduled event for each.
+    wait_for("Scheduled events", WAIT, || {
+        (0..20).all(|i| !events_about(&api, &format!("web-{i:02}"), "Scheduled").is_empty())
+    })
+    .await;
+    let scheduled = events_about(&api, "web-00", "Scheduled");
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(
+        scheduled[0]["note"],
+        json!(format!("Successfully assigned default/web-00 to {}", actual["web-00"].as_ref().unwrap()))
+    );
+    assert_eq!(scheduled[0]["action"], "Binding");
+    assert_eq!(scheduled[0]["reportingController"], SCHEDULER);
+    instance.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_cannot_fit_gets_failed_scheduling_with_the_exact_message() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let nodes = vec![node("node-0", 1000, "a"), node("node-1", 2000, "b")];
+    let pods = vec![pod("huge", 4000)];
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    api.put(PODS, pods[0].clone());
+    // A pod of another scheduler is not Gantry's to schedule, nor to report on.
+    let mut foreign = pod("foreign", 100);
+    foreign["spec"]["schedulerName"] = json!("default-scheduler");
+    api.put(PODS, foreign);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("a FailedScheduling event", WAIT, || {
+        !events_about(&api, "huge", "FailedScheduling").is_empty()
+    })
+    .await;
+    let message = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..";
+    // The simulation's reason is kube-scheduler's message; the API shows the same text.
+    let expected = &simulated(&nodes, &pods)["huge"];
+    assert_eq!(expected.node, None);
+    assert_eq!(expected.reason.as_deref(), Some(message));
+    let event = &events_about(&api, "huge", "FailedScheduling")[0];
+    assert_eq!(event["note"], message);
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["action"], "Scheduling");
+    wait_for("the PodScheduled condition", WAIT, || {
+        condition(&api, "huge", "PodScheduled").is_some()
+    })
+    .await;
+    let cond = condition(&api, "huge", "PodScheduled").unwrap();
+    assert_eq!(cond["status"], "False");
+    assert_eq!(cond["reason"], "Unschedulable");
+    assert_eq!(cond["message"], message);
+    assert!(node_of(&api, "huge").is_none());
+    assert!(node_of(&api, "foreign").is_none());
+    assert!(events_about(&api, "foreign", "FailedScheduling").is_empty());
+    instance.stop().await.unwrap();
+}
