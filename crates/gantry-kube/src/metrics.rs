@@ -101,7 +101,11 @@ impl KubeMetrics {
             .inc();
     }
 
-    pub fn relists(&self, kind: Kind) -> u64 {
+    /// Complete lists of a resource so far (by its plural, e.g. `pods`).
+    pub fn relists_of(&self, resource: &str) -> u64 {
+        let Some(kind) = Kind::ALL.into_iter().find(|k| k.name() == resource) else {
+            return 0;
+        };
         let resource = kind.name();
         self.relists
             .get_or_create(&ResourceLabel { resource })

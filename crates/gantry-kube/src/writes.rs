@@ -269,16 +269,13 @@ impl ApiWriter {
             "{}: preempting to accommodate a higher priority pod",
             preemptor.scheduler_name
         );
-        self.patch_status(
-            victim,
-            json!({"status": {"conditions": [{
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "PreemptionByScheduler",
-                "message": message,
-                "lastTransitionTime": now_rfc3339(),
-            }]}}),
-        );
+        let condition = json!({"status": {"conditions": [{
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }]}});
         let mut event_about = Pod::clone(victim);
         event_about.scheduler_name = preemptor.scheduler_name;
         self.event(
@@ -300,7 +297,12 @@ impl ApiWriter {
             }),
             ..DeleteParams::default()
         };
+        // In this order, as upstream: the condition tells the victim's controller why.
         self.runtime.spawn(async move {
+            let patch = Patch::Strategic(&condition);
+            if let Err(error) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+                tracing::warn!(pod = %name, error = %api_message(error), "could not mark preemption victim");
+            }
             match api.delete(&name, &params).await {
                 Ok(_) => tracing::info!(pod = %name, "deleted preemption victim"),
                 Err(error) => {

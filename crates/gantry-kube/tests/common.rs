@@ -143,14 +143,19 @@ pub fn overcommitted_nodes(api: &TestApiServer) -> Vec<String> {
             let cpu = pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]
                 .as_str()
                 .unwrap_or("0m");
-            *used.entry(node.to_string()).or_default() += cpu.trim_end_matches('m').parse::<i64>().unwrap();
+            *used.entry(node.to_string()).or_default() +=
+                cpu.trim_end_matches('m').parse::<i64>().unwrap();
         }
     }
     api.list(NODES)
         .into_iter()
         .filter_map(|n| {
             let name = n["metadata"]["name"].as_str()?.to_string();
-            let cap: i64 = n["status"]["allocatable"]["cpu"].as_str()?.trim_end_matches('m').parse().ok()?;
+            let cap: i64 = n["status"]["allocatable"]["cpu"]
+                .as_str()?
+                .trim_end_matches('m')
+                .parse()
+                .ok()?;
             (used.get(&name).copied().unwrap_or(0) > cap).then_some(name)
         })
         .collect()

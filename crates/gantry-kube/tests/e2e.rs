@@ -32,7 +32,8 @@ fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
         p["apiVersion"] = json!("v1");
         items.push(p);
     }
-    let text = serde_json::to_string(&json!({"kind": "List", "apiVersion": "v1", "items": items})).unwrap();
+    let text = serde_json::to_string(&json!({"kind": "List", "apiVersion": "v1", "items": items}))
+        .unwrap();
     let cluster = ClusterObjects::decode(&text, "test").unwrap();
     let options = SimOptions {
         seed: 7,
@@ -51,7 +52,13 @@ async fn pods_are_bound_where_the_simulation_puts_them() {
     init_tracing();
     let api = TestApiServer::start().await;
     let nodes: Vec<Value> = (0..6)
-        .map(|i| node(&format!("node-{i}"), 1000 + 500 * i, ["a", "b", "c"][i as usize % 3]))
+        .map(|i| {
+            node(
+                &format!("node-{i}"),
+                1000 + 500 * i,
+                ["a", "b", "c"][i as usize % 3],
+            )
+        })
         .collect();
     let pods: Vec<Value> = (0..20)
         .map(|i| pod(&format!("web-{i:02}"), 100 + 37 * (i % 7)))
@@ -89,7 +96,10 @@ async fn pods_are_bound_where_the_simulation_puts_them() {
     assert_eq!(scheduled.len(), 1);
     assert_eq!(
         scheduled[0]["note"],
-        json!(format!("Successfully assigned default/web-00 to {}", actual["web-00"].as_ref().unwrap()))
+        json!(format!(
+            "Successfully assigned default/web-00 to {}",
+            actual["web-00"].as_ref().unwrap()
+        ))
     );
     assert_eq!(scheduled[0]["action"], "Binding");
     assert_eq!(scheduled[0]["reportingController"], SCHEDULER);
@@ -135,5 +145,130 @@ async fn a_pod_that_cannot_fit_gets_failed_scheduling_with_the_exact_message() {
     assert!(node_of(&api, "huge").is_none());
     assert!(node_of(&api, "foreign").is_none());
     assert!(events_about(&api, "foreign", "FailedScheduling").is_empty());
+    instance.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_a_blind_spell_loses_nothing_not_even_assumed_pods() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 2000, "a"));
+    api.put(PODS, pod("big-1", 1500));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("big-1 bound", WAIT, || node_of(&api, "big-1").is_some()).await;
+    // A bind that is still in flight when the watches go blind and relist.
+    api.slow_bind("default/slow", Duration::from_secs(2));
+    api.put(PODS, pod("slow", 300));
+    wait_for("slow's bind in flight", WAIT, || {
+        events_about(&api, "slow", "Scheduled").is_empty() && api.requests() > 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        node_of(&api, "slow").is_none(),
+        "the bind is still in flight"
+    );
+    let relists_before = instance.running.shared.kube.relists_of("pods");
+    // Blind: every watch fails, and the change log is compacted meanwhile.
+    api.fail_requests("watch=true", 10_000);
+    api.drop_watches();
+    api.delete(PODS, "default", "big-1");
+    api.put(PODS, pod("big-2", 1500));
+    api.put(PODS, pod("filler", 500));
+    api.compact();
+    api.clear_failures();
+    wait_for("big-2 bound", WAIT, || node_of(&api, "big-2").is_some()).await;
+    wait_for("slow bound", WAIT, || node_of(&api, "slow").is_some()).await;
+    wait_for("filler reported unschedulable", WAIT, || {
+        !events_about(&api, "filler", "FailedScheduling").is_empty()
+    })
+    .await;
+    assert!(
+        instance.running.shared.kube.relists_of("pods") > relists_before,
+        "the pods were listed again after 410 Gone"
+    );
+    // big-1's deletion was seen (big-2 fits only in its room) and the assumed `slow`
+    // was kept (else `filler` would have been placed on a full node).
+    assert_eq!(node_of(&api, "filler"), None);
+    assert!(overcommitted_nodes(&api).is_empty());
+    instance.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_lost_binds_are_retried_or_given_up_as_the_api_says() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(NODES, node("node-1", 4000, "b"));
+    // Two binds fail with 500: those pods go back to the queue and bind later.
+    api.fail_requests("/binding", 2);
+    // Another scheduler binds `raced` first: Gantry's bind gets 409 and gives the pod up.
+    api.steal_bind("default/raced", "node-1");
+    for i in 0..6 {
+        api.put(PODS, pod(&format!("p-{i}"), 500));
+    }
+    api.put(PODS, pod("raced", 500));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("every pod bound", WAIT, || {
+        (0..6).all(|i| node_of(&api, &format!("p-{i}")).is_some())
+            && node_of(&api, "raced").is_some()
+    })
+    .await;
+    assert_eq!(node_of(&api, "raced").as_deref(), Some("node-1"));
+    let binds = api.binds();
+    assert_eq!(binds.len(), 7, "each pod bound once: {binds:?}");
+    let text = instance.running.shared.kube.render();
+    assert!(
+        text.contains("gantry_binds_total{result=\"failed\"} 3"),
+        "{text}"
+    );
+    // The refused bind is reported as kube-scheduler reports binding failures.
+    wait_for("the binding failure reported", WAIT, || {
+        events_about(&api, "raced", "FailedScheduling")
+            .iter()
+            .any(|e| {
+                e["note"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("is already assigned to node")
+            })
+            || node_of(&api, "raced").is_some()
+    })
+    .await;
+    assert!(overcommitted_nodes(&api).is_empty());
+    instance.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_nominates_the_node_and_deletes_the_victim_through_the_api() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    let mut low = pod("low", 700);
+    low["spec"]["nodeName"] = json!("node-0");
+    api.put(PODS, low);
+    let mut high = pod("high", 800);
+    high["spec"]["priority"] = json!(1000);
+    api.put(PODS, high);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("high bound", WAIT, || node_of(&api, "high").is_some()).await;
+    assert_eq!(node_of(&api, "high").as_deref(), Some("node-0"));
+    assert!(
+        api.get(PODS, "default", "low").is_none(),
+        "the victim was deleted"
+    );
+    let pod = api.get(PODS, "default", "high").unwrap();
+    assert_eq!(pod["status"]["nominatedNodeName"], "node-0");
+    wait_for("the Preempted event", WAIT, || {
+        !events_about(&api, "low", "Preempted").is_empty()
+    })
+    .await;
+    let preempted = &events_about(&api, "low", "Preempted")[0];
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(
+        preempted["note"],
+        json!(format!("Preempted by pod {uid} on node node-0"))
+    );
+    assert!(overcommitted_nodes(&api).is_empty());
     instance.stop().await.unwrap();
 }

@@ -153,7 +153,13 @@ impl TestApiServer {
         } else {
             EventType::Added
         };
-        prepare(&mut store, resource, &namespace, &mut object, kind == EventType::Added);
+        prepare(
+            &mut store,
+            resource,
+            &namespace,
+            &mut object,
+            kind == EventType::Added,
+        );
         let (stored, change) = store.write(key, object, kind);
         let _ = self.inner.changes.send(change);
         stored
@@ -206,7 +212,11 @@ impl TestApiServer {
     /// The next `times` requests whose path and query contain `text` fail with 500
     /// (`watch=true` blinds every watch).
     pub fn fail_requests(&self, text: &str, times: u32) {
-        self.inner.faults.lock().fail.push((text.to_string(), times));
+        self.inner
+            .faults
+            .lock()
+            .fail
+            .push((text.to_string(), times));
     }
 
     pub fn clear_failures(&self) {
@@ -235,7 +245,13 @@ impl TestApiServer {
 
 /// Server-side defaults on create (uid, timestamps, a pod's Pending phase) and the
 /// identity fields every stored object carries.
-fn prepare(store: &mut Store, resource: Resource, namespace: &str, object: &mut Value, created: bool) {
+fn prepare(
+    store: &mut Store,
+    resource: Resource,
+    namespace: &str,
+    object: &mut Value,
+    created: bool,
+) {
     object["kind"] = json!(resource.kind);
     object["apiVersion"] = json!(resource.api_version());
     if resource.namespaced {
@@ -288,14 +304,19 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         return status(
             StatusCode::NOT_FOUND,
             "NotFound",
-            format!("the server could not find the requested resource ({})", uri.path()),
+            format!(
+                "the server could not find the requested resource ({})",
+                uri.path()
+            ),
         );
     };
     let body = axum::body::to_bytes(request.into_body(), 16 << 20)
         .await
         .unwrap_or_default();
     match (method, target.name.clone(), target.subresource.as_deref()) {
-        (Method::GET, None, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+        (Method::GET, None, None)
+            if query.get("watch").is_some_and(|w| w == "true" || w == "1") =>
+        {
             watch(inner, target, query)
         }
         (Method::GET, None, None) => list(&inner, &target, &query),
@@ -303,7 +324,9 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         (Method::POST, None, None) => create(&inner, &target, &body),
         (Method::POST, Some(name), Some("binding")) => bind(&inner, &target, &name, &body).await,
         (Method::PUT, Some(name), None) => replace(&inner, &target, &name, &body),
-        (Method::PATCH, Some(name), None | Some("status")) => patch(&inner, &target, &name, &headers, &body),
+        (Method::PATCH, Some(name), None | Some("status")) => {
+            patch(&inner, &target, &name, &headers, &body)
+        }
         (Method::DELETE, Some(name), None) => delete(&inner, &target, &name, &body),
         (method, _, _) => status(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -461,7 +484,13 @@ fn replace(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response
     axum::Json(stored).into_response()
 }
 
-fn patch(inner: &Inner, target: &Target, name: &str, headers: &HeaderMap, body: &Bytes) -> Response {
+fn patch(
+    inner: &Inner,
+    target: &Target,
+    name: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let patch = match parse_json(body) {
         Ok(o) => o,
         Err(response) => return response,
@@ -536,7 +565,11 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
     let full_name = format!("{}/{name}", pod_key.1);
     let (delay, stolen_by) = {
         let mut faults = inner.faults.lock();
-        let delay = faults.slow.get(&full_name).copied().unwrap_or(faults.bind_delay);
+        let delay = faults
+            .slow
+            .get(&full_name)
+            .copied()
+            .unwrap_or(faults.bind_delay);
         (delay, faults.steal.remove(&full_name))
     };
     if !delay.is_zero() {
@@ -555,21 +588,30 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
         return not_found(target, name);
     };
     let refuse = |cause: String| conflict("pods/binding", name, &cause);
-    if let Some(uid) = binding["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+    if let Some(uid) = binding["metadata"]["uid"]
+        .as_str()
+        .filter(|u| !u.is_empty())
+    {
         let actual = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
         if uid != actual {
             return conflict(
                 "pods",
                 name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
             );
         }
     }
     if !pod["metadata"]["deletionTimestamp"].is_null() {
-        return refuse(format!("pod {name} is being deleted, cannot be assigned to a host"));
+        return refuse(format!(
+            "pod {name} is being deleted, cannot be assigned to a host"
+        ));
     }
     if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
-        return refuse(format!("pod {name} is already assigned to node {assigned:?}"));
+        return refuse(format!(
+            "pod {name} is already assigned to node {assigned:?}"
+        ));
     }
     if pod["spec"]["schedulingGates"]
         .as_array()
@@ -603,7 +645,10 @@ fn event_for(change: &Change, selector: &FieldSelector) -> Option<&'static str> 
     let before = match change.kind {
         EventType::Added => false,
         EventType::Deleted => selector.matches(&change.object),
-        EventType::Modified => change.previous.as_ref().is_some_and(|p| selector.matches(p)),
+        EventType::Modified => change
+            .previous
+            .as_ref()
+            .is_some_and(|p| selector.matches(p)),
     };
     match (before, now) {
         (false, true) => Some("ADDED"),
@@ -624,7 +669,9 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
         Ok(s) => s,
         Err(response) => return response,
     };
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true");
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true");
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -722,7 +769,8 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
         }
     });
     let stream = futures::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|item| item.map(Ok::<Bytes, Infallible>))
+        rx.poll_recv(cx)
+            .map(|item| item.map(Ok::<Bytes, Infallible>))
     });
     Response::builder()
         .status(StatusCode::OK)

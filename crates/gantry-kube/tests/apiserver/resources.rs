@@ -62,15 +62,24 @@ pub const SERVICES: Resource = core("services", "Service", true);
 pub const PVS: Resource = core("persistentvolumes", "PersistentVolume", false);
 pub const PVCS: Resource = core("persistentvolumeclaims", "PersistentVolumeClaim", true);
 pub const EVENTS: Resource = grouped("events.k8s.io", "events", "Event", true);
-pub const PRIORITY_CLASSES: Resource =
-    grouped("scheduling.k8s.io", "priorityclasses", "PriorityClass", false);
+pub const PRIORITY_CLASSES: Resource = grouped(
+    "scheduling.k8s.io",
+    "priorityclasses",
+    "PriorityClass",
+    false,
+);
 pub const STORAGE_CLASSES: Resource =
     grouped("storage.k8s.io", "storageclasses", "StorageClass", false);
 pub const CSI_NODES: Resource = grouped("storage.k8s.io", "csinodes", "CSINode", false);
 pub const LEASES: Resource = grouped("coordination.k8s.io", "leases", "Lease", true);
 pub const REPLICA_SETS: Resource = grouped("apps", "replicasets", "ReplicaSet", true);
 pub const STATEFUL_SETS: Resource = grouped("apps", "statefulsets", "StatefulSet", true);
-pub const PDBS: Resource = grouped("policy", "poddisruptionbudgets", "PodDisruptionBudget", true);
+pub const PDBS: Resource = grouped(
+    "policy",
+    "poddisruptionbudgets",
+    "PodDisruptionBudget",
+    true,
+);
 
 pub const ALL: [Resource; 14] = [
     PODS,

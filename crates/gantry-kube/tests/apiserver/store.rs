@@ -168,7 +168,11 @@ pub fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
                 }
             }
         } else {
-            merge_patch(target.entry(key.clone()).or_insert(Value::Null), value, strategic);
+            merge_patch(
+                target.entry(key.clone()).or_insert(Value::Null),
+                value,
+                strategic,
+            );
         }
     }
 }
