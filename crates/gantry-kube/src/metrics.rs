@@ -112,6 +112,10 @@ impl KubeMetrics {
             .get()
     }
 
+    pub fn is_leader(&self) -> bool {
+        self.leader.get() == 1
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
     }

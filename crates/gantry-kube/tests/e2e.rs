@@ -272,3 +272,74 @@ async fn preemption_nominates_the_node_and_deletes_the_victim_through_the_api() 
     assert!(overcommitted_nodes(&api).is_empty());
     instance.stop().await.unwrap();
 }
+
+fn election() -> gantry_kube::LeaderElection {
+    gantry_kube::LeaderElection {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+        ..gantry_kube::LeaderElection::new("gantry-system", "gantry")
+    }
+}
+
+/// Scheduled events by the instance that wrote them.
+fn scheduled_by(api: &TestApiServer, identity: &str) -> usize {
+    let instance = format!("{SCHEDULER}-{identity}");
+    api.list(apiserver::resources::EVENTS)
+        .iter()
+        .filter(|e| e["reason"] == "Scheduled" && e["reportingInstance"] == instance)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_leader_elect_instances_never_both_schedule() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 8000, "a"));
+    // Both campaign at once: one creates the lease, the other loses the race.
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard::WHOLE, Some(election())),
+        start(&api, "b", Shard::WHOLE, Some(election())),
+    );
+    let leads = |i: &Instance| i.running.shared.kube.is_leader();
+    wait_for("a leader", WAIT, || leads(&a) || leads(&b)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(leads(&a) != leads(&b), "exactly one leads");
+    let (leader, follower) = if leads(&a) { (a, b) } else { (b, a) };
+    for i in 0..10 {
+        api.put(PODS, pod(&format!("first-{i}"), 100));
+    }
+    wait_for("the leader's Scheduled events", WAIT, || {
+        scheduled_by(&api, &leader.identity) == 10
+    })
+    .await;
+    assert_eq!(
+        scheduled_by(&api, &follower.identity),
+        0,
+        "a follower schedules nothing"
+    );
+    let lease = api
+        .get(apiserver::resources::LEASES, "gantry-system", "gantry")
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], json!(leader.identity));
+
+    // The leader stops (SIGTERM): it releases the lease and the follower takes over.
+    let leader_identity = leader.identity.clone();
+    leader.stop().await.unwrap();
+    wait_for("the follower leads", WAIT, || leads(&follower)).await;
+    for i in 0..10 {
+        api.put(PODS, pod(&format!("second-{i}"), 100));
+    }
+    wait_for("the new leader's Scheduled events", WAIT, || {
+        scheduled_by(&api, &follower.identity) == 10
+    })
+    .await;
+    assert_eq!(scheduled_by(&api, &leader_identity), 10);
+    let lease = api
+        .get(apiserver::resources::LEASES, "gantry-system", "gantry")
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], json!(follower.identity));
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    assert_eq!(api.binds().len(), 20);
+    follower.stop().await.unwrap();
+}
