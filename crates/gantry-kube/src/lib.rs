@@ -6,6 +6,7 @@
 //! active-passive; shards (a stable hash of the pod UID) make several instances share one
 //! cluster optimistically, each binder re-checking its decisions against its latest cache.
 
+mod fence;
 mod http;
 mod leader;
 mod metrics;
@@ -51,6 +52,12 @@ pub(crate) enum Input {
     Check {
         pod: Arc<Pod>,
         reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// A binder waiting at a node's fence asks whether the cache has seen this pod bound
+    /// (or deleted).
+    Seen {
+        uid: Arc<str>,
+        reply: oneshot::Sender<bool>,
     },
     Leader(bool),
     /// Stop taking pods; finish (or, after a grace period, forget) the binds in flight.
@@ -118,6 +125,8 @@ pub struct RunOptions {
     pub shard: Shard,
     /// Seeds tie-breaking among equally scored nodes.
     pub seed: u64,
+    /// With several shards: the namespace of the per-node bind fences (Leases).
+    pub fence_namespace: String,
 }
 
 #[derive(Debug, Error)]
@@ -213,7 +222,13 @@ pub async fn run(
         &scheduler_names,
         &options.identity,
         kube_metrics.clone(),
-        options.shard.is_shared(),
+        options.shard.is_shared().then(|| {
+            fence::Fences::new(
+                options.client.clone(),
+                &options.fence_namespace,
+                &options.identity,
+            )
+        }),
     );
     let scheduling = SchedulingLoop {
         scheduler,

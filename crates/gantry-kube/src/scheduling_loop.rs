@@ -132,6 +132,10 @@ impl SchedulingLoop {
             Input::Check { pod, reply } => {
                 let _ = reply.send(self.scheduler.check_placement(&pod));
             }
+            Input::Seen { uid, reply } => {
+                let seen = self.pods.get(&uid).is_none_or(|p| p.node_name.is_some());
+                let _ = reply.send(seen);
+            }
             Input::Leader(true) => {
                 tracing::info!("leading: scheduling starts");
                 self.leader = true;
@@ -454,6 +458,12 @@ impl SchedulingLoop {
         if !still_pending || !self.responsible_for(&pod) {
             return;
         }
+        // The forgotten pod's room is free again: what it kept out may fit now (upstream
+        // moves pods as for an assigned pod's deletion).
+        self.queue.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+            self.now(),
+        );
         let Some(mut queued) = queued else { return };
         let current = self.pods[&pod.uid].clone();
         queued.pod = current;

@@ -21,6 +21,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::Input;
+use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
@@ -55,8 +56,35 @@ pub struct ApiWriter {
     permits: Arc<Semaphore>,
     recorders: Arc<HashMap<Sym, Recorder>>,
     metrics: Arc<KubeMetrics>,
-    /// Re-check each placement against the latest cache before binding.
-    check_before_bind: bool,
+    /// With several instances: re-check each placement against the latest cache, at
+    /// the node's fence, before binding.
+    fences: Option<Fences>,
+}
+
+/// The binder's questions to the scheduling loop, for one pod.
+struct AskLoop {
+    inputs: Sender<Input>,
+    pod: Arc<Pod>,
+}
+
+impl fence::Loop for AskLoop {
+    async fn has_seen(&self, pod_uid: &str) -> bool {
+        let (reply, answer) = oneshot::channel();
+        let uid = Arc::from(pod_uid);
+        if self.inputs.send(Input::Seen { uid, reply }).is_err() {
+            return true;
+        }
+        answer.await.unwrap_or(true)
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        let pod = self.pod.clone();
+        if self.inputs.send(Input::Check { pod, reply }).is_err() {
+            return Err("the scheduler stopped".into());
+        }
+        answer.await.unwrap_or(Err("the scheduler stopped".into()))
+    }
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -81,7 +109,7 @@ impl ApiWriter {
         scheduler_names: &[Sym],
         identity: &str,
         metrics: Arc<KubeMetrics>,
-        check_before_bind: bool,
+        fences: Option<Fences>,
     ) -> ApiWriter {
         let recorders = scheduler_names
             .iter()
@@ -100,7 +128,7 @@ impl ApiWriter {
             permits: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             recorders: Arc::new(recorders),
             metrics,
-            check_before_bind,
+            fences,
         }
     }
 
@@ -164,24 +192,32 @@ impl ApiWriter {
             conflict: false,
         };
         cycle.pre_bind().map_err(failure)?;
-        if self.check_before_bind {
-            let (reply, answer) = oneshot::channel();
-            let asked = self.inputs.send(Input::Check {
-                pod: cycle.pod().clone(),
-                reply,
-            });
-            let verdict = match asked {
-                Ok(()) => answer.await.unwrap_or(Err("the scheduler stopped".into())),
-                Err(_) => Err("the scheduler stopped".into()),
-            };
-            if let Err(message) = verdict {
+        let Some(fences) = &self.fences else {
+            return self.post_binding(cycle).await.map_err(failure);
+        };
+        let asker = AskLoop {
+            inputs: self.inputs.clone(),
+            pod: cycle.pod().clone(),
+        };
+        let held = match fences.acquire(cycle.node(), &cycle.pod().uid, &asker).await {
+            Ok(held) => held,
+            Err(message) => {
                 self.metrics.conflict();
                 return Err(BindFailure {
                     message: format!("placement no longer fits: {message}"),
                     conflict: true,
                 });
             }
+        };
+        let bound = self.post_binding(cycle).await;
+        if bound.is_err() {
+            fences.release_failed(held).await;
         }
+        bound.map_err(failure)
+    }
+
+    /// `POST pods/{name}/binding`, with the pod's UID as a precondition.
+    async fn post_binding(&self, cycle: &BindingCycle) -> Result<(), String> {
         let pod = cycle.pod();
         let binding = Binding {
             metadata: ObjectMeta {
@@ -206,7 +242,7 @@ impl ApiWriter {
             )
             .await
             .map(|_| ())
-            .map_err(|e| failure(api_message(e)))
+            .map_err(api_message)
     }
 
     /// What kube-scheduler writes when a pod could not be scheduled: a `FailedScheduling`

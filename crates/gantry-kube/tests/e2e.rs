@@ -343,3 +343,81 @@ async fn two_leader_elect_instances_never_both_schedule() {
     assert_eq!(api.binds().len(), 20);
     follower.stop().await.unwrap();
 }
+
+/// A UID that `owner` assigns to `shard` of `count`.
+fn uid_owned_by(shard: u32, count: u32, seed: &str) -> String {
+    (0..)
+        .map(|k| format!("{seed}-{k}"))
+        .find(|uid| gantry_kube::owner(uid, count) == shard)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_in_flight_elsewhere_is_seen_at_the_fence_and_never_overcommits() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    // Each instance owns one of the pods; only one fits. One bind is slow, so the other
+    // instance decides before any watch event can tell it about the first.
+    let mut first = pod("first", 700);
+    first["metadata"]["uid"] = json!(uid_owned_by(0, 2, "first"));
+    let mut second = pod("second", 700);
+    second["metadata"]["uid"] = json!(uid_owned_by(1, 2, "second"));
+    api.slow_bind("default/first", Duration::from_millis(800));
+    api.put(PODS, first);
+    api.put(PODS, second);
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard { index: 0, count: 2 }, None),
+        start(&api, "b", Shard { index: 1, count: 2 }, None),
+    );
+    wait_for("one pod bound and the other refused", WAIT, || {
+        let conflicts = a.running.shared.kube.conflicts() + b.running.shared.kube.conflicts();
+        api.binds().len() == 1 && conflicts >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(api.binds().len(), 1, "{:?}", api.binds());
+    assert!(overcommitted_nodes(&api).is_empty());
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_instances_never_double_bind_nor_overcommit() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for i in 0..4 {
+        api.put(NODES, node(&format!("node-{i}"), 2000, ["a", "b"][i % 2]));
+    }
+    // Room for 6 pods per node, 24 in all; 40 arrive.
+    for i in 0..40 {
+        api.put(PODS, pod(&format!("p-{i:02}"), 300));
+    }
+    let count = 3;
+    let mut instances = Vec::new();
+    for index in 0..count {
+        instances.push(start(&api, &format!("i{index}"), Shard { index, count }, None).await);
+    }
+    let bound = |api: &TestApiServer| {
+        api.list(PODS)
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_string())
+            .count()
+    };
+    wait_for("every slot filled", WAIT, || bound(&api) == 24).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(bound(&api), 24);
+    let binds = api.binds();
+    let mut pods: Vec<&String> = binds.iter().map(|(p, _)| p).collect();
+    pods.sort();
+    pods.dedup();
+    assert_eq!(pods.len(), binds.len(), "no pod bound twice: {binds:?}");
+    assert!(
+        overcommitted_nodes(&api).is_empty(),
+        "{:?}",
+        overcommitted_nodes(&api)
+    );
+    for instance in instances {
+        instance.stop().await.unwrap();
+    }
+}

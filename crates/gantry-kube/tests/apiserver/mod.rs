@@ -9,6 +9,8 @@
 //! pod first. Simplification: deletions are immediate (no kubelet to finish them).
 
 #![allow(dead_code)]
+// Errors are HTTP responses, returned at once to the client; their size does not matter.
+#![allow(clippy::result_large_err)]
 
 pub mod resources;
 pub mod store;

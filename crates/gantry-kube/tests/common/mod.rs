@@ -83,6 +83,7 @@ pub async fn start(
         metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
         shard,
         seed: 7,
+        fence_namespace: "gantry-system".into(),
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (started_tx, started_rx) = oneshot::channel();
