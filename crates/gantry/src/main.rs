@@ -6,6 +6,7 @@ mod explain;
 mod load;
 mod output;
 mod report;
+mod run;
 mod simulate;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,9 @@ enum Command {
     /// Explain one pod: every Filter plugin's verdict on every node, the scores, and
     /// where the scheduler would place it (or why it stays pending).
     Explain(explain::ExplainArgs),
+    /// Schedule a real cluster's pods (those naming Gantry's scheduler name) through the
+    /// Kubernetes API, alone, as leader-elected replicas, or as shards.
+    Run(run::RunArgs),
 }
 
 /// Errors are the user's to read: one line with its causes, never a backtrace. A reader
@@ -46,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Simulate(args) => simulate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,55 @@
+//! `gantry run`'s command line: the errors a person meets before any cluster is reached.
+
+use std::process::{Command, Output};
+
+fn gantry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_missing_kubeconfig_is_one_clear_line() {
+    let out = gantry(&["run", "--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: --kubeconfig /nonexistent/kubeconfig"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn scheduler_name_cannot_rename_several_profiles_and_shards_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("two.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: a\n- schedulerName: b\n",
+    )
+    .unwrap();
+    let out = gantry(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--scheduler-name",
+        "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the configuration has 2 profiles"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = gantry(&["run", "--shard", "3/3"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--shard"), "{}", stderr(&out));
+}
