@@ -53,3 +53,27 @@ fn scheduler_name_cannot_rename_several_profiles_and_shards_are_checked() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--shard"), "{}", stderr(&out));
 }
+
+/// The deploy manifests carry a configuration Gantry accepts, naming the scheduler the
+/// example pod asks for.
+#[test]
+fn the_deployed_configuration_loads() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let text = std::fs::read_to_string(root.join("gantry.yaml")).unwrap();
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let config_map = documents
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("a ConfigMap");
+    let config_text = config_map["data"]["config.yaml"].as_str().unwrap();
+    let config =
+        gantry_framework::config::SchedulerConfig::parse(config_text, "deploy/gantry.yaml")
+            .unwrap();
+    assert_eq!(config.profiles.len(), 1);
+    assert_eq!(
+        config.profiles[0].scheduler_name.as_str(),
+        "gantry-scheduler"
+    );
+    let example = std::fs::read_to_string(root.join("pod-example.yaml")).unwrap();
+    assert!(example.contains("schedulerName: gantry-scheduler"));
+}
