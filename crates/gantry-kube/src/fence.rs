@@ -54,7 +54,7 @@ fn lease_name(node: Sym) -> String {
     } else {
         format!(
             "gantry-bind-{:016x}",
-            crate::shard::owner(node.as_str(), u32::MAX)
+            gantry_scheduler::shard::owner(node.as_str(), u32::MAX)
         )
     }
 }

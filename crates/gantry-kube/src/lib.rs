@@ -12,7 +12,6 @@ mod leader;
 mod metrics;
 mod objects;
 mod scheduling_loop;
-mod shard;
 mod watch;
 mod writes;
 
@@ -34,9 +33,9 @@ use parking_lot::Mutex;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+pub use gantry_scheduler::shard::{Shard, owner};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
-pub use shard::{Shard, owner};
 pub use watch::POD_FIELD_SELECTOR;
 pub use writes::{MAX_BINDS_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 

@@ -17,10 +17,10 @@ use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
 use gantry_scheduler::{Attempt, Scheduler};
 
 use crate::objects::ObjectMirror;
-use crate::shard::Shard;
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
+use gantry_scheduler::shard::Shard;
 
 /// How long the loop sleeps when it has nothing to do (it wakes at once for any input).
 const IDLE_WAIT: Duration = Duration::from_millis(500);

@@ -10,6 +10,7 @@ mod preemption;
 pub mod queue;
 mod rng;
 mod scheduler;
+pub mod shard;
 
 pub use binding::BindingCycle;
 pub use fit_error::FitError;

@@ -4,6 +4,7 @@
 mod api;
 pub mod bench;
 mod latency;
+pub mod multi_bench;
 mod records;
 pub mod scenario;
 mod simulation;

@@ -16,7 +16,8 @@ const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
     /// preferred-pod-affinity, topology-spread, preemption, unschedulable, mixed-churn,
-    /// scale, snapshot, or all (every workload but scale and snapshot).
+    /// scale, snapshot, multi (several instances on threads), or all (every workload but
+    /// scale, snapshot and multi).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -30,9 +31,12 @@ pub struct BenchArgs {
     /// Divide every count by this (quick runs; 1 to 1000).
     #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: usize,
-    /// snapshot: nodes in the cache (1 to 100000).
+    /// snapshot: nodes in the cache; multi: nodes in the cluster (1 to 100000).
     #[arg(long, default_value_t = 5000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     nodes: usize,
+    /// multi: scheduler instances, each on its own thread with its own cache (1 to 64).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    schedulers: u32,
     /// snapshot: bound pods per node (0 to 1000; at most 2000000 pods in all).
     #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1000))]
     pods_per_node: usize,
@@ -47,6 +51,9 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.workload == "snapshot" {
         return snapshot(&args);
+    }
+    if args.workload == "multi" {
+        return multi(&args);
     }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL
@@ -135,6 +142,27 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             m.cloned,
             m.full_rebuild_ns,
             speedup
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
+}
+
+/// Several instances sharing one in-process API (`gantry_sim::multi_bench`).
+fn multi(args: &BenchArgs) -> anyhow::Result<()> {
+    let r = gantry_sim::multi_bench::run(args.schedulers, args.nodes, 100);
+    let line = if args.json {
+        serde_json::to_string(&r)?
+    } else {
+        format!(
+            "multi: {} schedulers, {} nodes, {} of {} pods bound: {:.0} pods/s, {} conflicts ({:.2}% of binds), {} over-committed nodes",
+            r.schedulers,
+            r.nodes,
+            r.scheduled,
+            r.pods,
+            r.pods_per_sec,
+            r.conflicts,
+            100.0 * r.conflict_rate,
+            r.overcommitted_nodes
         )
     };
     output::to_stdout(|out| writeln!(out, "{line}"))

@@ -1,4 +1,5 @@
-//! Which instance owns a pod when several share a cluster: a stable hash of the pod's UID
+//! Which instance owns a pod when several share a cluster (`gantry run --shard`, and the
+//! simulation's and benchmark's instances): a stable hash of the pod's UID
 //! (FNV-1a, the same in every process and every run), so every pod has exactly one owner
 //! without the instances talking to each other.
 
