@@ -1378,4 +1378,10 @@ pub mod from_k8s {
     pub fn csi_node(csi_node: &storage_v1::CSINode) -> Result<CsiNode, ObjectError> {
         convert_csi_node(csi_node, &label("CSINode", &csi_node.metadata))
     }
+
+    pub fn pod_disruption_budget(
+        pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    ) -> Result<PodDisruptionBudget, ObjectError> {
+        crate::policy::convert(pdb, &label("PodDisruptionBudget", &pdb.metadata))
+    }
 }

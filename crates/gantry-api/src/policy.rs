@@ -43,6 +43,14 @@ impl PodDisruptionBudget {
 /// Decodes a `PodDisruptionBudget` object; `object` names it in errors.
 pub(crate) fn decode(value: Value, object: &str) -> Result<PodDisruptionBudget, ObjectError> {
     let pdb: k8s::PodDisruptionBudget = typed(value, object)?;
+    convert(&pdb, object)
+}
+
+/// Converts a typed `PodDisruptionBudget` (from a manifest or a watch).
+pub(crate) fn convert(
+    pdb: &k8s::PodDisruptionBudget,
+    object: &str,
+) -> Result<PodDisruptionBudget, ObjectError> {
     let selector = pdb
         .spec
         .as_ref()

@@ -1,4 +1,5 @@
-//! The API objects other than nodes and pods, as the watches last reported them. Plugins
+//! The API objects other than nodes and pods (namespaces, services, storage, priority
+//! classes, disruption budgets), as the watches last reported them. Plugins
 //! read them through an [`ApiObjects`] that is rebuilt after a batch of events changed
 //! any of them (they change rarely; rebuilding keeps one code path with the simulation).
 
@@ -6,7 +7,8 @@ use std::collections::BTreeMap;
 
 use gantry_api::decode::{Namespace, PriorityClass, Service};
 use gantry_api::{
-    CsiNode, PersistentVolume, PersistentVolumeClaim, PreemptionPolicy, StorageClass, Sym,
+    CsiNode, PersistentVolume, PersistentVolumeClaim, PodDisruptionBudget, PreemptionPolicy,
+    StorageClass, Sym,
 };
 use gantry_framework::ApiObjects;
 
@@ -23,6 +25,7 @@ pub struct ObjectMirror {
     pvcs: BTreeMap<String, PersistentVolumeClaim>,
     storage_classes: BTreeMap<String, StorageClass>,
     csi_nodes: BTreeMap<String, CsiNode>,
+    budgets: BTreeMap<String, PodDisruptionBudget>,
     changed: bool,
 }
 
@@ -55,6 +58,10 @@ impl ObjectMirror {
             Object::StorageClass(sc) => {
                 put(&mut self.storage_classes, sc.name.to_string(), sc, deleted)
             }
+            Object::PodDisruptionBudget(pdb) => {
+                let key = format!("{}/{}", pdb.namespace, pdb.name);
+                put(&mut self.budgets, key, pdb, deleted)
+            }
             Object::CsiNode(csi) => {
                 put(&mut self.csi_nodes, csi.node_name.to_string(), csi, deleted)
             }
@@ -73,6 +80,7 @@ impl ObjectMirror {
             Kind::PersistentVolumeClaim => self.pvcs.clear(),
             Kind::StorageClass => self.storage_classes.clear(),
             Kind::CsiNode => self.csi_nodes.clear(),
+            Kind::PodDisruptionBudget => self.budgets.clear(),
             Kind::Node | Kind::Pod => return,
         }
         self.changed = true;
@@ -94,6 +102,8 @@ impl ObjectMirror {
         let classes: Vec<_> = self.storage_classes.values().cloned().collect();
         let csi: Vec<_> = self.csi_nodes.values().cloned().collect();
         objects.set_storage(&pvs, &pvcs, &classes, &csi);
+        let budgets: Vec<_> = self.budgets.values().cloned().collect();
+        objects.set_disruption_budgets(&budgets);
         Some(objects)
     }
 

@@ -458,12 +458,10 @@ impl SchedulingLoop {
         if !still_pending || !self.responsible_for(&pod) {
             return;
         }
-        // The forgotten pod's room is free again: what it kept out may fit now (upstream
-        // moves pods as for an assigned pod's deletion).
-        self.queue.on_event(
-            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
-            self.now(),
-        );
+        // The forgotten pod's room is free again: what it kept out may fit now.
+        if message.forgotten {
+            self.queue.assumed_pod_forgotten(self.now());
+        }
         let Some(mut queued) = queued else { return };
         let current = self.pods[&pod.uid].clone();
         queued.pod = current;

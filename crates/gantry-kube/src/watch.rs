@@ -10,8 +10,11 @@ use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
 use gantry_api::decode::{Namespace, ObjectError, PriorityClass, Service, from_k8s};
-use gantry_api::{CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use gantry_api::{
+    CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
+};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -37,6 +40,7 @@ pub enum Object {
     PersistentVolumeClaim(PersistentVolumeClaim),
     StorageClass(StorageClass),
     CsiNode(CsiNode),
+    PodDisruptionBudget(PodDisruptionBudget),
 }
 
 /// The kinds watched, for relists and metrics.
@@ -51,10 +55,11 @@ pub enum Kind {
     PersistentVolumeClaim,
     StorageClass,
     CsiNode,
+    PodDisruptionBudget,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -64,6 +69,7 @@ impl Kind {
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
         Kind::CsiNode,
+        Kind::PodDisruptionBudget,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +83,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::StorageClass => "storageclasses",
             Kind::CsiNode => "csinodes",
+            Kind::PodDisruptionBudget => "poddisruptionbudgets",
         }
     }
 }
@@ -159,6 +166,12 @@ pub fn spawn_all(
         Api::<storage::CSINode>::all(all(client)),
         plain(),
         |o| from_k8s::csi_node(o).map(Object::CsiNode),
+    );
+    spawn(
+        ctx(Kind::PodDisruptionBudget),
+        Api::<policy::PodDisruptionBudget>::all(all(client)),
+        plain(),
+        |o| from_k8s::pod_disruption_budget(o).map(Object::PodDisruptionBudget),
     );
 }
 

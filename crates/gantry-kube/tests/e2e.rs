@@ -421,3 +421,42 @@ async fn optimistic_instances_never_double_bind_nor_overcommit() {
         instance.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_spares_the_pod_a_disruption_budget_protects() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(NODES, node("node-1", 1000, "b"));
+    // Without the budget, node-0 would win: its victim has the lower priority.
+    for (name, node_name, app, priority) in
+        [("low-a", "node-0", "a", 0), ("low-b", "node-1", "b", 1)]
+    {
+        let mut low = pod(name, 700);
+        low["metadata"]["labels"] = json!({"app": app});
+        low["spec"]["priority"] = json!(priority);
+        low["spec"]["nodeName"] = json!(node_name);
+        api.put(PODS, low);
+    }
+    api.put(
+        apiserver::resources::PDBS,
+        json!({
+            "metadata": {"name": "keep-a", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
+                       "expectedPods": 1, "observedGeneration": 1},
+        }),
+    );
+    let mut high = pod("high", 800);
+    high["spec"]["priority"] = json!(1000);
+    api.put(PODS, high);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("high bound", WAIT, || node_of(&api, "high").is_some()).await;
+    assert_eq!(node_of(&api, "high").as_deref(), Some("node-1"));
+    assert!(
+        api.get(PODS, "default", "low-a").is_some(),
+        "the protected pod stays"
+    );
+    assert!(api.get(PODS, "default", "low-b").is_none());
+    instance.stop().await.unwrap();
+}

@@ -197,12 +197,12 @@ impl Instance {
                         }
                         Err(message) => {
                             self.conflicts += 1;
-                            let _ = cycle.finish(Err(message));
                             // The room it held is free again for this instance's pods.
-                            self.queue.on_event(
-                                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
-                                self.start.elapsed(),
-                            );
+                            if let Err(failure) = cycle.finish(Err(message))
+                                && failure.forgotten
+                            {
+                                self.queue.assumed_pod_forgotten(self.start.elapsed());
+                            }
                             self.queue.add_backoff(queued, self.start.elapsed());
                         }
                     }
