@@ -40,7 +40,7 @@ fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
         ..SimOptions::default()
     };
     let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
-    sim.run();
+    sim.run().unwrap();
     sim.placements()
         .iter()
         .map(|p| (p.pod.trim_start_matches("default/").to_string(), p.clone()))
