@@ -28,8 +28,8 @@ use crate::storage::{
     PersistentVolumeClaim, StorageClass, VolumeBindingMode,
 };
 use crate::{
-    ContainerImage, Labels, Node, PodDisruptionBudget, Quantity, ResourceName, Resources, Sym,
-    Taint, TaintEffect,
+    ContainerImage, Labels, Node, OwnerRef, PodDisruptionBudget, Quantity, ResourceName,
+    Resources, Sym, Taint, TaintEffect,
 };
 
 /// A problem with one field of one object.
@@ -92,6 +92,8 @@ pub struct ClusterObjects {
     pub storage_classes: Vec<StorageClass>,
     pub csi_nodes: Vec<CsiNode>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates.
+    pub dra: crate::dra::DraObjects,
     /// Objects of kinds the scheduler does not read, as `Kind namespace/name`.
     pub ignored: Vec<String>,
     /// Pods (indices into `pods`) that name a priority class but carry no resolved priority.
@@ -200,6 +202,9 @@ impl ClusterObjects {
                 self.csi_nodes.push(convert_csi_node(&csi_node, &object)?);
             }
             "PodDisruptionBudget" => self.pdbs.push(crate::policy::decode(value, &object)?),
+            kind if crate::dra_decode::KINDS.contains(&kind) => {
+                crate::dra_decode::add_object(&mut self.dra, kind, value, &object)?;
+            }
             _ => self.ignored.push(object),
         }
         Ok(())
@@ -220,6 +225,7 @@ impl ClusterObjects {
         self.storage_classes.extend(other.storage_classes);
         self.csi_nodes.extend(other.csi_nodes);
         self.pdbs.extend(other.pdbs);
+        self.dra.extend(other.dra);
         self.ignored.extend(other.ignored);
     }
 
@@ -301,7 +307,11 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn field_error(object: &str, field: impl Into<String>, message: impl Into<String>) -> ObjectError {
+pub(crate) fn field_error(
+    object: &str,
+    field: impl Into<String>,
+    message: impl Into<String>,
+) -> ObjectError {
     ObjectError {
         object: object.to_string(),
         field: field.into(),
@@ -452,6 +462,8 @@ fn convert_pod(pod: &k8s::Pod, object: &str) -> Result<(Pod, bool), ObjectError>
         .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
         .collect();
     out.terminating = pod.metadata.deletion_timestamp.is_some();
+    out.controller = controller(&pod.metadata);
+    out.resource_claims = crate::dra_decode::pod_resource_claims(pod, object)?.into();
     out.start_time = pod
         .status
         .as_ref()
@@ -742,6 +754,37 @@ fn node_selector_requirement(
         };
         field_error(object, at, e.message)
     })
+}
+
+/// A NodeSelector (all its terms), as DRA objects carry them.
+pub(crate) fn node_selector(
+    selector: &k8s::NodeSelector,
+    object: &str,
+    field: &str,
+) -> Result<NodeSelector, ObjectError> {
+    Ok(NodeSelector {
+        terms: selector
+            .node_selector_terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| node_selector_term(t, object, &format!("{field}.nodeSelectorTerms[{i}]")))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// The owner reference marked as controller, if any.
+fn controller(meta: &meta::ObjectMeta) -> Option<Arc<OwnerRef>> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| {
+            Arc::new(OwnerRef {
+                kind: Sym::new(&o.kind),
+                name: Arc::from(o.name.as_str()),
+                uid: Arc::from(o.uid.as_str()),
+            })
+        })
 }
 
 fn node_selector_term(

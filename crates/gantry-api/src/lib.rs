@@ -3,6 +3,8 @@
 //! JSON/YAML into it.
 
 pub mod decode;
+pub mod dra;
+mod dra_decode;
 mod intern;
 pub mod labels;
 mod node;

@@ -294,6 +294,14 @@ pub enum PreemptionPolicy {
     Never,
 }
 
+/// An object's controlling owner (`metadata.ownerReferences[]` with `controller: true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub kind: Sym,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+}
+
 /// A pod: its identity and where it is, plus the parts that pods of one template share
 /// (labels, annotations, spec) behind an `Arc`. Shared as `Arc<Pod>` everywhere; a copy
 /// (to record the node a pod was assumed on) copies a few pointers, never the spec.
@@ -334,6 +342,11 @@ pub struct PodTemplate {
     /// RuntimeClass overhead (boxed: rare, and pods are many).
     pub overhead: Option<Box<Resources>>,
     pub volumes: Vec<Volume>,
+    /// The owner reference marked as controller (a ReplicaSet, a Job, a DaemonSet, ...).
+    pub controller: Option<Arc<OwnerRef>>,
+    /// `spec.resourceClaims`: the DRA claims the pod uses (with the claim names its
+    /// status gives, so pods whose claims differ do not share a template).
+    pub resource_claims: Box<[crate::dra::PodResourceClaim]>,
     requests: Resources,
     non_zero_requests: Resources,
 }
@@ -381,6 +394,8 @@ impl Pod {
                 init_containers: Vec::new(),
                 overhead: None,
                 volumes: Vec::new(),
+                controller: None,
+                resource_claims: Box::default(),
                 requests: Resources::default(),
                 non_zero_requests: Resources::default(),
             }),

@@ -4,7 +4,7 @@
 
 use gantry_api::Sym;
 
-use crate::{NodeInfo, PvcKey};
+use crate::{DraState, NodeInfo, PvcKey};
 
 pub trait ClusterState: Sync {
     /// Number of nodes (ghosts excluded).
@@ -28,4 +28,10 @@ pub trait ClusterState: Sync {
 
     /// Whether any pod in the cluster uses the claim.
     fn is_pvc_used(&self, key: PvcKey) -> bool;
+
+    /// The dynamic resource allocation objects and allocations; `None` where the
+    /// cluster view does not track them (the live cycle's snapshot, for now).
+    fn dra(&self) -> Option<&dyn DraState> {
+        None
+    }
 }

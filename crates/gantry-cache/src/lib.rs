@@ -5,6 +5,7 @@
 mod affinity_terms;
 mod cache;
 mod cluster_state;
+mod dra_state;
 mod label_index;
 mod node_info;
 mod node_tree;
@@ -14,6 +15,7 @@ pub mod synthetic;
 pub use affinity_terms::{AffinityTermCount, AffinityTerms, InternedTerm, TermKind};
 pub use cache::{Cache, CacheError};
 pub use cluster_state::ClusterState;
+pub use dra_state::DraState;
 pub use label_index::PodLabelIndex;
 pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};
 pub use node_tree::{NodeTree, zone_key};

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use gantry_api::dra::ResourceSlice;
 use gantry_api::{HostPort, Node, Pod, Resources, Sym};
 use smallvec::SmallVec;
 
@@ -49,6 +50,9 @@ pub struct NodeInfo {
     image_states: Arc<[ImageState]>,
     label_index: PodLabelIndex,
     affinity_terms: AffinityTerms,
+    /// The ResourceSlices local to this node (DRA devices), so that forks and copies of
+    /// the node carry its devices.
+    resource_slices: Arc<[Arc<ResourceSlice>]>,
     generation: u64,
 }
 
@@ -145,6 +149,17 @@ impl NodeInfo {
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The ResourceSlices published for this node.
+    #[inline]
+    pub fn resource_slices(&self) -> &[Arc<ResourceSlice>] {
+        &self.resource_slices
+    }
+
+    pub fn set_resource_slices(&mut self, slices: Vec<Arc<ResourceSlice>>) {
+        self.resource_slices = slices.into();
+        self.bump();
     }
 
     fn bump(&mut self) {
@@ -252,6 +267,7 @@ impl NodeInfo {
             && self.image_states == other.image_states
             && self.label_index == other.label_index
             && self.affinity_terms == other.affinity_terms
+            && self.resource_slices == other.resource_slices
     }
 }
 

@@ -545,9 +545,10 @@ impl<'a> Merged<'a> {
                     }
                     Point::Reserve => profile.reserve.extend(r.reserve.clone()),
                     Point::Permit => profile.permit.extend(r.permit.clone()),
+                    Point::PreBind => profile.pre_bind.extend(r.pre_bind.clone()),
                     // PrioritySort and DefaultBinder are the scheduler's own; nothing
-                    // Gantry implements runs at PreBind or PostBind yet.
-                    Point::QueueSort | Point::PreBind | Point::Bind | Point::PostBind => {}
+                    // Gantry implements runs at PostBind yet.
+                    Point::QueueSort | Point::Bind | Point::PostBind => {}
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! names of a KubeSchedulerConfiguration to them.
 
 pub mod balanced_allocation;
+pub mod dynamic_resources;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
@@ -78,6 +79,7 @@ pub struct Registered {
     pub score: Option<Arc<dyn ScorePlugin>>,
     pub reserve: Option<Arc<dyn ReservePlugin>>,
     pub permit: Option<Arc<dyn PermitPlugin>>,
+    pub pre_bind: Option<Arc<dyn PreBindPlugin>>,
     /// Points the scheduler serves itself for this name (PrioritySort's queue sort,
     /// DefaultPreemption's PostFilter, DefaultBinder's Bind).
     pub builtin: &'static [Point],
@@ -137,6 +139,11 @@ impl Registered {
         self
     }
 
+    pub fn pre_bind(mut self, p: Arc<dyn PreBindPlugin>) -> Registered {
+        self.pre_bind = Some(p);
+        self
+    }
+
     /// Whether the plugin takes part in `point` (what `multiPoint` expands to).
     pub fn implements(&self, point: Point) -> bool {
         self.builtin.contains(&point)
@@ -148,6 +155,7 @@ impl Registered {
                 Point::Score => self.score.is_some(),
                 Point::Reserve => self.reserve.is_some(),
                 Point::Permit => self.permit.is_some(),
+                Point::PreBind => self.pre_bind.is_some(),
                 _ => false,
             }
     }
@@ -164,6 +172,7 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
     let images = Arc::new(image_locality::ImageLocality);
     // One instance per profile: its Reserve remembers the volumes it promised.
     let volume_binding = Arc::new(volume_binding::VolumeBinding::default());
+    let dra = Arc::new(dynamic_resources::DynamicResources::default());
     vec![
         Registered::new(scheduling_gates::NAME)
             .pre_enqueue(Arc::new(scheduling_gates::SchedulingGates)),
@@ -214,6 +223,13 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .filter(pod_affinity.clone())
             .pre_score(pod_affinity.clone())
             .score(pod_affinity),
+        // Upstream adds it to the default profile only with the DynamicResourceAllocation
+        // gate on (off in v1.28, the release the defaults follow).
+        Registered::new(dynamic_resources::NAME)
+            .pre_filter(dra.clone())
+            .filter(dra.clone())
+            .reserve(dra.clone())
+            .pre_bind(dra),
         Registered::builtin("DefaultPreemption", &[Point::PostFilter]),
         Registered::new(balanced_allocation::NAME).score(Arc::new(args.balanced)),
         Registered::new(image_locality::NAME)

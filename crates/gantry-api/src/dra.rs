@@ -1,0 +1,258 @@
+//! Dynamic resource allocation (resource.k8s.io/v1) in compact form: device classes,
+//! resource slices (the devices drivers publish), resource claims (what pods ask for, and
+//! what was allocated to them) and claim templates.
+//!
+//! Only structured parameters are modelled. Features the allocator does not implement
+//! (admin access, prioritized lists, partitionable devices, device taints, consumable
+//! capacity, binding conditions, per-device node selection) are refused when decoding,
+//! with an error naming the field, so that nothing is silently ignored.
+
+use std::sync::Arc;
+
+use crate::{NodeSelector, Sym};
+
+/// Upstream's `ResourceClaimReservedForMaxSize`: at most this many consumers per claim.
+pub const RESERVED_FOR_MAX_SIZE: usize = 256;
+
+/// Upstream's `AllocationResultsMaxSize`: at most this many devices per claim.
+pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
+
+/// One device: its driver, the pool it belongs to, and its name in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: Sym,
+    pub pool: Sym,
+    pub device: Sym,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// A device attribute's value: exactly one of the four types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttributeValue {
+    Int(i64),
+    Bool(bool),
+    String(Arc<str>),
+    /// A semantic version string (compared for equality only).
+    Version(Arc<str>),
+}
+
+/// A qualified attribute or capacity name, split at the `/`. Names without a domain get
+/// the driver's name as their domain, as the CEL environment and `matchAttribute` see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QualifiedName {
+    pub domain: Sym,
+    pub id: Sym,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub name: Sym,
+    pub attributes: Vec<(QualifiedName, AttributeValue)>,
+    /// Capacities in thousandths of the unit (like millicores), so `1Gi` is `1024³ × 1000`.
+    pub capacity: Vec<(QualifiedName, i64)>,
+}
+
+impl Device {
+    pub fn attribute(&self, name: QualifiedName) -> Option<&AttributeValue> {
+        self.attributes
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// Which nodes a slice's devices are reachable from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SliceNodes {
+    /// Local to one node.
+    Node(Sym),
+    /// Reachable from the nodes the selector matches.
+    Selector(NodeSelector),
+    /// Reachable from every node.
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceSlice {
+    pub name: Sym,
+    pub driver: Sym,
+    pub pool: Sym,
+    /// Slices of an older generation than the newest seen for the pool are ignored.
+    pub pool_generation: i64,
+    /// How many slices the pool has; a pool with fewer is incomplete.
+    pub pool_slice_count: i64,
+    pub nodes: SliceNodes,
+    pub devices: Vec<Device>,
+}
+
+impl ResourceSlice {
+    /// The node this slice is local to, if any.
+    pub fn node_name(&self) -> Option<Sym> {
+        match &self.nodes {
+            SliceNodes::Node(name) => Some(*name),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceClass {
+    pub name: Sym,
+    /// CEL expressions, all of which a device must satisfy.
+    pub selectors: Vec<Arc<str>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocationMode {
+    ExactCount(u32),
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRequest {
+    pub name: Arc<str>,
+    pub device_class: Sym,
+    pub selectors: Vec<Arc<str>>,
+    pub mode: AllocationMode,
+}
+
+/// `matchAttribute`: every device allocated for the listed requests (all requests when
+/// empty) has the same value of the attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchAttribute {
+    pub requests: Vec<Arc<str>>,
+    pub attribute: QualifiedName,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimSpec {
+    pub requests: Vec<DeviceRequest>,
+    pub constraints: Vec<MatchAttribute>,
+}
+
+/// One allocated device, for one request of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatedDevice {
+    pub request: Arc<str>,
+    pub device: DeviceId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub devices: Vec<AllocatedDevice>,
+    /// Where the claim can be used; `None` means on every node.
+    pub node_selector: Option<NodeSelector>,
+}
+
+/// A pod that uses a claim (`status.reservedFor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimConsumer {
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceClaim {
+    pub namespace: Sym,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+    pub spec: Arc<ClaimSpec>,
+    /// The uid of the pod that controls the claim (claims made from a pod's template).
+    pub owner_pod: Option<Arc<str>>,
+    /// The claim has a deletion timestamp.
+    pub deleting: bool,
+    pub allocation: Option<Arc<Allocation>>,
+    pub reserved_for: Vec<ClaimConsumer>,
+}
+
+impl ResourceClaim {
+    pub fn key(&self) -> ClaimKey {
+        ClaimKey {
+            namespace: self.namespace,
+            name: Sym::new(&self.name),
+        }
+    }
+
+    /// Upstream's `CanBeReserved`: another consumer fits in `reservedFor`.
+    pub fn can_be_reserved(&self) -> bool {
+        self.reserved_for.len() < RESERVED_FOR_MAX_SIZE
+    }
+
+    pub fn is_reserved_for(&self, pod_uid: &str) -> bool {
+        self.reserved_for.iter().any(|c| &*c.uid == pod_uid)
+    }
+}
+
+/// A claim by namespace and name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClaimKey {
+    pub namespace: Sym,
+    pub name: Sym,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceClaimTemplate {
+    pub namespace: Sym,
+    pub name: Sym,
+    pub spec: Arc<ClaimSpec>,
+}
+
+/// Where a pod's claim comes from (`spec.resourceClaims[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimSource {
+    /// An existing claim, by name.
+    Claim(Arc<str>),
+    /// A template from which a claim is made for the pod.
+    Template(Sym),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodResourceClaim {
+    pub name: Arc<str>,
+    pub source: ClaimSource,
+    /// The name of the claim made from the template (`status.resourceClaimStatuses`).
+    pub generated_name: Option<Arc<str>>,
+}
+
+impl PodResourceClaim {
+    /// The claim this entry refers to. A claim made from a template is named in the pod's
+    /// status; before the claim controller has run, Gantry names it `<pod>-<entry>` (the
+    /// controller adds a random suffix, which a simulation does without).
+    pub fn claim_name(&self, pod_name: &str) -> Arc<str> {
+        match (&self.source, &self.generated_name) {
+            (ClaimSource::Claim(name), _) => name.clone(),
+            (ClaimSource::Template(_), Some(name)) => name.clone(),
+            (ClaimSource::Template(_), None) => Arc::from(format!("{pod_name}-{}", self.name)),
+        }
+    }
+}
+
+/// Every DRA object decoded from the input.
+#[derive(Debug, Clone, Default)]
+pub struct DraObjects {
+    pub device_classes: Vec<DeviceClass>,
+    pub slices: Vec<ResourceSlice>,
+    pub claims: Vec<ResourceClaim>,
+    pub templates: Vec<ResourceClaimTemplate>,
+}
+
+impl DraObjects {
+    pub fn is_empty(&self) -> bool {
+        self.device_classes.is_empty()
+            && self.slices.is_empty()
+            && self.claims.is_empty()
+            && self.templates.is_empty()
+    }
+
+    pub fn extend(&mut self, other: DraObjects) {
+        self.device_classes.extend(other.device_classes);
+        self.slices.extend(other.slices);
+        self.claims.extend(other.claims);
+        self.templates.extend(other.templates);
+    }
+}

@@ -1,0 +1,522 @@
+//! Decoding of resource.k8s.io/v1 objects (through k8s-openapi's types) into the compact
+//! DRA model, and of a pod's `spec.resourceClaims`. Unsupported features are errors that
+//! name the field.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as k8s;
+use k8s_openapi::api::resource::v1 as resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use serde_json::Value;
+
+use crate::decode::{ObjectError, field_error, node_selector, required_name, typed};
+use crate::dra::*;
+use crate::{Quantity, Sym};
+
+/// The one API version of the DRA kinds Gantry reads.
+pub const API_VERSION: &str = "resource.k8s.io/v1";
+
+/// The DRA kinds, which [`add_object`] decodes.
+pub const KINDS: [&str; 4] = [
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+];
+
+/// Decodes one DRA object of `kind` into `out`.
+pub(crate) fn add_object(
+    out: &mut DraObjects,
+    kind: &str,
+    value: Value,
+    object: &str,
+) -> Result<(), ObjectError> {
+    let version = value.get("apiVersion").and_then(Value::as_str);
+    if version != Some(API_VERSION) {
+        return Err(field_error(
+            object,
+            "apiVersion",
+            format!("{version:?} is not supported: use {API_VERSION}"),
+        ));
+    }
+    match kind {
+        "DeviceClass" => {
+            let class: resource::DeviceClass = typed(value, object)?;
+            out.device_classes.push(device_class(&class, object)?);
+        }
+        "ResourceSlice" => {
+            let slice: resource::ResourceSlice = typed(value, object)?;
+            out.slices.push(resource_slice(&slice, object)?);
+        }
+        "ResourceClaim" => {
+            let claim: resource::ResourceClaim = typed(value, object)?;
+            out.claims.push(resource_claim(&claim, object)?);
+        }
+        "ResourceClaimTemplate" => {
+            let template: resource::ResourceClaimTemplate = typed(value, object)?;
+            let spec = template
+                .spec
+                .as_ref()
+                .and_then(|s| s.spec.as_ref())
+                .map(|s| claim_spec(s, object, "spec.spec"))
+                .transpose()?
+                .unwrap_or_default();
+            out.templates.push(ResourceClaimTemplate {
+                namespace: namespace(&template.metadata),
+                name: Sym::new(&required_name(&template.metadata, object)?),
+                spec: Arc::new(spec),
+            });
+        }
+        _ => unreachable!("add_object is only called for KINDS"),
+    }
+    Ok(())
+}
+
+fn namespace(meta: &meta::ObjectMeta) -> Sym {
+    Sym::new(meta.namespace.as_deref().unwrap_or("default"))
+}
+
+fn unsupported(object: &str, field: impl Into<String>, what: &str) -> ObjectError {
+    field_error(
+        object,
+        field,
+        format!("{what} is not supported by Gantry's allocator"),
+    )
+}
+
+fn selectors(
+    list: Option<&Vec<resource::DeviceSelector>>,
+    object: &str,
+    field: &str,
+) -> Result<Vec<Arc<str>>, ObjectError> {
+    list.into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, s)| match &s.cel {
+            Some(cel) => Ok(Arc::from(cel.expression.as_str())),
+            None => Err(field_error(
+                object,
+                format!("{field}[{i}].cel"),
+                "required (the only selector type)",
+            )),
+        })
+        .collect()
+}
+
+fn device_class(class: &resource::DeviceClass, object: &str) -> Result<DeviceClass, ObjectError> {
+    let spec = class.spec.as_ref();
+    if spec
+        .and_then(|s| s.extended_resource_name.as_ref())
+        .is_some()
+    {
+        return Err(unsupported(
+            object,
+            "spec.extendedResourceName",
+            "an extended resource backed by DRA",
+        ));
+    }
+    Ok(DeviceClass {
+        name: Sym::new(&required_name(&class.metadata, object)?),
+        selectors: selectors(
+            spec.and_then(|s| s.selectors.as_ref()),
+            object,
+            "spec.selectors",
+        )?,
+    })
+}
+
+/// Splits `domain/id`; a bare id gets the driver as its domain.
+fn qualified(name: &str, driver: &str) -> QualifiedName {
+    match name.split_once('/') {
+        Some((domain, id)) => QualifiedName {
+            domain: Sym::new(domain),
+            id: Sym::new(id),
+        },
+        None => QualifiedName {
+            domain: Sym::new(driver),
+            id: Sym::new(name),
+        },
+    }
+}
+
+fn device(
+    d: &resource::Device,
+    driver: &str,
+    object: &str,
+    field: &str,
+) -> Result<Device, ObjectError> {
+    let refused: [(&str, bool, &str); 8] = [
+        (
+            "consumesCounters",
+            d.consumes_counters.is_some(),
+            "a partitionable device",
+        ),
+        (
+            "taints",
+            d.taints.as_ref().is_some_and(|t| !t.is_empty()),
+            "a device taint",
+        ),
+        (
+            "bindingConditions",
+            d.binding_conditions.is_some(),
+            "a binding condition",
+        ),
+        ("bindsToNode", d.binds_to_node == Some(true), "bindsToNode"),
+        (
+            "nodeName",
+            d.node_name.is_some(),
+            "per-device node selection",
+        ),
+        (
+            "nodeSelector",
+            d.node_selector.is_some(),
+            "per-device node selection",
+        ),
+        (
+            "allNodes",
+            d.all_nodes.is_some(),
+            "per-device node selection",
+        ),
+        (
+            "allowMultipleAllocations",
+            d.allow_multiple_allocations == Some(true),
+            "a device shared between claims",
+        ),
+    ];
+    if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| *set) {
+        return Err(unsupported(object, format!("{field}.{name}"), what));
+    }
+    let mut attributes = Vec::new();
+    for (name, a) in d.attributes.iter().flatten() {
+        let value = match (&a.int, &a.bool, &a.string, &a.version) {
+            (Some(i), None, None, None) => AttributeValue::Int(*i),
+            (None, Some(b), None, None) => AttributeValue::Bool(*b),
+            (None, None, Some(s), None) => AttributeValue::String(Arc::from(s.as_str())),
+            (None, None, None, Some(v)) => AttributeValue::Version(Arc::from(v.as_str())),
+            _ => {
+                return Err(field_error(
+                    object,
+                    format!("{field}.attributes.{name}"),
+                    "exactly one of int, bool, string and version must be set",
+                ));
+            }
+        };
+        attributes.push((qualified(name, driver), value));
+    }
+    let mut capacity = Vec::new();
+    for (name, c) in d.capacity.iter().flatten() {
+        let at = || format!("{field}.capacity.{name}.value");
+        if c.request_policy.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{field}.capacity.{name}.requestPolicy"),
+                "consumable capacity",
+            ));
+        }
+        let milli = Quantity::parse(&c.value.0)
+            .and_then(|q| q.milli_value())
+            .map_err(|e| field_error(object, at(), e.to_string()))?;
+        capacity.push((qualified(name, driver), milli));
+    }
+    Ok(Device {
+        name: Sym::new(&d.name),
+        attributes,
+        capacity,
+    })
+}
+
+fn resource_slice(
+    slice: &resource::ResourceSlice,
+    object: &str,
+) -> Result<ResourceSlice, ObjectError> {
+    let spec = &slice.spec;
+    if spec.per_device_node_selection == Some(true) {
+        return Err(unsupported(
+            object,
+            "spec.perDeviceNodeSelection",
+            "per-device node selection",
+        ));
+    }
+    if spec.shared_counters.is_some() {
+        return Err(unsupported(
+            object,
+            "spec.sharedCounters",
+            "a partitionable device",
+        ));
+    }
+    let nodes = match (&spec.node_name, &spec.node_selector, spec.all_nodes) {
+        (Some(name), None, None | Some(false)) => SliceNodes::Node(Sym::new(name)),
+        (None, Some(selector), None | Some(false)) => {
+            SliceNodes::Selector(node_selector(selector, object, "spec.nodeSelector")?)
+        }
+        (None, None, Some(true)) => SliceNodes::All,
+        _ => {
+            return Err(field_error(
+                object,
+                "spec",
+                "exactly one of nodeName, nodeSelector and allNodes must be set",
+            ));
+        }
+    };
+    let devices = spec
+        .devices
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, d)| device(d, &spec.driver, object, &format!("spec.devices[{i}]")))
+        .collect::<Result<_, _>>()?;
+    Ok(ResourceSlice {
+        name: Sym::new(&required_name(&slice.metadata, object)?),
+        driver: Sym::new(&spec.driver),
+        pool: Sym::new(&spec.pool.name),
+        pool_generation: spec.pool.generation,
+        pool_slice_count: spec.pool.resource_slice_count,
+        nodes,
+        devices,
+    })
+}
+
+fn claim_spec(
+    spec: &resource::ResourceClaimSpec,
+    object: &str,
+    field: &str,
+) -> Result<ClaimSpec, ObjectError> {
+    let Some(devices) = &spec.devices else {
+        return Ok(ClaimSpec::default());
+    };
+    // `config` (opaque driver parameters) does not affect which devices are chosen; the
+    // real API carries it into the allocation result, which a simulation does not need.
+    let mut out = ClaimSpec::default();
+    for (i, r) in devices.requests.iter().flatten().enumerate() {
+        let at = format!("{field}.devices.requests[{i}]");
+        if r.first_available.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{at}.firstAvailable"),
+                "a prioritized list of subrequests",
+            ));
+        }
+        let exact = r
+            .exactly
+            .as_ref()
+            .ok_or_else(|| field_error(object, format!("{at}.exactly"), "required"))?;
+        if exact.admin_access.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{at}.exactly.adminAccess"),
+                "admin access",
+            ));
+        }
+        if exact.tolerations.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{at}.exactly.tolerations"),
+                "a device toleration",
+            ));
+        }
+        if exact.capacity.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{at}.exactly.capacity"),
+                "consumable capacity",
+            ));
+        }
+        let mode = match exact.allocation_mode.as_deref().unwrap_or("ExactCount") {
+            "ExactCount" => {
+                let count = exact.count.unwrap_or(1);
+                if !(1..=ALLOCATION_RESULTS_MAX_SIZE as i64).contains(&count) {
+                    return Err(field_error(
+                        object,
+                        format!("{at}.exactly.count"),
+                        format!("must be 1 to {ALLOCATION_RESULTS_MAX_SIZE}, not {count}"),
+                    ));
+                }
+                AllocationMode::ExactCount(count as u32)
+            }
+            "All" => AllocationMode::All,
+            other => {
+                return Err(field_error(
+                    object,
+                    format!("{at}.exactly.allocationMode"),
+                    format!("{other:?} is not ExactCount or All"),
+                ));
+            }
+        };
+        out.requests.push(DeviceRequest {
+            name: Arc::from(r.name.as_str()),
+            device_class: Sym::new(&exact.device_class_name),
+            selectors: selectors(
+                exact.selectors.as_ref(),
+                object,
+                &format!("{at}.exactly.selectors"),
+            )?,
+            mode,
+        });
+    }
+    for (i, c) in devices.constraints.iter().flatten().enumerate() {
+        let at = format!("{field}.devices.constraints[{i}]");
+        if c.distinct_attribute.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{at}.distinctAttribute"),
+                "distinctAttribute",
+            ));
+        }
+        let attribute = c
+            .match_attribute
+            .as_deref()
+            .ok_or_else(|| field_error(object, format!("{at}.matchAttribute"), "required"))?;
+        let Some((domain, id)) = attribute.split_once('/') else {
+            return Err(field_error(
+                object,
+                format!("{at}.matchAttribute"),
+                format!("{attribute:?} is not a fully qualified name (domain/name)"),
+            ));
+        };
+        out.constraints.push(MatchAttribute {
+            requests: c
+                .requests
+                .iter()
+                .flatten()
+                .map(|r| Arc::from(r.as_str()))
+                .collect(),
+            attribute: QualifiedName {
+                domain: Sym::new(domain),
+                id: Sym::new(id),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn resource_claim(
+    claim: &resource::ResourceClaim,
+    object: &str,
+) -> Result<ResourceClaim, ObjectError> {
+    let name = required_name(&claim.metadata, object)?;
+    let namespace = namespace(&claim.metadata);
+    let spec = claim
+        .spec
+        .as_ref()
+        .map(|s| claim_spec(s, object, "spec"))
+        .transpose()?
+        .unwrap_or_default();
+    let status = claim.status.as_ref();
+    let allocation = match status.and_then(|s| s.allocation.as_ref()) {
+        None => None,
+        Some(a) => Some(Arc::new(allocation(a, object)?)),
+    };
+    let reserved_for = status
+        .and_then(|s| s.reserved_for.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| ClaimConsumer {
+            name: Arc::from(r.name.as_str()),
+            uid: Arc::from(r.uid.as_str()),
+        })
+        .collect();
+    Ok(ResourceClaim {
+        namespace,
+        uid: Arc::from(
+            claim
+                .metadata
+                .uid
+                .clone()
+                .unwrap_or_else(|| format!("{namespace}/{name}")),
+        ),
+        name: Arc::from(name),
+        spec: Arc::new(spec),
+        owner_pod: controller_pod(&claim.metadata),
+        deleting: claim.metadata.deletion_timestamp.is_some(),
+        allocation,
+        reserved_for,
+    })
+}
+
+fn controller_pod(meta: &meta::ObjectMeta) -> Option<Arc<str>> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "Pod")
+        .map(|o| Arc::from(o.uid.as_str()))
+}
+
+fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation, ObjectError> {
+    let mut devices = Vec::new();
+    for (i, r) in a
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if r.admin_access == Some(true) {
+            return Err(unsupported(
+                object,
+                format!("status.allocation.devices.results[{i}].adminAccess"),
+                "admin access",
+            ));
+        }
+        devices.push(AllocatedDevice {
+            request: Arc::from(r.request.as_str()),
+            device: DeviceId {
+                driver: Sym::new(&r.driver),
+                pool: Sym::new(&r.pool),
+                device: Sym::new(&r.device),
+            },
+        });
+    }
+    Ok(Allocation {
+        devices,
+        node_selector: a
+            .node_selector
+            .as_ref()
+            .map(|s| node_selector(s, object, "status.allocation.nodeSelector"))
+            .transpose()?,
+    })
+}
+
+/// A pod's `spec.resourceClaims`, with the generated names from `status.resourceClaimStatuses`.
+pub(crate) fn pod_resource_claims(
+    pod: &k8s::Pod,
+    object: &str,
+) -> Result<Vec<PodResourceClaim>, ObjectError> {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref());
+    let spec = pod.spec.as_ref();
+    let mut out = Vec::new();
+    for (i, c) in spec
+        .and_then(|s| s.resource_claims.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.resourceClaims[{i}]");
+        let source = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+            (Some(name), None) => ClaimSource::Claim(Arc::from(name.as_str())),
+            (None, Some(template)) => ClaimSource::Template(Sym::new(template)),
+            _ => {
+                return Err(field_error(
+                    object,
+                    at,
+                    "exactly one of resourceClaimName and resourceClaimTemplateName must be set",
+                ));
+            }
+        };
+        let generated_name = statuses
+            .into_iter()
+            .flatten()
+            .find(|s| s.name == c.name)
+            .and_then(|s| s.resource_claim_name.as_deref())
+            .map(Arc::from);
+        out.push(PodResourceClaim {
+            name: Arc::from(c.name.as_str()),
+            source,
+            generated_name,
+        });
+    }
+    Ok(out)
+}
