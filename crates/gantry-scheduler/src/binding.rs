@@ -13,7 +13,7 @@ use gantry_framework::{CycleState, Profile};
 use crate::BindFailure;
 
 /// Runs the PreBind plugins; the first failure aborts the binding cycle.
-pub(crate) fn run_pre_bind(
+pub fn run_pre_bind(
     profile: Option<&Profile>,
     state: &mut CycleState,
     pod: &Pod,
@@ -72,7 +72,7 @@ pub(crate) fn conclude(
 }
 
 /// Unreserve runs in the reverse order of Reserve, as upstream.
-pub(crate) fn unreserve(profile: &Profile, state: &mut CycleState, pod: &Pod, node: Sym) {
+pub fn unreserve(profile: &Profile, state: &mut CycleState, pod: &Pod, node: Sym) {
     for plugin in profile.reserve.iter().rev() {
         plugin.unreserve(state, pod, node);
     }

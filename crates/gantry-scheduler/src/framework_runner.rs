@@ -190,6 +190,28 @@ fn filter_one(
     .with_plugin(plugin.name())
 }
 
+/// Reserve, in order; on a refusal every Reserve plugin is told to unreserve and the
+/// error names the plugin.
+pub fn run_reserve(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Result<(), String> {
+    for plugin in &profile.reserve {
+        let status = plugin.reserve(state, pod, node);
+        if !status.is_success() {
+            crate::binding::unreserve(profile, state, pod, node.name());
+            return Err(format!(
+                "running Reserve plugin {:?}: {}",
+                plugin.name(),
+                status.message()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// PreScore for every plugin; a plugin that says Skip is not asked to Score.
 pub fn run_pre_score(
     profile: &Profile,

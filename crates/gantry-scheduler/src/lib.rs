@@ -15,6 +15,10 @@ pub mod shard;
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
 pub use placement_check::{CHECKED_PLUGINS, check_placement};
+// The extension-point runners, for anything that runs the plugins on a cluster view of its
+// own (the what-if snapshot).
+pub use binding::{run_pre_bind, unreserve};
+pub use framework_runner::{PluginTimer, PodFilters, run_pre_filter, run_reserve};
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
 pub use scheduler::{

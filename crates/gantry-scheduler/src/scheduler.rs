@@ -285,17 +285,7 @@ impl Scheduler {
         let info = self.snapshot.node_at(position);
         let node = info.name();
         let phase = Instant::now();
-        for plugin in &profile.reserve {
-            let status = plugin.reserve(state, pod, info);
-            if !status.is_success() {
-                unreserve(profile, state, pod, node);
-                return Err(format!(
-                    "running Reserve plugin {:?}: {}",
-                    plugin.name(),
-                    status.message()
-                ));
-            }
-        }
+        run_reserve(profile, state, pod, info)?;
         self.metrics
             .observe_extension_point(ExtensionPoint::Reserve, phase.elapsed());
         let phase = Instant::now();

@@ -1,0 +1,294 @@
+//! Scale-up estimation with the Cluster Autoscaler's binpacking semantics
+//! (`estimator/binpacking_estimator.go`, `decreasing_pod_orderer.go`):
+//! - pods come in equivalence groups (same controller and same spec), processed in
+//!   decreasing order of `cpu request / template cpu + memory request / template memory`;
+//! - in a fork, each pod of a group is first tried on the nodes added so far (from a
+//!   rotating start, as the scheduler searches); at the first failure the rest of the
+//!   group goes to new nodes;
+//! - for those, only the node added last is tried; if the pod does not fit it, a new copy
+//!   of the template is added (unless the last one is still empty, which means the pod
+//!   will not fit any copy, or the node limit is reached), and a pod that does not fit an
+//!   empty copy ends the group;
+//! - the answer is the number of added nodes that received pods; the fork is reverted.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use gantry_api::dra::{ResourceSlice, SliceNodes};
+use gantry_api::{Node, Pod, ResourceName, Sym};
+use gantry_cache::NodeInfo;
+
+use crate::snapshot::{ClusterSnapshot, SchedulingError};
+
+/// Pods with the same controller and the same spec: one pod's fate predicts the others'.
+#[derive(Debug, Clone)]
+pub struct EquivalenceGroup {
+    pub pods: Vec<Arc<Pod>>,
+}
+
+/// Groups pods by controller and spec, in order of first appearance. Pods without a
+/// controller are never grouped (as upstream).
+pub fn equivalence_groups(pods: &[Arc<Pod>]) -> Vec<EquivalenceGroup> {
+    let mut groups: Vec<EquivalenceGroup> = Vec::new();
+    for pod in pods {
+        let existing = pod.controller.as_ref().and_then(|owner| {
+            groups.iter_mut().find(|g| {
+                let exemplar = &g.pods[0];
+                exemplar
+                    .controller
+                    .as_ref()
+                    .is_some_and(|o| o.uid == owner.uid)
+                    && same_spec(exemplar, pod)
+            })
+        });
+        match existing {
+            Some(group) => group.pods.push(pod.clone()),
+            None => groups.push(EquivalenceGroup {
+                pods: vec![pod.clone()],
+            }),
+        }
+    }
+    groups
+}
+
+/// The parts of two pods that decide where they can run are equal.
+fn same_spec(a: &Pod, b: &Pod) -> bool {
+    a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.priority == b.priority
+        && a.scheduler_name == b.scheduler_name
+        && a.node_selector == b.node_selector
+        && a.tolerations == b.tolerations
+        && a.affinity == b.affinity
+        && a.topology_spread_constraints == b.topology_spread_constraints
+        && a.containers == b.containers
+        && a.init_containers == b.init_containers
+        && a.overhead == b.overhead
+        && a.volumes == b.volumes
+        && a.resource_claims == b.resource_claims
+}
+
+/// A node template: the Node to copy, and the ResourceSlices each copy publishes.
+#[derive(Debug, Clone)]
+pub struct NodeTemplate {
+    pub node: Node,
+    pub slices: Vec<ResourceSlice>,
+}
+
+impl NodeTemplate {
+    /// A fresh copy named `name`: its `kubernetes.io/hostname` label is the new name, and
+    /// its slices are the template's, renamed for the node (pools get the node's name as
+    /// a suffix, so devices of different copies stay distinct).
+    pub fn instantiate(&self, name: &str) -> NodeInfo {
+        let mut node = self.node.clone();
+        node.name = Sym::new(name);
+        node.uid = Arc::from(name);
+        let hostname = Sym::new("kubernetes.io/hostname");
+        node.labels = gantry_api::Labels::new(
+            node.labels
+                .iter()
+                .filter(|(k, _)| *k != hostname)
+                .chain([(hostname, Sym::new(name))]),
+        );
+        let mut info = NodeInfo::new(Arc::new(node));
+        let slices: Vec<_> = self
+            .slices
+            .iter()
+            .map(|s| {
+                let mut slice = s.clone();
+                slice.name = Sym::new(&format!("{}-{name}", s.name));
+                slice.pool = Sym::new(&format!("{}-{name}", s.pool));
+                slice.nodes = SliceNodes::Node(Sym::new(name));
+                Arc::new(slice)
+            })
+            .collect();
+        if !slices.is_empty() {
+            info.set_resource_slices(slices);
+        }
+        info
+    }
+
+    /// Upstream's pod score for ordering groups: request relative to the template.
+    fn pod_score(&self, pod: &Pod) -> f64 {
+        let mut cpu = 0;
+        let mut memory = 0;
+        for c in &pod.containers {
+            cpu += c.requests.get(ResourceName::Cpu);
+            memory += c.requests.get(ResourceName::Memory);
+        }
+        let allocatable = &self.node.allocatable;
+        let mut score = 0.0;
+        let template_cpu = allocatable.get(ResourceName::Cpu);
+        if template_cpu > 0 {
+            score += cpu as f64 / template_cpu as f64;
+        }
+        let template_memory = allocatable.get(ResourceName::Memory);
+        if template_memory > 0 {
+            score += memory as f64 / template_memory as f64;
+        }
+        score
+    }
+}
+
+/// Why a pod got no node.
+#[derive(Debug, Clone)]
+pub struct Unplaced {
+    pub pod: Arc<Pod>,
+    pub reason: String,
+}
+
+/// One template's answer.
+#[derive(Debug, Clone)]
+pub struct Estimate {
+    pub nodes_needed: usize,
+    /// Pods placed on new nodes, with the node.
+    pub scheduled: Vec<(Arc<Pod>, Sym)>,
+    pub unschedulable: Vec<Unplaced>,
+}
+
+struct State {
+    new_nodes: HashSet<Sym, RandomState>,
+    with_pods: HashSet<Sym, RandomState>,
+    last: Option<Sym>,
+    next_index: usize,
+}
+
+/// Estimates how many copies of `template` the groups need (`max_nodes`: at most that many
+/// new nodes). The snapshot is left as it was.
+pub fn estimate(
+    snapshot: &mut ClusterSnapshot,
+    groups: &[EquivalenceGroup],
+    template: &NodeTemplate,
+    max_nodes: Option<usize>,
+) -> Result<Estimate, SchedulingError> {
+    let mut ordered: Vec<(f64, &EquivalenceGroup)> = groups
+        .iter()
+        .filter(|g| !g.pods.is_empty())
+        .map(|g| (template.pod_score(&g.pods[0]), g))
+        .collect();
+    ordered.sort_by(|a, b| b.0.total_cmp(&a.0));
+    snapshot.fork();
+    let result = binpack(snapshot, &ordered, template, max_nodes);
+    snapshot.revert().expect("forked above");
+    result
+}
+
+fn binpack(
+    snapshot: &mut ClusterSnapshot,
+    groups: &[(f64, &EquivalenceGroup)],
+    template: &NodeTemplate,
+    max_nodes: Option<usize>,
+) -> Result<Estimate, SchedulingError> {
+    let mut state = State {
+        new_nodes: HashSet::default(),
+        with_pods: HashSet::default(),
+        last: None,
+        next_index: 0,
+    };
+    let mut out = Estimate {
+        nodes_needed: 0,
+        scheduled: Vec::new(),
+        unschedulable: Vec::new(),
+    };
+    for (_, group) in groups {
+        let mut rest = group.pods.as_slice();
+        while let Some((pod, tail)) = rest.split_first() {
+            let new_nodes = &state.new_nodes;
+            let eligible = |info: &NodeInfo| new_nodes.contains(&info.name());
+            match snapshot.schedule_anywhere(pod, None, &eligible) {
+                Ok(node) => {
+                    state.with_pods.insert(node);
+                    out.scheduled.push((pod.clone(), node));
+                    rest = tail;
+                }
+                Err(SchedulingError::Unschedulable(_)) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let mut stop_reason: Option<String> = None;
+        for pod in rest {
+            if let Some(reason) = &stop_reason {
+                out.unschedulable.push(Unplaced {
+                    pod: pod.clone(),
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+            if let Some(last) = state.last {
+                match snapshot.schedule_on_node(pod, last) {
+                    Ok(()) => {
+                        state.with_pods.insert(last);
+                        out.scheduled.push((pod.clone(), last));
+                        continue;
+                    }
+                    Err(SchedulingError::Unschedulable(fit))
+                        if !state.with_pods.contains(&last) =>
+                    {
+                        // The last node is empty and the pod does not fit it: no copy helps.
+                        stop_reason = Some(fit.to_string());
+                    }
+                    Err(SchedulingError::Unschedulable(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if stop_reason.is_none() && max_nodes.is_some_and(|max| state.new_nodes.len() >= max) {
+                stop_reason = Some(format!(
+                    "no more nodes: the limit of {} new nodes is reached",
+                    state.new_nodes.len()
+                ));
+            }
+            if stop_reason.is_none() {
+                let name = format!("{}-e-{}", template.node.name, state.next_index);
+                state.next_index += 1;
+                let info = template.instantiate(&name);
+                let node = info.name();
+                snapshot
+                    .add_node(info)
+                    .map_err(|e| SchedulingError::Internal {
+                        pod: pod.key(),
+                        message: e.to_string(),
+                    })?;
+                state.new_nodes.insert(node);
+                state.last = Some(node);
+                match snapshot.schedule_on_node(pod, node) {
+                    Ok(()) => {
+                        state.with_pods.insert(node);
+                        out.scheduled.push((pod.clone(), node));
+                        continue;
+                    }
+                    Err(SchedulingError::Unschedulable(fit)) => stop_reason = Some(fit.to_string()),
+                    Err(e) => return Err(e),
+                }
+            }
+            out.unschedulable.push(Unplaced {
+                pod: pod.clone(),
+                reason: stop_reason.clone().expect("set above"),
+            });
+        }
+    }
+    out.nodes_needed = state.with_pods.len();
+    Ok(out)
+}
+
+/// The Cluster Autoscaler's least-waste score of an estimate: the unused share of the new
+/// nodes' cpu plus that of their memory (lower wastes less).
+pub fn waste(estimate: &Estimate, template: &NodeTemplate) -> f64 {
+    if estimate.nodes_needed == 0 {
+        return 0.0;
+    }
+    let nodes = estimate.nodes_needed as f64;
+    let share = |resource: ResourceName| {
+        let available = template.node.allocatable.get(resource) as f64 * nodes;
+        if available <= 0.0 {
+            return 0.0;
+        }
+        let requested: i64 = estimate
+            .scheduled
+            .iter()
+            .map(|(p, _)| p.requests().get(resource))
+            .sum();
+        (available - requested as f64) / available
+    };
+    share(ResourceName::Cpu) + share(ResourceName::Memory)
+}

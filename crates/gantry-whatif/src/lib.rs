@@ -1,0 +1,16 @@
+//! What-if questions on a forkable snapshot of the cluster: how many nodes of a template
+//! pending pods need, whether a node can be drained, whether a gang fits, and what stands
+//! in a pending pod's way. The snapshot forks (nested to any depth), reverts and commits,
+//! and the scheduler's own plugins read every fork through `ClusterState`.
+
+mod basic;
+mod delta;
+pub mod estimator;
+mod node_index;
+mod snapshot;
+mod store;
+
+pub use basic::BasicStore;
+pub use delta::DeltaStore;
+pub use snapshot::{ClusterSnapshot, SchedulingError, with_dynamic_resources};
+pub use store::{DraCatalog, SnapshotStore, StoreError, StoreKind};

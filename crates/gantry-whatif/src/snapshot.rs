@@ -1,0 +1,404 @@
+//! ClusterSnapshot: a store plus the scheduler profile that decides what fits. Pods are
+//! placed with the scheduler's own PreFilter, Filter, Reserve and PreBind runners, so a
+//! what-if answer is the scheduler's answer; DRA claims made, allocated and reserved on
+//! the way live in the current fork and vanish on revert.
+
+use std::sync::Arc;
+
+use gantry_api::dra::{ClaimKey, ClaimSource, DraObjects, ResourceClaim, SliceNodes};
+use gantry_api::{Node, Pod, Sym};
+use gantry_cache::{ClusterState, NodeInfo, NodeTree};
+use gantry_framework::plugins::dynamic_resources;
+use gantry_framework::{ApiObjects, Cluster, CycleState, Profile, Status};
+use gantry_scheduler::{
+    FitError, PluginTimer, PodFilters, run_pre_bind, run_pre_filter, run_reserve, unreserve,
+};
+use thiserror::Error;
+
+use crate::store::{DraCatalog, SnapshotStore, StoreError, StoreKind};
+
+#[derive(Debug, Clone, Error)]
+pub enum SchedulingError {
+    /// The pod does not fit: kube-scheduler's message over the nodes tried.
+    #[error("{0}")]
+    Unschedulable(FitError),
+    /// A plugin failed (not a verdict on the pod's fit), or the store refused a change.
+    #[error("pod {pod}: {message}")]
+    Internal { pod: String, message: String },
+}
+
+impl SchedulingError {
+    fn internal(pod: &Pod, message: impl Into<String>) -> SchedulingError {
+        SchedulingError::Internal {
+            pod: pod.key(),
+            message: message.into(),
+        }
+    }
+
+    /// The FitError, when the pod simply does not fit.
+    pub fn fit_error(&self) -> Option<&FitError> {
+        match self {
+            SchedulingError::Unschedulable(e) => Some(e),
+            SchedulingError::Internal { .. } => None,
+        }
+    }
+}
+
+pub struct ClusterSnapshot {
+    store: Box<dyn SnapshotStore>,
+    profile: Profile,
+    objects: ApiObjects,
+    /// Where the next search over all nodes starts (as upstream's rotating start).
+    next_start: usize,
+}
+
+impl ClusterSnapshot {
+    /// An empty snapshot; `profile` decides what fits (add DynamicResources to it for
+    /// pods with claims, see [`with_dynamic_resources`]).
+    pub fn new(
+        kind: StoreKind,
+        profile: Profile,
+        objects: ApiObjects,
+        dra: &DraObjects,
+    ) -> ClusterSnapshot {
+        let catalog = DraCatalog {
+            classes: dra
+                .device_classes
+                .iter()
+                .map(|c| (c.name, Arc::new(c.clone())))
+                .collect(),
+            templates: dra
+                .templates
+                .iter()
+                .map(|t| {
+                    let key = ClaimKey {
+                        namespace: t.namespace,
+                        name: t.name,
+                    };
+                    (key, Arc::new(t.clone()))
+                })
+                .collect(),
+            shared_slices: dra
+                .slices
+                .iter()
+                .filter(|s| s.node_name().is_none())
+                .map(|s| Arc::new(s.clone()))
+                .collect(),
+        };
+        let mut store = kind.new_store(Arc::new(catalog));
+        for claim in &dra.claims {
+            store.set_claim(Arc::new(claim.clone()));
+        }
+        ClusterSnapshot {
+            store,
+            profile,
+            objects,
+            next_start: 0,
+        }
+    }
+
+    /// Loads nodes (in the scheduler's zone-interleaved order) with their local
+    /// ResourceSlices, and the pods bound to them.
+    pub fn load(
+        &mut self,
+        nodes: &[Node],
+        pods: &[Arc<Pod>],
+        dra: &DraObjects,
+    ) -> Result<(), StoreError> {
+        let mut tree = NodeTree::default();
+        for node in nodes {
+            tree.add(node);
+        }
+        for name in tree.list() {
+            let node = nodes.iter().rev().find(|n| n.name == name).expect("listed");
+            let mut info = NodeInfo::new(Arc::new(node.clone()));
+            let local: Vec<_> = dra
+                .slices
+                .iter()
+                .filter(|s| s.nodes == SliceNodes::Node(name))
+                .map(|s| Arc::new(s.clone()))
+                .collect();
+            if !local.is_empty() {
+                info.set_resource_slices(local);
+            }
+            self.store.add_node(info)?;
+        }
+        for pod in pods {
+            if let Some(node) = pod.node_name {
+                self.store.add_pod(pod.clone(), node)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn store(&self) -> &dyn SnapshotStore {
+        &*self.store
+    }
+
+    pub fn cluster(&self) -> &dyn ClusterState {
+        &*self.store
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub fn objects(&self) -> &ApiObjects {
+        &self.objects
+    }
+
+    pub fn fork(&mut self) {
+        self.store.fork();
+    }
+
+    pub fn revert(&mut self) -> Result<(), StoreError> {
+        self.store.revert()
+    }
+
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        self.store.commit()
+    }
+
+    pub fn add_node(&mut self, info: NodeInfo) -> Result<(), StoreError> {
+        self.store.add_node(info)
+    }
+
+    pub fn remove_node(&mut self, name: Sym) -> Result<(), StoreError> {
+        self.store.remove_node(name)
+    }
+
+    /// Accounts a pod on a node without checking anything (a pod already running there).
+    pub fn add_pod(&mut self, pod: Arc<Pod>, node: Sym) -> Result<(), StoreError> {
+        self.store.add_pod(pod, node)
+    }
+
+    /// Takes a pod off its node and gives back its claims: it leaves their `reservedFor`;
+    /// a claim no pod uses any more is deallocated, and one made for this pod from a
+    /// template is deleted (as the claim controller does).
+    pub fn remove_pod(&mut self, node: Sym, pod: &Pod) -> Result<Arc<Pod>, StoreError> {
+        let removed = self.store.remove_pod(node, &pod.uid)?;
+        for entry in pod.resource_claims.iter() {
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&entry.claim_name(&pod.name)),
+            };
+            let Some(claim) = self.store.claim(key).cloned() else {
+                continue;
+            };
+            if claim.owner_pod.as_deref() == Some(&*pod.uid) {
+                self.store.remove_claim(key);
+                continue;
+            }
+            let mut updated = ResourceClaim::clone(&claim);
+            updated.reserved_for.retain(|c| c.uid != pod.uid);
+            if updated.reserved_for.is_empty() {
+                updated.allocation = None;
+            }
+            self.store.set_claim(Arc::new(updated));
+        }
+        Ok(removed)
+    }
+
+    /// Runs PreFilter and Filter for the pod on one node, without placing it.
+    pub fn check_on_node(&mut self, pod: &Pod, node: Sym) -> Result<CycleState, SchedulingError> {
+        self.make_template_claims(pod);
+        let mut state = CycleState::new();
+        let Some(position) = self.store.position(node) else {
+            return Err(SchedulingError::internal(
+                pod,
+                format!("node {node} is not in the snapshot"),
+            ));
+        };
+        let candidates = self.pre_filter(&mut state, pod)?;
+        if let Some(names) = candidates
+            && !names.contains(&node)
+        {
+            return Err(self.unschedulable(vec![(
+                node,
+                Status::unresolvable("node(s) didn't satisfy plugin(s) PreFilter"),
+            )]));
+        }
+        let filters = PodFilters::new(&self.profile, &state);
+        let status = filters.run(&state, pod, self.store.node_at(position));
+        if status.is_success() {
+            return Ok(state);
+        }
+        if status.is_rejected() {
+            return Err(self.unschedulable(vec![(node, status)]));
+        }
+        Err(SchedulingError::internal(pod, status.message()))
+    }
+
+    /// Places the pod on the node if Filter allows it there: Reserve and PreBind run (DRA
+    /// claims are allocated and reserved), then the pod is accounted on the node.
+    pub fn schedule_on_node(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), SchedulingError> {
+        let state = self.check_on_node(pod, node)?;
+        self.place(pod, node, state)
+    }
+
+    /// Places the pod on the first node, in the scheduler's order from a rotating start,
+    /// that `eligible` accepts and Filter allows; `hint` is tried first. Returns the node.
+    pub fn schedule_anywhere(
+        &mut self,
+        pod: &Arc<Pod>,
+        hint: Option<Sym>,
+        eligible: &dyn Fn(&NodeInfo) -> bool,
+    ) -> Result<Sym, SchedulingError> {
+        self.make_template_claims(pod);
+        let mut state = CycleState::new();
+        let candidates = self.pre_filter(&mut state, pod)?;
+        let filters = PodFilters::new(&self.profile, &state);
+        let cluster = &*self.store;
+        let total = cluster.num_nodes();
+        let allowed = |info: &NodeInfo| {
+            candidates
+                .as_ref()
+                .is_none_or(|names| names.contains(&info.name()))
+                && eligible(info)
+        };
+        let mut statuses = Vec::new();
+        let mut chosen = None;
+        if let Some(hint) = hint
+            && let Some(info) = cluster.node(hint)
+            && allowed(info)
+        {
+            let status = filters.run(&state, pod, info);
+            if status.is_success() {
+                chosen = Some(hint);
+            }
+        }
+        if chosen.is_none() {
+            for offset in 0..total {
+                let position = (self.next_start + offset) % total;
+                let info = cluster.node_at(position);
+                if !allowed(info) {
+                    continue;
+                }
+                let status = filters.run(&state, pod, info);
+                if status.is_success() {
+                    chosen = Some(info.name());
+                    self.next_start = (position + 1) % total.max(1);
+                    break;
+                }
+                if !status.is_rejected() {
+                    return Err(SchedulingError::internal(pod, status.message()));
+                }
+                statuses.push((info.name(), status));
+            }
+        }
+        match chosen {
+            Some(node) => {
+                self.place(pod, node, state)?;
+                Ok(node)
+            }
+            None => Err(self.unschedulable(statuses)),
+        }
+    }
+
+    fn unschedulable(&self, node_statuses: Vec<(Sym, Status)>) -> SchedulingError {
+        SchedulingError::Unschedulable(FitError {
+            num_all_nodes: self.store.num_nodes(),
+            node_statuses,
+            ..FitError::default()
+        })
+    }
+
+    /// PreFilter: `Ok(Some(names))` when plugins narrowed the nodes.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+    ) -> Result<Option<Vec<Sym>>, SchedulingError> {
+        let cluster = Cluster {
+            nodes: &*self.store,
+            objects: &self.objects,
+        };
+        match run_pre_filter(
+            &self.profile,
+            state,
+            pod,
+            cluster,
+            &mut PluginTimer::default(),
+        ) {
+            Ok(names) => Ok(names),
+            Err(status) if status.is_rejected() => Err(SchedulingError::Unschedulable(FitError {
+                num_all_nodes: self.store.num_nodes(),
+                pre_filter_message: Some(status.message()),
+                ..FitError::default()
+            })),
+            Err(status) => Err(SchedulingError::internal(pod, status.message())),
+        }
+    }
+
+    /// Reserve and PreBind on the chosen node; the claims PreBind wrote and the pod are
+    /// then stored.
+    fn place(
+        &mut self,
+        pod: &Arc<Pod>,
+        node: Sym,
+        mut state: CycleState,
+    ) -> Result<(), SchedulingError> {
+        run_reserve(&self.profile, &mut state, pod, node)
+            .map_err(|m| SchedulingError::internal(pod, m))?;
+        if let Err(message) = run_pre_bind(Some(&self.profile), &mut state, pod, node) {
+            unreserve(&self.profile, &mut state, pod, node);
+            return Err(SchedulingError::internal(pod, message));
+        }
+        for claim in dynamic_resources::bound_claims(&state) {
+            self.store.set_claim(claim.clone());
+        }
+        self.store
+            .add_pod(pod.clone(), node)
+            .map_err(|e| SchedulingError::internal(pod, e.to_string()))
+    }
+
+    /// Makes the claims the pod's templates call for, as the claim controller would,
+    /// where they do not exist yet: owned by the pod, in the current fork.
+    fn make_template_claims(&mut self, pod: &Pod) {
+        for entry in pod.resource_claims.iter() {
+            let ClaimSource::Template(template) = entry.source else {
+                continue;
+            };
+            let name = entry.claim_name(&pod.name);
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&name),
+            };
+            if self.store.claim(key).is_some() {
+                continue;
+            }
+            let template_key = ClaimKey {
+                namespace: pod.namespace,
+                name: template,
+            };
+            let Some(template) = self.store.catalog().templates.get(&template_key).cloned() else {
+                continue;
+            };
+            self.store.set_claim(Arc::new(ResourceClaim {
+                namespace: pod.namespace,
+                uid: Arc::from(format!("{}/{name}", pod.namespace)),
+                name,
+                spec: template.spec.clone(),
+                owner_pod: Some(pod.uid.clone()),
+                deleting: false,
+                allocation: None,
+                reserved_for: Vec::new(),
+            }));
+        }
+    }
+}
+
+/// The profile with DynamicResources added at PreFilter, Filter, Reserve and PreBind
+/// (where it is not already), as upstream adds it when DRA is on.
+pub fn with_dynamic_resources(mut profile: Profile) -> Profile {
+    let name = dynamic_resources::NAME;
+    if profile.filter.iter().any(|p| p.name() == name) {
+        return profile;
+    }
+    let plugin = Arc::new(dynamic_resources::DynamicResources::default());
+    profile.pre_filter.push(plugin.clone());
+    profile.filter.push(plugin.clone());
+    profile.reserve.push(plugin.clone());
+    profile.pre_bind.push(plugin);
+    profile
+}
