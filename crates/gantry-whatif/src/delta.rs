@@ -236,10 +236,8 @@ impl SnapshotStore for DeltaStore {
         if self.layers.is_empty() {
             return self.base.remove_pod(node, uid);
         }
-        if !self
-            .lookup(node)
-            .is_some_and(|i| i.pods().iter().any(|p| &*p.uid == uid))
-        {
+        let info = self.lookup(node).ok_or(StoreError::NodeNotFound(node))?;
+        if !info.pods().iter().any(|p| &*p.uid == uid) {
             return Err(StoreError::PodNotFound {
                 pod: uid.to_string(),
                 node,

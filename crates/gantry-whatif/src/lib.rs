@@ -4,8 +4,10 @@
 //! and the scheduler's own plugins read every fork through `ClusterState`.
 
 mod basic;
+pub mod bench;
 mod delta;
 pub mod estimator;
+pub mod gang;
 mod node_index;
 mod snapshot;
 mod store;

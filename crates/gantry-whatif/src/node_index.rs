@@ -15,7 +15,7 @@ use gantry_api::Sym;
 use gantry_cache::NodeInfo;
 
 #[derive(Debug, Clone, Default)]
-pub struct NodeIndex {
+pub(crate) struct NodeIndex {
     order: Arc<Vec<Sym>>,
     positions: Arc<HashMap<Sym, u32, RandomState>>,
     with_affinity: Arc<Vec<u32>>,
@@ -53,20 +53,12 @@ impl NodeIndex {
         self.order.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
     pub fn name_at(&self, position: usize) -> Sym {
         self.order[position]
     }
 
     pub fn position(&self, name: Sym) -> Option<usize> {
         self.positions.get(&name).map(|&p| p as usize)
-    }
-
-    pub fn names(&self) -> &[Sym] {
-        &self.order
     }
 
     pub fn with_affinity(&self) -> &[u32] {

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::{ClaimKey, ClaimSource, DraObjects, ResourceClaim, SliceNodes};
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo, NodeTree};
@@ -129,6 +130,31 @@ impl ClusterSnapshot {
             }
         }
         Ok(())
+    }
+
+    /// A snapshot of decoded manifests: nodes with their slices, the pods bound to them,
+    /// the DRA objects, and the namespaces, services and storage objects plugins read.
+    pub fn from_objects(
+        kind: StoreKind,
+        profile: Profile,
+        cluster: &ClusterObjects,
+    ) -> Result<ClusterSnapshot, StoreError> {
+        let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
+        objects.set_storage(
+            &cluster.pvs,
+            &cluster.pvcs,
+            &cluster.storage_classes,
+            &cluster.csi_nodes,
+        );
+        let mut snapshot = ClusterSnapshot::new(kind, profile, objects, &cluster.dra);
+        let bound: Vec<Arc<Pod>> = cluster
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some())
+            .map(|p| Arc::new(p.clone()))
+            .collect();
+        snapshot.load(&cluster.nodes, &bound, &cluster.dra)?;
+        Ok(snapshot)
     }
 
     pub fn store(&self) -> &dyn SnapshotStore {

@@ -10,6 +10,7 @@ use gantry_api::{Container, HostPort, Node, Pod, Protocol, ResourceName, Resourc
 use gantry_api::{InclusionPolicy, TopologySpreadConstraint, WhenUnsatisfiable};
 use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
+use gantry_whatif::bench::AutoscalerBenchmark;
 use gantry_whatif::estimator::{EquivalenceGroup, NodeTemplate, estimate};
 use gantry_whatif::{ClusterSnapshot, StoreKind};
 
@@ -247,20 +248,19 @@ fn a_pod_too_big_for_the_template_is_reported_with_its_reason() {
     );
 }
 
-/// BenchmarkBinpackingEstimate's shape: 50,000 pods of 50m/100 bytes and 1,000 of
-/// 95m/190 bytes on 1000m/5000Mi/100-pod templates, at most 3,000 new nodes.
+/// BenchmarkBinpackingEstimate (the input `gantry bench estimate` times): 51,000 pods
+/// need 2,595 nodes.
 #[test]
-fn upstream_benchmark_shape_needs_2595_nodes() {
-    let groups = vec![
-        group(build_pod("small", 50, 100), 50_000),
-        group(build_pod("large", 95, 190), 1_000),
-    ];
-    let template = NodeTemplate {
-        node: make_node(1000, 5000, 100, "template", "zone-mars"),
-        slices: Vec::new(),
-    };
-    let mut snapshot = snapshot(StoreKind::Delta);
-    let result = estimate(&mut snapshot, &groups, &template, Some(3000)).unwrap();
-    assert_eq!(result.nodes_needed, 2595);
+fn upstream_benchmark_needs_2595_nodes() {
+    let mut bench = AutoscalerBenchmark::new(StoreKind::Delta);
+    assert_eq!(bench.pods(), 51_000);
+    let result = estimate(
+        &mut bench.snapshot,
+        &bench.groups,
+        &bench.template,
+        Some(bench.max_nodes),
+    )
+    .unwrap();
+    assert_eq!(result.nodes_needed, AutoscalerBenchmark::EXPECTED_NODES);
     assert_eq!(result.scheduled.len(), 51_000);
 }

@@ -4,6 +4,8 @@ use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload};
+use gantry_whatif::StoreKind;
+use gantry_whatif::bench as whatif_bench;
 use serde_json::json;
 
 use crate::{alloc_counter, output};
@@ -16,8 +18,9 @@ const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
     /// preferred-pod-affinity, topology-spread, preemption, unschedulable, mixed-churn,
-    /// scale, snapshot, multi (several instances on threads), or all (every workload but
-    /// scale, snapshot and multi).
+    /// scale, snapshot, multi (several instances on threads), clustersnapshot (the what-if
+    /// stores), estimate (the autoscaler's binpacking benchmark), or all (every workload
+    /// but scale, snapshot, multi, clustersnapshot and estimate).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -40,9 +43,11 @@ pub struct BenchArgs {
     /// snapshot: bound pods per node (0 to 1000; at most 2000000 pods in all).
     #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1000))]
     pods_per_node: usize,
-    /// snapshot: nodes changed between two snapshots (at most --nodes).
-    #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(0..=100_000))]
-    changed: usize,
+    /// snapshot: nodes changed between two snapshots, 2 unless given; clustersnapshot:
+    /// nodes changed in a fork before it is reverted or committed, 100 unless given (at most
+    /// --nodes).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(0..=100_000))]
+    changed: Option<usize>,
     /// snapshot: repetitions, the medians are reported (1 to 1000).
     #[arg(long, default_value_t = 31, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     repetitions: usize,
@@ -52,8 +57,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.workload == "snapshot" {
         return snapshot(&args);
     }
-    if args.workload == "multi" {
-        return multi(&args);
+    match args.workload.as_str() {
+        "multi" => return multi(&args),
+        "clustersnapshot" => return cluster_snapshot(&args),
+        "estimate" => return estimate(&args),
+        _ => {}
     }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL
@@ -64,7 +72,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown workload {:?}: use one of {}, snapshot or all",
+                "unknown workload {:?}: use one of {}, snapshot, multi, clustersnapshot, estimate or all",
                 args.workload,
                 names.join(", ")
             )
@@ -106,18 +114,13 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
         args.pods_per_node,
         args.nodes * args.pods_per_node
     );
+    let changed = args.changed.unwrap_or(2);
     anyhow::ensure!(
-        args.changed <= args.nodes,
-        "--changed ({}) exceeds --nodes ({})",
-        args.changed,
+        changed <= args.nodes,
+        "--changed ({changed}) exceeds --nodes ({})",
         args.nodes
     );
-    let m = measure_snapshot(
-        args.nodes,
-        args.pods_per_node,
-        args.changed,
-        args.repetitions,
-    );
+    let m = measure_snapshot(args.nodes, args.pods_per_node, changed, args.repetitions);
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
     let line = if args.json {
         json!({
@@ -163,6 +166,99 @@ fn multi(args: &BenchArgs) -> anyhow::Result<()> {
             r.conflicts,
             100.0 * r.conflict_rate,
             r.overcommitted_nodes
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
+}
+
+/// The what-if snapshot's stores side by side: allocations per read, fork, revert and
+/// commit times, and a search over all nodes.
+fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
+        "--nodes {} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
+        args.nodes,
+        args.pods_per_node,
+        args.nodes * args.pods_per_node
+    );
+    let changed = args.changed.unwrap_or(100);
+    anyhow::ensure!(
+        changed <= args.nodes,
+        "--changed ({changed}) exceeds --nodes ({})",
+        args.nodes
+    );
+    for kind in [StoreKind::Basic, StoreKind::Delta] {
+        let m = whatif_bench::measure_snapshot(
+            kind,
+            args.nodes,
+            args.pods_per_node,
+            changed,
+            args.repetitions,
+            Some(alloc_counter::allocations),
+        );
+        let line = if args.json {
+            json!({
+                "workload": "clustersnapshot",
+                "store": m.store,
+                "nodes": m.nodes,
+                "pods_per_node": m.pods_per_node,
+                "changed": m.changed,
+                "allocs_per_get": m.allocs_per_get,
+                "allocs_per_list": m.allocs_per_list,
+                "fork_ns": m.fork_ns,
+                "revert_ns": m.revert_ns,
+                "commit_ns": m.commit_ns,
+                "schedule_anywhere_ns": m.schedule_anywhere_ns,
+            })
+            .to_string()
+        } else {
+            format!(
+                "{:<5} store, {} nodes x {} pods: fork {} ns, revert {} ns, commit {} ns ({} changed nodes), schedule anywhere {} ns, {:.2} allocations per get, {:.2} per list",
+                m.store,
+                m.nodes,
+                m.pods_per_node,
+                m.fork_ns,
+                m.revert_ns,
+                m.commit_ns,
+                m.changed,
+                m.schedule_anywhere_ns,
+                m.allocs_per_get.unwrap_or(f64::NAN),
+                m.allocs_per_list.unwrap_or(f64::NAN),
+            )
+        };
+        output::to_stdout(|out| writeln!(out, "{line}"))?;
+    }
+    Ok(())
+}
+
+/// The Cluster Autoscaler's binpacking benchmark (51,000 pods, 2,595 nodes).
+fn estimate(args: &BenchArgs) -> anyhow::Result<()> {
+    let runs = args.repetitions.clamp(1, 7);
+    let m = whatif_bench::measure_estimate(StoreKind::Delta, runs);
+    anyhow::ensure!(
+        m.nodes_needed == whatif_bench::AutoscalerBenchmark::EXPECTED_NODES,
+        "estimate gave {} nodes, upstream's answer is {}",
+        m.nodes_needed,
+        whatif_bench::AutoscalerBenchmark::EXPECTED_NODES
+    );
+    let line = if args.json {
+        json!({
+            "workload": "estimate",
+            "pods": m.pods,
+            "nodes_needed": m.nodes_needed,
+            "estimate_ms": (m.estimate_ms * 1000.0).round() / 1000.0,
+            "estimate_cpu_ms": m.estimate_cpu_ms.map(|ms| (ms * 1000.0).round() / 1000.0),
+            "runs": m.runs,
+        })
+        .to_string()
+    } else {
+        format!(
+            "autoscaler binpacking benchmark: {} pods need {} nodes, estimated in {:.1} ms ({:.1} ms on a CPU; median of {})",
+            m.pods,
+            m.nodes_needed,
+            m.estimate_ms,
+            m.estimate_cpu_ms.unwrap_or(f64::NAN),
+            m.runs
         )
     };
     output::to_stdout(|out| writeln!(out, "{line}"))

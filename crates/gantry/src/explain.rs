@@ -307,7 +307,7 @@ fn print_outcome(out: &mut dyn Write, e: &Explanation, seed: u64) -> std::io::Re
     Ok(())
 }
 
-fn table() -> Table {
+pub(crate) fn table() -> Table {
     let mut table = Table::new();
     table
         .load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)

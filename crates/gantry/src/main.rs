@@ -2,6 +2,8 @@
 
 mod alloc_counter;
 mod bench;
+mod drain;
+mod estimate;
 mod explain;
 mod load;
 mod output;
@@ -37,6 +39,10 @@ enum Command {
     /// Schedule a real cluster's pods (those naming Gantry's scheduler name) through the
     /// Kubernetes API, alone, as leader-elected replicas, or as shards.
     Run(run::RunArgs),
+    /// Capacity questions on forks of the cluster: how many nodes of a template pending
+    /// pods need (--node-template), whether nodes can be drained (--drain), whether a
+    /// gang of pods fits at once (--gang).
+    Estimate(estimate::EstimateArgs),
 }
 
 /// Errors are the user's to read: one line with its causes, never a backtrace. A reader
@@ -51,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Run(args) => run::run(args),
+        Command::Estimate(args) => estimate::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

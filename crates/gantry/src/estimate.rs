@@ -1,0 +1,301 @@
+//! `gantry estimate`: capacity questions answered on forks of the cluster.
+//! - scale-up (`--node-template`): how many nodes of each template the pending pods need;
+//! - scale-down (`--drain`): can these nodes be removed, their pods moving elsewhere;
+//! - gang (`--gang`): do all these pods fit at once, and where.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use gantry_api::decode::ClusterObjects;
+use gantry_api::{Pod, Sym};
+use gantry_whatif::estimator::{Estimate, NodeTemplate, equivalence_groups, estimate, waste};
+use gantry_whatif::gang::{GangOutcome, check_gang};
+use gantry_whatif::{ClusterSnapshot, StoreKind, with_dynamic_resources};
+use serde_json::{Value, json};
+
+use crate::explain::table;
+use crate::load;
+
+#[derive(Args)]
+pub struct EstimateArgs {
+    /// Kubernetes YAML/JSON: nodes, pods (bound ones run there; unbound ones are pending),
+    /// DRA objects, storage objects.
+    #[arg(long, num_args = 1.., required = true)]
+    cluster: Vec<PathBuf>,
+    /// More pending pods.
+    #[arg(long, num_args = 1..)]
+    pods: Vec<PathBuf>,
+    /// Node manifests to scale up with, one template per Node (ResourceSlices naming the
+    /// node in the same file are its devices).
+    #[arg(long, num_args = 1..)]
+    node_template: Vec<PathBuf>,
+    /// At most this many new nodes per template.
+    #[arg(long)]
+    max_nodes: Option<usize>,
+    /// Nodes to check for removal.
+    #[arg(long, num_args = 1..)]
+    drain: Vec<String>,
+    /// A file of pods that must fit all at once.
+    #[arg(long)]
+    gang: Option<PathBuf>,
+    /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); DynamicResources is
+    /// added to its profile.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
+    let modes = [
+        !args.node_template.is_empty(),
+        !args.drain.is_empty(),
+        args.gang.is_some(),
+    ];
+    anyhow::ensure!(
+        modes.iter().filter(|m| **m).count() == 1,
+        "give exactly one of --node-template (scale-up), --drain (scale-down) and --gang"
+    );
+    let config = load::config(args.config.as_deref())?;
+    let mut cluster = load::manifests(&args.cluster)?;
+    if !args.pods.is_empty() {
+        cluster.merge(load::manifests(&args.pods)?);
+    }
+    cluster.resolve_priorities()?;
+    load::warn_ignored(&cluster);
+    let profile = config
+        .profiles
+        .first()
+        .cloned()
+        .context("the configuration has no profile")?;
+    let snapshot =
+        ClusterSnapshot::from_objects(StoreKind::Delta, with_dynamic_resources(profile), &cluster)
+            .context("loading the cluster")?;
+    if !args.node_template.is_empty() {
+        scale_up(&args, snapshot, &cluster)
+    } else if let Some(gang) = &args.gang {
+        gang_check(&args, snapshot, gang)
+    } else {
+        crate::drain::run(&args.drain, snapshot, &cluster, args.json)
+    }
+}
+
+/// The pending pods: unbound ones, highest priority first (as the autoscaler sorts them).
+fn pending(cluster: &ClusterObjects) -> Vec<Arc<Pod>> {
+    let mut pods: Vec<Arc<Pod>> = cluster
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .map(|p| Arc::new(p.clone()))
+        .collect();
+    pods.sort_by_key(|p| std::cmp::Reverse(p.priority));
+    pods
+}
+
+fn templates(files: &[PathBuf]) -> anyhow::Result<Vec<NodeTemplate>> {
+    let mut out = Vec::new();
+    for file in files {
+        let objects = load::manifests(std::slice::from_ref(file))?;
+        anyhow::ensure!(
+            !objects.nodes.is_empty(),
+            "{}: no Node in the template file",
+            file.display()
+        );
+        for node in &objects.nodes {
+            let slices = objects
+                .dra
+                .slices
+                .iter()
+                .filter(|s| s.node_name() == Some(node.name))
+                .cloned()
+                .collect();
+            out.push(NodeTemplate {
+                node: node.clone(),
+                slices,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn scale_up(
+    args: &EstimateArgs,
+    mut snapshot: ClusterSnapshot,
+    cluster: &ClusterObjects,
+) -> anyhow::Result<()> {
+    let templates = templates(&args.node_template)?;
+    let start = Instant::now();
+    let pending = pending(cluster);
+    // Pods that fit the existing nodes need no new node; they stay placed while the
+    // templates are tried, as the autoscaler filters them out first.
+    snapshot.fork();
+    let mut fits_existing = Vec::new();
+    let mut remaining = Vec::new();
+    for pod in &pending {
+        match snapshot.schedule_anywhere(pod, None, &|_| true) {
+            Ok(node) => fits_existing.push((pod.clone(), node)),
+            Err(e) if e.fit_error().is_some() => remaining.push(pod.clone()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let groups = equivalence_groups(&remaining);
+    let mut results: Vec<(&NodeTemplate, Estimate, f64)> = Vec::new();
+    for template in &templates {
+        let result = estimate(&mut snapshot, &groups, template, args.max_nodes)?;
+        let wasted = waste(&result, template);
+        results.push((template, result, wasted));
+    }
+    snapshot.revert().expect("forked above");
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    // The template that places the most pods, then (the autoscaler's least-waste
+    // expander) the one that leaves the least cpu and memory unused.
+    let best = results
+        .iter()
+        .filter(|(_, r, _)| r.nodes_needed > 0)
+        .min_by(|a, b| {
+            b.1.scheduled
+                .len()
+                .cmp(&a.1.scheduled.len())
+                .then(a.2.total_cmp(&b.2))
+                .then(a.0.node.name.as_str().cmp(b.0.node.name.as_str()))
+        })
+        .map(|(t, _, _)| t.node.name);
+    if args.json {
+        let out = json!({
+            "pending_pods": pending.len(),
+            "fit_existing_nodes": fits_existing.len(),
+            "templates": results.iter().map(|(t, r, w)| template_json(t.node.name, r, *w)).collect::<Vec<_>>(),
+            "best": best.map(|b| b.to_string()),
+            "wall_ms": (wall_ms * 1000.0).round() / 1000.0,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "gantry estimate: {} pending pods, {} fit the existing {} nodes",
+        pending.len(),
+        fits_existing.len(),
+        snapshot.cluster().num_nodes()
+    );
+    let mut table = table();
+    table.set_header([
+        "Template",
+        "New nodes",
+        "Pods placed",
+        "Pods left",
+        "Unused cpu+memory",
+    ]);
+    for (template, result, wasted) in &results {
+        table.add_row([
+            template.node.name.to_string(),
+            result.nodes_needed.to_string(),
+            result.scheduled.len().to_string(),
+            result.unschedulable.len().to_string(),
+            format!("{wasted:.2}"),
+        ]);
+    }
+    println!("{table}");
+    for (template, result, _) in &results {
+        for unplaced in result.unschedulable.iter().take(5) {
+            println!(
+                "  {}: {} does not fit: {}",
+                template.node.name,
+                unplaced.pod.key(),
+                unplaced.reason
+            );
+        }
+        if result.unschedulable.len() > 5 {
+            println!(
+                "  {}: ... and {} more",
+                template.node.name,
+                result.unschedulable.len() - 5
+            );
+        }
+    }
+    match best {
+        Some(best) => println!("best: {best}"),
+        None => println!("best: none (no template helps)"),
+    }
+    println!("({wall_ms:.1} ms)");
+    Ok(())
+}
+
+fn template_json(name: Sym, r: &Estimate, wasted: f64) -> Value {
+    json!({
+        "template": name.to_string(),
+        "nodes_needed": r.nodes_needed,
+        "pods_scheduled": r.scheduled.len(),
+        "pods_unschedulable": r.unschedulable.len(),
+        "unschedulable": r.unschedulable.iter().map(|u| json!({"pod": u.pod.key(), "reason": u.reason})).collect::<Vec<_>>(),
+        "waste": (wasted * 1000.0).round() / 1000.0,
+    })
+}
+
+fn gang_check(
+    args: &EstimateArgs,
+    mut snapshot: ClusterSnapshot,
+    file: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut objects = load::manifests(&[file.to_path_buf()])?;
+    objects.resolve_priorities()?;
+    anyhow::ensure!(
+        !objects.pods.is_empty(),
+        "{}: no Pod in the gang file",
+        file.display()
+    );
+    let pods: Vec<Arc<Pod>> = objects
+        .pods
+        .into_iter()
+        .map(|mut p| {
+            p.node_name = None;
+            Arc::new(p)
+        })
+        .collect();
+    let outcome = check_gang(&mut snapshot, &pods)?;
+    if args.json {
+        let out = match &outcome {
+            GangOutcome::Fits(placements) => json!({"gang": {
+                "pods": pods.len(),
+                "fits": true,
+                "placements": placements.iter().map(|(p, n)| json!({"pod": p.key(), "node": n.to_string()})).collect::<Vec<_>>(),
+            }}),
+            GangOutcome::DoesNotFit {
+                pod,
+                reason,
+                placed,
+            } => json!({"gang": {
+                "pods": pods.len(),
+                "fits": false,
+                "failed_pod": pod.key(),
+                "reason": reason,
+                "placed_before_failure": placed,
+            }}),
+        };
+        println!("{out}");
+        return Ok(());
+    }
+    match outcome {
+        GangOutcome::Fits(placements) => {
+            println!("gang of {} pods fits:", pods.len());
+            for (pod, node) in placements {
+                println!("  {} -> {node}", pod.key());
+            }
+        }
+        GangOutcome::DoesNotFit {
+            pod,
+            reason,
+            placed,
+        } => {
+            println!(
+                "gang of {} pods does not fit: {} found no node after {placed} were placed: {reason}",
+                pods.len(),
+                pod.key()
+            );
+        }
+    }
+    Ok(())
+}
