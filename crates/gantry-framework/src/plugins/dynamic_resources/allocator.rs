@@ -45,7 +45,10 @@ pub struct Allocator {
 
 struct Pool<'a> {
     id: (Sym, Sym),
+    /// Fewer slices of the newest generation than the pool announces.
     incomplete: bool,
+    /// The same device name twice in the pool's slices.
+    invalid: bool,
     slices: Vec<&'a ResourceSlice>,
 }
 
@@ -160,6 +163,10 @@ impl Allocator {
             );
         }
         if !search.allocate_one(0, 0, 0)? {
+            // Invalid pools are an error only when nothing else could serve the claims.
+            if search.pools.iter().any(|p| p.invalid) {
+                return Err("invalid resource pools were encountered".to_string());
+            }
             return Ok(None);
         }
         Ok(Some(
@@ -213,6 +220,7 @@ fn gather_pools<'a>(
             pools.push(Pool {
                 id,
                 incomplete: false,
+                invalid: false,
                 slices: vec![slice],
             });
         }
@@ -226,6 +234,15 @@ fn gather_pools<'a>(
         pool.slices
             .sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         pool.incomplete = (pool.slices.len() as i64) < count;
+        let mut names: Vec<Sym> = pool
+            .slices
+            .iter()
+            .flat_map(|s| s.devices.iter().map(|d| d.name))
+            .collect();
+        let total = names.len();
+        names.sort_unstable();
+        names.dedup();
+        pool.invalid = names.len() != total;
     }
     pools.sort_by(|a, b| {
         (a.id.0.as_str(), a.id.1.as_str()).cmp(&(b.id.0.as_str(), b.id.1.as_str()))
@@ -237,7 +254,7 @@ impl<'a> Search<'a> {
     fn candidates(&self) -> impl Iterator<Item = Candidate<'a>> + '_ {
         self.pools
             .iter()
-            .filter(|p| !p.incomplete)
+            .filter(|p| !p.incomplete && !p.invalid)
             .flat_map(|p| p.slices.iter())
             .flat_map(|slice| {
                 slice.devices.iter().map(move |device| Candidate {

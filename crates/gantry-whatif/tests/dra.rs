@@ -1,0 +1,289 @@
+//! DynamicResources on the what-if snapshot: claims from templates, allocation on the
+//! chosen node, shared claims, allocations gone on revert, upstream's messages, and
+//! refusals of what the allocator does not support. Through both stores.
+
+use std::sync::Arc;
+
+use gantry_api::decode::ClusterObjects;
+use gantry_api::dra::ClaimKey;
+use gantry_api::{Pod, Sym};
+use gantry_framework::plugins::default_profile;
+use gantry_whatif::estimator::{NodeTemplate, equivalence_groups, estimate};
+use gantry_whatif::{ClusterSnapshot, SchedulingError, StoreKind, with_dynamic_resources};
+
+fn testdata(file: &str) -> String {
+    let path = format!(
+        "{}/../../testdata/whatif/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn cluster() -> ClusterObjects {
+    ClusterObjects::decode(&testdata("dra-cluster.yaml"), "dra-cluster.yaml").unwrap()
+}
+
+fn snapshot(kind: StoreKind, cluster: &ClusterObjects) -> ClusterSnapshot {
+    ClusterSnapshot::from_objects(
+        kind,
+        with_dynamic_resources(default_profile("default-scheduler")),
+        cluster,
+    )
+    .unwrap()
+}
+
+fn pods(yaml: &str) -> Vec<Arc<Pod>> {
+    ClusterObjects::decode(yaml, "pods")
+        .unwrap()
+        .pods
+        .into_iter()
+        .map(Arc::new)
+        .collect()
+}
+
+fn training_pods() -> Vec<Arc<Pod>> {
+    pods(&testdata("gpu-pods.yaml"))
+}
+
+fn anywhere(s: &mut ClusterSnapshot, pod: &Arc<Pod>) -> Result<Sym, SchedulingError> {
+    s.schedule_anywhere(pod, None, &|_| true)
+}
+
+fn claim_key(name: &str) -> ClaimKey {
+    ClaimKey {
+        namespace: Sym::new("default"),
+        name: Sym::new(name),
+    }
+}
+
+const KINDS: [StoreKind; 2] = [StoreKind::Basic, StoreKind::Delta];
+
+#[test]
+fn template_claims_are_made_allocated_and_gone_on_revert() {
+    for kind in KINDS {
+        let cluster = cluster();
+        let mut s = snapshot(kind, &cluster);
+        let pods = training_pods();
+        s.fork();
+        assert_eq!(anywhere(&mut s, &pods[0]).unwrap(), Sym::new("gpu-1"));
+        assert_eq!(anywhere(&mut s, &pods[1]).unwrap(), Sym::new("gpu-1"));
+        let claim = s
+            .store()
+            .claim(claim_key("train-0-gpu"))
+            .cloned()
+            .expect("made from the template");
+        let allocation = claim.allocation.as_ref().expect("allocated at PreBind");
+        assert_eq!(allocation.devices.len(), 1);
+        assert_eq!(claim.reserved_for.len(), 1);
+        assert_eq!(&*claim.reserved_for[0].name, "train-0");
+        assert_eq!(claim.owner_pod.as_deref(), Some(&*pods[0].uid));
+        assert_eq!(s.store().allocated_devices().len(), 2, "{kind:?}");
+
+        // Both GPUs are taken: the third pod fits nowhere, with upstream's reason.
+        let error = anywhere(&mut s, &pods[2]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("cannot allocate all claims"), "{message}");
+        assert!(message.starts_with("0/2 nodes are available:"), "{message}");
+
+        s.revert().unwrap();
+        assert!(
+            s.store().claim(claim_key("train-0-gpu")).is_none(),
+            "the claim went with the fork"
+        );
+        assert!(s.store().allocated_devices().is_empty());
+        assert!(
+            anywhere(&mut s, &pods[2]).is_ok(),
+            "the GPUs are free again"
+        );
+    }
+}
+
+#[test]
+fn removing_a_pod_frees_its_devices() {
+    for kind in KINDS {
+        let cluster = cluster();
+        let mut s = snapshot(kind, &cluster);
+        let pods = training_pods();
+        anywhere(&mut s, &pods[0]).unwrap();
+        anywhere(&mut s, &pods[1]).unwrap();
+        s.remove_pod(Sym::new("gpu-1"), &pods[0]).unwrap();
+        assert!(
+            s.store().claim(claim_key("train-0-gpu")).is_none(),
+            "the pod's own claim is deleted"
+        );
+        assert_eq!(s.store().allocated_devices().len(), 1);
+        assert_eq!(anywhere(&mut s, &pods[2]).unwrap(), Sym::new("gpu-1"));
+    }
+}
+
+#[test]
+fn a_shared_claim_is_allocated_once_and_pins_its_users_to_the_node() {
+    let users = pods(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: default}
+spec:
+  containers: [{name: c}]
+  resourceClaims: [{name: gpu, resourceClaimName: shared-gpu}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: default}
+spec:
+  containers: [{name: c}]
+  resourceClaims: [{name: gpu, resourceClaimName: shared-gpu}]
+"#,
+    );
+    for kind in KINDS {
+        let cluster = cluster();
+        let mut s = snapshot(kind, &cluster);
+        assert_eq!(anywhere(&mut s, &users[0]).unwrap(), Sym::new("gpu-1"));
+        let claim = s.store().claim(claim_key("shared-gpu")).cloned().unwrap();
+        let allocation = claim.allocation.clone().unwrap();
+        assert_eq!(
+            allocation.devices[0].device.device,
+            Sym::new("gpu-1"),
+            "only gpu-1 has 80Gi"
+        );
+        // The second user may only go where the allocation is.
+        let error = s
+            .schedule_on_node(&users[1], Sym::new("cpu-1"))
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("resourceclaim not available on the node"),
+            "{error}"
+        );
+        s.schedule_on_node(&users[1], Sym::new("gpu-1")).unwrap();
+        let claim = s.store().claim(claim_key("shared-gpu")).cloned().unwrap();
+        assert_eq!(claim.reserved_for.len(), 2);
+        assert_eq!(claim.allocation, Some(allocation), "allocated once");
+        assert_eq!(s.store().allocated_devices().len(), 1);
+    }
+}
+
+#[test]
+fn missing_claims_and_classes_are_reported_as_upstream() {
+    let lost = pods(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: lost, namespace: default}
+spec:
+  containers: [{name: c}]
+  resourceClaims: [{name: gpu, resourceClaimName: nowhere}]
+"#,
+    );
+    let cluster = cluster();
+    let mut s = snapshot(StoreKind::Delta, &cluster);
+    let message = anywhere(&mut s, &lost[0]).unwrap_err().to_string();
+    assert!(
+        message.contains(r#"resourceclaim.resource.k8s.io "nowhere" not found"#),
+        "{message}"
+    );
+
+    let mut no_class = cluster.clone();
+    no_class.dra.device_classes.clear();
+    let mut s = snapshot(StoreKind::Delta, &no_class);
+    let message = anywhere(&mut s, &training_pods()[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("request gpu: device class gpu.example.com does not exist"),
+        "{message}"
+    );
+}
+
+#[test]
+fn without_dynamic_resources_in_the_profile_claims_would_be_ignored_so_it_is_added() {
+    let profile = with_dynamic_resources(default_profile("default-scheduler"));
+    assert!(
+        profile
+            .filter
+            .iter()
+            .any(|p| p.name() == "DynamicResources")
+    );
+    let again = with_dynamic_resources(profile);
+    assert_eq!(
+        again
+            .filter
+            .iter()
+            .filter(|p| p.name() == "DynamicResources")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn scale_up_copies_the_templates_devices() {
+    let cluster = cluster();
+    let mut s = snapshot(StoreKind::Delta, &cluster);
+    let template_objects =
+        ClusterObjects::decode(&testdata("gpu-template.yaml"), "gpu-template.yaml").unwrap();
+    let template = NodeTemplate {
+        node: template_objects.nodes[0].clone(),
+        slices: template_objects.dra.slices.clone(),
+    };
+    // Ten GPU pods with a controller, so they form one group: four per new node.
+    let mut many = Vec::new();
+    for i in 0..10 {
+        let mut pod = Pod::clone(&training_pods()[0]);
+        pod.name = Arc::from(format!("job-{i}"));
+        pod.uid = Arc::from(format!("default/job-{i}"));
+        pod.controller = Some(Arc::new(gantry_api::OwnerRef {
+            kind: Sym::new("Job"),
+            name: Arc::from("job"),
+            uid: Arc::from("job-uid"),
+        }));
+        many.push(Arc::new(pod));
+    }
+    let groups = equivalence_groups(&many);
+    assert_eq!(groups.len(), 1);
+    let result = estimate(&mut s, &groups, &template, None).unwrap();
+    assert_eq!(result.nodes_needed, 3, "4 + 4 + 2 GPUs");
+    assert_eq!(result.scheduled.len(), 10);
+    assert!(
+        s.store().allocated_devices().is_empty(),
+        "the estimate's allocations are reverted"
+    );
+}
+
+#[test]
+fn unsupported_features_are_refused_naming_the_field() {
+    let cases = [
+        (
+            r#"{apiVersion: resource.k8s.io/v1beta1, kind: DeviceClass, metadata: {name: x}}"#,
+            "DeviceClass x: apiVersion:",
+        ),
+        (
+            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
+               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c, adminAccess: true}}]}}}"#,
+            "spec.devices.requests[0].exactly.adminAccess: admin access is not supported",
+        ),
+        (
+            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
+               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c}]}]}}}"#,
+            "spec.devices.requests[0].firstAvailable: a prioritized list of subrequests is not supported",
+        ),
+        (
+            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
+               spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
+                      sharedCounters: [{name: c, counters: {}}]}}"#,
+            "spec.sharedCounters: a partitionable device is not supported",
+        ),
+        (
+            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
+               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c}}],
+                      constraints: [{distinctAttribute: d/a}]}}}"#,
+            "spec.devices.constraints[0].distinctAttribute: distinctAttribute is not supported",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let error = ClusterObjects::decode(yaml, "input")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{error}\n  expected: {expected}");
+    }
+}
