@@ -6,6 +6,7 @@
 mod basic;
 pub mod bench;
 mod delta;
+pub mod drain;
 pub mod estimator;
 pub mod gang;
 mod node_index;

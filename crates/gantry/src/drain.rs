@@ -1,13 +1,56 @@
-//! `gantry estimate --drain`: can these nodes be removed?
+//! `gantry estimate --drain`: can these nodes be removed, their pods moving elsewhere?
 
+use gantry_api::Sym;
 use gantry_api::decode::ClusterObjects;
 use gantry_whatif::ClusterSnapshot;
+use gantry_whatif::drain::{DrainResult, NoBudgets, simulate_removals};
+use serde_json::{Value, json};
 
 pub fn run(
     nodes: &[String],
-    _snapshot: ClusterSnapshot,
+    mut snapshot: ClusterSnapshot,
     _cluster: &ClusterObjects,
-    _json: bool,
+    json: bool,
 ) -> anyhow::Result<()> {
-    anyhow::bail!("--drain {}: not built yet", nodes.join(" "))
+    let candidates: Vec<Sym> = nodes.iter().map(|n| Sym::new(n)).collect();
+    let results = simulate_removals(&mut snapshot, &candidates, &mut NoBudgets)?;
+    if json {
+        let out = json!({"drain": results.iter().map(result_json).collect::<Vec<_>>()});
+        println!("{out}");
+        return Ok(());
+    }
+    for r in &results {
+        match r.unremovable {
+            None => {
+                println!("{}: removable, {} pods move", r.node, r.moves.len());
+                for (pod, to) in &r.moves {
+                    println!("  {} -> {to}", pod.key());
+                }
+            }
+            Some(reason) => {
+                let detail = match (&r.blocking_pod, &r.no_place) {
+                    (Some(b), _) => format!(": {} ({})", b.message, b.reason.as_str()),
+                    (None, Some((pod, why))) => format!(": {} fits nowhere else: {why}", pod.key()),
+                    (None, None) => String::new(),
+                };
+                println!("{}: not removable, {}{detail}", r.node, reason.as_str());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn result_json(r: &DrainResult) -> Value {
+    json!({
+        "node": r.node.to_string(),
+        "removable": r.unremovable.is_none(),
+        "reason": r.unremovable.map(|u| u.as_str()),
+        "blocking_pod": r.blocking_pod.as_ref().map(|b| json!({
+            "pod": b.pod.key(),
+            "reason": b.reason.as_str(),
+            "message": b.message,
+        })),
+        "no_place": r.no_place.as_ref().map(|(pod, why)| json!({"pod": pod.key(), "reason": why})),
+        "moves": r.moves.iter().map(|(p, n)| json!({"pod": p.key(), "node": n.to_string()})).collect::<Vec<_>>(),
+    })
 }
