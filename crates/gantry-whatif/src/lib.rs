@@ -5,6 +5,7 @@
 
 mod basic;
 pub mod bench;
+pub mod counterfactual;
 mod delta;
 pub mod drain;
 pub mod estimator;

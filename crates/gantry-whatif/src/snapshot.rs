@@ -225,17 +225,27 @@ impl ClusterSnapshot {
         Ok(removed)
     }
 
-    /// Runs PreFilter and Filter for the pod on one node, without placing it.
-    pub fn check_on_node(&mut self, pod: &Pod, node: Sym) -> Result<CycleState, SchedulingError> {
+    /// Makes the pod's template claims and runs PreFilter: the cycle state, and the nodes
+    /// PreFilter narrowed the search to (`None`: all).
+    pub fn pre_filter_state(
+        &mut self,
+        pod: &Pod,
+    ) -> Result<(CycleState, Option<Vec<Sym>>), SchedulingError> {
         self.make_template_claims(pod);
         let mut state = CycleState::new();
+        let candidates = self.pre_filter(&mut state, pod)?;
+        Ok((state, candidates))
+    }
+
+    /// Runs PreFilter and Filter for the pod on one node, without placing it.
+    pub fn check_on_node(&mut self, pod: &Pod, node: Sym) -> Result<CycleState, SchedulingError> {
         let Some(position) = self.store.position(node) else {
             return Err(SchedulingError::internal(
                 pod,
                 format!("node {node} is not in the snapshot"),
             ));
         };
-        let candidates = self.pre_filter(&mut state, pod)?;
+        let (state, candidates) = self.pre_filter_state(pod)?;
         if let Some(names) = candidates
             && !names.contains(&node)
         {
@@ -270,9 +280,7 @@ impl ClusterSnapshot {
         hint: Option<Sym>,
         eligible: &dyn Fn(&NodeInfo) -> bool,
     ) -> Result<Sym, SchedulingError> {
-        self.make_template_claims(pod);
-        let mut state = CycleState::new();
-        let candidates = self.pre_filter(&mut state, pod)?;
+        let (state, candidates) = self.pre_filter_state(pod)?;
         let filters = PodFilters::new(&self.profile, &state);
         let cluster = &*self.store;
         let total = cluster.num_nodes();

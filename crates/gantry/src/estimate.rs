@@ -96,7 +96,8 @@ fn pending(cluster: &ClusterObjects) -> Vec<Arc<Pod>> {
     pods
 }
 
-fn templates(files: &[PathBuf]) -> anyhow::Result<Vec<NodeTemplate>> {
+/// One template per Node in the files, with the ResourceSlices that name it.
+pub(crate) fn templates(files: &[PathBuf]) -> anyhow::Result<Vec<NodeTemplate>> {
     let mut out = Vec::new();
     for file in files {
         let objects = load::manifests(std::slice::from_ref(file))?;

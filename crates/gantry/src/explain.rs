@@ -38,6 +38,9 @@ pub struct ExplainArgs {
     /// Print one JSON object with every node.
     #[arg(long)]
     json: bool,
+    /// Node manifests: for a pending pod, say whether new nodes like these would take it.
+    #[arg(long, num_args = 1..)]
+    node_template: Vec<PathBuf>,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
@@ -93,11 +96,30 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     cache.update_snapshot(&mut snapshot)?;
 
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
+    // For a pending pod: what would change that.
+    let what_if = match explanation.outcome {
+        Outcome::Unschedulable { .. } => Some(crate::counterfactual::compute(
+            profile,
+            &cluster,
+            &pod,
+            &args.node_template,
+        )?),
+        _ => None,
+    };
     if args.json {
-        let json = to_json(&explanation, &pod, args.seed).to_string();
+        let mut json = to_json(&explanation, &pod, args.seed);
+        if let Some(c) = &what_if {
+            json["counterfactuals"] = crate::counterfactual::to_json(c);
+        }
         output::to_stdout(|out| writeln!(out, "{json}"))
     } else {
-        output::to_stdout(|out| print_human(out, &explanation, &pod, args.seed))
+        output::to_stdout(|out| {
+            print_human(out, &explanation, &pod, args.seed)?;
+            match &what_if {
+                Some(c) => crate::counterfactual::print(out, c),
+                None => Ok(()),
+            }
+        })
     }
 }
 

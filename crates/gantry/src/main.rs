@@ -2,6 +2,7 @@
 
 mod alloc_counter;
 mod bench;
+mod counterfactual;
 mod drain;
 mod estimate;
 mod explain;

@@ -1,0 +1,229 @@
+//! `gantry estimate` and the what-if parts of `gantry explain` and `gantry bench`, as a
+//! user runs them on the files in testdata/whatif.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn gantry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("the binary runs")
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn data(file: &str) -> String {
+    PathBuf::from("testdata/whatif")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn scale_up_picks_the_template_with_the_devices() {
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("dra-cluster.yaml"),
+        "--pods",
+        &data("gpu-pods.yaml"),
+        "--node-template",
+        &data("gpu-template.yaml"),
+        &data("cpu-template.yaml"),
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["pending_pods"], 3);
+    assert_eq!(v["fit_existing_nodes"], 2, "gpu-1 has two GPUs");
+    let templates = v["templates"].as_array().unwrap();
+    assert_eq!(templates[0]["template"], "gpu-node");
+    assert_eq!(templates[0]["nodes_needed"], 1);
+    assert_eq!(templates[0]["pods_scheduled"], 1);
+    assert_eq!(templates[1]["template"], "cpu-node");
+    assert_eq!(templates[1]["nodes_needed"], 0);
+    assert_eq!(templates[1]["pods_unschedulable"], 1);
+    let reason = templates[1]["unschedulable"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("cannot allocate all claims"), "{reason}");
+    assert_eq!(v["best"], "gpu-node");
+    assert!(v["wall_ms"].as_f64().unwrap() >= 0.0);
+
+    let human = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("dra-cluster.yaml"),
+        "--pods",
+        &data("gpu-pods.yaml"),
+        "--node-template",
+        &data("gpu-template.yaml"),
+    ]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("best: gpu-node"), "{text}");
+}
+
+#[test]
+fn drain_reports_moves_and_blocking_pods() {
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("drain-cluster.yaml"),
+        "--drain",
+        "small-1",
+        "small-2",
+        "nope",
+        "--json",
+    ]);
+    let v = json(&out);
+    let drain = v["drain"].as_array().unwrap();
+    assert_eq!(drain[0]["node"], "small-1");
+    assert_eq!(drain[0]["removable"], true);
+    assert_eq!(drain[0]["reason"], Value::Null);
+    let moves: Vec<String> = drain[0]["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}",
+                m["pod"].as_str().unwrap(),
+                m["node"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        ["shop/web-a big-1", "shop/web-b big-1"],
+        "the DaemonSet pod stays"
+    );
+    assert_eq!(drain[1]["removable"], false);
+    assert_eq!(drain[1]["reason"], "BlockedByPod");
+    assert_eq!(drain[1]["blocking_pod"]["pod"], "shop/scratch");
+    assert_eq!(drain[1]["blocking_pod"]["reason"], "NotReplicated");
+    assert_eq!(drain[2]["reason"], "NoNodeInfo");
+}
+
+#[test]
+fn a_gang_fits_all_at_once_or_not_at_all() {
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("dra-cluster.yaml"),
+        "--gang",
+        &data("gpu-pods.yaml"),
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["gang"]["fits"], false, "three GPU pods, two GPUs");
+    assert_eq!(v["gang"]["failed_pod"], "default/train-2");
+    assert_eq!(v["gang"]["placed_before_failure"], 2);
+}
+
+#[test]
+fn one_mode_at_a_time() {
+    let out = gantry(&["estimate", "--cluster", &data("drain-cluster.yaml")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exactly one of --node-template"), "{err}");
+}
+
+#[test]
+fn explain_says_what_would_let_a_pending_pod_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: huge, namespace: shop}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: \"9\"}}}]\n",
+    )
+    .unwrap();
+    let template = dir.path().join("template.yaml");
+    std::fs::write(
+        &template,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: wide}\nstatus: {allocatable: {cpu: \"16\", memory: 64Gi, pods: \"110\"}}\n",
+    )
+    .unwrap();
+    let cluster = data("drain-cluster.yaml");
+    let args = |json: bool| {
+        let mut a = vec![
+            "explain".to_string(),
+            "--cluster".into(),
+            cluster.clone(),
+            "--pod".into(),
+            pod.display().to_string(),
+            "--node-template".into(),
+            template.display().to_string(),
+        ];
+        if json {
+            a.push("--json".into());
+        }
+        a
+    };
+    let text = gantry(&args(false).iter().map(String::as_str).collect::<Vec<_>>());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("What would let it in:"), "{text}");
+    assert!(
+        text.contains("fits small-2 if its cpu request were ≤ 1900m"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fits big-1 if its cpu request were ≤ 8000m"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 new node(s) of template wide would take it"),
+        "{text}"
+    );
+    let v = json(&gantry(
+        &args(true).iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    assert_eq!(v["counterfactuals"]["templates"][0]["new_nodes"], 1);
+}
+
+#[test]
+fn bench_clustersnapshot_reports_both_stores() {
+    let out = gantry(&[
+        "bench",
+        "clustersnapshot",
+        "--nodes",
+        "40",
+        "--pods-per-node",
+        "3",
+        "--changed",
+        "5",
+        "--repetitions",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["store"], "basic");
+    assert_eq!(lines[1]["store"], "delta");
+    for line in &lines {
+        assert_eq!(
+            line["allocs_per_get"], 0.0,
+            "reading a NodeInfo allocates nothing"
+        );
+        assert_eq!(line["allocs_per_list"], 0.0);
+        for key in ["fork_ns", "revert_ns", "commit_ns", "schedule_anywhere_ns"] {
+            assert!(line[key].as_u64().is_some(), "{key}");
+        }
+    }
+}
