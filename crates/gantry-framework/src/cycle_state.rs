@@ -76,7 +76,7 @@ impl CycleState {
     }
 
     pub fn is_filter_skipped(&self, plugin: &'static str) -> bool {
-        self.filter_skipped.contains(&plugin)
+        self.filter_skipped.iter().any(|p| same_key(p, plugin))
     }
 
     pub fn skip_score(&mut self, plugin: &'static str) {
@@ -84,7 +84,7 @@ impl CycleState {
     }
 
     pub fn is_score_skipped(&self, plugin: &'static str) -> bool {
-        self.score_skipped.contains(&plugin)
+        self.score_skipped.iter().any(|p| same_key(p, plugin))
     }
 }
 

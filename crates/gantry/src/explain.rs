@@ -59,6 +59,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         .extend(cluster.priority_classes.iter().cloned());
     pod_file.resolve_priorities()?;
     cluster.resolve_priorities()?;
+    load::refuse_claims(&pod_file, "explain")?;
     let mut pod = pod_file.pods.remove(0);
     let key = pod.key();
     if let Some(node) = pod.node_name.take() {

@@ -90,6 +90,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     load::warn_ignored(&cluster);
     let mut pending = load::manifests(&args.pods)?;
     load::warn_ignored(&pending);
+    load::refuse_claims(&cluster, "simulate")?;
+    load::refuse_claims(&pending, "simulate")?;
     pending
         .priority_classes
         .extend(cluster.priority_classes.iter().cloned());

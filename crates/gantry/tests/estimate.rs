@@ -227,3 +227,20 @@ fn bench_clustersnapshot_reports_both_stores() {
         }
     }
 }
+
+#[test]
+fn simulate_refuses_pods_with_claims_rather_than_ignoring_them() {
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        &data("dra-cluster.yaml"),
+        "--pods",
+        &data("gpu-pods.yaml"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Pod default/train-0: spec.resourceClaims: dynamic resource allocation is not supported by `gantry simulate`"),
+        "{err}"
+    );
+}
