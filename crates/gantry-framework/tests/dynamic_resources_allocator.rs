@@ -122,11 +122,14 @@ fn node(name: &str) -> Node {
     Node::new(name, Resources::default()).with_labels([("region", "region-1")])
 }
 
+/// One allocated device: request, driver, pool, device.
+type Picked = (String, String, String, String);
+
 fn allocate(
     claims: Vec<PreparedClaim>,
     slices: Vec<Arc<ResourceSlice>>,
     node_name: &str,
-) -> Result<Option<Vec<Vec<(String, String, String, String)>>>, String> {
+) -> Result<Option<Vec<Vec<Picked>>>, String> {
     let node = node(node_name);
     let (local, shared): (Vec<_>, Vec<_>) =
         slices.into_iter().partition(|s| s.node_name().is_some());

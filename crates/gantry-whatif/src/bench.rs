@@ -42,7 +42,9 @@ fn median(mut samples: Vec<Duration>) -> u128 {
     samples[samples.len() / 2].as_nanos()
 }
 
-fn synthetic(kind: StoreKind, nodes: usize, pods_per_node: usize) -> ClusterSnapshot {
+/// A snapshot of `nodes` and the `pods` bound to them, scheduled by the default profile
+/// with DynamicResources.
+fn loaded(kind: StoreKind, nodes: &[Node], pods: &[Arc<Pod>]) -> ClusterSnapshot {
     let dra = DraObjects::default();
     let mut snapshot = ClusterSnapshot::new(
         kind,
@@ -50,6 +52,13 @@ fn synthetic(kind: StoreKind, nodes: usize, pods_per_node: usize) -> ClusterSnap
         ApiObjects::default(),
         &dra,
     );
+    snapshot
+        .load(nodes, pods, &dra)
+        .expect("benchmark nodes have unique names");
+    snapshot
+}
+
+fn synthetic(kind: StoreKind, nodes: usize, pods_per_node: usize) -> ClusterSnapshot {
     let node_list: Vec<Node> = (0..nodes)
         .map(|n| default_node(&format!("node-{n}"), n))
         .collect();
@@ -62,10 +71,7 @@ fn synthetic(kind: StoreKind, nodes: usize, pods_per_node: usize) -> ClusterSnap
             )));
         }
     }
-    snapshot
-        .load(&node_list, &pods, &dra)
-        .expect("synthetic nodes have unique names");
-    snapshot
+    loaded(kind, &node_list, &pods)
 }
 
 /// Adds one pod to each of `count` nodes spread over the cluster.
@@ -204,16 +210,7 @@ impl AutoscalerBenchmark {
                 })
                 .collect(),
         };
-        let dra = DraObjects::default();
-        let mut snapshot = ClusterSnapshot::new(
-            kind,
-            with_dynamic_resources(default_profile("default-scheduler")),
-            ApiObjects::default(),
-            &dra,
-        );
-        snapshot
-            .load(&[node(100, 100, 10, "oldnode", "zone-jupiter")], &[], &dra)
-            .expect("one node");
+        let snapshot = loaded(kind, &[node(100, 100, 10, "oldnode", "zone-jupiter")], &[]);
         AutoscalerBenchmark {
             snapshot,
             groups: vec![

@@ -68,19 +68,19 @@ impl DeltaStore {
         name: Sym,
     ) -> Result<&'a mut NodeInfo, StoreError> {
         let (top, below) = layers.split_last_mut().expect("called with a layer");
-        if !top.nodes.contains_key(&name) {
-            let found = below
-                .iter()
-                .rev()
-                .find_map(|l| l.nodes.get(&name))
-                .map_or_else(|| base.nodes.get(&name), Option::as_ref)
-                .ok_or(StoreError::NodeNotFound(name))?;
-            top.nodes.insert(name, Some(found.clone()));
-        }
-        top.nodes
-            .get_mut(&name)
-            .and_then(Option::as_mut)
-            .ok_or(StoreError::NodeNotFound(name))
+        let entry = match top.nodes.entry(name) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let found = below
+                    .iter()
+                    .rev()
+                    .find_map(|l| l.nodes.get(&name))
+                    .map_or_else(|| base.nodes.get(&name), Option::as_ref)
+                    .ok_or(StoreError::NodeNotFound(name))?;
+                entry.insert(Some(found.clone()))
+            }
+        };
+        entry.as_mut().ok_or(StoreError::NodeNotFound(name))
     }
 
     fn pvc_count(&self, key: PvcKey) -> i64 {

@@ -44,6 +44,9 @@ pub struct DynamicResources {
     selectors: Mutex<HashMap<Arc<str>, Arc<Selector>, RandomState>>,
 }
 
+/// Filter's allocations for the pod's claims, per node.
+type NodeAllocations = HashMap<Sym, Arc<Vec<Allocation>>, RandomState>;
+
 /// The pod's claims and what Filter and Reserve worked out for them.
 #[derive(Clone)]
 struct PodClaims {
@@ -54,7 +57,7 @@ struct PodClaims {
     /// For the claims still to allocate; `None` when all are allocated.
     allocator: Option<Arc<Allocator>>,
     /// Filter's allocations per node (Filter runs on several nodes, possibly at once).
-    node_allocations: Arc<Mutex<HashMap<Sym, Arc<Vec<Allocation>>, RandomState>>>,
+    node_allocations: Arc<Mutex<NodeAllocations>>,
     /// Reserve's choice: the node and its allocations.
     reserved: Option<(Sym, Arc<Vec<Allocation>>)>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
