@@ -56,14 +56,7 @@ pub fn counterfactuals(
     templates: &[NodeTemplate],
 ) -> Result<Counterfactuals, SchedulingError> {
     let mut out = Counterfactuals::default();
-    let names: Vec<Sym> = (0..snapshot.cluster().num_nodes())
-        .map(|p| snapshot.cluster().node_at(p).name())
-        .collect();
-    for node in names {
-        let rejected_by = rejecting_plugins(snapshot, pod, node)?;
-        if rejected_by.is_empty() {
-            continue;
-        }
+    for (node, rejected_by) in rejections(snapshot, pod)? {
         let change = match rejected_by.as_slice() {
             [only] => one_change(snapshot, pod, node, only)?,
             _ => None,
@@ -92,23 +85,30 @@ pub fn counterfactuals(
     Ok(out)
 }
 
-/// The Filter plugins that reject the pod on the node (all of them, not just the first);
-/// none when PreFilter rejects the pod everywhere (then no single node is to blame).
-fn rejecting_plugins(
+/// Every node that rejects the pod, in the scheduler's order, with all the Filter plugins
+/// that reject it there (not just the first). Nothing when PreFilter rejects the pod
+/// everywhere: then no single node is to blame.
+fn rejections(
     snapshot: &mut ClusterSnapshot,
     pod: &Pod,
-    node: Sym,
-) -> Result<Vec<&'static str>, SchedulingError> {
+) -> Result<Vec<(Sym, Vec<&'static str>)>, SchedulingError> {
     snapshot.fork();
     let result = match snapshot.pre_filter_state(pod) {
         Ok((state, _)) => {
-            let info = snapshot.cluster().node(node).expect("listed");
+            let cluster = snapshot.cluster();
             let filters = PodFilters::new(snapshot.profile(), &state);
-            Ok(filters
-                .run_all(&state, pod, info)
-                .iter()
-                .filter(|s| s.is_rejected())
-                .map(Status::plugin)
+            Ok((0..cluster.num_nodes())
+                .map(|p| cluster.node_at(p))
+                .map(|info| {
+                    let rejecting: Vec<&'static str> = filters
+                        .run_all(&state, pod, info)
+                        .iter()
+                        .filter(|s| s.is_rejected())
+                        .map(Status::plugin)
+                        .collect();
+                    (info.name(), rejecting)
+                })
+                .filter(|(_, rejecting)| !rejecting.is_empty())
                 .collect())
         }
         Err(SchedulingError::Unschedulable(_)) => Ok(Vec::new()),

@@ -11,7 +11,7 @@
 //!   empty copy ends the group;
 //! - the answer is the number of added nodes that received pods; the fork is reverted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
@@ -31,22 +31,27 @@ pub struct EquivalenceGroup {
 /// controller are never grouped (as upstream).
 pub fn equivalence_groups(pods: &[Arc<Pod>]) -> Vec<EquivalenceGroup> {
     let mut groups: Vec<EquivalenceGroup> = Vec::new();
+    // The groups of each controller, so a pod is compared with its siblings' groups only.
+    let mut by_owner: HashMap<&str, Vec<usize>, RandomState> = HashMap::default();
     for pod in pods {
-        let existing = pod.controller.as_ref().and_then(|owner| {
-            groups.iter_mut().find(|g| {
-                let exemplar = &g.pods[0];
-                exemplar
-                    .controller
-                    .as_ref()
-                    .is_some_and(|o| o.uid == owner.uid)
-                    && same_spec(exemplar, pod)
-            })
-        });
-        match existing {
-            Some(group) => group.pods.push(pod.clone()),
-            None => groups.push(EquivalenceGroup {
+        let Some(owner) = &pod.controller else {
+            groups.push(EquivalenceGroup {
                 pods: vec![pod.clone()],
-            }),
+            });
+            continue;
+        };
+        let candidates = by_owner.entry(&owner.uid).or_default();
+        match candidates
+            .iter()
+            .find(|&&g| same_spec(&groups[g].pods[0], pod))
+        {
+            Some(&g) => groups[g].pods.push(pod.clone()),
+            None => {
+                candidates.push(groups.len());
+                groups.push(EquivalenceGroup {
+                    pods: vec![pod.clone()],
+                });
+            }
         }
     }
     groups
