@@ -264,3 +264,40 @@ fn upstream_benchmark_needs_2595_nodes() {
     assert_eq!(result.nodes_needed, AutoscalerBenchmark::EXPECTED_NODES);
     assert_eq!(result.scheduled.len(), 51_000);
 }
+
+/// Same controller and same spec make a group; pods without a controller stand alone.
+#[test]
+fn equivalence_groups_follow_controller_and_spec() {
+    let owned = |name: &str, owner: &str, milli_cpu: i64| {
+        let mut pod = build_pod(name, milli_cpu, 100);
+        pod.controller = Some(Arc::new(gantry_api::OwnerRef {
+            kind: Sym::new("ReplicaSet"),
+            name: Arc::from(owner),
+            uid: Arc::from(owner),
+        }));
+        Arc::new(pod)
+    };
+    let pods = vec![
+        owned("a-0", "a", 100),
+        owned("b-0", "b", 100),
+        owned("a-1", "a", 100),
+        owned("a-big", "a", 200),
+        Arc::new(build_pod("bare-0", 100, 100)),
+        Arc::new(build_pod("bare-1", 100, 100)),
+    ];
+    let groups = gantry_whatif::estimator::equivalence_groups(&pods);
+    let names: Vec<Vec<&str>> = groups
+        .iter()
+        .map(|g| g.pods.iter().map(|p| &*p.name).collect())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            vec!["a-0", "a-1"],
+            vec!["b-0"],
+            vec!["a-big"],
+            vec!["bare-0"],
+            vec!["bare-1"]
+        ]
+    );
+}
