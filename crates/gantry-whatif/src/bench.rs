@@ -236,14 +236,18 @@ pub struct EstimateFigures {
     pub nodes_needed: usize,
     /// Median wall time of one estimate (ordering, fork, binpacking, revert).
     pub estimate_ms: f64,
+    /// Median time on a CPU of one estimate, where the system tells it.
+    pub estimate_cpu_ms: Option<f64>,
     pub runs: usize,
 }
 
 pub fn measure_estimate(kind: StoreKind, runs: usize) -> EstimateFigures {
     let mut bench = AutoscalerBenchmark::new(kind);
     let mut times = Vec::new();
+    let mut cpu_times = Vec::new();
     let mut nodes_needed = 0;
     for _ in 0..runs.max(1) {
+        let cpu_start = thread_cpu_time();
         let start = Instant::now();
         let result = estimate(
             &mut bench.snapshot,
@@ -253,6 +257,9 @@ pub fn measure_estimate(kind: StoreKind, runs: usize) -> EstimateFigures {
         )
         .expect("the benchmark's pods are well-formed");
         times.push(start.elapsed());
+        if let (Some(before), Some(after)) = (cpu_start, thread_cpu_time()) {
+            cpu_times.push(after.saturating_sub(before));
+        }
         nodes_needed = result.nodes_needed;
     }
     let runs = times.len();
@@ -260,6 +267,16 @@ pub fn measure_estimate(kind: StoreKind, runs: usize) -> EstimateFigures {
         pods: bench.pods(),
         nodes_needed,
         estimate_ms: median(times) as f64 / 1e6,
+        estimate_cpu_ms: (cpu_times.len() == runs).then(|| median(cpu_times) as f64 / 1e6),
         runs,
     }
+}
+
+/// Time this thread has spent on a CPU (Linux's `/proc/thread-self/schedstat`); `None`
+/// where it cannot be read. Unlike wall time, it leaves out time spent waiting for a core,
+/// which on a machine shared with other work can be most of it.
+fn thread_cpu_time() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
 }
