@@ -287,3 +287,59 @@ fn unsupported_features_are_refused_naming_the_field() {
         assert!(error.contains(expected), "{error}\n  expected: {expected}");
     }
 }
+
+/// Upstream's PreFilter refusals: a claim being deleted, a claim whose 256 consumer slots
+/// are taken, and a claim a template should have made for the pod but that another owns.
+#[test]
+fn unusable_claims_are_refused_with_upstreams_reasons() {
+    let user = |claim: &str| {
+        pods(&format!(
+            "{{apiVersion: v1, kind: Pod, metadata: {{name: u, namespace: default}},
+               spec: {{containers: [{{name: c}}], resourceClaims: [{{name: gpu, resourceClaimName: {claim}}}]}}}}"
+        ))
+        .remove(0)
+    };
+    let mut deleting = cluster();
+    deleting.dra.claims[0].deleting = true;
+    let mut s = snapshot(StoreKind::Delta, &deleting);
+    let message = anywhere(&mut s, &user("shared-gpu"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains(r#"resourceclaim "shared-gpu" is being deleted"#),
+        "{message}"
+    );
+
+    let mut full = cluster();
+    let claim = &mut full.dra.claims[0];
+    claim.allocation = Some(Arc::new(gantry_api::dra::Allocation {
+        devices: Vec::new(),
+        node_selector: None,
+    }));
+    claim.reserved_for = (0..gantry_api::dra::RESERVED_FOR_MAX_SIZE)
+        .map(|i| gantry_api::dra::ClaimConsumer {
+            name: Arc::from(format!("other-{i}")),
+            uid: Arc::from(format!("other-{i}")),
+        })
+        .collect();
+    let mut s = snapshot(StoreKind::Delta, &full);
+    let message = anywhere(&mut s, &user("shared-gpu"))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("resourceclaim in use"), "{message}");
+
+    // train-0's template claim exists already, but belongs to someone else.
+    let mut stolen = cluster();
+    let mut foreign = stolen.dra.claims[0].clone();
+    foreign.name = Arc::from("train-0-gpu");
+    foreign.owner_pod = Some(Arc::from("someone-else"));
+    stolen.dra.claims.push(foreign);
+    let mut s = snapshot(StoreKind::Delta, &stolen);
+    let message = anywhere(&mut s, &training_pods()[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("ResourceClaim default/train-0-gpu was not created for pod default/train-0 (pod is not owner)"),
+        "{message}"
+    );
+}
