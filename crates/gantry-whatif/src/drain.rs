@@ -10,12 +10,13 @@
 //!    tainted `ToBeDeletedByClusterAutoscaler:NoSchedule` (it still counts as a topology
 //!    domain), and each pod is placed on another node that is not itself being drained;
 //!    if one finds no place the node is `NoPlaceToMovePods` and the fork is reverted;
-//! 4. otherwise the node is removed and the fork committed, so the next candidate sees the
+//! 4. the pods to move together must fit their disruption budgets;
+//! 5. otherwise the node is removed and the fork committed, so the next candidate sees the
 //!    moved pods, and the moved pods count against their budgets.
 
 use std::sync::Arc;
 
-use gantry_api::{Pod, Sym, Taint, TaintEffect};
+use gantry_api::{Pod, PodDisruptionBudget, Sym, Taint, TaintEffect};
 use gantry_cache::NodeInfo;
 
 use crate::snapshot::{ClusterSnapshot, SchedulingError};
@@ -79,18 +80,62 @@ pub trait RemainingPdbTracker {
 
     /// Counts the pods' evictions against their budgets.
     fn remove_pods(&mut self, pods: &[Arc<Pod>]);
+
+    /// The first pod whose eviction, after those before it, would exceed a budget (upstream's
+    /// `CanRemovePods`): a node's pods share their budgets.
+    fn first_over_budget(&self, pods: &[Arc<Pod>]) -> Option<usize>;
 }
 
-/// No disruption budgets at all.
-#[derive(Debug, Default)]
-pub struct NoBudgets;
+/// The budgets of PodDisruptionBudget objects, as upstream's `BasicRemainingPdbTracker`:
+/// each covering budget's `disruptionsAllowed`, lowered as pods are moved off removed nodes.
+pub struct BudgetTracker {
+    budgets: Vec<(PodDisruptionBudget, i32)>,
+}
 
-impl RemainingPdbTracker for NoBudgets {
-    fn matching(&self, _pod: &Pod) -> Vec<i32> {
-        Vec::new()
+impl BudgetTracker {
+    pub fn new(budgets: &[PodDisruptionBudget]) -> BudgetTracker {
+        BudgetTracker {
+            budgets: budgets
+                .iter()
+                .map(|b| (b.clone(), b.disruptions_allowed))
+                .collect(),
+        }
+    }
+}
+
+impl RemainingPdbTracker for BudgetTracker {
+    fn matching(&self, pod: &Pod) -> Vec<i32> {
+        self.budgets
+            .iter()
+            .filter(|(b, _)| b.covers(pod))
+            .map(|(_, allowed)| *allowed)
+            .collect()
     }
 
-    fn remove_pods(&mut self, _pods: &[Arc<Pod>]) {}
+    fn remove_pods(&mut self, pods: &[Arc<Pod>]) {
+        for pod in pods {
+            for (budget, allowed) in &mut self.budgets {
+                if budget.covers(pod) {
+                    *allowed -= 1;
+                }
+            }
+        }
+    }
+
+    fn first_over_budget(&self, pods: &[Arc<Pod>]) -> Option<usize> {
+        let mut left: Vec<i32> = self.budgets.iter().map(|(_, allowed)| *allowed).collect();
+        for (i, pod) in pods.iter().enumerate() {
+            for ((budget, _), left) in self.budgets.iter().zip(&mut left) {
+                if budget.covers(pod) {
+                    *left -= 1;
+                    if *left < 0 {
+                        return Some(i);
+                    }
+                }
+            }
+        }
+        None
+    }
 }
 
 /// What the rules decide for one pod.
@@ -216,6 +261,16 @@ fn simulate_removal(
                 return Ok(result);
             }
         }
+    }
+    if let Some(i) = budgets.first_over_budget(&to_move) {
+        let pod = to_move[i].clone();
+        let mut result = DrainResult::unremovable(node, Unremovable::BlockedByPod);
+        result.blocking_pod = Some(BlockingPod {
+            message: format!("not enough pod disruption budget to move {}", pod.key()),
+            pod,
+            reason: BlockingReason::NotEnoughPdb,
+        });
+        return Ok(result);
     }
     let ghost = tainted_copy(info);
     snapshot.fork();

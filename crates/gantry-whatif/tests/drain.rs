@@ -12,9 +12,7 @@ use gantry_api::{
 };
 use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
-use gantry_whatif::drain::{
-    BlockingReason, NoBudgets, RemainingPdbTracker, Unremovable, simulate_removals,
-};
+use gantry_whatif::drain::{BlockingReason, BudgetTracker, Unremovable, simulate_removals};
 use gantry_whatif::{ClusterSnapshot, StoreKind};
 
 fn node(name: &str, milli_cpu: i64) -> Node {
@@ -89,7 +87,8 @@ fn replicated_pods_move_and_daemonset_and_mirror_pods_stay() {
                 ),
             ],
         );
-        let results = simulate_removals(&mut s, &[Sym::new("n1")], &mut NoBudgets).unwrap();
+        let results =
+            simulate_removals(&mut s, &[Sym::new("n1")], &mut BudgetTracker::new(&[])).unwrap();
         let r = &results[0];
         assert_eq!(r.unremovable, None, "{r:?}");
         let moved: Vec<String> = r
@@ -140,7 +139,7 @@ fn blocking_pods_name_their_reason() {
             &[node("n1", 4000), node("n2", 4000)],
             vec![blocker],
         );
-        let r = simulate_removals(&mut s, &[Sym::new("n1")], &mut NoBudgets)
+        let r = simulate_removals(&mut s, &[Sym::new("n1")], &mut BudgetTracker::new(&[]))
             .unwrap()
             .remove(0);
         assert_eq!(r.unremovable, Some(Unremovable::BlockedByPod));
@@ -162,7 +161,7 @@ fn no_room_elsewhere_leaves_the_snapshot_untouched() {
                 pod("c", "n2", 500),
             ],
         );
-        let r = simulate_removals(&mut s, &[Sym::new("n1")], &mut NoBudgets)
+        let r = simulate_removals(&mut s, &[Sym::new("n1")], &mut BudgetTracker::new(&[]))
             .unwrap()
             .remove(0);
         assert_eq!(r.unremovable, Some(Unremovable::NoPlaceToMovePods));
@@ -197,7 +196,7 @@ fn candidates_are_no_destinations_and_are_checked_in_turn() {
     let results = simulate_removals(
         &mut s,
         &[Sym::new("n1"), Sym::new("n2"), Sym::new("gone")],
-        &mut NoBudgets,
+        &mut BudgetTracker::new(&[]),
     )
     .unwrap();
     assert_eq!(
@@ -244,50 +243,39 @@ fn the_ghost_node_still_counts_as_a_topology_domain() {
             spread(pod("w3", "n3", 100)),
         ],
     );
-    let r = simulate_removals(&mut s, &[Sym::new("n3")], &mut NoBudgets)
+    let r = simulate_removals(&mut s, &[Sym::new("n3")], &mut BudgetTracker::new(&[]))
         .unwrap()
         .remove(0);
     assert_eq!(r.unremovable, Some(Unremovable::NoPlaceToMovePods), "{r:?}");
 }
 
-/// A tracker over one budget: covers pods labelled app=web, allows `allowed` disruptions.
-struct OneBudget {
-    allowed: i32,
+fn budget(allowed: i32) -> gantry_api::PodDisruptionBudget {
+    let text = format!(
+        "{{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {{name: web, namespace: default}},
+          spec: {{selector: {{matchLabels: {{app: web}}}}}}, status: {{disruptionsAllowed: {allowed}}}}}"
+    );
+    gantry_api::decode::ClusterObjects::decode(&text, "pdb")
+        .unwrap()
+        .pdbs
+        .remove(0)
 }
 
-impl RemainingPdbTracker for OneBudget {
-    fn matching(&self, pod: &Pod) -> Vec<i32> {
-        if pod
-            .labels
-            .get_str("app")
-            .is_some_and(|v| v.as_str() == "web")
-        {
-            vec![self.allowed]
-        } else {
-            Vec::new()
-        }
-    }
-
-    fn remove_pods(&mut self, pods: &[Arc<Pod>]) {
-        self.allowed -= pods.iter().filter(|p| !self.matching(p).is_empty()).count() as i32;
-    }
+fn web(name: &str, node: &str) -> Pod {
+    let mut p = pod(name, node, 100);
+    p.labels = gantry_api::Labels::from_strs([("app", "web")]);
+    p
 }
 
 #[test]
 fn disruption_budgets_are_used_up_by_earlier_candidates() {
-    let web = |name: &str, node: &str| {
-        let mut p = pod(name, node, 100);
-        p.labels = gantry_api::Labels::from_strs([("app", "web")]);
-        p
-    };
     let mut s = snapshot(
         StoreKind::Delta,
         &[node("n1", 4000), node("n2", 4000), node("n3", 4000)],
         vec![web("w1", "n1"), web("w2", "n2")],
     );
-    let mut budget = OneBudget { allowed: 1 };
+    let mut budgets = BudgetTracker::new(&[budget(1)]);
     let results =
-        simulate_removals(&mut s, &[Sym::new("n1"), Sym::new("n2")], &mut budget).unwrap();
+        simulate_removals(&mut s, &[Sym::new("n1"), Sym::new("n2")], &mut budgets).unwrap();
     assert_eq!(results[0].unremovable, None);
     assert_eq!(results[1].unremovable, Some(Unremovable::BlockedByPod));
     let blocking = results[1].blocking_pod.as_ref().unwrap();
@@ -296,4 +284,55 @@ fn disruption_budgets_are_used_up_by_earlier_candidates() {
         blocking.message,
         "not enough pod disruption budget to move default/w2"
     );
+}
+
+#[test]
+fn a_budget_lets_a_kube_system_pod_move() {
+    let mut dns = web("dns", "n1");
+    dns.namespace = Sym::new("kube-system");
+    dns.uid = Arc::from("kube-system/dns");
+    let mut covering = budget(1);
+    covering.namespace = Sym::new("kube-system");
+    let mut s = snapshot(
+        StoreKind::Delta,
+        &[node("n1", 4000), node("n2", 4000)],
+        vec![dns],
+    );
+    let r = simulate_removals(
+        &mut s,
+        &[Sym::new("n1")],
+        &mut BudgetTracker::new(&[covering]),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(r.unremovable, None, "{r:?}");
+}
+
+/// Two pods of one node share a budget that allows one disruption: the node cannot go.
+#[test]
+fn pods_of_one_node_share_their_budget() {
+    let mut s = snapshot(
+        StoreKind::Delta,
+        &[node("n1", 4000), node("n2", 4000)],
+        vec![web("w1", "n1"), web("w2", "n1")],
+    );
+    let r = simulate_removals(
+        &mut s,
+        &[Sym::new("n1")],
+        &mut BudgetTracker::new(&[budget(1)]),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(r.unremovable, Some(Unremovable::BlockedByPod));
+    let blocking = r.blocking_pod.unwrap();
+    assert_eq!(blocking.reason, BlockingReason::NotEnoughPdb);
+    assert_eq!(&*blocking.pod.name, "w2");
+    let r = simulate_removals(
+        &mut s,
+        &[Sym::new("n1")],
+        &mut BudgetTracker::new(&[budget(2)]),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(r.unremovable, None);
 }

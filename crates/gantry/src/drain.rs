@@ -3,17 +3,18 @@
 use gantry_api::Sym;
 use gantry_api::decode::ClusterObjects;
 use gantry_whatif::ClusterSnapshot;
-use gantry_whatif::drain::{DrainResult, NoBudgets, simulate_removals};
+use gantry_whatif::drain::{BudgetTracker, DrainResult, simulate_removals};
 use serde_json::{Value, json};
 
 pub fn run(
     nodes: &[String],
     mut snapshot: ClusterSnapshot,
-    _cluster: &ClusterObjects,
+    cluster: &ClusterObjects,
     json: bool,
 ) -> anyhow::Result<()> {
     let candidates: Vec<Sym> = nodes.iter().map(|n| Sym::new(n)).collect();
-    let results = simulate_removals(&mut snapshot, &candidates, &mut NoBudgets)?;
+    let mut budgets = BudgetTracker::new(&cluster.pdbs);
+    let results = simulate_removals(&mut snapshot, &candidates, &mut budgets)?;
     if json {
         let out = json!({"drain": results.iter().map(result_json).collect::<Vec<_>>()});
         println!("{out}");

@@ -114,6 +114,27 @@ fn drain_reports_moves_and_blocking_pods() {
 }
 
 #[test]
+fn drain_honours_disruption_budgets() {
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("drain-cluster.yaml"),
+        &data("drain-pdb.yaml"),
+        "--drain",
+        "small-1",
+        "--json",
+    ]);
+    let v = json(&out);
+    let r = &v["drain"][0];
+    assert_eq!(
+        r["removable"], false,
+        "two web pods, one disruption allowed"
+    );
+    assert_eq!(r["blocking_pod"]["reason"], "NotEnoughPdb");
+    assert_eq!(r["blocking_pod"]["pod"], "shop/web-b");
+}
+
+#[test]
 fn a_gang_fits_all_at_once_or_not_at_all() {
     let out = gantry(&[
         "estimate",
