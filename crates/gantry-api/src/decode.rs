@@ -28,8 +28,8 @@ use crate::storage::{
     PersistentVolumeClaim, StorageClass, VolumeBindingMode,
 };
 use crate::{
-    ContainerImage, Labels, Node, OwnerRef, PodDisruptionBudget, Quantity, ResourceName,
-    Resources, Sym, Taint, TaintEffect,
+    ContainerImage, Labels, Node, OwnerRef, PodDisruptionBudget, Quantity, ResourceName, Resources,
+    Sym, Taint, TaintEffect,
 };
 
 /// A problem with one field of one object.

@@ -57,8 +57,12 @@ pub fn equivalence_groups(pods: &[Arc<Pod>]) -> Vec<EquivalenceGroup> {
     groups
 }
 
-/// The parts of two pods that decide where they can run are equal.
+/// The parts of two pods that decide where they can run are equal (pods decoded from one
+/// template share them outright).
 fn same_spec(a: &Pod, b: &Pod) -> bool {
+    if a.shares_template(b) {
+        return a.namespace == b.namespace;
+    }
     a.namespace == b.namespace
         && a.labels == b.labels
         && a.priority == b.priority

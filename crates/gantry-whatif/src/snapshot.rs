@@ -48,6 +48,11 @@ impl SchedulingError {
 pub struct ClusterSnapshot {
     store: Box<dyn SnapshotStore>,
     profile: Profile,
+    /// The Reserve and PreBind plugins whose effects live in the snapshot: only
+    /// DynamicResources (its allocations are stored as claims). Others, such as
+    /// VolumeBinding, keep what they promise inside the plugin, where a revert could not
+    /// undo it; on a fork their Filter verdicts stand and nothing is promised.
+    binding: Profile,
     objects: ApiObjects,
     /// Where the next search over all nodes starts (as upstream's rotating start).
     next_start: usize,
@@ -92,6 +97,7 @@ impl ClusterSnapshot {
         }
         ClusterSnapshot {
             store,
+            binding: binding_profile(&profile),
             profile,
             objects,
             next_start: 0,
@@ -139,13 +145,7 @@ impl ClusterSnapshot {
         profile: Profile,
         cluster: &ClusterObjects,
     ) -> Result<ClusterSnapshot, StoreError> {
-        let mut objects = ApiObjects::new(&cluster.namespaces, &cluster.services);
-        objects.set_storage(
-            &cluster.pvs,
-            &cluster.pvcs,
-            &cluster.storage_classes,
-            &cluster.csi_nodes,
-        );
+        let objects = ApiObjects::from_cluster(cluster);
         let mut snapshot = ClusterSnapshot::new(kind, profile, objects, &cluster.dra);
         let bound: Vec<Arc<Pod>> = cluster
             .pods
@@ -372,10 +372,13 @@ impl ClusterSnapshot {
         node: Sym,
         mut state: CycleState,
     ) -> Result<(), SchedulingError> {
-        run_reserve(&self.profile, &mut state, pod, node)
+        let info = self.store.node(node).ok_or_else(|| {
+            SchedulingError::internal(pod, format!("node {node} is not in the snapshot"))
+        })?;
+        run_reserve(&self.binding, &mut state, pod, info)
             .map_err(|m| SchedulingError::internal(pod, m))?;
-        if let Err(message) = run_pre_bind(Some(&self.profile), &mut state, pod, node) {
-            unreserve(&self.profile, &mut state, pod, node);
+        if let Err(message) = run_pre_bind(Some(&self.binding), &mut state, pod, node) {
+            unreserve(&self.binding, &mut state, pod, node);
             return Err(SchedulingError::internal(pod, message));
         }
         for claim in dynamic_resources::bound_claims(&state) {
@@ -420,6 +423,25 @@ impl ClusterSnapshot {
             }));
         }
     }
+}
+
+/// The profile's DynamicResources at Reserve and PreBind, and nothing else.
+fn binding_profile(profile: &Profile) -> Profile {
+    let mut binding = Profile::empty(profile.scheduler_name.as_str());
+    let is_dra = |name: &str| name == dynamic_resources::NAME;
+    binding.reserve = profile
+        .reserve
+        .iter()
+        .filter(|p| is_dra(p.name()))
+        .cloned()
+        .collect();
+    binding.pre_bind = profile
+        .pre_bind
+        .iter()
+        .filter(|p| is_dra(p.name()))
+        .cloned()
+        .collect();
+    binding
 }
 
 /// The profile with DynamicResources added at PreFilter, Filter, Reserve and PreBind

@@ -81,6 +81,7 @@ fn pods() -> Vec<Arc<Pod>> {
                     name: Arc::from("data"),
                     claim_name: Some(Arc::from(format!("pvc-{}", i % 8).as_str())),
                     read_only: false,
+                    disk: None,
                 });
             }
             Arc::new(pod)

@@ -256,7 +256,8 @@ impl FilterPlugin for DynamicResources {
 }
 
 impl ReservePlugin for DynamicResources {
-    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: Sym) -> Status {
+    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let node = node.name();
         let Some(s) = state.read_mut::<PodClaims>(NAME) else {
             return Status::success();
         };
