@@ -200,15 +200,21 @@ impl AutoscalerBenchmark {
                 ("topology.kubernetes.io/zone", zone),
             ])
         };
-        let group = |prefix: &str, milli_cpu: i64, memory: i64, count: usize| EquivalenceGroup {
-            pods: (0..count)
-                .map(|i| {
-                    let mut pod = Pod::new("universe", &format!("{prefix}-{i}"))
-                        .with_requests(milli_cpu, memory);
-                    pod.labels = Labels::from_strs([("app", "estimatee")]);
-                    Arc::new(pod)
-                })
-                .collect(),
+        // Upstream repeats one pod object; here the pods of a group are distinct pods that
+        // share one template (as a controller's pods do), so only names and uids differ.
+        let group = |prefix: &str, milli_cpu: i64, memory: i64, count: usize| {
+            let mut exemplar = Pod::new("universe", prefix).with_requests(milli_cpu, memory);
+            exemplar.labels = Labels::from_strs([("app", "estimatee")]);
+            EquivalenceGroup {
+                pods: (0..count)
+                    .map(|i| {
+                        let mut pod = exemplar.clone();
+                        pod.name = Arc::from(format!("{prefix}-{i}"));
+                        pod.uid = Arc::from(format!("universe/{prefix}-{i}"));
+                        Arc::new(pod)
+                    })
+                    .collect(),
+            }
         };
         let snapshot = loaded(kind, &[node(100, 100, 10, "oldnode", "zone-jupiter")], &[]);
         AutoscalerBenchmark {
