@@ -51,7 +51,11 @@ pub fn print(out: &mut dyn Write, c: &Counterfactuals) -> std::io::Result<()> {
         }
         if let Some(victims) = &n.preempting {
             let names: Vec<String> = victims.iter().map(|p| p.key()).collect();
-            said.push(format!("fits {} after preempting {}", n.node, names.join(", ")));
+            said.push(format!(
+                "fits {} after preempting {}",
+                n.node,
+                names.join(", ")
+            ));
         }
         if !said.is_empty() {
             any = true;
@@ -73,7 +77,11 @@ pub fn print(out: &mut dyn Write, c: &Counterfactuals) -> std::io::Result<()> {
     }
     for t in &c.templates {
         match &t.nodes {
-            Ok(n) => writeln!(out, "  {n} new node(s) of template {} would take it", t.template)?,
+            Ok(n) => writeln!(
+                out,
+                "  {n} new node(s) of template {} would take it",
+                t.template
+            )?,
             Err(why) => writeln!(
                 out,
                 "  a new node of template {} would not take it: {why}",

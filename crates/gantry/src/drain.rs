@@ -1,10 +1,14 @@
 //! `gantry estimate --drain`: can these nodes be removed, their pods moving elsewhere?
 
+use std::io::Write;
+
 use gantry_api::Sym;
 use gantry_api::decode::ClusterObjects;
 use gantry_whatif::ClusterSnapshot;
 use gantry_whatif::drain::{BudgetTracker, DrainResult, simulate_removals};
 use serde_json::{Value, json};
+
+use crate::output;
 
 pub fn run(
     nodes: &[String],
@@ -17,28 +21,30 @@ pub fn run(
     let results = simulate_removals(&mut snapshot, &candidates, &mut budgets)?;
     if json {
         let out = json!({"drain": results.iter().map(result_json).collect::<Vec<_>>()});
-        println!("{out}");
-        return Ok(());
+        return output::to_stdout(|w| writeln!(w, "{out}"));
     }
-    for r in &results {
-        match r.unremovable {
-            None => {
-                println!("{}: removable, {} pods move", r.node, r.moves.len());
-                for (pod, to) in &r.moves {
-                    println!("  {} -> {to}", pod.key());
-                }
-            }
-            Some(reason) => {
-                let detail = match (&r.blocking_pod, &r.no_place) {
-                    (Some(b), _) => format!(": {} ({})", b.message, b.reason.as_str()),
-                    (None, Some((pod, why))) => format!(": {} fits nowhere else: {why}", pod.key()),
-                    (None, None) => String::new(),
-                };
-                println!("{}: not removable, {}{detail}", r.node, reason.as_str());
-            }
+    output::to_stdout(|w| {
+        for r in &results {
+            print_result(w, r)?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
+}
+
+fn print_result(w: &mut dyn Write, r: &DrainResult) -> std::io::Result<()> {
+    let Some(reason) = r.unremovable else {
+        writeln!(w, "{}: removable, {} pods move", r.node, r.moves.len())?;
+        for (pod, to) in &r.moves {
+            writeln!(w, "  {} -> {to}", pod.key())?;
+        }
+        return Ok(());
+    };
+    let detail = match (&r.blocking_pod, &r.no_place) {
+        (Some(b), _) => format!(": {} ({})", b.message, b.reason.as_str()),
+        (None, Some((pod, why))) => format!(": {} fits nowhere else: {why}", pod.key()),
+        (None, None) => String::new(),
+    };
+    writeln!(w, "{}: not removable, {}{detail}", r.node, reason.as_str())
 }
 
 fn result_json(r: &DrainResult) -> Value {

@@ -3,6 +3,7 @@
 //! - scale-down (`--drain`): can these nodes be removed, their pods moving elsewhere;
 //! - gang (`--gang`): do all these pods fit at once, and where.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +18,7 @@ use gantry_whatif::{ClusterSnapshot, StoreKind, with_dynamic_resources};
 use serde_json::{Value, json};
 
 use crate::explain::table;
-use crate::load;
+use crate::{load, output};
 
 #[derive(Args)]
 pub struct EstimateArgs {
@@ -173,15 +174,38 @@ fn scale_up(
             "best": best.map(|b| b.to_string()),
             "wall_ms": (wall_ms * 1000.0).round() / 1000.0,
         });
-        println!("{out}");
-        return Ok(());
+        return output::to_stdout(|w| writeln!(w, "{out}"));
     }
-    println!(
+    let num_nodes = snapshot.cluster().num_nodes();
+    output::to_stdout(|w| {
+        print_scale_up(
+            w,
+            &pending,
+            fits_existing.len(),
+            num_nodes,
+            &results,
+            best,
+            wall_ms,
+        )
+    })
+}
+
+fn print_scale_up(
+    w: &mut dyn Write,
+    pending: &[Arc<Pod>],
+    fits_existing: usize,
+    num_nodes: usize,
+    results: &[(&NodeTemplate, Estimate, f64)],
+    best: Option<Sym>,
+    wall_ms: f64,
+) -> std::io::Result<()> {
+    writeln!(
+        w,
         "gantry estimate: {} pending pods, {} fit the existing {} nodes",
         pending.len(),
-        fits_existing.len(),
-        snapshot.cluster().num_nodes()
-    );
+        fits_existing,
+        num_nodes
+    )?;
     let mut table = table();
     table.set_header([
         "Template",
@@ -190,7 +214,7 @@ fn scale_up(
         "Pods left",
         "Unused cpu+memory",
     ]);
-    for (template, result, wasted) in &results {
+    for (template, result, wasted) in results {
         table.add_row([
             template.node.name.to_string(),
             result.nodes_needed.to_string(),
@@ -199,30 +223,31 @@ fn scale_up(
             format!("{wasted:.2}"),
         ]);
     }
-    println!("{table}");
-    for (template, result, _) in &results {
+    writeln!(w, "{table}")?;
+    for (template, result, _) in results {
         for unplaced in result.unschedulable.iter().take(5) {
-            println!(
+            writeln!(
+                w,
                 "  {}: {} does not fit: {}",
                 template.node.name,
                 unplaced.pod.key(),
                 unplaced.reason
-            );
+            )?;
         }
         if result.unschedulable.len() > 5 {
-            println!(
+            writeln!(
+                w,
                 "  {}: ... and {} more",
                 template.node.name,
                 result.unschedulable.len() - 5
-            );
+            )?;
         }
     }
     match best {
-        Some(best) => println!("best: {best}"),
-        None => println!("best: none (no template helps)"),
+        Some(best) => writeln!(w, "best: {best}")?,
+        None => writeln!(w, "best: none (no template helps)")?,
     }
-    println!("({wall_ms:.1} ms)");
-    Ok(())
+    writeln!(w, "({wall_ms:.1} ms)")
 }
 
 fn template_json(name: Sym, r: &Estimate, wasted: f64) -> Value {
@@ -276,27 +301,25 @@ fn gang_check(
                 "placed_before_failure": placed,
             }}),
         };
-        println!("{out}");
-        return Ok(());
+        return output::to_stdout(|w| writeln!(w, "{out}"));
     }
-    match outcome {
+    output::to_stdout(|w| match &outcome {
         GangOutcome::Fits(placements) => {
-            println!("gang of {} pods fits:", pods.len());
+            writeln!(w, "gang of {} pods fits:", pods.len())?;
             for (pod, node) in placements {
-                println!("  {} -> {node}", pod.key());
+                writeln!(w, "  {} -> {node}", pod.key())?;
             }
+            Ok(())
         }
         GangOutcome::DoesNotFit {
             pod,
             reason,
             placed,
-        } => {
-            println!(
-                "gang of {} pods does not fit: {} found no node after {placed} were placed: {reason}",
-                pods.len(),
-                pod.key()
-            );
-        }
-    }
-    Ok(())
+        } => writeln!(
+            w,
+            "gang of {} pods does not fit: {} found no node after {placed} were placed: {reason}",
+            pods.len(),
+            pod.key()
+        ),
+    })
 }
