@@ -412,6 +412,16 @@ fn convert_node(node: &k8s::Node, object: &str) -> Result<Node, ObjectError> {
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True");
+    let annotations = annotations(node.metadata.annotations.as_ref());
+    let gpus = crate::gpu::parse_node_devices(&annotations)
+        .map_err(|e| {
+            field_error(
+                object,
+                format!("metadata.annotations[{:?}]", e.annotation),
+                e.message,
+            )
+        })?
+        .map(Arc::new);
     Ok(Node {
         name: Sym::new(&name),
         uid: Arc::from(node.metadata.uid.as_deref().unwrap_or(&name)),
@@ -422,7 +432,16 @@ fn convert_node(node: &k8s::Node, object: &str) -> Result<Node, ObjectError> {
         allocatable,
         images,
         ready,
+        annotations,
+        gpus,
     })
+}
+
+fn annotations(map: Option<&BTreeMap<String, String>>) -> Arc<[(Arc<str>, Arc<str>)]> {
+    map.into_iter()
+        .flatten()
+        .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
+        .collect()
 }
 
 fn preemption_policy(
@@ -454,13 +473,7 @@ fn convert_pod(pod: &k8s::Pod, object: &str) -> Result<(Pod, bool), ObjectError>
         out.uid = Arc::from(uid);
     }
     out.labels = labels(pod.metadata.labels.as_ref());
-    out.annotations = pod
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .map(|(k, v)| (Arc::from(k.as_str()), Arc::from(v.as_str())))
-        .collect();
+    out.annotations = annotations(pod.metadata.annotations.as_ref());
     out.terminating = pod.metadata.deletion_timestamp.is_some();
     out.controller = controller(&pod.metadata);
     out.resource_claims = crate::dra_decode::pod_resource_claims(pod, object)?.into();
@@ -658,6 +671,16 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
             port: host_port,
         });
     }
+    let mut zero_requests: Vec<Sym> = res
+        .into_iter()
+        .flat_map(|r| r.requests.iter().chain(r.limits.iter()).flatten())
+        .filter_map(|(name, _)| match ResourceName::parse(name) {
+            ResourceName::Scalar(s) if requests.scalar(s) == 0 => Some(s),
+            _ => None,
+        })
+        .collect();
+    zero_requests.sort_unstable();
+    zero_requests.dedup();
     Ok(Container {
         name: Arc::from(c.name.as_str()),
         image: Sym::new(c.image.as_deref().unwrap_or("")),
@@ -666,6 +689,7 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
         memory_unset: !has_request(crate::resources::MEMORY),
         host_ports,
         restartable: c.restart_policy.as_deref() == Some("Always"),
+        zero_requests: zero_requests.into_boxed_slice(),
     })
 }
 

@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod dra;
 mod dra_decode;
+pub mod gpu;
 mod intern;
 pub mod labels;
 mod node;
@@ -16,7 +17,7 @@ pub mod storage;
 
 pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
-pub use node::{ContainerImage, Node, Taint, TaintEffect};
+pub use node::{Annotation, ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
 pub use policy::PodDisruptionBudget;
 pub use quantity::Quantity;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::gpu::NodeDevices;
 use crate::{Labels, Resources, Sym};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,6 +60,9 @@ pub struct Node {
     /// the taints the node lifecycle controller adds, not through this flag: it is kept
     /// for reports.
     pub ready: bool,
+    pub annotations: Arc<[(Arc<str>, Arc<str>)]>,
+    /// The cards HAMi registered on the node (`hami.io/node-nvidia-register`), if any.
+    pub gpus: Option<Arc<NodeDevices>>,
 }
 
 impl Node {
@@ -74,7 +78,14 @@ impl Node {
             allocatable,
             images: Vec::new(),
             ready: true,
+            annotations: Arc::from([]),
+            gpus: None,
         }
+    }
+
+    /// The value of the annotation `key`, if the node has it.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        find_annotation(&self.annotations, key)
     }
 
     pub fn with_labels<'a>(mut self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Node {
@@ -106,4 +117,18 @@ impl Node {
         self.unschedulable = true;
         self
     }
+}
+
+/// One annotation of an object: key and value.
+pub type Annotation = (Arc<str>, Arc<str>);
+
+/// Looks an annotation up in an object's (short) list of them.
+pub(crate) fn find_annotation<'a>(
+    annotations: &'a [(Arc<str>, Arc<str>)],
+    key: &str,
+) -> Option<&'a str> {
+    annotations
+        .iter()
+        .find(|(k, _)| &**k == key)
+        .map(|(_, v)| &**v)
 }

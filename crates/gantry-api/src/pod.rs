@@ -163,9 +163,17 @@ pub struct Container {
     pub host_ports: SmallVec<[HostPort; 1]>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restartable: bool,
+    /// Resources named with a zero amount, which `requests` does not keep: HAMi tells
+    /// `nvidia.com/gpucores: 0` from no `nvidia.com/gpucores` at all.
+    pub zero_requests: Box<[Sym]>,
 }
 
 impl Container {
+    /// Whether the container names `resource` in its requests or limits, zero included.
+    pub fn names_resource(&self, resource: Sym) -> bool {
+        self.requests.scalar(resource) != 0 || self.zero_requests.contains(&resource)
+    }
+
     /// A container with the given requests (`None` for an absent cpu or memory request).
     pub fn new(name: &str, milli_cpu: Option<i64>, memory: Option<i64>) -> Container {
         Container {
@@ -176,6 +184,7 @@ impl Container {
             memory_unset: memory.is_none(),
             host_ports: SmallVec::new(),
             restartable: false,
+            zero_requests: Box::new([]),
         }
     }
 
@@ -319,6 +328,9 @@ pub struct Pod {
     pub terminating: bool,
     /// `status.startTime` in seconds since the epoch (preemption prefers younger victims).
     pub start_time: Option<i64>,
+    /// Annotations the scheduler wrote on binding (HAMi's devices and bind time): this
+    /// pod's own, read before the template's, so that writing them copies no spec.
+    pub bind_annotations: Option<Arc<[crate::node::Annotation]>>,
     template: Arc<PodTemplate>,
 }
 
@@ -378,6 +390,7 @@ impl Pod {
             nominated_node_name: None,
             terminating: false,
             start_time: None,
+            bind_annotations: None,
             template: Arc::new(PodTemplate {
                 labels: Labels::default(),
                 annotations: Arc::from([]),
@@ -420,6 +433,15 @@ impl Pod {
     /// Whether the two pods share one template (nothing of it was copied).
     pub fn shares_template(&self, other: &Pod) -> bool {
         Arc::ptr_eq(&self.template, &other.template)
+    }
+
+    /// The value of the annotation `key`, if the pod has it: the annotations written on
+    /// bind first, then the template's.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.bind_annotations
+            .as_deref()
+            .and_then(|written| crate::node::find_annotation(written, key))
+            .or_else(|| crate::node::find_annotation(&self.annotations, key))
     }
 
     pub fn with_container(mut self, container: Container) -> Pod {

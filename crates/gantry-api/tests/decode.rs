@@ -355,3 +355,47 @@ fn malformed_storage_objects_name_the_field() {
         ("CSINode node-1", "spec.drivers[0].allocatable.count")
     );
 }
+
+#[test]
+fn hami_gpu_annotations_decode_or_name_the_annotation() {
+    let cluster = ClusterObjects::decode(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/gpu/cluster.yaml"
+        ))
+        .unwrap(),
+        "cluster.yaml",
+    )
+    .unwrap();
+    let b = &cluster.nodes[1];
+    let gpus = b.gpus.as_ref().unwrap();
+    assert_eq!(gpus.cards.len(), 2);
+    assert!(gpus.cards[1].cordoned && !gpus.cards[0].cordoned);
+    assert_eq!(b.annotation("hami.io/device-cordon"), Some("GPU-b1"));
+    let serve = &cluster.pods[0];
+    assert_eq!(serve.annotation("hami.io/vgpu-node"), Some("gpu-a"));
+    // A zero amount is remembered: HAMi tells `gpucores: 0` from none.
+    let pod = ClusterObjects::decode(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 0}}\n",
+        "pod.yaml",
+    )
+    .unwrap()
+    .pods
+    .remove(0);
+    let c = &pod.containers[0];
+    assert!(c.names_resource(Sym::new("nvidia.com/gpucores")));
+    assert!(!c.names_resource(Sym::new("nvidia.com/gpumem")));
+
+    let (object, field, message) = object_error(
+        "kind: Node\nmetadata:\n  name: n1\n  annotations: {hami.io/node-nvidia-register: '[{\"id\": 1}]'}\n",
+    );
+    assert_eq!(object, "Node n1");
+    assert_eq!(
+        field,
+        r#"metadata.annotations["hami.io/node-nvidia-register"]"#
+    );
+    assert!(
+        message.starts_with("not HAMi's JSON list of cards"),
+        "{message}"
+    );
+}

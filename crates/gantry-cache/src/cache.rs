@@ -400,6 +400,17 @@ impl Cache {
         *s.pvc_delta.entry(PvcKey { namespace, claim }).or_default() += change;
     }
 
+    /// Calls `visit` with the NodeInfo of every node (not of deleted ones), in no
+    /// particular order, under the cache's lock: for summaries that need not copy nodes.
+    pub fn for_each_node(&self, mut visit: impl FnMut(&NodeInfo)) {
+        let s = self.state.lock();
+        for entry in s.entries.iter().flatten() {
+            if entry.info.node().is_some() {
+                visit(&entry.info);
+            }
+        }
+    }
+
     /// A snapshot built from nothing: every node cloned. The reference that incremental
     /// updates must equal.
     pub fn full_snapshot(&self) -> Snapshot {

@@ -5,6 +5,7 @@
 mod affinity_terms;
 mod cache;
 mod cluster_state;
+mod device_usage;
 mod dra_state;
 mod label_index;
 mod node_info;
@@ -15,6 +16,7 @@ pub mod synthetic;
 pub use affinity_terms::{AffinityTermCount, AffinityTerms, InternedTerm, TermKind};
 pub use cache::{Cache, CacheError};
 pub use cluster_state::ClusterState;
+pub use device_usage::{CardUsage, DeviceUsage};
 pub use dra_state::DraState;
 pub use label_index::PodLabelIndex;
 pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};

@@ -8,6 +8,7 @@ use gantry_api::{HostPort, Node, Pod, Resources, Sym};
 use smallvec::SmallVec;
 
 use crate::affinity_terms::AffinityTerms;
+use crate::device_usage::{DeviceUsage, holds_cards};
 use crate::label_index::PodLabelIndex;
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -53,6 +54,8 @@ pub struct NodeInfo {
     /// The ResourceSlices local to this node (DRA devices), so that forks and copies of
     /// the node carry its devices.
     resource_slices: Arc<[Arc<ResourceSlice>]>,
+    /// HAMi-registered GPUs and what the pods hold on each card.
+    gpus: Option<Arc<DeviceUsage>>,
     generation: u64,
 }
 
@@ -147,6 +150,12 @@ impl NodeInfo {
         self.image_states = states.into();
     }
 
+    /// The node's HAMi-registered GPUs and their usage; `None` when it has none.
+    #[inline]
+    pub fn gpus(&self) -> Option<&DeviceUsage> {
+        self.gpus.as_deref()
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -167,6 +176,21 @@ impl NodeInfo {
     }
 
     pub fn set_node(&mut self, node: Arc<Node>) {
+        let same_gpus = match (&self.gpus, &node.gpus) {
+            (Some(usage), Some(devices)) => **usage.devices() == **devices,
+            (None, None) => true,
+            _ => false,
+        };
+        if !same_gpus {
+            // The inventory changed (rare): count the pods' shares again on the new cards.
+            let mut usage = node.gpus.clone().map(DeviceUsage::new);
+            if let Some(usage) = &mut usage {
+                for pod in self.pods.iter().filter(|p| holds_cards(p)) {
+                    usage.account(pod, 1);
+                }
+            }
+            self.gpus = usage.map(Arc::new);
+        }
         self.node = Some(node);
         self.bump();
     }
@@ -207,6 +231,11 @@ impl NodeInfo {
     }
 
     fn account(&mut self, pod: &Pod, sign: i64) {
+        if let Some(gpus) = &mut self.gpus
+            && holds_cards(pod)
+        {
+            Arc::make_mut(gpus).account(pod, sign as i32);
+        }
         self.label_index.update(pod, sign);
         self.affinity_terms.update(pod, sign);
         if sign > 0 {
@@ -268,6 +297,7 @@ impl NodeInfo {
             && self.label_index == other.label_index
             && self.affinity_terms == other.affinity_terms
             && self.resource_slices == other.resource_slices
+            && self.gpus == other.gpus
     }
 }
 
@@ -330,6 +360,60 @@ mod tests {
         assert_eq!(info.pvc_ref_counts().next().unwrap().1, 1);
         info.remove_pod("ns/b");
         assert_eq!(info.pvc_ref_counts().count(), 0);
+    }
+
+    fn gpu_node(cards: usize) -> Arc<Node> {
+        use gantry_api::gpu;
+        let register: Vec<String> = (0..cards)
+            .map(|i| format!(r#"{{"id":"gpu-{i}","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA-A10","health":true}}"#))
+            .collect();
+        let mut node = Node::new("n1", Resources::new(4000, 1 << 30));
+        node.annotations = Arc::from([(
+            Arc::from(gpu::REGISTER_ANNOTATION),
+            Arc::from(format!("[{}]", register.join(","))),
+        )]);
+        node.gpus = gpu::parse_node_devices(&node.annotations)
+            .unwrap()
+            .map(Arc::new);
+        Arc::new(node)
+    }
+
+    fn gpu_pod(name: &str, card: &str) -> Arc<Pod> {
+        use gantry_api::gpu;
+        let mut pod = Pod::new("ns", name).on_node("n1");
+        pod.annotations = Arc::from([
+            (Arc::from(gpu::ASSIGNED_NODE), Arc::from("n1")),
+            (
+                Arc::from(gpu::DEVICES_ALLOCATED),
+                Arc::from(format!("{card},NVIDIA,1000,10:;")),
+            ),
+        ]);
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn card_usage_follows_pods_and_a_changed_inventory() {
+        let mut info = NodeInfo::new(gpu_node(2));
+        let a = gpu_pod("a", "gpu-1");
+        info.add_pod(a.clone());
+        info.add_pod(gpu_pod("b", "gpu-1"));
+        let snapshot = info.clone();
+        assert_eq!(info.gpus().unwrap().cards()[1].used, 2);
+        info.remove_pod(&a.uid);
+        assert_eq!(info.gpus().unwrap().cards()[1].memory_mib, 1000);
+        assert_eq!(
+            snapshot.gpus().unwrap().cards()[1].used,
+            2,
+            "a copy keeps its own usage"
+        );
+        // Re-registered with one card: the pod on gpu-1 no longer holds anything here.
+        info.set_node(gpu_node(1));
+        assert_eq!(info.gpus().unwrap().cards().len(), 1);
+        assert_eq!(info.gpus().unwrap().total().used, 0);
+        info.set_node(gpu_node(2));
+        assert_eq!(info.gpus().unwrap().cards()[1].used, 1);
+        info.set_node(node());
+        assert!(info.gpus().is_none());
     }
 
     #[test]

@@ -27,6 +27,19 @@ fn pod(name: &str, node: &str) -> Arc<Pod> {
 }
 
 #[test]
+fn for_each_node_visits_live_nodes_only() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 1));
+    cache.add_pod(pod("p", "n2")).unwrap();
+    // n2 becomes a ghost: its pod is still accounted, the node is gone.
+    cache.remove_node(Sym::new("n2")).unwrap();
+    let mut seen = Vec::new();
+    cache.for_each_node(|info| seen.push(info.name().to_string()));
+    assert_eq!(seen, ["n1"]);
+}
+
+#[test]
 fn assume_confirm_forget_and_errors() {
     let cache = Cache::new();
     cache.add_node(node("n1", 0));

@@ -2,6 +2,8 @@
 
 use std::any::Any;
 
+use smallvec::SmallVec;
+
 /// Data a plugin keeps in the cycle state. Cloned when preemption simulates removing pods.
 pub trait StateData: Any + Send + Sync {
     fn clone_box(&self) -> Box<dyn StateData>;
@@ -25,8 +27,9 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 #[derive(Default)]
 pub struct CycleState {
     entries: Vec<(&'static str, Box<dyn StateData>)>,
-    /// Plugins whose PreFilter said Skip: their Filter does not run.
-    filter_skipped: Vec<&'static str>,
+    /// Plugins whose PreFilter said Skip: their Filter does not run. Inline: most pods
+    /// skip about half of the default plugins.
+    filter_skipped: SmallVec<[&'static str; 12]>,
     /// Plugins whose PreScore said Skip: their Score does not run.
     score_skipped: Vec<&'static str>,
 }

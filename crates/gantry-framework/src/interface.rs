@@ -55,6 +55,47 @@ pub trait PreFilterPlugin: Plugin {
 
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+
+    /// Once every node was filtered, a plugin may choose among the feasible ones itself,
+    /// as a kube-scheduler extender's filter verb does (it sees them all at once; HAMi's
+    /// GPU scheduler returns the node it picked): the positions in `nodes` to keep, or
+    /// `None` to keep them all. Not asked when the plugin's PreFilter said Skip.
+    fn choose(&self, _state: &CycleState, _pod: &Pod, _nodes: &[&NodeInfo]) -> Option<Vec<usize>> {
+        None
+    }
+
+    /// Annotations the plugin writes on the pod once it is assumed on `node` (HAMi's card
+    /// assignment), `now` being the scheduler's clock in seconds. An error aborts the
+    /// attempt.
+    fn annotations(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _node: &NodeInfo,
+        _now: i64,
+    ) -> Result<Vec<gantry_api::Annotation>, Status> {
+        Ok(Vec::new())
+    }
+
+    /// Finer verdicts than Filter's, for explanations (HAMi's verdict on every card).
+    fn details(&self, _state: &CycleState, _pod: &Pod, _node: &NodeInfo) -> Vec<Detail> {
+        Vec::new()
+    }
+}
+
+/// One part of a node (a GPU card, say) and what a plugin makes of it for the pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detail {
+    /// What the line is about, e.g. `GPU-0 (NVIDIA-A100, numa 0)`.
+    pub item: String,
+    /// Its state, e.g. `3/10 shares, 3072/81920 MiB, 30/100 cores`.
+    pub state: String,
+    /// `None`: it fits; otherwise the plugin's reason.
+    pub reason: Option<String>,
+    /// The plugin's score of it, when it scores one.
+    pub score: Option<f64>,
+    /// The pod would be given this item.
+    pub chosen: bool,
 }
 
 pub trait PreScorePlugin: Plugin {

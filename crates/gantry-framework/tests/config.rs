@@ -60,6 +60,7 @@ fn defaults_are_upstreams_default_profile() {
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "GPUShare",
         ],
         vec![
             "NodeUnschedulable",
@@ -74,6 +75,7 @@ fn defaults_are_upstreams_default_profile() {
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "GPUShare",
         ],
         vec![
             "TaintToleration",
@@ -194,7 +196,7 @@ profiles:
         [("NodeResourcesFit", 5), ("ImageLocality", 1)]
     );
     // Other points keep their defaults.
-    assert_eq!(names(profile)[2].len(), 12);
+    assert_eq!(names(profile)[2].len(), 13);
     assert_eq!(names(profile)[3].len(), 5);
 }
 
@@ -333,6 +335,33 @@ profiles:
 #[test]
 fn errors_name_the_field() {
     let cases = [
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: GPUShare
+    args: {gpuSchedulerPolicy: 'binpack,fastest'}
+",
+            r#"profiles[0].pluginConfig[0].args.gpuSchedulerPolicy: "binpack,fastest" is not a comma-separated list of binpack, spread, numa, mutex, topology-aware"#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: GPUShare
+    args: {nodeSchedulerPolicy: mutex}
+",
+            r#"profiles[0].pluginConfig[0].args.nodeSchedulerPolicy: must be binpack or spread, not "mutex""#,
+        ),
+        (
+            "
+profiles:
+- pluginConfig:
+  - name: GPUShare
+    args: {defaultCores: 101}
+",
+            "profiles[0].pluginConfig[0].args.defaultCores: must be 0 to 100, not 101",
+        ),
         (
             "
 profiles:

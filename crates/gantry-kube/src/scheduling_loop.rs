@@ -380,6 +380,10 @@ impl SchedulingLoop {
 
     fn attempt(&mut self, queued: QueuedPod) {
         let now = self.now();
+        // The wall clock, for the times plugins write on pods (HAMi's bind time).
+        self.scheduler.now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
         match self.scheduler.schedule_one(&queued.pod) {
             Attempt::Scheduled { pod, state, .. } => {
                 let uid = pod.uid.clone();

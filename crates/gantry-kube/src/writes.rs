@@ -225,6 +225,13 @@ impl ApiWriter {
                 namespace: Some(pod.namespace.to_string()),
                 // The API server refuses the bind if the pod was re-created meanwhile.
                 uid: Some(pod.uid.to_string()),
+                // Merged into the pod's annotations by the API server (HAMi's cards).
+                annotations: pod.bind_annotations.as_ref().map(|written| {
+                    written
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                }),
                 ..ObjectMeta::default()
             },
             target: ObjectReference {

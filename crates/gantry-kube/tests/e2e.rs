@@ -460,3 +460,57 @@ async fn preemption_spares_the_pod_a_disruption_budget_protects() {
     assert!(api.get(PODS, "default", "low-b").is_none());
     instance.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_gpu_pod_is_bound_with_the_cards_hami_would_write() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let register = r#"[{"id":"GPU-a","index":0,"count":10,"devmem":16000,"devcore":100,"type":"NVIDIA-A10","numa":0,"mode":"hami-core","health":true},{"id":"GPU-b","index":1,"count":10,"devmem":16000,"devcore":100,"type":"NVIDIA-A10","numa":0,"mode":"hami-core","health":true}]"#;
+    let mut gpu_node = node("gpu-0", 4000, "a");
+    gpu_node["metadata"]["annotations"] = json!({ "hami.io/node-nvidia-register": register });
+    gpu_node["status"]["allocatable"]["nvidia.com/gpu"] = json!("20");
+    gpu_node["status"]["capacity"]["nvidia.com/gpu"] = json!("20");
+    let mut share = pod("share", 100);
+    share["spec"]["containers"][0]["resources"]["limits"] =
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"});
+    let nodes = vec![node("plain-0", 4000, "a"), gpu_node];
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    api.put(PODS, share.clone());
+    let expected = &simulated(&nodes, std::slice::from_ref(&share))["share"];
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("the GPU pod bound", WAIT, || {
+        node_of(&api, "share").is_some()
+    })
+    .await;
+    assert_eq!(node_of(&api, "share").as_deref(), Some("gpu-0"));
+    let annotations = api.get(PODS, "default", "share").unwrap()["metadata"]["annotations"].clone();
+    // Written through the binding, as the simulation writes them.
+    for key in [
+        "hami.io/vgpu-node",
+        "hami.io/vgpu-devices-allocated",
+        "hami.io/vgpu-devices-to-allocate",
+        "hami.io/bind-phase",
+    ] {
+        assert_eq!(
+            annotations[key].as_str(),
+            expected.annotations.get(key).map(String::as_str),
+            "{key}"
+        );
+    }
+    let cards = annotations["hami.io/vgpu-devices-allocated"]
+        .as_str()
+        .unwrap();
+    assert!(cards.ends_with(",NVIDIA,3000,30:;"), "{cards}");
+    let bind_time: i64 = annotations["hami.io/bind-time"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        bind_time > 1_700_000_000,
+        "the wall clock, not the simulation's"
+    );
+    instance.stop().await.unwrap();
+}

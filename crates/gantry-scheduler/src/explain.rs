@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo, Snapshot};
-use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
+use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Detail, Profile, Status};
 
 use crate::fit_error::FitError;
 pub use crate::framework_runner::PluginScores;
 use crate::framework_runner::{
-    PluginTimer, PodFilters, narrowed_positions, run_pre_filter, run_pre_score,
+    PluginTimer, PodFilters, narrowed_positions, run_choose, run_pre_filter, run_pre_score,
     run_score_per_plugin,
 };
 use crate::preemption::{self, Preemption};
@@ -29,6 +29,9 @@ pub struct Explanation {
     /// Feasible nodes the scheduler would not score: it stops searching once it has
     /// found enough feasible nodes (`percentageOfNodesToScore`).
     pub feasible_not_scored: Vec<Sym>,
+    /// A Filter plugin that chose among the feasible nodes itself (as HAMi's extender
+    /// does), and the nodes it kept.
+    pub chosen_by: Option<(&'static str, Vec<Sym>)>,
     /// `None` when fewer than two nodes are to be scored: the scheduler does not score.
     pub scoring: Option<Scoring>,
     pub outcome: Outcome,
@@ -53,6 +56,8 @@ pub struct NodeVerdict {
     /// One status per Filter plugin (aligned with `filter_plugins`): success, a
     /// rejection with its reasons, an error, or Skip.
     pub filters: Vec<Status>,
+    /// Finer verdicts some Filter plugins give (GPUShare: each card), by plugin.
+    pub details: Vec<(&'static str, Vec<Detail>)>,
 }
 
 impl NodeVerdict {
@@ -103,6 +108,8 @@ pub enum Choice {
     /// The pod's nominated node still fits, so the scheduler takes it without searching.
     NominatedNode,
     OnlyFeasibleNode,
+    /// A Filter plugin chose the node among the feasible ones (see `chosen_by`).
+    ChosenByPlugin,
     HighestScore,
 }
 
@@ -128,6 +135,7 @@ pub fn explain(
         filter_plugins: profile.filter.iter().map(|p| p.name()).collect(),
         nodes: Vec::new(),
         feasible_not_scored: Vec::new(),
+        chosen_by: None,
         scoring: None,
         // Decided on every path below.
         outcome: Outcome::Error(String::new()),
@@ -171,7 +179,15 @@ pub fn explain(
     for &position in &candidates {
         let verdict = &mut explanation.nodes[position];
         verdict.pre_filtered_out = false;
-        verdict.filters = filters.run_all(&state, pod, snapshot.node_at(position));
+        let node = snapshot.node_at(position);
+        verdict.filters = filters.run_all(&state, pod, node);
+        verdict.details = profile
+            .filter
+            .iter()
+            .filter(|p| !state.is_filter_skipped(p.name()))
+            .map(|p| (p.name(), p.details(&state, pod, node)))
+            .filter(|(_, d)| !d.is_empty())
+            .collect();
     }
     let feasible: Vec<usize> = candidates
         .iter()
@@ -218,15 +234,24 @@ pub fn explain(
         .iter()
         .map(|&p| snapshot.node_at(p).name())
         .collect();
-    if let [only] = scored {
+    let mut scored = scored.to_vec();
+    let mut nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
+    let chooser = run_choose(profile, &state, pod, &mut scored, &mut nodes);
+    if let Some(plugin) = chooser {
+        explanation.chosen_by = Some((plugin, nodes.iter().map(|n| n.name()).collect()));
+    }
+    if let [only] = scored[..] {
         explanation.outcome = Outcome::Scheduled {
-            node: snapshot.node_at(*only).name(),
-            how: Choice::OnlyFeasibleNode,
+            node: snapshot.node_at(only).name(),
+            how: if chooser.is_some() {
+                Choice::ChosenByPlugin
+            } else {
+                Choice::OnlyFeasibleNode
+            },
             tied: Vec::new(),
         };
         return explanation;
     }
-    let nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
     let plugins = run_pre_score(profile, &mut state, pod, &nodes, cluster, &mut timer)
         .and_then(|()| run_score_per_plugin(profile, &state, pod, &nodes));
     let plugins = match plugins {
@@ -267,6 +292,7 @@ fn ruled_out(node: Sym) -> NodeVerdict {
         node,
         pre_filtered_out: true,
         filters: Vec::new(),
+        details: Vec::new(),
     }
 }
 

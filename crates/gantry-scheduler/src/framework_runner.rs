@@ -212,6 +212,56 @@ pub fn run_reserve(
     Ok(())
 }
 
+/// After Filter, the plugins that choose among the feasible nodes themselves (as
+/// scheduler extenders do) narrow `positions` and the matching `nodes`, in profile
+/// order. Returns the last plugin that narrowed them; an empty choice is ignored.
+pub fn run_choose(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    positions: &mut Vec<usize>,
+    nodes: &mut Vec<&NodeInfo>,
+) -> Option<&'static str> {
+    let mut chooser = None;
+    for plugin in &profile.filter {
+        if state.is_filter_skipped(plugin.name()) {
+            continue;
+        }
+        let Some(kept) = plugin.choose(state, pod, nodes) else {
+            continue;
+        };
+        let kept: Vec<usize> = kept.into_iter().filter(|&i| i < nodes.len()).collect();
+        if kept.is_empty() {
+            continue;
+        }
+        *positions = kept.iter().map(|&i| positions[i]).collect();
+        *nodes = kept.iter().map(|&i| nodes[i]).collect();
+        chooser = Some(plugin.name());
+    }
+    chooser
+}
+
+/// The annotations the Filter plugins write on the pod assumed on `node`.
+pub fn run_annotations(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    now: i64,
+) -> Result<Vec<gantry_api::Annotation>, Status> {
+    let mut out = Vec::new();
+    for plugin in &profile.filter {
+        if !state.is_filter_skipped(plugin.name()) {
+            out.extend(
+                plugin
+                    .annotations(state, pod, node, now)
+                    .map_err(|s| s.with_plugin(plugin.name()))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// PreScore for every plugin; a plugin that says Skip is not asked to Score.
 pub fn run_pre_score(
     profile: &Profile,

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use gantry_api::Pod;
 use gantry_framework::plugins::{
-    inter_pod_affinity, node_ports, node_resources_fit, node_volume_limits,
+    gpu_share, inter_pod_affinity, node_ports, node_resources_fit, node_volume_limits,
 };
 use gantry_framework::{Cluster, CycleState, Profile, Status};
 
 /// The plugins whose verdicts another instance's binds can overturn: resources, host
-/// ports, required (anti-)affinity and volume limits. Node properties (labels, taints)
+/// ports, required (anti-)affinity and volume limits (and the GPU cards the decision
+/// chose, checked card by card after them). Node properties (labels, taints)
 /// change through the node, not through binds, and are left to the scheduling cycle.
 pub const CHECKED_PLUGINS: [&str; 4] = [
     node_resources_fit::NAME,
@@ -70,6 +71,13 @@ pub fn check_placement(
         if !status.is_success() {
             return Err(status.with_plugin(plugin.name()));
         }
+    }
+    // The GPU cards the decision wrote on the pod must still have room for it.
+    if let Some(card) = info.gpus().and_then(|usage| usage.overfilled_by(pod)) {
+        return Err(Status::unschedulable(format!(
+            "GPU card {card} no longer has room for the pod"
+        ))
+        .with_plugin(gpu_share::NAME));
     }
     Ok(())
 }
@@ -148,6 +156,48 @@ mod tests {
             .unwrap();
         let refused = check(&cache, &mine).unwrap_err();
         assert_eq!(refused.plugin(), inter_pod_affinity::NAME);
+    }
+
+    #[test]
+    fn a_gpu_card_another_instance_filled_meanwhile_is_a_conflict() {
+        use gantry_api::gpu;
+        let cache = Cache::new();
+        let register = r#"[{"id":"gpu-0","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA-A10","health":true}]"#;
+        let mut allocatable = Resources::new(1000, 8 << 30);
+        allocatable.pods = 110;
+        let mut gpu_node = Node::new("n1", allocatable);
+        gpu_node.annotations =
+            Arc::from([(Arc::from(gpu::REGISTER_ANNOTATION), Arc::from(register))]);
+        gpu_node.gpus = gpu::parse_node_devices(&gpu_node.annotations)
+            .unwrap()
+            .map(Arc::new);
+        cache.add_node(Arc::new(gpu_node));
+        // The card as a decision writes it on the assumed pod.
+        let on_card = |name: &str, memory_mib: i32| {
+            let mut p = pod(name, 100);
+            p.bind_annotations = Some(Arc::from([
+                (Arc::from(gpu::ASSIGNED_NODE), Arc::from("n1")),
+                (
+                    Arc::from(gpu::DEVICES_ALLOCATED),
+                    Arc::from(format!("gpu-0,NVIDIA,{memory_mib},10:;")),
+                ),
+            ]));
+            Arc::new(p)
+        };
+        let mine = on_card("mine", 5000);
+        cache.assume_pod(mine.clone()).unwrap();
+        assert_eq!(
+            check(&cache, &mine),
+            Ok(()),
+            "its own share is not counted twice"
+        );
+        cache.add_pod(on_card("theirs", 4000)).unwrap();
+        let refused = check(&cache, &mine).unwrap_err();
+        assert_eq!(refused.plugin(), gpu_share::NAME);
+        assert_eq!(
+            refused.message(),
+            "GPU card gpu-0 no longer has room for the pod"
+        );
     }
 
     #[test]

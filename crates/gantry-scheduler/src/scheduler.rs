@@ -97,6 +97,9 @@ pub struct Scheduler {
     pub metrics: Metrics,
     /// Nodes run through Filter, over all attempts.
     pub nodes_evaluated: u64,
+    /// The clock, in seconds, for the times plugins write on pods (HAMi's bind time); the
+    /// simulation keeps it at its virtual time.
+    pub now: i64,
     cycles: u64,
 }
 
@@ -134,6 +137,7 @@ impl Scheduler {
             assume: true,
             metrics: Metrics::default(),
             nodes_evaluated: 0,
+            now: 0,
             cycles: 0,
         }
     }
@@ -226,11 +230,13 @@ impl Scheduler {
             return self.fail(profile_index, &state, pod, fit_error);
         }
         let profile = &self.profiles[profile_index];
+        let mut feasible = feasible;
+        let mut nodes: Vec<&NodeInfo> =
+            feasible.iter().map(|&i| self.snapshot.node_at(i)).collect();
+        run_choose(profile, &state, pod, &mut feasible, &mut nodes);
         let chosen = if feasible.len() == 1 {
             feasible[0]
         } else {
-            let nodes: Vec<&NodeInfo> =
-                feasible.iter().map(|&i| self.snapshot.node_at(i)).collect();
             let cluster = Cluster {
                 nodes: &self.snapshot,
                 objects: &self.objects,
@@ -248,10 +254,20 @@ impl Scheduler {
                 Err(status) => return Attempt::Error(status.message()),
             }
         };
-        let node = self.snapshot.node_at(chosen).name();
+        let info = self.snapshot.node_at(chosen);
+        let node = info.name();
+        let written = match run_annotations(profile, &state, pod, info, self.now) {
+            Ok(written) => written,
+            Err(status) => return Attempt::Error(status.message()),
+        };
         self.clear_nomination(pod);
-        // The pod as bound to the node: its identity copied, its template shared.
-        let assumed = Arc::new(pod.bound_to(node));
+        // The pod as bound to the node: its identity copied, its template shared; the
+        // annotations written on bind are its own.
+        let mut assumed = pod.bound_to(node);
+        if !written.is_empty() {
+            assumed.bind_annotations = Some(written.into());
+        }
+        let assumed = Arc::new(assumed);
         if self.assume
             && let Err(e) = self.cache.assume_pod(assumed.clone())
         {

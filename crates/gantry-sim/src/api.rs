@@ -218,9 +218,10 @@ fn exceeds(requested: &Resources, pods: usize, allocatable: &Resources) -> bool 
         || requested.memory > allocatable.memory
         || requested.ephemeral_storage > allocatable.ephemeral_storage
         || pods as i64 > allocatable.pods
-        || requested
-            .scalars()
-            .any(|(name, amount)| amount > allocatable.scalar(name))
+        || requested.scalars().any(|(name, amount)| {
+            // HAMi's shares of a card are not node resources: its scheduler accounts them.
+            !gantry_api::gpu::ignored_by_scheduler(name) && amount > allocatable.scalar(name)
+        })
 }
 
 #[cfg(test)]

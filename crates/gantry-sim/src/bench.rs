@@ -95,6 +95,8 @@ pub struct BenchOptions {
     pub scale_down: usize,
     /// Reads the process's allocation counter, when the binary installs one.
     pub allocations: Option<fn() -> u64>,
+    /// Reads the process's count of bytes allocated, when the binary installs one.
+    pub bytes_allocated: Option<fn() -> u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -383,6 +385,176 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     })
 }
 
+/// `gantry bench gpu-share`: HAMi's shape (the seed's benchmark of its scheduler).
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuShareResult {
+    pub workload: &'static str,
+    pub nodes: usize,
+    pub resident_pods: usize,
+    /// Measured pods per round.
+    pub measured_pods: usize,
+    pub rounds: usize,
+    /// Measured pods bound at the end (the fewest of any round).
+    pub scheduled: usize,
+    /// The median round's.
+    pub pods_per_sec: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// Bytes allocated per measured pod (`null` without a counting allocator).
+    pub bytes_allocated_per_pod: Option<f64>,
+    pub allocs_per_pod: Option<f64>,
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// Cards per node, shares per card, MiB per card, and what every pod asks of one card.
+const GPU_CARDS: usize = 8;
+const GPU_SPLIT: i64 = 10;
+const GPU_MEMORY_MIB: i64 = 81920;
+const GPU_POD_MEMORY_MIB: i64 = 1024;
+const GPU_POD_CORES: i64 = 10;
+/// Resident pods per card, and measured pods.
+const GPU_RESIDENTS_PER_CARD: usize = 4;
+const GPU_MEASURED_PODS: usize = 500;
+
+/// A node with `GPU_CARDS` HAMi-registered cards.
+fn gpu_node(index: usize) -> Node {
+    use gantry_api::gpu;
+    let name = format!("node-{index}");
+    let register: Vec<serde_json::Value> = (0..GPU_CARDS)
+        .map(|c| {
+            serde_json::json!({"id": format!("GPU-{name}-{c}"), "index": c, "count": GPU_SPLIT,
+                "devmem": GPU_MEMORY_MIB, "devcore": 100, "type": "NVIDIA-H100", "numa": c / 4,
+                "mode": "hami-core", "health": true})
+        })
+        .collect();
+    let mut allocatable = Resources::new(128_000, 1024 * 1024 * MIB);
+    allocatable.pods = 110;
+    allocatable.set_scalar(Sym::new(gpu::GPU_COUNT), GPU_CARDS as i64 * GPU_SPLIT);
+    let mut node = Node::new(&name, allocatable).with_labels([(HOSTNAME, name.as_str())]);
+    node.annotations = Arc::from([(
+        Arc::from(gpu::REGISTER_ANNOTATION),
+        Arc::from(serde_json::Value::Array(register).to_string()),
+    )]);
+    node.gpus = gpu::parse_node_devices(&node.annotations)
+        .expect("the generated inventory reads")
+        .map(Arc::new);
+    node
+}
+
+/// A pod asking for one card: 1,024 MiB and 10% of its compute.
+fn gpu_pod(namespace: &str, name: &str) -> Pod {
+    use gantry_api::gpu;
+    let mut c = Container::new("c", Some(100), Some(500 * MIB));
+    for (resource, amount) in [
+        (gpu::GPU_COUNT, 1),
+        (gpu::GPU_MEMORY, GPU_POD_MEMORY_MIB),
+        (gpu::GPU_CORES, GPU_POD_CORES),
+    ] {
+        c.requests.set_scalar(Sym::new(resource), amount);
+    }
+    Pod::new(namespace, name).with_container(c)
+}
+
+/// HAMi's benchmark (the seed): `nodes` nodes of 8 cards × 10 shares, 4 resident pods per
+/// card placed by HAMi before (their annotations say which card), then 500 new pods each
+/// asking for one card, 1,024 MiB and 10% of compute; spread within nodes (HAMi's
+/// default), every node scored (`percentageOfNodesToScore: 100`). `rounds` rounds, each
+/// on a fresh cluster: throughput is their median (the seed reports medians of rounds),
+/// latencies pool every round's attempts, allocations are averaged.
+pub fn run_gpu_share(
+    nodes: usize,
+    rounds: usize,
+    options: &BenchOptions,
+) -> Result<GpuShareResult, SimError> {
+    let rounds: Vec<GpuShareRound> = (0..rounds.max(1))
+        .map(|_| gpu_share_round(nodes, options))
+        .collect::<Result<_, _>>()?;
+    let mut throughput: Vec<f64> = rounds.iter().map(|r| r.pods_per_sec).collect();
+    throughput.sort_by(f64::total_cmp);
+    let mut latencies: Vec<u64> = rounds.iter().flat_map(|r| r.latencies_us.clone()).collect();
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    let average = |counter: fn(&GpuShareRound) -> Option<u64>| {
+        let total: Option<u64> = rounds.iter().map(counter).sum();
+        total.map(|t| t as f64 / (rounds.len() * GPU_MEASURED_PODS) as f64)
+    };
+    Ok(GpuShareResult {
+        workload: "gpu-share",
+        nodes,
+        resident_pods: rounds[0].resident_pods,
+        measured_pods: GPU_MEASURED_PODS,
+        rounds: rounds.len(),
+        scheduled: rounds.iter().map(|r| r.scheduled).min().unwrap_or(0),
+        pods_per_sec: throughput[throughput.len() / 2],
+        p50_us: at(0.5),
+        p99_us: at(0.99),
+        bytes_allocated_per_pod: average(|r| r.bytes),
+        allocs_per_pod: average(|r| r.allocations),
+        peak_rss_mib: peak_rss_mib(),
+    })
+}
+
+/// One round of `run_gpu_share`.
+struct GpuShareRound {
+    resident_pods: usize,
+    scheduled: usize,
+    pods_per_sec: f64,
+    latencies_us: Vec<u64>,
+    allocations: Option<u64>,
+    bytes: Option<u64>,
+}
+
+fn gpu_share_round(nodes: usize, options: &BenchOptions) -> Result<GpuShareRound, SimError> {
+    use gantry_api::gpu;
+    let mut cluster = ClusterObjects::default();
+    cluster.nodes = (0..nodes).map(gpu_node).collect();
+    for n in 0..nodes {
+        for card in 0..GPU_CARDS {
+            for r in 0..GPU_RESIDENTS_PER_CARD {
+                let mut p = gpu_pod(INIT_NAMESPACE, &format!("resident-{n}-{card}-{r}"))
+                    .on_node(&format!("node-{n}"));
+                let assignment =
+                    format!("GPU-node-{n}-{card},NVIDIA,{GPU_POD_MEMORY_MIB},{GPU_POD_CORES}:;");
+                p.annotations = Arc::from([
+                    (
+                        Arc::from(gpu::ASSIGNED_NODE),
+                        Arc::from(format!("node-{n}")),
+                    ),
+                    (Arc::from(gpu::DEVICES_ALLOCATED), Arc::from(assignment)),
+                ]);
+                cluster.pods.push(p);
+            }
+        }
+    }
+    let resident_pods = cluster.pods.len();
+    let mut profile = default_profile("default-scheduler");
+    profile.percentage_of_nodes_to_score = Some(100);
+    let mut sim = Simulation::new(cluster, vec![profile], SimOptions::default())
+        .expect("a synthetic cluster loads");
+    sim.run_until(Duration::ZERO)?;
+    sim.clear_latencies();
+    let bound_before = sim.api.binds;
+    for i in 0..GPU_MEASURED_PODS {
+        let p = gpu_pod(MEASURED_NAMESPACE, &format!("measured-{i}"));
+        sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(Arc::new(p)));
+    }
+    let read = |counter: Option<fn() -> u64>| counter.map(|f| f());
+    let (allocations_before, bytes_before) =
+        (read(options.allocations), read(options.bytes_allocated));
+    let summary = sim.run()?;
+    let since = |counter: Option<fn() -> u64>, before: Option<u64>| {
+        counter.zip(before).map(|(f, b)| f() - b)
+    };
+    Ok(GpuShareRound {
+        resident_pods,
+        scheduled: (sim.api.binds - bound_before) as usize,
+        pods_per_sec: GPU_MEASURED_PODS as f64 / summary.wall_s.max(1e-9),
+        latencies_us: sim.latencies_us().to_vec(),
+        allocations: since(options.allocations, allocations_before),
+        bytes: since(options.bytes_allocated, bytes_before),
+    })
+}
+
 /// VmHWM from /proc/self/status, in MiB.
 pub fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -394,6 +566,20 @@ pub fn peak_rss_mib() -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gpu_share_shape_schedules_every_pod_onto_hamis_cards() {
+        let r = run_gpu_share(16, 2, &BenchOptions::default()).unwrap();
+        assert_eq!(
+            (r.resident_pods, r.scheduled, r.rounds),
+            (512, 500, 2),
+            "{r:?}"
+        );
+        // 4 nodes × 8 cards × 10 shares = 320, 128 of them resident: 192 pods fit, no
+        // card takes an 11th.
+        let r = run_gpu_share(4, 1, &BenchOptions::default()).unwrap();
+        assert_eq!((r.resident_pods, r.scheduled), (128, 192), "{r:?}");
+    }
 
     #[test]
     fn every_workload_runs_scaled_down_and_schedules_what_fits() {

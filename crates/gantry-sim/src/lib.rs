@@ -3,6 +3,7 @@
 
 mod api;
 pub mod bench;
+mod gpu_report;
 mod latency;
 pub mod multi_bench;
 mod records;
@@ -10,6 +11,7 @@ pub mod scenario;
 mod simulation;
 
 pub use api::{ClusterTotals, SimulatedApi};
+pub use gpu_report::GpuReport;
 pub use latency::BindLatency;
 pub use records::{DuplicatePod, Placement, PodHistory, PodStatus};
 pub use simulation::{

@@ -2,7 +2,7 @@
 //! why not) and its history (when it arrived and was bound, how often it was tried), in the
 //! order the pods arrived.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,9 @@ pub struct Placement {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evicted: Vec<String>,
+    /// The annotations the scheduler wrote on the pod (HAMi's card assignment).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// Where a pod stands at the end of a run.
@@ -90,6 +93,7 @@ impl PodRecords {
             node: None,
             reason: None,
             evicted: Vec::new(),
+            annotations: BTreeMap::new(),
         });
         self.histories.push(PodHistory {
             status: PodStatus::Pending,

@@ -32,6 +32,8 @@ use thiserror::Error;
 
 use crate::{SimEvent, Simulation};
 
+mod gpus;
+
 #[derive(Debug, Error)]
 #[error("{source_name}: {field}: {message}")]
 pub struct ScenarioError {
@@ -75,6 +77,9 @@ struct NodeGroup {
     labels: serde_json::Map<String, Value>,
     #[serde(default)]
     taints: Vec<TaintSpec>,
+    /// Shareable GPUs, registered as HAMi's device plugin registers them.
+    #[serde(default)]
+    gpus: Option<gpus::GpuSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -491,12 +496,26 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 ));
             }
         }
+        let mut allocatable = group.allocatable.clone();
+        let mut annotations = serde_json::Map::new();
+        if let Some(spec) = &group.gpus {
+            let registered = spec.register(&name).map_err(|(field, message)| {
+                (self.err)(format!("nodeGroups[{g}].gpus.{field}"), message)
+            })?;
+            annotations.insert(
+                gantry_api::gpu::REGISTER_ANNOTATION.into(),
+                json!(registered.annotation),
+            );
+            allocatable
+                .entry(gantry_api::gpu::GPU_COUNT)
+                .or_insert_with(|| json!(registered.shares.to_string()));
+        }
         let manifest = json!({
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": labels},
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
             "spec": {"taints": group.taints.iter().map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect})).collect::<Vec<_>>()},
-            "status": {"allocatable": group.allocatable, "capacity": group.allocatable,
+            "status": {"allocatable": allocatable, "capacity": allocatable,
                        "conditions": [{"type": "Ready", "status": "True"}]},
         });
         // Errors point at the scenario's own fields, not at the generated manifest's.

@@ -9,7 +9,7 @@
 //! stops a run that takes more steps than its input can explain (`SimError::StepLimit`).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -161,6 +161,10 @@ pub struct Summary {
     pub p90_us: u64,
     pub p99_us: u64,
     pub virtual_s: f64,
+    /// Pods holding HAMi-registered GPU cards at the end.
+    pub gpu_pods: usize,
+    /// HAMi-registered cards shared by more than one container at the end.
+    pub shared_cards: usize,
 }
 
 /// Over time: for plots of throughput, pending pods and utilisation. A sample holds
@@ -561,6 +565,7 @@ impl Simulation {
             return;
         };
         self.records.history_mut(index).attempts += 1;
+        self.scheduler.now = self.clock.as_secs() as i64;
         let started = Instant::now();
         let attempt = self.scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
@@ -568,6 +573,7 @@ impl Simulation {
         match attempt {
             Attempt::Scheduled { pod, state, .. } => {
                 let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+                self.records.placement_mut(index).annotations = written(&pod);
                 self.push(
                     now + latency,
                     Event::BindDue {
@@ -674,8 +680,11 @@ impl Simulation {
                 if failure.forgotten {
                     self.queue.assumed_pod_forgotten(now);
                 }
+                // Back as submitted: the next attempt writes its own annotations.
+                self.records.placement_mut(index).annotations.clear();
                 let mut pending = Pod::clone(&pod);
                 pending.node_name = None;
+                pending.bind_annotations = None;
                 let queued = QueuedPod {
                     pod: Arc::new(pending),
                     timestamp: now,
@@ -731,6 +740,7 @@ impl Simulation {
         };
         let attempted = self.histories().iter().filter(|h| h.attempts > 0).count();
         let scheduled = self.records.count(PodStatus::Bound);
+        let gpus = crate::gpu_report::GpuReport::of(&self.cache);
         Summary {
             pods_total: self.placements().len(),
             scheduled,
@@ -749,7 +759,14 @@ impl Simulation {
             p90_us: at(0.9),
             p99_us: at(0.99),
             virtual_s: self.clock.as_secs_f64(),
+            gpu_pods: gpus.gpu_pods,
+            shared_cards: gpus.shared_cards,
         }
+    }
+
+    /// The scheduler's cache (what it believes is bound and assumed).
+    pub fn cache(&self) -> &Cache {
+        &self.cache
     }
 
     /// DESIGN.md's invariants at the end of a run: no node was over-committed by pods this
@@ -761,6 +778,10 @@ impl Simulation {
                 "{} nodes were over-committed",
                 self.api.overcommitted_nodes()
             ));
+        }
+        let cards = crate::GpuReport::of(&self.cache).overcommitted_cards;
+        if cards > 0 {
+            return Err(format!("{cards} GPU cards hold more than they have"));
         }
         for (index, placement) in self.placements().iter().enumerate() {
             if placement.node.is_none() && placement.reason.is_none() {
@@ -779,6 +800,16 @@ impl Simulation {
         }
         Ok(())
     }
+}
+
+/// The annotations the scheduler wrote on the pod when it assumed it.
+fn written(assumed: &Pod) -> BTreeMap<String, String> {
+    assumed
+        .bind_annotations
+        .iter()
+        .flat_map(|written| written.iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The scheduler's Binder over the simulated API.

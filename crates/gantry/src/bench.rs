@@ -3,7 +3,7 @@
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use gantry_cache::synthetic::measure_snapshot;
-use gantry_sim::bench::{BenchOptions, Workload, run as run_workload};
+use gantry_sim::bench::{BenchOptions, Workload, run as run_workload, run_gpu_share};
 use gantry_whatif::StoreKind;
 use gantry_whatif::bench as whatif_bench;
 use serde_json::json;
@@ -18,9 +18,9 @@ const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
     /// preferred-pod-affinity, topology-spread, preemption, unschedulable, mixed-churn,
-    /// scale, snapshot, multi (several instances on threads), clustersnapshot (the what-if
-    /// stores), estimate (the autoscaler's binpacking benchmark), or all (every workload
-    /// but scale, snapshot, multi, clustersnapshot and estimate).
+    /// scale, gpu-share, snapshot, multi (several instances on threads), clustersnapshot (the
+    /// what-if stores), estimate (the autoscaler's binpacking benchmark), or all (every
+    /// workload but scale, gpu-share, snapshot, multi, clustersnapshot and estimate).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -34,9 +34,10 @@ pub struct BenchArgs {
     /// Divide every count by this (quick runs; 1 to 1000).
     #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: usize,
-    /// snapshot: nodes in the cache; multi: nodes in the cluster (1 to 100000).
-    #[arg(long, default_value_t = 5000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
-    nodes: usize,
+    /// snapshot: nodes in the cache; multi: nodes in the cluster (1 to 100000, default 5000);
+    /// gpu-share: GPU nodes (1 to 20000, default 128).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    nodes: Option<usize>,
     /// multi: scheduler instances, each on its own thread with its own cache (1 to 64).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     schedulers: u32,
@@ -63,6 +64,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         "estimate" => return estimate(&args),
         _ => {}
     }
+    if args.workload == "gpu-share" {
+        return gpu_share(&args);
+    }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL
             .into_iter()
@@ -72,7 +76,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown workload {:?}: use one of {}, snapshot, multi, clustersnapshot, estimate or all",
+                "unknown workload {:?}: use one of {}, gpu-share, snapshot, multi, clustersnapshot, estimate or all",
                 args.workload,
                 names.join(", ")
             )
@@ -83,6 +87,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         no_assume: args.no_assume,
         scale_down: args.scale_down,
         allocations: Some(alloc_counter::allocations),
+        bytes_allocated: Some(alloc_counter::bytes_allocated),
     };
     for workload in workloads {
         let r = run_workload(workload, &options)?;
@@ -106,21 +111,64 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
+/// Rounds of the GPU-sharing benchmark; 500 pods take milliseconds, so one round is at the
+/// mercy of whatever else the machine runs.
+const GPU_SHARE_ROUNDS: usize = 5;
+
+/// HAMi's GPU-sharing benchmark (the seed's shape).
+fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
+    let nodes = args.nodes.unwrap_or(128);
     anyhow::ensure!(
-        args.nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
-        "--nodes {} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
-        args.nodes,
+        (1..=20_000).contains(&nodes),
+        "--nodes must be 1 to 20000 for gpu-share, not {nodes}"
+    );
+    let options = BenchOptions {
+        allocations: Some(alloc_counter::allocations),
+        bytes_allocated: Some(alloc_counter::bytes_allocated),
+        ..BenchOptions::default()
+    };
+    let r = run_gpu_share(nodes, GPU_SHARE_ROUNDS, &options)?;
+    let line = if args.json {
+        serde_json::to_string(&r)?
+    } else {
+        format!(
+            "gpu-share {} nodes, {} resident pods, {} measured pods × {} rounds: {:.0} pods/s (median), p50 {} µs, p99 {} µs, {:.0} bytes and {:.0} allocations/pod, peak RSS {:.0} MiB",
+            r.nodes,
+            r.resident_pods,
+            r.measured_pods,
+            r.rounds,
+            r.pods_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.bytes_allocated_per_pod.unwrap_or(f64::NAN),
+            r.allocs_per_pod.unwrap_or(f64::NAN),
+            r.peak_rss_mib.unwrap_or(f64::NAN),
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
+}
+
+/// The nodes and changed nodes of a snapshot benchmark (5,000 nodes unless given), within
+/// the pods a snapshot benchmark may hold.
+fn snapshot_shape(args: &BenchArgs, default_changed: usize) -> anyhow::Result<(usize, usize)> {
+    let nodes = args.nodes.unwrap_or(5000);
+    anyhow::ensure!(
+        nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
+        "--nodes {nodes} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
         args.pods_per_node,
-        args.nodes * args.pods_per_node
+        nodes * args.pods_per_node
     );
-    let changed = args.changed.unwrap_or(2);
+    let changed = args.changed.unwrap_or(default_changed);
     anyhow::ensure!(
-        changed <= args.nodes,
-        "--changed ({changed}) exceeds --nodes ({})",
-        args.nodes
+        changed <= nodes,
+        "--changed ({changed}) exceeds --nodes ({nodes})"
     );
-    let m = measure_snapshot(args.nodes, args.pods_per_node, changed, args.repetitions);
+    Ok((nodes, changed))
+}
+
+fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
+    let (nodes, changed) = snapshot_shape(args, 2)?;
+    let m = measure_snapshot(nodes, args.pods_per_node, changed, args.repetitions);
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
     let line = if args.json {
         json!({
@@ -152,7 +200,7 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// Several instances sharing one in-process API (`gantry_sim::multi_bench`).
 fn multi(args: &BenchArgs) -> anyhow::Result<()> {
-    let r = gantry_sim::multi_bench::run(args.schedulers, args.nodes, 100);
+    let r = gantry_sim::multi_bench::run(args.schedulers, args.nodes.unwrap_or(5000), 100);
     let line = if args.json {
         serde_json::to_string(&r)?
     } else {
@@ -174,23 +222,11 @@ fn multi(args: &BenchArgs) -> anyhow::Result<()> {
 /// The what-if snapshot's stores side by side: allocations per read, fork, revert and
 /// commit times, and a search over all nodes.
 fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
-        "--nodes {} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
-        args.nodes,
-        args.pods_per_node,
-        args.nodes * args.pods_per_node
-    );
-    let changed = args.changed.unwrap_or(100);
-    anyhow::ensure!(
-        changed <= args.nodes,
-        "--changed ({changed}) exceeds --nodes ({})",
-        args.nodes
-    );
+    let (nodes, changed) = snapshot_shape(args, 100)?;
     for kind in [StoreKind::Basic, StoreKind::Delta] {
         let m = whatif_bench::measure_snapshot(
             kind,
-            args.nodes,
+            nodes,
             args.pods_per_node,
             changed,
             args.repetitions,

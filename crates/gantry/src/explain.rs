@@ -134,6 +134,7 @@ fn print_human(out: &mut dyn Write, e: &Explanation, pod: &Pod, seed: u64) -> st
     )?;
     print_pre_filter(out, e)?;
     print_filters(out, e)?;
+    print_details(out, e)?;
     print_scores(out, e)?;
     writeln!(out)?;
     print_outcome(out, e, seed)
@@ -236,6 +237,63 @@ fn print_filters(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The finer verdicts some plugins give (GPUShare: the node's score, then each card).
+fn print_details(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
+    let with_details: Vec<&NodeVerdict> =
+        e.nodes.iter().filter(|n| !n.details.is_empty()).collect();
+    let plugins: Vec<&str> = with_details
+        .iter()
+        .flat_map(|n| n.details.iter().map(|(p, _)| *p))
+        .fold(Vec::new(), |mut seen, p| {
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+            seen
+        });
+    for plugin in plugins {
+        writeln!(
+            out,
+            "\n{plugin}, part by part (verdict for the pod's first container that asks; ★ given to the pod):"
+        )?;
+        let mut table = table();
+        table.set_header(vec!["Node", "Part", "In use", "Verdict", "Score"]);
+        for verdict in with_details.iter().take(MAX_ROWS) {
+            let Some((_, rows)) = verdict.details.iter().find(|(p, _)| *p == plugin) else {
+                continue;
+            };
+            for (i, d) in rows.iter().enumerate() {
+                table.add_row(vec![
+                    if i == 0 {
+                        verdict.node.to_string()
+                    } else {
+                        String::new()
+                    },
+                    format!("{}{}", d.item, if d.chosen { " ★" } else { "" }),
+                    d.state.clone(),
+                    d.reason.clone().unwrap_or_else(|| "fits".to_string()),
+                    d.score.map_or(String::new(), |s| format!("{s:.3}")),
+                ]);
+            }
+        }
+        writeln!(out, "{table}")?;
+        if with_details.len() > MAX_ROWS {
+            writeln!(
+                out,
+                "  (first {MAX_ROWS} of {} nodes shown; --json has all)",
+                with_details.len()
+            )?;
+        }
+    }
+    if let Some((plugin, kept)) = &e.chosen_by {
+        let mut list = join(kept.iter().take(MAX_TIED));
+        if kept.len() > MAX_TIED {
+            list += &format!(" and {} more", kept.len() - MAX_TIED);
+        }
+        writeln!(out, "  {plugin} chose among the feasible nodes: {list}")?;
+    }
+    Ok(())
+}
+
 fn print_scores(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     let Some(scoring) = &e.scoring else {
         return Ok(());
@@ -303,6 +361,10 @@ fn print_outcome(out: &mut dyn Write, e: &Explanation, seed: u64) -> std::io::Re
             let why = match how {
                 Choice::NominatedNode => "its nominated node, which still fits".to_string(),
                 Choice::OnlyFeasibleNode => "the only feasible node, so not scored".to_string(),
+                Choice::ChosenByPlugin => format!(
+                    "chosen by {} among the feasible nodes, so not scored",
+                    e.chosen_by.as_ref().map_or("a plugin", |(p, _)| p)
+                ),
                 Choice::HighestScore if tied.len() > 1 => {
                     let others: Vec<&Sym> = tied.iter().filter(|n| *n != node).collect();
                     let mut list = join(others.iter().copied().take(MAX_TIED));
@@ -379,6 +441,17 @@ fn to_json(e: &Explanation, pod: &Pod, seed: u64) -> Value {
                 "pre_filtered_out": n.pre_filtered_out,
                 "feasible": n.is_feasible(),
                 "filters": n.filters.iter().map(status_json).collect::<Vec<_>>(),
+                "details": n.details.iter().map(|(plugin, rows)| json!({
+                    "plugin": plugin,
+                    "parts": rows.iter().map(|d| json!({
+                        "part": d.item,
+                        "in_use": d.state,
+                        "fits": d.reason.is_none(),
+                        "reason": d.reason,
+                        "score": d.score,
+                        "given": d.chosen,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -418,6 +491,7 @@ fn to_json(e: &Explanation, pod: &Pod, seed: u64) -> Value {
             "how": match how {
                 Choice::NominatedNode => "nominated-node",
                 Choice::OnlyFeasibleNode => "only-feasible-node",
+                Choice::ChosenByPlugin => "chosen-by-plugin",
                 Choice::HighestScore => "highest-score",
             },
             "tied": names(tied),
@@ -442,6 +516,7 @@ fn to_json(e: &Explanation, pod: &Pod, seed: u64) -> Value {
         "filter_plugins": e.filter_plugins,
         "nodes": nodes,
         "feasible_not_scored": names(&e.feasible_not_scored),
+        "chosen_by": e.chosen_by.as_ref().map(|(plugin, kept)| json!({"plugin": plugin, "nodes": names(kept)})),
         "scoring": scoring,
         "outcome": outcome,
     })

@@ -333,6 +333,13 @@ fn print_summary(
         "  bind failures {}, over-committed nodes {}",
         s.bind_failures, s.overcommitted_nodes
     )?;
+    if s.gpu_pods > 0 {
+        writeln!(
+            out,
+            "  GPU sharing (HAMi): {} pods hold cards, {} cards are shared",
+            s.gpu_pods, s.shared_cards
+        )?;
+    }
     let reasons = report::pending_reasons(placements);
     if !reasons.is_empty() {
         writeln!(out, "  why pods are pending:")?;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::{API_VERSION, Checked, RawPluginConfig, fail, in_range, typed};
 use crate::plugins::PluginArgs;
 use crate::plugins::balanced_allocation::BalancedAllocation;
+use crate::plugins::gpu_share::GpuShare;
 use crate::plugins::inter_pod_affinity::InterPodAffinity;
 use crate::plugins::node_affinity::NodeAffinity;
 use crate::plugins::node_resources_fit::{
@@ -53,6 +54,10 @@ pub(super) fn parse(configs: &[RawPluginConfig], at: &str) -> Checked<ProfileArg
             "PodTopologySpread" => out.plugins.spread = spread(typed(args, &at)?, &at)?,
             "InterPodAffinity" => out.plugins.pod_affinity = pod_affinity(typed(args, &at)?, &at)?,
             "NodeAffinity" => out.plugins.node_affinity = node_affinity(typed(args, &at)?, &at)?,
+            "GPUShare" => {
+                out.plugins.gpu_share = GpuShare::from_args(typed(args, &at)?)
+                    .or_else(|(field, message)| fail(format!("{at}.{field}"), message))?;
+            }
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
                 let percentage = format!("{at}.minCandidateNodesPercentage");
@@ -524,9 +529,21 @@ mod tests {
       requiredDuringSchedulingIgnoredDuringExecution:
         nodeSelectorTerms:
         - matchFields: [{key: metadata.name, operator: NotIn, values: [n1]}]
+- name: GPUShare
+  args: {gpuSchedulerPolicy: ' binpack,numa', nodeSchedulerPolicy: spread, defaultMemory: 2048, defaultCores: 10, defaultGPUNum: 2}
 ",
         );
         let p = &parsed.plugins;
+        assert_eq!(
+            p.gpu_share,
+            GpuShare {
+                gpu_scheduler_policy: "binpack,numa".into(),
+                node_scheduler_policy: crate::plugins::gpu_share::NodePolicy::Spread,
+                default_memory: 2048,
+                default_cores: 10,
+                default_gpu_num: 2,
+            }
+        );
         assert_eq!(p.fit.strategy, ScoringStrategy::MostAllocated);
         let gpu = ResourceName::parse("nvidia.com/gpu");
         let scored = |name, weight| ScoredResource { name, weight };

@@ -3,6 +3,7 @@
 
 pub mod balanced_allocation;
 pub mod dynamic_resources;
+pub mod gpu_share;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
@@ -27,7 +28,7 @@ use crate::config::Point;
 use crate::interface::*;
 
 /// Upstream's default `multiPoint` plugins (v1.28 `default_plugins.go`) in order, with their
-/// score weights (`None`: no weight given).
+/// score weights (`None`: no weight given), and GPUShare (a no-op for pods without GPUs).
 pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),
@@ -46,6 +47,8 @@ pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
     ("VolumeZone", None),
     ("PodTopologySpread", Some(2)),
     ("InterPodAffinity", Some(2)),
+    // Gantry's: HAMi's GPU sharing, filtering last as a scheduler extender does.
+    ("GPUShare", None),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
@@ -66,6 +69,7 @@ pub struct PluginArgs {
     pub balanced: balanced_allocation::BalancedAllocation,
     pub spread: pod_topology_spread::PodTopologySpread,
     pub pod_affinity: inter_pod_affinity::InterPodAffinity,
+    pub gpu_share: gpu_share::GpuShare,
 }
 
 /// One plugin name a profile may use, and what it runs at each extension point.
@@ -173,6 +177,7 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
     // One instance per profile: its Reserve remembers the volumes it promised.
     let volume_binding = Arc::new(volume_binding::VolumeBinding::default());
     let dra = Arc::new(dynamic_resources::DynamicResources::default());
+    let gpu_share = Arc::new(args.gpu_share);
     vec![
         Registered::new(scheduling_gates::NAME)
             .pre_enqueue(Arc::new(scheduling_gates::SchedulingGates)),
@@ -230,6 +235,9 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .filter(dra.clone())
             .reserve(dra.clone())
             .pre_bind(dra),
+        Registered::new(gpu_share::NAME)
+            .pre_filter(gpu_share.clone())
+            .filter(gpu_share),
         Registered::builtin("DefaultPreemption", &[Point::PostFilter]),
         Registered::new(balanced_allocation::NAME).score(Arc::new(args.balanced)),
         Registered::new(image_locality::NAME)

@@ -103,6 +103,10 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
         }
     }
     for (name, want) in request.scalars() {
+        // What HAMi's deployment tells kube-scheduler to leave to its extender.
+        if gantry_api::gpu::ignored_by_scheduler(name) {
+            continue;
+        }
         if want > allocatable.scalar(name) - requested.scalar(name) {
             fail(format!("Insufficient {name}").into());
         }

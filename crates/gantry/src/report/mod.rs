@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::Context;
 use gantry_framework::Profile;
 use gantry_sim::scenario::Mark;
-use gantry_sim::{Simulation, Summary};
+use gantry_sim::{GpuReport, Simulation, Summary};
 
 use plots::{BarPlot, LinePlot, Series, YAxis};
 pub use tables::pending_reasons;
@@ -144,6 +144,18 @@ pub fn write(
         series: &[("attempts", attempts)],
     }
     .draw(&file("latency.svg"))?;
+    let gpus = GpuReport::of(sim.cache());
+    if !gpus.cards.is_empty() {
+        let (buckets, [shares, memory, cores]) = gpu_buckets(&gpus);
+        BarPlot {
+            title: "GPU cards by use, at the end (HAMi-registered cards)",
+            x_desc: "used / what the card offers",
+            y_desc: "cards",
+            categories: &buckets,
+            series: &[("shares", shares), ("memory", memory), ("cores", cores)],
+        }
+        .draw(&file("gpu-utilisation.svg"))?;
+    }
 
     let svg = |name: &str| -> anyhow::Result<String> {
         std::fs::read_to_string(file(name)).with_context(|| format!("cannot read back {name}"))
@@ -154,6 +166,11 @@ pub fn write(
         nodes: svg("nodes.svg")?,
         latency: svg("latency.svg")?,
         throughput: svg("throughput.svg")?,
+        gpus: if gpus.cards.is_empty() {
+            None
+        } else {
+            Some(svg("gpu-utilisation.svg")?)
+        },
     };
     let html = page::render(info, summary, sim, &plots, (x_unit, unit_name))?;
     write_file(&file("index.html"), html)
@@ -195,6 +212,30 @@ fn utilisation_buckets(sim: &Simulation) -> (Vec<String>, Vec<u64>, Vec<u64>) {
         .collect();
     labels.push("over".into());
     (labels, cpu, memory)
+}
+
+/// Cards per 10% bucket of shares, memory and compute in use; "over" holds over-committed
+/// cards.
+fn gpu_buckets(gpus: &GpuReport) -> (Vec<String>, [Vec<u64>; 3]) {
+    let mut counts = [vec![0u64; 11], vec![0u64; 11], vec![0u64; 11]];
+    for card in &gpus.cards {
+        for (i, fraction) in [card.shares, card.memory, card.cores]
+            .into_iter()
+            .enumerate()
+        {
+            let bucket = if fraction > 1.0 {
+                10
+            } else {
+                ((fraction * 10.0) as usize).min(9)
+            };
+            counts[i][bucket] += 1;
+        }
+    }
+    let mut labels: Vec<String> = (0..10)
+        .map(|i| format!("{}–{}%", i * 10, i * 10 + 10))
+        .collect();
+    labels.push("over".into());
+    (labels, counts)
 }
 
 /// Attempts per duration bucket, doubling from 16 µs.

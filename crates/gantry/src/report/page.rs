@@ -23,6 +23,8 @@ pub struct Plots {
     pub nodes: String,
     pub latency: String,
     pub throughput: String,
+    /// GPU cards by use, when the cluster has HAMi-registered cards.
+    pub gpus: Option<String>,
 }
 
 /// Example pods listed per pending reason.
@@ -307,8 +309,9 @@ Groups come from a node-pool label, else the instance type, else the node name.<
     }
     writeln!(
         html,
-        "</tbody></table><div class=\"plots\">{}</div></section>",
-        figure(&plots.nodes)
+        "</tbody></table><div class=\"plots\">{}{}</div></section>",
+        figure(&plots.nodes),
+        plots.gpus.as_deref().map(figure).unwrap_or_default()
     )
 }
 

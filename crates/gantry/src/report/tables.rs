@@ -215,6 +215,7 @@ mod tests {
             node: node.map(str::to_string),
             reason: node.is_none().then(|| "no room".to_string()),
             evicted: Vec::new(),
+            annotations: Default::default(),
         };
         let history = |arrived: u64, bound: Option<u64>, preempted: bool| PodHistory {
             status: if bound.is_some() {

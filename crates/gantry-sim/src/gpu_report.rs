@@ -1,0 +1,66 @@
+//! What the HAMi-registered GPUs hold at the end of a run, read from the cache's card
+//! usage: pods holding cards, cards shared, and each card's utilisation.
+
+use gantry_cache::Cache;
+
+/// One card's utilisation, as fractions of what it offers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CardUtilisation {
+    pub shares: f64,
+    pub memory: f64,
+    pub cores: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuReport {
+    /// Pods holding at least one card.
+    pub gpu_pods: usize,
+    /// Cards more than one container shares.
+    pub shared_cards: usize,
+    /// Cards whose pods hold more shares, memory or compute than the card has.
+    pub overcommitted_cards: usize,
+    /// Every card of every node, least used first.
+    pub cards: Vec<CardUtilisation>,
+}
+
+impl GpuReport {
+    pub fn of(cache: &Cache) -> GpuReport {
+        let mut report = GpuReport::default();
+        cache.for_each_node(|info| {
+            let Some(usage) = info.gpus() else {
+                return;
+            };
+            report.gpu_pods += usage.gpu_pods() as usize;
+            for (card, used) in usage.devices().cards.iter().zip(usage.cards()) {
+                if used.used > 1 {
+                    report.shared_cards += 1;
+                }
+                if used.used > card.count
+                    || used.memory_mib > card.memory_mib
+                    || used.cores > card.cores
+                {
+                    report.overcommitted_cards += 1;
+                }
+                let fraction = |used: i32, total: i32| {
+                    if total > 0 {
+                        f64::from(used) / f64::from(total)
+                    } else {
+                        0.0
+                    }
+                };
+                report.cards.push(CardUtilisation {
+                    shares: fraction(used.used, card.count),
+                    memory: fraction(used.memory_mib, card.memory_mib),
+                    cores: fraction(used.cores, card.cores),
+                });
+            }
+        });
+        // The cache visits nodes in no fixed order.
+        report.cards.sort_by(|a, b| {
+            (a.shares, a.memory, a.cores)
+                .partial_cmp(&(b.shares, b.memory, b.cores))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        report
+    }
+}
