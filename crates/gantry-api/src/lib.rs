@@ -13,6 +13,7 @@ mod pod;
 pub mod policy;
 pub mod quantity;
 pub mod resources;
+pub mod rng;
 pub mod storage;
 
 pub use intern::Sym;

@@ -297,6 +297,16 @@ impl Disk {
     }
 }
 
+/// `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreemptionPolicy {
     PreemptLowerPriority,
@@ -326,6 +336,8 @@ pub struct Pod {
     pub nominated_node_name: Option<Sym>,
     /// Set when the pod has a deletion timestamp.
     pub terminating: bool,
+    /// Succeeded and Failed pods hold nothing: see [`Pod::is_finished`].
+    pub phase: PodPhase,
     /// `status.startTime` in seconds since the epoch (preemption prefers younger victims).
     pub start_time: Option<i64>,
     /// Annotations the scheduler wrote on binding (HAMi's devices and bind time): this
@@ -389,6 +401,7 @@ impl Pod {
             node_name: None,
             nominated_node_name: None,
             terminating: false,
+            phase: PodPhase::Pending,
             start_time: None,
             bind_annotations: None,
             template: Arc::new(PodTemplate {
@@ -442,6 +455,13 @@ impl Pod {
             .as_deref()
             .and_then(|written| crate::node::find_annotation(written, key))
             .or_else(|| crate::node::find_annotation(&self.annotations, key))
+    }
+
+    /// In phase Succeeded or Failed: its containers are done. Kube-scheduler's informer
+    /// does not list such pods (field selector `status.phase!=Succeeded,status.phase!=Failed`),
+    /// so they hold no resources, ports or volumes and are never scheduled.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }
 
     pub fn with_container(mut self, container: Container) -> Pod {

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1 as k8s;
-use serde_json::Value;
 
-use crate::decode::{ObjectError, label_selector, required_name, typed};
+use crate::decode::{ObjectError, label_selector, required_name};
 use crate::{LabelSelector, Pod, Sym};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +37,6 @@ impl PodDisruptionBudget {
     pub fn has_disrupted(&self, pod: &Pod) -> bool {
         self.disrupted_pods.contains(&pod.name)
     }
-}
-
-/// Decodes a `PodDisruptionBudget` object; `object` names it in errors.
-pub(crate) fn decode(value: Value, object: &str) -> Result<PodDisruptionBudget, ObjectError> {
-    let pdb: k8s::PodDisruptionBudget = typed(value, object)?;
-    convert(&pdb, object)
 }
 
 /// Converts a typed `PodDisruptionBudget` (from a manifest or a watch).

@@ -120,7 +120,7 @@ fn wrong_types_and_bad_enums_name_the_field() {
     );
 
     let (_, field, _) = object_error(
-        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions: [{key: gpus, operator: Gt, values: [a]}]\n",
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions: [{key: gpus, operator: Gt, values: [a]}]\n",
     );
     assert_eq!(
         field,
@@ -128,12 +128,12 @@ fn wrong_types_and_bad_enums_name_the_field() {
     );
 
     let (_, field, _) = object_error(
-        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]\n",
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]\n",
     );
     assert_eq!(field, "spec.topologySpreadConstraints[0].maxSkew");
 
     let (object, field, _) =
-        object_error("kind: Pod\nmetadata: {namespace: x}\nspec: {containers: []}\n");
+        object_error("kind: Pod\nmetadata: {namespace: x}\nspec: {containers: [{name: c}]}\n");
     assert_eq!(
         (object.as_str(), field.as_str()),
         ("Pod (document 1)", "metadata.name")
@@ -154,7 +154,7 @@ fn syntax_errors_name_the_source() {
 #[test]
 fn priority_class_names_resolve_to_values() {
     let mut objects = ClusterObjects::decode(
-        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: []}\n---\nkind: Pod\nmetadata: {name: q}\nspec: {priorityClassName: nope, containers: []}\n",
+        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: [{name: c}]}\n---\nkind: Pod\nmetadata: {name: q}\nspec: {priorityClassName: nope, containers: [{name: c}]}\n",
         "x.yaml",
     )
     .unwrap();
@@ -164,7 +164,7 @@ fn priority_class_names_resolve_to_values() {
         ("Pod default/q", "spec.priorityClassName")
     );
     let mut objects2 = ClusterObjects::decode(
-        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: []}\n",
+        "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: high}\nvalue: 1000\npreemptionPolicy: Never\n---\nkind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: high, containers: [{name: c}]}\n",
         "x.yaml",
     )
     .unwrap();

@@ -1,6 +1,8 @@
-//! KubeSchedulerConfiguration files (`kubescheduler.config.k8s.io/v1`, YAML or JSON): the
-//! profiles, their plugins merged onto upstream's defaults as kube-scheduler v1.28 does, and
-//! the plugins' arguments. Errors name the file and the field.
+//! KubeSchedulerConfiguration files (`kubescheduler.config.k8s.io/v1`, and the deprecated
+//! `v1beta3` that kube-scheduler v1.28 still reads; YAML or JSON): the profiles, their
+//! plugins merged onto upstream's defaults as kube-scheduler v1.28 does, and the plugins'
+//! arguments. Errors name the file and the field; what upstream accepts but Gantry reads
+//! past comes back as warnings.
 
 mod args;
 
@@ -16,6 +18,10 @@ use crate::plugins::{self, DEFAULT_PLUGINS, PluginArgs, Registered};
 use crate::{Profile, WeightedScorePlugin};
 
 const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+/// Deprecated in v1.26 and removed in v1.29; in v1.28 its default plugins and weights are
+/// v1's (upstream `v1beta3/default_plugins.go`: the same list and weights, SchedulingGates
+/// appended while its feature gate is on), so it reads as v1.
+const API_VERSION_V1BETA3: &str = "kubescheduler.config.k8s.io/v1beta3";
 const KIND: &str = "KubeSchedulerConfiguration";
 const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 const MULTI_POINT: &str = "multiPoint";
@@ -41,6 +47,9 @@ pub struct SchedulerConfig {
     pub percentage_of_nodes_to_score: Option<u32>,
     pub pod_initial_backoff_seconds: u64,
     pub pod_max_backoff_seconds: u64,
+    /// What upstream accepts and Gantry reads past (a deprecated version, plugins it does
+    /// not implement), as `file: field: message`.
+    pub warnings: Vec<String>,
 }
 
 impl Default for SchedulerConfig {
@@ -51,6 +60,7 @@ impl Default for SchedulerConfig {
             percentage_of_nodes_to_score: None,
             pod_initial_backoff_seconds: 1,
             pod_max_backoff_seconds: 10,
+            warnings: Vec::new(),
         }
     }
 }
@@ -65,7 +75,11 @@ impl SchedulerConfig {
         };
         let value: Value =
             serde_saphyr::from_str(text).map_err(|e| error(String::new(), e.to_string()))?;
-        from_value(value).map_err(|e| error(e.field, e.message))
+        let mut config = from_value(value).map_err(|e| error(e.field, e.message))?;
+        for warning in &mut config.warnings {
+            *warning = format!("{source}: {warning}");
+        }
+        Ok(config)
     }
 }
 
@@ -271,7 +285,20 @@ fn from_value(mut value: Value) -> Checked<SchedulerConfig> {
     let Value::Object(map) = &mut value else {
         return fail("", format!("must be a {KIND}, not {value}"));
     };
-    take_type_meta(map, "apiVersion", API_VERSION)?;
+    let mut warnings = Vec::new();
+    match map.remove("apiVersion") {
+        Some(Value::String(v)) if v == API_VERSION => {}
+        Some(Value::String(v)) if v == API_VERSION_V1BETA3 => warnings.push(format!(
+            "apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29 (read as {API_VERSION}, whose v1.28 defaults are the same)"
+        )),
+        Some(value) => {
+            return fail(
+                "apiVersion",
+                format!("must be {API_VERSION} (or the deprecated {API_VERSION_V1BETA3}), not {value}"),
+            );
+        }
+        None => return fail("apiVersion", format!("required ({API_VERSION})")),
+    }
     take_type_meta(map, "kind", KIND)?;
     for field in IGNORED_FIELDS {
         map.remove(*field);
@@ -322,7 +349,7 @@ fn from_value(mut value: Value) -> Checked<SchedulerConfig> {
             raw.percentage_of_nodes_to_score,
             &format!("{at}.percentageOfNodesToScore"),
         )?;
-        let mut profile = build_profile(name, &raw, &at)?;
+        let mut profile = build_profile(name, &raw, &at, &mut warnings)?;
         profile.percentage_of_nodes_to_score = own.or(global);
         profiles.push(profile);
     }
@@ -331,13 +358,19 @@ fn from_value(mut value: Value) -> Checked<SchedulerConfig> {
         percentage_of_nodes_to_score: global,
         pod_initial_backoff_seconds: initial,
         pod_max_backoff_seconds: max,
+        warnings,
     })
 }
 
-fn build_profile(name: &str, raw: &RawProfile, at: &str) -> Checked<Profile> {
+fn build_profile(
+    name: &str,
+    raw: &RawProfile,
+    at: &str,
+    warnings: &mut Vec<String>,
+) -> Checked<Profile> {
     let args = args::parse(&raw.plugin_config, at)?;
     let registry = plugins::registry(args.plugins);
-    check_names(raw, &registry, at)?;
+    check_names(raw, &registry, at, warnings)?;
     let merged = Merged::new(&raw.plugins, &registry);
     let count = |point| {
         let plugins = merged.expand(point);
@@ -366,16 +399,43 @@ fn find<'r>(registry: &'r [Registered], name: &str) -> Option<&'r Registered> {
     registry.iter().find(|r| r.name == name)
 }
 
+/// Why an upstream plugin Gantry does not implement can be read past: kube-scheduler
+/// v1.28 has the in-tree volume limit plugins (EBSLimits, GCEPDLimits, AzureDiskLimits,
+/// CinderLimits) defer to NodeVolumeLimits once their volumes are migrated to CSI, which is
+/// GA and on; later releases removed them.
+fn ignored_plugin(name: &str) -> String {
+    format!(
+        "{name} is not implemented by Gantry and is ignored: kube-scheduler v1.28 leaves volumes migrated to CSI (GA, on by default) to NodeVolumeLimits, and later releases removed {name}"
+    )
+}
+
 /// Every plugin name must be known, and enabled at most once per point, at points it
-/// implements, with a weight that is not negative.
-fn check_names(raw: &RawProfile, registry: &[Registered], at: &str) -> Checked<()> {
-    let unknown = |name: &str| format!("unknown plugin {name:?}");
+/// implements, with a weight that is not negative. Upstream plugins Gantry does not
+/// implement are warned about.
+fn check_names(
+    raw: &RawProfile,
+    registry: &[Registered],
+    at: &str,
+    warnings: &mut Vec<String>,
+) -> Checked<()> {
+    let unknown = |name: &str| {
+        format!(
+            "unknown plugin {name:?}: not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+        )
+    };
     for (j, config) in raw.plugin_config.iter().enumerate() {
-        if find(registry, &config.name).is_none() {
-            return fail(
-                format!("{at}.pluginConfig[{j}].name"),
-                unknown(&config.name),
-            );
+        match find(registry, &config.name) {
+            None => {
+                return fail(
+                    format!("{at}.pluginConfig[{j}].name"),
+                    unknown(&config.name),
+                );
+            }
+            Some(r) if r.not_implemented => warnings.push(format!(
+                "{at}.pluginConfig[{j}].name: {}",
+                ignored_plugin(r.name)
+            )),
+            Some(_) => {}
         }
     }
     for (key, set) in &raw.plugins {
@@ -399,6 +459,9 @@ fn check_names(raw: &RawProfile, registry: &[Registered], at: &str) -> Checked<(
             let Some(registered) = find(registry, &plugin.name) else {
                 return fail(format!("{field}.name"), unknown(&plugin.name));
             };
+            if registered.not_implemented {
+                warnings.push(format!("{field}.name: {}", ignored_plugin(registered.name)));
+            }
             if let Some(point) = point
                 && !registered.not_implemented
                 && !registered.implements(point)

@@ -512,7 +512,7 @@ profiles:
 - pluginConfig:
   - name: Coscheduling
 ",
-            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling""#,
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -521,7 +521,7 @@ profiles:
     score:
       enabled: [{name: NodeResourceFit}]
 ",
-            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit""#,
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -530,7 +530,7 @@ profiles:
     filter:
       disabled: [{name: NodeNames}]
 ",
-            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames""#,
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -622,13 +622,13 @@ profiles:
 #[test]
 fn api_version_and_syntax_errors() {
     let wrong = SchedulerConfig::parse(
-        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
+        "apiVersion: kubescheduler.config.k8s.io/v1beta2\nkind: KubeSchedulerConfiguration\n",
         "old.yaml",
     );
     assert_eq!(
         wrong.err().map(|e| e.to_string()).as_deref(),
         Some(
-            r#"old.yaml: apiVersion: must be kubescheduler.config.k8s.io/v1, not "kubescheduler.config.k8s.io/v1beta3""#
+            r#"old.yaml: apiVersion: must be kubescheduler.config.k8s.io/v1 (or the deprecated kubescheduler.config.k8s.io/v1beta3), not "kubescheduler.config.k8s.io/v1beta2""#
         )
     );
     let empty = SchedulerConfig::parse("", "empty.yaml");
@@ -642,4 +642,63 @@ fn api_version_and_syntax_errors() {
         (error.source_name.as_str(), error.field.as_str()),
         ("broken.yaml", "")
     );
+}
+
+/// kube-scheduler v1.28 still reads v1beta3 (deprecated), with v1's default plugins and
+/// weights (upstream `v1beta3/default_plugins.go`).
+#[test]
+fn v1beta3_is_read_as_v1_with_a_deprecation_warning() {
+    let body = "kind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    score:\n      enabled: [{name: ImageLocality, weight: 5}]\n";
+    let beta = SchedulerConfig::parse(
+        &format!("apiVersion: kubescheduler.config.k8s.io/v1beta3\n{body}"),
+        "beta.yaml",
+    )
+    .unwrap();
+    let v1 = SchedulerConfig::parse(
+        &format!("apiVersion: kubescheduler.config.k8s.io/v1\n{body}"),
+        "v1.yaml",
+    )
+    .unwrap();
+    assert_eq!(
+        beta.warnings,
+        vec!["beta.yaml: apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29 (read as kubescheduler.config.k8s.io/v1, whose v1.28 defaults are the same)".to_string()]
+    );
+    assert!(v1.warnings.is_empty());
+    let weights = |c: &SchedulerConfig| {
+        c.profiles[0]
+            .score
+            .iter()
+            .map(|s| (s.plugin.name().to_string(), s.weight))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(weights(&beta), weights(&v1));
+    assert!(weights(&beta).contains(&("TaintToleration".to_string(), 3)));
+}
+
+/// The in-tree volume limit plugins Gantry does not implement are accepted with a warning
+/// (upstream v1.28 leaves CSI-migrated volumes to NodeVolumeLimits); out-of-tree plugins
+/// are an error.
+#[test]
+fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
+    let config = SchedulerConfig::parse(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}, {name: CinderLimits}]\n      disabled: [{name: GCEPDLimits}]\n",
+        "s.yaml",
+    )
+    .unwrap();
+    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    assert!(config.warnings[0].starts_with(
+        "s.yaml: profiles[0].plugins.filter.enabled[0].name: EBSLimits is not implemented by Gantry and is ignored"
+    ));
+    assert!(config.warnings[1].contains("enabled[1].name: CinderLimits is not implemented"));
+    let error = SchedulerConfig::parse(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: Coscheduling}]\n",
+        "s.yaml",
+    )
+    .err()
+    .unwrap();
+    assert_eq!(
+        error.field,
+        "profiles[0].plugins.multiPoint.enabled[0].name"
+    );
+    assert!(error.message.contains("out-of-tree"), "{}", error.message);
 }

@@ -585,6 +585,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 (self.err)(format!("{field}.{}", error.field), error.message)
             }
             DecodeError::Syntax { message, .. } => (self.err)(field.to_string(), message),
+            other => (self.err)(field.to_string(), other.to_string()),
         })
     }
 }
@@ -787,7 +788,7 @@ events:
                 "nodeGroups[0].taints[0].effect",
             ),
             (
-                "workloads: [{name: w, count: 1, arrival: {rate: fast}, template: {spec: {containers: []}}}]",
+                "workloads: [{name: w, count: 1, arrival: {rate: fast}, template: {spec: {containers: [{name: c}]}}}]",
                 "workloads[0].arrival.rate",
             ),
             (
@@ -795,7 +796,7 @@ events:
                 "workloads[0].template.spec.containers[0].resources.requests.cpu",
             ),
             (
-                "workloads: [{name: w, count: 1, template: {spec: {priorityClassName: nope, containers: []}}}]",
+                "workloads: [{name: w, count: 1, template: {spec: {priorityClassName: nope, containers: [{name: c}]}}}]",
                 "workloads[0].template.spec.priorityClassName",
             ),
             (
@@ -803,11 +804,11 @@ events:
                 "events[0].at",
             ),
             (
-                "workloads: [{name: w, count: 2, arrival: {times: [1s]}, template: {spec: {containers: []}}}]",
+                "workloads: [{name: w, count: 2, arrival: {times: [1s]}, template: {spec: {containers: [{name: c}]}}}]",
                 "workloads[0].arrival.times",
             ),
             (
-                "workloads: [{name: w, count: 1, arrival: {times: [later]}, template: {spec: {containers: []}}}]",
+                "workloads: [{name: w, count: 1, arrival: {times: [later]}, template: {spec: {containers: [{name: c}]}}}]",
                 "workloads[0].arrival.times[0]",
             ),
             (
@@ -901,7 +902,7 @@ events:
     #[test]
     fn explicit_arrival_times() {
         let s = Scenario::parse(
-            "workloads: [{name: w, count: 2, arrival: {times: [5s, 1m]}, template: {spec: {containers: []}}}]",
+            "workloads: [{name: w, count: 2, arrival: {times: [5s, 1m]}, template: {spec: {containers: [{name: c}]}}}]",
             "t.yaml",
         )
         .unwrap();

@@ -67,7 +67,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
         cluster.merge(load::manifests(&args.pods)?);
     }
     cluster.resolve_priorities()?;
-    load::warn_ignored(&cluster);
+    load::print_notes(&cluster);
     let profile = config
         .profiles
         .first()

@@ -46,19 +46,22 @@ pub struct ExplainArgs {
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let config = load::config(args.config.as_deref())?;
     let mut cluster = load::manifests(&args.cluster)?;
-    load::warn_ignored(&cluster);
+    load::print_notes(&cluster);
     let mut pod_file = load::manifests(std::slice::from_ref(&args.pod))?;
+    load::print_notes(&pod_file);
     anyhow::ensure!(
         pod_file.pods.len() == 1,
         "{}: expected exactly one Pod, found {}",
         args.pod.display(),
         pod_file.pods.len()
     );
+    cluster.admit()?;
+    // The pod may be one of the cluster's (explained as if it were not there yet): it
+    // shares the cluster's priority classes, not its names.
     pod_file
         .priority_classes
         .extend(cluster.priority_classes.iter().cloned());
     pod_file.resolve_priorities()?;
-    cluster.resolve_priorities()?;
     load::refuse_claims(&pod_file, "explain")?;
     let mut pod = pod_file.pods.remove(0);
     let key = pod.key();

@@ -1,37 +1,61 @@
-//! Reading the user's files: Kubernetes manifests and scheduler configuration.
+//! Reading the user's files: Kubernetes manifests and scheduler configuration, and the
+//! notes about them a person should see (on stderr).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use gantry_api::decode::ClusterObjects;
+use gantry_api::decode::{ClusterObjects, InputLimits};
 use gantry_framework::config::SchedulerConfig;
 
-/// Decodes every file into one set of objects (priority classes resolved across all).
+/// Warnings printed one per line before the rest are counted.
+const MAX_WARNINGS_SHOWN: usize = 20;
+
+/// Decodes every file into one set of objects, streaming each file as it is read (a
+/// dump larger than [`gantry_api::decode::DEFAULT_MAX_INPUT_BYTES`] is refused).
 pub fn manifests(files: &[PathBuf]) -> anyhow::Result<ClusterObjects> {
     let mut objects = ClusterObjects::default();
     for file in files {
-        let text = read(file)?;
-        objects.decode_more(&text, &file.display().to_string())?;
+        let reader =
+            std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+        objects.read(reader, &file.display().to_string(), &InputLimits::default())?;
     }
     Ok(objects)
 }
 
 pub fn config(file: Option<&Path>) -> anyhow::Result<SchedulerConfig> {
-    match file {
-        None => Ok(SchedulerConfig::default()),
-        Some(file) => Ok(SchedulerConfig::parse(
-            &read(file)?,
-            &file.display().to_string(),
-        )?),
+    let Some(file) = file else {
+        return Ok(SchedulerConfig::default());
+    };
+    let config = SchedulerConfig::parse(&read(file)?, &file.display().to_string())?;
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
     }
+    Ok(config)
 }
 
 pub fn read(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
 }
 
-/// Says on stderr which objects were read but are not used, grouped by kind.
-pub fn warn_ignored(objects: &ClusterObjects) {
+/// Says on stderr what the input holds that the scheduler reads past: fields it does not
+/// know (as `kubectl` warns about them), objects of kinds it does not read (grouped by
+/// kind), and finished pods (which hold nothing).
+pub fn print_notes(objects: &ClusterObjects) {
+    for warning in objects.warnings.iter().take(MAX_WARNINGS_SHOWN) {
+        eprintln!("warning: {warning}");
+    }
+    if objects.warnings.len() > MAX_WARNINGS_SHOWN {
+        eprintln!(
+            "warning: ... and {} more",
+            objects.warnings.len() - MAX_WARNINGS_SHOWN
+        );
+    }
+    if !objects.finished_pods.is_empty() {
+        eprintln!(
+            "note: {} finished pods (Succeeded or Failed) hold no resources and are not scheduled",
+            objects.finished_pods.len()
+        );
+    }
     if objects.ignored.is_empty() {
         return;
     }

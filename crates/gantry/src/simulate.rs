@@ -87,16 +87,12 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         mut events,
         timeline,
     } = inputs(&args)?;
-    load::warn_ignored(&cluster);
+    load::print_notes(&cluster);
     let mut pending = load::manifests(&args.pods)?;
-    load::warn_ignored(&pending);
+    load::print_notes(&pending);
     load::refuse_claims(&cluster, "simulate")?;
     load::refuse_claims(&pending, "simulate")?;
-    pending
-        .priority_classes
-        .extend(cluster.priority_classes.iter().cloned());
-    cluster.resolve_priorities()?;
-    pending.resolve_priorities()?;
+    cluster.admit_with(&mut pending)?;
     for pod in pending.pods {
         anyhow::ensure!(
             pod.node_name.is_none(),

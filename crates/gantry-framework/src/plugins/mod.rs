@@ -211,6 +211,8 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .pre_filter(Arc::new(node_volume_limits::NodeVolumeLimits))
             .filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
         Registered::not_implemented("AzureDiskLimits"),
+        // Registered in v1.28 though no longer a default plugin.
+        Registered::not_implemented("CinderLimits"),
         Registered::new(volume_binding::NAME)
             .pre_filter(volume_binding.clone())
             .filter(volume_binding.clone())

@@ -1,0 +1,325 @@
+//! What the API server checks across objects, once every source is read: the Priority
+//! admission plugin (upstream `plugin/pkg/admission/priority`), one object per name
+//! (a second create is refused as `AlreadyExists`), and pods bound to nodes that exist.
+
+use std::collections::{HashMap, HashSet};
+
+use super::priority::{PriorityClass, system_priority_classes};
+use super::validation;
+use super::{ClusterObjects, ObjectError, field_error};
+use crate::{Pod, PreemptionPolicy, Sym};
+
+/// What a pod's manifest said about its priority, before admission filled it in.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PodPriorityFields {
+    /// The pod's index in [`ClusterObjects::pods`].
+    pod: usize,
+    /// `spec.priority`: set by the API server on every pod it stored, so a pod that
+    /// carries it was admitted already (a dump), and one that does not is being created.
+    priority: Option<i32>,
+    /// `spec.preemptionPolicy`.
+    pub policy: Option<PreemptionPolicy>,
+}
+
+impl PodPriorityFields {
+    pub fn new(priority: Option<i32>, policy: Option<PreemptionPolicy>) -> PodPriorityFields {
+        PodPriorityFields {
+            pod: 0,
+            priority,
+            policy,
+        }
+    }
+
+    /// These fields for the pod at `index`.
+    pub fn at(self, index: usize) -> PodPriorityFields {
+        PodPriorityFields { pod: index, ..self }
+    }
+
+    /// Whether the pod carried `spec.priority` (a stored pod always does).
+    pub fn priority_given(&self) -> bool {
+        self.priority.is_some()
+    }
+
+    pub fn shifted(self, offset: usize) -> PodPriorityFields {
+        self.at(self.pod + offset)
+    }
+}
+
+/// Priority admission, then names, then node references.
+pub(super) fn admit(
+    cluster: &mut ClusterObjects,
+    mut pending: Option<&mut ClusterObjects>,
+) -> Result<(), ObjectError> {
+    resolve_priorities(cluster, pending.as_deref_mut())?;
+    unique_nodes(cluster)?;
+    unique_pods(cluster, pending.as_deref_mut())?;
+    let nodes: HashSet<Sym> = cluster.nodes.iter().map(|n| n.name).collect();
+    let pending_pods = pending.iter().flat_map(|p| p.pods.iter());
+    for pod in cluster.pods.iter().chain(pending_pods) {
+        if let Some(node) = pod.node_name.filter(|n| !nodes.contains(n)) {
+            return Err(field_error(
+                &format!("Pod {}", pod.key()),
+                "spec.nodeName",
+                validation::invalid(
+                    node.as_str(),
+                    "no Node of that name in the input: a bound pod needs its node",
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The classes in force: the input's (one global default at most, one object per name)
+/// and the built-in ones it does not redefine.
+fn classes_in_force<'a>(
+    inputs: impl Iterator<Item = &'a PriorityClass>,
+) -> Result<Vec<PriorityClass>, ObjectError> {
+    let mut classes: Vec<PriorityClass> = Vec::new();
+    for class in inputs {
+        let object = format!("PriorityClass {}", class.name);
+        if classes.iter().any(|c| c.name == class.name) {
+            return Err(field_error(
+                &object,
+                "metadata.name",
+                already_exists("priorityclasses.scheduling.k8s.io", class.name.as_str(), ""),
+            ));
+        }
+        if class.global_default
+            && let Some(default) = classes.iter().find(|c| c.global_default)
+        {
+            return Err(field_error(
+                &object,
+                "globalDefault",
+                format!(
+                    "PriorityClass {} is already marked as default. Only one default can exist",
+                    default.name
+                ),
+            ));
+        }
+        classes.push(class.clone());
+    }
+    for builtin in system_priority_classes() {
+        if !classes.iter().any(|c| c.name == builtin.name) {
+            classes.push(builtin);
+        }
+    }
+    Ok(classes)
+}
+
+/// Upstream's `admitPod` for every decoded pod (see [`ClusterObjects::resolve_priorities`]).
+pub(super) fn resolve_priorities(
+    cluster: &mut ClusterObjects,
+    pending: Option<&mut ClusterObjects>,
+) -> Result<(), ObjectError> {
+    let pending_classes = pending.iter().flat_map(|p| p.priority_classes.iter());
+    let classes = classes_in_force(cluster.priority_classes.iter().chain(pending_classes))?;
+    let default = classes.iter().find(|c| c.global_default);
+    for objects in std::iter::once(cluster).chain(pending) {
+        for fields in std::mem::take(&mut objects.admission) {
+            admit_pod(&mut objects.pods[fields.pod], fields, &classes, default)?;
+        }
+    }
+    Ok(())
+}
+
+fn admit_pod(
+    pod: &mut Pod,
+    fields: PodPriorityFields,
+    classes: &[PriorityClass],
+    default: Option<&PriorityClass>,
+) -> Result<(), ObjectError> {
+    let object = || format!("Pod {}", pod.key());
+    let class = match pod.priority_class_name {
+        Some(name) => match classes.iter().find(|c| c.name == name) {
+            Some(class) => Some(class),
+            // A stored pod keeps what admission gave it, even if its class is not in the
+            // dump; a pod being created needs its class.
+            None if fields.priority.is_some() => return Ok(()),
+            None => {
+                return Err(field_error(
+                    &object(),
+                    "spec.priorityClassName",
+                    format!("no PriorityClass with name {name} was found"),
+                ));
+            }
+        },
+        None if fields.priority.is_some() => return Ok(()),
+        None => default,
+    };
+    let (priority, policy) = match class {
+        Some(class) => (class.value, class.preemption_policy),
+        None => (0, PreemptionPolicy::PreemptLowerPriority),
+    };
+    if let Some(given) = fields.priority.filter(|p| *p != priority) {
+        return Err(field_error(
+            &object(),
+            "spec.priority",
+            format!(
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+            ),
+        ));
+    }
+    if let Some(given) = fields.policy.filter(|p| *p != policy) {
+        return Err(field_error(
+            &object(),
+            "spec.preemptionPolicy",
+            format!(
+                "the string value of PreemptionPolicy ({}) must not be provided in pod spec; priority admission controller computed {} from the given PriorityClass name",
+                policy_name(given),
+                policy_name(policy)
+            ),
+        ));
+    }
+    pod.priority = priority;
+    pod.preemption_policy = policy;
+    if pod.priority_class_name.is_none() {
+        pod.priority_class_name = class.map(|c| c.name);
+    }
+    Ok(())
+}
+
+fn policy_name(policy: PreemptionPolicy) -> &'static str {
+    match policy {
+        PreemptionPolicy::PreemptLowerPriority => "PreemptLowerPriority",
+        PreemptionPolicy::Never => "Never",
+    }
+}
+
+/// The API server's `AlreadyExists` message, and why.
+fn already_exists(resource: &str, name: &str, why: &str) -> String {
+    format!("{resource} {name:?} already exists{why}")
+}
+
+fn unique_nodes(cluster: &mut ClusterObjects) -> Result<(), ObjectError> {
+    let generated: HashSet<usize> = cluster.generated.nodes.iter().copied().collect();
+    let mut taken: HashSet<Sym> = HashSet::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        if !generated.contains(&i) && !taken.insert(node.name) {
+            return Err(field_error(
+                &format!("Node {}", node.name),
+                "metadata.name",
+                already_exists(
+                    "nodes",
+                    node.name.as_str(),
+                    ": the input has two Node objects of that name",
+                ),
+            ));
+        }
+    }
+    let mut generated: Vec<usize> = generated.into_iter().collect();
+    generated.sort_unstable();
+    for i in generated {
+        let mut name = cluster.nodes[i].name;
+        let mut tries = 0;
+        while !taken.insert(name) {
+            let prefix = generated_prefix(name.as_str());
+            name = Sym::new(&cluster.generated.name(prefix));
+            tries += 1;
+            if tries > MAX_RENAMES {
+                return Err(rename_error("Node", name.as_str()));
+            }
+        }
+        cluster.nodes[i].name = name;
+    }
+    Ok(())
+}
+
+/// Renames before giving up on a clash (the API server's clients retry a few times too).
+const MAX_RENAMES: usize = 100;
+
+fn rename_error(kind: &str, name: &str) -> ObjectError {
+    field_error(
+        &format!("{kind} {name}"),
+        "metadata.generateName",
+        format!("no free name after {MAX_RENAMES} tries"),
+    )
+}
+
+/// The `generateName` a generated name came from.
+fn generated_prefix(name: &str) -> &str {
+    &name[..name.len().saturating_sub(5)]
+}
+
+/// Where a pod of a name is: for the message naming both objects.
+fn describe(pod: Option<&Pod>) -> String {
+    match pod.and_then(|p| p.node_name) {
+        Some(node) => format!("bound to {node}"),
+        None if pod.is_some() => "pending".to_string(),
+        None => "finished".to_string(),
+    }
+}
+
+fn unique_pods(
+    cluster: &mut ClusterObjects,
+    pending: Option<&mut ClusterObjects>,
+) -> Result<(), ObjectError> {
+    // First the names people wrote, in input order; then the generated ones, renamed
+    // where they clash (as a client retries a create that met `AlreadyExists`).
+    let mut taken: HashMap<(Sym, String), Option<(bool, usize)>> = HashMap::new();
+    let sets: [Option<&ClusterObjects>; 2] = [Some(&*cluster), pending.as_deref()];
+    for (set, objects) in sets.iter().enumerate() {
+        let Some(objects) = objects else { continue };
+        let generated: HashSet<usize> = objects.generated.pods.iter().copied().collect();
+        let named = objects
+            .pods
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !generated.contains(i))
+            .map(|(i, p)| ((p.namespace, p.name.to_string()), Some((set == 1, i))));
+        let finished = objects.finished_pods.iter().map(|key| {
+            let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+            ((Sym::new(ns), name.to_string()), None)
+        });
+        for (key, location) in named.chain(finished) {
+            if let Some(first) = taken.insert(key.clone(), location) {
+                let pod_at = |at: Option<(bool, usize)>| {
+                    at.map(|(in_pending, i)| {
+                        let objects = if in_pending { sets[1] } else { sets[0] };
+                        &objects.expect("recorded from this set").pods[i]
+                    })
+                };
+                return Err(field_error(
+                    &format!("Pod {}/{}", key.0, key.1),
+                    "metadata.name",
+                    already_exists(
+                        "pods",
+                        &key.1,
+                        &format!(
+                            ": the input has two pods {}/{} (one {}, one {})",
+                            key.0,
+                            key.1,
+                            describe(pod_at(first)),
+                            describe(pod_at(location))
+                        ),
+                    ),
+                ));
+            }
+        }
+    }
+    for objects in std::iter::once(cluster).chain(pending) {
+        let mut generated = objects.generated.pods.clone();
+        generated.sort_unstable();
+        for i in generated {
+            let namespace = objects.pods[i].namespace;
+            let mut name = objects.pods[i].name.to_string();
+            let mut tries = 0;
+            while taken.contains_key(&(namespace, name.clone())) {
+                name = objects.generated.name(generated_prefix(&name));
+                tries += 1;
+                if tries > MAX_RENAMES {
+                    return Err(rename_error("Pod", &name));
+                }
+            }
+            taken.insert((namespace, name.clone()), None);
+            let pod = &mut objects.pods[i];
+            if *pod.name != *name {
+                pod.name = name.as_str().into();
+                if pod.uid.starts_with(&*format!("{}/", namespace)) {
+                    pod.uid = format!("{namespace}/{name}").into();
+                }
+            }
+        }
+    }
+    Ok(())
+}

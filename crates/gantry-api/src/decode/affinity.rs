@@ -1,0 +1,379 @@
+//! Node and pod affinity, label selectors, and topology spread constraints, checked as
+//! the API server checks them.
+
+use k8s_openapi::api::core::v1 as k8s;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use smallvec::SmallVec;
+
+use super::validation;
+use super::{ObjectError, field_error};
+use crate::labels::{
+    LabelSelector, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Requirement, SelectorOp,
+};
+use crate::pod::*;
+use crate::{Labels, Sym};
+
+pub(super) fn values(v: Option<&Vec<String>>) -> SmallVec<[Sym; 2]> {
+    v.into_iter().flatten().map(|s| Sym::new(s)).collect()
+}
+
+pub(crate) fn label_selector(
+    sel: &meta::LabelSelector,
+    object: &str,
+    field: &str,
+) -> Result<LabelSelector, ObjectError> {
+    let mut out = LabelSelector::from_pairs(
+        sel.match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (Sym::new(k), Sym::new(v))),
+    );
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        let at = format!("{field}.matchExpressions[{i}]");
+        let empty = Vec::new();
+        let requirement =
+            Requirement::parse(&e.key, &e.operator, e.values.as_ref().unwrap_or(&empty)).map_err(
+                |e| field_error(object, format!("{at}.{}", e.part.unwrap_or("")), e.message),
+            )?;
+        out.requirements.push(requirement);
+    }
+    Ok(out)
+}
+
+fn node_selector_requirement(
+    r: &k8s::NodeSelectorRequirement,
+    object: &str,
+    field: &str,
+    is_field_selector: bool,
+) -> Result<NodeSelectorRequirement, ObjectError> {
+    let empty = Vec::new();
+    NodeSelectorRequirement::parse(
+        &r.key,
+        &r.operator,
+        r.values.as_ref().unwrap_or(&empty),
+        is_field_selector,
+    )
+    .map_err(|e| {
+        let at = match e.part {
+            Some(part) => format!("{field}.{part}"),
+            None => field.to_string(),
+        };
+        field_error(object, at, e.message)
+    })
+}
+
+pub(super) fn node_selector_term(
+    t: &k8s::NodeSelectorTerm,
+    object: &str,
+    field: &str,
+) -> Result<NodeSelectorTerm, ObjectError> {
+    let convert = |list: Option<&Vec<k8s::NodeSelectorRequirement>>, name: &str, fields: bool| {
+        list.into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, r)| {
+                node_selector_requirement(r, object, &format!("{field}.{name}[{i}]"), fields)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(NodeSelectorTerm {
+        match_expressions: convert(t.match_expressions.as_ref(), "matchExpressions", false)?,
+        match_fields: convert(t.match_fields.as_ref(), "matchFields", true)?,
+    })
+}
+
+/// Upstream's `ValidateNodeSelector`: at least one term, each valid.
+pub(crate) fn node_selector(
+    selector: &k8s::NodeSelector,
+    object: &str,
+    field: &str,
+) -> Result<NodeSelector, ObjectError> {
+    let field = format!("{field}.nodeSelectorTerms");
+    if selector.node_selector_terms.is_empty() {
+        return Err(field_error(
+            object,
+            field,
+            validation::required("must have at least one node selector term"),
+        ));
+    }
+    let terms = selector
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| node_selector_term(t, object, &format!("{field}[{i}]")))
+        .collect::<Result<_, _>>()?;
+    Ok(NodeSelector { terms })
+}
+
+fn weight(w: i32, object: &str, field: &str) -> Result<i32, ObjectError> {
+    if (1..=100).contains(&w) {
+        Ok(w)
+    } else {
+        Err(field_error(
+            object,
+            field,
+            format!("must be in the range 1-100, not {w}"),
+        ))
+    }
+}
+
+pub(super) fn convert_affinity(
+    a: &k8s::Affinity,
+    pod_labels: &Labels,
+    object: &str,
+) -> Result<Affinity, ObjectError> {
+    let mut out = Affinity::default();
+    if let Some(na) = &a.node_affinity {
+        let base = "spec.affinity.nodeAffinity";
+        if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+            let field = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution");
+            out.node_affinity.required = Some(node_selector(req, object, &field)?);
+        }
+        for (i, p) in na
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            let field = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+            out.node_affinity.preferred.push(PreferredSchedulingTerm {
+                weight: weight(p.weight, object, &format!("{field}.weight"))?,
+                term: node_selector_term(&p.preference, object, &format!("{field}.preference"))?,
+            });
+        }
+    }
+    if let Some(pa) = &a.pod_affinity {
+        out.pod_affinity = pod_affinity(
+            pa.required_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pa.preferred_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pod_labels,
+            object,
+            "spec.affinity.podAffinity",
+        )?;
+    }
+    if let Some(pa) = &a.pod_anti_affinity {
+        out.pod_anti_affinity = pod_affinity(
+            pa.required_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pa.preferred_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pod_labels,
+            object,
+            "spec.affinity.podAntiAffinity",
+        )?;
+    }
+    Ok(out)
+}
+
+fn pod_affinity(
+    required: Option<&Vec<k8s::PodAffinityTerm>>,
+    preferred: Option<&Vec<k8s::WeightedPodAffinityTerm>>,
+    pod_labels: &Labels,
+    object: &str,
+    base: &str,
+) -> Result<PodAffinity, ObjectError> {
+    let mut out = PodAffinity::default();
+    for (i, t) in required.into_iter().flatten().enumerate() {
+        let field = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+        out.required
+            .push(pod_affinity_term(t, pod_labels, object, &field)?);
+    }
+    for (i, w) in preferred.into_iter().flatten().enumerate() {
+        let field = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        out.preferred.push(WeightedPodAffinityTerm {
+            weight: weight(w.weight, object, &format!("{field}.weight"))?,
+            term: pod_affinity_term(
+                &w.pod_affinity_term,
+                pod_labels,
+                object,
+                &format!("{field}.podAffinityTerm"),
+            )?,
+        });
+    }
+    Ok(out)
+}
+
+/// Adds `key In [pod's value]` (or `NotIn` for mismatch keys) for each listed key the pod
+/// has, as the API server does for `matchLabelKeys` / `mismatchLabelKeys`.
+fn merge_label_keys(
+    selector: &mut Option<LabelSelector>,
+    keys: &[String],
+    op: SelectorOp,
+    pod_labels: &Labels,
+    object: &str,
+    field: &str,
+) -> Result<(), ObjectError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let Some(selector) = selector else {
+        return Err(field_error(
+            object,
+            field,
+            "may not be set when labelSelector is not set",
+        ));
+    };
+    for key in keys {
+        if let Some(value) = pod_labels.get_str(key) {
+            selector.requirements.push(Requirement {
+                key: Sym::new(key),
+                op,
+                values: smallvec::smallvec![value],
+            });
+        }
+    }
+    Ok(())
+}
+
+fn pod_affinity_term(
+    t: &k8s::PodAffinityTerm,
+    pod_labels: &Labels,
+    object: &str,
+    field: &str,
+) -> Result<PodAffinityTerm, ObjectError> {
+    if t.topology_key.is_empty() {
+        return Err(field_error(
+            object,
+            format!("{field}.topologyKey"),
+            "required",
+        ));
+    }
+    let mut label_selector = t
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(s, object, &format!("{field}.labelSelector")))
+        .transpose()?;
+    let empty = Vec::new();
+    merge_label_keys(
+        &mut label_selector,
+        t.match_label_keys.as_ref().unwrap_or(&empty),
+        SelectorOp::In,
+        pod_labels,
+        object,
+        &format!("{field}.matchLabelKeys"),
+    )?;
+    merge_label_keys(
+        &mut label_selector,
+        t.mismatch_label_keys.as_ref().unwrap_or(&empty),
+        SelectorOp::NotIn,
+        pod_labels,
+        object,
+        &format!("{field}.mismatchLabelKeys"),
+    )?;
+    Ok(PodAffinityTerm {
+        label_selector,
+        namespaces: t.namespaces.iter().flatten().map(|n| Sym::new(n)).collect(),
+        namespace_selector: t
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector_field(s, object, &format!("{field}.namespaceSelector")))
+            .transpose()?,
+        topology_key: Sym::new(&t.topology_key),
+    })
+}
+
+fn label_selector_field(
+    s: &meta::LabelSelector,
+    object: &str,
+    field: &str,
+) -> Result<LabelSelector, ObjectError> {
+    label_selector(s, object, field)
+}
+
+fn inclusion_policy(
+    v: Option<&str>,
+    default: InclusionPolicy,
+    object: &str,
+    field: &str,
+) -> Result<InclusionPolicy, ObjectError> {
+    match v {
+        None => Ok(default),
+        Some("Honor") => Ok(InclusionPolicy::Honor),
+        Some("Ignore") => Ok(InclusionPolicy::Ignore),
+        Some(other) => Err(field_error(
+            object,
+            field,
+            format!("must be Honor or Ignore, not {other:?}"),
+        )),
+    }
+}
+
+pub(super) fn spread_constraint(
+    c: &k8s::TopologySpreadConstraint,
+    pod_labels: &Labels,
+    object: &str,
+    field: &str,
+) -> Result<TopologySpreadConstraint, ObjectError> {
+    if c.max_skew <= 0 {
+        return Err(field_error(
+            object,
+            format!("{field}.maxSkew"),
+            format!("must be greater than zero, not {}", c.max_skew),
+        ));
+    }
+    if c.topology_key.is_empty() {
+        return Err(field_error(
+            object,
+            format!("{field}.topologyKey"),
+            "required",
+        ));
+    }
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        other => {
+            return Err(field_error(
+                object,
+                format!("{field}.whenUnsatisfiable"),
+                format!("must be DoNotSchedule or ScheduleAnyway, not {other:?}"),
+            ));
+        }
+    };
+    if let Some(m) = c.min_domains
+        && (m <= 0 || when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule)
+    {
+        return Err(field_error(
+            object,
+            format!("{field}.minDomains"),
+            "must be greater than zero, and set only with whenUnsatisfiable DoNotSchedule",
+        ));
+    }
+    let mut label_selector = c
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(s, object, &format!("{field}.labelSelector")))
+        .transpose()?;
+    if let Some(keys) = &c.match_label_keys {
+        let selector = label_selector.get_or_insert_with(LabelSelector::default);
+        for key in keys {
+            if let Some(value) = pod_labels.get_str(key) {
+                selector.requirements.push(Requirement {
+                    key: Sym::new(key),
+                    op: SelectorOp::In,
+                    values: smallvec::smallvec![value],
+                });
+            }
+        }
+    }
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: Sym::new(&c.topology_key),
+        when_unsatisfiable,
+        label_selector,
+        min_domains: c.min_domains,
+        node_affinity_policy: inclusion_policy(
+            c.node_affinity_policy.as_deref(),
+            InclusionPolicy::Honor,
+            object,
+            &format!("{field}.nodeAffinityPolicy"),
+        )?,
+        node_taints_policy: inclusion_policy(
+            c.node_taints_policy.as_deref(),
+            InclusionPolicy::Ignore,
+            object,
+            &format!("{field}.nodeTaintsPolicy"),
+        )?,
+    })
+}

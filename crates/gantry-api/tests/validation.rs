@@ -1,0 +1,260 @@
+//! Manifests kube-apiserver refuses are refused, with its messages (upstream
+//! `pkg/apis/core/validation/validation.go`, apimachinery's `util/validation` and
+//! `field.Error`), naming the object and the field. One row per rule.
+
+use gantry_api::decode::{ClusterObjects, DecodeError};
+
+/// A pod `shop/web` whose spec is `spec`, and a node.
+fn pod(metadata: &str, spec: &str) -> String {
+    format!("kind: Pod\nmetadata: {{{metadata}}}\nspec: {spec}\n")
+}
+
+fn refused(text: &str) -> (String, String, String) {
+    match ClusterObjects::decode(text, "input.yaml") {
+        Err(DecodeError::Object { error, .. }) => (error.object, error.field, error.message),
+        other => panic!("expected an object error for\n{text}\ngot {other:?}"),
+    }
+}
+
+const C: &str = "{name: c, image: nginx}";
+
+#[test]
+fn apiserver_validation_rules() {
+    let rows: Vec<(&str, String, &str, &str, &str)> = vec![
+        (
+            "invalid label key",
+            pod("name: web, namespace: shop, labels: {'bad key': x}", &format!("{{containers: [{C}]}}")),
+            "Pod shop/web",
+            "metadata.labels",
+            "Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ),
+        (
+            "label key with two slashes",
+            pod("name: web, namespace: shop, labels: {a/b/c: x}", &format!("{{containers: [{C}]}}")),
+            "Pod shop/web",
+            "metadata.labels",
+            "Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        ),
+        (
+            "invalid label value",
+            pod("name: web, namespace: shop, labels: {app: -web}", &format!("{{containers: [{C}]}}")),
+            "Pod shop/web",
+            "metadata.labels",
+            "Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+        ),
+        (
+            "label value too long",
+            pod(&format!("name: web, labels: {{app: {}}}", "a".repeat(64)), &format!("{{containers: [{C}]}}")),
+            "Pod default/web",
+            "metadata.labels",
+            "must be no more than 63 characters",
+        ),
+        (
+            "pod name not a DNS subdomain",
+            pod("name: Web_1", &format!("{{containers: [{C}]}}")),
+            "Pod default/Web_1",
+            "metadata.name",
+            "Invalid value: \"Web_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ),
+        (
+            "namespace not a DNS label",
+            pod("name: web, namespace: my.shop", &format!("{{containers: [{C}]}}")),
+            "Pod my.shop/web",
+            "metadata.namespace",
+            "Invalid value: \"my.shop\": must not contain dots",
+        ),
+        (
+            "node name not a DNS subdomain",
+            "kind: Node\nmetadata: {name: Node_1}\n".to_string(),
+            "Node Node_1",
+            "metadata.name",
+            "Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain",
+        ),
+        (
+            "service name not a DNS-1035 label",
+            "kind: Service\nmetadata: {name: 1web}\nspec: {selector: {app: web}}\n".to_string(),
+            "Service 1web",
+            "metadata.name",
+            "Invalid value: \"1web\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+        ),
+        (
+            "no containers",
+            pod("name: web", "{containers: []}"),
+            "Pod default/web",
+            "spec.containers",
+            "Required value",
+        ),
+        (
+            "empty nodeSelectorTerms",
+            pod("name: web", &format!("{{containers: [{C}], affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: []}}}}}}}}")),
+            "Pod default/web",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+            "Required value: must have at least one node selector term",
+        ),
+        (
+            "request above limit",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests",
+            "Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+        ),
+        (
+            "extended resource request unlike its limit",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {example.com/gpu: '1'}, limits: {example.com/gpu: '2'}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests",
+            "Invalid value: \"1\": must be equal to example.com/gpu limit of 2",
+        ),
+        (
+            "extended resource request without a limit",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {example.com/gpu: '1'}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.limits",
+            "Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            "hugepages request unlike its limit",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {hugepages-2Mi: 2Mi, memory: 1Gi}, limits: {hugepages-2Mi: 4Mi, memory: 1Gi}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests",
+            "Invalid value: \"2Mi\": must be equal to hugepages-2Mi limit of 4Mi",
+        ),
+        (
+            "fractional extended resource",
+            pod("name: web", "{containers: [{name: c, resources: {limits: {nvidia.com/gpu: 500m}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.limits.nvidia.com/gpu",
+            "Invalid value: \"500m\": must be an integer",
+        ),
+        (
+            "fractional extended resource on a node",
+            "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {example.com/fpga: '1.5'}}\n".to_string(),
+            "Node n1",
+            "status.allocatable.example.com/fpga",
+            "Invalid value: \"1.5\": must be an integer",
+        ),
+        (
+            "unknown resource name",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {gpu: '1'}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests.gpu",
+            "Invalid value: \"gpu\": must be a standard resource for containers",
+        ),
+        (
+            "negative request",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {memory: -1Gi}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests.memory",
+            "Invalid value: \"-1Gi\": must be greater than or equal to 0",
+        ),
+        (
+            "container port out of range",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 70000}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[0].containerPort",
+            "Invalid value: 70000: must be between 1 and 65535, inclusive",
+        ),
+        (
+            "container port zero",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 0}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[0].containerPort",
+            "Required value",
+        ),
+        (
+            "host port out of range",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 80, hostPort: -1}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[0].hostPort",
+            "Invalid value: -1: must be between 1 and 65535, inclusive",
+        ),
+        (
+            "bad protocol",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 80, protocol: tcp}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[0].protocol",
+            "Unsupported value: \"tcp\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+        ),
+        (
+            "bad port name",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 80, name: HTTP}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[0].name",
+            "Invalid value: \"HTTP\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+        ),
+        (
+            "duplicate port name",
+            pod("name: web", "{containers: [{name: c, ports: [{containerPort: 80, name: http}, {containerPort: 81, name: http}]}]}"),
+            "Pod default/web",
+            "spec.containers[0].ports[1].name",
+            "Duplicate value: \"http\"",
+        ),
+        (
+            "bad phase",
+            format!("{}status: {{phase: Done}}\n", pod("name: web", &format!("{{containers: [{C}]}}"))),
+            "Pod default/web",
+            "status.phase",
+            "Unsupported value: \"Done\": supported values: \"Failed\", \"Pending\", \"Running\", \"Succeeded\", \"Unknown\"",
+        ),
+        (
+            "bad preemption policy",
+            pod("name: web", &format!("{{containers: [{C}], preemptionPolicy: Sometimes}}")),
+            "Pod default/web",
+            "spec.preemptionPolicy",
+            "Unsupported value: \"Sometimes\": supported values: \"Never\", \"PreemptLowerPriority\"",
+        ),
+        (
+            "invalid nodeSelector label",
+            pod("name: web", &format!("{{containers: [{C}], nodeSelector: {{'disk type': ssd}}}}")),
+            "Pod default/web",
+            "spec.nodeSelector",
+            "Invalid value: \"disk type\"",
+        ),
+        (
+            "bad taint effect",
+            "kind: Node\nmetadata: {name: n1}\nspec: {taints: [{key: a, effect: Sometimes}]}\n".to_string(),
+            "Node n1",
+            "spec.taints[0].effect",
+            "Unsupported value: \"Sometimes\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+        ),
+        (
+            "PriorityClass above the user maximum",
+            "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: huge}\nvalue: 1000000001\n".to_string(),
+            "PriorityClass huge",
+            "value",
+            "Forbidden: maximum allowed value of a user defined priority is 1000000000",
+        ),
+        (
+            "system- PriorityClass with another value",
+            "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-node-critical}\nvalue: 10\n".to_string(),
+            "PriorityClass system-node-critical",
+            "metadata.name",
+            "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: value of system-node-critical PriorityClass must be 2000001000",
+        ),
+        (
+            "unknown system- PriorityClass",
+            "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-mine}\nvalue: 10\n".to_string(),
+            "PriorityClass system-mine",
+            "metadata.name",
+            "error: system-mine is not a known system priority class",
+        ),
+    ];
+    for (rule, text, object, field, message) in &rows {
+        let (o, f, m) = refused(text);
+        assert_eq!((o.as_str(), f.as_str()), (*object, *field), "{rule}");
+        assert!(
+            m.contains(message),
+            "{rule}: {m:?} does not contain {message:?}"
+        );
+    }
+}
+
+#[test]
+fn valid_objects_pass() {
+    let text = pod(
+        "name: web-1.a, namespace: shop, labels: {app.kubernetes.io/name: web, tier: '', example.com/Key_1: V.a-1}",
+        "{containers: [{name: c, ports: [{containerPort: 80, hostPort: 8080, name: http, protocol: UDP}], resources: {requests: {cpu: 500m, nvidia.com/gpu: '1', hugepages-2Mi: 2Mi}, limits: {cpu: '1', nvidia.com/gpu: '1', hugepages-2Mi: 2Mi}}}], nodeSelector: {kubernetes.io/os: linux}}",
+    );
+    let objects = ClusterObjects::decode(&text, "ok.yaml").unwrap();
+    assert_eq!(objects.pods.len(), 1);
+}

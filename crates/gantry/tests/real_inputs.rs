@@ -1,0 +1,271 @@
+//! Real clusters' files through the command line: a recording made with real
+//! kube-scheduler (cilium's HostPort test), a class that forbids preemption, unknown
+//! fields, and input that is not a manifest at all.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn gantry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn placements(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const HOSTPORT: &str = "testdata/cilium-hostport";
+
+/// Real kube-scheduler bound `hostport-2` to the node where `hostport-1`, asking for the
+/// same hostPort, had Succeeded: a finished pod holds no port.
+#[test]
+fn a_succeeded_pods_host_port_is_free_as_kube_scheduler_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("placements.jsonl");
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        &format!("{HOSTPORT}/init.yaml"),
+        &format!("{HOSTPORT}/hostport-1-succeeded.yaml"),
+        "--pods",
+        &format!("{HOSTPORT}/hostport-2.yaml"),
+        "--placements",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: 1 finished pods (Succeeded or Failed) hold no resources"),
+        "{}",
+        stderr(&out)
+    );
+    // Where real kube-scheduler put it (state2.yaml records the binding).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let recorded = std::fs::read_to_string(root.join(HOSTPORT).join("state2.yaml")).unwrap();
+    assert!(
+        recorded.contains("name: hostport-2")
+            && recorded.contains("nodeName: hostport-control-plane")
+    );
+    let placed = placements(&out_file);
+    assert_eq!(placed.len(), 1);
+    assert_eq!(placed[0]["pod"], "test/hostport-2");
+    assert_eq!(placed[0]["node"], "hostport-control-plane");
+
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        &format!("{HOSTPORT}/init.yaml"),
+        &format!("{HOSTPORT}/hostport-1-succeeded.yaml"),
+        "--pod",
+        &format!("{HOSTPORT}/hostport-2.yaml"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("would be placed on: hostport-control-plane"),
+        "{text}"
+    );
+    assert!(!text.contains("free ports"), "{text}");
+}
+
+/// The recorded state with both pods (one Succeeded, one Running on the same port) loads.
+#[test]
+fn the_recorded_state_with_both_pods_loads() {
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        &format!("{HOSTPORT}/init.yaml"),
+        &format!("{HOSTPORT}/state2.yaml"),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(summary["overcommitted_nodes"], 0);
+}
+
+const CLUSTER: &str = "\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: '2', memory: 4Gi, pods: '110'}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: low, namespace: default}
+spec:
+  nodeName: n1
+  priority: 0
+  containers: [{name: c, resources: {requests: {cpu: '2'}}}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high-no-preempt}
+value: 1000
+preemptionPolicy: Never
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+";
+
+fn urgent_pod(class: &str, priority: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: urgent}}\nspec:\n  priorityClassName: {class}\n{priority}  containers: [{{name: c, resources: {{requests: {{cpu: '1'}}}}}}]\n"
+    )
+}
+
+/// A pod whose class says `preemptionPolicy: Never` does not preempt, whether it carries
+/// its priority (as a stored pod does) or not; the same pod with a class that allows it
+/// does.
+#[test]
+fn a_class_with_preemption_policy_never_does_not_preempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
+    let cases = [
+        ("high-no-preempt", "", false),
+        ("high-no-preempt", "  priority: 1000\n", false),
+        ("high", "", true),
+        ("high", "  priority: 1000\n", true),
+    ];
+    for (class, priority, evicts) in cases {
+        let pod = write(dir.path(), "pod.yaml", &urgent_pod(class, priority));
+        let out_file = dir.path().join("placements.jsonl");
+        let out = gantry(&[
+            "simulate",
+            "--cluster",
+            cluster.to_str().unwrap(),
+            "--pods",
+            pod.to_str().unwrap(),
+            "--placements",
+            out_file.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let placed = placements(&out_file);
+        let urgent = placed
+            .iter()
+            .find(|p| p["pod"] == "default/urgent")
+            .unwrap();
+        if evicts {
+            assert_eq!(urgent["node"], "n1", "{urgent}");
+            assert_eq!(urgent["evicted"], serde_json::json!(["default/low"]));
+        } else {
+            assert!(urgent["node"].is_null(), "{urgent}");
+            assert!(urgent.get("evicted").is_none(), "{urgent}");
+        }
+    }
+}
+
+#[test]
+fn unknown_fields_are_warned_about_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = write(
+        dir.path(),
+        "cluster.yaml",
+        "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '2', memory: 4Gi, pods: '110'}}\n",
+    );
+    let pod = write(
+        dir.path(),
+        "pod.yaml",
+        "kind: Pod\nmetadata: {name: typo}\nspec:\n  nodeSelecter: {disk: ssd}\n  containers: [{name: c, containerz: 1}]\n",
+    );
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--pods",
+        pod.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: Pod default/typo: unknown field \"spec.nodeSelecter\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: Pod default/typo: unknown field \"spec.containers[0].containerz\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn binary_input_fails_at_once_with_one_line() {
+    let start = Instant::now();
+    let out = gantry(&["simulate", "--cluster", "/dev/zero"]);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: /dev/zero: not valid YAML or JSON: a NUL byte at offset 0: this is binary data, not YAML or JSON text"
+    );
+}
+
+#[test]
+fn duplicate_pods_are_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
+    let pod = write(
+        dir.path(),
+        "pod.yaml",
+        "kind: Pod\nmetadata: {name: low}\nspec: {containers: [{name: c}]}\n",
+    );
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--pods",
+        pod.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: Pod default/low: metadata.name: pods \"low\" already exists: the input has two pods default/low (one bound to n1, one pending)"
+    );
+}
+
+#[test]
+fn a_v1beta3_configuration_is_read_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "scheduler.yaml",
+        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
+    );
+    let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29"),
+        "{}",
+        stderr(&out)
+    );
+}
