@@ -156,8 +156,9 @@ async fn a_relist_after_a_blind_spell_loses_nothing_not_even_assumed_pods() {
     api.put(PODS, pod("big-1", 1500));
     let instance = start(&api, "solo", Shard::WHOLE, None).await;
     wait_for("big-1 bound", WAIT, || node_of(&api, "big-1").is_some()).await;
-    // A bind that is still in flight when the watches go blind and relist.
-    api.slow_bind("default/slow", Duration::from_secs(2));
+    // A bind that is still in flight when the watches go blind and relist: slow enough
+    // that the blind spell below ends before it does, even on a loaded machine.
+    api.slow_bind("default/slow", Duration::from_secs(8));
     api.put(PODS, pod("slow", 300));
     wait_for("slow's bind in flight", WAIT, || {
         events_about(&api, "slow", "Scheduled").is_empty() && api.requests() > 0
