@@ -1,7 +1,7 @@
 //! The simulated API server: the authoritative record of nodes and bound pods. It binds
-//! (refusing a pod bound twice, optionally a bind that would over-commit the node, and a
-//! configurable share of binds at random) and deletes pods; the simulation delivers the
-//! resulting watch events to the scheduler.
+//! (refusing a pod bound twice or deleted, optionally a bind that would over-commit the
+//! node, and a configurable share of binds at random) and deletes pods; the simulation
+//! delivers the resulting watch events to the scheduler instances.
 //!
 //! Nothing visible depends on hash-map order: each node lists its pods in the order they
 //! were bound, so a drain or a node deletion walks them the same way in every run.
@@ -19,6 +19,15 @@ struct NodeUsage {
     pods: Vec<Arc<str>>,
 }
 
+impl NodeUsage {
+    /// Whether one more pod, `pod`, would exceed what the node has.
+    fn overcommitted_by(&self, pod: &Pod) -> bool {
+        let mut after = self.requested.clone();
+        after.add(pod.requests());
+        exceeds(&after, self.pods.len() + 1, &self.node.allocatable)
+    }
+}
+
 /// Cpu and memory requested and allocatable over all nodes, kept as binds and deletions
 /// happen, for utilisation over time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,10 +38,30 @@ pub struct ClusterTotals {
     pub allocatable_memory: i64,
 }
 
+/// Why the API refused a bind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindRefusal {
+    #[error("pod {0} names no node")]
+    NoNode(String),
+    #[error("pod {0} is already bound")]
+    AlreadyBound(String),
+    #[error("pod {0} was deleted")]
+    Deleted(String),
+    #[error("binding pod {0} failed (injected failure)")]
+    Injected(String),
+    #[error("node {0} not found")]
+    NodeNotFound(Sym),
+    /// The capacity check: the node has no room for the pod any more.
+    #[error("binding pod {pod} would over-commit node {node}")]
+    OverCommit { pod: String, node: Sym },
+}
+
 pub struct SimulatedApi {
     nodes: HashMap<Sym, NodeUsage>,
     /// Bound pods by uid.
     bound: HashMap<Arc<str>, Arc<Pod>>,
+    /// Uids of pods deleted before they were bound: a late bind of one is refused.
+    deleted: HashSet<Arc<str>>,
     /// Nodes whose bound pods ever asked for more than the node has, through a bind.
     overcommitted: HashSet<Sym>,
     totals: ClusterTotals,
@@ -50,6 +79,7 @@ impl SimulatedApi {
         SimulatedApi {
             nodes: HashMap::new(),
             bound: HashMap::new(),
+            deleted: HashSet::new(),
             overcommitted: HashSet::new(),
             totals: ClusterTotals::default(),
             capacity_check: false,
@@ -127,7 +157,7 @@ impl SimulatedApi {
     }
 
     /// Binds `pod` (which names its node). The bound pod is what the watch delivers.
-    pub fn bind(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+    pub fn bind(&mut self, pod: &Arc<Pod>) -> Result<(), BindRefusal> {
         let result = self.try_bind(pod);
         if result.is_err() {
             self.bind_failures += 1;
@@ -135,42 +165,54 @@ impl SimulatedApi {
         result
     }
 
-    fn try_bind(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+    fn try_bind(&mut self, pod: &Arc<Pod>) -> Result<(), BindRefusal> {
         let node = pod
             .node_name
-            .ok_or_else(|| format!("pod {} names no node", pod.key()))?;
+            .ok_or_else(|| BindRefusal::NoNode(pod.key()))?;
         if self.bound.contains_key(&pod.uid) {
-            return Err(format!("pod {} is already bound", pod.key()));
+            return Err(BindRefusal::AlreadyBound(pod.key()));
+        }
+        if self.deleted.contains(&pod.uid) {
+            return Err(BindRefusal::Deleted(pod.key()));
         }
         if self.failure_rate > 0.0 && (self.rng.below(1_000_000) as f64) < self.failure_rate * 1e6 {
-            return Err(format!(
-                "binding pod {} failed (injected failure)",
-                pod.key()
-            ));
+            return Err(BindRefusal::Injected(pod.key()));
         }
         let usage = self
             .nodes
             .get_mut(&node)
-            .ok_or_else(|| format!("node {node} not found"))?;
-        let mut after = usage.requested.clone();
-        after.add(pod.requests());
-        let over = exceeds(&after, usage.pods.len() + 1, &usage.node.allocatable);
+            .ok_or(BindRefusal::NodeNotFound(node))?;
+        let over = usage.overcommitted_by(pod);
         if over && self.capacity_check {
-            return Err(format!(
-                "binding pod {} would over-commit node {node}",
-                pod.key()
-            ));
+            return Err(BindRefusal::OverCommit {
+                pod: pod.key(),
+                node,
+            });
         }
         if over {
             self.overcommitted.insert(node);
         }
-        usage.requested = after;
+        usage.requested.add(pod.requests());
         usage.pods.push(pod.uid.clone());
         self.totals.requested_milli_cpu += pod.requests().milli_cpu;
         self.totals.requested_memory += pod.requests().memory;
         self.bound.insert(pod.uid.clone(), pod.clone());
         self.binds += 1;
         Ok(())
+    }
+
+    /// Whether binding `pod` to `node` now would over-commit the node (whatever the
+    /// capacity check says): what a refused placement would have done.
+    pub fn would_overcommit(&self, pod: &Pod, node: Sym) -> bool {
+        self.nodes
+            .get(&node)
+            .is_some_and(|usage| usage.overcommitted_by(pod))
+    }
+
+    /// Records that a pod was deleted before it was bound: its bind, if one is in flight,
+    /// is refused.
+    pub fn delete_unbound(&mut self, uid: Arc<str>) {
+        self.deleted.insert(uid);
     }
 
     /// Deletes a bound pod; returns it if it was bound.

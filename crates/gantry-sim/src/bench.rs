@@ -312,7 +312,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     }
     sim.run_until(Duration::ZERO)?;
     sim.clear_latencies();
-    let evaluated_before = sim.scheduler.nodes_evaluated;
+    let evaluated_before = sim.nodes_evaluated();
     let bound_before = sim.api.binds;
     let preempted_before = sim.preempted();
     let attempts_before = sim.attempts();
@@ -375,7 +375,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
         pods_per_sec: measured_pods as f64 / summary.wall_s.max(1e-9),
         p50_us: summary.p50_us,
         p99_us: summary.p99_us,
-        nodes_evaluated_per_pod: (sim.scheduler.nodes_evaluated - evaluated_before) as f64
+        nodes_evaluated_per_pod: (sim.nodes_evaluated() - evaluated_before) as f64
             / measured_attempts as f64,
         preempted: summary.preempted - preempted_before,
         overcommitted_nodes: summary.overcommitted_nodes,

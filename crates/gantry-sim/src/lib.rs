@@ -4,17 +4,18 @@
 mod api;
 pub mod bench;
 mod gpu_report;
+mod instance;
 mod latency;
 pub mod multi_bench;
 mod records;
 pub mod scenario;
 mod simulation;
 
-pub use api::{ClusterTotals, SimulatedApi};
+pub use api::{BindRefusal, ClusterTotals, SimulatedApi};
 pub use gpu_report::GpuReport;
 pub use latency::BindLatency;
 pub use records::{DuplicatePod, Placement, PodHistory, PodStatus};
 pub use simulation::{
-    GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, Sample, SimError,
-    SimEvent, SimOptions, Simulation, Summary,
+    GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, MAX_SCHEDULERS, Sample,
+    SimError, SimEvent, SimOptions, Simulation, Summary,
 };

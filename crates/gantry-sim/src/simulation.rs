@@ -3,6 +3,14 @@
 //! completes a bind latency after its pod was assumed, while later pods are scheduled in
 //! the meantime, so what assume is worth shows up in the numbers.
 //!
+//! Several scheduler instances can share the cluster (`SimOptions::schedulers`, Gödel's
+//! shared state): each has its own cache and queue, fed by the API's watch stream an
+//! event latency after each change, and owns the pods its shard gives it. Each assumes its
+//! own decisions; before a bind the binder re-checks the placement against its instance's
+//! latest cache, and the API refuses binds that would over-commit a node. Refusals are
+//! conflicts: the pod is forgotten and retried after backoff. One instance with no event
+//! latency is the classic single scheduler: the same code, the same placements.
+//!
 //! Every run ends. A pod is never queued when no profile schedules it (another
 //! scheduler's pod) or while scheduling gates hold it; a pod whose attempts keep erroring
 //! or whose binds keep failing is given up after `MAX_FAILED_ATTEMPTS`; and a hard guard
@@ -16,12 +24,15 @@ use std::time::{Duration, Instant};
 use gantry_api::decode::ClusterObjects;
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::Cache;
-use gantry_framework::{ActionType, ApiObjects, ClusterEvent, CycleState, EventResource, Profile};
-use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
-use gantry_scheduler::{Attempt, Binder, Rng, Scheduler};
+use gantry_framework::{ApiObjects, CycleState, Profile};
+use gantry_scheduler::queue::QueuedPod;
+use gantry_scheduler::shard::Shard;
+use gantry_scheduler::{Attempt, Binder, Rng};
 use serde::Serialize;
 
 use crate::SimulatedApi;
+use crate::api::BindRefusal;
+use crate::instance::{Instance, InstanceConfig, WatchEvent};
 use crate::latency::BindLatency;
 use crate::records::{DuplicatePod, Placement, PodHistory, PodRecords, PodStatus};
 
@@ -60,7 +71,15 @@ pub struct SimOptions {
     pub max_backoff: Duration,
     /// The hard guard's limit on steps; `None` derives it from the input.
     pub step_limit: Option<u64>,
+    /// Scheduler instances sharing the cluster (at least 1). With more than one, binders
+    /// re-check placements and the API refuses binds that would over-commit a node.
+    pub schedulers: u32,
+    /// Virtual time from a change at the API to its watch event reaching the instances.
+    pub event_latency: Duration,
 }
+
+/// The most scheduler instances a simulation runs.
+pub const MAX_SCHEDULERS: u32 = 64;
 
 impl Default for SimOptions {
     fn default() -> SimOptions {
@@ -74,6 +93,8 @@ impl Default for SimOptions {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(10),
             step_limit: None,
+            schedulers: 1,
+            event_latency: Duration::ZERO,
         }
     }
 }
@@ -94,6 +115,10 @@ pub enum SimError {
         events: u64,
         virtual_s: f64,
     },
+    #[error("schedulers: {0} instances asked for; a simulation runs 1 to {MAX_SCHEDULERS}")]
+    Schedulers(u32),
+    #[error("sequential: pods are submitted one at a time to one scheduler instance, not {0}")]
+    SequentialWithInstances(u32),
 }
 
 /// Things that happen to the cluster at a virtual time.
@@ -124,13 +149,16 @@ const MIN_SAMPLE_INTERVAL: f64 = 0.01;
 
 enum Event {
     External(SimEvent),
-    /// The binding cycle of a pod decided a bind latency earlier, after `attempts`
-    /// scheduling attempts.
+    /// The binding cycle of a pod `instance` decided a bind latency earlier, after
+    /// `attempts` scheduling attempts.
     BindDue {
+        instance: usize,
         pod: Arc<Pod>,
         state: Box<CycleState>,
         attempts: u32,
     },
+    /// A change at the API reaching the instances' watches.
+    Watch(WatchEvent),
 }
 
 /// The outcome of a run.
@@ -154,6 +182,16 @@ pub struct Summary {
     pub retries: u64,
     /// Nodes whose bound pods' requests exceeded allocatable at some moment.
     pub overcommitted_nodes: usize,
+    /// Scheduler instances sharing the cluster.
+    pub schedulers: u32,
+    pub event_latency_ms: f64,
+    /// Binds refused because the decision was outdated: by the binder's re-check against
+    /// its instance's latest cache, or by the API because the node had no room left.
+    pub conflicts: u64,
+    /// Of the conflicts, those the binder's re-check caught (the rest the API refused).
+    pub binder_conflicts: u64,
+    /// Refused binds that would have over-committed their node at that moment.
+    pub overcommits_prevented: u64,
     pub wall_s: f64,
     pub pods_per_sec: f64,
     /// Wall-clock duration of the scheduling cycles, per attempt.
@@ -191,9 +229,9 @@ pub struct Simulation {
     /// External events scheduled, the hard guard's measure of the input.
     external_events: u64,
     steps: u64,
-    cache: Arc<Cache>,
-    pub scheduler: Scheduler,
-    queue: SchedulingQueue,
+    instances: Vec<Instance>,
+    /// The instance that pops the next pod: instances take turns, one pod each.
+    next_instance: usize,
     pub api: SimulatedApi,
     latency_rng: Rng,
     /// Sequential mode: pods waiting to be submitted.
@@ -203,8 +241,17 @@ pub struct Simulation {
     records: PodRecords,
     preempted: usize,
     attempts: u64,
+    conflicts: Conflicts,
     latencies_us: Vec<u64>,
     pub samples: Vec<Sample>,
+}
+
+/// Binds refused because their decisions were outdated.
+#[derive(Default)]
+struct Conflicts {
+    binder: u64,
+    api: u64,
+    overcommits_prevented: u64,
 }
 
 impl Simulation {
@@ -215,14 +262,37 @@ impl Simulation {
         profiles: Vec<Profile>,
         options: SimOptions,
     ) -> Result<Simulation, String> {
+        if !(1..=MAX_SCHEDULERS).contains(&options.schedulers) {
+            return Err(SimError::Schedulers(options.schedulers).to_string());
+        }
+        if options.sequential && options.schedulers > 1 {
+            return Err(SimError::SequentialWithInstances(options.schedulers).to_string());
+        }
         let objects = ApiObjects::from_cluster(&cluster);
-        let cache = Arc::new(Cache::new());
+        let config = InstanceConfig {
+            profiles: &profiles,
+            objects: &objects,
+            initial_backoff: options.initial_backoff,
+            max_backoff: options.max_backoff,
+            assume: options.assume,
+        };
+        let instances: Vec<Instance> = (0..options.schedulers)
+            .map(|index| {
+                let shard = Shard {
+                    index,
+                    count: options.schedulers,
+                };
+                Instance::new(shard, &config, options.seed)
+            })
+            .collect();
         let mut api = SimulatedApi::new(options.seed);
-        api.capacity_check = options.capacity_check;
+        api.capacity_check = options.capacity_check || options.schedulers > 1;
         api.failure_rate = options.bind_failure_rate;
         for node in cluster.nodes {
             let node = Arc::new(node);
-            cache.add_node(node.clone());
+            for instance in &instances {
+                instance.cache.add_node(node.clone());
+            }
             api.add_node(node);
         }
         let mut records = PodRecords::default();
@@ -233,14 +303,15 @@ impl Simulation {
                 continue;
             }
             let pod = Arc::new(pod);
-            cache.add_pod(pod.clone()).map_err(|e| e.to_string())?;
+            for instance in &instances {
+                instance
+                    .cache
+                    .add_pod(pod.clone())
+                    .map_err(|e| e.to_string())?;
+            }
             records.add_bound(&pod);
             api.add_bound_pod(pod);
         }
-        let queue =
-            SchedulingQueue::with_backoff(&profiles, options.initial_backoff, options.max_backoff);
-        let mut scheduler = Scheduler::new(cache.clone(), profiles, objects, options.seed);
-        scheduler.assume = options.assume;
         let latency_rng = Rng::new(options.seed ^ 0xB1_4D_1A_7E);
         let mut sim = Simulation {
             options,
@@ -250,9 +321,8 @@ impl Simulation {
             payloads: HashMap::new(),
             external_events: 0,
             steps: 0,
-            cache,
-            scheduler,
-            queue,
+            instances,
+            next_instance: 0,
             api,
             latency_rng,
             backlog: VecDeque::new(),
@@ -260,6 +330,7 @@ impl Simulation {
             records,
             preempted: 0,
             attempts: 0,
+            conflicts: Conflicts::default(),
             latencies_us: Vec::new(),
             samples: Vec::new(),
         };
@@ -290,10 +361,6 @@ impl Simulation {
     pub fn run_with_progress(&mut self, progress: impl FnMut(usize)) -> Result<Summary, SimError> {
         let start = Instant::now();
         self.advance(None, progress, start)?;
-        self.scheduler.metrics.pending_pods = {
-            let p = self.queue.pending();
-            [p.active, p.backoff, p.unschedulable, p.gated]
-        };
         Ok(self.summary(start.elapsed().as_secs_f64()))
     }
 
@@ -317,12 +384,14 @@ impl Simulation {
             self.count_step()?;
             self.deliver_due_events()?;
             // Upstream retries pods unschedulable for over five minutes (checked every 30 s).
-            self.queue.flush_unschedulable_leftover(self.clock);
+            for instance in &mut self.instances {
+                instance.queue.flush_unschedulable_leftover(self.clock);
+            }
             if self.options.sequential && self.current.is_none() {
                 self.submit_next_sequential();
             }
-            if let Some(queued) = self.queue.pop(self.clock) {
-                self.attempt(queued);
+            if let Some((instance, queued)) = self.pop_next() {
+                self.attempt(instance, queued);
                 cycles += 1;
                 if cycles.is_multiple_of(SAMPLE_EVERY) {
                     self.sample(start);
@@ -331,7 +400,11 @@ impl Simulation {
                 continue;
             }
             let next_event = self.events.peek().map(|Reverse((t, _))| *t);
-            let next_backoff = self.queue.next_backoff_expiry();
+            let next_backoff = self
+                .instances
+                .iter()
+                .filter_map(|i| i.queue.next_backoff_expiry())
+                .min();
             let next = match (next_event, next_backoff) {
                 (None, None) => break,
                 (Some(e), Some(b)) => e.min(b),
@@ -355,6 +428,19 @@ impl Simulation {
         self.sample(start);
         progress(self.settled());
         Ok(())
+    }
+
+    /// The next pod to try: instances take turns, each popping one pod when it has one.
+    fn pop_next(&mut self) -> Option<(usize, QueuedPod)> {
+        let count = self.instances.len();
+        for turn in 0..count {
+            let index = (self.next_instance + turn) % count;
+            if let Some(queued) = self.instances[index].queue.pop(self.clock) {
+                self.next_instance = (index + 1) % count;
+                return Some((index, queued));
+            }
+        }
+        None
     }
 
     /// The hard guard: one more step, unless the run has taken more than its input explains.
@@ -392,7 +478,7 @@ impl Simulation {
             virtual_s: self.clock.as_secs_f64(),
             wall_s: start.elapsed().as_secs_f64(),
             scheduled: self.settled(),
-            pending: self.queue.len(),
+            pending: self.instances.iter().map(|i| i.queue.len()).sum(),
             cpu_utilisation: share(totals.requested_milli_cpu, totals.allocatable_milli_cpu),
             memory_utilisation: share(totals.requested_memory, totals.allocatable_memory),
         });
@@ -411,21 +497,56 @@ impl Simulation {
             match event {
                 Event::External(e) => self.apply(e)?,
                 Event::BindDue {
+                    instance,
                     pod,
-                    mut state,
+                    state,
                     attempts,
-                } => self.finish_bind(pod, &mut state, attempts),
+                } => self.finish_bind(instance, pod, state, attempts),
+                Event::Watch(change) => self.deliver(&change),
             }
         }
         Ok(())
     }
 
-    /// Sequential mode: submits the next pod that is not gated.
+    /// A change at the API goes out on the watch: it reaches the instances an event
+    /// latency from now (at once without latency, before anything else happens).
+    fn broadcast(&mut self, change: WatchEvent) {
+        if self.options.event_latency.is_zero() {
+            self.deliver(&change);
+        } else {
+            self.push(
+                self.clock + self.options.event_latency,
+                Event::Watch(change),
+            );
+        }
+    }
+
+    /// Every instance handles the change; a created pod its owner holds back for its
+    /// scheduling gates is written as gated.
+    fn deliver(&mut self, change: &WatchEvent) {
+        for instance in &mut self.instances {
+            instance.watch(change, self.clock);
+        }
+        if let WatchEvent::PodCreated(pod) = change {
+            let owner = self.owner(&pod.uid);
+            if self.instances[owner].queue.is_gated(&pod.uid) {
+                self.mark_gated(&pod.uid);
+            }
+        }
+    }
+
+    /// The index of the instance that owns the pod.
+    fn owner(&self, uid: &str) -> usize {
+        gantry_scheduler::shard::owner(uid, self.options.schedulers) as usize
+    }
+
+    /// Sequential mode: submits the next pod that is not gated (to the only instance).
     fn submit_next_sequential(&mut self) {
         while let Some(pod) = self.backlog.pop_front() {
             let uid = pod.uid.clone();
-            self.queue.add(pod, self.clock);
-            if self.queue.is_gated(&uid) {
+            let queue = &mut self.instances[0].queue;
+            queue.add(pod, self.clock);
+            if queue.is_gated(&uid) {
                 self.mark_gated(&uid);
                 continue;
             }
@@ -444,58 +565,28 @@ impl Simulation {
         let now = self.clock;
         match event {
             SimEvent::CreatePod(pod) => self.create_pod(pod, now)?,
-            SimEvent::DeletePod(key) => {
-                let Some(uid) = self.records.uid_of(&key) else {
-                    tracing::warn!(pod = %key, "deleting a pod the simulation does not know");
-                    return Ok(());
-                };
-                self.backlog.retain(|p| p.uid != uid);
-                if self.queue.delete(&uid)
-                    && let Some(i) = self.records.index(&uid)
-                {
-                    self.records.set_pending(
-                        i,
-                        PodStatus::Pending,
-                        "deleted before it was scheduled".into(),
-                    );
-                }
-                self.delete_bound(&uid);
-            }
+            SimEvent::DeletePod(key) => self.delete_pod(&key),
             SimEvent::AddNode(node) => {
                 if self.api.node(node.name).is_some() {
                     return Err(SimError::DuplicateNode(node.name.to_string()));
                 }
-                self.cache.add_node(node.clone());
-                self.api.add_node(node);
-                self.queue
-                    .on_event(ClusterEvent::new(EventResource::Node, ActionType::ADD), now);
+                self.api.add_node(node.clone());
+                self.broadcast(WatchEvent::NodeAdded(node));
             }
             SimEvent::DeleteNode(name) => {
-                for pod in self.api.delete_node(name) {
-                    let _ = self.cache.remove_pod(&pod);
-                }
-                if let Err(e) = self.cache.remove_node(name) {
-                    tracing::warn!(node = %name, error = %e, "deleting a node the cache does not hold");
-                }
-                self.queue.on_event(
-                    ClusterEvent::new(EventResource::Node, ActionType::DELETE),
-                    now,
-                );
-                self.queue.on_event(
-                    ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
-                    now,
-                );
+                let pods = self.api.delete_node(name);
+                self.broadcast(WatchEvent::NodeDeleted { name, pods });
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
         }
         Ok(())
     }
 
-    /// A new pod: queued, unless it is another scheduler's (never queued, as upstream
-    /// leaves it alone) or gated (held, never tried).
+    /// A new pod: queued by its owner, unless it is another scheduler's (never queued, as
+    /// upstream leaves it alone) or gated (held, never tried).
     fn create_pod(&mut self, pod: Arc<Pod>, now: Duration) -> Result<(), SimError> {
         let index = self.records.arrive(&pod, now)?;
-        if self.scheduler.profile_for(&pod).is_none() {
+        if self.instances[0].scheduler.profile_for(&pod).is_none() {
             let reason = format!(
                 "schedulerName {:?} matches no profile",
                 pod.scheduler_name.as_str()
@@ -508,13 +599,37 @@ impl Simulation {
             self.backlog.push_back(pod);
             return Ok(());
         }
-        let uid = pod.uid.clone();
-        self.queue.add(pod, now);
-        if self.queue.is_gated(&uid) {
-            self.records
-                .set_pending(index, PodStatus::Gated, GATED.into());
-        }
+        self.broadcast(WatchEvent::PodCreated(pod));
         Ok(())
+    }
+
+    /// Deletes a pod by `namespace/name`: a bound one leaves its node; a pending one is
+    /// written as deleted, and its bind, if one is in flight, will be refused.
+    fn delete_pod(&mut self, key: &str) {
+        let Some(uid) = self.records.uid_of(key) else {
+            tracing::warn!(pod = %key, "deleting a pod the simulation does not know");
+            return;
+        };
+        self.backlog.retain(|p| p.uid != uid);
+        if self.current.as_ref() == Some(&uid) {
+            self.current = None;
+        }
+        if self.delete_bound(&uid) {
+            return;
+        }
+        let Some(index) = self.records.index(&uid) else {
+            return;
+        };
+        let status = self.records.histories()[index].status;
+        if matches!(status, PodStatus::Pending | PodStatus::Gated) {
+            self.records.set_pending(
+                index,
+                PodStatus::Pending,
+                "deleted before it was scheduled".into(),
+            );
+            self.api.delete_unbound(uid.clone());
+            self.broadcast(WatchEvent::PendingPodDeleted(uid));
+        }
     }
 
     /// Cordons the node and evicts its pods, in the order they were bound.
@@ -526,12 +641,8 @@ impl Simulation {
         let mut cordoned = Node::clone(&current);
         cordoned.unschedulable = true;
         let cordoned = Arc::new(cordoned);
-        self.cache.update_node(cordoned.clone());
-        self.api.add_node(cordoned);
-        self.queue.on_event(
-            ClusterEvent::new(EventResource::Node, ActionType::UPDATE),
-            now,
-        );
+        self.api.add_node(cordoned.clone());
+        self.broadcast(WatchEvent::NodeUpdated(cordoned));
         for pod in self.api.pods_on(node) {
             self.delete_bound(&pod.uid);
             if recreate {
@@ -544,30 +655,27 @@ impl Simulation {
         }
     }
 
-    fn delete_bound(&mut self, uid: &str) {
-        if let Some(pod) = self.api.delete_pod(uid) {
-            if let Err(e) = self.cache.remove_pod(&pod) {
-                tracing::warn!(pod = %pod.key(), error = %e, "deleted pod was not in the cache");
-            }
-            self.scheduler.clear_nomination(&pod);
-            self.queue.on_event(
-                ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
-                self.clock,
-            );
-        }
+    /// Deletes the pod if it is bound; returns whether it was.
+    fn delete_bound(&mut self, uid: &str) -> bool {
+        let Some(pod) = self.api.delete_pod(uid) else {
+            return false;
+        };
+        self.broadcast(WatchEvent::BoundPodDeleted(pod));
+        true
     }
 
-    /// One scheduling cycle for a popped pod, and what follows from its outcome.
-    fn attempt(&mut self, queued: QueuedPod) {
+    /// One scheduling cycle of `instance` for a popped pod, and what follows from its
+    /// outcome.
+    fn attempt(&mut self, instance: usize, queued: QueuedPod) {
         self.attempts += 1;
         let Some(index) = self.records.index(&queued.pod.uid) else {
             tracing::error!(pod = %queued.pod.key(), "a queued pod the simulation never created");
             return;
         };
         self.records.history_mut(index).attempts += 1;
-        self.scheduler.now = self.clock.as_secs() as i64;
+        self.instances[instance].scheduler.now = self.clock.as_secs() as i64;
         let started = Instant::now();
-        let attempt = self.scheduler.schedule_one(&queued.pod);
+        let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
         let now = self.clock;
         match attempt {
@@ -577,6 +685,7 @@ impl Simulation {
                 self.push(
                     now + latency,
                     Event::BindDue {
+                        instance,
                         pod,
                         state,
                         attempts: queued.attempts,
@@ -600,8 +709,11 @@ impl Simulation {
                 let mut nominated = Pod::clone(&queued.pod);
                 nominated.nominated_node_name = Some(node);
                 retry.pod = Arc::new(nominated);
-                self.queue
-                    .add_unschedulable(retry, fit_error.rejecting_plugins(), now);
+                self.instances[instance].queue.add_unschedulable(
+                    retry,
+                    fit_error.rejecting_plugins(),
+                    now,
+                );
             }
             Attempt::Unschedulable {
                 fit_error,
@@ -609,18 +721,21 @@ impl Simulation {
             } => {
                 self.records.set_reason(index, fit_error.to_string());
                 if self.options.sequential {
-                    self.withdraw(&queued.pod);
+                    self.withdraw(instance, &queued.pod);
                 } else {
-                    self.queue
-                        .add_unschedulable(queued, fit_error.rejecting_plugins(), now);
+                    self.instances[instance].queue.add_unschedulable(
+                        queued,
+                        fit_error.rejecting_plugins(),
+                        now,
+                    );
                 }
             }
             Attempt::Error(message) => {
                 if self.options.sequential {
                     self.records.set_reason(index, message);
-                    self.withdraw(&queued.pod);
+                    self.withdraw(instance, &queued.pod);
                 } else {
-                    self.fail(index, queued, message);
+                    self.fail(instance, index, queued, message);
                 }
             }
         }
@@ -628,12 +743,14 @@ impl Simulation {
 
     /// An attempt errored or its bind failed: back off and retry, or give the pod up once
     /// it has failed `MAX_FAILED_ATTEMPTS` times.
-    fn fail(&mut self, index: usize, queued: QueuedPod, reason: String) {
+    fn fail(&mut self, instance: usize, index: usize, queued: QueuedPod, reason: String) {
         let history = self.records.history_mut(index);
         history.failures += 1;
         if history.failures < MAX_FAILED_ATTEMPTS {
             self.records.set_reason(index, reason);
-            self.queue.add_backoff(queued, self.clock);
+            self.instances[instance]
+                .queue
+                .add_backoff(queued, self.clock);
             return;
         }
         self.records.set_pending(
@@ -641,47 +758,76 @@ impl Simulation {
             PodStatus::GivenUp,
             format!("given up after {MAX_FAILED_ATTEMPTS} failed attempts; the last: {reason}"),
         );
-        self.withdraw(&queued.pod);
+        self.withdraw(instance, &queued.pod);
     }
 
     /// The pod is no longer worked on: it holds nothing, and sequential mode moves on.
-    fn withdraw(&mut self, pod: &Pod) {
-        self.scheduler.clear_nomination(pod);
+    fn withdraw(&mut self, instance: usize, pod: &Pod) {
+        self.instances[instance].scheduler.clear_nomination(pod);
         if self.current.as_deref() == Some(&*pod.uid) {
             self.current = None;
         }
     }
 
-    /// The binding cycle of a pod decided earlier, then the watch event for it.
-    fn finish_bind(&mut self, pod: Arc<Pod>, state: &mut CycleState, attempts: u32) {
+    /// The binding cycle of a pod `instance` decided earlier. With several instances the
+    /// binder first re-checks the placement against the instance's latest cache. A bound
+    /// pod goes out on the watch; a refused one is forgotten and retried after backoff.
+    fn finish_bind(
+        &mut self,
+        instance: usize,
+        pod: Arc<Pod>,
+        mut state: Box<CycleState>,
+        attempts: u32,
+    ) {
         let now = self.clock;
         let Some(index) = self.records.index(&pod.uid) else {
             tracing::error!(pod = %pod.key(), "a bind for a pod the simulation never created");
             return;
         };
-        let mut binder = ApiBinder { api: &mut self.api };
-        match self.scheduler.bind(&pod, state, &mut binder) {
+        let shared = self.instances.len() > 1;
+        let binder_instance = &mut self.instances[instance];
+        let check = match pod.node_name {
+            Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
+                |message| {
+                    format!(
+                        "re-checked against the latest cache, node {node} no longer fits: {message}"
+                    )
+                },
+            ),
+            _ => Ok(()),
+        };
+        let mut binder = ApiBinder {
+            api: &mut self.api,
+            check,
+            refused: None,
+        };
+        let bound = binder_instance
+            .scheduler
+            .bind(&pod, &mut state, &mut binder);
+        let refused = binder.refused.take();
+        match bound {
             Ok(()) => {
-                if let Err(e) = self.cache.add_pod(pod.clone()) {
-                    tracing::error!(pod = %pod.key(), error = %e, "watch event for a bound pod was refused by the cache");
-                }
                 if let Some(node) = pod.node_name {
                     self.records.set_bound(index, node, now);
                 }
                 if self.current.as_deref() == Some(&*pod.uid) {
                     self.current = None;
                 }
-                self.queue.on_event(
-                    ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD),
-                    now,
-                );
+                self.broadcast(WatchEvent::PodBound(pod));
             }
             Err(failure) => {
+                self.count_conflict(&pod, refused);
+                let binder_instance = &mut self.instances[instance];
                 if failure.forgotten {
-                    self.queue.assumed_pod_forgotten(now);
+                    binder_instance.queue.assumed_pod_forgotten(now);
                 }
+                let deleted = binder_instance.take_deleted_in_flight(&pod.uid);
                 // Back as submitted: the next attempt writes its own annotations.
                 self.records.placement_mut(index).annotations.clear();
+                if deleted {
+                    self.withdraw(instance, &pod);
+                    return;
+                }
                 let mut pending = Pod::clone(&pod);
                 pending.node_name = None;
                 pending.bind_annotations = None;
@@ -693,8 +839,33 @@ impl Simulation {
                     unschedulable_plugins: Vec::new(),
                     cycle: 0,
                 };
-                self.fail(index, queued, format!("binding rejected: {failure}"));
+                self.fail(
+                    instance,
+                    index,
+                    queued,
+                    format!("binding rejected: {failure}"),
+                );
             }
+        }
+    }
+
+    /// Counts a refused bind as a conflict when its decision was outdated: the binder's
+    /// re-check refused it, or the API found no room left on the node.
+    fn count_conflict(&mut self, pod: &Pod, refused: Option<Refused>) {
+        let would_overcommit = match refused {
+            Some(Refused::ByBinder) => {
+                self.conflicts.binder += 1;
+                pod.node_name
+                    .is_some_and(|node| self.api.would_overcommit(pod, node))
+            }
+            Some(Refused::ByApi(BindRefusal::OverCommit { .. })) => {
+                self.conflicts.api += 1;
+                true
+            }
+            Some(Refused::ByApi(_)) | None => false,
+        };
+        if would_overcommit {
+            self.conflicts.overcommits_prevented += 1;
         }
     }
 
@@ -728,6 +899,14 @@ impl Simulation {
         self.records.histories()
     }
 
+    /// Nodes run through Filter so far, by all instances.
+    pub fn nodes_evaluated(&self) -> u64 {
+        self.instances
+            .iter()
+            .map(|i| i.scheduler.nodes_evaluated)
+            .sum()
+    }
+
     fn summary(&mut self, wall_s: f64) -> Summary {
         self.latencies_us.sort_unstable();
         let at = |q: f64| {
@@ -740,7 +919,7 @@ impl Simulation {
         };
         let attempted = self.histories().iter().filter(|h| h.attempts > 0).count();
         let scheduled = self.records.count(PodStatus::Bound);
-        let gpus = crate::gpu_report::GpuReport::of(&self.cache);
+        let gpus = crate::gpu_report::GpuReport::of(self.cache());
         Summary {
             pods_total: self.placements().len(),
             scheduled,
@@ -753,6 +932,11 @@ impl Simulation {
             bind_failures: self.api.bind_failures,
             retries: self.attempts.saturating_sub(attempted as u64),
             overcommitted_nodes: self.api.overcommitted_nodes(),
+            schedulers: self.options.schedulers,
+            event_latency_ms: self.options.event_latency.as_secs_f64() * 1e3,
+            conflicts: self.conflicts.binder + self.conflicts.api,
+            binder_conflicts: self.conflicts.binder,
+            overcommits_prevented: self.conflicts.overcommits_prevented,
             wall_s,
             pods_per_sec: scheduled as f64 / wall_s.max(1e-9),
             p50_us: at(0.5),
@@ -764,9 +948,10 @@ impl Simulation {
         }
     }
 
-    /// The scheduler's cache (what it believes is bound and assumed).
+    /// The first instance's cache (what it believes is bound and assumed). Once a run has
+    /// ended, every instance's cache holds the same bound pods.
     pub fn cache(&self) -> &Cache {
-        &self.cache
+        &self.instances[0].cache
     }
 
     /// DESIGN.md's invariants at the end of a run: no node was over-committed by pods this
@@ -779,7 +964,12 @@ impl Simulation {
                 self.api.overcommitted_nodes()
             ));
         }
-        let cards = crate::GpuReport::of(&self.cache).overcommitted_cards;
+        let cards = self
+            .instances
+            .iter()
+            .map(|i| crate::GpuReport::of(&i.cache).overcommitted_cards)
+            .max()
+            .unwrap_or(0);
         if cards > 0 {
             return Err(format!("{cards} GPU cards hold more than they have"));
         }
@@ -812,13 +1002,32 @@ fn written(assumed: &Pod) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The scheduler's Binder over the simulated API.
+/// Who refused a bind.
+enum Refused {
+    /// The binder's re-check against its instance's latest cache.
+    ByBinder,
+    ByApi(BindRefusal),
+}
+
+/// The scheduler's Binder over the simulated API, which first applies the binder's own
+/// verdict on the placement (reached before the bind): a refused placement never reaches
+/// the API.
 struct ApiBinder<'a> {
     api: &'a mut SimulatedApi,
+    check: Result<(), String>,
+    refused: Option<Refused>,
 }
 
 impl Binder for ApiBinder<'_> {
     fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
-        self.api.bind(pod)
+        if let Err(message) = &self.check {
+            self.refused = Some(Refused::ByBinder);
+            return Err(message.clone());
+        }
+        self.api.bind(pod).map_err(|refusal| {
+            let message = refusal.to_string();
+            self.refused = Some(Refused::ByApi(refusal));
+            message
+        })
     }
 }

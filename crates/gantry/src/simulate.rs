@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::Args;
 use gantry_framework::config::SchedulerConfig;
 use gantry_sim::scenario::Scenario;
-use gantry_sim::{BindLatency, Placement, SimEvent, SimOptions, Simulation, Summary};
+use gantry_sim::{
+    BindLatency, MAX_SCHEDULERS, Placement, SimEvent, SimOptions, Simulation, Summary,
+};
 
 use crate::report::{self, RunInfo};
 use crate::{load, output};
@@ -17,8 +19,8 @@ use crate::{load, output};
 /// The scenario `gantry simulate` runs when given no cluster.
 const DEFAULT_SCENARIO: &str = include_str!("../scenarios/default.yaml");
 
-/// The longest bind `--bind-latency-ms` may ask for: an hour.
-const MAX_BIND_LATENCY_MS: u64 = 3_600_000;
+/// The longest latency `--bind-latency-ms` and `--event-latency-ms` may ask for: an hour.
+const MAX_LATENCY_MS: u64 = 3_600_000;
 
 #[derive(Args)]
 pub struct SimulateArgs {
@@ -48,7 +50,7 @@ pub struct SimulateArgs {
     no_assume: bool,
     /// Virtual time every bind takes, in milliseconds (0 to 3600000). Without it, binds
     /// take a few milliseconds with a tail (log-normal: median 5 ms, p99 25 ms).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BIND_LATENCY_MS))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_LATENCY_MS))]
     bind_latency_ms: Option<u64>,
     /// Share of binds the simulated API refuses at random (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = share)]
@@ -56,6 +58,15 @@ pub struct SimulateArgs {
     /// Let the simulated API refuse binds that would over-commit a node.
     #[arg(long)]
     capacity_check: bool,
+    /// Scheduler instances sharing the cluster (1 to 64), each with its own cache and
+    /// queue, owning the pods whose UID hashes to it. With more than one, binders re-check
+    /// placements and the API refuses binds that would over-commit a node.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SCHEDULERS)))]
+    schedulers: u32,
+    /// Virtual time from a change at the API to its watch event reaching the instances, in
+    /// milliseconds (0 to 3600000): how stale an instance's view may be.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_LATENCY_MS))]
+    event_latency_ms: u64,
     /// Write one JSON line per pod: where it went, or why it did not.
     #[arg(long)]
     placements: Option<PathBuf>,
@@ -114,6 +125,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),
         max_backoff: Duration::from_secs(config.pod_max_backoff_seconds),
         step_limit: None,
+        schedulers: args.schedulers,
+        event_latency: Duration::from_millis(args.event_latency_ms),
     };
     let info = RunInfo {
         name,
@@ -252,8 +265,13 @@ fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(Str
             format!("{}%", options.bind_failure_rate * 100.0),
         ),
         (
-            "binder re-checks capacity".into(),
-            yes_no(options.capacity_check),
+            "API refuses over-commits".into(),
+            yes_no(options.capacity_check || options.schedulers > 1),
+        ),
+        ("scheduler instances".into(), options.schedulers.to_string()),
+        (
+            "event latency".into(),
+            format!("{} ms", options.event_latency.as_millis()),
         ),
         (
             "backoff".into(),
@@ -292,6 +310,13 @@ fn print_summary(
     placements: &[Placement],
 ) -> std::io::Result<()> {
     writeln!(out, "gantry simulate: {name}")?;
+    if s.schedulers > 1 || s.event_latency_ms > 0.0 {
+        writeln!(
+            out,
+            "  {} scheduler instances, watch events {} ms late",
+            s.schedulers, s.event_latency_ms
+        )?;
+    }
     writeln!(
         out,
         "  {} nodes at the start, {} pods submitted: {} scheduled, {} pending, {} evicted by preemption",
@@ -326,8 +351,12 @@ fn print_summary(
     )?;
     writeln!(
         out,
-        "  bind failures {}, over-committed nodes {}",
-        s.bind_failures, s.overcommitted_nodes
+        "  bind failures {}, conflicts {} ({} refused by the binders' re-check), over-commits prevented {}, over-committed nodes {}",
+        s.bind_failures,
+        s.conflicts,
+        s.binder_conflicts,
+        s.overcommits_prevented,
+        s.overcommitted_nodes
     )?;
     if s.gpu_pods > 0 {
         writeln!(

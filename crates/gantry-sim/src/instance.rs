@@ -1,0 +1,143 @@
+//! One scheduler instance of the simulation: its own cache, queue and scheduler, kept
+//! current by the simulated API's watch stream. With several instances (Gödel's shared
+//! state) every instance watches every change, each owns the pods its [`Shard`] gives it,
+//! and the stream reaches them an event latency after the change, so an instance may
+//! decide on a view that other instances' binds have outdated.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::{Node, Pod, Sym};
+use gantry_cache::Cache;
+use gantry_framework::{ActionType, ApiObjects, ClusterEvent, EventResource, Profile};
+use gantry_scheduler::Scheduler;
+use gantry_scheduler::queue::SchedulingQueue;
+use gantry_scheduler::shard::Shard;
+
+/// A change at the simulated API, as every instance's watch delivers it.
+#[derive(Debug, Clone)]
+pub(crate) enum WatchEvent {
+    /// A pending pod was created: its owner queues it.
+    PodCreated(Arc<Pod>),
+    /// A pod was bound (it names its node).
+    PodBound(Arc<Pod>),
+    /// A pod that was not bound was deleted.
+    PendingPodDeleted(Arc<str>),
+    /// A bound pod was deleted (by a scenario, a drain or preemption).
+    BoundPodDeleted(Arc<Pod>),
+    NodeAdded(Arc<Node>),
+    /// A node changed (a cordon).
+    NodeUpdated(Arc<Node>),
+    /// A node was deleted, and these pods bound to it with it.
+    NodeDeleted {
+        name: Sym,
+        pods: Vec<Arc<Pod>>,
+    },
+}
+
+pub(crate) struct Instance {
+    pub shard: Shard,
+    pub cache: Arc<Cache>,
+    pub scheduler: Scheduler,
+    pub queue: SchedulingQueue,
+    /// Pods of this instance seen deleted while their binds were in flight: if such a bind
+    /// fails, there is nothing to retry (kube-scheduler checks its informer the same way).
+    deleted_in_flight: HashSet<Arc<str>>,
+}
+
+/// How an instance is made: the same profiles, objects and backoff for every instance.
+pub(crate) struct InstanceConfig<'a> {
+    pub profiles: &'a [Profile],
+    pub objects: &'a ApiObjects,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub assume: bool,
+}
+
+impl Instance {
+    /// Instance `shard.index` of `shard.count`, with an empty cache. Instance 0 breaks ties
+    /// with `seed` itself, so a single instance decides exactly as before instances existed.
+    pub fn new(shard: Shard, config: &InstanceConfig<'_>, seed: u64) -> Instance {
+        let cache = Arc::new(Cache::new());
+        let queue = SchedulingQueue::with_backoff(
+            config.profiles,
+            config.initial_backoff,
+            config.max_backoff,
+        );
+        let seed = seed ^ u64::from(shard.index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut scheduler = Scheduler::new(
+            cache.clone(),
+            config.profiles.to_vec(),
+            config.objects.clone(),
+            seed,
+        );
+        scheduler.assume = config.assume;
+        Instance {
+            shard,
+            cache,
+            scheduler,
+            queue,
+            deleted_in_flight: HashSet::new(),
+        }
+    }
+
+    /// Applies one watch event as kube-scheduler's event handlers would.
+    pub fn watch(&mut self, event: &WatchEvent, now: Duration) {
+        match event {
+            WatchEvent::PodCreated(pod) => {
+                if self.shard.owns(&pod.uid) {
+                    self.queue.add(pod.clone(), now);
+                }
+            }
+            WatchEvent::PodBound(pod) => {
+                // New to this cache, or the confirmation of a pod this instance assumed.
+                if let Err(e) = self.cache.add_pod(pod.clone()) {
+                    tracing::error!(pod = %pod.key(), error = %e, "watch event for a bound pod was refused by the cache");
+                }
+                self.on_event(EventResource::AssignedPod, ActionType::ADD, now);
+            }
+            WatchEvent::PendingPodDeleted(uid) => {
+                if self.shard.owns(uid) && !self.queue.delete(uid) {
+                    self.deleted_in_flight.insert(uid.clone());
+                }
+            }
+            WatchEvent::BoundPodDeleted(pod) => {
+                if let Err(e) = self.cache.remove_pod(pod) {
+                    tracing::warn!(pod = %pod.key(), error = %e, "deleted pod was not in the cache");
+                }
+                self.scheduler.clear_nomination(pod);
+                self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
+            }
+            WatchEvent::NodeAdded(node) => {
+                self.cache.add_node(node.clone());
+                self.on_event(EventResource::Node, ActionType::ADD, now);
+            }
+            WatchEvent::NodeUpdated(node) => {
+                self.cache.update_node(node.clone());
+                self.on_event(EventResource::Node, ActionType::UPDATE, now);
+            }
+            WatchEvent::NodeDeleted { name, pods } => {
+                for pod in pods {
+                    let _ = self.cache.remove_pod(pod);
+                }
+                if let Err(e) = self.cache.remove_node(*name) {
+                    tracing::warn!(node = %name, error = %e, "deleting a node the cache does not hold");
+                }
+                self.on_event(EventResource::Node, ActionType::DELETE, now);
+                self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
+            }
+        }
+    }
+
+    fn on_event(&mut self, resource: EventResource, action: ActionType, now: Duration) {
+        self.queue
+            .on_event(ClusterEvent::new(resource, action), now);
+    }
+
+    /// Whether this instance saw the pod deleted while its bind was in flight (and stops
+    /// tracking it: the bind has concluded).
+    pub fn take_deleted_in_flight(&mut self, uid: &str) -> bool {
+        self.deleted_in_flight.remove(uid)
+    }
+}

@@ -1,0 +1,262 @@
+//! Several scheduler instances sharing one simulated cluster (`SimOptions::schedulers`):
+//! each decides on its own, possibly stale, view; the binder's re-check and the API's
+//! capacity check turn outdated decisions into conflicts, never into over-committed nodes;
+//! runs are reproducible and always end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::decode::ClusterObjects;
+use gantry_api::{Node, Pod, Resources};
+use gantry_framework::plugins::default_profile;
+use gantry_scheduler::shard::owner;
+use gantry_sim::scenario::Scenario;
+use gantry_sim::{BindLatency, PodStatus, SimEvent, SimOptions, Simulation, Summary};
+
+const GIB: i64 = 1 << 30;
+
+/// A node with `cpus` cores, ample memory and pod slots.
+fn node(name: &str, cpus: i64) -> Node {
+    let mut allocatable = Resources::new(cpus * 1000, 64 * GIB);
+    allocatable.pods = 110;
+    Node::new(name, allocatable).with_labels([("kubernetes.io/hostname", name)])
+}
+
+/// A one-cpu pod whose uid the hash gives to instance `instance` of `count`.
+fn pod_owned_by(prefix: &str, instance: u32, count: u32) -> Pod {
+    (0..)
+        .map(|i| Pod::new("default", &format!("{prefix}-{i}")).with_requests(1000, GIB))
+        .find(|pod| owner(&pod.uid, count) == instance)
+        .expect("some name hashes to every instance")
+}
+
+fn options(schedulers: u32, event_latency_ms: u64, bind_latency_ms: u64) -> SimOptions {
+    SimOptions {
+        schedulers,
+        event_latency: Duration::from_millis(event_latency_ms),
+        bind_latency: BindLatency::Fixed(Duration::from_millis(bind_latency_ms)),
+        ..SimOptions::default()
+    }
+}
+
+fn simulation(nodes: Vec<Node>, options: SimOptions) -> Simulation {
+    let mut cluster = ClusterObjects::default();
+    cluster.nodes = nodes;
+    Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap()
+}
+
+fn create(sim: &mut Simulation, at_ms: u64, pod: Pod) {
+    sim.schedule(
+        Duration::from_millis(at_ms),
+        SimEvent::CreatePod(Arc::new(pod)),
+    );
+}
+
+#[test]
+fn the_binders_recheck_refuses_a_placement_another_instances_bind_outdated() {
+    // One slot. Instance 0 decides `first` at 10 ms (its bind lands at 60 ms, and the
+    // watch shows it at 70 ms). Instance 1 sees `second` at 55 ms and, not knowing of
+    // `first`, decides the same node; by its bind at 105 ms its cache knows better.
+    let mut sim = simulation(vec![node("n1", 1)], options(2, 10, 50));
+    create(&mut sim, 0, pod_owned_by("first", 0, 2));
+    create(&mut sim, 45, pod_owned_by("second", 1, 2));
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!(
+        (
+            summary.conflicts,
+            summary.binder_conflicts,
+            summary.bind_failures
+        ),
+        (1, 1, 0),
+        "refused before it reached the API: {summary:?}"
+    );
+    assert_eq!(summary.overcommits_prevented, 1);
+    assert_eq!(summary.overcommitted_nodes, 0);
+    assert_eq!(summary.scheduled, 1);
+    let second = &sim.placements()[1];
+    assert_eq!(second.node, None);
+    // Retried after its backoff, on an up-to-date view: it fits nowhere now.
+    let reason = second.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{reason}"
+    );
+}
+
+#[test]
+fn the_api_refuses_an_overcommit_that_both_stale_views_allowed() {
+    // Both instances decide at 10 ms on the one slot; both binds land at 60 ms, before
+    // either watch shows the other's: only the API can refuse the second. A node added at
+    // 2 s gives the refused pod a place after its backoff.
+    let mut sim = simulation(vec![node("n1", 1)], options(2, 10, 50));
+    create(&mut sim, 0, pod_owned_by("first", 0, 2));
+    create(&mut sim, 0, pod_owned_by("second", 1, 2));
+    sim.schedule(
+        Duration::from_secs(2),
+        SimEvent::AddNode(Arc::new(node("n2", 1))),
+    );
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!(
+        (
+            summary.conflicts,
+            summary.binder_conflicts,
+            summary.bind_failures
+        ),
+        (1, 0, 1),
+        "{summary:?}"
+    );
+    assert_eq!(summary.overcommits_prevented, 1);
+    assert_eq!(summary.overcommitted_nodes, 0);
+    assert_eq!(
+        summary.scheduled, 2,
+        "the refused pod lands on the new node"
+    );
+    let nodes: Vec<_> = sim.placements().iter().map(|p| p.node.as_deref()).collect();
+    assert!(nodes.contains(&Some("n1")) && nodes.contains(&Some("n2")));
+}
+
+#[test]
+fn one_instance_has_no_conflicts_and_the_api_keeps_its_capacity_check_off() {
+    // The same race with one instance: it assumes its first decision, so the second pod
+    // never goes to the full node.
+    let mut sim = simulation(vec![node("n1", 1)], options(1, 10, 50));
+    create(&mut sim, 0, pod_owned_by("first", 0, 1));
+    create(&mut sim, 0, pod_owned_by("second", 0, 1));
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!((summary.schedulers, summary.conflicts), (1, 0));
+    assert_eq!(summary.scheduled, 1);
+    assert!(!sim.api.capacity_check);
+}
+
+const TIGHT: &str = r#"
+nodeGroups:
+- name: pool
+  count: 20
+  zones: [a, b]
+  allocatable: {cpu: "2", memory: 8Gi, pods: "110"}
+workloads:
+- name: web
+  count: 150
+  arrival: {start: 0s, rate: 300/s}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, resources: {requests: {cpu: 300m, memory: 256Mi}}}]}
+events:
+- {at: 300ms, deletePods: {workload: web, count: 5}}
+- {at: 400ms, drainNodes: {group: pool, count: 2}}
+- {at: 1s, addNodes: {group: pool, count: 2}}
+"#;
+
+fn run_tight(options: SimOptions) -> (Summary, Simulation) {
+    let scenario = Scenario::parse(TIGHT, "tight.yaml").unwrap();
+    let mut sim = Simulation::new(
+        scenario.cluster.clone(),
+        vec![default_profile("default-scheduler")],
+        options,
+    )
+    .unwrap();
+    scenario.schedule_into(&mut sim);
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    (summary, sim)
+}
+
+#[test]
+fn stale_instances_conflict_but_never_overcommit() {
+    // 20 nodes of 6 slots hold 120 of the 150 pods: the last slots are raced for.
+    let mut conflicts = 0;
+    for (schedulers, latency_ms) in [(2, 0), (2, 10), (4, 100), (4, 1000)] {
+        let (summary, _) = run_tight(SimOptions {
+            schedulers,
+            event_latency: Duration::from_millis(latency_ms),
+            seed: 3,
+            ..SimOptions::default()
+        });
+        assert_eq!(summary.overcommitted_nodes, 0, "{summary:?}");
+        assert_eq!(summary.schedulers, schedulers);
+        assert!(summary.conflicts >= summary.binder_conflicts);
+        assert!(summary.overcommits_prevented <= summary.conflicts);
+        conflicts += summary.conflicts;
+    }
+    assert!(conflicts > 0, "the instances never raced");
+}
+
+#[test]
+fn same_seed_same_bytes_for_any_number_of_instances_and_latency() {
+    for (schedulers, latency_ms) in [(1, 0), (1, 100), (2, 0), (2, 10), (4, 100)] {
+        let options = || SimOptions {
+            schedulers,
+            event_latency: Duration::from_millis(latency_ms),
+            seed: 11,
+            ..SimOptions::default()
+        };
+        let (a, sim_a) = run_tight(options());
+        let (b, sim_b) = run_tight(options());
+        let bytes = |sim: &Simulation| serde_json::to_string(sim.placements()).unwrap();
+        assert_eq!(
+            bytes(&sim_a),
+            bytes(&sim_b),
+            "{schedulers} instances, {latency_ms} ms"
+        );
+        let counts = |s: &Summary| {
+            (
+                s.scheduled,
+                s.attempts,
+                s.conflicts,
+                s.binder_conflicts,
+                s.overcommits_prevented,
+                s.virtual_s,
+            )
+        };
+        assert_eq!(counts(&a), counts(&b));
+    }
+}
+
+#[test]
+fn a_pod_deleted_while_its_bind_is_in_flight_is_not_bound() {
+    for (schedulers, latency_ms) in [(1, 0), (2, 100)] {
+        let mut sim = simulation(vec![node("n1", 4)], options(schedulers, latency_ms, 200));
+        let pod = pod_owned_by("doomed", 0, schedulers);
+        let key = pod.key();
+        create(&mut sim, 0, pod);
+        sim.schedule(Duration::from_millis(150), SimEvent::DeletePod(key));
+        let summary = sim.run().unwrap();
+        sim.check_invariants().unwrap();
+        assert_eq!(summary.scheduled, 0);
+        assert_eq!(summary.attempts, 1, "a deleted pod is not retried");
+        assert_eq!(sim.histories()[0].status, PodStatus::Pending);
+        assert_eq!(
+            sim.placements()[0].reason.as_deref(),
+            Some("deleted before it was scheduled")
+        );
+    }
+}
+
+#[test]
+fn sequential_mode_and_instance_counts_out_of_range_are_refused() {
+    let refused = |options: SimOptions| {
+        Simulation::new(
+            ClusterObjects::default(),
+            vec![default_profile("default-scheduler")],
+            options,
+        )
+        .err()
+        .unwrap()
+    };
+    let sequential = SimOptions {
+        sequential: true,
+        schedulers: 2,
+        ..SimOptions::default()
+    };
+    assert!(refused(sequential).contains("one scheduler instance"));
+    for schedulers in [0, 65] {
+        let options = SimOptions {
+            schedulers,
+            ..SimOptions::default()
+        };
+        assert!(refused(options).contains("1 to 64"));
+    }
+}
