@@ -260,3 +260,18 @@ fn sequential_mode_and_instance_counts_out_of_range_are_refused() {
         assert!(refused(options).contains("1 to 64"));
     }
 }
+
+#[test]
+fn every_pod_is_tried_by_its_owner_alone() {
+    // Room for every pod: each one is decided once, by one instance, and bound.
+    let nodes = (0..10).map(|i| node(&format!("n{i}"), 32)).collect();
+    let mut sim = simulation(nodes, options(4, 10, 5));
+    for i in 0..100 {
+        let pod = Pod::new("default", &format!("p{i}")).with_requests(100, GIB);
+        create(&mut sim, i, pod);
+    }
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!((summary.scheduled, summary.attempts), (100, 100));
+    assert_eq!((summary.conflicts, summary.bind_failures), (0, 0));
+}
