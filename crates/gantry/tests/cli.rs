@@ -247,3 +247,39 @@ fn no_assume_shows_what_assume_is_worth() {
     let (slow, _) = figures(run(&["--no-assume", "--bind-latency-ms", "200"]));
     assert!(slow > 2, "{slow}");
 }
+
+/// Several instances on stale views race for the small scenario's last slots: conflicts,
+/// never an over-committed node; sequential mode keeps to one instance.
+#[test]
+fn several_instances_count_conflicts_and_never_overcommit() {
+    let scenario = repo_root().join("crates/gantry/tests/small-scenario.yaml");
+    let scenario = scenario.to_str().unwrap();
+    let args = [
+        "simulate",
+        "--scenario",
+        scenario,
+        "--schedulers",
+        "4",
+        "--event-latency-ms",
+        "100",
+    ];
+    let out = gantry(&[&args[..], &["--json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(summary["schedulers"], 4);
+    assert_eq!(summary["event_latency_ms"], 100.0);
+    assert_eq!(summary["overcommitted_nodes"], 0);
+    assert!(summary["conflicts"].as_u64().unwrap() > 0, "{summary}");
+    let out = gantry(&args);
+    let text = stdout(&out);
+    assert!(
+        text.contains("4 scheduler instances, watch events 100 ms late"),
+        "{text}"
+    );
+    assert!(text.contains(" conflicts "), "{text}");
+    let out = gantry(&["simulate", "--sequential", "--schedulers", "2"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("one scheduler instance"), "{err}");
+}

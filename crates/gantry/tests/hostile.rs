@@ -209,7 +209,7 @@ fn a_full_stdout_is_one_clear_error() {
 
 #[test]
 fn numeric_flags_have_limits() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["bench", "snapshot", "--pods-per-node", "100000000"],
             "--pods-per-node",
@@ -237,6 +237,12 @@ fn numeric_flags_have_limits() {
         (
             &["simulate", "--bind-failure-rate", "NaN"],
             "--bind-failure-rate",
+        ),
+        (&["simulate", "--schedulers", "0"], "--schedulers"),
+        (&["simulate", "--schedulers", "65"], "--schedulers"),
+        (
+            &["simulate", "--event-latency-ms", "99999999999"],
+            "--event-latency-ms",
         ),
     ];
     for (args, flag) in cases {
