@@ -7,6 +7,10 @@
 //! in between (compare and set under the API's lock). Refused placements are conflicts:
 //! forgotten and requeued. The API never refuses an over-commit itself: the count of
 //! over-committed nodes is what the instances let through.
+//!
+//! Each instance thread also reports the time it ran on a core and the time it was ready
+//! but waited for one (Linux's `/proc/thread-self/schedstat`): on a shared machine the
+//! second, not the scheduler, often decides the wall-clock figure.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -46,6 +50,49 @@ pub struct MultiResult {
     pub conflict_rate: f64,
     pub overcommitted_nodes: usize,
     pub wall_s: f64,
+    /// Time the instance threads ran on a core, summed (`null` without /proc).
+    pub cpu_s: Option<f64>,
+    /// Time the instance threads were ready to run but waited for a core, summed: other
+    /// processes' share of the machine (`null` without /proc).
+    pub run_queue_wait_s: Option<f64>,
+}
+
+/// What one instance thread did.
+#[derive(Default)]
+struct InstanceOutcome {
+    conflicts: u64,
+    bind_attempts: u64,
+    bound: usize,
+    times: Option<ThreadTimes>,
+}
+
+/// Time a thread ran on a core and time it waited, ready, for one.
+#[derive(Clone, Copy, Default)]
+struct ThreadTimes {
+    on_cpu: Duration,
+    waiting: Duration,
+}
+
+impl ThreadTimes {
+    /// The calling thread's times so far, from `/proc/thread-self/schedstat` (nanoseconds
+    /// on a core, then waiting on a run queue).
+    fn of_this_thread() -> Option<ThreadTimes> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let mut fields = text.split_whitespace().map(str::parse::<u64>);
+        let on_cpu = fields.next()?.ok()?;
+        let waiting = fields.next()?.ok()?;
+        Some(ThreadTimes {
+            on_cpu: Duration::from_nanos(on_cpu),
+            waiting: Duration::from_nanos(waiting),
+        })
+    }
+
+    fn since(self, start: ThreadTimes) -> ThreadTimes {
+        ThreadTimes {
+            on_cpu: self.on_cpu.saturating_sub(start.on_cpu),
+            waiting: self.waiting.saturating_sub(start.waiting),
+        }
+    }
 }
 
 /// The shared in-process API: nodes, binds, the per-node fences, and the stream of
@@ -163,7 +210,8 @@ impl Instance {
     }
 
     /// Runs until no pod of its own is left to try.
-    fn run(mut self) -> (u64, u64, usize) {
+    fn run(mut self) -> InstanceOutcome {
+        let times_at_start = ThreadTimes::of_this_thread();
         loop {
             self.apply_binds();
             let now = self.start.elapsed();
@@ -214,7 +262,15 @@ impl Instance {
                 Attempt::Error(_) => self.queue.add_backoff(queued, now),
             }
         }
-        (self.conflicts, self.bind_attempts, self.bound)
+        let times = ThreadTimes::of_this_thread()
+            .zip(times_at_start)
+            .map(|(now, start)| now.since(start));
+        InstanceOutcome {
+            conflicts: self.conflicts,
+            bind_attempts: self.bind_attempts,
+            bound: self.bound,
+            times,
+        }
     }
 
     /// The fence protocol of `gantry run` (see `gantry-kube`'s `fence`), in process.
@@ -304,14 +360,20 @@ pub fn run(schedulers: u32, nodes: usize, fill_percent: usize) -> MultiResult {
             std::thread::spawn(move || instance.run())
         })
         .collect();
-    let (mut conflicts, mut attempts, mut scheduled) = (0, 0, 0);
-    for handle in handles {
-        let (c, a, b) = handle.join().expect("an instance thread does not panic");
-        conflicts += c;
-        attempts += a;
-        scheduled += b;
-    }
+    let outcomes: Vec<InstanceOutcome> = handles
+        .into_iter()
+        .map(|handle| handle.join().expect("an instance thread does not panic"))
+        .collect();
     let wall_s = start.elapsed().as_secs_f64();
+    let conflicts: u64 = outcomes.iter().map(|o| o.conflicts).sum();
+    let attempts: u64 = outcomes.iter().map(|o| o.bind_attempts).sum();
+    let scheduled: usize = outcomes.iter().map(|o| o.bound).sum();
+    let times: Option<Vec<ThreadTimes>> = outcomes.iter().map(|o| o.times).collect();
+    let total = |time: fn(&ThreadTimes) -> Duration| {
+        times
+            .as_ref()
+            .map(|t| t.iter().map(time).sum::<Duration>().as_secs_f64())
+    };
     let overcommitted_nodes = api.lock().overcommitted.len();
     MultiResult {
         schedulers,
@@ -323,6 +385,8 @@ pub fn run(schedulers: u32, nodes: usize, fill_percent: usize) -> MultiResult {
         conflict_rate: conflicts as f64 / (attempts.max(1)) as f64,
         overcommitted_nodes,
         wall_s,
+        cpu_s: total(|t| t.on_cpu),
+        run_queue_wait_s: total(|t| t.waiting),
     }
 }
 
@@ -338,6 +402,10 @@ mod tests {
             let r = run(schedulers, 40, 150);
             assert_eq!(r.scheduled, 40 * SLOTS_PER_NODE, "{r:?}");
             assert_eq!(r.overcommitted_nodes, 0, "{r:?}");
+            if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+                assert!(r.cpu_s.is_some_and(|s| s > 0.0), "{r:?}");
+                assert!(r.run_queue_wait_s.is_some(), "{r:?}");
+            }
         }
     }
 }

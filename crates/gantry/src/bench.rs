@@ -204,8 +204,14 @@ fn multi(args: &BenchArgs) -> anyhow::Result<()> {
     let line = if args.json {
         serde_json::to_string(&r)?
     } else {
+        let cores = match (r.cpu_s, r.run_queue_wait_s) {
+            (Some(cpu), Some(wait)) => {
+                format!("; the instances ran {cpu:.2} s on a core and waited {wait:.2} s for one")
+            }
+            _ => String::new(),
+        };
         format!(
-            "multi: {} schedulers, {} nodes, {} of {} pods bound: {:.0} pods/s, {} conflicts ({:.2}% of binds), {} over-committed nodes",
+            "multi: {} schedulers, {} nodes, {} of {} pods bound: {:.0} pods/s, {} conflicts ({:.2}% of binds), {} over-committed nodes{cores}",
             r.schedulers,
             r.nodes,
             r.scheduled,
