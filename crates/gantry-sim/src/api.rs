@@ -1,7 +1,8 @@
 //! The simulated API server: the authoritative record of nodes and bound pods. It binds
 //! (refusing a pod bound twice or deleted, optionally a bind that would over-commit the
-//! node, and a configurable share of binds at random) and deletes pods; the simulation
-//! delivers the resulting watch events to the scheduler instances.
+//! node or one of its HAMi-registered GPU cards, and a configurable share of binds at
+//! random) and deletes pods; the simulation delivers the resulting watch events to the
+//! scheduler instances.
 //!
 //! Nothing visible depends on hash-map order: each node lists its pods in the order they
 //! were bound, so a drain or a node deletion walks them the same way in every run.
@@ -10,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use gantry_api::{Node, Pod, Resources, Sym};
+use gantry_cache::NodeInfo;
 use gantry_scheduler::Rng;
 
 struct NodeUsage {
@@ -17,14 +19,51 @@ struct NodeUsage {
     requested: Resources,
     /// Uids of the pods bound to the node, in bind order.
     pods: Vec<Arc<str>>,
+    /// For a node with HAMi-registered GPUs, what its bound pods hold on each card (kept
+    /// by a NodeInfo of the bound pods, as the cache keeps it).
+    cards: Option<NodeInfo>,
 }
 
 impl NodeUsage {
+    fn new(node: Arc<Node>) -> NodeUsage {
+        let cards = node.gpus.is_some().then(|| NodeInfo::new(node.clone()));
+        NodeUsage {
+            node,
+            requested: Resources::default(),
+            pods: Vec::new(),
+            cards,
+        }
+    }
+
     /// Whether one more pod, `pod`, would exceed what the node has.
     fn overcommitted_by(&self, pod: &Pod) -> bool {
         let mut after = self.requested.clone();
         after.add(pod.requests());
         exceeds(&after, self.pods.len() + 1, &self.node.allocatable)
+    }
+
+    /// Whether `pod` would overfill one of the GPU cards written on it.
+    fn card_overfilled_by(&self, pod: &Pod) -> bool {
+        self.cards
+            .as_ref()
+            .and_then(NodeInfo::gpus)
+            .is_some_and(|usage| usage.overfilled_by(pod).is_some())
+    }
+
+    fn add(&mut self, pod: &Arc<Pod>) {
+        self.requested.add(pod.requests());
+        self.pods.push(pod.uid.clone());
+        if let Some(cards) = &mut self.cards {
+            cards.add_pod(pod.clone());
+        }
+    }
+
+    fn remove(&mut self, pod: &Pod) {
+        self.requested.sub(pod.requests());
+        self.pods.retain(|uid| **uid != *pod.uid);
+        if let Some(cards) = &mut self.cards {
+            cards.remove_pod(&pod.uid);
+        }
     }
 }
 
@@ -98,17 +137,13 @@ impl SimulatedApi {
             Some(usage) => {
                 self.totals.allocatable_milli_cpu -= usage.node.allocatable.milli_cpu;
                 self.totals.allocatable_memory -= usage.node.allocatable.memory;
+                if let Some(cards) = &mut usage.cards {
+                    cards.set_node(node.clone());
+                }
                 usage.node = node;
             }
             None => {
-                self.nodes.insert(
-                    node.name,
-                    NodeUsage {
-                        node,
-                        requested: Resources::default(),
-                        pods: Vec::new(),
-                    },
-                );
+                self.nodes.insert(node.name, NodeUsage::new(node));
             }
         }
     }
@@ -148,8 +183,7 @@ impl SimulatedApi {
     /// Records a pod that was bound before the simulation started.
     pub fn add_bound_pod(&mut self, pod: Arc<Pod>) {
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
-            usage.requested.add(pod.requests());
-            usage.pods.push(pod.uid.clone());
+            usage.add(&pod);
             self.totals.requested_milli_cpu += pod.requests().milli_cpu;
             self.totals.requested_memory += pod.requests().memory;
         }
@@ -183,7 +217,7 @@ impl SimulatedApi {
             .get_mut(&node)
             .ok_or(BindRefusal::NodeNotFound(node))?;
         let over = usage.overcommitted_by(pod);
-        if over && self.capacity_check {
+        if (over || usage.card_overfilled_by(pod)) && self.capacity_check {
             return Err(BindRefusal::OverCommit {
                 pod: pod.key(),
                 node,
@@ -192,8 +226,7 @@ impl SimulatedApi {
         if over {
             self.overcommitted.insert(node);
         }
-        usage.requested.add(pod.requests());
-        usage.pods.push(pod.uid.clone());
+        usage.add(pod);
         self.totals.requested_milli_cpu += pod.requests().milli_cpu;
         self.totals.requested_memory += pod.requests().memory;
         self.bound.insert(pod.uid.clone(), pod.clone());
@@ -201,12 +234,13 @@ impl SimulatedApi {
         Ok(())
     }
 
-    /// Whether binding `pod` to `node` now would over-commit the node (whatever the
-    /// capacity check says): what a refused placement would have done.
+    /// Whether binding `pod` to `node` now would over-commit the node or one of the GPU
+    /// cards written on the pod (whatever the capacity check says): what a refused
+    /// placement would have done.
     pub fn would_overcommit(&self, pod: &Pod, node: Sym) -> bool {
         self.nodes
             .get(&node)
-            .is_some_and(|usage| usage.overcommitted_by(pod))
+            .is_some_and(|usage| usage.overcommitted_by(pod) || usage.card_overfilled_by(pod))
     }
 
     /// Records that a pod was deleted before it was bound: its bind, if one is in flight,
@@ -219,8 +253,7 @@ impl SimulatedApi {
     pub fn delete_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
         let pod = self.bound.remove(uid)?;
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
-            usage.requested.sub(pod.requests());
-            usage.pods.retain(|uid| **uid != *pod.uid);
+            usage.remove(&pod);
             self.totals.requested_milli_cpu -= pod.requests().milli_cpu;
             self.totals.requested_memory -= pod.requests().memory;
         }
