@@ -381,3 +381,13 @@ fn print_summary(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_demo_passes_the_api_servers_checks() {
+        Scenario::parse(DEFAULT_SCENARIO, "built-in default scenario").unwrap();
+    }
+}

@@ -277,7 +277,14 @@ fn several_instances_count_conflicts_and_never_overcommit() {
         "{text}"
     );
     assert!(text.contains(" conflicts "), "{text}");
-    let out = gantry(&["simulate", "--sequential", "--schedulers", "2"]);
+    let out = gantry(&[
+        "simulate",
+        "--scenario",
+        scenario,
+        "--sequential",
+        "--schedulers",
+        "2",
+    ]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
