@@ -316,6 +316,9 @@ pub enum PreemptionPolicy {
 /// An object's controlling owner (`metadata.ownerReferences[]` with `controller: true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRef {
+    /// `apps/v1`, `v1`, `batch/v1`...: with the kind, which controller type owns the pod
+    /// (upstream matches the pair, so a `ReplicaSet` of another group is not one).
+    pub api_version: Sym,
     pub kind: Sym,
     pub name: Arc<str>,
     pub uid: Arc<str>,

@@ -1,8 +1,8 @@
 //! Decoding real `kubectl get -o yaml` output and rejecting malformed input with errors
 //! that name the object and the field.
 
-use gantry_api::decode::{ClusterObjects, DecodeError};
-use gantry_api::{ResourceName, Sym, TaintEffect, TolerationOp};
+use gantry_api::decode::{ClusterObjects, ControllerKind, DecodeError, PodController};
+use gantry_api::{LabelSelector, ResourceName, Sym, TaintEffect, TolerationOp};
 
 const KUBECTL_DUMP: &str = include_str!("fixtures/kubectl-get-nodes-pods.yaml");
 
@@ -18,9 +18,24 @@ fn decodes_a_kubectl_list_with_status_and_managed_fields() {
     let objects = ClusterObjects::decode(KUBECTL_DUMP, "dump.yaml").unwrap();
     assert_eq!(objects.nodes.len(), 1);
     assert_eq!(objects.pods.len(), 1);
+    assert!(objects.ignored.is_empty(), "{:?}", objects.ignored);
+    // The pod's ReplicaSet, read for its selector (the default spread constraints).
     assert_eq!(
-        objects.ignored,
-        vec!["ReplicaSet shop/web-7d9c6b5f4".to_string()]
+        objects.controllers,
+        vec![PodController {
+            kind: ControllerKind::ReplicaSet,
+            namespace: Sym::new("shop"),
+            name: Sym::new("web-7d9c6b5f4"),
+            selector: Some(LabelSelector::from_pairs([(
+                Sym::new("app"),
+                Sym::new("web")
+            )])),
+        }]
+    );
+    let owner = objects.pods[0].controller.as_deref().unwrap();
+    assert_eq!(
+        ControllerKind::of_owner(owner),
+        Some(ControllerKind::ReplicaSet)
     );
 
     let node = &objects.nodes[0];

@@ -1,12 +1,14 @@
 //! API objects other than nodes and pods that plugins read: namespaces (for namespace
-//! selectors), services (for the default topology spread selector), PodDisruptionBudgets
-//! (for preemption), and the storage objects (for the volume plugins).
+//! selectors), services and the pods' controllers (for the default topology spread
+//! selector), PodDisruptionBudgets (for preemption), and the storage objects (for the
+//! volume plugins).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use gantry_api::decode::{ClusterObjects, Namespace, Service};
+use gantry_api::decode::{ClusterObjects, ControllerKind, Namespace, PodController, Service};
+use gantry_api::labels::Requirement;
 use gantry_api::{
     CsiNode, LabelSelector, Labels, PersistentVolume, PersistentVolumeClaim, Pod,
     PodDisruptionBudget, StorageClass, Sym,
@@ -22,6 +24,9 @@ pub struct ApiObjects {
     /// Labels by namespace, shared so that a plugin can keep them in its cycle state.
     namespaces: HashMap<Sym, Arc<Labels>, RandomState>,
     services: Vec<Service>,
+    /// ReplicationControllers, ReplicaSets and StatefulSets by kind, namespace and name:
+    /// their selectors (`None`: they have none).
+    controllers: HashMap<(ControllerKind, Sym, Sym), Option<LabelSelector>, RandomState>,
     storage: Arc<StorageObjects>,
     disruption_budgets: Arc<[PodDisruptionBudget]>,
 }
@@ -100,7 +105,17 @@ impl ApiObjects {
             &cluster.csi_nodes,
         );
         objects.disruption_budgets = cluster.pdbs.iter().cloned().collect();
+        objects.set_controllers(&cluster.controllers);
         objects
+    }
+
+    /// Replaces the ReplicationControllers, ReplicaSets and StatefulSets (a later one of
+    /// the same kind and name wins).
+    pub fn set_controllers(&mut self, controllers: &[PodController]) {
+        self.controllers = controllers
+            .iter()
+            .map(|c| ((c.kind, c.namespace, c.name), c.selector.clone()))
+            .collect();
     }
 
     /// Records a namespace a pod lives in, if no object described it: it has only its
@@ -176,22 +191,46 @@ impl ApiObjects {
     }
 
     /// Upstream's `helper.DefaultSelector`: the selectors of the services in the pod's
-    /// namespace that select it, merged. `None` when no service selects the pod.
+    /// namespace that select it, merged, and the selector of the ReplicationController,
+    /// ReplicaSet or StatefulSet that controls it (found by the owner reference's name,
+    /// whether or not it selects the pod). `None` when that leaves nothing to select by.
     pub fn default_selector(&self, pod: &Pod) -> Option<LabelSelector> {
-        let mut merged = LabelSelector::default();
-        let mut any = false;
+        // Services and a ReplicationController give label maps, merged key by key (a
+        // later value wins, as `labels.Merge`); a set's requirements are added after.
+        let mut merged: Vec<Requirement> = Vec::new();
+        let mut merge = |selector: &LabelSelector| {
+            for requirement in &selector.requirements {
+                match merged.iter_mut().find(|r| r.key == requirement.key) {
+                    Some(existing) => *existing = requirement.clone(),
+                    None => merged.push(requirement.clone()),
+                }
+            }
+        };
+        // A service without a selector selects nothing; one with an empty selector
+        // selects every pod and adds nothing.
         for service in &self.services {
-            if service.namespace == pod.namespace
-                && !service.selector.is_empty()
-                && service.selector.matches(&pod.labels)
-            {
-                any = true;
-                merged
-                    .requirements
-                    .extend(service.selector.requirements.iter().cloned());
+            if service.namespace == pod.namespace && service.selector.matches(&pod.labels) {
+                merge(&service.selector);
             }
         }
-        any.then_some(merged)
+        let owner = pod.controller.as_deref();
+        let controller = owner.and_then(|owner| {
+            let kind = ControllerKind::of_owner(owner)?;
+            let selector = self
+                .controllers
+                .get(&(kind, pod.namespace, Sym::get(&owner.name)?))?;
+            Some((kind, selector.as_ref()?))
+        });
+        match controller {
+            Some((ControllerKind::ReplicationController, selector)) => merge(selector),
+            Some((ControllerKind::ReplicaSet | ControllerKind::StatefulSet, selector)) => {
+                merged.extend(selector.requirements.iter().cloned());
+            }
+            None => {}
+        }
+        (!merged.is_empty()).then_some(LabelSelector {
+            requirements: merged,
+        })
     }
 }
 
@@ -245,5 +284,117 @@ spec: {containers: [{name: c}]}
         let by_team = LabelSelector::from_pairs([(Sym::new("team"), Sym::new("a"))]);
         assert_eq!(selected(by_team), ["team-a"]);
         assert_eq!(selected(LabelSelector::default()), ["team-a", "team-b"]);
+    }
+
+    /// The controllers and services of one namespace, read from manifests as `kubectl`
+    /// prints them, and the default selector each pod gets from them.
+    fn default_selectors(pods: &str) -> Vec<Option<Vec<Requirement>>> {
+        let objects = r#"
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: rs1, namespace: default}
+spec:
+  selector: {matchExpressions: [{key: foo, operator: Exists}]}
+  template: {metadata: {labels: {foo: tar}}, spec: {containers: [{name: c, image: i}]}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: default}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: i}]}}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: old, namespace: default}
+spec:
+  selector: {app: legacy, tier: back}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {selector: {app: web, tier: front}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: elsewhere, namespace: other}
+spec: {selector: {app: db}}
+---
+"#;
+        let cluster = ClusterObjects::decode(&format!("{objects}{pods}"), "cluster.yaml").unwrap();
+        assert_eq!(cluster.controllers.len(), 3);
+        let objects = ApiObjects::from_cluster(&cluster);
+        cluster
+            .pods
+            .iter()
+            .map(|pod| objects.default_selector(pod).map(|s| s.requirements))
+            .collect()
+    }
+
+    fn owned_pod(labels: &str, api_version: &str, kind: &str, owner: &str) -> String {
+        let name = format!("p-{owner}-{}-{kind}", api_version.replace('/', "-")).to_lowercase();
+        format!(
+            "kind: Pod\napiVersion: v1\nmetadata:\n  name: {name}\n  namespace: default\n  \
+             labels: {labels}\n  ownerReferences:\n  - {{apiVersion: {api_version}, kind: {kind}, \
+             name: {owner}, uid: u, controller: true}}\nspec: {{containers: [{{name: c}}]}}\n---\n"
+        )
+    }
+
+    fn is(key: &str, value: &str) -> Requirement {
+        LabelSelector::from_pairs([(Sym::new(key), Sym::new(value))]).requirements[0].clone()
+    }
+
+    #[test]
+    fn a_controller_s_selector_joins_the_services_in_the_default_selector() {
+        let exists_foo = Requirement {
+            key: Sym::new("foo"),
+            op: gantry_api::labels::SelectorOp::Exists,
+            values: Default::default(),
+        };
+        let pods = [
+            // Upstream's "system default constraints and a replicaset": the ReplicaSet's
+            // selector, though no service selects the pod.
+            owned_pod("{foo: tar, baz: sup}", "apps/v1", "ReplicaSet", "rs1"),
+            // "... a replicaset that doesn't match": the owner names another one.
+            owned_pod("{foo: bar, baz: sup}", "apps/v1", "ReplicaSet", "rs2"),
+            // A ReplicaSet of another group is not one (upstream compares the GVK).
+            owned_pod("{foo: tar}", "extensions/v1beta1", "ReplicaSet", "rs1"),
+            // A StatefulSet's requirements follow the services' (none here: the one
+            // selecting app=db is in another namespace).
+            owned_pod("{app: db}", "apps/v1", "StatefulSet", "db"),
+            // Services' maps merge, then a set's requirements are added.
+            owned_pod(
+                "{app: web, tier: front, foo: x}",
+                "apps/v1",
+                "ReplicaSet",
+                "rs1",
+            ),
+            // A ReplicationController's map merges over the services' (its value wins).
+            owned_pod(
+                "{app: web, tier: front}",
+                "v1",
+                "ReplicationController",
+                "old",
+            ),
+            // Found by name, whether or not it selects the pod; a Job adds nothing.
+            owned_pod("{app: web, tier: front}", "batch/v1", "Job", "rs1"),
+        ];
+        let pods: Vec<String> = (pods.iter().enumerate())
+            .map(|(i, pod)| pod.replace("name: p-", &format!("name: p{i}-")))
+            .collect();
+        let got = default_selectors(&pods.concat());
+        assert_eq!(
+            got,
+            vec![
+                Some(vec![exists_foo.clone()]),
+                None,
+                None,
+                Some(vec![is("app", "db")]),
+                Some(vec![is("app", "web"), is("tier", "front"), exists_foo]),
+                Some(vec![is("app", "legacy"), is("tier", "back")]),
+                Some(vec![is("app", "web"), is("tier", "front")]),
+            ]
+        );
     }
 }

@@ -1,11 +1,11 @@
-//! The API objects other than nodes and pods (namespaces, services, storage, priority
-//! classes, disruption budgets), as the watches last reported them. Plugins
+//! The API objects other than nodes and pods (namespaces, services, the pods'
+//! controllers, storage, priority classes, disruption budgets), as the watches last reported them. Plugins
 //! read them through an [`ApiObjects`] that is rebuilt after a batch of events changed
 //! any of them (they change rarely; rebuilding keeps one code path with the simulation).
 
 use std::collections::BTreeMap;
 
-use gantry_api::decode::{Namespace, PriorityClass, Service};
+use gantry_api::decode::{ControllerKind, Namespace, PodController, PriorityClass, Service};
 use gantry_api::{
     CsiNode, PersistentVolume, PersistentVolumeClaim, PodDisruptionBudget, PreemptionPolicy,
     StorageClass, Sym,
@@ -21,6 +21,7 @@ pub struct ObjectMirror {
     namespaces: BTreeMap<String, Namespace>,
     priority_classes: BTreeMap<String, PriorityClass>,
     services: BTreeMap<String, Service>,
+    controllers: BTreeMap<(ControllerKind, String), PodController>,
     pvs: BTreeMap<String, PersistentVolume>,
     pvcs: BTreeMap<String, PersistentVolumeClaim>,
     storage_classes: BTreeMap<String, StorageClass>,
@@ -33,7 +34,7 @@ impl ObjectMirror {
     /// Records an applied (`Some`) or deleted object of the kinds kept here; returns the
     /// object back when it is a node or a pod, which the caller handles.
     pub fn apply(&mut self, object: Object, deleted: bool) -> Option<Object> {
-        fn put<T>(map: &mut BTreeMap<String, T>, key: String, value: T, deleted: bool) {
+        fn put<K: Ord, T>(map: &mut BTreeMap<K, T>, key: K, value: T, deleted: bool) {
             if deleted {
                 map.remove(&key);
             } else {
@@ -49,6 +50,13 @@ impl ObjectMirror {
             Object::Service(svc) => {
                 let key = format!("{}/{}", svc.namespace, svc.name);
                 put(&mut self.services, key, svc, deleted)
+            }
+            Object::Controller(controller) => {
+                let key = (
+                    controller.kind,
+                    format!("{}/{}", controller.namespace, controller.name),
+                );
+                put(&mut self.controllers, key, controller, deleted)
             }
             Object::PersistentVolume(pv) => put(&mut self.pvs, pv.name.to_string(), pv, deleted),
             Object::PersistentVolumeClaim(pvc) => {
@@ -76,6 +84,11 @@ impl ObjectMirror {
             Kind::Namespace => self.namespaces.clear(),
             Kind::PriorityClass => self.priority_classes.clear(),
             Kind::Service => self.services.clear(),
+            Kind::ReplicationController => {
+                self.clear_controllers(ControllerKind::ReplicationController)
+            }
+            Kind::ReplicaSet => self.clear_controllers(ControllerKind::ReplicaSet),
+            Kind::StatefulSet => self.clear_controllers(ControllerKind::StatefulSet),
             Kind::PersistentVolume => self.pvs.clear(),
             Kind::PersistentVolumeClaim => self.pvcs.clear(),
             Kind::StorageClass => self.storage_classes.clear(),
@@ -89,6 +102,10 @@ impl ObjectMirror {
         }
     }
 
+    fn clear_controllers(&mut self, kind: ControllerKind) {
+        self.controllers.retain(|(k, _), _| *k != kind);
+    }
+
     /// A fresh `ApiObjects` if anything changed since the last call.
     pub fn take_changed(&mut self) -> Option<ApiObjects> {
         if !std::mem::take(&mut self.changed) {
@@ -97,6 +114,8 @@ impl ObjectMirror {
         let namespaces: Vec<Namespace> = self.namespaces.values().cloned().collect();
         let services: Vec<Service> = self.services.values().cloned().collect();
         let mut objects = ApiObjects::new(&namespaces, &services);
+        let controllers: Vec<PodController> = self.controllers.values().cloned().collect();
+        objects.set_controllers(&controllers);
         let pvs: Vec<_> = self.pvs.values().cloned().collect();
         let pvcs: Vec<_> = self.pvcs.values().cloned().collect();
         let classes: Vec<_> = self.storage_classes.values().cloned().collect();

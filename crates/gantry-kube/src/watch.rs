@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
-use gantry_api::decode::{Namespace, ObjectError, PriorityClass, Service, from_k8s};
+use gantry_api::decode::{Namespace, ObjectError, PodController, PriorityClass, Service, from_k8s};
 use gantry_api::{
     CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
+use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
@@ -36,6 +37,8 @@ pub enum Object {
     Namespace(Namespace),
     PriorityClass(PriorityClass),
     Service(Service),
+    /// A ReplicationController, ReplicaSet or StatefulSet.
+    Controller(PodController),
     PersistentVolume(PersistentVolume),
     PersistentVolumeClaim(PersistentVolumeClaim),
     StorageClass(StorageClass),
@@ -51,6 +54,9 @@ pub enum Kind {
     Namespace,
     PriorityClass,
     Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
@@ -59,12 +65,15 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Service,
+        Kind::ReplicationController,
+        Kind::ReplicaSet,
+        Kind::StatefulSet,
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -79,6 +88,9 @@ impl Kind {
             Kind::Namespace => "namespaces",
             Kind::PriorityClass => "priorityclasses",
             Kind::Service => "services",
+            Kind::ReplicationController => "replicationcontrollers",
+            Kind::ReplicaSet => "replicasets",
+            Kind::StatefulSet => "statefulsets",
             Kind::PersistentVolume => "persistentvolumes",
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::StorageClass => "storageclasses",
@@ -142,6 +154,24 @@ pub fn spawn_all(
         Api::<core::Service>::all(all(client)),
         plain(),
         |o| from_k8s::service(o).map(Object::Service),
+    );
+    spawn(
+        ctx(Kind::ReplicationController),
+        Api::<core::ReplicationController>::all(all(client)),
+        plain(),
+        |o| from_k8s::replication_controller(o).map(Object::Controller),
+    );
+    spawn(
+        ctx(Kind::ReplicaSet),
+        Api::<apps::ReplicaSet>::all(all(client)),
+        plain(),
+        |o| from_k8s::replica_set(o).map(Object::Controller),
+    );
+    spawn(
+        ctx(Kind::StatefulSet),
+        Api::<apps::StatefulSet>::all(all(client)),
+        plain(),
+        |o| from_k8s::stateful_set(o).map(Object::Controller),
     );
     spawn(
         ctx(Kind::PersistentVolume),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{NODES, PODS};
+use apiserver::resources::{NODES, PODS, REPLICA_SETS};
 use common::*;
 use gantry_api::decode::ClusterObjects;
 use gantry_kube::Shard;
@@ -19,7 +19,16 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// The simulation's placements for these objects (same profile, same seed).
 fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
-    let mut items: Vec<Value> = Vec::new();
+    simulated_with(nodes, pods, &[])
+}
+
+/// [`simulated`] with more objects, each carrying its `kind` and `apiVersion`.
+fn simulated_with(
+    nodes: &[Value],
+    pods: &[Value],
+    others: &[Value],
+) -> BTreeMap<String, Placement> {
+    let mut items: Vec<Value> = others.to_vec();
     for node in nodes {
         let mut n = node.clone();
         n["kind"] = json!("Node");
@@ -103,6 +112,49 @@ async fn pods_are_bound_where_the_simulation_puts_them() {
     );
     assert_eq!(scheduled[0]["action"], "Binding");
     assert_eq!(scheduled[0]["reportingController"], SCHEDULER);
+    instance.stop().await.unwrap();
+}
+
+/// The ReplicaSet watch feeds the default topology spread: a pod its ReplicaSet controls
+/// goes where its siblings are fewest, as in the simulation of the same objects, and not
+/// where the resource scores alone would put it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_set_spreads_its_pods_as_in_the_simulation() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let nodes = vec![node("big", 16000, "a"), node("small", 2000, "a")];
+    let owned = |name: &str, node: Option<&str>| {
+        let mut p = pod(name, 100);
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "web", "uid": "rs-web", "controller": true}]);
+        if let Some(node) = node {
+            p["spec"]["nodeName"] = json!(node);
+        }
+        p
+    };
+    let siblings: Vec<Value> = (0..3)
+        .map(|i| owned(&format!("web-{i}"), Some("big")))
+        .collect();
+    let pending = owned("web-new", None);
+    let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}}});
+    let pods: Vec<Value> = siblings.iter().chain([&pending]).cloned().collect();
+    let spread = simulated_with(&nodes, &pods, std::slice::from_ref(&replica_set));
+    let unspread = simulated(&nodes, &pods);
+    assert_eq!(spread["web-new"].node.as_deref(), Some("small"));
+    assert_eq!(unspread["web-new"].node.as_deref(), Some("big"));
+
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    api.put(REPLICA_SETS, replica_set);
+    for p in &pods {
+        api.put(PODS, p.clone());
+    }
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("web-new bound", WAIT, || node_of(&api, "web-new").is_some()).await;
+    assert_eq!(node_of(&api, "web-new").as_deref(), Some("small"));
     instance.stop().await.unwrap();
 }
 

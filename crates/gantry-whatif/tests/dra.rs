@@ -233,6 +233,7 @@ fn scale_up_copies_the_templates_devices() {
         pod.name = Arc::from(format!("job-{i}"));
         pod.uid = Arc::from(format!("default/job-{i}"));
         pod.controller = Some(Arc::new(gantry_api::OwnerRef {
+            api_version: Sym::new("batch/v1"),
             kind: Sym::new("Job"),
             name: Arc::from("job"),
             uid: Arc::from("job-uid"),

@@ -23,6 +23,7 @@ fn node(name: &str, milli_cpu: i64) -> Node {
 
 fn owned(mut pod: Pod, kind: &str) -> Pod {
     pod.controller = Some(Arc::new(OwnerRef {
+        api_version: Sym::new("apps/v1"),
         kind: Sym::new(kind),
         name: Arc::from("owner"),
         uid: Arc::from(format!("{kind}-owner")),

@@ -271,6 +271,7 @@ fn equivalence_groups_follow_controller_and_spec() {
     let owned = |name: &str, owner: &str, milli_cpu: i64| {
         let mut pod = build_pod(name, milli_cpu, 100);
         pod.controller = Some(Arc::new(gantry_api::OwnerRef {
+            api_version: Sym::new("apps/v1"),
             kind: Sym::new("ReplicaSet"),
             name: Arc::from(owner),
             uid: Arc::from(owner),

@@ -229,17 +229,18 @@ impl ItemsSeed<'_, '_> {
 /// How many objects of each kind there were, to take back a document's `items` that
 /// turned out not to be a list's.
 pub(super) struct Checkpoint {
-    lengths: [usize; 16],
+    lengths: [usize; 17],
 }
 
 impl Checkpoint {
-    fn lengths(o: &ClusterObjects) -> [usize; 16] {
+    fn lengths(o: &ClusterObjects) -> [usize; 17] {
         [
             o.nodes.len(),
             o.pods.len(),
             o.namespaces.len(),
             o.priority_classes.len(),
             o.services.len(),
+            o.controllers.len(),
             o.pvs.len(),
             o.pvcs.len(),
             o.storage_classes.len(),
@@ -267,6 +268,7 @@ impl Checkpoint {
             namespaces,
             classes,
             services,
+            controllers,
             pvs,
             pvcs,
             storage_classes,
@@ -284,6 +286,7 @@ impl Checkpoint {
         o.namespaces.truncate(namespaces);
         o.priority_classes.truncate(classes);
         o.services.truncate(services);
+        o.controllers.truncate(controllers);
         o.pvs.truncate(pvs);
         o.pvcs.truncate(pvcs);
         o.storage_classes.truncate(storage_classes);

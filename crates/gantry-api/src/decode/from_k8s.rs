@@ -9,7 +9,7 @@ use k8s_openapi::api::storage::v1 as storage_v1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::object::{convert_namespace, convert_service};
-use super::{Namespace, ObjectError, PriorityClass, Service};
+use super::{Namespace, ObjectError, PodController, PriorityClass, Service};
 use crate::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
 use crate::{Node, Pod, PodDisruptionBudget};
 
@@ -42,6 +42,27 @@ pub fn priority_class(pc: &K8sPriorityClass) -> Result<PriorityClass, ObjectErro
 
 pub fn service(svc: &k8s::Service) -> Result<Service, ObjectError> {
     convert_service(svc, &label("Service", &svc.metadata))
+}
+
+pub fn replication_controller(
+    rc: &k8s::ReplicationController,
+) -> Result<PodController, ObjectError> {
+    super::controller::convert_replication_controller(
+        rc,
+        &label("ReplicationController", &rc.metadata),
+    )
+}
+
+pub fn replica_set(
+    rs: &k8s_openapi::api::apps::v1::ReplicaSet,
+) -> Result<PodController, ObjectError> {
+    super::controller::convert_replica_set(rs, &label("ReplicaSet", &rs.metadata))
+}
+
+pub fn stateful_set(
+    ss: &k8s_openapi::api::apps::v1::StatefulSet,
+) -> Result<PodController, ObjectError> {
+    super::controller::convert_stateful_set(ss, &label("StatefulSet", &ss.metadata))
 }
 
 pub fn persistent_volume(pv: &k8s::PersistentVolume) -> Result<PersistentVolume, ObjectError> {

@@ -11,13 +11,14 @@
 //! `kubectl`'s layout is cut into items, `json_values` does the same for JSON), `fast_yaml`
 //! reads the YAML `kubectl` prints, `document` streams any other document's `items`,
 //! `batch` converts items in parallel, `object` turns one object into its kind's type
-//! (`node`, `pod`, `affinity`, `storage`, `priority`), `validation` holds the API server's
+//! (`node`, `pod`, `affinity`, `storage`, `priority`, `controller`), `validation` holds the API server's
 //! rules and messages, `names` the `generateName` generator, and `admission` does what
 //! the API server checks across objects once all are read.
 
 mod admission;
 mod affinity;
 mod batch;
+mod controller;
 mod document;
 mod fast_yaml;
 pub mod from_k8s;
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+pub use controller::{ControllerKind, PodController};
 pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits};
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
 
@@ -111,6 +113,8 @@ pub struct ClusterObjects {
     pub namespaces: Vec<Namespace>,
     pub priority_classes: Vec<PriorityClass>,
     pub services: Vec<Service>,
+    /// ReplicationControllers, ReplicaSets and StatefulSets, for their selectors.
+    pub controllers: Vec<PodController>,
     pub pvs: Vec<PersistentVolume>,
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub storage_classes: Vec<StorageClass>,
@@ -169,6 +173,7 @@ impl ClusterObjects {
         self.namespaces.extend(other.namespaces);
         self.priority_classes.extend(other.priority_classes);
         self.services.extend(other.services);
+        self.controllers.extend(other.controllers);
         self.pvs.extend(other.pvs);
         self.pvcs.extend(other.pvcs);
         self.storage_classes.extend(other.storage_classes);

@@ -43,6 +43,7 @@ enum Object {
     Namespace(Namespace),
     PriorityClass(PriorityClass),
     Service(Service),
+    Controller(super::PodController),
     Pv(PersistentVolume),
     Pvc(PersistentVolumeClaim),
     StorageClass(StorageClass),
@@ -116,6 +117,20 @@ pub(super) fn convert(
         "Service" => {
             let svc: k8s::Service = typed(value, &object, w)?;
             Object::Service(convert_service(&svc, &object)?)
+        }
+        "ReplicationController" => {
+            let rc: k8s::ReplicationController = typed(value, &object, w)?;
+            Object::Controller(super::controller::convert_replication_controller(
+                &rc, &object,
+            )?)
+        }
+        "ReplicaSet" => {
+            let rs: k8s_openapi::api::apps::v1::ReplicaSet = typed(value, &object, w)?;
+            Object::Controller(super::controller::convert_replica_set(&rs, &object)?)
+        }
+        "StatefulSet" => {
+            let ss: k8s_openapi::api::apps::v1::StatefulSet = typed(value, &object, w)?;
+            Object::Controller(super::controller::convert_stateful_set(&ss, &object)?)
         }
         "PodDisruptionBudget" => {
             let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(value, &object, w)?;
@@ -195,6 +210,7 @@ impl ClusterObjects {
             Object::Namespace(ns) => self.namespaces.push(ns),
             Object::PriorityClass(pc) => self.priority_classes.push(pc),
             Object::Service(svc) => self.services.push(svc),
+            Object::Controller(controller) => self.controllers.push(controller),
             Object::Pv(pv) => self.pvs.push(pv),
             Object::Pvc(pvc) => self.pvcs.push(pvc),
             Object::StorageClass(sc) => self.storage_classes.push(sc),

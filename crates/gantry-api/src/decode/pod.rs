@@ -204,6 +204,7 @@ fn controller(meta: &meta::ObjectMeta) -> Option<Arc<OwnerRef>> {
         .find(|o| o.controller == Some(true))
         .map(|o| {
             Arc::new(OwnerRef {
+                api_version: Sym::new(&o.api_version),
                 kind: Sym::new(&o.kind),
                 name: Arc::from(o.name.as_str()),
                 uid: Arc::from(o.uid.as_str()),

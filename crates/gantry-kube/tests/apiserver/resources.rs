@@ -59,6 +59,8 @@ pub const PODS: Resource = core("pods", "Pod", true);
 pub const NODES: Resource = core("nodes", "Node", false);
 pub const NAMESPACES: Resource = core("namespaces", "Namespace", false);
 pub const SERVICES: Resource = core("services", "Service", true);
+pub const REPLICATION_CONTROLLERS: Resource =
+    core("replicationcontrollers", "ReplicationController", true);
 pub const PVS: Resource = core("persistentvolumes", "PersistentVolume", false);
 pub const PVCS: Resource = core("persistentvolumeclaims", "PersistentVolumeClaim", true);
 pub const EVENTS: Resource = grouped("events.k8s.io", "events", "Event", true);
@@ -81,11 +83,12 @@ pub const PDBS: Resource = grouped(
     true,
 );
 
-pub const ALL: [Resource; 14] = [
+pub const ALL: [Resource; 15] = [
     PODS,
     NODES,
     NAMESPACES,
     SERVICES,
+    REPLICATION_CONTROLLERS,
     PVS,
     PVCS,
     EVENTS,
