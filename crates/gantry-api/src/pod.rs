@@ -209,6 +209,9 @@ pub struct Volume {
     pub read_only: bool,
     /// An in-tree disk that two pods on one node may not both mount (VolumeRestrictions).
     pub disk: Option<Disk>,
+    /// A `hostPath`, or an `emptyDir` not held in memory: data on the node's own disk,
+    /// which the Cluster Autoscaler does not throw away by draining the node.
+    pub local: bool,
 }
 
 impl Volume {
@@ -219,6 +222,7 @@ impl Volume {
             claim_name: Some(Arc::from(claim)),
             read_only: false,
             disk: None,
+            local: false,
         }
     }
 }

@@ -50,3 +50,37 @@ spec:
         ]
     );
 }
+
+#[test]
+fn host_paths_and_disk_backed_empty_dirs_are_local_storage() {
+    let text = r#"
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  containers: [{name: c}]
+  volumes:
+  - {name: scratch, emptyDir: {}}
+  - {name: tmp, emptyDir: {medium: ""}}
+  - {name: cache, emptyDir: {medium: Memory}}
+  - {name: logs, hostPath: {path: /var/log}}
+  - {name: data, persistentVolumeClaim: {claimName: claim-1}}
+  - {name: conf, configMap: {name: c}}
+"#;
+    let objects = ClusterObjects::decode(text, "pod.yaml").unwrap();
+    let local: Vec<(&str, bool)> = objects.pods[0]
+        .volumes
+        .iter()
+        .map(|v| (&*v.name, v.local))
+        .collect();
+    assert_eq!(
+        local,
+        [
+            ("scratch", true),
+            ("tmp", true),
+            ("cache", false),
+            ("logs", true),
+            ("data", false),
+            ("conf", false)
+        ]
+    );
+}

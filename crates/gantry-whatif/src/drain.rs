@@ -4,8 +4,10 @@
 //! 2. each pod on the node goes through the drainability rules (`drainability/rules`, in
 //!    upstream's order): mirror and DaemonSet pods stay (they go with the node); a pod
 //!    annotated safe to evict moves; a pod without a replicating controller, a kube-system
-//!    pod without a disruption budget, a pod annotated not safe to evict, or one whose
-//!    budget allows no disruption blocks the removal (`BlockedByPod`);
+//!    pod without a disruption budget, a pod annotated not safe to evict, one with local
+//!    storage (a `hostPath`, or an `emptyDir` not in memory, unless its name is listed in
+//!    the safe-to-evict-local-volumes annotation), or one whose budget allows no
+//!    disruption blocks the removal (`BlockedByPod`);
 //! 3. in a fork, the pods to move leave the node, the node is replaced by a pod-less copy
 //!    tainted `ToBeDeletedByClusterAutoscaler:NoSchedule` (it still counts as a topology
 //!    domain), and each pod is placed on another node that is not itself being drained;
@@ -23,6 +25,9 @@ use crate::snapshot::{ClusterSnapshot, SchedulingError};
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// Volume names, comma-separated, whose local data may be lost with the node.
+const SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
+    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
 /// The taint the autoscaler puts on nodes it is deleting.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// Controller kinds whose pods are re-created elsewhere (upstream's `replicatedKind`).
@@ -52,6 +57,7 @@ pub enum BlockingReason {
     NotReplicated,
     UnmovableKubeSystemPod,
     NotSafeToEvictAnnotation,
+    LocalStorageRequested,
     NotEnoughPdb,
 }
 
@@ -61,6 +67,7 @@ impl BlockingReason {
             BlockingReason::NotReplicated => "NotReplicated",
             BlockingReason::UnmovableKubeSystemPod => "UnmovableKubeSystemPod",
             BlockingReason::NotSafeToEvictAnnotation => "NotSafeToEvictAnnotation",
+            BlockingReason::LocalStorageRequested => "LocalStorageRequested",
             BlockingReason::NotEnoughPdb => "NotEnoughPdb",
         }
     }
@@ -159,6 +166,14 @@ fn controller_kind(pod: &Pod) -> Option<&str> {
     pod.controller.as_ref().map(|c| c.kind.as_str())
 }
 
+/// Upstream's `HasBlockingLocalStorage`: a local volume the annotation does not list.
+fn has_blocking_local_storage(pod: &Pod) -> bool {
+    let listed = annotation(pod, SAFE_TO_EVICT_LOCAL_VOLUMES).unwrap_or("");
+    pod.volumes
+        .iter()
+        .any(|v| v.local && !listed.split(',').any(|name| name == &*v.name))
+}
+
 /// Upstream's default rules, in their order; the first with an outcome decides.
 fn drainability(pod: &Pod, budgets: &dyn RemainingPdbTracker) -> Drainability {
     if annotation(pod, MIRROR_ANNOTATION).is_some() || controller_kind(pod) == Some("DaemonSet") {
@@ -188,6 +203,12 @@ fn drainability(pod: &Pod, budgets: &dyn RemainingPdbTracker) -> Drainability {
         return Drainability::Blocked(
             BlockingReason::NotSafeToEvictAnnotation,
             format!("pod annotated as not safe to evict present: {}", pod.name),
+        );
+    }
+    if has_blocking_local_storage(pod) {
+        return Drainability::Blocked(
+            BlockingReason::LocalStorageRequested,
+            format!("pod with local storage present: {}", pod.name),
         );
     }
     if matching.iter().any(|allowed| *allowed < 1) {

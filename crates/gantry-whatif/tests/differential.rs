@@ -82,6 +82,7 @@ fn pods() -> Vec<Arc<Pod>> {
                     claim_name: Some(Arc::from(format!("pvc-{}", i % 8).as_str())),
                     read_only: false,
                     disk: None,
+                    local: false,
                 });
             }
             Arc::new(pod)

@@ -337,3 +337,107 @@ fn pods_of_one_node_share_their_budget() {
     .remove(0);
     assert_eq!(r.unremovable, None);
 }
+
+/// A pod with these volumes (`local`: on the node's disk) and this value of the
+/// safe-to-evict-local-volumes annotation.
+fn with_volumes(volumes: &[(&str, bool)], listed: Option<&str>) -> Pod {
+    let mut p = pod("bar", "n1", 100);
+    for &(name, local) in volumes {
+        p.volumes.push(gantry_api::Volume {
+            claim_name: None,
+            local,
+            ..gantry_api::Volume::claim(name, "")
+        });
+    }
+    match listed {
+        Some(listed) => annotated(
+            p,
+            "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes",
+            listed,
+        ),
+        None => p,
+    }
+}
+
+#[test]
+fn local_storage_blocks_unless_the_annotation_lists_every_local_volume() {
+    // Upstream's localstorage TestDrain table (the rule alone decides there; here the
+    // whole chain does, so the pod is replicated and has room on n2).
+    let scratch = [("scratch", true)];
+    let three = [
+        ("scratch-1", true),
+        ("scratch-2", true),
+        ("scratch-3", true),
+    ];
+    let cases = [
+        ("pod with EmptyDir", with_volumes(&scratch, None), true),
+        (
+            "... and SafeToEvictLocalVolumesKey annotation",
+            with_volumes(&scratch, Some("scratch")),
+            false,
+        ),
+        (
+            "... and empty value",
+            with_volumes(&scratch, Some("")),
+            true,
+        ),
+        (
+            "... and non-matching value",
+            with_volumes(&[("scratch-1", true)], Some("scratch-2")),
+            true,
+        ),
+        (
+            "... with matching values",
+            with_volumes(&three, Some("scratch-1,scratch-2,scratch-3")),
+            false,
+        ),
+        (
+            "... with non-matching values",
+            with_volumes(&three, Some("scratch-1,scratch-2,scratch-5")),
+            true,
+        ),
+        (
+            "... with some matching values",
+            with_volumes(&three, Some("scratch-1,scratch-2")),
+            true,
+        ),
+        ("... empty values", with_volumes(&three, Some(",")), true),
+        (
+            "EmptyDir pod with PodSafeToEvict annotation",
+            annotated(
+                with_volumes(&scratch, None),
+                "cluster-autoscaler.kubernetes.io/safe-to-evict",
+                "true",
+            ),
+            false,
+        ),
+        // An emptyDir in memory, or a claim, is not local storage.
+        (
+            "memory or claim",
+            with_volumes(&[("cache", false)], None),
+            false,
+        ),
+    ];
+    for (desc, pod, blocked) in cases {
+        let mut s = snapshot(
+            StoreKind::Delta,
+            &[node("n1", 4000), node("n2", 4000)],
+            vec![pod],
+        );
+        let r = simulate_removals(&mut s, &[Sym::new("n1")], &mut BudgetTracker::new(&[]))
+            .unwrap()
+            .remove(0);
+        if blocked {
+            assert_eq!(r.unremovable, Some(Unremovable::BlockedByPod), "{desc}");
+            let blocking = r.blocking_pod.unwrap();
+            assert_eq!(
+                blocking.reason,
+                BlockingReason::LocalStorageRequested,
+                "{desc}"
+            );
+            assert_eq!(blocking.message, "pod with local storage present: bar");
+        } else {
+            assert_eq!(r.unremovable, None, "{desc}");
+        }
+    }
+}

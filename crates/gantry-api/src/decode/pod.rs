@@ -161,6 +161,8 @@ pub(super) fn convert_pod(
                 .and_then(|c| c.read_only)
                 .unwrap_or(false),
             disk: disk(v),
+            local: v.host_path.is_some()
+                || (v.empty_dir.as_ref()).is_some_and(|e| e.medium.as_deref() != Some("Memory")),
         })
         .collect();
     out.update_requests();
