@@ -1,18 +1,14 @@
 //! `gantry estimate` and the what-if parts of `gantry explain` and `gantry bench`, as a
 //! user runs them on the files in testdata/whatif.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::gantry;
 
 use serde_json::Value;
-
-fn gantry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("the binary runs")
-}
 
 fn json(out: &Output) -> Value {
     assert!(

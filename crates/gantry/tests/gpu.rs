@@ -1,24 +1,9 @@
 //! GPU sharing from the command line: explaining a pod on a HAMi cluster card by card,
 //! simulating a scenario's shared pool, and the gpu-share benchmark.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn gantry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{gantry, stderr, stdout};
 
 const CLUSTER: &str = "testdata/gpu/cluster.yaml";
 const POD: &str = "testdata/gpu/pod.yaml";

@@ -2,31 +2,12 @@
 //! kube-scheduler (cilium's HostPort test), a class that forbids preemption, unknown
 //! fields, and input that is not a manifest at all.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn gantry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
-    let path = dir.join(file);
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use common::{gantry, repo_root, stderr, stdout, write};
 
 fn placements(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
@@ -61,7 +42,7 @@ fn a_succeeded_pods_host_port_is_free_as_kube_scheduler_found() {
         stderr(&out)
     );
     // Where real kube-scheduler put it (state2.yaml records the binding).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = repo_root();
     let recorded = std::fs::read_to_string(root.join(HOSTPORT).join("state2.yaml")).unwrap();
     assert!(
         recorded.contains("name: hostport-2")
@@ -155,9 +136,9 @@ fn a_class_with_preemption_policy_never_does_not_preempt() {
         let out = gantry(&[
             "simulate",
             "--cluster",
-            cluster.to_str().unwrap(),
+            &cluster,
             "--pods",
-            pod.to_str().unwrap(),
+            &pod,
             "--placements",
             out_file.to_str().unwrap(),
         ]);
@@ -190,14 +171,7 @@ fn unknown_fields_are_warned_about_on_stderr() {
         "pod.yaml",
         "kind: Pod\nmetadata: {name: typo}\nspec:\n  nodeSelecter: {disk: ssd}\n  containers: [{name: c, containerz: 1}]\n",
     );
-    let out = gantry(&[
-        "simulate",
-        "--cluster",
-        cluster.to_str().unwrap(),
-        "--pods",
-        pod.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = gantry(&["simulate", "--cluster", &cluster, "--pods", &pod, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -231,13 +205,7 @@ fn duplicate_pods_are_an_input_error() {
         "pod.yaml",
         "kind: Pod\nmetadata: {name: low}\nspec: {containers: [{name: c}]}\n",
     );
-    let out = gantry(&[
-        "simulate",
-        "--cluster",
-        cluster.to_str().unwrap(),
-        "--pods",
-        pod.to_str().unwrap(),
-    ]);
+    let out = gantry(&["simulate", "--cluster", &cluster, "--pods", &pod]);
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out).trim(),
@@ -257,9 +225,9 @@ fn a_v1beta3_configuration_is_read_with_a_warning() {
     let out = gantry(&[
         "simulate",
         "--cluster",
-        cluster.to_str().unwrap(),
+        &cluster,
         "--config",
-        config.to_str().unwrap(),
+        &config,
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -1,17 +1,17 @@
 //! `gantry run`'s command line: the errors a person meets before any cluster is reached.
 
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::stderr;
+
+/// The binary with no `KUBECONFIG` from the environment.
 fn gantry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(args)
+    common::command(args)
         .env_remove("KUBECONFIG")
         .output()
         .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
