@@ -4,7 +4,7 @@
 
 use gantry_api::Sym;
 
-use crate::{DraState, NodeInfo, PvcKey};
+use crate::{DraState, NodeColumns, NodeInfo, PvcKey};
 
 pub trait ClusterState: Sync {
     /// Number of nodes (ghosts excluded).
@@ -28,6 +28,13 @@ pub trait ClusterState: Sync {
 
     /// Whether any pod in the cluster uses the claim.
     fn is_pvc_used(&self, key: PvcKey) -> bool;
+
+    /// The nodes' amounts and flags as columns in node order, for plugins that settle
+    /// many nodes in one loop; `None` where the view does not keep them (the what-if
+    /// stores), and the plugins then read each NodeInfo.
+    fn columns(&self) -> Option<&NodeColumns> {
+        None
+    }
 
     /// The dynamic resource allocation objects and allocations; `None` where the
     /// cluster view does not track them (the live cycle's snapshot, for now).

@@ -5,6 +5,7 @@
 mod affinity_terms;
 mod cache;
 mod cluster_state;
+mod columns;
 mod device_usage;
 mod dra_state;
 mod label_index;
@@ -16,6 +17,7 @@ pub mod synthetic;
 pub use affinity_terms::{AffinityTermCount, AffinityTerms, InternedTerm, TermKind};
 pub use cache::{Cache, CacheError};
 pub use cluster_state::ClusterState;
+pub use columns::{Amount, NodeColumns, NodeFlags};
 pub use device_usage::{CardUsage, DeviceUsage};
 pub use dra_state::DraState;
 pub use label_index::PodLabelIndex;

@@ -145,6 +145,11 @@ impl NodeInfo {
             .map(|i| &self.image_states[i])
     }
 
+    /// Whether the node reports any image.
+    pub fn has_images(&self) -> bool {
+        !self.image_states.is_empty()
+    }
+
     pub(crate) fn set_image_states(&mut self, mut states: Vec<ImageState>) {
         states.sort_by_key(|s| s.name);
         self.image_states = states.into();

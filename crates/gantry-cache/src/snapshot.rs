@@ -1,5 +1,6 @@
-//! The snapshot a scheduling cycle reads: NodeInfos in zone-interleaved order, the
-//! sub-lists of nodes with (anti-)affinity pods, and the claims in use.
+//! The snapshot a scheduling cycle reads: NodeInfos in zone-interleaved order, the same
+//! nodes' amounts as columns, the sub-lists of nodes with (anti-)affinity pods, and the
+//! claims in use.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use foldhash::fast::RandomState;
 use gantry_api::Sym;
 
-use crate::ClusterState;
 use crate::node_info::{NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
+use crate::{ClusterState, NodeColumns};
 
 static SNAPSHOT_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -41,7 +42,9 @@ pub struct SnapshotError {
 
 /// NodeInfos live in stable slots: an update overwrites a slot in place (reusing its
 /// allocations), so the lists, which hold slot numbers, stay valid and are rebuilt only
-/// when nodes come or go or a node starts or stops holding affinity pods.
+/// when nodes come or go or a node starts or stops holding affinity pods. The columns
+/// follow the list: the changed nodes' entries are written again, all of them when the
+/// list is rebuilt.
 #[derive(Debug)]
 pub struct Snapshot {
     id: u64,
@@ -55,6 +58,9 @@ pub struct Snapshot {
     slot_position: Vec<u32>,
     with_affinity: Vec<u32>,
     with_required_anti_affinity: Vec<u32>,
+    columns: NodeColumns,
+    /// Slots an update copied, kept between updates for its allocation.
+    changed_slots: Vec<u32>,
     used_pvcs: Map<PvcKey, i64>,
     tree_version: Option<u64>,
 }
@@ -77,6 +83,8 @@ impl Snapshot {
             slot_position: Vec::new(),
             with_affinity: Vec::new(),
             with_required_anti_affinity: Vec::new(),
+            columns: NodeColumns::default(),
+            changed_slots: Vec::new(),
             used_pvcs: Map::default(),
             tree_version: None,
         }
@@ -137,6 +145,7 @@ impl Snapshot {
     ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut update = SnapshotUpdate::default();
         let mut relist = self.tree_version != Some(tree_version);
+        self.changed_slots.clear();
         for info in changed {
             let Some(node) = info.node() else { continue };
             update.cloned += 1;
@@ -148,6 +157,7 @@ impl Snapshot {
                         || existing.pods_with_required_anti_affinity().is_empty()
                             != info.pods_with_required_anti_affinity().is_empty();
                     existing.clone_from(info);
+                    self.changed_slots.push(slot);
                 }
                 None => {
                     relist = true;
@@ -194,6 +204,11 @@ impl Snapshot {
             self.rebuild_lists(tree);
             self.tree_version = Some(tree_version);
             update.lists_rebuilt = true;
+        } else {
+            for &slot in &self.changed_slots {
+                let position = self.slot_position[slot as usize] as usize;
+                self.columns.set(position, &self.slots[slot as usize]);
+            }
         }
         if self.list.len() != tree.len() || self.by_name.len() != tree.len() {
             let error = SnapshotError {
@@ -257,6 +272,9 @@ impl Snapshot {
                 self.with_required_anti_affinity.push(position);
             }
         }
+        let slots = &self.slots;
+        self.columns
+            .rebuild(self.list.iter().map(|&slot| &slots[slot as usize]));
     }
 
     /// Node names in list order.
@@ -280,6 +298,7 @@ impl Snapshot {
             && (0..self.num_nodes()).all(|i| self.node_at(i).same_state(other.node_at(i)))
             && self.with_affinity == other.with_affinity
             && self.with_required_anti_affinity == other.with_required_anti_affinity
+            && self.columns.same_values(&other.columns)
             && self.used_pvcs() == other.used_pvcs()
     }
 }
@@ -308,5 +327,9 @@ impl ClusterState for Snapshot {
 
     fn is_pvc_used(&self, key: PvcKey) -> bool {
         self.used_pvcs.contains_key(&key)
+    }
+
+    fn columns(&self) -> Option<&NodeColumns> {
+        Some(&self.columns)
     }
 }

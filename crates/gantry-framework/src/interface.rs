@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
-use gantry_cache::{ClusterState, NodeInfo};
+use gantry_cache::{ClusterState, NodeColumns, NodeInfo};
 
 use crate::{ApiObjects, ClusterEvent, CycleState, Status};
 
@@ -55,6 +55,23 @@ pub trait PreFilterPlugin: Plugin {
 
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+
+    /// A shortcut through Filter for many nodes at once, read from the snapshot's
+    /// columns: writes `proven[i]`, true when the columns of the node at `positions[i]`
+    /// show that `filter` would succeed there, false when they do not tell (`filter` then
+    /// runs on that node and decides). It may prove less than `filter` passes, never more.
+    /// Returns false, writing nothing, when the plugin has no shortcut for this pod (the
+    /// default).
+    fn filter_columns(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _columns: &NodeColumns,
+        _positions: &[usize],
+        _proven: &mut [bool],
+    ) -> bool {
+        false
+    }
 
     /// Once every node was filtered, a plugin may choose among the feasible ones itself,
     /// as a kube-scheduler extender's filter verb does (it sees them all at once; HAMi's
@@ -111,6 +128,22 @@ pub trait PreScorePlugin: Plugin {
 
 pub trait ScorePlugin: Plugin {
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Score for many nodes at once, reading the snapshot's columns where it can: writes
+    /// into `scores[i]` what `score` gives `nodes[i]`, the node at `positions[i]`.
+    /// `Ok(false)`, writing nothing, when the plugin has no such loop for this pod (the
+    /// default): `score` is then asked node by node.
+    fn score_columns(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _nodes: &[&NodeInfo],
+        _columns: &NodeColumns,
+        _positions: &[usize],
+        _scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        Ok(false)
+    }
 
     /// Rescales the raw scores of all feasible nodes (in the order Score saw them) to
     /// 0..=MAX_NODE_SCORE. The default leaves them as they are.

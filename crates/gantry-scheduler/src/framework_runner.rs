@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
-use gantry_cache::{ClusterState, NodeInfo, Snapshot};
+use gantry_cache::{ClusterState, NodeColumns, NodeInfo, Snapshot};
+use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
@@ -95,28 +96,116 @@ pub fn narrowed_positions(snapshot: &Snapshot, names: &[Sym]) -> Vec<usize> {
     positions
 }
 
+/// Nodes whose column shortcuts are taken together (see [`PodFilters::prove`]).
+pub const COLUMN_CHUNK: usize = 64;
+
+/// Which of a pod's Filter plugins proved a node from the columns: bit `j` for the
+/// `j`-th plugin that runs (the first 64 of them; the others always run).
+pub type Proofs = u64;
+
 /// The Filter plugins that run for one pod: the profile's, less those whose PreFilter
 /// said Skip. Built once per cycle, so the per-node loop does no lookups.
 pub struct PodFilters<'a> {
     profile: &'a Profile,
-    active: Vec<&'a Arc<dyn FilterPlugin>>,
+    /// Indices in the profile's Filter plugins (indices, not references: a buffer of
+    /// references would hold the profile borrowed until it is dropped).
+    active: SmallVec<[u32; 16]>,
+    /// The plugins with a column shortcut for this pod (none without columns).
+    by_columns: Proofs,
 }
 
 impl<'a> PodFilters<'a> {
     pub fn new(profile: &'a Profile, state: &CycleState) -> PodFilters<'a> {
         PodFilters {
             profile,
-            active: profile
-                .filter
-                .iter()
-                .filter(|p| !state.is_filter_skipped(p.name()))
+            active: (0..profile.filter.len() as u32)
+                .filter(|&i| !state.is_filter_skipped(profile.filter[i as usize].name()))
                 .collect(),
+            by_columns: 0,
+        }
+    }
+
+    /// As `new`, asking each plugin whether it has a column shortcut for this pod.
+    pub fn with_columns(
+        profile: &'a Profile,
+        state: &CycleState,
+        pod: &Pod,
+        columns: &NodeColumns,
+    ) -> PodFilters<'a> {
+        let mut filters = PodFilters::new(profile, state);
+        filters.by_columns = filters
+            .plugins()
+            .take(Proofs::BITS as usize)
+            .enumerate()
+            .filter(|(_, plugin)| plugin.filter_columns(state, pod, columns, &[], &mut []))
+            .fold(0, |bits, (j, _)| bits | 1 << j);
+        filters
+    }
+
+    /// The plugins that run, in order.
+    fn plugins(&self) -> impl Iterator<Item = &'a Arc<dyn FilterPlugin>> + '_ {
+        let profile = self.profile;
+        self.active
+            .iter()
+            .map(move |&i| &profile.filter[i as usize])
+    }
+
+    /// The proofs of a node every plugin vouched for from the columns.
+    pub fn all_proven(&self) -> Proofs {
+        match self.active.len() {
+            n if n >= Proofs::BITS as usize => Proofs::MAX,
+            n => (1 << n) - 1,
+        }
+    }
+
+    /// Whether some plugin has no column shortcut for this pod (and so runs on every node).
+    pub fn runs_per_node(&self) -> bool {
+        self.active.len() > Proofs::BITS as usize || self.by_columns != self.all_proven()
+    }
+
+    /// The column shortcuts over the nodes at `positions` (at most `COLUMN_CHUNK`):
+    /// `proofs[i]` gets the bits of the plugins that proved `positions[i]`.
+    pub fn prove(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        columns: &NodeColumns,
+        positions: &[usize],
+        proofs: &mut [Proofs],
+    ) {
+        let n = positions.len();
+        let mut proven = [false; COLUMN_CHUNK];
+        proofs[..n].fill(0);
+        for (j, plugin) in self.plugins().enumerate().take(Proofs::BITS as usize) {
+            if self.by_columns & (1 << j) == 0 {
+                continue;
+            }
+            if plugin.filter_columns(state, pod, columns, positions, &mut proven[..n]) {
+                for (proof, &yes) in proofs[..n].iter_mut().zip(&proven[..n]) {
+                    *proof |= Proofs::from(yes) << j;
+                }
+            }
         }
     }
 
     /// Filter plugins in order; the first that rejects the node decides.
     pub fn run(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        for plugin in &self.active {
+        self.run_unproven(state, pod, node, 0)
+    }
+
+    /// As `run`, skipping the plugins whose bit is set in `proofs` (they proved from the
+    /// columns that they pass): the verdict is the same.
+    pub fn run_unproven(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+        proofs: Proofs,
+    ) -> Status {
+        for (j, plugin) in self.plugins().enumerate() {
+            if j < Proofs::BITS as usize && proofs & (1 << j) != 0 {
+                continue;
+            }
             let status = filter_one(plugin, state, pod, node);
             if !status.is_success() {
                 return status;
@@ -284,28 +373,49 @@ pub fn run_pre_score(
     Ok(())
 }
 
-/// Scores the nodes: every plugin's scores normalised, weighted and summed per node.
+/// The nodes to score: their NodeInfos and, when the cluster view keeps columns, their
+/// positions there (the plugins' column loops read them).
+#[derive(Clone, Copy)]
+pub struct ScoredNodes<'a> {
+    pub infos: &'a [&'a NodeInfo],
+    pub columns: Option<(&'a NodeColumns, &'a [usize])>,
+}
+
+/// Buffers for scoring, kept between cycles so that scoring allocates nothing.
+#[derive(Default)]
+pub struct ScoreBuffers {
+    /// Each node's weighted sum, after `run_score`.
+    pub totals: Vec<i64>,
+    scores: Vec<i64>,
+}
+
+/// Scores the nodes: every plugin's scores normalised, weighted and summed per node, into
+/// `buffers.totals`.
 pub fn run_score(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: &[&NodeInfo],
+    nodes: ScoredNodes<'_>,
     timer: &mut PluginTimer,
-) -> Result<Vec<i64>, Status> {
-    let mut totals = vec![0i64; nodes.len()];
+    buffers: &mut ScoreBuffers,
+) -> Result<(), Status> {
+    let ScoreBuffers { totals, scores } = buffers;
+    totals.clear();
+    totals.resize(nodes.infos.len(), 0);
     score_each_plugin(
         profile,
         state,
         pod,
         nodes,
         timer,
+        scores,
+        None,
         |weighted, _raw, normalized| {
             for (total, score) in totals.iter_mut().zip(normalized) {
                 *total += score * weighted.weight;
             }
         },
-    )?;
-    Ok(totals)
+    )
 }
 
 /// One Score plugin's scores of the nodes, in the order given; empty when its PreScore
@@ -338,12 +448,19 @@ pub fn run_score_per_plugin(
         })
         .collect();
     let mut timer = PluginTimer::default();
+    let nodes = ScoredNodes {
+        infos: nodes,
+        columns: None,
+    };
+    let (mut scores, mut raw) = (Vec::new(), Vec::new());
     score_each_plugin(
         profile,
         state,
         pod,
         nodes,
         &mut timer,
+        &mut scores,
+        Some(&mut raw),
         |weighted, raw, normalized| {
             if let Some(entry) = per_plugin
                 .iter_mut()
@@ -357,35 +474,51 @@ pub fn run_score_per_plugin(
     Ok(per_plugin)
 }
 
-/// Runs Score and NormalizeScore of every plugin not skipped, checks the normalised
-/// range, and hands each plugin's raw and normalised scores to `visit`.
+/// Runs Score (through the plugin's column loop when the nodes come with columns) and
+/// NormalizeScore of every plugin not skipped, checks the normalised range, and hands each
+/// plugin's normalised scores to `visit`, with its raw ones when `raw` is given to keep
+/// them in.
+#[allow(clippy::too_many_arguments)]
 fn score_each_plugin(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: &[&NodeInfo],
+    nodes: ScoredNodes<'_>,
     timer: &mut PluginTimer,
+    scores: &mut Vec<i64>,
+    mut raw: Option<&mut Vec<i64>>,
     mut visit: impl FnMut(&WeightedScorePlugin, &[i64], &[i64]),
 ) -> Result<(), Status> {
     use rayon::prelude::*;
-    let mut scores = vec![0i64; nodes.len()];
+    let infos = nodes.infos;
+    scores.clear();
+    scores.resize(infos.len(), 0);
     for weighted in &profile.score {
         let plugin = &weighted.plugin;
         if state.is_score_skipped(plugin.name()) {
             continue;
         }
-        let score_one = |node: &&NodeInfo| plugin.score(state, pod, node);
-        let results: Result<Vec<i64>, Status> =
-            timer.time(plugin.name(), ExtensionPoint::Score, || {
-                if nodes.len() >= PARALLEL_THRESHOLD {
-                    nodes.par_iter().map(score_one).collect()
-                } else {
-                    nodes.iter().map(score_one).collect()
-                }
-            });
-        let results = results.map_err(|s| s.with_plugin(plugin.name()))?;
-        scores.copy_from_slice(&results);
-        let status = plugin.normalize(state, pod, &mut scores);
+        let scored: Result<(), Status> = timer.time(plugin.name(), ExtensionPoint::Score, || {
+            if let Some((columns, positions)) = nodes.columns
+                && plugin.score_columns(state, pod, infos, columns, positions, scores)?
+            {
+                return Ok(());
+            }
+            let score_one = |(score, node): (&mut i64, &&NodeInfo)| -> Result<(), Status> {
+                *score = plugin.score(state, pod, node)?;
+                Ok(())
+            };
+            if infos.len() >= PARALLEL_THRESHOLD {
+                scores.par_iter_mut().zip(infos).try_for_each(score_one)
+            } else {
+                scores.iter_mut().zip(infos).try_for_each(score_one)
+            }
+        });
+        scored.map_err(|s| s.with_plugin(plugin.name()))?;
+        if let Some(raw) = raw.as_deref_mut() {
+            raw.clone_from(scores);
+        }
+        let status = plugin.normalize(state, pod, scores);
         if !status.is_success() {
             return Err(status.with_plugin(plugin.name()));
         }
@@ -396,7 +529,7 @@ fn score_each_plugin(
                 plugin.name()
             )));
         }
-        visit(weighted, &results, &scores);
+        visit(weighted, raw.as_deref().map_or(&[], |r| r), scores);
     }
     Ok(())
 }

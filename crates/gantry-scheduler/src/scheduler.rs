@@ -82,6 +82,47 @@ impl std::fmt::Debug for Attempt {
     }
 }
 
+/// Buffers a scheduling cycle fills, kept between cycles so that a cycle allocates little.
+#[derive(Default)]
+struct CycleBuffers {
+    feasible: Vec<usize>,
+    /// The feasible nodes' NodeInfos; empty between cycles (see `recycle`).
+    nodes: Vec<&'static NodeInfo>,
+    scores: ScoreBuffers,
+    timer: PluginTimer,
+}
+
+/// An empty vector with `v`'s allocation, for references of another lifetime: the
+/// in-place collect of an empty iterator keeps the buffer (elements of one size and
+/// alignment), so a buffer of borrowed NodeInfos outlives the borrow without `unsafe`.
+fn recycle<'b>(mut v: Vec<&NodeInfo>) -> Vec<&'b NodeInfo> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("cleared")).collect()
+}
+
+/// The nodes a cycle filters: all of them, or those PreFilter narrowed to.
+enum Candidates {
+    All(usize),
+    Narrowed(Vec<usize>),
+}
+
+impl Candidates {
+    fn len(&self) -> usize {
+        match self {
+            Candidates::All(n) => *n,
+            Candidates::Narrowed(positions) => positions.len(),
+        }
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> usize {
+        match self {
+            Candidates::All(_) => i,
+            Candidates::Narrowed(positions) => positions[i],
+        }
+    }
+}
+
 pub struct Scheduler {
     cache: Arc<Cache>,
     snapshot: Snapshot,
@@ -101,6 +142,7 @@ pub struct Scheduler {
     /// simulation keeps it at its virtual time.
     pub now: i64,
     cycles: u64,
+    buffers: CycleBuffers,
 }
 
 /// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
@@ -139,6 +181,7 @@ impl Scheduler {
             nodes_evaluated: 0,
             now: 0,
             cycles: 0,
+            buffers: CycleBuffers::default(),
         }
     }
 
@@ -159,10 +202,8 @@ impl Scheduler {
     /// One scheduling cycle for `pod`, recorded in the metrics.
     pub fn schedule_one(&mut self, pod: &Arc<Pod>) -> Attempt {
         let start = Instant::now();
-        let mut timer = PluginTimer {
-            enabled: self.cycles.is_multiple_of(PLUGIN_SAMPLE_EVERY),
-            records: Vec::new(),
-        };
+        let mut timer = std::mem::take(&mut self.buffers.timer);
+        timer.enabled = self.cycles.is_multiple_of(PLUGIN_SAMPLE_EVERY);
         self.cycles += 1;
         let attempt = self.run_cycle(pod, &mut timer);
         let result = match &attempt {
@@ -172,9 +213,10 @@ impl Scheduler {
         };
         self.metrics
             .observe_attempt(pod.scheduler_name, result, start.elapsed());
-        for (plugin, point, duration) in timer.records {
+        for (plugin, point, duration) in timer.records.drain(..) {
             self.metrics.observe_plugin(plugin, point, duration);
         }
+        self.buffers.timer = timer;
         attempt
     }
 
@@ -209,9 +251,9 @@ impl Scheduler {
         let pre_filtered = run_pre_filter(profile, &mut state, pod, cluster, timer);
         self.metrics
             .observe_extension_point(ExtensionPoint::PreFilter, phase.elapsed());
-        let candidates: Vec<usize> = match pre_filtered {
-            Ok(None) => (0..num_nodes).collect(),
-            Ok(Some(names)) => narrowed_positions(&self.snapshot, &names),
+        let candidates = match pre_filtered {
+            Ok(None) => Candidates::All(num_nodes),
+            Ok(Some(names)) => Candidates::Narrowed(narrowed_positions(&self.snapshot, &names)),
             Err(status) if status.is_rejected() => {
                 fit_error.pre_filter_message = Some(status.message());
                 fit_error.node_statuses = (0..num_nodes)
@@ -223,16 +265,24 @@ impl Scheduler {
         };
 
         let phase = Instant::now();
-        let feasible = self.find_feasible(profile_index, &state, pod, &candidates, &mut fit_error);
+        let mut feasible = std::mem::take(&mut self.buffers.feasible);
+        self.find_feasible(
+            profile_index,
+            &state,
+            pod,
+            &candidates,
+            &mut fit_error,
+            &mut feasible,
+        );
         self.metrics
             .observe_extension_point(ExtensionPoint::Filter, phase.elapsed());
         if feasible.is_empty() {
+            self.buffers.feasible = feasible;
             return self.fail(profile_index, &state, pod, fit_error);
         }
         let profile = &self.profiles[profile_index];
-        let mut feasible = feasible;
-        let mut nodes: Vec<&NodeInfo> =
-            feasible.iter().map(|&i| self.snapshot.node_at(i)).collect();
+        let mut nodes = recycle(std::mem::take(&mut self.buffers.nodes));
+        nodes.extend(feasible.iter().map(|&i| self.snapshot.node_at(i)));
         run_choose(profile, &state, pod, &mut feasible, &mut nodes);
         let chosen = if feasible.len() == 1 {
             feasible[0]
@@ -246,14 +296,22 @@ impl Scheduler {
             self.metrics
                 .observe_extension_point(ExtensionPoint::PreScore, phase.elapsed());
             let phase = Instant::now();
-            let totals = pre_scored.and_then(|()| run_score(profile, &state, pod, &nodes, timer));
+            let scored = ScoredNodes {
+                infos: &nodes,
+                columns: self.snapshot.columns().map(|c| (c, feasible.as_slice())),
+            };
+            let buffers = &mut self.buffers.scores;
+            let totals =
+                pre_scored.and_then(|()| run_score(profile, &state, pod, scored, timer, buffers));
             self.metrics
                 .observe_extension_point(ExtensionPoint::Score, phase.elapsed());
             match totals {
-                Ok(t) => feasible[select_host(&t, &mut self.rng)],
+                Ok(()) => feasible[select_host(&self.buffers.scores.totals, &mut self.rng)],
                 Err(status) => return Attempt::Error(status.message()),
             }
         };
+        self.buffers.nodes = recycle(nodes);
+        self.buffers.feasible = feasible;
         let info = self.snapshot.node_at(chosen);
         let node = info.name();
         let written = match run_annotations(profile, &state, pod, info, self.now) {
@@ -326,26 +384,33 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Filters the candidate nodes, starting at the rotating index, until enough are
-    /// feasible; records why the others failed.
+    /// Filters the candidate nodes into `feasible`, starting at the rotating index, until
+    /// enough are feasible; records why the others failed. The plugins' column shortcuts
+    /// settle a chunk of nodes at a time; a plugin runs on a node only where its shortcut
+    /// did not prove the node passes.
     fn find_feasible(
         &mut self,
         profile_index: usize,
         state: &CycleState,
         pod: &Pod,
-        candidates: &[usize],
+        candidates: &Candidates,
         fit_error: &mut FitError,
-    ) -> Vec<usize> {
+        feasible: &mut Vec<usize>,
+    ) {
+        feasible.clear();
         let profile = &self.profiles[profile_index];
         let total = candidates.len();
         if total == 0 {
-            return Vec::new();
+            return;
         }
         let to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, total);
         let snapshot = &self.snapshot;
+        let columns = snapshot
+            .columns()
+            .expect("the cycle's snapshot keeps columns");
         let nominated = &self.nominated;
         let start = self.next_start % total;
-        let filters = PodFilters::new(profile, state);
+        let filters = PodFilters::with_columns(profile, state, pod, columns);
 
         // A pod nominated by an earlier preemption tries its node first.
         if let Some(node) = pod.nominated_node_name
@@ -359,25 +424,34 @@ impl Scheduler {
                 nominated.get(&node).map_or(&[], |v| v),
             );
             if status.is_success() {
-                return vec![position];
+                feasible.push(position);
+                return;
             }
         }
 
         let any_nominated = nominated.values().any(|v| !v.is_empty());
-        let check = |offset: usize| -> (usize, Status) {
-            let position = candidates[(start + offset) % total];
+        let all_proven = filters.all_proven();
+        // The verdict on the node at `position`, which the plugins in `proofs` proved.
+        let verdict = |position: usize, proofs: Proofs| -> Status {
             let info = snapshot.node_at(position);
             let others = if any_nominated {
                 nominated.get(&info.name()).map_or(&[][..], |v| v)
             } else {
                 &[]
             };
-            (
-                position,
-                filters.run_with_nominated(state, pod, info, others),
-            )
+            if others.is_empty() {
+                filters.run_unproven(state, pod, info, proofs)
+            } else {
+                filters.run_with_nominated(state, pod, info, others)
+            }
         };
-        let mut feasible = Vec::with_capacity(to_find.min(total));
+        // Positions and proofs of the chunk of candidates from `offset` on.
+        let prove_chunk = |offset: usize, positions: &mut [usize], proofs: &mut [Proofs]| {
+            for (k, position) in positions.iter_mut().enumerate() {
+                *position = candidates.at((start + offset + k) % total);
+            }
+            filters.prove(state, pod, columns, positions, proofs);
+        };
         let mut record = |position: usize, status: Status, feasible: &mut Vec<usize>| {
             if status.is_success() {
                 feasible.push(position);
@@ -387,27 +461,52 @@ impl Scheduler {
                     .push((snapshot.node_at(position).name(), status));
             }
         };
-        let processed = if to_find >= total && total >= PARALLEL_THRESHOLD {
-            // Every node is needed anyway: fan out, and keep node order.
-            let results: Vec<(usize, Status)> = (0..total).into_par_iter().map(check).collect();
-            for (position, status) in results {
-                record(position, status, &mut feasible);
-            }
-            total
-        } else {
-            // Stop as soon as enough nodes are feasible (measured: on 2 cores, fanning
-            // out chunks of this search cost more than it saved).
-            let mut processed = 0;
-            while processed < total && feasible.len() < to_find {
-                let (position, status) = check(processed);
-                record(position, status, &mut feasible);
-                processed += 1;
-            }
-            processed
-        };
+        let processed =
+            if to_find >= total && total >= PARALLEL_THRESHOLD && filters.runs_per_node() {
+                // Every node is needed and some plugin must look at each: fan the chunks out,
+                // and keep node order.
+                let chunks: Vec<Vec<(usize, Status)>> = (0..total.div_ceil(COLUMN_CHUNK))
+                    .into_par_iter()
+                    .map(|chunk| {
+                        let offset = chunk * COLUMN_CHUNK;
+                        let n = COLUMN_CHUNK.min(total - offset);
+                        let mut positions = [0; COLUMN_CHUNK];
+                        let mut proofs = [0; COLUMN_CHUNK];
+                        prove_chunk(offset, &mut positions[..n], &mut proofs[..n]);
+                        (0..n)
+                            .map(|k| (positions[k], verdict(positions[k], proofs[k])))
+                            .collect()
+                    })
+                    .collect();
+                for (position, status) in chunks.into_iter().flatten() {
+                    record(position, status, feasible);
+                }
+                total
+            } else {
+                // Stop as soon as enough nodes are feasible (measured: on 2 cores, fanning
+                // out chunks of this search cost more than it saved).
+                let mut positions = [0; COLUMN_CHUNK];
+                let mut proofs = [0; COLUMN_CHUNK];
+                let mut processed = 0;
+                while processed < total && feasible.len() < to_find {
+                    let n = COLUMN_CHUNK.min(total - processed);
+                    prove_chunk(processed, &mut positions[..n], &mut proofs[..n]);
+                    for k in 0..n {
+                        if feasible.len() >= to_find {
+                            break;
+                        }
+                        if proofs[k] == all_proven && !any_nominated {
+                            feasible.push(positions[k]);
+                        } else {
+                            record(positions[k], verdict(positions[k], proofs[k]), feasible);
+                        }
+                        processed += 1;
+                    }
+                }
+                processed
+            };
         self.nodes_evaluated += processed as u64;
         self.next_start = (start + processed) % total;
-        feasible
     }
 
     /// The pod fits nowhere: try preemption (PostFilter), then report.

@@ -2,10 +2,11 @@
 //! similar fractions after placing the pod.
 
 use gantry_api::Pod;
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeInfo};
+use smallvec::SmallVec;
 
 use crate::plugins::node_resources_fit::{
-    ScoredResource, allocatable_and_requested, default_scored_resources,
+    ScoredColumns, ScoredResource, allocatable_and_requested, default_scored_resources,
 };
 use crate::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
@@ -29,13 +30,18 @@ impl Plugin for BalancedAllocation {
     }
 }
 
-impl ScorePlugin for BalancedAllocation {
-    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        // Real requests (not the defaulted ones), as upstream's `useRequested: true`.
-        let mut fractions = [0f64; 8];
+/// At most this many resources are balanced.
+const MAX_RESOURCES: usize = 8;
+
+impl BalancedAllocation {
+    /// The score from each resource's (allocatable, requested with the pod), given in
+    /// `self.resources` order.
+    #[inline]
+    fn balance(&self, mut amounts: impl FnMut(usize) -> (i64, i64)) -> i64 {
+        let mut fractions = [0f64; MAX_RESOURCES];
         let mut n = 0;
-        for r in self.resources.iter().take(fractions.len()) {
-            let (allocatable, requested) = allocatable_and_requested(node, pod, r.name, false);
+        for i in 0..self.resources.len().min(MAX_RESOURCES) {
+            let (allocatable, requested) = amounts(i);
             if allocatable == 0 {
                 continue;
             }
@@ -51,7 +57,35 @@ impl ScorePlugin for BalancedAllocation {
                 (fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
             }
         };
-        Ok(((1.0 - std) * MAX_NODE_SCORE as f64) as i64)
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    /// Real requests (not the defaulted ones), as upstream's `useRequested: true`.
+    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(self.balance(|i| allocatable_and_requested(node, pod, self.resources[i].name, false)))
+    }
+
+    fn score_columns(
+        &self,
+        _state: &CycleState,
+        pod: &Pod,
+        _nodes: &[&NodeInfo],
+        columns: &NodeColumns,
+        positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        let resources: SmallVec<[ScoredColumns<'_>; MAX_RESOURCES]> = self
+            .resources
+            .iter()
+            .take(MAX_RESOURCES)
+            .map(|r| ScoredColumns::new(columns, pod, r.name, false))
+            .collect();
+        for (score, &p) in scores.iter_mut().zip(positions) {
+            *score = self.balance(|i| resources[i].at(p));
+        }
+        Ok(true)
     }
 }
 

@@ -2,7 +2,7 @@
 //! widespread each image is (an image on every node does not distinguish any).
 
 use gantry_api::{Pod, Sym};
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
 use crate::{Cluster, CycleState, MAX_NODE_SCORE, Plugin, PreScorePlugin, ScorePlugin, Status};
 
@@ -46,12 +46,20 @@ impl PreScorePlugin for ImageLocality {
         _nodes: &[&NodeInfo],
         cluster: Cluster<'_>,
     ) -> Status {
-        let images = pod
-            .init_containers
-            .iter()
-            .chain(&pod.containers)
-            .map(|c| normalized(c.image.as_str()))
-            .collect();
+        // Where no node reports images every node scores 0, whatever the pod's images.
+        let no_images = cluster
+            .nodes
+            .columns()
+            .is_some_and(|c| !c.any(NodeFlags::IMAGES));
+        let images = if no_images {
+            Vec::new()
+        } else {
+            pod.init_containers
+                .iter()
+                .chain(&pod.containers)
+                .map(|c| normalized(c.image.as_str()))
+                .collect()
+        };
         state.write(
             NAME,
             PodImages {
@@ -65,9 +73,7 @@ impl PreScorePlugin for ImageLocality {
 
 impl ScorePlugin for ImageLocality {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let pod = state
-            .read::<PodImages>(NAME)
-            .ok_or_else(|| Status::error("ImageLocality PreScore state missing"))?;
+        let pod = pod_images(state)?;
         let total = pod.total_nodes.max(1) as f64;
         let sum: i64 = pod
             .images
@@ -82,6 +88,34 @@ impl ScorePlugin for ImageLocality {
         }
         Ok(MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD))
     }
+
+    /// A node that reports no images scores 0 (the sum is below the floor).
+    fn score_columns(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        columns: &NodeColumns,
+        positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        pod_images(state)?;
+        let flags = columns.flags();
+        for ((score, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
+            *score = if flags[p].has(NodeFlags::IMAGES) {
+                self.score(state, pod, node)?
+            } else {
+                0
+            };
+        }
+        Ok(true)
+    }
+}
+
+fn pod_images(state: &CycleState) -> Result<&PodImages, Status> {
+    state
+        .read::<PodImages>(NAME)
+        .ok_or_else(|| Status::error("ImageLocality PreScore state missing"))
 }
 
 #[cfg(test)]

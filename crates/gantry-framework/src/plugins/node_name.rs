@@ -1,7 +1,7 @@
 //! NodeName: a pod that names a node fits only that node.
 
 use gantry_api::Pod;
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeInfo};
 
 use crate::{CycleState, FilterPlugin, Plugin, Status};
 
@@ -26,6 +26,19 @@ impl FilterPlugin for NodeName {
             Some(wanted) if wanted != node.name() => Status::unresolvable(REASON),
             _ => Status::success(),
         }
+    }
+
+    /// A pod that names no node passes everywhere.
+    fn filter_columns(
+        &self,
+        _state: &CycleState,
+        pod: &Pod,
+        _columns: &NodeColumns,
+        _positions: &[usize],
+        proven: &mut [bool],
+    ) -> bool {
+        proven.fill(pod.node_name.is_none());
+        true
     }
 }
 

@@ -3,8 +3,9 @@
 
 use std::borrow::Cow;
 
-use gantry_api::{Pod, ResourceName, Resources};
-use gantry_cache::NodeInfo;
+use gantry_api::{Pod, ResourceName, Resources, Sym};
+use gantry_cache::{Amount, NodeColumns, NodeInfo};
+use smallvec::SmallVec;
 
 use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
@@ -114,9 +115,104 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
     status
 }
 
+/// The scalar resources of a request that the fit check compares (HAMi's are left to its
+/// extender, see `insufficient_resources`).
+fn checked_scalars(request: &Resources) -> impl Iterator<Item = (Sym, i64)> + '_ {
+    request
+        .scalars()
+        .filter(|(name, _)| !gantry_api::gpu::ignored_by_scheduler(*name))
+}
+
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         insufficient_resources(pod.requests(), node)
+    }
+
+    /// A node is proven when every resource fits, which is exactly when `filter` passes.
+    fn filter_columns(
+        &self,
+        _state: &CycleState,
+        pod: &Pod,
+        columns: &NodeColumns,
+        positions: &[usize],
+        proven: &mut [bool],
+    ) -> bool {
+        let request = pod.requests();
+        let free = |resource: ResourceName| {
+            (
+                columns.column(resource, Amount::Allocatable),
+                columns.column(resource, Amount::Requested),
+            )
+        };
+        let (cpu, cpu_used) = free(ResourceName::Cpu);
+        let (memory, memory_used) = free(ResourceName::Memory);
+        let (storage, storage_used) = free(ResourceName::EphemeralStorage);
+        let slots = columns.column(ResourceName::Pods, Amount::Allocatable);
+        let pods = columns.pod_count();
+        let scalars: SmallVec<[(i64, &[i64], &[i64]); 2]> = checked_scalars(request)
+            .map(|(name, want)| {
+                let (allocatable, used) = free(ResourceName::Scalar(name));
+                (want, allocatable, used)
+            })
+            .collect();
+        let fits = |want: i64, allocatable: i64, used: i64| want <= 0 || want <= allocatable - used;
+        for (proof, &p) in proven.iter_mut().zip(positions) {
+            *proof = pods[p] < slots[p]
+                && fits(request.milli_cpu, cpu[p], cpu_used[p])
+                && fits(request.memory, memory[p], memory_used[p])
+                && fits(request.ephemeral_storage, storage[p], storage_used[p])
+                && scalars.iter().all(|&(want, a, u)| want <= a[p] - u[p]);
+        }
+        true
+    }
+}
+
+/// One scored resource as the column loops read it: the nodes' allocatable and requested
+/// amounts, and what the pod adds, as `allocatable_and_requested` reads them from a
+/// NodeInfo.
+pub(crate) struct ScoredColumns<'a> {
+    allocatable: &'a [i64],
+    requested: &'a [i64],
+    pod_request: i64,
+    /// An extended resource the pod does not request: scored as (0, 0).
+    unscored: bool,
+}
+
+impl<'a> ScoredColumns<'a> {
+    pub(crate) fn new(
+        columns: &'a NodeColumns,
+        pod: &Pod,
+        resource: ResourceName,
+        use_non_zero: bool,
+    ) -> ScoredColumns<'a> {
+        let non_zero = use_non_zero && matches!(resource, ResourceName::Cpu | ResourceName::Memory);
+        let (amount, pod_request) = if non_zero {
+            (
+                Amount::NonZeroRequested,
+                pod.non_zero_requests().get(resource),
+            )
+        } else {
+            (Amount::Requested, pod.requests().get(resource))
+        };
+        ScoredColumns {
+            allocatable: columns.column(resource, Amount::Allocatable),
+            requested: columns.column(resource, amount),
+            pod_request,
+            unscored: matches!(resource, ResourceName::Scalar(_)) && pod_request == 0,
+        }
+    }
+
+    /// (allocatable, requested with the pod) at `position`.
+    #[inline]
+    pub(crate) fn at(&self, position: usize) -> (i64, i64) {
+        if self.unscored {
+            (0, 0)
+        } else {
+            (
+                self.allocatable[position],
+                self.requested[position] + self.pod_request,
+            )
+        }
     }
 }
 
@@ -160,70 +256,93 @@ fn most_allocated(requested: i64, capacity: i64) -> i64 {
     }
 }
 
-/// Piecewise-linear interpolation over (utilisation, score) points, flat beyond the ends.
+/// Piecewise-linear interpolation over (utilisation, score) points, flat beyond the ends;
+/// the shape's scores are the config's 0..=10, scaled to 0..=MAX_NODE_SCORE point by
+/// point as upstream scales the shape.
 fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
+    let scale = |s: i64| s * MAX_NODE_SCORE / 10;
     let Some(&(first_u, first_s)) = shape.first() else {
         return 0;
     };
     if x <= first_u {
-        return first_s;
+        return scale(first_s);
     }
     for pair in shape.windows(2) {
         let ((u0, s0), (u1, s1)) = (pair[0], pair[1]);
         if x <= u1 {
+            let (s0, s1) = (scale(s0), scale(s1));
             return s0 + (s1 - s0) * (x - u0) / (u1 - u0).max(1);
         }
     }
-    shape.last().map_or(0, |p| p.1)
+    shape.last().map_or(0, |p| scale(p.1))
 }
 
-impl ScorePlugin for NodeResourcesFit {
-    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+impl NodeResourcesFit {
+    /// The node's score from each scored resource's (allocatable, requested with the
+    /// pod), given in `self.resources` order.
+    #[inline]
+    fn combine(&self, mut amounts: impl FnMut(usize) -> (i64, i64)) -> i64 {
         let mut weighted = 0i64;
         let mut weights = 0i64;
-        let ratio_shape: Vec<(i64, i64)> = match &self.strategy {
-            ScoringStrategy::RequestedToCapacityRatio { shape } => shape
-                .iter()
-                .map(|&(u, s)| (u, s * MAX_NODE_SCORE / 10))
-                .collect(),
-            _ => Vec::new(),
-        };
-        for r in &self.resources {
-            let (allocatable, requested) = allocatable_and_requested(node, pod, r.name, true);
+        for (i, r) in self.resources.iter().enumerate() {
+            let (allocatable, requested) = amounts(i);
             if allocatable == 0 {
                 continue;
             }
             let score = match &self.strategy {
                 ScoringStrategy::LeastAllocated => least_allocated(requested, allocatable),
                 ScoringStrategy::MostAllocated => most_allocated(requested, allocatable),
-                ScoringStrategy::RequestedToCapacityRatio { .. } => {
+                ScoringStrategy::RequestedToCapacityRatio { shape } => {
                     let utilisation = if requested > allocatable {
                         100
                     } else {
                         requested * 100 / allocatable
                     };
-                    broken_linear(&ratio_shape, utilisation)
+                    let score = broken_linear(shape, utilisation);
+                    if score <= 0 {
+                        continue;
+                    }
+                    score
                 }
             };
-            if matches!(
-                self.strategy,
-                ScoringStrategy::RequestedToCapacityRatio { .. }
-            ) && score <= 0
-            {
-                continue;
-            }
             weighted += score * r.weight;
             weights += r.weight;
         }
         if weights == 0 {
-            return Ok(0);
+            return 0;
         }
-        Ok(match self.strategy {
+        match self.strategy {
             ScoringStrategy::RequestedToCapacityRatio { .. } => {
                 (weighted as f64 / weights as f64).round() as i64
             }
             _ => weighted / weights,
-        })
+        }
+    }
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(self.combine(|i| allocatable_and_requested(node, pod, self.resources[i].name, true)))
+    }
+
+    fn score_columns(
+        &self,
+        _state: &CycleState,
+        pod: &Pod,
+        _nodes: &[&NodeInfo],
+        columns: &NodeColumns,
+        positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        let resources: SmallVec<[ScoredColumns<'_>; 4]> = self
+            .resources
+            .iter()
+            .map(|r| ScoredColumns::new(columns, pod, r.name, true))
+            .collect();
+        for (score, &p) in scores.iter_mut().zip(positions) {
+            *score = self.combine(|i| resources[i].at(p));
+        }
+        Ok(true)
     }
 }
 
@@ -352,6 +471,6 @@ mod tests {
                 .unwrap(),
             38
         );
-        assert_eq!(broken_linear(&[(0, 0), (50, 100), (100, 0)], 75), 50);
+        assert_eq!(broken_linear(&[(0, 0), (50, 10), (100, 0)], 75), 50);
     }
 }

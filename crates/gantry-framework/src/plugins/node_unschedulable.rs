@@ -2,7 +2,7 @@
 //! `node.kubernetes.io/unschedulable:NoSchedule`.
 
 use gantry_api::{Pod, Sym, Taint, TaintEffect};
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
 use crate::{CycleState, FilterPlugin, Plugin, Status};
 
@@ -40,6 +40,22 @@ impl FilterPlugin for NodeUnschedulable {
         } else {
             Status::unresolvable(REASON)
         }
+    }
+
+    /// A node that is not cordoned takes any pod.
+    fn filter_columns(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        columns: &NodeColumns,
+        positions: &[usize],
+        proven: &mut [bool],
+    ) -> bool {
+        let flags = columns.flags();
+        for (proof, &p) in proven.iter_mut().zip(positions) {
+            *proof = !flags[p].has(NodeFlags::UNSCHEDULABLE);
+        }
+        true
     }
 }
 

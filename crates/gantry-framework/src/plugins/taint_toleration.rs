@@ -2,7 +2,7 @@
 //! them; PreferNoSchedule taints a pod does not tolerate lower the node's score.
 
 use gantry_api::{Pod, TaintEffect, Toleration};
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
 use crate::{
     Cluster, CycleState, FilterPlugin, Plugin, PreScorePlugin, ScorePlugin, Status,
@@ -42,11 +42,35 @@ impl FilterPlugin for TaintToleration {
             )),
         }
     }
+
+    /// A node without NoSchedule and NoExecute taints has nothing to tolerate.
+    fn filter_columns(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        columns: &NodeColumns,
+        positions: &[usize],
+        proven: &mut [bool],
+    ) -> bool {
+        let flags = columns.flags();
+        for (proof, &p) in proven.iter_mut().zip(positions) {
+            *proof = !flags[p].has(NodeFlags::HARD_TAINTS);
+        }
+        true
+    }
 }
 
 /// The pod's tolerations that can apply to PreferNoSchedule taints.
 #[derive(Clone)]
 struct PreferNoScheduleTolerations(Vec<Toleration>);
+
+fn prefer_no_schedule_tolerations(
+    state: &CycleState,
+) -> Result<&PreferNoScheduleTolerations, Status> {
+    state
+        .read::<PreferNoScheduleTolerations>(NAME)
+        .ok_or_else(|| Status::error("TaintToleration PreScore state missing"))
+}
 
 impl PreScorePlugin for TaintToleration {
     fn pre_score(
@@ -69,9 +93,7 @@ impl PreScorePlugin for TaintToleration {
 
 impl ScorePlugin for TaintToleration {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let tolerations = state
-            .read::<PreferNoScheduleTolerations>(NAME)
-            .ok_or_else(|| Status::error("TaintToleration PreScore state missing"))?;
+        let tolerations = prefer_no_schedule_tolerations(state)?;
         let node = node.node().ok_or_else(|| Status::error("node not found"))?;
         Ok(node
             .taints
@@ -81,6 +103,28 @@ impl ScorePlugin for TaintToleration {
                     && !tolerations.0.iter().any(|t| t.tolerates(taint))
             })
             .count() as i64)
+    }
+
+    /// Nodes without PreferNoSchedule taints score 0 without a look at their taints.
+    fn score_columns(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        columns: &NodeColumns,
+        positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        prefer_no_schedule_tolerations(state)?;
+        let flags = columns.flags();
+        for ((score, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
+            *score = if flags[p].has(NodeFlags::SOFT_TAINTS) {
+                self.score(state, pod, node)?
+            } else {
+                0
+            };
+        }
+        Ok(true)
     }
 
     fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
