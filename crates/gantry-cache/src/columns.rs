@@ -80,6 +80,8 @@ pub struct NodeColumns {
     /// without it holds zeros.
     scalars: Vec<ScalarColumns>,
     flags: Vec<NodeFlags>,
+    /// How many nodes have each flag (by bit).
+    flag_counts: [usize; 8],
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
     zeros: Column,
 }
@@ -115,6 +117,7 @@ impl NodeColumns {
         self.scalars.clear();
         self.flags.clear();
         self.flags.resize(n, NodeFlags::default());
+        self.flag_counts = [0; 8];
         for (position, info) in nodes.enumerate() {
             self.set(position, info);
         }
@@ -135,7 +138,12 @@ impl NodeColumns {
         self.non_zero_cpu[position] = non_zero.milli_cpu;
         self.non_zero_memory[position] = non_zero.memory;
         self.pod_count[position] = info.pods().len() as i64;
-        self.flags[position] = NodeFlags::of(info);
+        let flags = NodeFlags::of(info);
+        for (bit, count) in self.flag_counts.iter_mut().enumerate() {
+            let had = self.flags[position].0 >> bit & 1;
+            *count = *count + usize::from(flags.0 >> bit & 1) - usize::from(had);
+        }
+        self.flags[position] = flags;
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }
@@ -227,7 +235,8 @@ impl NodeColumns {
 
     /// Whether any node has this flag.
     pub fn any(&self, flag: NodeFlags) -> bool {
-        self.flags.iter().any(|f| f.has(flag))
+        let bit = flag.0.trailing_zeros() as usize;
+        self.flag_counts.get(bit).is_some_and(|&count| count > 0)
     }
 
     /// Whether the two hold the same amounts and flags (a scalar resource one of them has
@@ -236,6 +245,7 @@ impl NodeColumns {
         let names = self.scalars.iter().chain(&other.scalars).map(|s| s.name);
         self.amounts() == other.amounts()
             && self.flags == other.flags
+            && self.flag_counts == other.flag_counts
             && names.into_iter().all(|name| {
                 let resource = gantry_api::ResourceName::Scalar(name);
                 [Amount::Allocatable, Amount::Requested]
@@ -329,5 +339,18 @@ mod tests {
         let flags = NodeFlags::of(&info);
         assert!(flags.has(NodeFlags::UNSCHEDULABLE) && flags.has(NodeFlags::IMAGES));
         assert!(!flags.has(NodeFlags::HARD_TAINTS));
+
+        // The counts behind `any` follow the nodes as they are written again.
+        let plain = NodeInfo::new(Arc::new(Node::new("p", Resources::new(1, 1))));
+        let mut columns = NodeColumns::default();
+        columns.rebuild([&plain, &plain].into_iter());
+        assert!(!columns.any(NodeFlags::IMAGES) && !columns.any(NodeFlags::UNSCHEDULABLE));
+        columns.set(1, &info);
+        assert!(columns.any(NodeFlags::IMAGES) && columns.any(NodeFlags::UNSCHEDULABLE));
+        columns.set(0, &info);
+        columns.set(1, &plain);
+        assert!(columns.any(NodeFlags::IMAGES));
+        columns.set(0, &plain);
+        assert!(!columns.any(NodeFlags::IMAGES) && !columns.any(NodeFlags::UNSCHEDULABLE));
     }
 }

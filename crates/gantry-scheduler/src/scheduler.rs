@@ -447,8 +447,10 @@ impl Scheduler {
         };
         // Positions and proofs of the chunk of candidates from `offset` on.
         let prove_chunk = |offset: usize, positions: &mut [usize], proofs: &mut [Proofs]| {
-            for (k, position) in positions.iter_mut().enumerate() {
-                *position = candidates.at((start + offset + k) % total);
+            let mut i = (start + offset) % total;
+            for position in positions.iter_mut() {
+                *position = candidates.at(i);
+                i = if i + 1 == total { 0 } else { i + 1 };
             }
             filters.prove(state, pod, columns, positions, proofs);
         };

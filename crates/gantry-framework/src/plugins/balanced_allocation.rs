@@ -3,11 +3,9 @@
 
 use gantry_api::Pod;
 use gantry_cache::{NodeColumns, NodeInfo};
-use smallvec::SmallVec;
 
-use crate::plugins::node_resources_fit::{
-    ScoredColumns, ScoredResource, allocatable_and_requested, default_scored_resources,
-};
+use crate::plugins::node_resources_fit::{ScoredResource, default_scored_resources};
+use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, rows_from_columns};
 use crate::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -34,37 +32,80 @@ impl Plugin for BalancedAllocation {
 const MAX_RESOURCES: usize = 8;
 
 impl BalancedAllocation {
-    /// The score from each resource's (allocatable, requested with the pod), given in
-    /// `self.resources` order.
-    #[inline]
-    fn balance(&self, mut amounts: impl FnMut(usize) -> (i64, i64)) -> i64 {
-        let mut fractions = [0f64; MAX_RESOURCES];
-        let mut n = 0;
-        for i in 0..self.resources.len().min(MAX_RESOURCES) {
-            let (allocatable, requested) = amounts(i);
-            if allocatable == 0 {
+    /// Scores the nodes at `positions` (of the rows) into `scores`: 100 less the
+    /// standard deviation of the fractions of each resource the node would have in use
+    /// (at most 1 each), over the resources it has.
+    fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
+        let rows = &rows[..rows.len().min(MAX_RESOURCES)];
+        let mut allocatable = [[0; BLOCK]; MAX_RESOURCES];
+        let mut requested = [[0; BLOCK]; MAX_RESOURCES];
+        for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
+            let mut scored = 0;
+            for row in rows {
+                if row.read_block(positions, &mut allocatable[scored], &mut requested[scored]) {
+                    scored += 1;
+                }
+            }
+            let n = positions.len();
+            let fraction =
+                |r: usize, k: usize| (requested[r][k] as f64 / allocatable[r][k] as f64).min(1.0);
+            if scored == 2 {
+                // The default (cpu and memory), in a loop without a buffer per node.
+                for (k, score) in scores.iter_mut().enumerate().take(n) {
+                    let std = if allocatable[0][k] != 0 && allocatable[1][k] != 0 {
+                        (fraction(0, k) - fraction(1, k)).abs() / 2.0
+                    } else {
+                        0.0
+                    };
+                    *score = from_std(std);
+                }
                 continue;
             }
-            fractions[n] = (requested as f64 / allocatable as f64).min(1.0);
-            n += 1;
-        }
-        let fractions = &fractions[..n];
-        let std = match n {
-            0 | 1 => 0.0,
-            2 => (fractions[0] - fractions[1]).abs() / 2.0,
-            _ => {
-                let mean = fractions.iter().sum::<f64>() / n as f64;
-                (fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
+            for (k, score) in scores.iter_mut().enumerate().take(n) {
+                let mut fractions = [0f64; MAX_RESOURCES];
+                let mut count = 0;
+                for r in (0..scored).filter(|&r| allocatable[r][k] != 0) {
+                    fractions[count] = fraction(r, k);
+                    count += 1;
+                }
+                *score = balance(&fractions[..count]);
             }
-        };
-        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+        }
     }
 }
 
+/// The score from the fractions in use of each resource.
+fn balance(fractions: &[f64]) -> i64 {
+    let n = fractions.len();
+    let std = match n {
+        0 | 1 => 0.0,
+        2 => (fractions[0] - fractions[1]).abs() / 2.0,
+        _ => {
+            let mean = fractions.iter().sum::<f64>() / n as f64;
+            (fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64).sqrt()
+        }
+    };
+    from_std(std)
+}
+
+#[inline]
+fn from_std(std: f64) -> i64 {
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+}
+
+/// Real requests (not the defaulted ones), as upstream's `useRequested: true`.
+const USE_NON_ZERO: bool = false;
+
 impl ScorePlugin for BalancedAllocation {
-    /// Real requests (not the defaulted ones), as upstream's `useRequested: true`.
     fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(self.balance(|i| allocatable_and_requested(node, pod, self.resources[i].name, false)))
+        let node = OneNode::new(node, pod, &self.resources, USE_NON_ZERO);
+        let mut score = [0];
+        self.score_rows(
+            &node.rows(pod, &self.resources, USE_NON_ZERO),
+            &[0],
+            &mut score,
+        );
+        Ok(score[0])
     }
 
     fn score_columns(
@@ -76,15 +117,8 @@ impl ScorePlugin for BalancedAllocation {
         positions: &[usize],
         scores: &mut [i64],
     ) -> Result<bool, Status> {
-        let resources: SmallVec<[ScoredColumns<'_>; MAX_RESOURCES]> = self
-            .resources
-            .iter()
-            .take(MAX_RESOURCES)
-            .map(|r| ScoredColumns::new(columns, pod, r.name, false))
-            .collect();
-        for (score, &p) in scores.iter_mut().zip(positions) {
-            *score = self.balance(|i| resources[i].at(p));
-        }
+        let rows = rows_from_columns(columns, pod, &self.resources, USE_NON_ZERO);
+        self.score_rows(&rows, positions, scores);
         Ok(true)
     }
 }

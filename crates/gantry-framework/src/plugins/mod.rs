@@ -14,6 +14,7 @@ pub mod node_unschedulable;
 pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod scheduling_gates;
+mod scored_resources;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;

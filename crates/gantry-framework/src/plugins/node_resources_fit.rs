@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use gantry_api::{Pod, ResourceName, Resources, Sym};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
-use smallvec::SmallVec;
 
+use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, div_floor, rows_from_columns};
 use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
 pub const NAME: &str = "NodeResourcesFit";
@@ -138,113 +138,39 @@ impl FilterPlugin for NodeResourcesFit {
         proven: &mut [bool],
     ) -> bool {
         let request = pod.requests();
-        let free = |resource: ResourceName| {
-            (
-                columns.column(resource, Amount::Allocatable),
-                columns.column(resource, Amount::Requested),
-            )
-        };
-        let (cpu, cpu_used) = free(ResourceName::Cpu);
-        let (memory, memory_used) = free(ResourceName::Memory);
-        let (storage, storage_used) = free(ResourceName::EphemeralStorage);
-        let slots = columns.column(ResourceName::Pods, Amount::Allocatable);
         let pods = columns.pod_count();
-        let scalars: SmallVec<[(i64, &[i64], &[i64]); 2]> = checked_scalars(request)
-            .map(|(name, want)| {
-                let (allocatable, used) = free(ResourceName::Scalar(name));
-                (want, allocatable, used)
-            })
-            .collect();
-        let fits = |want: i64, allocatable: i64, used: i64| want <= 0 || want <= allocatable - used;
+        let slots = columns.column(ResourceName::Pods, Amount::Allocatable);
         for (proof, &p) in proven.iter_mut().zip(positions) {
-            *proof = pods[p] < slots[p]
-                && fits(request.milli_cpu, cpu[p], cpu_used[p])
-                && fits(request.memory, memory[p], memory_used[p])
-                && fits(request.ephemeral_storage, storage[p], storage_used[p])
-                && scalars.iter().all(|&(want, a, u)| want <= a[p] - u[p]);
+            *proof = pods[p] < slots[p];
+        }
+        let fixed = [
+            (ResourceName::Cpu, request.milli_cpu),
+            (ResourceName::Memory, request.memory),
+            (ResourceName::EphemeralStorage, request.ephemeral_storage),
+        ];
+        let scalars =
+            checked_scalars(request).map(|(name, want)| (ResourceName::Scalar(name), want));
+        // One pass per resource the pod asks for (a request of 0 fits anywhere).
+        for (resource, want) in fixed
+            .into_iter()
+            .filter(|&(_, want)| want > 0)
+            .chain(scalars)
+        {
+            let allocatable = columns.column(resource, Amount::Allocatable);
+            let used = columns.column(resource, Amount::Requested);
+            for (proof, &p) in proven.iter_mut().zip(positions) {
+                *proof &= want <= allocatable[p] - used[p];
+            }
         }
         true
     }
-}
-
-/// One scored resource as the column loops read it: the nodes' allocatable and requested
-/// amounts, and what the pod adds, as `allocatable_and_requested` reads them from a
-/// NodeInfo.
-pub(crate) struct ScoredColumns<'a> {
-    allocatable: &'a [i64],
-    requested: &'a [i64],
-    pod_request: i64,
-    /// An extended resource the pod does not request: scored as (0, 0).
-    unscored: bool,
-}
-
-impl<'a> ScoredColumns<'a> {
-    pub(crate) fn new(
-        columns: &'a NodeColumns,
-        pod: &Pod,
-        resource: ResourceName,
-        use_non_zero: bool,
-    ) -> ScoredColumns<'a> {
-        let non_zero = use_non_zero && matches!(resource, ResourceName::Cpu | ResourceName::Memory);
-        let (amount, pod_request) = if non_zero {
-            (
-                Amount::NonZeroRequested,
-                pod.non_zero_requests().get(resource),
-            )
-        } else {
-            (Amount::Requested, pod.requests().get(resource))
-        };
-        ScoredColumns {
-            allocatable: columns.column(resource, Amount::Allocatable),
-            requested: columns.column(resource, amount),
-            pod_request,
-            unscored: matches!(resource, ResourceName::Scalar(_)) && pod_request == 0,
-        }
-    }
-
-    /// (allocatable, requested with the pod) at `position`.
-    #[inline]
-    pub(crate) fn at(&self, position: usize) -> (i64, i64) {
-        if self.unscored {
-            (0, 0)
-        } else {
-            (
-                self.allocatable[position],
-                self.requested[position] + self.pod_request,
-            )
-        }
-    }
-}
-
-/// Allocatable and requested-after-placement of one resource, as upstream's
-/// `calculateResourceAllocatableRequest`: cpu and memory use the defaulted (non-zero)
-/// requests when `use_non_zero`, other resources the real ones; an extended resource the
-/// pod does not request is not scored.
-pub fn allocatable_and_requested(
-    node: &NodeInfo,
-    pod: &Pod,
-    resource: ResourceName,
-    use_non_zero: bool,
-) -> (i64, i64) {
-    let allocatable = node.allocatable().get(resource);
-    let (node_requested, pod_request) = match resource {
-        ResourceName::Cpu | ResourceName::Memory if use_non_zero => (
-            node.non_zero_requested().get(resource),
-            pod.non_zero_requests().get(resource),
-        ),
-        _ => (node.requested().get(resource), pod.requests().get(resource)),
-    };
-    if matches!(resource, ResourceName::Scalar(_)) && pod_request == 0 {
-        return (0, 0);
-    }
-    (allocatable, node_requested + pod_request)
 }
 
 fn least_allocated(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         0
     } else {
-        (capacity - requested) * MAX_NODE_SCORE / capacity
+        div_floor((capacity - requested) * MAX_NODE_SCORE, capacity)
     }
 }
 
@@ -252,7 +178,7 @@ fn most_allocated(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         0
     } else {
-        requested.min(capacity) * MAX_NODE_SCORE / capacity
+        div_floor(requested.min(capacity) * MAX_NODE_SCORE, capacity)
     }
 }
 
@@ -277,52 +203,79 @@ fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
     shape.last().map_or(0, |p| scale(p.1))
 }
 
+/// Adds one resource's weighted scores (`score(requested, allocatable)`; `None`: the
+/// resource does not count) to each node's sums, where the node has the resource.
+#[inline]
+fn accumulate(
+    (allocatable, requested): (&[i64], &[i64]),
+    (weighted, weights): (&mut [i64], &mut [i64]),
+    weight: i64,
+    score: impl Fn(i64, i64) -> Option<i64>,
+) {
+    let sums = weighted.iter_mut().zip(weights);
+    for ((w, ws), (&a, &q)) in sums.zip(allocatable.iter().zip(requested)) {
+        if a != 0
+            && let Some(score) = score(q, a)
+        {
+            *w += score * weight;
+            *ws += weight;
+        }
+    }
+}
+
 impl NodeResourcesFit {
-    /// The node's score from each scored resource's (allocatable, requested with the
-    /// pod), given in `self.resources` order.
-    #[inline]
-    fn combine(&self, mut amounts: impl FnMut(usize) -> (i64, i64)) -> i64 {
-        let mut weighted = 0i64;
-        let mut weights = 0i64;
-        for (i, r) in self.resources.iter().enumerate() {
-            let (allocatable, requested) = amounts(i);
-            if allocatable == 0 {
-                continue;
-            }
-            let score = match &self.strategy {
-                ScoringStrategy::LeastAllocated => least_allocated(requested, allocatable),
-                ScoringStrategy::MostAllocated => most_allocated(requested, allocatable),
-                ScoringStrategy::RequestedToCapacityRatio { shape } => {
-                    let utilisation = if requested > allocatable {
-                        100
-                    } else {
-                        requested * 100 / allocatable
-                    };
-                    let score = broken_linear(shape, utilisation);
-                    if score <= 0 {
-                        continue;
-                    }
-                    score
+    /// Scores the nodes at `positions` (of the rows) into `scores`: each resource's score
+    /// under the strategy, weighted, averaged over the resources the node has.
+    fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
+        let (mut allocatable, mut requested) = ([0; BLOCK], [0; BLOCK]);
+        let (mut weighted, mut weights) = ([0; BLOCK], [0; BLOCK]);
+        for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
+            weighted.fill(0);
+            weights.fill(0);
+            for (resource, row) in self.resources.iter().zip(rows) {
+                if !row.read_block(positions, &mut allocatable, &mut requested) {
+                    continue;
                 }
-            };
-            weighted += score * r.weight;
-            weights += r.weight;
-        }
-        if weights == 0 {
-            return 0;
-        }
-        match self.strategy {
-            ScoringStrategy::RequestedToCapacityRatio { .. } => {
-                (weighted as f64 / weights as f64).round() as i64
+                let n = positions.len();
+                let (amounts, sums) = (
+                    (&allocatable[..n], &requested[..n]),
+                    (&mut weighted[..n], &mut weights[..n]),
+                );
+                let weight = resource.weight;
+                match &self.strategy {
+                    ScoringStrategy::LeastAllocated => {
+                        accumulate(amounts, sums, weight, |q, a| Some(least_allocated(q, a)))
+                    }
+                    ScoringStrategy::MostAllocated => {
+                        accumulate(amounts, sums, weight, |q, a| Some(most_allocated(q, a)))
+                    }
+                    ScoringStrategy::RequestedToCapacityRatio { shape } => {
+                        accumulate(amounts, sums, weight, |q, a| {
+                            let utilisation = if q > a { 100 } else { div_floor(q * 100, a) };
+                            Some(broken_linear(shape, utilisation)).filter(|&s| s > 0)
+                        })
+                    }
+                }
             }
-            _ => weighted / weights,
+            for ((score, &w), &ws) in scores.iter_mut().zip(&weighted).zip(&weights) {
+                *score = match (&self.strategy, ws) {
+                    (_, 0) => 0,
+                    (ScoringStrategy::RequestedToCapacityRatio { .. }, _) => {
+                        (w as f64 / ws as f64).round() as i64
+                    }
+                    _ => div_floor(w, ws),
+                };
+            }
         }
     }
 }
 
 impl ScorePlugin for NodeResourcesFit {
     fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(self.combine(|i| allocatable_and_requested(node, pod, self.resources[i].name, true)))
+        let node = OneNode::new(node, pod, &self.resources, true);
+        let mut score = [0];
+        self.score_rows(&node.rows(pod, &self.resources, true), &[0], &mut score);
+        Ok(score[0])
     }
 
     fn score_columns(
@@ -334,14 +287,8 @@ impl ScorePlugin for NodeResourcesFit {
         positions: &[usize],
         scores: &mut [i64],
     ) -> Result<bool, Status> {
-        let resources: SmallVec<[ScoredColumns<'_>; 4]> = self
-            .resources
-            .iter()
-            .map(|r| ScoredColumns::new(columns, pod, r.name, true))
-            .collect();
-        for (score, &p) in scores.iter_mut().zip(positions) {
-            *score = self.combine(|i| resources[i].at(p));
-        }
+        let rows = rows_from_columns(columns, pod, &self.resources, true);
+        self.score_rows(&rows, positions, scores);
         Ok(true)
     }
 }

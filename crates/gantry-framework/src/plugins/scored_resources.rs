@@ -1,0 +1,190 @@
+//! What the resource scores (NodeResourcesFit's strategies, BalancedAllocation) read: for
+//! each scored resource, every node's allocatable amount and its requested amount with the
+//! pod added, as upstream's `calculateResourceAllocatableRequest` reads them. The amounts
+//! come from the snapshot's columns, or from one NodeInfo seen as a one-node column set, so
+//! the scores have one implementation; they work through blocks of nodes one resource at
+//! a time, and their inner loops run over plain arrays.
+
+use gantry_api::{Pod, ResourceName};
+use gantry_cache::{Amount, NodeColumns, NodeInfo};
+use smallvec::SmallVec;
+
+use crate::plugins::node_resources_fit::ScoredResource;
+
+/// Nodes scored together.
+pub const BLOCK: usize = 64;
+
+/// Below this, integers convert to f64 exactly.
+const EXACT_IN_F64: i64 = 1 << 53;
+
+/// `x / divisor`, rounded down, for a non-negative `x` and a positive `divisor`: through
+/// f64 division (several times faster than 64-bit integer division) when both are below
+/// 2^53. That is exact: the conversions are, and the quotient q = x / divisor is rounded
+/// by less than ulp(q) / 2 < 2^53 / divisor * 2^-53 = 1 / divisor, while a quotient that
+/// is not an integer lies at least 1 / divisor below the next one, so rounding never
+/// reaches it. Otherwise, integer division.
+#[inline]
+pub fn div_floor(x: i64, divisor: i64) -> i64 {
+    if (0..EXACT_IN_F64).contains(&x) && (1..EXACT_IN_F64).contains(&divisor) {
+        (x as f64 / divisor as f64) as i64
+    } else {
+        x / divisor
+    }
+}
+
+/// One scored resource's amounts on the nodes.
+pub struct ResourceRow<'a> {
+    allocatable: &'a [i64],
+    /// What the node's pods request.
+    requested: &'a [i64],
+    /// What the pod requests.
+    pod_request: i64,
+    /// An extended resource the pod does not request is not scored (upstream scores it
+    /// as 0 of 0).
+    unscored: bool,
+}
+
+/// Resources held inline (no allocation when scoring one node) up to this many.
+const INLINE_RESOURCES: usize = 8;
+
+/// Each scored resource's row, in the plugin's order.
+pub type Rows<'a> = SmallVec<[ResourceRow<'a>; INLINE_RESOURCES]>;
+
+/// Which requests of `resource` the score reads (cpu and memory defaulted when
+/// `use_non_zero`), and what the pod asks of it.
+fn pod_side(pod: &Pod, resource: ResourceName, use_non_zero: bool) -> (Amount, i64) {
+    if use_non_zero && matches!(resource, ResourceName::Cpu | ResourceName::Memory) {
+        (
+            Amount::NonZeroRequested,
+            pod.non_zero_requests().get(resource),
+        )
+    } else {
+        (Amount::Requested, pod.requests().get(resource))
+    }
+}
+
+fn is_unscored(resource: ResourceName, pod_request: i64) -> bool {
+    matches!(resource, ResourceName::Scalar(_)) && pod_request == 0
+}
+
+/// The rows of `resources` over the snapshot's columns (positions are node positions).
+pub fn rows_from_columns<'a>(
+    columns: &'a NodeColumns,
+    pod: &Pod,
+    resources: &[ScoredResource],
+    use_non_zero: bool,
+) -> Rows<'a> {
+    resources
+        .iter()
+        .map(|r| {
+            let (amount, pod_request) = pod_side(pod, r.name, use_non_zero);
+            ResourceRow {
+                allocatable: columns.column(r.name, Amount::Allocatable),
+                requested: columns.column(r.name, amount),
+                pod_request,
+                unscored: is_unscored(r.name, pod_request),
+            }
+        })
+        .collect()
+}
+
+/// One node's amounts, which `rows` lends as a one-node column set (position 0).
+pub struct OneNode {
+    /// (allocatable, requested) per scored resource.
+    amounts: SmallVec<[(i64, i64); INLINE_RESOURCES]>,
+}
+
+impl OneNode {
+    pub fn new(
+        node: &NodeInfo,
+        pod: &Pod,
+        resources: &[ScoredResource],
+        use_non_zero: bool,
+    ) -> OneNode {
+        let amounts = resources
+            .iter()
+            .map(|r| {
+                let requested = match pod_side(pod, r.name, use_non_zero).0 {
+                    Amount::NonZeroRequested => node.non_zero_requested().get(r.name),
+                    _ => node.requested().get(r.name),
+                };
+                (node.allocatable().get(r.name), requested)
+            })
+            .collect();
+        OneNode { amounts }
+    }
+
+    pub fn rows<'a>(
+        &'a self,
+        pod: &Pod,
+        resources: &[ScoredResource],
+        use_non_zero: bool,
+    ) -> Rows<'a> {
+        resources
+            .iter()
+            .zip(&self.amounts)
+            .map(|(r, (allocatable, requested))| {
+                let pod_request = pod_side(pod, r.name, use_non_zero).1;
+                ResourceRow {
+                    allocatable: std::slice::from_ref(allocatable),
+                    requested: std::slice::from_ref(requested),
+                    pod_request,
+                    unscored: is_unscored(r.name, pod_request),
+                }
+            })
+            .collect()
+    }
+}
+
+impl ResourceRow<'_> {
+    /// The allocatable and requested-with-the-pod amounts of the nodes at `positions` (a
+    /// block); false, writing nothing, when the resource is not scored for this pod.
+    #[inline]
+    pub fn read_block(
+        &self,
+        positions: &[usize],
+        allocatable: &mut [i64; BLOCK],
+        requested: &mut [i64; BLOCK],
+    ) -> bool {
+        if self.unscored {
+            return false;
+        }
+        for ((a, q), &p) in allocatable
+            .iter_mut()
+            .zip(requested.iter_mut())
+            .zip(positions)
+        {
+            *a = self.allocatable[p];
+            *q = self.requested[p] + self.pod_request;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn float_division_agrees_with_integer_division(
+            x in prop_oneof![0i64..1_000_000, 0i64..EXACT_IN_F64, (EXACT_IN_F64 - 1000)..EXACT_IN_F64],
+            divisor in prop_oneof![1i64..1000, 1i64..EXACT_IN_F64, (EXACT_IN_F64 - 1000)..EXACT_IN_F64],
+        ) {
+            prop_assert_eq!(div_floor(x, divisor), x / divisor);
+            // Quotients just below an integer, the case rounding could break.
+            let k = x % 1000 + 1;
+            if let Some(y) = k.checked_mul(divisor).map(|y| y - 1).filter(|y| *y < EXACT_IN_F64) {
+                prop_assert_eq!(div_floor(y, divisor), k - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_range_operands_divide_as_integers() {
+        assert_eq!(div_floor(i64::MAX, 3), i64::MAX / 3);
+        assert_eq!(div_floor(-7, 2), -3);
+        assert_eq!(div_floor(EXACT_IN_F64 + 1, EXACT_IN_F64 + 1), 1);
+    }
+}
