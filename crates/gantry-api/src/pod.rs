@@ -437,7 +437,13 @@ impl Pod {
 
     /// `namespace/name`, as kube-scheduler names pods in messages.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        let namespace = self.namespace.as_str();
+        // One allocation of the right size (`format!` grows its buffer).
+        let mut key = String::with_capacity(namespace.len() + 1 + self.name.len());
+        key.push_str(namespace);
+        key.push('/');
+        key.push_str(&self.name);
+        key
     }
 
     /// The same pod on `node` (as the binding subresource records it): a copy of the

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use foldhash::fast::RandomState;
 use gantry_api::{Node, Pod, Sym};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use thiserror::Error;
 
 use crate::node_info::{ImageState, NodeInfo, PvcKey};
@@ -337,7 +338,8 @@ impl Cache {
     ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut s = self.state.lock();
         let s = &mut *s;
-        let mut changed = Vec::new();
+        // Inline: a cycle usually finds one or two nodes changed since the last.
+        let mut changed: SmallVec<[&NodeInfo; 8]> = SmallVec::new();
         let mut cursor = s.head;
         while let Some(index) = cursor {
             let entry = s.entries[index as usize]

@@ -136,7 +136,7 @@ impl Snapshot {
     /// cache's node tree rebuilds everything and fails the update.
     pub(crate) fn apply<'a, I: Iterator<Item = &'a NodeInfo>>(
         &mut self,
-        changed: Vec<&NodeInfo>,
+        changed: impl IntoIterator<Item = &'a NodeInfo>,
         head_generation: u64,
         tree: &NodeTree,
         tree_version: u64,

@@ -23,15 +23,16 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
     }
 }
 
-/// A small map from plugin name to that plugin's data for the current pod.
+/// A small map from plugin name to that plugin's data for the current pod (inline: the
+/// default plugins keep state for about half a dozen).
 #[derive(Default)]
 pub struct CycleState {
-    entries: Vec<(&'static str, Box<dyn StateData>)>,
+    entries: SmallVec<[(&'static str, Box<dyn StateData>); 8]>,
     /// Plugins whose PreFilter said Skip: their Filter does not run. Inline: most pods
     /// skip about half of the default plugins.
     filter_skipped: SmallVec<[&'static str; 12]>,
     /// Plugins whose PreScore said Skip: their Score does not run.
-    score_skipped: Vec<&'static str>,
+    score_skipped: SmallVec<[&'static str; 12]>,
 }
 
 impl Clone for CycleState {

@@ -491,7 +491,7 @@ fn score_each_plugin(
 ) -> Result<(), Status> {
     use rayon::prelude::*;
     let infos = nodes.infos;
-    scores.clear();
+    // Every plugin writes every node's score: the buffer needs its length, not zeros.
     scores.resize(infos.len(), 0);
     for weighted in &profile.score {
         let plugin = &weighted.plugin;

@@ -5,7 +5,7 @@ use gantry_api::Pod;
 use gantry_cache::{NodeColumns, NodeInfo};
 
 use crate::plugins::node_resources_fit::{ScoredResource, default_scored_resources};
-use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, rows_from_columns};
+use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, RowPair, rows_from_columns};
 use crate::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -37,6 +37,21 @@ impl BalancedAllocation {
     /// (at most 1 each), over the resources it has.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
         let rows = &rows[..rows.len().min(MAX_RESOURCES)];
+        let mut scored = rows.iter().filter(|row| row.is_scored());
+        if let (Some(first), Some(second), None) = (scored.next(), scored.next(), scored.next()) {
+            // The default (cpu and memory): straight from the columns, without buffers.
+            let pair = RowPair::new(first, second);
+            for (score, &p) in scores.iter_mut().zip(positions) {
+                let [(a0, q0), (a1, q1)] = pair.at(p);
+                let std = if a0 != 0 && a1 != 0 {
+                    (fraction(q0, a0) - fraction(q1, a1)).abs() / 2.0
+                } else {
+                    0.0
+                };
+                *score = from_std(std);
+            }
+            return;
+        }
         let mut allocatable = [[0; BLOCK]; MAX_RESOURCES];
         let mut requested = [[0; BLOCK]; MAX_RESOURCES];
         for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
@@ -46,32 +61,23 @@ impl BalancedAllocation {
                     scored += 1;
                 }
             }
-            let n = positions.len();
-            let fraction =
-                |r: usize, k: usize| (requested[r][k] as f64 / allocatable[r][k] as f64).min(1.0);
-            if scored == 2 {
-                // The default (cpu and memory), in a loop without a buffer per node.
-                for (k, score) in scores.iter_mut().enumerate().take(n) {
-                    let std = if allocatable[0][k] != 0 && allocatable[1][k] != 0 {
-                        (fraction(0, k) - fraction(1, k)).abs() / 2.0
-                    } else {
-                        0.0
-                    };
-                    *score = from_std(std);
-                }
-                continue;
-            }
-            for (k, score) in scores.iter_mut().enumerate().take(n) {
+            for (k, score) in scores.iter_mut().enumerate().take(positions.len()) {
                 let mut fractions = [0f64; MAX_RESOURCES];
                 let mut count = 0;
                 for r in (0..scored).filter(|&r| allocatable[r][k] != 0) {
-                    fractions[count] = fraction(r, k);
+                    fractions[count] = fraction(requested[r][k], allocatable[r][k]);
                     count += 1;
                 }
                 *score = balance(&fractions[..count]);
             }
         }
     }
+}
+
+/// The share of `allocatable` that `requested` uses, at most 1.
+#[inline]
+fn fraction(requested: i64, allocatable: i64) -> f64 {
+    (requested as f64 / allocatable as f64).min(1.0)
 }
 
 /// The score from the fractions in use of each resource.

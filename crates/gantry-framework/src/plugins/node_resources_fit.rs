@@ -5,8 +5,11 @@ use std::borrow::Cow;
 
 use gantry_api::{Pod, ResourceName, Resources, Sym};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
+use smallvec::SmallVec;
 
-use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, div_floor, rows_from_columns};
+use crate::plugins::scored_resources::{
+    OneNode, ResourceRow, RowPair, div_floor, rows_from_columns,
+};
 use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
 
 pub const NAME: &str = "NodeResourcesFit";
@@ -139,21 +142,32 @@ impl FilterPlugin for NodeResourcesFit {
     ) -> bool {
         let request = pod.requests();
         let pods = columns.pod_count();
-        let slots = columns.column(ResourceName::Pods, Amount::Allocatable);
+        // Every column cut to one length: a position is bounds-checked once, not per column.
+        let n = pods.len();
+        let slots = &columns.column(ResourceName::Pods, Amount::Allocatable)[..n];
+        let free = |resource: ResourceName| {
+            (
+                &columns.column(resource, Amount::Allocatable)[..n],
+                &columns.column(resource, Amount::Requested)[..n],
+            )
+        };
+        // Pod slots, cpu and memory in one pass (a request of 0 fits anywhere, even on
+        // an over-committed node), ...
+        let ((cpu, cpu_used), (memory, memory_used)) =
+            (free(ResourceName::Cpu), free(ResourceName::Memory));
+        let (want_cpu, want_memory) = (request.milli_cpu, request.memory);
         for (proof, &p) in proven.iter_mut().zip(positions) {
-            *proof = pods[p] < slots[p];
+            *proof = (pods[p] < slots[p])
+                & (want_cpu <= 0 || want_cpu <= cpu[p] - cpu_used[p])
+                & (want_memory <= 0 || want_memory <= memory[p] - memory_used[p]);
         }
-        let fixed = [
-            (ResourceName::Cpu, request.milli_cpu),
-            (ResourceName::Memory, request.memory),
-            (ResourceName::EphemeralStorage, request.ephemeral_storage),
-        ];
+        // ... then one pass per other resource the pod asks for.
+        let storage = (ResourceName::EphemeralStorage, request.ephemeral_storage);
         let scalars =
             checked_scalars(request).map(|(name, want)| (ResourceName::Scalar(name), want));
-        // One pass per resource the pod asks for (a request of 0 fits anywhere).
-        for (resource, want) in fixed
-            .into_iter()
+        for (resource, want) in Some(storage)
             .filter(|&(_, want)| want > 0)
+            .into_iter()
             .chain(scalars)
         {
             let allocatable = columns.column(resource, Amount::Allocatable);
@@ -203,69 +217,82 @@ fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
     shape.last().map_or(0, |p| scale(p.1))
 }
 
-/// Adds one resource's weighted scores (`score(requested, allocatable)`; `None`: the
-/// resource does not count) to each node's sums, where the node has the resource.
-#[inline]
-fn accumulate(
-    (allocatable, requested): (&[i64], &[i64]),
-    (weighted, weights): (&mut [i64], &mut [i64]),
-    weight: i64,
-    score: impl Fn(i64, i64) -> Option<i64>,
-) {
-    let sums = weighted.iter_mut().zip(weights);
-    for ((w, ws), (&a, &q)) in sums.zip(allocatable.iter().zip(requested)) {
-        if a != 0
-            && let Some(score) = score(q, a)
-        {
-            *w += score * weight;
-            *ws += weight;
-        }
-    }
-}
-
 impl NodeResourcesFit {
     /// Scores the nodes at `positions` (of the rows) into `scores`: each resource's score
     /// under the strategy, weighted, averaged over the resources the node has.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
-        let (mut allocatable, mut requested) = ([0; BLOCK], [0; BLOCK]);
-        let (mut weighted, mut weights) = ([0; BLOCK], [0; BLOCK]);
-        for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
-            weighted.fill(0);
-            weights.fill(0);
-            for (resource, row) in self.resources.iter().zip(rows) {
-                if !row.read_block(positions, &mut allocatable, &mut requested) {
-                    continue;
+        match &self.strategy {
+            ScoringStrategy::LeastAllocated => {
+                self.score_with(rows, positions, scores, |q, a| Some(least_allocated(q, a)))
+            }
+            ScoringStrategy::MostAllocated => {
+                self.score_with(rows, positions, scores, |q, a| Some(most_allocated(q, a)))
+            }
+            ScoringStrategy::RequestedToCapacityRatio { shape } => {
+                self.score_with(rows, positions, scores, |q, a| {
+                    let utilisation = if q > a { 100 } else { div_floor(q * 100, a) };
+                    Some(broken_linear(shape, utilisation)).filter(|&s| s > 0)
+                })
+            }
+        }
+    }
+
+    /// `score_rows` with the strategy's score of one resource (`score(requested,
+    /// allocatable)` for an allocatable amount above 0; `None`: the resource does not
+    /// count), node by node straight from the rows (no buffers: measured faster than
+    /// blocks of nodes a resource at a time).
+    #[inline]
+    fn score_with(
+        &self,
+        rows: &[ResourceRow<'_>],
+        positions: &[usize],
+        scores: &mut [i64],
+        score: impl Fn(i64, i64) -> Option<i64>,
+    ) {
+        let rows: SmallVec<[(&ResourceRow<'_>, i64); 8]> = rows
+            .iter()
+            .zip(&self.resources)
+            .filter(|(row, _)| row.is_scored())
+            .map(|(row, resource)| (row, resource.weight))
+            .collect();
+        let round = matches!(
+            self.strategy,
+            ScoringStrategy::RequestedToCapacityRatio { .. }
+        );
+        let combine = |weighted: i64, weights: i64| match weights {
+            0 => 0,
+            _ if round => (weighted as f64 / weights as f64).round() as i64,
+            _ => div_floor(weighted, weights),
+        };
+        if let [(first, w0), (second, w1)] = rows[..] {
+            // The default (cpu and memory), the bounds checked once per node.
+            let pair = RowPair::new(first, second);
+            for (out, &p) in scores.iter_mut().zip(positions) {
+                let (mut weighted, mut weights) = (0, 0);
+                for ((a, q), weight) in pair.at(p).into_iter().zip([w0, w1]) {
+                    if a != 0
+                        && let Some(s) = score(q, a)
+                    {
+                        weighted += s * weight;
+                        weights += weight;
+                    }
                 }
-                let n = positions.len();
-                let (amounts, sums) = (
-                    (&allocatable[..n], &requested[..n]),
-                    (&mut weighted[..n], &mut weights[..n]),
-                );
-                let weight = resource.weight;
-                match &self.strategy {
-                    ScoringStrategy::LeastAllocated => {
-                        accumulate(amounts, sums, weight, |q, a| Some(least_allocated(q, a)))
-                    }
-                    ScoringStrategy::MostAllocated => {
-                        accumulate(amounts, sums, weight, |q, a| Some(most_allocated(q, a)))
-                    }
-                    ScoringStrategy::RequestedToCapacityRatio { shape } => {
-                        accumulate(amounts, sums, weight, |q, a| {
-                            let utilisation = if q > a { 100 } else { div_floor(q * 100, a) };
-                            Some(broken_linear(shape, utilisation)).filter(|&s| s > 0)
-                        })
-                    }
+                *out = combine(weighted, weights);
+            }
+            return;
+        }
+        for (out, &p) in scores.iter_mut().zip(positions) {
+            let (mut weighted, mut weights) = (0, 0);
+            for &(row, weight) in &rows {
+                let (a, q) = row.at(p);
+                if a != 0
+                    && let Some(s) = score(q, a)
+                {
+                    weighted += s * weight;
+                    weights += weight;
                 }
             }
-            for ((score, &w), &ws) in scores.iter_mut().zip(&weighted).zip(&weights) {
-                *score = match (&self.strategy, ws) {
-                    (_, 0) => 0,
-                    (ScoringStrategy::RequestedToCapacityRatio { .. }, _) => {
-                        (w as f64 / ws as f64).round() as i64
-                    }
-                    _ => div_floor(w, ws),
-                };
-            }
+            *out = combine(weighted, weights);
         }
     }
 }

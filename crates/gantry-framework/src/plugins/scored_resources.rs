@@ -2,8 +2,7 @@
 //! each scored resource, every node's allocatable amount and its requested amount with the
 //! pod added, as upstream's `calculateResourceAllocatableRequest` reads them. The amounts
 //! come from the snapshot's columns, or from one NodeInfo seen as a one-node column set, so
-//! the scores have one implementation; they work through blocks of nodes one resource at
-//! a time, and their inner loops run over plain arrays.
+//! the scores have one implementation, with inner loops over plain arrays.
 
 use gantry_api::{Pod, ResourceName};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
@@ -137,6 +136,21 @@ impl OneNode {
 }
 
 impl ResourceRow<'_> {
+    /// False for an extended resource the pod does not request.
+    pub fn is_scored(&self) -> bool {
+        !self.unscored
+    }
+
+    /// The allocatable and requested-with-the-pod amounts of the node at `position`, for
+    /// a scored resource.
+    #[inline]
+    pub fn at(&self, position: usize) -> (i64, i64) {
+        (
+            self.allocatable[position],
+            self.requested[position] + self.pod_request,
+        )
+    }
+
     /// The allocatable and requested-with-the-pod amounts of the nodes at `positions` (a
     /// block); false, writing nothing, when the resource is not scored for this pod.
     #[inline]
@@ -158,6 +172,41 @@ impl ResourceRow<'_> {
             *q = self.requested[p] + self.pod_request;
         }
         true
+    }
+}
+
+/// Two scored resources' rows cut to one length, so that a loop reading both at a
+/// position checks the bounds once (the default: cpu and memory).
+pub struct RowPair<'a> {
+    allocatable: [&'a [i64]; 2],
+    requested: [&'a [i64]; 2],
+    pod_request: [i64; 2],
+}
+
+impl<'a> RowPair<'a> {
+    pub fn new(first: &ResourceRow<'a>, second: &ResourceRow<'a>) -> RowPair<'a> {
+        let n = [first, second]
+            .iter()
+            .map(|row| row.allocatable.len().min(row.requested.len()))
+            .min()
+            .unwrap_or(0);
+        RowPair {
+            allocatable: [&first.allocatable[..n], &second.allocatable[..n]],
+            requested: [&first.requested[..n], &second.requested[..n]],
+            pod_request: [first.pod_request, second.pod_request],
+        }
+    }
+
+    /// As [`ResourceRow::at`] for both resources.
+    #[inline]
+    pub fn at(&self, position: usize) -> [(i64, i64); 2] {
+        let [a0, a1] = self.allocatable;
+        let [q0, q1] = self.requested;
+        let [add0, add1] = self.pod_request;
+        [
+            (a0[position], q0[position] + add0),
+            (a1[position], q1[position] + add1),
+        ]
     }
 }
 
