@@ -37,7 +37,7 @@ pub struct ImageState {
 
 /// A node and its pods. Pods are shared (`Arc`), so cloning a NodeInfo into a snapshot
 /// copies pointers and totals, never pods.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct NodeInfo {
     node: Option<Arc<Node>>,
     pods: Vec<Arc<Pod>>,
@@ -57,6 +57,52 @@ pub struct NodeInfo {
     /// HAMi-registered GPUs and what the pods hold on each card.
     gpus: Option<Arc<DeviceUsage>>,
     generation: u64,
+}
+
+/// Field by field, so that `clone_from` (how the snapshot copies a changed node over its
+/// old copy) reuses the copy's buffers instead of allocating new ones: the pod list of
+/// the node a pod was just assumed on, once per cycle. Destructured: a new field that is
+/// not copied does not compile.
+impl Clone for NodeInfo {
+    fn clone(&self) -> NodeInfo {
+        let mut copy = NodeInfo::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, source: &NodeInfo) {
+        let NodeInfo {
+            node,
+            pods,
+            pods_with_affinity,
+            pods_with_required_anti_affinity,
+            used_ports,
+            requested,
+            non_zero_requested,
+            pvc_ref_counts,
+            image_states,
+            label_index,
+            affinity_terms,
+            resource_slices,
+            gpus,
+            generation,
+        } = source;
+        self.node.clone_from(node);
+        self.pods.clone_from(pods);
+        self.pods_with_affinity.clone_from(pods_with_affinity);
+        self.pods_with_required_anti_affinity
+            .clone_from(pods_with_required_anti_affinity);
+        self.used_ports.clone_from(used_ports);
+        self.requested.clone_from(requested);
+        self.non_zero_requested.clone_from(non_zero_requested);
+        self.pvc_ref_counts.clone_from(pvc_ref_counts);
+        self.image_states.clone_from(image_states);
+        self.label_index.clone_from(label_index);
+        self.affinity_terms.clone_from(affinity_terms);
+        self.resource_slices.clone_from(resource_slices);
+        self.gpus.clone_from(gpus);
+        self.generation = *generation;
+    }
 }
 
 impl NodeInfo {
@@ -313,6 +359,32 @@ mod tests {
 
     fn node() -> Arc<Node> {
         Arc::new(Node::new("n1", Resources::new(4000, 1 << 30)))
+    }
+
+    #[test]
+    fn a_copy_over_another_node_is_the_source() {
+        let mut source = NodeInfo::new(node());
+        let mut container = Container::new("c", Some(500), Some(1 << 20));
+        container.host_ports.push(HostPort {
+            ip: HostPort::any_ip(),
+            protocol: Protocol::Tcp,
+            port: 80,
+        });
+        source.add_pod(Arc::new(Pod::new("ns", "a").with_container(container)));
+        let mut copy = NodeInfo::new(Arc::new(Node::new("n2", Resources::new(1, 1))));
+        for name in ["x", "y", "z"] {
+            copy.add_pod(Arc::new(Pod::new("ns", name)));
+        }
+        copy.clone_from(&source);
+        for copy in [copy, source.clone()] {
+            assert_eq!(copy.name(), source.name());
+            assert_eq!(copy.pods().len(), 1);
+            assert_eq!(copy.requested(), source.requested());
+            assert_eq!(copy.non_zero_requested(), source.non_zero_requested());
+            assert_eq!(copy.used_ports(), source.used_ports());
+            assert_eq!(copy.allocatable(), source.allocatable());
+            assert_eq!(copy.generation(), source.generation());
+        }
     }
 
     #[test]

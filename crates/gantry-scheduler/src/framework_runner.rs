@@ -538,3 +538,44 @@ fn score_each_plugin(
 /// with `gantry bench basic` on 2 cores: at 500 nodes per pod, sequential is twice as
 /// fast; at 5,000, parallel is about 15% faster).
 pub const PARALLEL_THRESHOLD: usize = 2048;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::{Node, Resources};
+    use gantry_framework::ScorePlugin;
+
+    /// Scores every node the same.
+    struct Constant(i64);
+
+    impl gantry_framework::Plugin for Constant {
+        fn name(&self) -> &'static str {
+            "Constant"
+        }
+    }
+
+    impl ScorePlugin for Constant {
+        fn score(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Result<i64, Status> {
+            Ok(self.0)
+        }
+    }
+
+    #[test]
+    fn a_score_outside_0_to_100_is_an_error() {
+        let nodes: Vec<NodeInfo> = ["a", "b"]
+            .iter()
+            .map(|name| NodeInfo::new(Arc::new(Node::new(name, Resources::new(1, 1)))))
+            .collect();
+        let infos: Vec<&NodeInfo> = nodes.iter().collect();
+        let pod = Pod::new("ns", "p");
+        for (score, valid) in [(0, true), (100, true), (101, false), (-1, false)] {
+            let mut profile = Profile::empty("default-scheduler");
+            profile.score.push(gantry_framework::WeightedScorePlugin {
+                plugin: Arc::new(Constant(score)),
+                weight: 1,
+            });
+            let result = run_score_per_plugin(&profile, &CycleState::new(), &pod, &infos);
+            assert_eq!(result.is_ok(), valid, "score {score}");
+        }
+    }
+}
