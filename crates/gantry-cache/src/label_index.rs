@@ -10,7 +10,7 @@ use gantry_api::labels::{Requirement, SelectorOp};
 use gantry_api::{LabelSelector, Pod, Sym};
 use smallvec::SmallVec;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct PodLabelIndex {
     /// (namespace, key, value) -> pods with that label.
     values: HashMap<(Sym, Sym, Sym), u32, RandomState>,
@@ -20,6 +20,38 @@ pub struct PodLabelIndex {
     namespaces: SmallVec<[(Sym, u32); 2]>,
     /// Pods with a deletion timestamp (counted above too).
     terminating: u32,
+}
+
+/// Field by field, so that `clone_from` reuses the maps' tables (a NodeInfo copied over
+/// another, as the snapshot and preemption's dry run do).
+impl Clone for PodLabelIndex {
+    fn clone(&self) -> PodLabelIndex {
+        let PodLabelIndex {
+            values,
+            keys,
+            namespaces,
+            terminating,
+        } = self;
+        PodLabelIndex {
+            values: values.clone(),
+            keys: keys.clone(),
+            namespaces: namespaces.clone(),
+            terminating: *terminating,
+        }
+    }
+
+    fn clone_from(&mut self, source: &PodLabelIndex) {
+        let PodLabelIndex {
+            values,
+            keys,
+            namespaces,
+            terminating,
+        } = source;
+        self.values.clone_from(values);
+        self.keys.clone_from(keys);
+        self.namespaces.clone_from(namespaces);
+        self.terminating = *terminating;
+    }
 }
 
 impl PodLabelIndex {

@@ -65,9 +65,38 @@ pub struct NodeInfo {
 /// not copied does not compile.
 impl Clone for NodeInfo {
     fn clone(&self) -> NodeInfo {
-        let mut copy = NodeInfo::default();
-        copy.clone_from(self);
-        copy
+        let NodeInfo {
+            node,
+            pods,
+            pods_with_affinity,
+            pods_with_required_anti_affinity,
+            used_ports,
+            requested,
+            non_zero_requested,
+            pvc_ref_counts,
+            image_states,
+            label_index,
+            affinity_terms,
+            resource_slices,
+            gpus,
+            generation,
+        } = self;
+        NodeInfo {
+            node: node.clone(),
+            pods: pods.clone(),
+            pods_with_affinity: pods_with_affinity.clone(),
+            pods_with_required_anti_affinity: pods_with_required_anti_affinity.clone(),
+            used_ports: used_ports.clone(),
+            requested: requested.clone(),
+            non_zero_requested: non_zero_requested.clone(),
+            pvc_ref_counts: pvc_ref_counts.clone(),
+            image_states: image_states.clone(),
+            label_index: label_index.clone(),
+            affinity_terms: affinity_terms.clone(),
+            resource_slices: resource_slices.clone(),
+            gpus: gpus.clone(),
+            generation: *generation,
+        }
     }
 
     fn clone_from(&mut self, source: &NodeInfo) {

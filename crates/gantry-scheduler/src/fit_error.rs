@@ -19,12 +19,13 @@ pub struct FitError {
 }
 
 impl FitError {
-    /// `reason -> count` over the failed nodes (a node counts once per reason it gave).
-    pub fn reason_counts(&self) -> BTreeMap<String, usize> {
+    /// `reason -> count` over the failed nodes (a node counts once per reason it gave);
+    /// the reasons borrowed, not copied per node.
+    pub fn reason_counts(&self) -> BTreeMap<&str, usize> {
         let mut counts = BTreeMap::new();
         for (_, status) in &self.node_statuses {
             for reason in status.reasons() {
-                *counts.entry(reason.to_string()).or_default() += 1;
+                *counts.entry(reason).or_default() += 1;
             }
         }
         counts

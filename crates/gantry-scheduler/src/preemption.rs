@@ -155,11 +155,12 @@ impl Preemption<'_> {
         let filters = PodFilters::new(self.profile, state);
         let (mut non_violating, mut violating) = (Vec::new(), Vec::new());
         let mut statuses = Vec::new();
+        let mut scratch = Scratch::default();
         for i in 0..potential.len() {
             let info = self
                 .snapshot
                 .node_at(potential[(offset + i) % potential.len()]);
-            match self.select_victims(&filters, state, pod, info) {
+            match self.select_victims(&filters, state, pod, info, &mut scratch) {
                 Ok(candidate) => {
                     let kept = if candidate.pdb_violations == 0 {
                         &mut non_violating
@@ -192,32 +193,35 @@ impl Preemption<'_> {
         state: &CycleState,
         pod: &Arc<Pod>,
         node: &NodeInfo,
+        scratch: &mut Scratch,
     ) -> Result<Candidate, Status> {
         // Most nodes hold no pod of lower priority: say so before cloning anything.
         if !node.pods().iter().any(|p| p.priority < pod.priority) {
             return Err(Status::unresolvable(NO_VICTIMS));
         }
-        let mut info = node.clone();
+        let Scratch { info, potential } = scratch;
+        info.clone_from(node);
         let mut state = state.clone();
-        let mut potential: Vec<Arc<Pod>> = info
-            .pods()
-            .iter()
-            .filter(|p| p.priority < pod.priority)
-            .cloned()
-            .collect();
-        for victim in &potential {
+        potential.clear();
+        potential.extend(
+            node.pods()
+                .iter()
+                .filter(|p| p.priority < pod.priority)
+                .cloned(),
+        );
+        for victim in potential.iter() {
             info.remove_pod(&victim.uid);
             for plugin in &self.profile.pre_filter {
-                plugin.remove_pod(&mut state, pod, victim, &info);
+                plugin.remove_pod(&mut state, pod, victim, info);
             }
         }
         let nominated = self.nominated.get(&info.name()).map_or(&[][..], |v| v);
-        let status = filters.run_with_nominated(&state, pod, &info, nominated);
+        let status = filters.run_with_nominated(&state, pod, info, nominated);
         if !status.is_success() {
             return Err(status);
         }
         potential.sort_by(|a, b| more_important(a, b));
-        let violations = budget_violations(&potential, self.budgets);
+        let violations = budget_violations(potential, self.budgets);
         let mixed = violations.contains(&true) && violations.contains(&false);
         // Violating pods first, then the others, each group most important first.
         let flagged = || potential.iter().zip(violations.iter().copied());
@@ -229,15 +233,15 @@ impl Preemption<'_> {
         for (candidate, violates) in in_reprieve_order {
             info.add_pod(Arc::clone(candidate));
             for plugin in &self.profile.pre_filter {
-                plugin.add_pod(&mut state, pod, candidate, &info);
+                plugin.add_pod(&mut state, pod, candidate, info);
             }
             if !filters
-                .run_with_nominated(&state, pod, &info, nominated)
+                .run_with_nominated(&state, pod, info, nominated)
                 .is_success()
             {
                 info.remove_pod(&candidate.uid);
                 for plugin in &self.profile.pre_filter {
-                    plugin.remove_pod(&mut state, pod, candidate, &info);
+                    plugin.remove_pod(&mut state, pod, candidate, info);
                 }
                 pdb_violations += usize::from(violates);
                 victims.push(Arc::clone(candidate));
@@ -258,6 +262,14 @@ impl Preemption<'_> {
             pdb_violations,
         })
     }
+}
+
+/// What the dry run tries each node with, its buffers reused from node to node: the
+/// copy of the node, and its pods of lower priority than the preemptor.
+#[derive(Default)]
+struct Scratch {
+    info: NodeInfo,
+    potential: Vec<Arc<Pod>>,
 }
 
 /// Upstream's `pickOneNodeForPreemption` criteria, in order, each keeping the best subset:
