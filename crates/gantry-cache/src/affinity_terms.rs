@@ -40,7 +40,7 @@ fn intern(term: &PodAffinityTerm, owner_namespace: Sym) -> Arc<InternedTerm> {
 }
 
 /// How a term of an existing pod takes part in scheduling another pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TermKind {
     RequiredAffinity,
     RequiredAntiAffinity,

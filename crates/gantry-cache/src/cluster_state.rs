@@ -4,7 +4,7 @@
 
 use gantry_api::Sym;
 
-use crate::{DraState, NodeInfo, PvcKey};
+use crate::{DeclaredTerms, DomainCounts, DraState, NodeInfo, PodSelection, PvcKey};
 
 pub trait ClusterState: Sync {
     /// Number of nodes (ghosts excluded).
@@ -28,6 +28,19 @@ pub trait ClusterState: Sync {
 
     /// Whether any pod in the cluster uses the claim.
     fn is_pvc_used(&self, key: PvcKey) -> bool;
+
+    /// Pods per topology domain for `selection`, where this view keeps them; `None`
+    /// means "count node by node" (a cycle's snapshot then keeps the selection from its
+    /// next update on).
+    fn domain_counts(&self, _selection: &PodSelection) -> Option<&DomainCounts> {
+        None
+    }
+
+    /// The (anti-)affinity terms the pods declare, with the declaring pods per domain;
+    /// `None` where this view does not keep them (walk the affinity sub-lists instead).
+    fn declared_terms(&self) -> Option<&DeclaredTerms> {
+        None
+    }
 
     /// The dynamic resource allocation objects and allocations; `None` where the
     /// cluster view does not track them (the live cycle's snapshot, for now).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::{LabelSelector, Node, Pod, PodAffinityTerm, Resources, Sym, Volume};
-use gantry_cache::{Cache, CacheError, ClusterState, Snapshot};
+use gantry_cache::{Cache, CacheError, ClusterState, NamespaceScope, PodSelection, Snapshot};
 use proptest::prelude::*;
 
 fn node(name: &str, zone: usize) -> Arc<Node> {
@@ -218,11 +218,21 @@ fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
         });
     cache.add_pod(Arc::new(with_affinity)).unwrap();
     let update = cache.update_snapshot(&mut snap).unwrap();
-    assert!(update.lists_rebuilt);
+    assert!(
+        !update.lists_rebuilt,
+        "a node that starts holding affinity pods joins the sub-list in place"
+    );
     assert_eq!(snap.with_affinity_pods().len(), 1);
     assert_eq!(
         snap.node_at(snap.with_affinity_pods()[0] as usize).name(),
         Sym::new("n5")
+    );
+    assert!(snap.same_state(&cache.full_snapshot()));
+    cache.remove_pod(&Pod::new("ns", "aff")).unwrap();
+    cache.update_snapshot(&mut snap).unwrap();
+    assert!(
+        snap.with_affinity_pods().is_empty(),
+        "and leaves it in place"
     );
     // Zone-interleaved order.
     let names: Vec<&str> = snap.node_names().iter().map(|s| s.as_str()).collect();
@@ -318,26 +328,55 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Pods of a few shapes: plain, with affinity, with required anti-affinity, with claims.
+/// Pods of a few shapes: plain, with affinity (by hostname, which the nodes lack), with
+/// required anti-affinity (by zone), with claims, being deleted; labelled by kind.
 fn make_pod(id: u8, node: u8, kind: u8) -> Arc<Pod> {
+    let app = ["a", "b"][usize::from(kind % 2)];
     let mut pod = Pod::new("ns", &format!("p{id}"))
         .with_requests(10 * (i64::from(kind) + 1), 1 << 20)
+        .with_labels([("app", app)])
         .on_node(&format!("n{node}"));
-    let term = PodAffinityTerm {
+    let term = |key: &str| PodAffinityTerm {
         label_selector: Some(LabelSelector::default()),
         namespaces: vec![],
         namespace_selector: None,
-        topology_key: Sym::new("kubernetes.io/hostname"),
+        topology_key: Sym::new(key),
     };
     match kind {
-        1 => pod.affinity.pod_affinity.required.push(term),
-        2 => pod.affinity.pod_anti_affinity.required.push(term),
+        1 => pod
+            .affinity
+            .pod_affinity
+            .required
+            .push(term("kubernetes.io/hostname")),
+        2 => pod.affinity.pod_anti_affinity.required.push(term(ZONE)),
         3 | 4 => pod
             .volumes
             .push(Volume::claim("data", &format!("claim-{}", kind - 3))),
+        5 => pod.terminating = true,
         _ => {}
     }
     Arc::new(pod)
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// Selections the snapshot is asked to count per zone: one the label index answers, and
+/// one of live pods only, which it cannot while a pod is being deleted.
+fn selections() -> [PodSelection; 2] {
+    [
+        PodSelection {
+            selector: LabelSelector::from_pairs([(Sym::new("app"), Sym::new("a"))]),
+            namespaces: NamespaceScope::listed([Sym::new("ns")]),
+            topology_key: Sym::new(ZONE),
+            live_only: false,
+        },
+        PodSelection {
+            selector: LabelSelector::default(),
+            namespaces: NamespaceScope::All,
+            topology_key: Sym::new(ZONE),
+            live_only: true,
+        },
+    ]
 }
 
 #[derive(Default)]
@@ -364,6 +403,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let cache = Cache::new();
     let mut model = Model::default();
     let mut snap = Snapshot::new();
+    let mut asked = false;
     for op in ops {
         match op {
             Op::AddNode { node: n, zone } => {
@@ -465,6 +505,16 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     ));
                 };
                 prop_assert!(!update.claims_recounted, "claim counts should add up");
+                prop_assert!(
+                    snap.topology_counts_agree(),
+                    "topology counts differ from a count from scratch"
+                );
+                prop_assert_eq!(snap.selections_counted(), if asked { 2 } else { 0 });
+                asked = true;
+                for selection in selections() {
+                    // A miss asks for the selection; the next update counts it.
+                    snap.domain_counts(&selection);
+                }
                 let expected_cloned = model
                     .changed
                     .iter()
