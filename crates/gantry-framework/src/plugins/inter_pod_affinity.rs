@@ -150,12 +150,13 @@ impl PartialEq for TopologyCounts {
     }
 }
 
-/// Upstream's `AffinityTerm.Matches` for a term of a pod in `owner_namespace`: `pod` must be
+/// Upstream's `AffinityTerm.Matches` for a term of a pod in `owner_namespace` (needed
+/// only when the term lists no namespaces and has no namespace selector): `pod` must be
 /// in one of the term's namespaces, or in one its namespace selector picks
 /// (`namespace_labels` are the labels of `pod`'s namespace), and match its label selector.
 fn term_matches(
     term: &PodAffinityTerm,
-    owner_namespace: Sym,
+    owner_namespace: Option<Sym>,
     pod: &Pod,
     namespace_labels: &Labels,
 ) -> bool {
@@ -163,7 +164,7 @@ fn term_matches(
         return false;
     };
     let in_namespace = if term.namespaces.is_empty() && term.namespace_selector.is_none() {
-        pod.namespace == owner_namespace
+        owner_namespace == Some(pod.namespace)
     } else {
         term.namespaces.contains(&pod.namespace)
             || term
@@ -399,7 +400,12 @@ impl PreFilterState {
         delta: i64,
     ) {
         for term in &existing.affinity.pod_anti_affinity.required {
-            if term_matches(term, existing.namespace, incoming, &self.namespace_labels) {
+            if term_matches(
+                term,
+                Some(existing.namespace),
+                incoming,
+                &self.namespace_labels,
+            ) {
                 self.existing_anti_affinity_counts
                     .add(node, term.topology_key, delta);
             }
@@ -461,13 +467,14 @@ impl PreFilterState {
     }
 
     /// Upstream checks every label of the node against the counts; only the counted
-    /// topology keys can have a count.
+    /// topology keys (each once) can have a count.
     fn satisfies_existing_pods_anti_affinity(&self, labels: &Labels) -> bool {
-        let counts = &self.existing_anti_affinity_counts;
-        counts.0.iter().all(|m| {
-            labels
-                .get(m.key)
-                .is_none_or(|value| counts.at(m.key, value) <= 0)
+        let maps = &self.existing_anti_affinity_counts.0;
+        maps.iter().enumerate().all(|(i, m)| {
+            maps[..i].iter().any(|earlier| earlier.key == m.key)
+                || labels
+                    .get(m.key)
+                    .is_none_or(|value| self.existing_anti_affinity_counts.at(m.key, value) <= 0)
         })
     }
 }
