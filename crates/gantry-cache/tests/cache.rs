@@ -142,6 +142,53 @@ fn assumed_pods_never_expire_by_default_and_do_with_a_ttl() {
 }
 
 #[test]
+fn assumed_pods_expiring_together_come_back_in_uid_order() {
+    let now = Instant::now();
+    let cache = Cache::with_assumed_ttl(Duration::from_secs(1));
+    cache.add_node(node("n1", 0));
+    let names = ["m", "c", "x", "a", "q", "f", "z", "b"];
+    for name in names {
+        cache.assume_pod(pod(name, "n1")).unwrap();
+        cache.finish_binding(&format!("ns/{name}"), now);
+    }
+    let expired = cache.cleanup_expired_assumed_pods(now + Duration::from_secs(1));
+    let uids: Vec<&str> = expired.iter().map(|p| &*p.uid).collect();
+    assert_eq!(
+        uids,
+        [
+            "ns/a", "ns/b", "ns/c", "ns/f", "ns/m", "ns/q", "ns/x", "ns/z"
+        ]
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| cache.pod(&format!("ns/{n}")).is_none())
+    );
+}
+
+#[test]
+fn the_cache_answers_with_the_latest_version_of_a_pod() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 1));
+    cache.assume_pod(pod("p", "n1")).unwrap();
+    // The add event confirms it on another node: that version is the cached one.
+    cache.add_pod(pod("p", "n2")).unwrap();
+    assert!(!cache.is_assumed("ns/p"));
+    assert_eq!(cache.pod("ns/p").unwrap().node_name, Some(Sym::new("n2")));
+    let relabelled = Arc::new(
+        Pod::new("ns", "p")
+            .with_labels([("app", "web")])
+            .with_requests(100, 1 << 20)
+            .on_node("n2"),
+    );
+    cache.update_pod(relabelled.clone()).unwrap();
+    assert!(Arc::ptr_eq(&cache.pod("ns/p").unwrap(), &relabelled));
+    cache.remove_pod(&relabelled).unwrap();
+    assert!(cache.pod("ns/p").is_none());
+}
+
+#[test]
 fn deleted_node_with_pods_is_a_ghost_until_they_go() {
     let cache = Cache::new();
     cache.add_node(node("n1", 0));
