@@ -427,6 +427,7 @@ fn replicas_of_one_controller_share_their_template() {
         pod("web-b", "web", "100m"),
         pod("web-c", "web", "200m"),
         pod("other-a", "other", "100m"),
+        pod("web-d", "web", "200m"),
     ]
     .join("---\n");
     let mut objects = ClusterObjects::decode(&text, "x.yaml").unwrap();
@@ -443,6 +444,10 @@ fn replicas_of_one_controller_share_their_template() {
     assert!(
         !pods[3].shares_template(&pods[0]),
         "another controller: the owner reference is part of the template"
+    );
+    assert!(
+        pods[4].shares_template(&pods[2]),
+        "equal to the controller's second template"
     );
     assert_eq!((&*pods[1].name, &*pods[1].uid), ("web-b", "default/web-b"));
 }
