@@ -461,6 +461,26 @@ impl Pod {
         Arc::ptr_eq(&self.template, &other.template)
     }
 
+    /// Another pod made from the same template, as a controller makes its replicas: its
+    /// own name and the uid that follows from it (`namespace/name`), everything else as
+    /// this pod's, the template shared.
+    pub fn replica(&self, name: &str) -> Pod {
+        Pod {
+            name: Arc::from(name),
+            uid: Arc::from(format!("{}/{name}", self.namespace)),
+            ..self.clone()
+        }
+    }
+
+    /// Shares `other`'s template if it equals this pod's (pods decoded one by one from
+    /// one controller's template); whether the two share one now.
+    pub fn share_template_of(&mut self, other: &Pod) -> bool {
+        if !self.shares_template(other) && self.template == other.template {
+            self.template = other.template.clone();
+        }
+        self.shares_template(other)
+    }
+
     /// The value of the annotation `key`, if the pod has it: the annotations written on
     /// bind first, then the template's.
     pub fn annotation(&self, key: &str) -> Option<&str> {
@@ -664,6 +684,29 @@ mod tests {
         );
         assert_eq!((pod.priority, bound.priority, edited.priority), (0, 0, 7));
         assert_eq!(edited.requests(), pod.requests());
+    }
+
+    #[test]
+    fn replicas_share_the_template_and_equal_templates_can_be_shared() {
+        let pod = Pod::new("ns", "web-0")
+            .with_labels([("app", "web")])
+            .with_requests(100, 10)
+            .on_node("n1");
+        let replica = pod.replica("web-1");
+        assert!(replica.shares_template(&pod));
+        assert_eq!(
+            (&*replica.name, &*replica.uid, replica.node_name),
+            ("web-1", "ns/web-1", pod.node_name)
+        );
+
+        let mut decoded_apart = Pod::new("ns", "web-2")
+            .with_labels([("app", "web")])
+            .with_requests(100, 10);
+        assert!(!decoded_apart.shares_template(&pod));
+        assert!(decoded_apart.share_template_of(&pod));
+        assert!(decoded_apart.shares_template(&pod));
+        let mut different = Pod::new("ns", "db-0").with_requests(100, 10);
+        assert!(!different.share_template_of(&pod), "labels differ");
     }
 
     #[test]

@@ -414,3 +414,40 @@ fn hami_gpu_annotations_decode_or_name_the_annotation() {
         "{message}"
     );
 }
+
+#[test]
+fn replicas_of_one_controller_share_their_template() {
+    let pod = |name: &str, owner: &str, cpu: &str| {
+        format!(
+            "kind: Pod\napiVersion: v1\nmetadata: {{name: {name}, labels: {{app: web}}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {owner}, uid: uid-{owner}, controller: true}}]}}\nspec: {{nodeName: n1, containers: [{{name: c, resources: {{requests: {{cpu: {cpu}}}}}}}]}}\n"
+        )
+    };
+    let text = [
+        pod("web-a", "web", "100m"),
+        pod("web-b", "web", "100m"),
+        pod("web-c", "web", "200m"),
+        pod("other-a", "other", "100m"),
+        pod("web-d", "web", "200m"),
+    ]
+    .join("---\n");
+    let mut objects = ClusterObjects::decode(&text, "x.yaml").unwrap();
+    objects.resolve_priorities().unwrap();
+    let pods = &objects.pods;
+    assert!(
+        pods[1].shares_template(&pods[0]),
+        "same controller, same spec"
+    );
+    assert!(
+        !pods[2].shares_template(&pods[0]),
+        "same controller, another spec"
+    );
+    assert!(
+        !pods[3].shares_template(&pods[0]),
+        "another controller: the owner reference is part of the template"
+    );
+    assert!(
+        pods[4].shares_template(&pods[2]),
+        "equal to the controller's second template"
+    );
+    assert_eq!((&*pods[1].name, &*pods[1].uid), ("web-b", "default/web-b"));
+}

@@ -10,21 +10,26 @@ use gantry_api::{Pod, PodAffinityTerm, Sym};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-/// A term with the namespace of the pod that declared it (an empty namespace list means
-/// that namespace), shared by every pod that declares an equal one.
+/// A term with the namespace of the pod that declared it where the term means it (no
+/// namespaces listed, no namespace selector), shared by every pod that declares an equal
+/// one: pods of one template in different namespaces share a term that lists its
+/// namespaces.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct InternedTerm {
     /// Small and unique per distinct term: a key for per-cycle memos.
     pub id: u32,
     pub term: PodAffinityTerm,
-    pub owner_namespace: Sym,
+    pub owner_namespace: Option<Sym>,
 }
 
-type Table = HashMap<(PodAffinityTerm, Sym), Arc<InternedTerm>, foldhash::fast::RandomState>;
+type Table =
+    HashMap<(PodAffinityTerm, Option<Sym>), Arc<InternedTerm>, foldhash::fast::RandomState>;
 
 static TERMS: LazyLock<Mutex<Table>> = LazyLock::new(Mutex::default);
 
-fn intern(term: &PodAffinityTerm, owner_namespace: Sym) -> Arc<InternedTerm> {
+fn intern(term: &PodAffinityTerm, declared_in: Sym) -> Arc<InternedTerm> {
+    let owner_namespace =
+        (term.namespaces.is_empty() && term.namespace_selector.is_none()).then_some(declared_in);
     let mut table = TERMS.lock();
     let next = table.len() as u32;
     table
@@ -40,7 +45,7 @@ fn intern(term: &PodAffinityTerm, owner_namespace: Sym) -> Arc<InternedTerm> {
 }
 
 /// How a term of an existing pod takes part in scheduling another pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TermKind {
     RequiredAffinity,
     RequiredAntiAffinity,
@@ -173,6 +178,23 @@ mod tests {
             terms.iter().count(),
             4,
             "the owner's namespace is part of the term"
+        );
+
+        let listing = |namespace: &str| {
+            let mut term = term("web");
+            term.namespaces = vec![Sym::new("a"), Sym::new("b")];
+            let mut p = Pod::new(namespace, "e");
+            p.affinity.pod_anti_affinity.required.push(term);
+            p
+        };
+        let mut terms = AffinityTerms::default();
+        terms.update(&listing("a"), 1);
+        terms.update(&listing("b"), 1);
+        let counts: Vec<u32> = terms.iter().map(|e| e.pods).collect();
+        assert_eq!(
+            counts,
+            [2],
+            "a term that lists its namespaces is the same term in every namespace"
         );
     }
 }

@@ -47,12 +47,38 @@ struct Entry {
     next: Option<u32>,
 }
 
-#[derive(Debug)]
-struct PodState {
-    pod: Arc<Pod>,
-    node: Sym,
+/// A cached pod as the key of the pod map, hashed and compared by its uid (and looked up
+/// by a `&str` uid): a million pods cost a pointer and a node name each, not a copy of
+/// the uid besides.
+#[derive(Debug, Clone)]
+struct ByUid(Arc<Pod>);
+
+impl PartialEq for ByUid {
+    fn eq(&self, other: &ByUid) -> bool {
+        self.0.uid == other.0.uid
+    }
+}
+
+impl Eq for ByUid {}
+
+impl std::hash::Hash for ByUid {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by `&str` find it.
+        (*self.0.uid).hash(state);
+    }
+}
+
+impl std::borrow::Borrow<str> for ByUid {
+    fn borrow(&self) -> &str {
+        &self.0.uid
+    }
+}
+
+/// What the cache knows of a pod it assumed and that no add event confirmed yet.
+#[derive(Debug, Default)]
+struct Assumed {
     binding_finished: bool,
-    /// When an assumed pod whose binding finished expires (only with a TTL).
+    /// When the pod expires, its binding finished (only with a TTL).
     deadline: Option<Instant>,
 }
 
@@ -72,8 +98,9 @@ struct CacheState {
     tree: NodeTree,
     /// Bumped whenever the tree's order changes, so snapshots know to re-list.
     tree_version: u64,
-    pods: Map<Arc<str>, PodState>,
-    assumed: HashSet<Arc<str>, RandomState>,
+    /// Every cached pod, with the node it is on in the cache.
+    pods: Map<ByUid, Sym>,
+    assumed: Map<Arc<str>, Assumed>,
     images: Map<Sym, ImageNodes>,
     /// Claim reference changes not yet applied to the snapshot that last consumed them.
     pvc_delta: Map<PvcKey, i64>,
@@ -162,22 +189,14 @@ impl Cache {
         let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
             pod: pod_name(&pod),
         })?;
-        if s.pods.contains_key(&pod.uid) {
+        if s.pods.contains_key(&*pod.uid) {
             return Err(CacheError::PodExists {
                 pod: pod_name(&pod),
             });
         }
         s.add_pod_to_node(node, pod.clone());
-        s.assumed.insert(pod.uid.clone());
-        s.pods.insert(
-            pod.uid.clone(),
-            PodState {
-                pod,
-                node,
-                binding_finished: false,
-                deadline: None,
-            },
-        );
+        s.assumed.insert(pod.uid.clone(), Assumed::default());
+        s.pods.insert(ByUid(pod), node);
         Ok(())
     }
 
@@ -186,37 +205,34 @@ impl Cache {
     /// as it is, as upstream does.
     pub fn finish_binding(&self, uid: &str, now: Instant) {
         let mut s = self.state.lock();
-        if !s.assumed.contains(uid) {
-            return;
+        if let Some(assumed) = s.assumed.get_mut(uid) {
+            assumed.binding_finished = true;
+            assumed.deadline = self.assumed_ttl.map(|ttl| now + ttl);
         }
-        let state = s.pods.get_mut(uid).expect("assumed pods have a state");
-        state.binding_finished = true;
-        state.deadline = self.assumed_ttl.map(|ttl| now + ttl);
     }
 
     /// Undoes an assume (the binding failed).
     pub fn forget_pod(&self, pod: &Pod) -> Result<(), CacheError> {
         let mut s = self.state.lock();
-        let state = s
+        let node = *s
             .pods
-            .get(&pod.uid)
+            .get(&*pod.uid)
             .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
         if let Some(requested) = pod.node_name
-            && requested != state.node
+            && requested != node
         {
             return Err(CacheError::NodeMismatch {
                 pod: pod_name(pod),
-                cached: state.node,
+                cached: node,
                 requested,
             });
         }
-        if !s.assumed.contains(&pod.uid) {
+        if !s.assumed.contains_key(&*pod.uid) {
             return Err(CacheError::PodNotAssumed { pod: pod_name(pod) });
         }
-        let node = state.node;
         s.remove_pod_from_node(node, &pod.uid);
-        s.assumed.remove(&pod.uid);
-        s.pods.remove(&pod.uid);
+        s.assumed.remove(&*pod.uid);
+        s.pods.remove(&*pod.uid);
         Ok(())
     }
 
@@ -227,98 +243,89 @@ impl Cache {
         let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
             pod: pod_name(&pod),
         })?;
-        if s.assumed.contains(&pod.uid) {
-            let cached = s.pods[&pod.uid].node;
+        if s.assumed.remove(&*pod.uid).is_some() {
+            let cached = s.pods.remove(&*pod.uid).expect("assumed pods are cached");
             s.remove_pod_from_node(cached, &pod.uid);
             s.add_pod_to_node(node, pod.clone());
-            s.assumed.remove(&pod.uid);
-            let state = s.pods.get_mut(&pod.uid).expect("assumed pods have a state");
-            state.pod = pod;
-            state.node = node;
-            state.deadline = None;
+            s.pods.insert(ByUid(pod), node);
             return Ok(());
         }
-        if s.pods.contains_key(&pod.uid) {
+        if s.pods.contains_key(&*pod.uid) {
             return Err(CacheError::PodExists {
                 pod: pod_name(&pod),
             });
         }
         s.add_pod_to_node(node, pod.clone());
-        s.pods.insert(
-            pod.uid.clone(),
-            PodState {
-                pod,
-                node,
-                binding_finished: true,
-                deadline: None,
-            },
-        );
+        s.pods.insert(ByUid(pod), node);
         Ok(())
     }
 
     /// A bound pod changed (labels, say): the old version is replaced by the new one.
     pub fn update_pod(&self, new: Arc<Pod>) -> Result<(), CacheError> {
         let mut s = self.state.lock();
-        let state = s
+        let node = *s
             .pods
-            .get(&new.uid)
+            .get(&*new.uid)
             .ok_or_else(|| CacheError::PodNotFound {
                 pod: pod_name(&new),
             })?;
-        if s.assumed.contains(&new.uid) {
+        if s.assumed.contains_key(&*new.uid) {
             return Err(CacheError::PodAssumed {
                 pod: pod_name(&new),
             });
         }
-        let node = state.node;
         s.remove_pod_from_node(node, &new.uid);
         s.add_pod_to_node(node, new.clone());
-        let uid = new.uid.clone();
-        s.pods.get_mut(&uid).expect("checked above").pod = new;
+        // The new version replaces the old one as the key too.
+        s.pods.remove(&*new.uid);
+        s.pods.insert(ByUid(new), node);
         Ok(())
     }
 
     /// A pod was deleted (or assumed and deleted before confirmation).
     pub fn remove_pod(&self, pod: &Pod) -> Result<(), CacheError> {
         let mut s = self.state.lock();
-        let state = s
+        let node = s
             .pods
-            .remove(&pod.uid)
+            .remove(&*pod.uid)
             .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
-        s.assumed.remove(&pod.uid);
-        s.remove_pod_from_node(state.node, &pod.uid);
+        s.assumed.remove(&*pod.uid);
+        s.remove_pod_from_node(node, &pod.uid);
         Ok(())
     }
 
-    /// Forgets assumed pods whose binding finished more than the TTL ago; returns them.
+    /// Forgets assumed pods whose binding finished more than the TTL ago; returns them,
+    /// by uid (not in the hash map's order, which differs from run to run).
     pub fn cleanup_expired_assumed_pods(&self, now: Instant) -> Vec<Arc<Pod>> {
         let mut s = self.state.lock();
-        let expired: Vec<Arc<str>> = s
+        let mut expired: Vec<Arc<str>> = s
             .assumed
             .iter()
-            .filter(|uid| {
-                let state = &s.pods[*uid];
-                state.binding_finished && state.deadline.is_some_and(|d| now >= d)
-            })
-            .cloned()
+            .filter(|(_, a)| a.binding_finished && a.deadline.is_some_and(|d| now >= d))
+            .map(|(uid, _)| uid.clone())
             .collect();
+        expired.sort_unstable();
         let mut out = Vec::with_capacity(expired.len());
         for uid in expired {
-            let state = s.pods.remove(&uid).expect("assumed pods have a state");
+            let (ByUid(pod), node) = s.pods.remove_entry(&*uid).expect("assumed pods are cached");
             s.assumed.remove(&uid);
-            s.remove_pod_from_node(state.node, &uid);
-            tracing::warn!(pod = %state.pod.key(), node = %state.node, "assumed pod expired");
-            out.push(state.pod);
+            s.remove_pod_from_node(node, &uid);
+            tracing::warn!(pod = %pod.key(), node = %node, "assumed pod expired");
+            out.push(pod);
         }
         out
     }
 
     pub fn is_assumed(&self, uid: &str) -> bool {
-        self.state.lock().assumed.contains(uid)
+        self.state.lock().assumed.contains_key(uid)
     }
 
     pub fn pod(&self, uid: &str) -> Option<Arc<Pod>> {
-        self.state.lock().pods.get(uid).map(|s| s.pod.clone())
+        self.state
+            .lock()
+            .pods
+            .get_key_value(uid)
+            .map(|(pod, _)| pod.0.clone())
     }
 
     pub fn num_nodes(&self) -> usize {

@@ -4,7 +4,7 @@
 
 use gantry_api::Sym;
 
-use crate::{DraState, NodeColumns, NodeInfo, PvcKey};
+use crate::{DeclaredTerms, DomainCounts, DraState, NodeColumns, NodeInfo, PodSelection, PvcKey};
 
 pub trait ClusterState: Sync {
     /// Number of nodes (ghosts excluded).
@@ -33,6 +33,19 @@ pub trait ClusterState: Sync {
     /// many nodes in one loop; `None` where the view does not keep them (the what-if
     /// stores), and the plugins then read each NodeInfo.
     fn columns(&self) -> Option<&NodeColumns> {
+        None
+    }
+
+    /// Pods per topology domain for `selection`, where this view keeps them; `None`
+    /// means "count node by node" (a cycle's snapshot then keeps the selection from its
+    /// next update on).
+    fn domain_counts(&self, _selection: &PodSelection) -> Option<&DomainCounts> {
+        None
+    }
+
+    /// The (anti-)affinity terms the pods declare, with the declaring pods per domain;
+    /// `None` where this view does not keep them (walk the affinity sub-lists instead).
+    fn declared_terms(&self) -> Option<&DeclaredTerms> {
         None
     }
 

@@ -10,7 +10,9 @@ use gantry_api::Sym;
 
 use crate::node_info::{NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
-use crate::{ClusterState, NodeColumns};
+use crate::{
+    ClusterState, DeclaredTerms, DomainCounts, NodeColumns, PodSelection, SelectionCounts,
+};
 
 static SNAPSHOT_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -63,6 +65,10 @@ pub struct Snapshot {
     changed_slots: Vec<u32>,
     used_pvcs: Map<PvcKey, i64>,
     tree_version: Option<u64>,
+    /// The pods' (anti-)affinity terms with the declaring pods per topology domain.
+    declared: DeclaredTerms,
+    /// Matching pods per topology domain for the selections the plugins ask about.
+    selections: SelectionCounts,
 }
 
 impl Default for Snapshot {
@@ -87,6 +93,8 @@ impl Snapshot {
             changed_slots: Vec::new(),
             used_pvcs: Map::default(),
             tree_version: None,
+            declared: DeclaredTerms::default(),
+            selections: SelectionCounts::default(),
         }
     }
 
@@ -111,8 +119,11 @@ impl Snapshot {
 
     fn fill_from<'a>(&mut self, nodes: impl Iterator<Item = &'a NodeInfo>, tree: &NodeTree) {
         let id = self.id;
+        // The selections asked for stay asked for; their counts are taken afresh.
+        let selections = std::mem::take(&mut self.selections);
         *self = Snapshot {
             id,
+            selections,
             ..Snapshot::new()
         };
         let mut generation = 0;
@@ -128,6 +139,10 @@ impl Snapshot {
         }
         self.generation = generation;
         self.rebuild_lists(tree);
+        let slots = &self.slots;
+        self.declared = DeclaredTerms::counted(slots.iter());
+        self.selections.recount(|| slots.iter());
+        self.selections.finish_update(|| slots.iter());
     }
 
     /// Applies the changed NodeInfos (newest first) from the cache. Two checks guard the
@@ -146,21 +161,26 @@ impl Snapshot {
         let mut update = SnapshotUpdate::default();
         let mut relist = self.tree_version != Some(tree_version);
         self.changed_slots.clear();
+        // Slots whose node started or stopped holding (anti-)affinity pods.
+        let mut flipped: Vec<u32> = Vec::new();
         for info in changed {
             let Some(node) = info.node() else { continue };
             update.cloned += 1;
             match self.by_name.get(&node.name) {
                 Some(&slot) => {
                     let existing = &mut self.slots[slot as usize];
-                    relist |= existing.pods_with_affinity().is_empty()
-                        != info.pods_with_affinity().is_empty()
-                        || existing.pods_with_required_anti_affinity().is_empty()
-                            != info.pods_with_required_anti_affinity().is_empty();
+                    if affinity_flags(existing) != affinity_flags(info) {
+                        flipped.push(slot);
+                    }
+                    self.declared.node_changed(Some(existing), Some(info));
+                    self.selections.node_changed(Some(existing), Some(info));
                     existing.clone_from(info);
                     self.changed_slots.push(slot);
                 }
                 None => {
                     relist = true;
+                    self.declared.node_changed(None, Some(info));
+                    self.selections.node_changed(None, Some(info));
                     let slot = match self.free.pop() {
                         Some(slot) => {
                             self.slots[slot as usize] = info.clone();
@@ -185,6 +205,10 @@ impl Snapshot {
                 .collect();
             for name in gone {
                 let slot = self.by_name.remove(&name).expect("listed above");
+                self.declared
+                    .node_changed(Some(&self.slots[slot as usize]), None);
+                self.selections
+                    .node_changed(Some(&self.slots[slot as usize]), None);
                 self.slots[slot as usize] = NodeInfo::default();
                 self.free.push(slot);
             }
@@ -209,6 +233,9 @@ impl Snapshot {
                 let position = self.slot_position[slot as usize] as usize;
                 self.columns.set(position, &self.slots[slot as usize]);
             }
+            for slot in flipped {
+                self.patch_affinity_lists(slot);
+            }
         }
         if self.list.len() != tree.len() || self.by_name.len() != tree.len() {
             let error = SnapshotError {
@@ -221,6 +248,8 @@ impl Snapshot {
             self.tree_version = Some(tree_version);
             return Err(error);
         }
+        let slots = &self.slots;
+        self.selections.finish_update(|| slots.iter());
         Ok(update)
     }
 
@@ -277,6 +306,39 @@ impl Snapshot {
             .rebuild(self.list.iter().map(|&slot| &slots[slot as usize]));
     }
 
+    /// Puts the slot's node into, or takes it out of, the affinity sub-lists (sorted by
+    /// position), after it started or stopped holding such pods: the order of the nodes
+    /// did not change, so the lists need not be rebuilt.
+    fn patch_affinity_lists(&mut self, slot: u32) {
+        let position = self.slot_position[slot as usize];
+        let (with_affinity, with_required_anti) = affinity_flags(&self.slots[slot as usize]);
+        for (list, member) in [
+            (&mut self.with_affinity, with_affinity),
+            (&mut self.with_required_anti_affinity, with_required_anti),
+        ] {
+            match list.binary_search(&position) {
+                Ok(i) if !member => {
+                    list.remove(i);
+                }
+                Err(i) if member => list.insert(i, position),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether the topology counts (declared terms and kept selections) equal counts
+    /// taken from scratch over the snapshot's nodes.
+    pub fn topology_counts_agree(&self) -> bool {
+        let slots = &self.slots;
+        self.declared == DeclaredTerms::counted(slots.iter())
+            && self.selections.agree_with(|| slots.iter())
+    }
+
+    /// Number of pod selections whose domain counts the snapshot keeps.
+    pub fn selections_counted(&self) -> usize {
+        self.selections.len()
+    }
+
     /// Node names in list order.
     pub fn node_names(&self) -> Vec<Sym> {
         self.list
@@ -300,7 +362,16 @@ impl Snapshot {
             && self.with_required_anti_affinity == other.with_required_anti_affinity
             && self.columns.same_values(&other.columns)
             && self.used_pvcs() == other.used_pvcs()
+            && self.declared == other.declared
     }
+}
+
+/// Whether the node holds pods with (anti-)affinity, and pods with required anti-affinity.
+fn affinity_flags(info: &NodeInfo) -> (bool, bool) {
+    (
+        !info.pods_with_affinity().is_empty(),
+        !info.pods_with_required_anti_affinity().is_empty(),
+    )
 }
 
 impl ClusterState for Snapshot {
@@ -331,5 +402,13 @@ impl ClusterState for Snapshot {
 
     fn columns(&self) -> Option<&NodeColumns> {
         Some(&self.columns)
+    }
+
+    fn domain_counts(&self, selection: &PodSelection) -> Option<&DomainCounts> {
+        self.selections.get(selection)
+    }
+
+    fn declared_terms(&self) -> Option<&DeclaredTerms> {
+        Some(&self.declared)
     }
 }

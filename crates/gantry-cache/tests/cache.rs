@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::{LabelSelector, Node, Pod, PodAffinityTerm, Resources, Sym, Volume};
-use gantry_cache::{Cache, CacheError, ClusterState, Snapshot};
+use gantry_cache::{Cache, CacheError, ClusterState, NamespaceScope, PodSelection, Snapshot};
 use proptest::prelude::*;
 
 fn node(name: &str, zone: usize) -> Arc<Node> {
@@ -142,6 +142,53 @@ fn assumed_pods_never_expire_by_default_and_do_with_a_ttl() {
 }
 
 #[test]
+fn assumed_pods_expiring_together_come_back_in_uid_order() {
+    let now = Instant::now();
+    let cache = Cache::with_assumed_ttl(Duration::from_secs(1));
+    cache.add_node(node("n1", 0));
+    let names = ["m", "c", "x", "a", "q", "f", "z", "b"];
+    for name in names {
+        cache.assume_pod(pod(name, "n1")).unwrap();
+        cache.finish_binding(&format!("ns/{name}"), now);
+    }
+    let expired = cache.cleanup_expired_assumed_pods(now + Duration::from_secs(1));
+    let uids: Vec<&str> = expired.iter().map(|p| &*p.uid).collect();
+    assert_eq!(
+        uids,
+        [
+            "ns/a", "ns/b", "ns/c", "ns/f", "ns/m", "ns/q", "ns/x", "ns/z"
+        ]
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| cache.pod(&format!("ns/{n}")).is_none())
+    );
+}
+
+#[test]
+fn the_cache_answers_with_the_latest_version_of_a_pod() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 1));
+    cache.assume_pod(pod("p", "n1")).unwrap();
+    // The add event confirms it on another node: that version is the cached one.
+    cache.add_pod(pod("p", "n2")).unwrap();
+    assert!(!cache.is_assumed("ns/p"));
+    assert_eq!(cache.pod("ns/p").unwrap().node_name, Some(Sym::new("n2")));
+    let relabelled = Arc::new(
+        Pod::new("ns", "p")
+            .with_labels([("app", "web")])
+            .with_requests(100, 1 << 20)
+            .on_node("n2"),
+    );
+    cache.update_pod(relabelled.clone()).unwrap();
+    assert!(Arc::ptr_eq(&cache.pod("ns/p").unwrap(), &relabelled));
+    cache.remove_pod(&relabelled).unwrap();
+    assert!(cache.pod("ns/p").is_none());
+}
+
+#[test]
 fn deleted_node_with_pods_is_a_ghost_until_they_go() {
     let cache = Cache::new();
     cache.add_node(node("n1", 0));
@@ -218,11 +265,21 @@ fn snapshot_copies_only_changed_nodes_and_relists_only_when_needed() {
         });
     cache.add_pod(Arc::new(with_affinity)).unwrap();
     let update = cache.update_snapshot(&mut snap).unwrap();
-    assert!(update.lists_rebuilt);
+    assert!(
+        !update.lists_rebuilt,
+        "a node that starts holding affinity pods joins the sub-list in place"
+    );
     assert_eq!(snap.with_affinity_pods().len(), 1);
     assert_eq!(
         snap.node_at(snap.with_affinity_pods()[0] as usize).name(),
         Sym::new("n5")
+    );
+    assert!(snap.same_state(&cache.full_snapshot()));
+    cache.remove_pod(&Pod::new("ns", "aff")).unwrap();
+    cache.update_snapshot(&mut snap).unwrap();
+    assert!(
+        snap.with_affinity_pods().is_empty(),
+        "and leaves it in place"
     );
     // Zone-interleaved order.
     let names: Vec<&str> = snap.node_names().iter().map(|s| s.as_str()).collect();
@@ -318,26 +375,55 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Pods of a few shapes: plain, with affinity, with required anti-affinity, with claims.
+/// Pods of a few shapes: plain, with affinity (by hostname, which the nodes lack), with
+/// required anti-affinity (by zone), with claims, being deleted; labelled by kind.
 fn make_pod(id: u8, node: u8, kind: u8) -> Arc<Pod> {
+    let app = ["a", "b"][usize::from(kind % 2)];
     let mut pod = Pod::new("ns", &format!("p{id}"))
         .with_requests(10 * (i64::from(kind) + 1), 1 << 20)
+        .with_labels([("app", app)])
         .on_node(&format!("n{node}"));
-    let term = PodAffinityTerm {
+    let term = |key: &str| PodAffinityTerm {
         label_selector: Some(LabelSelector::default()),
         namespaces: vec![],
         namespace_selector: None,
-        topology_key: Sym::new("kubernetes.io/hostname"),
+        topology_key: Sym::new(key),
     };
     match kind {
-        1 => pod.affinity.pod_affinity.required.push(term),
-        2 => pod.affinity.pod_anti_affinity.required.push(term),
+        1 => pod
+            .affinity
+            .pod_affinity
+            .required
+            .push(term("kubernetes.io/hostname")),
+        2 => pod.affinity.pod_anti_affinity.required.push(term(ZONE)),
         3 | 4 => pod
             .volumes
             .push(Volume::claim("data", &format!("claim-{}", kind - 3))),
+        5 => pod.terminating = true,
         _ => {}
     }
     Arc::new(pod)
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// Selections the snapshot is asked to count per zone: one the label index answers, and
+/// one of live pods only, which it cannot while a pod is being deleted.
+fn selections() -> [PodSelection; 2] {
+    [
+        PodSelection {
+            selector: LabelSelector::from_pairs([(Sym::new("app"), Sym::new("a"))]),
+            namespaces: NamespaceScope::listed([Sym::new("ns")]),
+            topology_key: Sym::new(ZONE),
+            live_only: false,
+        },
+        PodSelection {
+            selector: LabelSelector::default(),
+            namespaces: NamespaceScope::All,
+            topology_key: Sym::new(ZONE),
+            live_only: true,
+        },
+    ]
 }
 
 #[derive(Default)]
@@ -364,6 +450,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let cache = Cache::new();
     let mut model = Model::default();
     let mut snap = Snapshot::new();
+    let mut asked = false;
     for op in ops {
         match op {
             Op::AddNode { node: n, zone } => {
@@ -465,6 +552,16 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     ));
                 };
                 prop_assert!(!update.claims_recounted, "claim counts should add up");
+                prop_assert!(
+                    snap.topology_counts_agree(),
+                    "topology counts differ from a count from scratch"
+                );
+                prop_assert_eq!(snap.selections_counted(), if asked { 2 } else { 0 });
+                asked = true;
+                for selection in selections() {
+                    // A miss asks for the selection; the next update counts it.
+                    snap.domain_counts(&selection);
+                }
                 let expected_cloned = model
                     .changed
                     .iter()

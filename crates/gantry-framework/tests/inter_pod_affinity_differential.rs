@@ -59,6 +59,8 @@ struct PodSpec {
     required_affinity: Option<Shape>,
     required_anti: Option<Shape>,
     preferred: Option<(Shape, i32, bool)>,
+    /// Being deleted: InterPodAffinity still counts it.
+    terminating: bool,
 }
 
 fn pod_spec() -> impl Strategy<Value = PodSpec> {
@@ -70,21 +72,26 @@ fn pod_spec() -> impl Strategy<Value = PodSpec> {
         proptest::option::weighted(0.2, shape.clone()),
         proptest::option::weighted(0.2, shape.clone()),
         proptest::option::weighted(0.4, (shape, 1..50i32, any::<bool>())),
+        proptest::bool::weighted(0.1),
     )
         .prop_map(
-            |(namespace, app, node, required_affinity, required_anti, preferred)| PodSpec {
-                namespace,
-                app,
-                node,
-                required_affinity,
-                required_anti,
-                preferred,
+            |(namespace, app, node, required_affinity, required_anti, preferred, terminating)| {
+                PodSpec {
+                    namespace,
+                    app,
+                    node,
+                    required_affinity,
+                    required_anti,
+                    preferred,
+                    terminating,
+                }
             },
         )
 }
 
 fn build(spec: &PodSpec, name: &str) -> Pod {
     let mut pod = Pod::new(NAMESPACES[spec.namespace], name).with_labels([("app", APPS[spec.app])]);
+    pod.terminating = spec.terminating;
     if let Some(s) = spec.required_affinity {
         pod.affinity.pod_affinity.required.push(term(s));
     }
@@ -215,10 +222,74 @@ fn naive_scores(incoming: &Pod, existing: &[(Pod, &Node)], nodes: &[Node]) -> Ve
         .collect()
 }
 
+/// Filter and raw Score on every node against the per-pod rules.
+fn agrees(
+    snapshot: &Snapshot,
+    nodes: &[Node],
+    existing: &[(Pod, &Node)],
+    incoming: &Pod,
+) -> Result<(), TestCaseError> {
+    let objects = ApiObjects::default();
+    let cluster = Cluster {
+        nodes: snapshot,
+        objects: &objects,
+    };
+    let plugin = InterPodAffinity::default();
+
+    let mut state = CycleState::new();
+    let (_, status) = plugin.pre_filter(&mut state, incoming, cluster);
+    for (i, node) in nodes.iter().enumerate() {
+        let info = snapshot.node(node.name).unwrap();
+        let got = status.is_skip() || plugin.filter(&state, incoming, info).is_success();
+        prop_assert_eq!(
+            got,
+            naive_filter(incoming, existing, node),
+            "filter on node {}",
+            i
+        );
+    }
+
+    let infos: Vec<&NodeInfo> = (0..snapshot.num_nodes())
+        .map(|i| snapshot.node_at(i))
+        .collect();
+    let mut state = CycleState::new();
+    let status = plugin.pre_score(&mut state, incoming, &infos, cluster);
+    let raw_expected = naive_scores(
+        incoming,
+        existing,
+        &infos
+            .iter()
+            .map(|i| (**i.node().unwrap()).clone())
+            .collect::<Vec<_>>(),
+    );
+    if status.is_skip() {
+        prop_assert!(
+            raw_expected.iter().all(|s| *s == 0),
+            "skipped, but upstream scores {:?}",
+            raw_expected
+        );
+    } else {
+        let raw: Vec<i64> = infos
+            .iter()
+            .map(|i| plugin.score(&state, incoming, i).unwrap())
+            .collect();
+        prop_assert_eq!(raw, raw_expected);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The same cluster three ways: counted node by node (the snapshot was never asked for
+    /// the incoming pod's selections), from the snapshot's domain counts (asked for by
+    /// the first round), and from domain counts kept up to date while pods come and go.
     #[test]
-    fn indexed_affinity_agrees_with_the_per_pod_rules(pods in proptest::collection::vec(pod_spec(), 0..25), incoming in pod_spec()) {
+    fn indexed_affinity_agrees_with_the_per_pod_rules(
+        pods in proptest::collection::vec(pod_spec(), 0..25),
+        later in proptest::collection::vec(pod_spec(), 0..6),
+        removed in proptest::collection::vec(any::<proptest::sample::Index>(), 0..4),
+        incoming in pod_spec(),
+    ) {
         let nodes: Vec<Node> = (0..6)
             .map(|i| {
                 let name = format!("n{i}");
@@ -239,27 +310,25 @@ proptest! {
         let incoming = build(&incoming, "incoming");
         let mut snapshot = Snapshot::new();
         cache.update_snapshot(&mut snapshot).unwrap();
-        let objects = ApiObjects::default();
-        let cluster = Cluster { nodes: &snapshot, objects: &objects };
-        let plugin = InterPodAffinity::default();
+        agrees(&snapshot, &nodes, &existing, &incoming)?;
 
-        let mut state = CycleState::new();
-        let (_, status) = plugin.pre_filter(&mut state, &incoming, cluster);
-        for (i, node) in nodes.iter().enumerate() {
-            let info = snapshot.node(node.name).unwrap();
-            let got = status.is_skip() || plugin.filter(&state, &incoming, info).is_success();
-            prop_assert_eq!(got, naive_filter(&incoming, &existing, node), "filter on node {}", i);
-        }
+        cache.update_snapshot(&mut snapshot).unwrap();
+        agrees(&snapshot, &nodes, &existing, &incoming)?;
 
-        let infos: Vec<&NodeInfo> = (0..snapshot.num_nodes()).map(|i| snapshot.node_at(i)).collect();
-        let mut state = CycleState::new();
-        let status = plugin.pre_score(&mut state, &incoming, &infos, cluster);
-        let raw_expected = naive_scores(&incoming, &existing, &infos.iter().map(|i| (**i.node().unwrap()).clone()).collect::<Vec<_>>());
-        if status.is_skip() {
-            prop_assert!(raw_expected.iter().all(|s| *s == 0), "skipped, but upstream scores {:?}", raw_expected);
-        } else {
-            let raw: Vec<i64> = infos.iter().map(|i| plugin.score(&state, &incoming, i).unwrap()).collect();
-            prop_assert_eq!(raw, raw_expected);
+        for index in removed {
+            if existing.is_empty() {
+                break;
+            }
+            let (pod, _) = existing.remove(index.index(existing.len()));
+            cache.remove_pod(&pod).unwrap();
         }
+        for (i, spec) in later.iter().enumerate() {
+            let pod = build(spec, &format!("later{i}")).on_node(&format!("n{}", spec.node));
+            cache.assume_pod(Arc::new(pod.clone())).unwrap();
+            existing.push((pod, &nodes[spec.node]));
+        }
+        cache.update_snapshot(&mut snapshot).unwrap();
+        prop_assert!(snapshot.topology_counts_agree());
+        agrees(&snapshot, &nodes, &existing, &incoming)?;
     }
 }

@@ -276,13 +276,15 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     let mut cluster = ClusterObjects::default();
     cluster.nodes = (0..nodes).map(|i| node(i, zone_of(i))).collect();
     let direct_init = workload == Workload::Scale;
+    // Each phase's pods are replicas of one template, as a controller's pods are.
+    let init_pod = pod(init_template, INIT_NAMESPACE, "init");
     if direct_init {
         // A million resident pods are loaded as already bound, as a cluster dump would be.
         let per_node = init_pods / nodes.max(1);
         for n in 0..nodes {
+            let node = format!("node-{n}");
             for p in 0..per_node {
-                let pod = pod(init_template, INIT_NAMESPACE, &format!("init-{n}-{p}"))
-                    .on_node(&format!("node-{n}"));
+                let pod = init_pod.replica(&format!("init-{n}-{p}")).on_node(&node);
                 cluster.pods.push(pod);
             }
         }
@@ -306,7 +308,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
         Simulation::new(cluster, vec![profile], sim_options).expect("a synthetic cluster loads");
     if !direct_init {
         for i in 0..init_pods {
-            let p = pod(init_template, INIT_NAMESPACE, &format!("init-{i}"));
+            let p = init_pod.replica(&format!("init-{i}"));
             sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(p)));
         }
     }
@@ -325,12 +327,9 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     } else {
         Duration::ZERO
     };
+    let measured_pod = pod(measured_template, MEASURED_NAMESPACE, "measured");
     for i in 0..measured_pods {
-        let p = pod(
-            measured_template,
-            MEASURED_NAMESPACE,
-            &format!("measured-{i}"),
-        );
+        let p = measured_pod.replica(&format!("measured-{i}"));
         sim.schedule(
             start + interval * i as u32,
             SimEvent::CreatePod(Arc::new(p)),

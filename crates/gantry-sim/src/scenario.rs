@@ -21,6 +21,7 @@
 //! - {at: 10s, deleteNodes: {group: general, count: 2}}
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -195,6 +196,7 @@ impl Scenario {
             err: &err,
             nodes: std::cell::Cell::new(0),
             pods: std::cell::Cell::new(0),
+            first_pods: std::cell::RefCell::default(),
         }
         .build()
     }
@@ -214,6 +216,9 @@ struct Builder<'a, E: Fn(String, String) -> ScenarioError> {
     /// Nodes and pods created so far, against `MAX_NODES` and `MAX_PODS`.
     nodes: std::cell::Cell<usize>,
     pods: std::cell::Cell<usize>,
+    /// Each workload's first pod, decoded from its template: the others are its replicas,
+    /// sharing the template as a controller's pods do.
+    first_pods: std::cell::RefCell<HashMap<usize, Pod>>,
 }
 
 impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
@@ -547,6 +552,10 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
         index: usize,
         cluster: &ClusterObjects,
     ) -> Result<Pod, ScenarioError> {
+        let name = format!("{}-{index}", workload.name);
+        if let Some(first) = self.first_pods.borrow().get(&w) {
+            return Ok(first.replica(&name));
+        }
         let field = format!("workloads[{w}].template");
         let mut manifest = workload.template.clone();
         let Some(object) = manifest.as_object_mut() else {
@@ -564,18 +573,20 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 "must be a mapping".into(),
             ));
         };
-        metadata.insert("name".into(), json!(format!("{}-{index}", workload.name)));
+        metadata.insert("name".into(), json!(name));
         metadata.insert("namespace".into(), json!(workload.namespace));
         let mut decoded = self.decode(manifest, &field)?;
         decoded.priority_classes = cluster.priority_classes.clone();
         decoded
             .resolve_priorities()
             .map_err(|e| (self.err)(format!("{field}.{}", e.field), e.message))?;
-        decoded
+        let pod = decoded
             .pods
             .into_iter()
             .next()
-            .ok_or_else(|| (self.err)(field, "no pod decoded".into()))
+            .ok_or_else(|| (self.err)(field, "no pod decoded".into()))?;
+        self.first_pods.borrow_mut().insert(w, pod.clone());
+        Ok(pod)
     }
 
     fn decode(&self, manifest: Value, field: &str) -> Result<ClusterObjects, ScenarioError> {
@@ -757,6 +768,14 @@ events:
         );
         assert_eq!(creates[0].1.priority, 1000, "priority class resolved");
         assert_eq!(creates[0].1.requests().milli_cpu, 500);
+        assert!(
+            creates.iter().all(|(_, p)| p.shares_template(creates[0].1)),
+            "a workload's pods share one template, the scaled-up ones too"
+        );
+        assert_eq!(
+            (&*creates[8].1.name, &*creates[8].1.uid),
+            ("web-8", "default/web-8")
+        );
         let kinds: Vec<&str> = s
             .events
             .iter()

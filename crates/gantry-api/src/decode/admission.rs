@@ -119,6 +119,7 @@ pub(super) fn resolve_priorities(
         for fields in std::mem::take(&mut objects.admission) {
             admit_pod(&mut objects.pods[fields.pod], fields, &classes, default)?;
         }
+        super::shared_templates::share_templates(&mut objects.pods);
     }
     Ok(())
 }

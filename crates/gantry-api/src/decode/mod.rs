@@ -11,9 +11,10 @@
 //! `kubectl`'s layout is cut into items, `json_values` does the same for JSON), `fast_yaml`
 //! reads the YAML `kubectl` prints, `document` streams any other document's `items`,
 //! `batch` converts items in parallel, `object` turns one object into its kind's type
-//! (`node`, `pod`, `affinity`, `storage`, `priority`, `controller`), `validation` holds the API server's
-//! rules and messages, `names` the `generateName` generator, and `admission` does what
-//! the API server checks across objects once all are read.
+//! (`node`, `pod`, `affinity`, `storage`, `priority`, `controller`), `validation` holds the
+//! API server's rules and messages, `names` the `generateName` generator, `admission` does
+//! what the API server checks across objects once all are read, and `shared_templates`
+//! lets a controller's equal pods share one template afterwards.
 
 mod admission;
 mod affinity;
@@ -29,6 +30,7 @@ mod node;
 mod object;
 mod pod;
 mod priority;
+mod shared_templates;
 mod storage;
 mod validation;
 

@@ -1,15 +1,20 @@
 //! InterPodAffinity: required pod affinity / anti-affinity as a filter (including the
 //! existing pods' required anti-affinity, which is symmetric), preferred terms as a score.
 //!
-//! PreFilter and PreScore walk the cluster's pods once per incoming pod and keep counts
-//! (or scores) per topology pair; Filter and Score then only look up the node's labels.
+//! PreFilter and PreScore count pods per topology pair once per incoming pod; Filter and
+//! Score then only look up the node's labels. The counts come from the cycle's snapshot
+//! where it keeps them (the existing pods' terms with their declaring pods per domain,
+//! and the matching pods per domain of each selection asked about before), shared rather
+//! than copied; elsewhere (a selection asked about for the first time, a what-if fork)
+//! they are counted node by node.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use foldhash::fast::RandomState;
 use gantry_api::{Labels, Node, Pod, PodAffinityTerm, Sym};
-use gantry_cache::{InternedTerm, NodeInfo, PodLabelIndex, TermKind};
+use gantry_cache::{
+    ClusterState, DomainCounts, InternedTerm, NamespaceScope, NodeInfo, PodSelection,
+    PodsPerDomain, TermKind,
+};
 use smallvec::SmallVec;
 
 use crate::{
@@ -43,32 +48,115 @@ impl Default for InterPodAffinity {
     }
 }
 
-/// Number of matching pods (or terms) per (topology key, value).
-type Counts = HashMap<(Sym, Sym), i64, RandomState>;
+/// One topology key's counts per value.
+#[derive(Debug, Clone)]
+struct DomainMap {
+    key: Sym,
+    pods: Arc<PodsPerDomain>,
+    /// Values with a non-zero count (a map shared with the snapshot lists empty domains
+    /// too).
+    occupied: u32,
+}
 
-/// Adds `delta` at (`key`, the node's value for it) if the node has the key, dropping
-/// entries that fall to zero so that "is empty" means "nothing matched".
-fn add_count(counts: &mut Counts, node: &Node, key: Sym, delta: i64) {
-    let Some(value) = node.labels.get(key) else {
-        return;
-    };
-    let count = counts.entry((key, value)).or_insert(0);
-    *count += delta;
-    if *count == 0 {
-        counts.remove(&(key, value));
+/// Number of matching pods (or terms) per (topology key, value), as maps per key whose
+/// counts add up: the snapshot's own maps where it keeps the counts (shared, nothing
+/// copied; a change copies the map first), maps of this cycle's counting otherwise. Only
+/// maps with a non-zero count are held, so that "is empty" means "nothing matched".
+#[derive(Debug, Clone, Default)]
+struct TopologyCounts(SmallVec<[DomainMap; 2]>);
+
+impl TopologyCounts {
+    fn share(&mut self, key: Sym, pods: &Arc<PodsPerDomain>, occupied: u32) {
+        if occupied > 0 {
+            self.0.push(DomainMap {
+                key,
+                pods: pods.clone(),
+                occupied,
+            });
+        }
+    }
+
+    fn at(&self, key: Sym, value: Sym) -> i64 {
+        self.0
+            .iter()
+            .filter(|m| m.key == key)
+            .filter_map(|m| m.pods.get(&value))
+            .sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `delta` at (`key`, the node's value for it) if the node has the key. A
+    /// decrease goes to a map that counts something there, so that no count goes below
+    /// zero and "is empty" stays exact.
+    fn add(&mut self, node: &Node, key: Sym, delta: i64) {
+        let Some(value) = node.labels.get(key) else {
+            return;
+        };
+        let of_key = |m: &DomainMap| m.key == key;
+        let found = if delta < 0 {
+            self.0
+                .iter()
+                .position(|m| of_key(m) && m.pods.get(&value).is_some_and(|&c| c > 0))
+                .or_else(|| self.0.iter().position(of_key))
+        } else {
+            self.0.iter().position(of_key)
+        };
+        let index = found.unwrap_or_else(|| {
+            self.0.push(DomainMap {
+                key,
+                pods: Arc::default(),
+                occupied: 0,
+            });
+            self.0.len() - 1
+        });
+        let map = &mut self.0[index];
+        let pods = Arc::make_mut(&mut map.pods);
+        let count = pods.entry(value).or_insert(0);
+        let was_occupied = *count != 0;
+        *count += delta;
+        if *count == 0 {
+            pods.remove(&value);
+        }
+        let occupied = pods.get(&value).is_some();
+        map.occupied = map.occupied + u32::from(occupied) - u32::from(was_occupied);
+        if map.occupied == 0 {
+            self.0.remove(index);
+        }
+    }
+
+    /// The non-zero counts, sorted: what two counts must agree on to be equal.
+    fn totals(&self) -> Vec<(Sym, Sym, i64)> {
+        let mut totals: Vec<(Sym, Sym, i64)> = Vec::new();
+        for m in &self.0 {
+            for (&value, &count) in m.pods.iter() {
+                match totals.iter_mut().find(|t| t.0 == m.key && t.1 == value) {
+                    Some(t) => t.2 += count,
+                    None => totals.push((m.key, value, count)),
+                }
+            }
+        }
+        totals.retain(|t| t.2 != 0);
+        totals.sort();
+        totals
     }
 }
 
-fn count_at(counts: &Counts, key: Sym, value: Sym) -> i64 {
-    counts.get(&(key, value)).copied().unwrap_or(0)
+impl PartialEq for TopologyCounts {
+    fn eq(&self, other: &TopologyCounts) -> bool {
+        self.totals() == other.totals()
+    }
 }
 
-/// Upstream's `AffinityTerm.Matches` for a term of a pod in `owner_namespace`: `pod` must be
+/// Upstream's `AffinityTerm.Matches` for a term of a pod in `owner_namespace` (needed
+/// only when the term lists no namespaces and has no namespace selector): `pod` must be
 /// in one of the term's namespaces, or in one its namespace selector picks
 /// (`namespace_labels` are the labels of `pod`'s namespace), and match its label selector.
 fn term_matches(
     term: &PodAffinityTerm,
-    owner_namespace: Sym,
+    owner_namespace: Option<Sym>,
     pod: &Pod,
     namespace_labels: &Labels,
 ) -> bool {
@@ -76,7 +164,7 @@ fn term_matches(
         return false;
     };
     let in_namespace = if term.namespaces.is_empty() && term.namespace_selector.is_none() {
-        pod.namespace == owner_namespace
+        owner_namespace == Some(pod.namespace)
     } else {
         term.namespaces.contains(&pod.namespace)
             || term
@@ -89,71 +177,60 @@ fn term_matches(
 
 /// The namespaces one of the incoming pod's terms covers, resolved once per cycle as
 /// upstream's `mergeAffinityTermNamespacesIfNotEmpty` does: the listed namespaces plus the
-/// namespace objects the selector picks. (add_pod/remove_pod then match exactly as
-/// PreFilter did.)
-#[derive(Debug, Clone, PartialEq)]
-enum TermNamespaces {
-    /// An empty namespace selector: every namespace.
-    All,
-    /// Sorted.
-    Listed(Vec<Sym>),
+/// namespace objects the selector picks (an empty selector: every namespace). add_pod and
+/// remove_pod then match exactly as PreFilter did.
+fn resolve_namespaces(
+    term: &PodAffinityTerm,
+    owner_namespace: Sym,
+    objects: &ApiObjects,
+) -> NamespaceScope {
+    match &term.namespace_selector {
+        None if term.namespaces.is_empty() => NamespaceScope::listed([owner_namespace]),
+        None => NamespaceScope::listed(term.namespaces.iter().copied()),
+        Some(selector) if selector.is_empty() => NamespaceScope::All,
+        Some(selector) => NamespaceScope::listed(
+            term.namespaces
+                .iter()
+                .copied()
+                .chain(objects.namespaces_selected_by(selector)),
+        ),
+    }
 }
 
-impl TermNamespaces {
-    fn resolve(
-        term: &PodAffinityTerm,
-        owner_namespace: Sym,
-        objects: &ApiObjects,
-    ) -> TermNamespaces {
-        match &term.namespace_selector {
-            None if term.namespaces.is_empty() => TermNamespaces::Listed(vec![owner_namespace]),
-            None => TermNamespaces::Listed(term.namespaces.clone()),
-            Some(selector) if selector.is_empty() => TermNamespaces::All,
-            Some(selector) => {
-                let mut names = term.namespaces.clone();
-                names.extend(objects.namespaces_selected_by(selector));
-                names.sort_unstable();
-                names.dedup();
-                TermNamespaces::Listed(names)
-            }
-        }
-    }
+fn resolve_all<'a>(
+    terms: impl Iterator<Item = &'a PodAffinityTerm>,
+    owner_namespace: Sym,
+    objects: &ApiObjects,
+) -> Vec<NamespaceScope> {
+    terms
+        .map(|t| resolve_namespaces(t, owner_namespace, objects))
+        .collect()
+}
 
-    fn resolve_all<'a>(
-        terms: impl Iterator<Item = &'a PodAffinityTerm>,
-        owner_namespace: Sym,
-        objects: &ApiObjects,
-    ) -> Vec<TermNamespaces> {
-        terms
-            .map(|t| TermNamespaces::resolve(t, owner_namespace, objects))
-            .collect()
-    }
+/// The pods a term of the incoming pod matches, with its resolved namespaces; `None` for
+/// an absent label selector, which matches no pod.
+fn selection(term: &PodAffinityTerm, namespaces: &NamespaceScope) -> Option<PodSelection> {
+    Some(PodSelection {
+        selector: term.label_selector.clone()?,
+        namespaces: namespaces.clone(),
+        topology_key: term.topology_key,
+        live_only: false,
+    })
+}
 
-    fn matches(&self, term: &PodAffinityTerm, pod: &Pod) -> bool {
-        let in_namespace = match self {
-            TermNamespaces::All => true,
-            TermNamespaces::Listed(names) => names.binary_search(&pod.namespace).is_ok(),
-        };
-        in_namespace
-            && term
-                .label_selector
-                .as_ref()
-                .is_some_and(|s| s.matches(&pod.labels))
-    }
-
-    /// How many of a node's pods the term matches, from the node's label index; `None`
-    /// when the selector is beyond what the index answers.
-    fn count_on(&self, term: &PodAffinityTerm, index: &PodLabelIndex) -> Option<u32> {
-        let Some(selector) = &term.label_selector else {
-            return Some(0);
-        };
-        match self {
-            TermNamespaces::Listed(names) => {
-                names.iter().map(|ns| index.count(*ns, selector)).sum()
-            }
-            TermNamespaces::All => index.namespaces().map(|ns| index.count(ns, selector)).sum(),
-        }
-    }
+/// The snapshot's domain counts for each selection, looked up all at once (so that every
+/// miss is asked for); `None` if any is missing.
+fn domain_counts<'a, 's>(
+    nodes: &'a dyn ClusterState,
+    selections: impl Iterator<Item = Option<&'s PodSelection>>,
+) -> Option<Vec<Option<&'a DomainCounts>>> {
+    let found: Vec<Option<Option<&DomainCounts>>> = selections
+        .map(|s| match s {
+            Some(s) => nodes.domain_counts(s).map(Some),
+            None => Some(None),
+        })
+        .collect();
+    found.into_iter().collect()
 }
 
 /// Whether each distinct existing term matches the incoming pod, computed once per cycle.
@@ -175,15 +252,15 @@ impl TermMemo {
 #[derive(Debug, Clone, PartialEq)]
 struct PreFilterState {
     /// Existing pods' required anti-affinity terms that the incoming pod matches.
-    existing_anti_affinity_counts: Counts,
+    existing_anti_affinity_counts: TopologyCounts,
     /// Existing pods matching all of the incoming pod's required affinity terms, counted
     /// once per term.
-    affinity_counts: Counts,
+    affinity_counts: TopologyCounts,
     /// Existing pods matching each of the incoming pod's required anti-affinity terms.
-    anti_affinity_counts: Counts,
+    anti_affinity_counts: TopologyCounts,
     /// Resolved namespaces of the incoming pod's required (anti-)affinity terms, in order.
-    affinity_namespaces: Vec<TermNamespaces>,
-    anti_affinity_namespaces: Vec<TermNamespaces>,
+    affinity_namespaces: Vec<NamespaceScope>,
+    anti_affinity_namespaces: Vec<NamespaceScope>,
     /// Labels of the incoming pod's namespace, for existing pods' namespace selectors.
     namespace_labels: Arc<Labels>,
     /// The incoming pod matches all its own required affinity terms.
@@ -194,15 +271,53 @@ impl PreFilterState {
     fn compute(pod: &Pod, cluster: Cluster<'_>) -> PreFilterState {
         let nodes = cluster.nodes;
         let mut state = PreFilterState {
-            existing_anti_affinity_counts: Counts::default(),
-            affinity_counts: Counts::default(),
-            anti_affinity_counts: Counts::default(),
+            existing_anti_affinity_counts: TopologyCounts::default(),
+            affinity_counts: TopologyCounts::default(),
+            anti_affinity_counts: TopologyCounts::default(),
             affinity_namespaces: Vec::new(),
             anti_affinity_namespaces: Vec::new(),
             namespace_labels: cluster.objects.namespace_labels(pod.namespace).clone(),
             matches_own_affinity: false,
         };
-        // Existing pods' required anti-affinity, one check per distinct term.
+        state.count_existing_anti_affinity(pod, nodes);
+
+        let affinity = &pod.affinity.pod_affinity.required;
+        let anti_affinity = &pod.affinity.pod_anti_affinity.required;
+        if affinity.is_empty() && anti_affinity.is_empty() {
+            return state;
+        }
+        state.affinity_namespaces = resolve_all(affinity.iter(), pod.namespace, cluster.objects);
+        state.anti_affinity_namespaces =
+            resolve_all(anti_affinity.iter(), pod.namespace, cluster.objects);
+        state.matches_own_affinity = state.matches_all_affinity_terms(pod, pod);
+        state.count_incoming_terms(pod, nodes);
+        state
+    }
+
+    /// Existing pods' required anti-affinity terms that the incoming pod matches: the
+    /// declared terms' domain counts, else one check per distinct term on each node that
+    /// holds such pods.
+    fn count_existing_anti_affinity(&mut self, pod: &Pod, nodes: &dyn ClusterState) {
+        if let Some(declared) = nodes.declared_terms() {
+            for t in declared.iter() {
+                if t.kind == TermKind::RequiredAntiAffinity
+                    && term_matches(
+                        &t.term.term,
+                        t.term.owner_namespace,
+                        pod,
+                        &self.namespace_labels,
+                    )
+                {
+                    let occupied = t.pods.len() as u32;
+                    self.existing_anti_affinity_counts.share(
+                        t.term.term.topology_key,
+                        &t.pods,
+                        occupied,
+                    );
+                }
+            }
+            return;
+        }
         let mut memo = TermMemo::default();
         for &position in nodes.with_required_anti_affinity_pods() {
             let info = nodes.node_at(position as usize);
@@ -211,10 +326,9 @@ impl PreFilterState {
             };
             for entry in info.affinity_terms().iter() {
                 if entry.kind == TermKind::RequiredAntiAffinity
-                    && memo.matches(&entry.term, pod, &state.namespace_labels)
+                    && memo.matches(&entry.term, pod, &self.namespace_labels)
                 {
-                    add_count(
-                        &mut state.existing_anti_affinity_counts,
+                    self.existing_anti_affinity_counts.add(
                         node,
                         entry.term.term.topology_key,
                         i64::from(entry.pods),
@@ -222,67 +336,63 @@ impl PreFilterState {
                 }
             }
         }
+    }
 
-        let affinity = &pod.affinity.pod_affinity.required;
-        let anti_affinity = &pod.affinity.pod_anti_affinity.required;
-        if affinity.is_empty() && anti_affinity.is_empty() {
-            return state;
+    /// Existing pods against the incoming pod's required (anti-)affinity terms: from the
+    /// snapshot's domain counts where it keeps them, node by node for the rest (from each
+    /// node's label index where it answers), and pod by pod for the affinity of a pod
+    /// with several affinity terms ("matches all of them" is no single selection).
+    fn count_incoming_terms(&mut self, incoming: &Pod, nodes: &dyn ClusterState) {
+        let required = |terms: &[PodAffinityTerm], namespaces: &[NamespaceScope]| {
+            terms
+                .iter()
+                .zip(namespaces)
+                .map(|(t, ns)| selection(t, ns))
+                .collect::<Vec<_>>()
+        };
+        let affinity_terms = &incoming.affinity.pod_affinity.required;
+        let affinity = (affinity_terms.len() <= 1)
+            .then(|| required(affinity_terms, &self.affinity_namespaces));
+        let anti_affinity = required(
+            &incoming.affinity.pod_anti_affinity.required,
+            &self.anti_affinity_namespaces,
+        );
+        let affinity_counted = affinity.as_ref().is_some_and(|selections| {
+            share_domain_counts(&mut self.affinity_counts, nodes, selections)
+        });
+        let anti_affinity_counted =
+            share_domain_counts(&mut self.anti_affinity_counts, nodes, &anti_affinity);
+        if affinity_counted && anti_affinity_counted {
+            return;
         }
-        state.affinity_namespaces =
-            TermNamespaces::resolve_all(affinity.iter(), pod.namespace, cluster.objects);
-        state.anti_affinity_namespaces =
-            TermNamespaces::resolve_all(anti_affinity.iter(), pod.namespace, cluster.objects);
-        state.matches_own_affinity = state.matches_all_affinity_terms(pod, pod);
-
         for position in 0..nodes.num_nodes() {
             let info = nodes.node_at(position);
             let Some(node) = info.node() else {
                 continue;
             };
-            if !state.count_incoming_from_index(pod, info, node) {
-                for existing in info.pods() {
-                    state.count_incoming(pod, existing, node, 1);
+            match &affinity {
+                _ if affinity_counted => {}
+                Some(selections) => {
+                    for s in selections.iter().flatten() {
+                        add_count_on(&mut self.affinity_counts, s, info, node);
+                    }
+                }
+                None => {
+                    for existing in info.pods() {
+                        self.count_affinity(incoming, existing, node, 1);
+                    }
+                }
+            }
+            if !anti_affinity_counted {
+                for s in anti_affinity.iter().flatten() {
+                    add_count_on(&mut self.anti_affinity_counts, s, info, node);
                 }
             }
         }
-        state
-    }
-
-    /// `count_incoming` over all of a node's pods at once, from the node's label index;
-    /// false (nothing counted) when the terms are beyond what the index answers.
-    fn count_incoming_from_index(&mut self, incoming: &Pod, info: &NodeInfo, node: &Node) -> bool {
-        let index = info.label_index();
-        let affinity = &incoming.affinity.pod_affinity.required;
-        let anti_affinity = &incoming.affinity.pod_anti_affinity.required;
-        // "Matches all terms" is one count only when there is at most one term.
-        if affinity.len() > 1 {
-            return false;
-        }
-        let affinity_count = match affinity.first().zip(self.affinity_namespaces.first()) {
-            Some((term, namespaces)) => match namespaces.count_on(term, index) {
-                Some(n) => Some((term.topology_key, n)),
-                None => return false,
-            },
-            None => None,
-        };
-        let mut anti_counts: SmallVec<[(Sym, u32); 2]> = SmallVec::new();
-        for (term, namespaces) in anti_affinity.iter().zip(&self.anti_affinity_namespaces) {
-            match namespaces.count_on(term, index) {
-                Some(n) => anti_counts.push((term.topology_key, n)),
-                None => return false,
-            }
-        }
-        if let Some((key, n)) = affinity_count.filter(|(_, n)| *n > 0) {
-            add_count(&mut self.affinity_counts, node, key, i64::from(n));
-        }
-        for (key, n) in anti_counts.into_iter().filter(|(_, n)| *n > 0) {
-            add_count(&mut self.anti_affinity_counts, node, key, i64::from(n));
-        }
-        true
     }
 
     /// Counts `existing`'s required anti-affinity terms that `incoming` matches.
-    fn count_existing_anti_affinity(
+    fn count_existing_anti_affinity_of(
         &mut self,
         incoming: &Pod,
         existing: &Pod,
@@ -290,33 +400,35 @@ impl PreFilterState {
         delta: i64,
     ) {
         for term in &existing.affinity.pod_anti_affinity.required {
-            if term_matches(term, existing.namespace, incoming, &self.namespace_labels) {
-                add_count(
-                    &mut self.existing_anti_affinity_counts,
-                    node,
-                    term.topology_key,
-                    delta,
-                );
+            if term_matches(
+                term,
+                Some(existing.namespace),
+                incoming,
+                &self.namespace_labels,
+            ) {
+                self.existing_anti_affinity_counts
+                    .add(node, term.topology_key, delta);
+            }
+        }
+    }
+
+    /// Counts `existing` against the incoming pod's required affinity terms.
+    fn count_affinity(&mut self, incoming: &Pod, existing: &Pod, node: &Node, delta: i64) {
+        if self.matches_all_affinity_terms(incoming, existing) {
+            for term in &incoming.affinity.pod_affinity.required {
+                self.affinity_counts.add(node, term.topology_key, delta);
             }
         }
     }
 
     /// Counts `existing` against the incoming pod's required (anti-)affinity terms.
     fn count_incoming(&mut self, incoming: &Pod, existing: &Pod, node: &Node, delta: i64) {
-        if self.matches_all_affinity_terms(incoming, existing) {
-            for term in &incoming.affinity.pod_affinity.required {
-                add_count(&mut self.affinity_counts, node, term.topology_key, delta);
-            }
-        }
+        self.count_affinity(incoming, existing, node, delta);
         let anti_affinity = &incoming.affinity.pod_anti_affinity.required;
         for (term, namespaces) in anti_affinity.iter().zip(&self.anti_affinity_namespaces) {
-            if namespaces.matches(term, existing) {
-                add_count(
-                    &mut self.anti_affinity_counts,
-                    node,
-                    term.topology_key,
-                    delta,
-                );
+            if term_in_scope_matches(term, namespaces, existing) {
+                self.anti_affinity_counts
+                    .add(node, term.topology_key, delta);
             }
         }
     }
@@ -328,7 +440,7 @@ impl PreFilterState {
             && terms
                 .iter()
                 .zip(&self.affinity_namespaces)
-                .all(|(term, namespaces)| namespaces.matches(term, pod))
+                .all(|(term, namespaces)| term_in_scope_matches(term, namespaces, pod))
     }
 
     fn satisfies_pod_affinity(&self, pod: &Pod, labels: &Labels) -> bool {
@@ -337,7 +449,7 @@ impl PreFilterState {
             let Some(value) = labels.get(term.topology_key) else {
                 return false;
             };
-            if count_at(&self.affinity_counts, term.topology_key, value) <= 0 {
+            if self.affinity_counts.at(term.topology_key, value) <= 0 {
                 pods_exist = false;
             }
         }
@@ -348,54 +460,132 @@ impl PreFilterState {
 
     fn satisfies_pod_anti_affinity(&self, pod: &Pod, labels: &Labels) -> bool {
         pod.affinity.pod_anti_affinity.required.iter().all(|term| {
-            labels.get(term.topology_key).is_none_or(|value| {
-                count_at(&self.anti_affinity_counts, term.topology_key, value) <= 0
-            })
+            labels
+                .get(term.topology_key)
+                .is_none_or(|value| self.anti_affinity_counts.at(term.topology_key, value) <= 0)
         })
     }
 
+    /// Upstream checks every label of the node against the counts; only the counted
+    /// topology keys (each once) can have a count.
     fn satisfies_existing_pods_anti_affinity(&self, labels: &Labels) -> bool {
-        self.existing_anti_affinity_counts.is_empty()
-            || labels
-                .iter()
-                .all(|(key, value)| count_at(&self.existing_anti_affinity_counts, key, value) <= 0)
+        let maps = &self.existing_anti_affinity_counts.0;
+        maps.iter().enumerate().all(|(i, m)| {
+            maps[..i].iter().any(|earlier| earlier.key == m.key)
+                || labels
+                    .get(m.key)
+                    .is_none_or(|value| self.existing_anti_affinity_counts.at(m.key, value) <= 0)
+        })
     }
 }
 
-/// PreScore's result: for each topology key, the score of each of its values.
+/// A term matches `pod` within the term's resolved namespaces.
+fn term_in_scope_matches(term: &PodAffinityTerm, namespaces: &NamespaceScope, pod: &Pod) -> bool {
+    namespaces.contains(pod.namespace)
+        && term
+            .label_selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&pod.labels))
+}
+
+/// Shares the snapshot's domain counts of every selection into `counts`; false (nothing
+/// shared) when it does not keep them all.
+fn share_domain_counts(
+    counts: &mut TopologyCounts,
+    nodes: &dyn ClusterState,
+    selections: &[Option<PodSelection>],
+) -> bool {
+    let Some(found) = domain_counts(nodes, selections.iter().map(Option::as_ref)) else {
+        return false;
+    };
+    for (selection, domains) in selections.iter().zip(found) {
+        if let (Some(selection), Some(domains)) = (selection, domains) {
+            counts.share(
+                selection.topology_key,
+                domains.pods(),
+                domains.occupied_domains(),
+            );
+        }
+    }
+    true
+}
+
+/// Adds the node's pods that `selection` matches at the node's value of its key.
+fn add_count_on(
+    counts: &mut TopologyCounts,
+    selection: &PodSelection,
+    info: &NodeInfo,
+    node: &Node,
+) {
+    let n = selection.count_on(info);
+    if n > 0 {
+        counts.add(node, selection.topology_key, i64::from(n));
+    }
+}
+
+/// PreScore's result: weighted counts per topology key and value; a node scores the sum
+/// at its values. The counts are the snapshot's, shared, or this cycle's own.
 #[derive(Debug, Clone, Default)]
-struct TopologyScore(Vec<(Sym, HashMap<Sym, i64, RandomState>)>);
+struct TopologyScore(Vec<WeightedCounts>);
+
+#[derive(Debug, Clone)]
+struct WeightedCounts {
+    key: Sym,
+    weight: i64,
+    pods: Arc<PodsPerDomain>,
+    /// Counted in this cycle (weights already applied), not shared.
+    own: bool,
+}
 
 impl TopologyScore {
+    fn share(&mut self, key: Sym, weight: i64, pods: &Arc<PodsPerDomain>) {
+        self.0.push(WeightedCounts {
+            key,
+            weight,
+            pods: pods.clone(),
+            own: false,
+        });
+    }
+
     /// Adds `weight` at the node's value of `key`, if the node has the key.
     fn add(&mut self, key: Sym, node: &Node, weight: i64) {
         let Some(value) = node.labels.get(key) else {
             return;
         };
-        let index = match self.0.iter().position(|(k, _)| *k == key) {
+        let index = match self.0.iter().position(|w| w.own && w.key == key) {
             Some(index) => index,
             None => {
-                self.0.push((key, HashMap::default()));
+                self.0.push(WeightedCounts {
+                    key,
+                    weight: 1,
+                    pods: Arc::default(),
+                    own: true,
+                });
                 self.0.len() - 1
             }
         };
-        *self.0[index].1.entry(value).or_insert(0) += weight;
+        *Arc::make_mut(&mut self.0[index].pods)
+            .entry(value)
+            .or_insert(0) += weight;
     }
 
     fn score(&self, labels: &Labels) -> i64 {
         self.0
             .iter()
-            .filter_map(|(key, values)| labels.get(*key).and_then(|v| values.get(&v)))
+            .filter_map(|w| {
+                let value = labels.get(w.key)?;
+                Some(w.weight * w.pods.get(&value)?)
+            })
             .sum()
     }
 }
 
 /// The incoming pod's preferred terms with their weights (negative for anti-affinity)
-/// and resolved namespaces, for PreScore.
-struct PreferredTerms<'a>(Vec<(&'a PodAffinityTerm, i64, TermNamespaces)>);
+/// and what they select, for PreScore.
+struct PreferredTerms(Vec<(i64, Option<PodSelection>)>);
 
-impl<'a> PreferredTerms<'a> {
-    fn of(pod: &'a Pod, objects: &ApiObjects) -> PreferredTerms<'a> {
+impl PreferredTerms {
+    fn of(pod: &Pod, objects: &ApiObjects) -> PreferredTerms {
         let weighted = pod
             .affinity
             .pod_affinity
@@ -412,43 +602,101 @@ impl<'a> PreferredTerms<'a> {
         PreferredTerms(
             weighted
                 .map(|(w, sign)| {
-                    let namespaces = TermNamespaces::resolve(&w.term, pod.namespace, objects);
-                    (&w.term, sign * i64::from(w.weight), namespaces)
+                    let namespaces = resolve_namespaces(&w.term, pod.namespace, objects);
+                    (sign * i64::from(w.weight), selection(&w.term, &namespaces))
                 })
                 .collect(),
         )
     }
 
-    /// Half of upstream's `processExistingPod`: these terms against `existing`, scored at
-    /// `existing`'s node. (The other half, `existing`'s terms against the incoming pod,
-    /// goes through the node's aggregated terms.)
-    fn score_existing(&self, scores: &mut TopologyScore, existing: &Pod, node: &Node) {
-        for (term, weight, namespaces) in &self.0 {
-            if namespaces.matches(term, existing) {
-                scores.add(term.topology_key, node, *weight);
+    /// Half of upstream's `processExistingPod` (these terms against the existing pods)
+    /// from the snapshot's domain counts; false (nothing added) when not all are kept.
+    fn score_from_domains(&self, scores: &mut TopologyScore, nodes: &dyn ClusterState) -> bool {
+        let Some(found) = domain_counts(nodes, self.0.iter().map(|(_, s)| s.as_ref())) else {
+            return false;
+        };
+        for ((weight, selection), counts) in self.0.iter().zip(found) {
+            if let (Some(selection), Some(counts)) = (selection, counts)
+                && *weight != 0
+                && counts.occupied_domains() > 0
+            {
+                scores.share(selection.topology_key, *weight, counts.pods());
             }
         }
+        true
     }
 
-    /// `score_existing` over all of a node's pods at once, from the node's label index;
-    /// false (nothing added) when a term is beyond what the index answers.
-    fn score_from_index(&self, scores: &mut TopologyScore, info: &NodeInfo, node: &Node) -> bool {
-        let index = info.label_index();
-        let mut found: SmallVec<[(Sym, i64); 4]> = SmallVec::new();
-        for (term, weight, namespaces) in &self.0 {
-            let Some(count) = namespaces.count_on(term, index) else {
-                return false;
+    /// The same, node by node.
+    fn score_on_node(&self, scores: &mut TopologyScore, info: &NodeInfo) {
+        let Some(node) = info.node() else {
+            return;
+        };
+        for (weight, selection) in &self.0 {
+            let Some(selection) = selection else {
+                continue;
             };
-            found.push((term.topology_key, weight * i64::from(count)));
+            let count = i64::from(selection.count_on(info));
+            if weight * count != 0 {
+                scores.add(selection.topology_key, node, weight * count);
+            }
         }
-        for (key, weight) in found.into_iter().filter(|(_, w)| *w != 0) {
-            scores.add(key, node, weight);
-        }
-        true
     }
 }
 
 impl InterPodAffinity {
+    /// The weight an existing pod's term of this kind gives to the domains where the
+    /// incoming pod matches it; `None` for kinds that do not score.
+    fn existing_term_weight(&self, kind: TermKind) -> Option<i64> {
+        match kind {
+            TermKind::RequiredAffinity if self.hard_pod_affinity_weight > 0 => {
+                Some(self.hard_pod_affinity_weight)
+            }
+            TermKind::PreferredAffinity(w) => Some(i64::from(w)),
+            TermKind::PreferredAntiAffinity(w) => Some(-i64::from(w)),
+            TermKind::RequiredAffinity | TermKind::RequiredAntiAffinity => None,
+        }
+    }
+
+    /// The other half of `processExistingPod`: the existing pods' terms that the incoming
+    /// pod matches, from the declared terms' domain counts, else once per distinct term
+    /// on each node that holds pods with terms.
+    fn score_existing_terms(&self, scores: &mut TopologyScore, pod: &Pod, cluster: Cluster<'_>) {
+        let pod_namespace_labels = cluster.objects.namespace_labels(pod.namespace);
+        if let Some(declared) = cluster.nodes.declared_terms() {
+            for t in declared.iter() {
+                if let Some(weight) = self.existing_term_weight(t.kind)
+                    && term_matches(
+                        &t.term.term,
+                        t.term.owner_namespace,
+                        pod,
+                        pod_namespace_labels,
+                    )
+                {
+                    scores.share(t.term.term.topology_key, weight, &t.pods);
+                }
+            }
+            return;
+        }
+        let mut memo = TermMemo::default();
+        for &position in cluster.nodes.with_affinity_pods() {
+            let info = cluster.nodes.node_at(position as usize);
+            let Some(node) = info.node() else {
+                continue;
+            };
+            for entry in info.affinity_terms().iter() {
+                if let Some(weight) = self.existing_term_weight(entry.kind)
+                    && memo.matches(&entry.term, pod, pod_namespace_labels)
+                {
+                    scores.add(
+                        entry.term.term.topology_key,
+                        node,
+                        weight * i64::from(entry.pods),
+                    );
+                }
+            }
+        }
+    }
+
     /// Updates the PreFilter counts for `other` appearing (+1) on or leaving (-1) the node.
     fn update_pre_filter_state(
         state: &mut CycleState,
@@ -463,7 +711,7 @@ impl InterPodAffinity {
         ) else {
             return;
         };
-        s.count_existing_anti_affinity(pod, other, node, delta);
+        s.count_existing_anti_affinity_of(pod, other, node, delta);
         s.count_incoming(pod, other, node, delta);
     }
 }
@@ -541,51 +789,14 @@ impl PreScorePlugin for InterPodAffinity {
         if nodes.is_empty() {
             return Status::skip();
         }
-        // Without preferred terms of its own, only existing pods with (anti-)affinity
-        // can score the pod.
-        let has_constraints = !pod.affinity.pod_affinity.preferred.is_empty()
-            || !pod.affinity.pod_anti_affinity.preferred.is_empty();
-        let pod_namespace_labels = cluster.objects.namespace_labels(pod.namespace);
         let preferred = PreferredTerms::of(pod, cluster.objects);
         let mut scores = TopologyScore::default();
-        let mut memo = TermMemo::default();
-        let mut process_node = |info: &NodeInfo| {
-            let Some(node) = info.node().filter(|n| !n.labels.is_empty()) else {
-                return;
-            };
-            if has_constraints && !preferred.score_from_index(&mut scores, info, node) {
-                for existing in info.pods() {
-                    preferred.score_existing(&mut scores, existing, node);
-                }
-            }
-            // Existing pods' terms, once per distinct term on the node.
-            for entry in info.affinity_terms().iter() {
-                let weight = match entry.kind {
-                    TermKind::RequiredAffinity if self.hard_pod_affinity_weight > 0 => {
-                        self.hard_pod_affinity_weight
-                    }
-                    TermKind::PreferredAffinity(w) => i64::from(w),
-                    TermKind::PreferredAntiAffinity(w) => -i64::from(w),
-                    TermKind::RequiredAffinity | TermKind::RequiredAntiAffinity => continue,
-                };
-                if memo.matches(&entry.term, pod, pod_namespace_labels) {
-                    scores.add(
-                        entry.term.term.topology_key,
-                        node,
-                        weight * i64::from(entry.pods),
-                    );
-                }
-            }
-        };
-        if has_constraints {
+        if !preferred.0.is_empty() && !preferred.score_from_domains(&mut scores, cluster.nodes) {
             for position in 0..cluster.nodes.num_nodes() {
-                process_node(cluster.nodes.node_at(position));
-            }
-        } else {
-            for &position in cluster.nodes.with_affinity_pods() {
-                process_node(cluster.nodes.node_at(position as usize));
+                preferred.score_on_node(&mut scores, cluster.nodes.node_at(position));
             }
         }
+        self.score_existing_terms(&mut scores, pod, cluster);
         if scores.0.is_empty() {
             return Status::skip();
         }
@@ -710,7 +921,7 @@ mod tests {
             .collect()
     }
 
-    fn snapshot(nodes: &[Node], pods: &[Pod]) -> Snapshot {
+    fn cache(nodes: &[Node], pods: &[Pod]) -> Cache {
         let cache = Cache::new();
         for node in nodes {
             cache.add_node(Arc::new(node.clone()));
@@ -720,8 +931,57 @@ mod tests {
                 .add_pod(Arc::new(pod.clone()))
                 .expect("test pods are unique");
         }
+        cache
+    }
+
+    /// A snapshot that has not been asked for any selection: the plugin counts node by node.
+    fn snapshot(nodes: &[Node], pods: &[Pod]) -> Snapshot {
+        let mut snapshot = Snapshot::new();
+        cache(nodes, pods).update_snapshot(&mut snapshot).unwrap();
+        snapshot
+    }
+
+    /// A snapshot that keeps the domain counts of `incoming`'s selections: asked for by a
+    /// first PreFilter and PreScore, counted by the next update.
+    fn warm_snapshot(
+        nodes: &[Node],
+        pods: &[Pod],
+        incoming: &Pod,
+        objects: &ApiObjects,
+    ) -> Snapshot {
+        let cache = cache(nodes, pods);
         let mut snapshot = Snapshot::new();
         cache.update_snapshot(&mut snapshot).unwrap();
+        let cluster = Cluster {
+            nodes: &snapshot,
+            objects,
+        };
+        let plugin = InterPodAffinity::default();
+        plugin.pre_filter(&mut CycleState::new(), incoming, cluster);
+        let infos: Vec<&NodeInfo> = (0..snapshot.num_nodes())
+            .map(|i| snapshot.node_at(i))
+            .collect();
+        plugin.pre_score(&mut CycleState::new(), incoming, &infos, cluster);
+        cache.update_snapshot(&mut snapshot).unwrap();
+        // Every term with a label selector is asked for, but the affinity terms of a pod
+        // with several (counted pod by pod).
+        let a = &incoming.affinity;
+        let affinity = &a.pod_affinity.required;
+        let asked = (if affinity.len() == 1 {
+            &affinity[..]
+        } else {
+            &[]
+        })
+        .iter()
+        .chain(&a.pod_anti_affinity.required)
+        .chain(a.pod_affinity.preferred.iter().map(|w| &w.term))
+        .chain(a.pod_anti_affinity.preferred.iter().map(|w| &w.term));
+        let selects = asked.filter(|t| t.label_selector.is_some()).count() > 0;
+        assert_eq!(
+            snapshot.selections_counted() > 0,
+            selects,
+            "the snapshot counts the selections asked for"
+        );
         snapshot
     }
 
@@ -758,9 +1018,26 @@ mod tests {
 
     /// Runs PreFilter, then Filter on every node (in the given order), and returns the
     /// verdicts as (code, message). Filter runs even after a Skip: it must then pass.
+    /// The same on a snapshot that keeps the pod's domain counts must agree.
     fn filter_all(pod: &Pod, nodes: &[Node], pods: &[Pod], objects: &ApiObjects) -> Vec<Status> {
-        let snapshot = snapshot(nodes, pods);
-        let (state, status) = pre_filter_state(pod, &snapshot, objects);
+        let cold = filter_on(&snapshot(nodes, pods), pod, nodes, objects);
+        let warm = filter_on(
+            &warm_snapshot(nodes, pods, pod, objects),
+            pod,
+            nodes,
+            objects,
+        );
+        assert_eq!(cold, warm, "counted node by node and from domain counts");
+        cold
+    }
+
+    fn filter_on(
+        snapshot: &Snapshot,
+        pod: &Pod,
+        nodes: &[Node],
+        objects: &ApiObjects,
+    ) -> Vec<Status> {
+        let (state, status) = pre_filter_state(pod, snapshot, objects);
         assert!(status.is_success() || status.is_skip(), "{status:?}");
         let plugin = InterPodAffinity::default();
         let verdicts: Vec<Status> = nodes
@@ -1217,9 +1494,24 @@ mod tests {
                 ),
             ),
         ]);
+        for warm in [false, true] {
+            let snapshot = |pods: &[Pod]| match warm {
+                false => snapshot(&nodes, pods),
+                true => warm_snapshot(&nodes, pods, &incoming, &objects),
+            };
+            add_and_remove_match(&incoming, &all, snapshot, &objects);
+        }
+    }
+
+    fn add_and_remove_match(
+        incoming: &Pod,
+        all: &[Pod],
+        snapshot: impl Fn(&[Pod]) -> Snapshot,
+        objects: &ApiObjects,
+    ) {
         let plugin = InterPodAffinity::default();
-        let full_snapshot = snapshot(&nodes, &all);
-        let (full, _) = pre_filter_state(&incoming, &full_snapshot, &objects);
+        let full_snapshot = snapshot(all);
+        let (full, _) = pre_filter_state(incoming, &full_snapshot, objects);
         let read = |state: &CycleState| {
             state
                 .read::<PreFilterState>(PRE_FILTER_STATE_KEY)
@@ -1236,19 +1528,19 @@ mod tests {
                 .filter(|(j, _)| *j != i)
                 .map(|(_, p)| p.clone())
                 .collect();
-            let rest_snapshot = snapshot(&nodes, &rest);
-            let (without, _) = pre_filter_state(&incoming, &rest_snapshot, &objects);
+            let rest_snapshot = snapshot(&rest);
+            let (without, _) = pre_filter_state(incoming, &rest_snapshot, objects);
             let node = target.node_name.expect("bound");
             let target = Arc::new(target.clone());
 
             let mut removed = full.clone();
             let info = full_snapshot.node(node).expect("node exists");
-            plugin.remove_pod(&mut removed, &incoming, &target, info);
+            plugin.remove_pod(&mut removed, incoming, &target, info);
             assert_eq!(read(&removed), read(&without), "removing pod {i}");
 
             let mut added = without.clone();
             let info = rest_snapshot.node(node).expect("node exists");
-            plugin.add_pod(&mut added, &incoming, &target, info);
+            plugin.add_pod(&mut added, incoming, &target, info);
             assert_eq!(read(&added), read(&full), "adding pod {i}");
         }
     }
@@ -1262,14 +1554,27 @@ mod tests {
         pods: &[Pod],
         objects: &ApiObjects,
     ) -> Option<Vec<i64>> {
-        let snapshot = snapshot(nodes, pods);
+        let cold = scores_on(&snapshot(nodes, pods), plugin, pod, nodes, objects);
+        let warm_snapshot = warm_snapshot(nodes, pods, pod, objects);
+        let warm = scores_on(&warm_snapshot, plugin, pod, nodes, objects);
+        assert_eq!(cold, warm, "counted node by node and from domain counts");
+        cold
+    }
+
+    fn scores_on(
+        snapshot: &Snapshot,
+        plugin: &InterPodAffinity,
+        pod: &Pod,
+        nodes: &[Node],
+        objects: &ApiObjects,
+    ) -> Option<Vec<i64>> {
         let infos: Vec<&NodeInfo> = nodes
             .iter()
             .map(|n| snapshot.node(n.name).expect("node is in the snapshot"))
             .collect();
         let mut state = CycleState::new();
         let cluster = Cluster {
-            nodes: &snapshot,
+            nodes: snapshot,
             objects,
         };
         let status = plugin.pre_score(&mut state, pod, &infos, cluster);
@@ -1575,9 +1880,11 @@ mod tests {
     fn normalize_spans_negative_scores() {
         let mut state = CycleState::new();
         let mut topology = TopologyScore::default();
-        topology
-            .0
-            .push((Sym::new("zone"), HashMap::from_iter([(Sym::new("a"), -3)])));
+        topology.share(
+            Sym::new("zone"),
+            -3,
+            &Arc::new(PodsPerDomain::from_iter([(Sym::new("a"), 1)])),
+        );
         state.write(PRE_SCORE_STATE_KEY, topology);
         let mut scores = [-3, 0, 4, 1];
         let status = InterPodAffinity::default().normalize(&state, &pod(&[]), &mut scores);

@@ -2,6 +2,10 @@
 //! DoNotSchedule constraints filter nodes by skew; ScheduleAnyway constraints (or the
 //! system defaults, for pods a Service selects) score them. kube-scheduler v1.28 semantics:
 //! counts are keyed by topology key and value, so constraints sharing a key share counts.
+//!
+//! PreFilter and PreScore read the matching pods per domain from the cycle's snapshot
+//! where it keeps them and they are what a visit to every node would count (every node
+//! eligible, every node with every key); elsewhere they count node by node.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -12,7 +16,9 @@ use gantry_api::{
     InclusionPolicy, LabelSelector, Labels, Node, Pod, Sym, TaintEffect, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
-use gantry_cache::NodeInfo;
+use gantry_cache::{
+    ClusterState, DomainCounts, NamespaceScope, NodeInfo, PodSelection, PodsPerDomain,
+};
 
 use crate::{
     ApiObjects, Cluster, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
@@ -67,8 +73,9 @@ struct Constraint {
     max_skew: i64,
     key: Sym,
     is_hostname: bool,
-    /// `None` (an absent selector) matches no pod.
-    selector: Option<LabelSelector>,
+    /// The live pods of the incoming pod's namespace that the selector matches; `None`
+    /// (an absent selector) matches no pod.
+    selection: Option<PodSelection>,
     min_domains: i64,
     honor_affinity: bool,
     honor_taints: bool,
@@ -77,30 +84,47 @@ struct Constraint {
 
 impl Constraint {
     fn selects(&self, labels: &Labels) -> bool {
-        self.selector.as_ref().is_some_and(|s| s.matches(labels))
+        self.selection
+            .as_ref()
+            .is_some_and(|s| s.selector.matches(labels))
     }
 
-    /// Upstream's `countPodsMatchSelector` over a node's pods, from the node's label index
-    /// when the selector is simple and no pod on the node is terminating.
-    fn count_on_node(&self, info: &NodeInfo, namespace: Sym) -> i64 {
-        let Some(selector) = &self.selector else {
-            return 0;
-        };
-        let index = info.label_index();
-        if index.terminating() == 0
-            && let Some(count) = index.count(namespace, selector)
-        {
-            return i64::from(count);
-        }
-        self.count_matching(info.pods(), namespace)
+    /// Upstream's `countPodsMatchSelector` over a node's pods (live pods of the incoming
+    /// pod's namespace), from the node's label index where it answers.
+    fn count_on_node(&self, info: &NodeInfo) -> i64 {
+        self.selection
+            .as_ref()
+            .map_or(0, |s| i64::from(s.count_on(info)))
     }
+}
 
-    /// Upstream's `countPodsMatchSelector`: live pods of the incoming pod's namespace.
-    fn count_matching(&self, pods: &[Arc<Pod>], namespace: Sym) -> i64 {
-        pods.iter()
-            .filter(|p| !p.terminating && p.namespace == namespace && self.selects(&p.labels))
-            .count() as i64
+/// The snapshot's domain counts for each constraint (in order), when it keeps them all
+/// and they are what a visit to every node would count: every node is eligible for every
+/// constraint (the pod's node affinity and selector exclude no node where a constraint
+/// honours them, no constraint honours taints) and every node has every constraint's key.
+/// `None` otherwise; the misses are asked for.
+fn domain_counts<'a>(
+    pod: &Pod,
+    constraints: &[Constraint],
+    nodes: &'a dyn ClusterState,
+) -> Option<Vec<&'a DomainCounts>> {
+    let unconstrained_pod =
+        pod.node_selector.is_empty() && pod.affinity.node_affinity.required.is_none();
+    let every_node_eligible = constraints
+        .iter()
+        .all(|c| !c.honor_taints && (unconstrained_pod || !c.honor_affinity));
+    if !every_node_eligible {
+        return None;
     }
+    let found: Vec<Option<&DomainCounts>> = constraints
+        .iter()
+        .map(|c| nodes.domain_counts(c.selection.as_ref()?))
+        .collect();
+    let found: Vec<&DomainCounts> = found.into_iter().collect::<Option<_>>()?;
+    let every_node_has_every_key = found
+        .iter()
+        .all(|counts| counts.nodes_with_key() as usize == nodes.num_nodes());
+    every_node_has_every_key.then_some(found)
 }
 
 /// The pod's constraints of kind `when`, or the default ones when the pod declares none,
@@ -115,7 +139,7 @@ fn constraints_for(
         pod.topology_spread_constraints
             .iter()
             .filter(|c| c.when_unsatisfiable == when)
-            .map(|c| convert(c, c.label_selector.clone()))
+            .map(|c| convert(c, c.label_selector.clone(), pod.namespace))
             .collect()
     } else {
         let list: &[TopologySpreadConstraint] = match defaults {
@@ -130,7 +154,9 @@ fn constraints_for(
             return (Arc::from([]), 0);
         }
         match objects.default_selector(pod).filter(|s| !s.is_empty()) {
-            Some(selector) => wanted.map(|c| convert(c, Some(selector.clone()))).collect(),
+            Some(selector) => wanted
+                .map(|c| convert(c, Some(selector.clone()), pod.namespace))
+                .collect(),
             None => Vec::new(),
         }
     };
@@ -147,12 +173,21 @@ fn constraints_for(
     (constraints.into(), keys.len())
 }
 
-fn convert(c: &TopologySpreadConstraint, selector: Option<LabelSelector>) -> Constraint {
+fn convert(
+    c: &TopologySpreadConstraint,
+    selector: Option<LabelSelector>,
+    namespace: Sym,
+) -> Constraint {
     Constraint {
         max_skew: i64::from(c.max_skew),
         key: c.topology_key,
         is_hostname: c.topology_key.as_str() == HOSTNAME_KEY,
-        selector,
+        selection: selector.map(|selector| PodSelection {
+            selector,
+            namespaces: NamespaceScope::listed([namespace]),
+            topology_key: c.topology_key,
+            live_only: true,
+        }),
         min_domains: i64::from(c.min_domains.unwrap_or(1)),
         honor_affinity: c.node_affinity_policy == InclusionPolicy::Honor,
         honor_taints: c.node_taints_policy == InclusionPolicy::Honor,
@@ -230,7 +265,8 @@ impl CriticalPaths {
 struct Domains {
     /// Matching pods per value; a value with eligible nodes but no pods is present with 0,
     /// so `len()` is the number of eligible domains (what minDomains compares against).
-    match_num: HashMap<Sym, i64, RandomState>,
+    /// Shared with the snapshot when read from its domain counts.
+    match_num: Arc<PodsPerDomain>,
     paths: CriticalPaths,
 }
 
@@ -242,41 +278,34 @@ struct PreFilterState {
 }
 
 impl PreFilterState {
-    /// Counts matching pods per domain over all nodes that have every topology key.
+    /// Matching pods per domain over all nodes that have every topology key: the
+    /// snapshot's domain counts where they apply, else counted node by node.
     fn compute(
         pod: &Pod,
         constraints: Arc<[Constraint]>,
         slots: usize,
         cluster: Cluster<'_>,
     ) -> Self {
-        let mut match_num = vec![HashMap::<Sym, i64, RandomState>::default(); slots];
-        // Per node and key, the count of the last included constraint with that key: v1.28
-        // keeps one count per (key, value) per node, the last constraint overwriting.
-        let mut node_counts: Vec<Option<(Sym, i64)>> = vec![None; slots];
-        for position in 0..cluster.nodes.num_nodes() {
-            let info = cluster.nodes.node_at(position);
-            let Some(node) = info.node() else { continue };
-            if !has_all_keys(&node.labels, &constraints) {
-                continue;
-            }
-            let inclusion = NodeInclusion::of(pod, node, &constraints);
-            node_counts.fill(None);
-            for c in constraints.iter().filter(|c| inclusion.includes(c)) {
-                if let Some(value) = node.labels.get(c.key) {
-                    node_counts[c.slot] = Some((value, c.count_on_node(info, pod.namespace)));
+        let match_num: Vec<Arc<PodsPerDomain>> =
+            match domain_counts(pod, &constraints, cluster.nodes) {
+                Some(found) => {
+                    // The last constraint of each key counts, as on each node below.
+                    let mut shared = vec![Arc::default(); slots];
+                    for (c, counts) in constraints.iter().zip(found) {
+                        shared[c.slot] = counts.pods().clone();
+                    }
+                    shared
                 }
-            }
-            for (counts, entry) in match_num.iter_mut().zip(&node_counts) {
-                if let Some((value, count)) = *entry {
-                    *counts.entry(value).or_insert(0) += count;
-                }
-            }
-        }
+                None => count_on_each_node(pod, &constraints, slots, cluster.nodes)
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect(),
+            };
         let domains = match_num
             .into_iter()
             .map(|match_num| {
                 let mut paths = CriticalPaths::new();
-                for (&value, &num) in &match_num {
+                for (&value, &num) in match_num.iter() {
                     paths.update(value, num);
                 }
                 Domains { match_num, paths }
@@ -304,11 +333,47 @@ impl PreFilterState {
                 continue;
             };
             let domains = &mut self.domains[c.slot];
-            let num = domains.match_num.entry(value).or_insert(0);
+            let num = Arc::make_mut(&mut domains.match_num)
+                .entry(value)
+                .or_insert(0);
             *num += delta;
             domains.paths.update(value, *num);
         }
     }
+}
+
+/// Matching pods per domain of each key slot, node by node, over the nodes that have
+/// every topology key.
+fn count_on_each_node(
+    pod: &Pod,
+    constraints: &[Constraint],
+    slots: usize,
+    nodes: &dyn ClusterState,
+) -> Vec<PodsPerDomain> {
+    let mut match_num = vec![PodsPerDomain::default(); slots];
+    // Per node and key, the count of the last included constraint with that key: v1.28
+    // keeps one count per (key, value) per node, the last constraint overwriting.
+    let mut node_counts: Vec<Option<(Sym, i64)>> = vec![None; slots];
+    for position in 0..nodes.num_nodes() {
+        let info = nodes.node_at(position);
+        let Some(node) = info.node() else { continue };
+        if !has_all_keys(&node.labels, constraints) {
+            continue;
+        }
+        let inclusion = NodeInclusion::of(pod, node, constraints);
+        node_counts.fill(None);
+        for c in constraints.iter().filter(|c| inclusion.includes(c)) {
+            if let Some(value) = node.labels.get(c.key) {
+                node_counts[c.slot] = Some((value, c.count_on_node(info)));
+            }
+        }
+        for (counts, entry) in match_num.iter_mut().zip(&node_counts) {
+            if let Some((value, count)) = *entry {
+                *counts.entry(value).or_insert(0) += count;
+            }
+        }
+    }
+    match_num
 }
 
 impl Plugin for PodTopologySpread {
@@ -465,17 +530,29 @@ impl PreScorePlugin for PodTopologySpread {
             })
             .collect();
 
-        for position in 0..cluster.nodes.num_nodes() {
-            let info = cluster.nodes.node_at(position);
-            let Some(node) = info.node() else { continue };
-            if require_all_topologies && !has_all_keys(&node.labels, &constraints) {
-                continue;
+        match domain_counts(pod, &constraints, cluster.nodes) {
+            // Every node counts and has every key: a domain's count is the snapshot's.
+            Some(found) => {
+                for (c, counts) in constraints.iter().zip(found) {
+                    for (value, count) in pod_counts[c.slot].iter_mut() {
+                        *count += counts.pods().get(value).copied().unwrap_or(0);
+                    }
+                }
             }
-            let inclusion = NodeInclusion::of(pod, node, &constraints);
-            for c in constraints.iter().filter(|c| inclusion.includes(c)) {
-                let value = node.labels.get(c.key).unwrap_or(empty);
-                if let Some(count) = pod_counts[c.slot].get_mut(&value) {
-                    *count += c.count_on_node(info, pod.namespace);
+            None => {
+                for position in 0..cluster.nodes.num_nodes() {
+                    let info = cluster.nodes.node_at(position);
+                    let Some(node) = info.node() else { continue };
+                    if require_all_topologies && !has_all_keys(&node.labels, &constraints) {
+                        continue;
+                    }
+                    let inclusion = NodeInclusion::of(pod, node, &constraints);
+                    for c in constraints.iter().filter(|c| inclusion.includes(c)) {
+                        let value = node.labels.get(c.key).unwrap_or(empty);
+                        if let Some(count) = pod_counts[c.slot].get_mut(&value) {
+                            *count += c.count_on_node(info);
+                        }
+                    }
                 }
             }
         }
@@ -496,7 +573,7 @@ impl PreScorePlugin for PodTopologySpread {
 
 impl ScorePlugin for PodTopologySpread {
     /// The weighted number of matching pods in the node's domains: lower is better.
-    fn score(&self, state: &CycleState, pod: &Pod, info: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, _pod: &Pod, info: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else {
             return Err(Status::error(format!("{NAME}: no PreScore state")));
         };
@@ -512,7 +589,7 @@ impl ScorePlugin for PodTopologySpread {
                 continue;
             };
             let count = if c.is_hostname {
-                c.count_on_node(info, pod.namespace)
+                c.count_on_node(info)
             } else {
                 s.pod_counts[c.slot].get(&value).copied().unwrap_or(0)
             };

@@ -1,0 +1,225 @@
+//! Matching pods per topology domain, kept in the snapshot for the pod selections the
+//! plugins ask about, so that PodTopologySpread and InterPodAffinity read one count per
+//! domain instead of counting on every node for every pod they schedule.
+//!
+//! The counts are derived from the snapshot's own NodeInfos: each update takes a changed
+//! node's old contribution out and its new one in, so they agree with the nodes the
+//! snapshot holds by construction. A selection is counted from the update after a plugin
+//! first asked for it (the plugin counts node by node meanwhile), and forgotten once
+//! unused for a while.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use foldhash::fast::RandomState;
+use gantry_api::Sym;
+use parking_lot::Mutex;
+
+use crate::{NodeInfo, PodSelection};
+
+/// Pods per value of a topology key.
+pub type PodsPerDomain = HashMap<Sym, i64, RandomState>;
+
+/// A selection unused for this many snapshot updates is forgotten.
+const FORGET_AFTER_UPDATES: u64 = 4096;
+/// At most this many selections are counted (each costs a little on every node change);
+/// past it, the least recently used one makes room.
+const MAX_SELECTIONS: usize = 64;
+
+/// One selection's counts over the snapshot's nodes.
+#[derive(Debug)]
+pub struct DomainCounts {
+    /// Every value of the topology key some node has, with the matching pods on the
+    /// nodes that have it (0 included). Shared with the cycles that read it, so it is
+    /// copied only when it changes while a cycle still holds it.
+    pods: Arc<PodsPerDomain>,
+    /// Nodes per value: a domain exists while a node has the value.
+    nodes: HashMap<Sym, u32, RandomState>,
+    nodes_with_key: u32,
+    /// Domains with at least one matching pod.
+    occupied: u32,
+    /// The update that last read the counts.
+    last_used: AtomicU64,
+}
+
+/// What one node adds to a selection's counts: its value of the topology key and its
+/// matching pods; nothing when it lacks the key.
+type Contribution = Option<(Sym, i64)>;
+
+impl DomainCounts {
+    fn new(now: u64) -> DomainCounts {
+        DomainCounts {
+            pods: Arc::default(),
+            nodes: HashMap::default(),
+            nodes_with_key: 0,
+            occupied: 0,
+            last_used: AtomicU64::new(now),
+        }
+    }
+
+    /// Every domain with its matching pods, zero included.
+    pub fn pods(&self) -> &Arc<PodsPerDomain> {
+        &self.pods
+    }
+
+    /// Domains that hold at least one matching pod.
+    pub fn occupied_domains(&self) -> u32 {
+        self.occupied
+    }
+
+    /// Nodes that have the topology key.
+    pub fn nodes_with_key(&self) -> u32 {
+        self.nodes_with_key
+    }
+
+    fn contribution(selection: &PodSelection, info: &NodeInfo) -> Contribution {
+        let value = info.node()?.labels.get(selection.topology_key)?;
+        Some((value, i64::from(selection.count_on(info))))
+    }
+
+    fn apply(&mut self, (value, pods): (Sym, i64), sign: i64) {
+        let nodes = self.nodes.entry(value).or_insert(0);
+        let shared = Arc::make_mut(&mut self.pods);
+        let count = shared.entry(value).or_insert(0);
+        let was_occupied = *count != 0;
+        *count += sign * pods;
+        let occupied = *count != 0;
+        self.occupied = self.occupied + u32::from(occupied) - u32::from(was_occupied);
+        *nodes = nodes.saturating_add_signed(sign as i32);
+        self.nodes_with_key = self.nodes_with_key.saturating_add_signed(sign as i32);
+        if *nodes == 0 {
+            self.nodes.remove(&value);
+            shared.remove(&value);
+        }
+    }
+
+    fn replace(&mut self, old: Contribution, new: Contribution) {
+        if old == new {
+            return;
+        }
+        if let Some(old) = old {
+            self.apply(old, -1);
+        }
+        if let Some(new) = new {
+            self.apply(new, 1);
+        }
+    }
+
+    fn counted<'a>(
+        selection: &PodSelection,
+        nodes: impl Iterator<Item = &'a NodeInfo>,
+        now: u64,
+    ) -> DomainCounts {
+        let mut counts = DomainCounts::new(now);
+        for info in nodes {
+            counts.replace(None, DomainCounts::contribution(selection, info));
+        }
+        counts
+    }
+
+    fn same_counts(&self, other: &DomainCounts) -> bool {
+        self.pods == other.pods
+            && self.nodes == other.nodes
+            && self.nodes_with_key == other.nodes_with_key
+            && self.occupied == other.occupied
+    }
+}
+
+/// The selections the snapshot counts, and the ones asked for since its last update.
+#[derive(Debug, Default)]
+pub struct SelectionCounts {
+    counted: HashMap<PodSelection, DomainCounts, RandomState>,
+    wanted: Mutex<Vec<PodSelection>>,
+    /// Snapshot updates so far: the clock of `last_used`.
+    updates: u64,
+}
+
+impl SelectionCounts {
+    /// The counts for `selection`, if kept; a miss asks for them from the next update.
+    pub fn get(&self, selection: &PodSelection) -> Option<&DomainCounts> {
+        match self.counted.get(selection) {
+            Some(counts) => {
+                counts.last_used.store(self.updates, Ordering::Relaxed);
+                Some(counts)
+            }
+            None => {
+                let mut wanted = self.wanted.lock();
+                if !wanted.contains(selection) {
+                    wanted.push(selection.clone());
+                }
+                None
+            }
+        }
+    }
+
+    /// A node changed from `old` to `new` (`None`: absent before, or gone after).
+    pub(crate) fn node_changed(&mut self, old: Option<&NodeInfo>, new: Option<&NodeInfo>) {
+        for (selection, counts) in &mut self.counted {
+            let contribution = |info: Option<&NodeInfo>| {
+                info.and_then(|i| DomainCounts::contribution(selection, i))
+            };
+            counts.replace(contribution(old), contribution(new));
+        }
+    }
+
+    /// Ends an update: forgets selections unused for long, and counts the ones asked for
+    /// over `nodes` (every node of the snapshot, as updated).
+    pub(crate) fn finish_update<'a, I: Iterator<Item = &'a NodeInfo>>(
+        &mut self,
+        nodes: impl Fn() -> I,
+    ) {
+        self.updates += 1;
+        let now = self.updates;
+        self.counted
+            .retain(|_, c| now - c.last_used.load(Ordering::Relaxed) < FORGET_AFTER_UPDATES);
+        let wanted = std::mem::take(self.wanted.get_mut());
+        for selection in wanted {
+            if self.counted.contains_key(&selection) {
+                continue;
+            }
+            if self.counted.len() >= MAX_SELECTIONS {
+                self.forget_least_recently_used();
+            }
+            let counts = DomainCounts::counted(&selection, nodes(), now);
+            self.counted.insert(selection, counts);
+        }
+    }
+
+    fn forget_least_recently_used(&mut self) {
+        let oldest = self
+            .counted
+            .iter()
+            .min_by_key(|(_, c)| c.last_used.load(Ordering::Relaxed))
+            .map(|(s, _)| s.clone());
+        if let Some(oldest) = oldest {
+            self.counted.remove(&oldest);
+        }
+    }
+
+    /// Counts every kept selection afresh over `nodes`.
+    pub(crate) fn recount<'a, I: Iterator<Item = &'a NodeInfo>>(&mut self, nodes: impl Fn() -> I) {
+        let now = self.updates;
+        for (selection, counts) in &mut self.counted {
+            let last_used = counts.last_used.load(Ordering::Relaxed);
+            *counts = DomainCounts::counted(selection, nodes(), now);
+            counts.last_used.store(last_used, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether every kept selection's counts equal a count from scratch over `nodes`.
+    pub fn agree_with<'a, I: Iterator<Item = &'a NodeInfo>>(&self, nodes: impl Fn() -> I) -> bool {
+        self.counted
+            .iter()
+            .all(|(s, c)| c.same_counts(&DomainCounts::counted(s, nodes(), 0)))
+    }
+
+    /// Number of selections counted.
+    pub fn len(&self) -> usize {
+        self.counted.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counted.is_empty()
+    }
+}
