@@ -14,6 +14,7 @@ pub mod policy;
 pub mod quantity;
 pub mod resources;
 pub mod rng;
+pub mod small_copy;
 pub mod storage;
 
 pub use intern::Sym;

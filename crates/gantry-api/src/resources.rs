@@ -48,7 +48,7 @@ impl ResourceName {
 }
 
 /// Amounts of resources: millicores for cpu, bytes for memory and storage, counts otherwise.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Resources {
     pub milli_cpu: i64,
     pub memory: i64,
@@ -57,6 +57,31 @@ pub struct Resources {
     pub pods: i64,
     /// Other resources sorted by symbol, without zero entries.
     scalar: SmallVec<[(Sym, i64); 2]>,
+}
+
+/// By hand: the scalars are copied as one block (NodeInfos are copied for every node
+/// preemption tries), and `clone_from` reuses the copy's buffer.
+impl Clone for Resources {
+    fn clone(&self) -> Resources {
+        let mut copy = Resources::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, source: &Resources) {
+        let Resources {
+            milli_cpu,
+            memory,
+            ephemeral_storage,
+            pods,
+            scalar,
+        } = source;
+        self.milli_cpu = *milli_cpu;
+        self.memory = *memory;
+        self.ephemeral_storage = *ephemeral_storage;
+        self.pods = *pods;
+        crate::small_copy::copy_into(&mut self.scalar, scalar);
+    }
 }
 
 impl Resources {
@@ -131,6 +156,10 @@ impl Resources {
         self.memory = f(self.memory, other.memory);
         self.ephemeral_storage = f(self.ephemeral_storage, other.ephemeral_storage);
         self.pods = f(self.pods, other.pods);
+        if self.scalar.is_empty() && other.scalar.is_empty() {
+            // The common case (cpu and memory only): nothing to merge.
+            return;
+        }
         let (a, b) = (&self.scalar, &other.scalar);
         let mut merged: SmallVec<[(Sym, i64); 2]> = SmallVec::new();
         let (mut i, mut j) = (0, 0);

@@ -49,7 +49,7 @@ impl Clone for PodLabelIndex {
         } = source;
         self.values.clone_from(values);
         self.keys.clone_from(keys);
-        self.namespaces.clone_from(namespaces);
+        gantry_api::small_copy::copy_into(&mut self.namespaces, namespaces);
         self.terminating = *terminating;
     }
 }

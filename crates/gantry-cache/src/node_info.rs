@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gantry_api::dra::ResourceSlice;
+use gantry_api::small_copy::copy_into;
 use gantry_api::{HostPort, Node, Pod, Resources, Sym};
 use smallvec::SmallVec;
 
@@ -121,10 +122,10 @@ impl Clone for NodeInfo {
         self.pods_with_affinity.clone_from(pods_with_affinity);
         self.pods_with_required_anti_affinity
             .clone_from(pods_with_required_anti_affinity);
-        self.used_ports.clone_from(used_ports);
+        copy_into(&mut self.used_ports, used_ports);
         self.requested.clone_from(requested);
         self.non_zero_requested.clone_from(non_zero_requested);
-        self.pvc_ref_counts.clone_from(pvc_ref_counts);
+        copy_into(&mut self.pvc_ref_counts, pvc_ref_counts);
         self.image_states.clone_from(image_states);
         self.label_index.clone_from(label_index);
         self.affinity_terms.clone_from(affinity_terms);

@@ -1,19 +1,22 @@
 //! Per-pod scratch data that plugins compute once (PreFilter, PreScore) and read per node.
 
 use std::any::Any;
+use std::sync::Arc;
 
+use gantry_api::small_copy::copy_into;
 use smallvec::SmallVec;
 
-/// Data a plugin keeps in the cycle state. Cloned when preemption simulates removing pods.
+/// Data a plugin keeps in the cycle state. Copied when a copy of the state (preemption's
+/// per-node trial, the nominated pods' filter run) is about to change it.
 pub trait StateData: Any + Send + Sync {
-    fn clone_box(&self) -> Box<dyn StateData>;
+    fn clone_arc(&self) -> Arc<dyn StateData>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 impl<T: Any + Clone + Send + Sync> StateData for T {
-    fn clone_box(&self) -> Box<dyn StateData> {
-        Box::new(self.clone())
+    fn clone_arc(&self) -> Arc<dyn StateData> {
+        Arc::new(self.clone())
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -25,9 +28,13 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 
 /// A small map from plugin name to that plugin's data for the current pod (inline: the
 /// default plugins keep state for about half a dozen).
+///
+/// Cloning shares the data and copies an entry only when a copy writes to it
+/// (`read_mut`): preemption clones the state for every node it tries, and the plugins
+/// whose data its pod removals change are one or two of the half dozen.
 #[derive(Default)]
 pub struct CycleState {
-    entries: SmallVec<[(&'static str, Box<dyn StateData>); 8]>,
+    entries: SmallVec<[(&'static str, Arc<dyn StateData>); 8]>,
     /// Plugins whose PreFilter said Skip: their Filter does not run. Inline: most pods
     /// skip about half of the default plugins.
     filter_skipped: SmallVec<[&'static str; 12]>,
@@ -35,17 +42,31 @@ pub struct CycleState {
     score_skipped: SmallVec<[&'static str; 12]>,
 }
 
+/// By hand, so that `clone_from` (preemption's copy per node it tries) reuses the
+/// copy's buffers. Destructured: a new field that is not copied does not compile.
 impl Clone for CycleState {
     fn clone(&self) -> CycleState {
+        let CycleState {
+            entries,
+            filter_skipped,
+            score_skipped,
+        } = self;
         CycleState {
-            entries: self
-                .entries
-                .iter()
-                .map(|(k, v)| (*k, (**v).clone_box()))
-                .collect(),
-            filter_skipped: self.filter_skipped.clone(),
-            score_skipped: self.score_skipped.clone(),
+            entries: entries.clone(),
+            filter_skipped: SmallVec::from_slice(filter_skipped),
+            score_skipped: SmallVec::from_slice(score_skipped),
         }
+    }
+
+    fn clone_from(&mut self, source: &CycleState) {
+        let CycleState {
+            entries,
+            filter_skipped,
+            score_skipped,
+        } = source;
+        self.entries.clone_from(entries);
+        copy_into(&mut self.filter_skipped, filter_skipped);
+        copy_into(&mut self.score_skipped, score_skipped);
     }
 }
 
@@ -55,9 +76,15 @@ impl CycleState {
     }
 
     pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
+        self.write_shared(key, Arc::new(value));
+    }
+
+    /// Writes data shared with other cycles, as the one empty value every pod without
+    /// terms or tolerations gets: no allocation per pod (a `read_mut` copies it first).
+    pub fn write_shared<T: StateData>(&mut self, key: &'static str, value: Arc<T>) {
         match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = Box::new(value),
-            None => self.entries.push((key, Box::new(value))),
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((key, value)),
         }
     }
 
@@ -68,11 +95,15 @@ impl CycleState {
             .and_then(|(_, v)| (**v).as_any().downcast_ref())
     }
 
+    /// The plugin's data to change, copied first if a clone of this state shares it.
     pub fn read_mut<T: 'static>(&mut self, key: &'static str) -> Option<&mut T> {
-        self.entries
-            .iter_mut()
-            .find(|(k, _)| same_key(k, key))
-            .and_then(|(_, v)| (**v).as_any_mut().downcast_mut())
+        let (_, data) = self.entries.iter_mut().find(|(k, _)| same_key(k, key))?;
+        if Arc::get_mut(data).is_none() {
+            // `**data`: the data itself (an `Arc` is `StateData` too, and would be wrapped).
+            *data = (**data).clone_arc();
+        }
+        let data: &mut dyn StateData = Arc::get_mut(data)?;
+        data.as_any_mut().downcast_mut()
     }
 
     pub fn skip_filter(&mut self, plugin: &'static str) {
@@ -107,6 +138,47 @@ fn same_key(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Count(u32);
+
+    #[test]
+    fn a_clone_shares_the_data_until_one_side_writes() {
+        let mut original = CycleState::new();
+        original.write("A", Count(1));
+        original.write("B", Count(10));
+        original.skip_filter("A");
+        let mut copy = original.clone();
+        let address = |s: &CycleState, key| s.read::<Count>(key).map(|c| c as *const Count);
+        assert_eq!(
+            address(&copy, "A"),
+            address(&original, "A"),
+            "shared, not copied"
+        );
+        copy.read_mut::<Count>("A").expect("written").0 = 2;
+        assert_eq!(
+            original.read::<Count>("A"),
+            Some(&Count(1)),
+            "the original is untouched"
+        );
+        assert_eq!(copy.read::<Count>("A"), Some(&Count(2)));
+        assert_ne!(address(&copy, "A"), address(&original, "A"));
+        assert_eq!(
+            address(&copy, "B"),
+            address(&original, "B"),
+            "only what was written is copied"
+        );
+        // A second write to the now unshared data copies nothing.
+        let before = address(&copy, "A");
+        copy.read_mut::<Count>("A").expect("written").0 = 3;
+        assert_eq!(address(&copy, "A"), before);
+        // clone_from brings back the source's data and skip lists.
+        let mut reused = CycleState::new();
+        reused.skip_score("C");
+        reused.clone_from(&original);
+        assert_eq!(reused.read::<Count>("A"), Some(&Count(1)));
+        assert!(reused.is_filter_skipped("A") && !reused.is_score_skipped("C"));
+    }
 
     #[test]
     fn skipped_plugins_are_found_by_name_not_only_by_pointer() {

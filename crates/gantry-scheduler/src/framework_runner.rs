@@ -112,6 +112,9 @@ pub struct PodFilters<'a> {
     active: SmallVec<[u32; 16]>,
     /// The plugins with a column shortcut for this pod (none without columns).
     by_columns: Proofs,
+    /// Indices in the profile's PreFilter plugins of those told about pods added and
+    /// removed in what-ifs: all but those whose Filter is skipped.
+    extended: SmallVec<[u32; 16]>,
 }
 
 impl<'a> PodFilters<'a> {
@@ -122,6 +125,9 @@ impl<'a> PodFilters<'a> {
                 .filter(|&i| !state.is_filter_skipped(profile.filter[i as usize].name()))
                 .collect(),
             by_columns: 0,
+            extended: (0..profile.pre_filter.len() as u32)
+                .filter(|&i| !state.is_filter_skipped(profile.pre_filter[i as usize].name()))
+                .collect(),
         }
     }
 
@@ -232,31 +238,114 @@ impl<'a> PodFilters<'a> {
 
     /// Filters with the pods nominated to this node (of at least the pod's priority)
     /// counted as if they were there, then without them: the node must fit either way.
+    /// When some are nominated, the node and state are copied into `scratch`, whose
+    /// buffers are reused from node to node.
     pub fn run_with_nominated(
         &self,
         state: &CycleState,
         pod: &Pod,
         node: &NodeInfo,
         nominated: &[Arc<Pod>],
+        scratch: &mut NominatedScratch,
     ) -> Status {
-        let relevant = |p: &&Arc<Pod>| p.priority >= pod.priority && p.uid != pod.uid;
-        if !nominated.iter().any(|p| relevant(&p)) {
+        if !nominated.iter().any(|p| counts_as_nominated(p, pod)) {
             return self.run(state, pod, node);
         }
-        let mut node_with = node.clone();
-        let mut state_with = state.clone();
-        for p in nominated.iter().filter(relevant) {
-            node_with.add_pod(Arc::clone(p));
-            for plugin in &self.profile.pre_filter {
-                plugin.add_pod(&mut state_with, pod, p, &node_with);
-            }
-        }
-        let status = self.run(&state_with, pod, &node_with);
-        if !status.is_success() {
-            return status;
+        scratch.node.clone_from(node);
+        scratch.state.clone_from(state);
+        self.add_nominated(&mut scratch.state, pod, &mut scratch.node, nominated);
+        let with_nominated = self.run(&scratch.state, pod, &scratch.node);
+        if !with_nominated.is_success() {
+            return with_nominated;
         }
         self.run(state, pod, node)
     }
+
+    /// As `run_with_nominated`, on a node and state the caller owns: the nominated pods
+    /// are added for the first run and taken out again for the second, so both come back
+    /// as they were (the pods' order on the node aside, which no Filter reads).
+    pub fn run_with_nominated_in_place(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &mut NodeInfo,
+        nominated: &[Arc<Pod>],
+    ) -> Status {
+        if !self.add_nominated(state, pod, node, nominated) {
+            return self.run(state, pod, node);
+        }
+        let with_nominated = self.run(state, pod, node);
+        for p in nominated.iter().filter(|p| counts_as_nominated(p, pod)) {
+            node.remove_pod(&p.uid);
+            self.pre_filter_remove_pod(state, pod, p, node);
+        }
+        if !with_nominated.is_success() {
+            return with_nominated;
+        }
+        self.run(state, pod, node)
+    }
+
+    /// Adds the nominated pods that count for `pod` to the node and the state; false if
+    /// none does.
+    fn add_nominated(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &mut NodeInfo,
+        nominated: &[Arc<Pod>],
+    ) -> bool {
+        let mut any = false;
+        for p in nominated.iter().filter(|p| counts_as_nominated(p, pod)) {
+            node.add_pod(Arc::clone(p));
+            self.pre_filter_add_pod(state, pod, p, node);
+            any = true;
+        }
+        any
+    }
+
+    /// Upstream's `RunPreFilterExtensionAddPod`: the PreFilter plugins update their state
+    /// for `added` now counting on `node` (a nominated pod, a victim given back). Plugins
+    /// whose Filter is skipped for this pod are not asked: nothing reads what they would
+    /// update.
+    pub fn pre_filter_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &Arc<Pod>,
+        node: &NodeInfo,
+    ) {
+        for &i in &self.extended {
+            self.profile.pre_filter[i as usize].add_pod(state, pod, added, node);
+        }
+    }
+
+    /// Upstream's `RunPreFilterExtensionRemovePod`: as [`Self::pre_filter_add_pod`], for
+    /// `removed` no longer counting on `node` (a victim, a nominated pod taken out again).
+    pub fn pre_filter_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &Arc<Pod>,
+        node: &NodeInfo,
+    ) {
+        for &i in &self.extended {
+            self.profile.pre_filter[i as usize].remove_pod(state, pod, removed, node);
+        }
+    }
+}
+
+/// Whether a pod nominated to a node counts there for `pod`: upstream's
+/// `addNominatedPods` adds those of at least its priority, other than itself.
+fn counts_as_nominated(nominated: &Pod, pod: &Pod) -> bool {
+    nominated.priority >= pod.priority && nominated.uid != pod.uid
+}
+
+/// Where [`PodFilters::run_with_nominated`] copies a node and the cycle state to add the
+/// pods nominated to it: kept across nodes so that the copies reuse their buffers.
+#[derive(Default)]
+pub struct NominatedScratch {
+    node: NodeInfo,
+    state: CycleState,
 }
 
 /// One Filter plugin's verdict, naming the plugin; anything but success or a rejection

@@ -5,6 +5,7 @@ pub mod explain;
 mod fit_error;
 mod framework_runner;
 pub mod metrics;
+mod nominations;
 mod placement_check;
 mod preemption;
 pub mod queue;

@@ -190,7 +190,7 @@ impl Preemption<'_> {
     fn select_victims(
         &self,
         filters: &PodFilters<'_>,
-        state: &CycleState,
+        cycle_state: &CycleState,
         pod: &Arc<Pod>,
         node: &NodeInfo,
         scratch: &mut Scratch,
@@ -199,9 +199,13 @@ impl Preemption<'_> {
         if !node.pods().iter().any(|p| p.priority < pod.priority) {
             return Err(Status::unresolvable(NO_VICTIMS));
         }
-        let Scratch { info, potential } = scratch;
+        let Scratch {
+            info,
+            state,
+            potential,
+        } = scratch;
         info.clone_from(node);
-        let mut state = state.clone();
+        state.clone_from(cycle_state);
         potential.clear();
         potential.extend(
             node.pods()
@@ -211,12 +215,10 @@ impl Preemption<'_> {
         );
         for victim in potential.iter() {
             info.remove_pod(&victim.uid);
-            for plugin in &self.profile.pre_filter {
-                plugin.remove_pod(&mut state, pod, victim, info);
-            }
+            filters.pre_filter_remove_pod(state, pod, victim, info);
         }
-        let nominated = self.nominated.get(&info.name()).map_or(&[][..], |v| v);
-        let status = filters.run_with_nominated(&state, pod, info, nominated);
+        let nominated = self.nominated.on(info.name());
+        let status = filters.run_with_nominated_in_place(state, pod, info, nominated);
         if !status.is_success() {
             return Err(status);
         }
@@ -232,17 +234,13 @@ impl Preemption<'_> {
         let mut pdb_violations = 0;
         for (candidate, violates) in in_reprieve_order {
             info.add_pod(Arc::clone(candidate));
-            for plugin in &self.profile.pre_filter {
-                plugin.add_pod(&mut state, pod, candidate, info);
-            }
+            filters.pre_filter_add_pod(state, pod, candidate, info);
             if !filters
-                .run_with_nominated(&state, pod, info, nominated)
+                .run_with_nominated_in_place(state, pod, info, nominated)
                 .is_success()
             {
                 info.remove_pod(&candidate.uid);
-                for plugin in &self.profile.pre_filter {
-                    plugin.remove_pod(&mut state, pod, candidate, info);
-                }
+                filters.pre_filter_remove_pod(state, pod, candidate, info);
                 pdb_violations += usize::from(violates);
                 victims.push(Arc::clone(candidate));
             }
@@ -265,10 +263,12 @@ impl Preemption<'_> {
 }
 
 /// What the dry run tries each node with, its buffers reused from node to node: the
-/// copy of the node, and its pods of lower priority than the preemptor.
+/// copies of the node and of the cycle state, and the node's pods of lower priority than
+/// the preemptor.
 #[derive(Default)]
 struct Scratch {
     info: NodeInfo,
+    state: CycleState,
     potential: Vec<Arc<Pod>>,
 }
 
@@ -573,6 +573,112 @@ mod tests {
         let c = test_cluster(vec![one_pod("node1"), one_pod("node2")], pods, 10, 100);
         for seed in 0..4 {
             assert_eq!(nominate(&c, &budgets, &preemptor, seed), Sym::new("node1"));
+        }
+    }
+
+    /// The filter run with nominated pods, on a copy (the scheduling cycle's way) and in
+    /// place (the way of preemption's trial node): the same verdicts, and in place the
+    /// node and the cycle state come back as they were.
+    #[test]
+    fn nominated_pods_count_the_same_on_a_copy_and_in_place() {
+        use crate::framework_runner::NominatedScratch;
+        use gantry_api::PodAffinityTerm;
+        let c = test_cluster(
+            vec![node("a", 4000, 4000, 10).with_labels([("kubernetes.io/hostname", "a")])],
+            vec![("a", pod("resident", 0, &[], 1000))],
+            100,
+            1,
+        );
+        // The incoming pod keeps away from app=cache: InterPodAffinity has state to change.
+        let mut incoming = pod("incoming", MID, &[], 2000);
+        incoming
+            .affinity
+            .pod_anti_affinity
+            .required
+            .push(PodAffinityTerm {
+                label_selector: Some(LabelSelector::from_pairs([(
+                    Sym::new("app"),
+                    Sym::new("cache"),
+                )])),
+                namespaces: Vec::new(),
+                namespace_selector: None,
+                topology_key: Sym::new("kubernetes.io/hostname"),
+            });
+        let objects = ApiObjects::default();
+        let view = Cluster {
+            nodes: &c.snapshot,
+            objects: &objects,
+        };
+        let mut state = CycleState::new();
+        run_pre_filter(
+            &c.profile,
+            &mut state,
+            &incoming,
+            view,
+            &mut PluginTimer::default(),
+        )
+        .expect("PreFilter passes");
+        let filters = PodFilters::new(&c.profile, &state);
+        let node = c.snapshot.node_at(0);
+        let nominated = |name, priority, labels: &[(&str, &str)], cpu| {
+            Arc::new(pod(name, priority, labels, cpu))
+        };
+        let cases = [
+            ("nothing nominated", vec![], true),
+            (
+                "a small pod of higher priority",
+                vec![nominated("n1", HIGH, &[], 500)],
+                true,
+            ),
+            (
+                "a pod that takes the room",
+                vec![nominated("n1", HIGH, &[], 2000)],
+                false,
+            ),
+            (
+                "the same pod of lower priority",
+                vec![nominated("n1", 0, &[], 2000)],
+                true,
+            ),
+            (
+                "a cache pod",
+                vec![nominated("n1", MID, &[("app", "cache")], 0)],
+                false,
+            ),
+            (
+                "two pods, the second one too many",
+                vec![
+                    nominated("n1", MID, &[], 1000),
+                    nominated("n2", MID, &[], 1000),
+                ],
+                false,
+            ),
+        ];
+        let mut scratch = NominatedScratch::default();
+        for (case, pods, fits) in cases {
+            let on_copy = filters.run_with_nominated(&state, &incoming, node, &pods, &mut scratch);
+            let mut info = node.clone();
+            let mut trial_state = state.clone();
+            let in_place =
+                filters.run_with_nominated_in_place(&mut trial_state, &incoming, &mut info, &pods);
+            assert_eq!(on_copy, in_place, "{case}");
+            assert_eq!(on_copy.is_success(), fits, "{case}: {on_copy:?}");
+            assert_eq!(info.requested(), node.requested(), "{case}");
+            assert_eq!(info.pods().len(), node.pods().len(), "{case}");
+            assert_eq!(info.label_index(), node.label_index(), "{case}");
+            // The state came back too: a cache pod added now is refused by the copy's
+            // state exactly as by the original.
+            let cache = [nominated("n3", MID, &[("app", "cache")], 0)];
+            assert_eq!(
+                filters.run_with_nominated(&trial_state, &incoming, node, &cache, &mut scratch),
+                filters.run_with_nominated(&state, &incoming, node, &cache, &mut scratch),
+                "{case}"
+            );
+            assert_eq!(
+                filters.run(&trial_state, &incoming, node),
+                Status::success(),
+                "{case}: the state counts no cache pod after the run"
+            );
         }
     }
 }

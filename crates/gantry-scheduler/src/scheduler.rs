@@ -13,13 +13,10 @@ use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
 use crate::metrics::{AttemptResult, ExtensionPoint, Metrics, PLUGIN_SAMPLE_EVERY};
+pub(crate) use crate::nominations::Nominations;
 use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
-
-/// Pods nominated to each node by preemption.
-pub(crate) type Nominations =
-    std::collections::HashMap<Sym, Vec<Arc<Pod>>, foldhash::fast::RandomState>;
 
 /// Where binds go: the simulated API, or the Kubernetes API.
 pub trait Binder {
@@ -194,9 +191,7 @@ impl Scheduler {
 
     /// Forgets a nomination (the pod was deleted or bound).
     pub fn clear_nomination(&mut self, pod: &Pod) {
-        for pods in self.nominated.values_mut() {
-            pods.retain(|p| p.uid != pod.uid);
-        }
+        self.nominated.forget(&pod.uid);
     }
 
     /// One scheduling cycle for `pod`, recorded in the metrics.
@@ -421,7 +416,8 @@ impl Scheduler {
                 state,
                 pod,
                 info,
-                nominated.get(&node).map_or(&[], |v| v),
+                nominated.on(node),
+                &mut NominatedScratch::default(),
             );
             if status.is_success() {
                 feasible.push(position);
@@ -429,20 +425,20 @@ impl Scheduler {
             }
         }
 
-        let any_nominated = nominated.values().any(|v| !v.is_empty());
+        let any_nominated = !nominated.is_empty();
         let all_proven = filters.all_proven();
         // The verdict on the node at `position`, which the plugins in `proofs` proved.
-        let verdict = |position: usize, proofs: Proofs| -> Status {
+        let verdict = |position: usize, proofs: Proofs, scratch: &mut NominatedScratch| {
             let info = snapshot.node_at(position);
             let others = if any_nominated {
-                nominated.get(&info.name()).map_or(&[][..], |v| v)
+                nominated.on(info.name())
             } else {
                 &[]
             };
             if others.is_empty() {
                 filters.run_unproven(state, pod, info, proofs)
             } else {
-                filters.run_with_nominated(state, pod, info, others)
+                filters.run_with_nominated(state, pod, info, others, scratch)
             }
         };
         // Positions and proofs of the chunk of candidates from `offset` on.
@@ -475,8 +471,12 @@ impl Scheduler {
                         let mut positions = [0; COLUMN_CHUNK];
                         let mut proofs = [0; COLUMN_CHUNK];
                         prove_chunk(offset, &mut positions[..n], &mut proofs[..n]);
+                        let mut scratch = NominatedScratch::default();
                         (0..n)
-                            .map(|k| (positions[k], verdict(positions[k], proofs[k])))
+                            .map(|k| {
+                                let status = verdict(positions[k], proofs[k], &mut scratch);
+                                (positions[k], status)
+                            })
                             .collect()
                     })
                     .collect();
@@ -489,6 +489,7 @@ impl Scheduler {
                 // out chunks of this search cost more than it saved).
                 let mut positions = [0; COLUMN_CHUNK];
                 let mut proofs = [0; COLUMN_CHUNK];
+                let mut scratch = NominatedScratch::default();
                 let mut processed = 0;
                 while processed < total && feasible.len() < to_find {
                     let n = COLUMN_CHUNK.min(total - processed);
@@ -500,7 +501,8 @@ impl Scheduler {
                         if proofs[k] == all_proven && !any_nominated {
                             feasible.push(positions[k]);
                         } else {
-                            record(positions[k], verdict(positions[k], proofs[k]), feasible);
+                            let status = verdict(positions[k], proofs[k], &mut scratch);
+                            record(positions[k], status, feasible);
                         }
                         processed += 1;
                     }
@@ -553,11 +555,7 @@ impl Scheduler {
             preemption::Outcome::Nominated { node, victims } => {
                 let mut nominated_pod = Pod::clone(pod);
                 nominated_pod.nominated_node_name = Some(node);
-                self.clear_nomination(pod);
-                self.nominated
-                    .entry(node)
-                    .or_default()
-                    .push(Arc::new(nominated_pod));
+                self.nominated.nominate(Arc::new(nominated_pod), node);
                 Attempt::Unschedulable {
                     fit_error,
                     nominated: Some((node, victims)),

@@ -8,7 +8,7 @@
 //! than copied; elsewhere (a selection asked about for the first time, a what-if fork)
 //! they are counted node by node.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use gantry_api::{Labels, Node, Pod, PodAffinityTerm, Sym};
 use gantry_cache::{
@@ -249,7 +249,7 @@ impl TermMemo {
 }
 
 /// What PreFilter computes for the incoming pod (upstream's `preFilterState`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct PreFilterState {
     /// Existing pods' required anti-affinity terms that the incoming pod matches.
     existing_anti_affinity_counts: TopologyCounts,
@@ -734,18 +734,19 @@ impl PreFilterPlugin for InterPodAffinity {
         cluster: Cluster<'_>,
     ) -> (PreFilterResult, Status) {
         let computed = PreFilterState::compute(pod, cluster);
-        // Nothing constrains this pod: upstream skips Filter. The (empty) state is still
-        // written so that a Filter run regardless passes at once.
+        // Nothing constrains this pod: upstream skips Filter. An empty state is still
+        // written (one, shared by all such pods) so that a Filter run regardless passes
+        // at once.
         let skip = computed.existing_anti_affinity_counts.is_empty()
             && pod.affinity.pod_affinity.required.is_empty()
             && pod.affinity.pod_anti_affinity.required.is_empty();
+        if skip {
+            static UNCONSTRAINED: LazyLock<Arc<PreFilterState>> = LazyLock::new(Default::default);
+            state.write_shared(PRE_FILTER_STATE_KEY, Arc::clone(&UNCONSTRAINED));
+            return (None, Status::skip());
+        }
         state.write(PRE_FILTER_STATE_KEY, computed);
-        let status = if skip {
-            Status::skip()
-        } else {
-            Status::success()
-        };
-        (None, status)
+        (None, Status::success())
     }
 
     fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Arc<Pod>, node: &NodeInfo) {

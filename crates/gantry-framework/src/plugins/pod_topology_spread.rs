@@ -151,7 +151,7 @@ fn constraints_for(
             .filter(|c| c.when_unsatisfiable == when)
             .peekable();
         if wanted.peek().is_none() {
-            return (Arc::from([]), 0);
+            return (Arc::default(), 0);
         }
         match objects.default_selector(pod).filter(|s| !s.is_empty()) {
             Some(selector) => wanted
@@ -169,6 +169,10 @@ fn constraints_for(
                 keys.len() - 1
             }
         };
+    }
+    if constraints.is_empty() {
+        // Most pods: an empty list shared, not allocated.
+        return (Arc::default(), 0);
     }
     (constraints.into(), keys.len())
 }

@@ -1,6 +1,8 @@
 //! TaintToleration: a node's NoSchedule/NoExecute taints keep out pods that do not tolerate
 //! them; PreferNoSchedule taints a pod does not tolerate lower the node's score.
 
+use std::sync::{Arc, LazyLock};
+
 use gantry_api::{Pod, TaintEffect, Toleration};
 use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
@@ -85,8 +87,15 @@ impl PreScorePlugin for TaintToleration {
             .iter()
             .filter(|t| t.effect.is_none_or(|e| e == TaintEffect::PreferNoSchedule))
             .cloned()
-            .collect();
-        state.write(NAME, PreferNoScheduleTolerations(tolerations));
+            .collect::<Vec<_>>();
+        if tolerations.is_empty() {
+            // Most pods: one empty value shared, not allocated per pod.
+            static NONE: LazyLock<Arc<PreferNoScheduleTolerations>> =
+                LazyLock::new(|| Arc::new(PreferNoScheduleTolerations(Vec::new())));
+            state.write_shared(NAME, Arc::clone(&NONE));
+        } else {
+            state.write(NAME, PreferNoScheduleTolerations(tolerations));
+        }
         Status::success()
     }
 }
