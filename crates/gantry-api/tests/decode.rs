@@ -76,8 +76,9 @@ fn decodes_a_kubectl_list_with_status_and_managed_fields() {
     assert_eq!(pod.tolerations.len(), 2);
     assert_eq!(pod.tolerations[0].op, TolerationOp::Exists);
     assert_eq!(pod.affinity.pod_anti_affinity.preferred[0].weight, 100);
+    // The claim is kept; the service-account token's projected volume weighs in nothing.
+    assert_eq!(pod.volumes.len(), 1);
     assert_eq!(pod.volumes[0].claim_name.as_deref(), Some("web-data"));
-    assert_eq!(pod.volumes[1].claim_name, None);
     assert_eq!(pod.start_time, Some(1_714_723_202));
     assert_eq!(pod.annotations.len(), 1);
     // matchLabelKeys merged: app=web AND pod-template-hash=7d9c6b5f4.
@@ -450,4 +451,25 @@ fn replicas_of_one_controller_share_their_template() {
         "equal to the controller's second template"
     );
     assert_eq!((&*pods[1].name, &*pods[1].uid), ("web-b", "default/web-b"));
+}
+
+#[test]
+fn volumes_that_do_not_weigh_in_scheduling_do_not_keep_replicas_apart() {
+    // As the API server writes replicas: each with its own service-account token volume.
+    let pod = |name: &str, token: &str| {
+        format!(
+            "kind: Pod\napiVersion: v1\nmetadata: {{name: {name}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: uid-web, controller: true}}]}}\nspec:\n  nodeName: n1\n  containers: [{{name: c}}]\n  volumes:\n  - {{name: {token}, projected: {{sources: [{{serviceAccountToken: {{path: token}}}}]}}}}\n  - {{name: config, configMap: {{name: web-config}}}}\n  - {{name: scratch, emptyDir: {{}}}}\n  - {{name: shm, emptyDir: {{medium: Memory}}}}\n  - {{name: data, persistentVolumeClaim: {{claimName: shared-data}}}}\n"
+        )
+    };
+    let text = [
+        pod("web-a", "kube-api-access-abcde"),
+        pod("web-b", "kube-api-access-fghij"),
+    ]
+    .join("---\n");
+    let mut objects = ClusterObjects::decode(&text, "x.yaml").unwrap();
+    objects.resolve_priorities().unwrap();
+    let pods = &objects.pods;
+    let names: Vec<&str> = pods[0].volumes.iter().map(|v| &*v.name).collect();
+    assert_eq!(names, ["scratch", "data"], "local data and claims are kept");
+    assert!(pods[1].shares_template(&pods[0]));
 }

@@ -164,6 +164,10 @@ pub(super) fn convert_pod(
             local: v.host_path.is_some()
                 || (v.empty_dir.as_ref()).is_some_and(|e| e.medium.as_deref() != Some("Memory")),
         })
+        // Only claims, disks and local data weigh in scheduling and draining. The others
+        // (the service-account token's `kube-api-access-xxxxx`, configMaps, secrets) are
+        // left out: their per-pod names would keep replicas from sharing one template.
+        .filter(|v| v.claim_name.is_some() || v.disk.is_some() || v.local)
         .collect();
     out.update_requests();
     Ok((out, priority_fields))
