@@ -642,13 +642,16 @@ impl Scheduler {
 /// The index of the highest total; among equal totals one is chosen uniformly at random
 /// (reservoir sampling, as upstream's `selectHost`).
 pub fn select_host(totals: &[i64], rng: &mut Rng) -> usize {
-    let mut best = 0;
+    let Some(&first) = totals.first() else {
+        return 0;
+    };
+    let (mut best, mut best_score) = (0, first);
     let mut ties = 0u64;
     for (i, &score) in totals.iter().enumerate() {
-        if score > totals[best] {
-            best = i;
+        if score > best_score {
+            (best, best_score) = (i, score);
             ties = 1;
-        } else if score == totals[best] {
+        } else if score == best_score {
             ties += 1;
             if rng.below(ties) == 0 {
                 best = i;

@@ -259,9 +259,13 @@ impl NodeResourcesFit {
             self.strategy,
             ScoringStrategy::RequestedToCapacityRatio { .. }
         );
+        // `weighted` is never negative (scores of 0 to 100, positive weights), so dividing
+        // by 1 or 2 (cpu and memory of weight 1, the default) needs no real division.
         let combine = |weighted: i64, weights: i64| match weights {
             0 => 0,
             _ if round => (weighted as f64 / weights as f64).round() as i64,
+            1 => weighted,
+            2 => weighted / 2,
             _ => div_floor(weighted, weights),
         };
         if let [(first, w0), (second, w1)] = rows[..] {
