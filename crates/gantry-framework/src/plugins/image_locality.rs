@@ -100,15 +100,14 @@ impl ScorePlugin for ImageLocality {
         scores: &mut [i64],
     ) -> Result<bool, Status> {
         pod_images(state)?;
-        let flags = columns.flags();
-        for ((score, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
-            *score = if flags[p].has(NodeFlags::IMAGES) {
-                self.score(state, pod, node)?
-            } else {
-                0
-            };
-        }
-        Ok(true)
+        super::score_nodes_with(
+            NodeFlags::IMAGES,
+            nodes,
+            columns,
+            positions,
+            scores,
+            |node| self.score(state, pod, node),
+        )
     }
 }
 

@@ -24,9 +24,45 @@ pub mod volume_zone;
 
 use std::sync::Arc;
 
-use crate::Profile;
+use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
+
 use crate::config::Point;
 use crate::interface::*;
+use crate::{Profile, Status};
+
+/// `filter_columns` of a plugin whose Filter passes every node without `flag`: those
+/// nodes are proven from the flags column, the others left to Filter. Returns true.
+#[inline]
+fn prove_nodes_without(
+    flag: NodeFlags,
+    columns: &NodeColumns,
+    positions: &[usize],
+    proven: &mut [bool],
+) -> bool {
+    let flags = columns.flags();
+    for (proof, &p) in proven.iter_mut().zip(positions) {
+        *proof = !flags[p].has(flag);
+    }
+    true
+}
+
+/// `score_columns` of a plugin whose Score is 0 on every node without `flag`: only the
+/// nodes with it are asked `score`. Returns `Ok(true)`.
+#[inline]
+fn score_nodes_with(
+    flag: NodeFlags,
+    nodes: &[&NodeInfo],
+    columns: &NodeColumns,
+    positions: &[usize],
+    scores: &mut [i64],
+    mut score: impl FnMut(&NodeInfo) -> Result<i64, Status>,
+) -> Result<bool, Status> {
+    let flags = columns.flags();
+    for ((out, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
+        *out = if flags[p].has(flag) { score(node)? } else { 0 };
+    }
+    Ok(true)
+}
 
 /// Upstream's default `multiPoint` plugins (v1.28 `default_plugins.go`) in order, with their
 /// score weights (`None`: no weight given), and GPUShare (a no-op for pods without GPUs).

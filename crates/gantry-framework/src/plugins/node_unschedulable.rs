@@ -51,11 +51,7 @@ impl FilterPlugin for NodeUnschedulable {
         positions: &[usize],
         proven: &mut [bool],
     ) -> bool {
-        let flags = columns.flags();
-        for (proof, &p) in proven.iter_mut().zip(positions) {
-            *proof = !flags[p].has(NodeFlags::UNSCHEDULABLE);
-        }
-        true
+        super::prove_nodes_without(NodeFlags::UNSCHEDULABLE, columns, positions, proven)
     }
 }
 

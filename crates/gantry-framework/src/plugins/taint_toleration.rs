@@ -54,11 +54,7 @@ impl FilterPlugin for TaintToleration {
         positions: &[usize],
         proven: &mut [bool],
     ) -> bool {
-        let flags = columns.flags();
-        for (proof, &p) in proven.iter_mut().zip(positions) {
-            *proof = !flags[p].has(NodeFlags::HARD_TAINTS);
-        }
-        true
+        super::prove_nodes_without(NodeFlags::HARD_TAINTS, columns, positions, proven)
     }
 }
 
@@ -125,15 +121,14 @@ impl ScorePlugin for TaintToleration {
         scores: &mut [i64],
     ) -> Result<bool, Status> {
         prefer_no_schedule_tolerations(state)?;
-        let flags = columns.flags();
-        for ((score, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
-            *score = if flags[p].has(NodeFlags::SOFT_TAINTS) {
-                self.score(state, pod, node)?
-            } else {
-                0
-            };
-        }
-        Ok(true)
+        super::score_nodes_with(
+            NodeFlags::SOFT_TAINTS,
+            nodes,
+            columns,
+            positions,
+            scores,
+            |node| self.score(state, pod, node),
+        )
     }
 
     fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
