@@ -1,12 +1,9 @@
 //! NodeResourcesBalancedAllocation: prefers nodes whose cpu and memory would be used in
 //! similar fractions after placing the pod.
 
-use gantry_api::Pod;
-use gantry_cache::{NodeColumns, NodeInfo};
-
 use crate::plugins::node_resources_fit::{ScoredResource, default_scored_resources};
-use crate::plugins::scored_resources::{BLOCK, OneNode, ResourceRow, RowPair, rows_from_columns};
-use crate::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
+use crate::plugins::scored_resources::{BLOCK, ResourceRow, RowPair, RowScore};
+use crate::{MAX_NODE_SCORE, Plugin};
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
 
@@ -31,10 +28,16 @@ impl Plugin for BalancedAllocation {
 /// At most this many resources are balanced.
 const MAX_RESOURCES: usize = 8;
 
-impl BalancedAllocation {
-    /// Scores the nodes at `positions` (of the rows) into `scores`: 100 less the
-    /// standard deviation of the fractions of each resource the node would have in use
-    /// (at most 1 each), over the resources it has.
+impl RowScore for BalancedAllocation {
+    /// Real requests (not the defaulted ones), as upstream's `useRequested: true`.
+    const USE_NON_ZERO: bool = false;
+
+    fn resources(&self) -> &[ScoredResource] {
+        &self.resources
+    }
+
+    /// 100 less the standard deviation of the fractions of each resource the node would
+    /// have in use (at most 1 each), over the resources it has.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
         let rows = &rows[..rows.len().min(MAX_RESOURCES)];
         let mut scored = rows.iter().filter(|row| row.is_scored());
@@ -99,40 +102,12 @@ fn from_std(std: f64) -> i64 {
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
-/// Real requests (not the defaulted ones), as upstream's `useRequested: true`.
-const USE_NON_ZERO: bool = false;
-
-impl ScorePlugin for BalancedAllocation {
-    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let node = OneNode::new(node, pod, &self.resources, USE_NON_ZERO);
-        let mut score = [0];
-        self.score_rows(
-            &node.rows(pod, &self.resources, USE_NON_ZERO),
-            &[0],
-            &mut score,
-        );
-        Ok(score[0])
-    }
-
-    fn score_columns(
-        &self,
-        _state: &CycleState,
-        pod: &Pod,
-        _nodes: &[&NodeInfo],
-        columns: &NodeColumns,
-        positions: &[usize],
-        scores: &mut [i64],
-    ) -> Result<bool, Status> {
-        let rows = rows_from_columns(columns, pod, &self.resources, USE_NON_ZERO);
-        self.score_rows(&rows, positions, scores);
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plugins::testing::{node, node_info};
+    use crate::{CycleState, ScorePlugin};
+    use gantry_api::Pod;
 
     #[test]
     fn table() {

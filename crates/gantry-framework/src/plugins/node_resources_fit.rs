@@ -7,10 +7,8 @@ use gantry_api::{Pod, ResourceName, Resources, Sym};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
-use crate::plugins::scored_resources::{
-    OneNode, ResourceRow, RowPair, div_floor, rows_from_columns,
-};
-use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, ScorePlugin, Status};
+use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor};
+use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
 
 pub const NAME: &str = "NodeResourcesFit";
 pub const TOO_MANY_PODS: &str = "Too many pods";
@@ -217,9 +215,16 @@ fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
     shape.last().map_or(0, |p| scale(p.1))
 }
 
-impl NodeResourcesFit {
-    /// Scores the nodes at `positions` (of the rows) into `scores`: each resource's score
-    /// under the strategy, weighted, averaged over the resources the node has.
+impl RowScore for NodeResourcesFit {
+    /// Cpu and memory defaulted for pods that request none, as upstream's fit scores.
+    const USE_NON_ZERO: bool = true;
+
+    fn resources(&self) -> &[ScoredResource] {
+        &self.resources
+    }
+
+    /// Each resource's score under the strategy, weighted, averaged over the resources
+    /// the node has.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
         match &self.strategy {
             ScoringStrategy::LeastAllocated => {
@@ -236,7 +241,9 @@ impl NodeResourcesFit {
             }
         }
     }
+}
 
+impl NodeResourcesFit {
     /// `score_rows` with the strategy's score of one resource (`score(requested,
     /// allocatable)` for an allocatable amount above 0; `None`: the resource does not
     /// count), node by node straight from the rows (no buffers: measured faster than
@@ -301,34 +308,11 @@ impl NodeResourcesFit {
     }
 }
 
-impl ScorePlugin for NodeResourcesFit {
-    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let node = OneNode::new(node, pod, &self.resources, true);
-        let mut score = [0];
-        self.score_rows(&node.rows(pod, &self.resources, true), &[0], &mut score);
-        Ok(score[0])
-    }
-
-    fn score_columns(
-        &self,
-        _state: &CycleState,
-        pod: &Pod,
-        _nodes: &[&NodeInfo],
-        columns: &NodeColumns,
-        positions: &[usize],
-        scores: &mut [i64],
-    ) -> Result<bool, Status> {
-        let rows = rows_from_columns(columns, pod, &self.resources, true);
-        self.score_rows(&rows, positions, scores);
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
     use crate::plugins::testing::{node, node_info};
+    use crate::{Code, ScorePlugin};
     use gantry_api::Sym;
 
     fn pod(cpu: i64, mem: i64) -> Pod {

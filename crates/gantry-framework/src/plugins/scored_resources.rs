@@ -9,6 +9,47 @@ use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
 use crate::plugins::node_resources_fit::ScoredResource;
+use crate::{CycleState, Plugin, ScorePlugin, Status};
+
+/// A score read from the scored resources' rows: its Score, on one node or on the
+/// snapshot's columns, is `score_rows` over the matching rows.
+pub trait RowScore: Plugin {
+    /// Whether cpu and memory are read as defaulted requests (see [`pod_side`]).
+    const USE_NON_ZERO: bool;
+
+    fn resources(&self) -> &[ScoredResource];
+
+    /// Scores the nodes at `positions` (of the rows) into `scores`.
+    fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]);
+}
+
+impl<T: RowScore> ScorePlugin for T {
+    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let resources = self.resources();
+        let node = OneNode::new(node, pod, resources, T::USE_NON_ZERO);
+        let mut score = [0];
+        self.score_rows(
+            &node.rows(pod, resources, T::USE_NON_ZERO),
+            &[0],
+            &mut score,
+        );
+        Ok(score[0])
+    }
+
+    fn score_columns(
+        &self,
+        _state: &CycleState,
+        pod: &Pod,
+        _nodes: &[&NodeInfo],
+        columns: &NodeColumns,
+        positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        let rows = rows_from_columns(columns, pod, self.resources(), T::USE_NON_ZERO);
+        self.score_rows(&rows, positions, scores);
+        Ok(true)
+    }
+}
 
 /// Nodes scored together.
 pub const BLOCK: usize = 64;
@@ -67,7 +108,7 @@ fn is_unscored(resource: ResourceName, pod_request: i64) -> bool {
 }
 
 /// The rows of `resources` over the snapshot's columns (positions are node positions).
-pub fn rows_from_columns<'a>(
+fn rows_from_columns<'a>(
     columns: &'a NodeColumns,
     pod: &Pod,
     resources: &[ScoredResource],
@@ -88,13 +129,13 @@ pub fn rows_from_columns<'a>(
 }
 
 /// One node's amounts, which `rows` lends as a one-node column set (position 0).
-pub struct OneNode {
+struct OneNode {
     /// (allocatable, requested) per scored resource.
     amounts: SmallVec<[(i64, i64); INLINE_RESOURCES]>,
 }
 
 impl OneNode {
-    pub fn new(
+    fn new(
         node: &NodeInfo,
         pod: &Pod,
         resources: &[ScoredResource],
@@ -113,12 +154,7 @@ impl OneNode {
         OneNode { amounts }
     }
 
-    pub fn rows<'a>(
-        &'a self,
-        pod: &Pod,
-        resources: &[ScoredResource],
-        use_non_zero: bool,
-    ) -> Rows<'a> {
+    fn rows<'a>(&'a self, pod: &Pod, resources: &[ScoredResource], use_non_zero: bool) -> Rows<'a> {
         resources
             .iter()
             .zip(&self.amounts)
