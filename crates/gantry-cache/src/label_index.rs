@@ -22,37 +22,14 @@ pub struct PodLabelIndex {
     terminating: u32,
 }
 
-/// Field by field, so that `clone_from` reuses the maps' tables (a NodeInfo copied over
-/// another, as the snapshot and preemption's dry run do).
-impl Clone for PodLabelIndex {
-    fn clone(&self) -> PodLabelIndex {
-        let PodLabelIndex {
-            values,
-            keys,
-            namespaces,
-            terminating,
-        } = self;
-        PodLabelIndex {
-            values: values.clone(),
-            keys: keys.clone(),
-            namespaces: namespaces.clone(),
-            terminating: *terminating,
-        }
-    }
-
-    fn clone_from(&mut self, source: &PodLabelIndex) {
-        let PodLabelIndex {
-            values,
-            keys,
-            namespaces,
-            terminating,
-        } = source;
-        self.values.clone_from(values);
-        self.keys.clone_from(keys);
-        gantry_api::small_copy::copy_into(&mut self.namespaces, namespaces);
-        self.terminating = *terminating;
-    }
-}
+// Field by field, so that `clone_from` reuses the maps' tables (a NodeInfo copied over
+// another, as the snapshot and preemption's dry run do).
+clone_field_by_field!(PodLabelIndex {
+    values,
+    keys,
+    namespaces via gantry_api::small_copy::copy_into,
+    terminating,
+});
 
 impl PodLabelIndex {
     pub(crate) fn update(&mut self, pod: &Pod, sign: i64) {

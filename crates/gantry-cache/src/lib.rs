@@ -2,6 +2,33 @@
 //! in a recency-ordered list so that each cycle's snapshot copies only the nodes that
 //! changed since the previous one; pods assumed onto nodes before they are bound.
 
+/// `Clone` field by field, with a `clone_from` that clones each field into the old
+/// value's own (reusing its buffers and tables, where a derived `clone_from` drops them and
+/// allocates anew), or copies it with the function named after `via`. The fields are named
+/// once; both methods destructure the value, so a field left out of the list does not
+/// compile.
+macro_rules! clone_field_by_field {
+    ($type:ident { $($field:ident $(via $copy:path)?),* $(,)? }) => {
+        impl Clone for $type {
+            fn clone(&self) -> $type {
+                let $type { $($field),* } = self;
+                $type { $($field: $field.clone()),* }
+            }
+
+            fn clone_from(&mut self, source: &$type) {
+                let $type { $($field),* } = source;
+                $(clone_field_by_field!(@from self.$field, $field $(, $copy)?);)*
+            }
+        }
+    };
+    (@from $dst:expr, $src:ident) => {
+        $dst.clone_from($src)
+    };
+    (@from $dst:expr, $src:ident, $copy:path) => {
+        $copy(&mut $dst, $src)
+    };
+}
+
 mod affinity_terms;
 mod cache;
 mod cluster_state;

@@ -60,80 +60,26 @@ pub struct NodeInfo {
     generation: u64,
 }
 
-/// Field by field, so that `clone_from` (how the snapshot copies a changed node over its
-/// old copy) reuses the copy's buffers instead of allocating new ones: the pod list of
-/// the node a pod was just assumed on, once per cycle. Destructured: a new field that is
-/// not copied does not compile.
-impl Clone for NodeInfo {
-    fn clone(&self) -> NodeInfo {
-        let NodeInfo {
-            node,
-            pods,
-            pods_with_affinity,
-            pods_with_required_anti_affinity,
-            used_ports,
-            requested,
-            non_zero_requested,
-            pvc_ref_counts,
-            image_states,
-            label_index,
-            affinity_terms,
-            resource_slices,
-            gpus,
-            generation,
-        } = self;
-        NodeInfo {
-            node: node.clone(),
-            pods: pods.clone(),
-            pods_with_affinity: pods_with_affinity.clone(),
-            pods_with_required_anti_affinity: pods_with_required_anti_affinity.clone(),
-            used_ports: used_ports.clone(),
-            requested: requested.clone(),
-            non_zero_requested: non_zero_requested.clone(),
-            pvc_ref_counts: pvc_ref_counts.clone(),
-            image_states: image_states.clone(),
-            label_index: label_index.clone(),
-            affinity_terms: affinity_terms.clone(),
-            resource_slices: resource_slices.clone(),
-            gpus: gpus.clone(),
-            generation: *generation,
-        }
-    }
-
-    fn clone_from(&mut self, source: &NodeInfo) {
-        let NodeInfo {
-            node,
-            pods,
-            pods_with_affinity,
-            pods_with_required_anti_affinity,
-            used_ports,
-            requested,
-            non_zero_requested,
-            pvc_ref_counts,
-            image_states,
-            label_index,
-            affinity_terms,
-            resource_slices,
-            gpus,
-            generation,
-        } = source;
-        self.node.clone_from(node);
-        self.pods.clone_from(pods);
-        self.pods_with_affinity.clone_from(pods_with_affinity);
-        self.pods_with_required_anti_affinity
-            .clone_from(pods_with_required_anti_affinity);
-        copy_into(&mut self.used_ports, used_ports);
-        self.requested.clone_from(requested);
-        self.non_zero_requested.clone_from(non_zero_requested);
-        copy_into(&mut self.pvc_ref_counts, pvc_ref_counts);
-        self.image_states.clone_from(image_states);
-        self.label_index.clone_from(label_index);
-        self.affinity_terms.clone_from(affinity_terms);
-        self.resource_slices.clone_from(resource_slices);
-        self.gpus.clone_from(gpus);
-        self.generation = *generation;
-    }
-}
+// Field by field, so that `clone_from` (how the snapshot copies a changed node over its
+// old copy) reuses the copy's buffers instead of allocating new ones: the pod list of the
+// node a pod was just assumed on, once per cycle. The small inline lists of plain values
+// are copied with `copy_into` (nothing to do when both are empty, as most are).
+clone_field_by_field!(NodeInfo {
+    node,
+    pods,
+    pods_with_affinity,
+    pods_with_required_anti_affinity,
+    used_ports via copy_into,
+    requested,
+    non_zero_requested,
+    pvc_ref_counts via copy_into,
+    image_states,
+    label_index,
+    affinity_terms,
+    resource_slices,
+    gpus,
+    generation,
+});
 
 impl NodeInfo {
     pub fn new(node: Arc<Node>) -> NodeInfo {
