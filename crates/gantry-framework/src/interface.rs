@@ -39,17 +39,27 @@ pub trait PreFilterPlugin: Plugin {
         cluster: Cluster<'_>,
     ) -> (PreFilterResult, Status);
 
-    /// Updates the PreFilter state as if `added` were on `node` (preemption's what-if).
-    fn add_pod(&self, _state: &mut CycleState, _pod: &Pod, _added: &Arc<Pod>, _node: &NodeInfo) {}
-
-    /// Updates the PreFilter state as if `removed` were gone from `node`.
-    fn remove_pod(
+    /// Updates the PreFilter state as if `other` were added to `node` (`delta` 1) or gone
+    /// from it (`delta` -1): preemption's what-if. One method for both ways, as the
+    /// plugins' counts go both ways alike.
+    fn update_for_pod(
         &self,
         _state: &mut CycleState,
         _pod: &Pod,
-        _removed: &Arc<Pod>,
+        _other: &Arc<Pod>,
         _node: &NodeInfo,
+        _delta: i64,
     ) {
+    }
+
+    /// Upstream's AddPod: the PreFilter state as if `added` were on `node`.
+    fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Arc<Pod>, node: &NodeInfo) {
+        self.update_for_pod(state, pod, added, node, 1);
+    }
+
+    /// Upstream's RemovePod: the PreFilter state as if `removed` were gone from `node`.
+    fn remove_pod(&self, state: &mut CycleState, pod: &Pod, removed: &Arc<Pod>, node: &NodeInfo) {
+        self.update_for_pod(state, pod, removed, node, -1);
     }
 }
 

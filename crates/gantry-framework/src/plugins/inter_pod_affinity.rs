@@ -696,24 +696,6 @@ impl InterPodAffinity {
             }
         }
     }
-
-    /// Updates the PreFilter counts for `other` appearing (+1) on or leaving (-1) the node.
-    fn update_pre_filter_state(
-        state: &mut CycleState,
-        pod: &Pod,
-        other: &Pod,
-        node: &NodeInfo,
-        delta: i64,
-    ) {
-        let (Some(s), Some(node)) = (
-            state.read_mut::<PreFilterState>(PRE_FILTER_STATE_KEY),
-            node.node(),
-        ) else {
-            return;
-        };
-        s.count_existing_anti_affinity_of(pod, other, node, delta);
-        s.count_incoming(pod, other, node, delta);
-    }
 }
 
 impl Plugin for InterPodAffinity {
@@ -749,12 +731,23 @@ impl PreFilterPlugin for InterPodAffinity {
         (None, Status::success())
     }
 
-    fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Arc<Pod>, node: &NodeInfo) {
-        InterPodAffinity::update_pre_filter_state(state, pod, added, node, 1);
-    }
-
-    fn remove_pod(&self, state: &mut CycleState, pod: &Pod, removed: &Arc<Pod>, node: &NodeInfo) {
-        InterPodAffinity::update_pre_filter_state(state, pod, removed, node, -1);
+    /// The counts for `other` appearing (+1) on or leaving (-1) the node.
+    fn update_for_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        other: &Arc<Pod>,
+        node: &NodeInfo,
+        delta: i64,
+    ) {
+        let (Some(s), Some(node)) = (
+            state.read_mut::<PreFilterState>(PRE_FILTER_STATE_KEY),
+            node.node(),
+        ) else {
+            return;
+        };
+        s.count_existing_anti_affinity_of(pod, other, node, delta);
+        s.count_incoming(pod, other, node, delta);
     }
 }
 

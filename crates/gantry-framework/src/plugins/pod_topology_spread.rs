@@ -413,15 +413,16 @@ impl PreFilterPlugin for PodTopologySpread {
         (None, Status::success())
     }
 
-    fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Arc<Pod>, node: &NodeInfo) {
+    fn update_for_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        other: &Arc<Pod>,
+        node: &NodeInfo,
+        delta: i64,
+    ) {
         if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
-            s.update(pod, added, node, 1);
-        }
-    }
-
-    fn remove_pod(&self, state: &mut CycleState, pod: &Pod, removed: &Arc<Pod>, node: &NodeInfo) {
-        if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
-            s.update(pod, removed, node, -1);
+            s.update(pod, other, node, delta);
         }
     }
 }

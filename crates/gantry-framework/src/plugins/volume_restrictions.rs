@@ -126,15 +126,16 @@ impl PreFilterPlugin for VolumeRestrictions {
         (None, Status::success())
     }
 
-    fn add_pod(&self, state: &mut CycleState, _pod: &Pod, added: &Arc<Pod>, _node: &NodeInfo) {
+    fn update_for_pod(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        other: &Arc<Pod>,
+        _node: &NodeInfo,
+        delta: i64,
+    ) {
         if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
-            s.conflicts += s.uses(added);
-        }
-    }
-
-    fn remove_pod(&self, state: &mut CycleState, _pod: &Pod, removed: &Arc<Pod>, _node: &NodeInfo) {
-        if let Some(s) = state.read_mut::<PreFilterState>(NAME) {
-            s.conflicts -= s.uses(removed);
+            s.conflicts += delta * s.uses(other);
         }
     }
 }
