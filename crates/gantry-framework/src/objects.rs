@@ -54,6 +54,23 @@ impl StorageObjects {
         })
     }
 
+    /// The claims the pod's volumes name, in volume order: each name with its claim in the
+    /// pod's namespace, `None` where there is none (a name never interned names none).
+    pub fn claims_of<'a>(
+        &'a self,
+        pod: &'a Pod,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a PersistentVolumeClaim>)> + 'a {
+        pod.volumes
+            .iter()
+            .filter_map(|v| v.claim_name.as_deref())
+            .map(|name| {
+                (
+                    name,
+                    Sym::get(name).and_then(|n| self.pvc(pod.namespace, n)),
+                )
+            })
+    }
+
     pub fn pv(&self, name: Sym) -> Option<&Arc<PersistentVolume>> {
         self.pvs.get(&name)
     }

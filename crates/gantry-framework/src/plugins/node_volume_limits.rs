@@ -65,12 +65,12 @@ impl PreFilterPlugin for NodeVolumeLimits {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut volumes = SmallVec::new();
-        for name in pod.volumes.iter().filter_map(|v| v.claim_name.as_deref()) {
+        for (name, claim) in storage.claims_of(pod) {
             if name.is_empty() {
                 return (None, Status::error("PersistentVolumeClaim had no name"));
             }
             // Upstream fails the whole cycle here: the pod cannot run without its claim.
-            let Some(claim) = Sym::get(name).and_then(|n| storage.pvc(pod.namespace, n)) else {
+            let Some(claim) = claim else {
                 return (
                     None,
                     Status::error(format!(

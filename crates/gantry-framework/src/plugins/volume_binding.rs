@@ -157,8 +157,8 @@ impl PreFilterPlugin for VolumeBinding {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut claims: Vec<&PersistentVolumeClaim> = Vec::new();
-        for name in pod.volumes.iter().filter_map(|v| v.claim_name.as_deref()) {
-            let Some(claim) = Sym::get(name).and_then(|n| storage.pvc(pod.namespace, n)) else {
+        for (name, claim) in storage.claims_of(pod) {
+            let Some(claim) = claim else {
                 return (None, Status::unresolvable(claim_not_found(name)));
             };
             if claim.phase == ClaimPhase::Lost {

@@ -84,14 +84,14 @@ impl PreFilterPlugin for VolumeZone {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut topologies = Vec::new();
-        for name in pod.volumes.iter().filter_map(|v| v.claim_name.as_deref()) {
+        for (name, claim) in storage.claims_of(pod) {
             if name.is_empty() {
                 return (
                     None,
                     Status::unresolvable("PersistentVolumeClaim had no name"),
                 );
             }
-            let Some(claim) = Sym::get(name).and_then(|n| storage.pvc(pod.namespace, n)) else {
+            let Some(claim) = claim else {
                 return (None, Status::unresolvable(claim_not_found(name)));
             };
             let Some(volume_name) = claim.volume_name else {
