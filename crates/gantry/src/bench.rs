@@ -6,6 +6,7 @@ use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload, run_gpu_share};
 use gantry_whatif::StoreKind;
 use gantry_whatif::bench as whatif_bench;
+use serde::Serialize;
 use serde_json::json;
 
 use crate::{alloc_counter, output};
@@ -91,9 +92,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     for workload in workloads {
         let r = run_workload(workload, &options)?;
-        let line = if args.json {
-            serde_json::to_string(&r)?
-        } else {
+        print(&args, &r, || {
             format!(
                 "{:<23} {:>6} nodes {:>6} measured pods: {:>8.0} pods/s, p50 {} µs, p99 {} µs, {:.0} allocations/pod, peak RSS {:.0} MiB",
                 r.workload,
@@ -105,10 +104,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 r.allocs_per_pod.unwrap_or(f64::NAN),
                 r.peak_rss_mib.unwrap_or(f64::NAN),
             )
-        };
-        output::to_stdout(|out| writeln!(out, "{line}"))?;
+        })?;
     }
     Ok(())
+}
+
+/// Prints one measurement: as JSON under `--json`, otherwise as the sentence.
+fn print(
+    args: &BenchArgs,
+    figures: &impl Serialize,
+    sentence: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    let line = if args.json {
+        serde_json::to_string(figures)?
+    } else {
+        sentence()
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
 }
 
 /// Rounds of the GPU-sharing benchmark; 500 pods take milliseconds, so one round is at the
@@ -128,9 +140,7 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
         ..BenchOptions::default()
     };
     let r = run_gpu_share(nodes, GPU_SHARE_ROUNDS, &options)?;
-    let line = if args.json {
-        serde_json::to_string(&r)?
-    } else {
+    print(args, &r, || {
         format!(
             "gpu-share {} nodes, {} resident pods, {} measured pods × {} rounds: {:.0} pods/s (median), p50 {} µs, p99 {} µs, {:.0} bytes and {:.0} allocations/pod, peak RSS {:.0} MiB",
             r.nodes,
@@ -144,8 +154,7 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
             r.allocs_per_pod.unwrap_or(f64::NAN),
             r.peak_rss_mib.unwrap_or(f64::NAN),
         )
-    };
-    output::to_stdout(|out| writeln!(out, "{line}"))
+    })
 }
 
 /// The nodes and changed nodes of a snapshot benchmark (5,000 nodes unless given), within
@@ -170,8 +179,9 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
     let (nodes, changed) = snapshot_shape(args, 2)?;
     let m = measure_snapshot(nodes, args.pods_per_node, changed, args.repetitions);
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
-    let line = if args.json {
-        json!({
+    print(
+        args,
+        &json!({
             "workload": "snapshot",
             "nodes": m.nodes,
             "pods_per_node": m.pods_per_node,
@@ -181,29 +191,26 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             "full_rebuild_ns": m.full_rebuild_ns,
             "speedup": (speedup * 10.0).round() / 10.0,
             "repetitions": args.repetitions,
-        })
-        .to_string()
-    } else {
-        format!(
-            "{} nodes x {} pods, {} changed: incremental update {} ns (cloned {}), full rebuild {} ns: {:.1}x cheaper",
-            m.nodes,
-            m.pods_per_node,
-            m.changed,
-            m.incremental_ns,
-            m.cloned,
-            m.full_rebuild_ns,
-            speedup
-        )
-    };
-    output::to_stdout(|out| writeln!(out, "{line}"))
+        }),
+        || {
+            format!(
+                "{} nodes x {} pods, {} changed: incremental update {} ns (cloned {}), full rebuild {} ns: {:.1}x cheaper",
+                m.nodes,
+                m.pods_per_node,
+                m.changed,
+                m.incremental_ns,
+                m.cloned,
+                m.full_rebuild_ns,
+                speedup
+            )
+        },
+    )
 }
 
 /// Several instances sharing one in-process API (`gantry_sim::multi_bench`).
 fn multi(args: &BenchArgs) -> anyhow::Result<()> {
     let r = gantry_sim::multi_bench::run(args.schedulers, args.nodes.unwrap_or(5000), 100);
-    let line = if args.json {
-        serde_json::to_string(&r)?
-    } else {
+    print(args, &r, || {
         let cores = match (r.cpu_s, r.run_queue_wait_s) {
             (Some(cpu), Some(wait)) => {
                 format!("; the instances ran {cpu:.2} s on a core and waited {wait:.2} s for one")
@@ -221,8 +228,7 @@ fn multi(args: &BenchArgs) -> anyhow::Result<()> {
             100.0 * r.conflict_rate,
             r.overcommitted_nodes
         )
-    };
-    output::to_stdout(|out| writeln!(out, "{line}"))
+    })
 }
 
 /// The what-if snapshot's stores side by side: allocations per read, fork, revert and
@@ -238,8 +244,9 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             args.repetitions,
             Some(alloc_counter::allocations),
         );
-        let line = if args.json {
-            json!({
+        print(
+            args,
+            &json!({
                 "workload": "clustersnapshot",
                 "store": m.store,
                 "nodes": m.nodes,
@@ -251,24 +258,23 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
                 "revert_ns": m.revert_ns,
                 "commit_ns": m.commit_ns,
                 "schedule_anywhere_ns": m.schedule_anywhere_ns,
-            })
-            .to_string()
-        } else {
-            format!(
-                "{:<5} store, {} nodes x {} pods: fork {} ns, revert {} ns, commit {} ns ({} changed nodes), schedule anywhere {} ns, {:.2} allocations per get, {:.2} per list",
-                m.store,
-                m.nodes,
-                m.pods_per_node,
-                m.fork_ns,
-                m.revert_ns,
-                m.commit_ns,
-                m.changed,
-                m.schedule_anywhere_ns,
-                m.allocs_per_get.unwrap_or(f64::NAN),
-                m.allocs_per_list.unwrap_or(f64::NAN),
-            )
-        };
-        output::to_stdout(|out| writeln!(out, "{line}"))?;
+            }),
+            || {
+                format!(
+                    "{:<5} store, {} nodes x {} pods: fork {} ns, revert {} ns, commit {} ns ({} changed nodes), schedule anywhere {} ns, {:.2} allocations per get, {:.2} per list",
+                    m.store,
+                    m.nodes,
+                    m.pods_per_node,
+                    m.fork_ns,
+                    m.revert_ns,
+                    m.commit_ns,
+                    m.changed,
+                    m.schedule_anywhere_ns,
+                    m.allocs_per_get.unwrap_or(f64::NAN),
+                    m.allocs_per_list.unwrap_or(f64::NAN),
+                )
+            },
+        )?;
     }
     Ok(())
 }
@@ -283,25 +289,25 @@ fn estimate(args: &BenchArgs) -> anyhow::Result<()> {
         m.nodes_needed,
         whatif_bench::AutoscalerBenchmark::EXPECTED_NODES
     );
-    let line = if args.json {
-        json!({
+    print(
+        args,
+        &json!({
             "workload": "estimate",
             "pods": m.pods,
             "nodes_needed": m.nodes_needed,
             "estimate_ms": (m.estimate_ms * 1000.0).round() / 1000.0,
             "estimate_cpu_ms": m.estimate_cpu_ms.map(|ms| (ms * 1000.0).round() / 1000.0),
             "runs": m.runs,
-        })
-        .to_string()
-    } else {
-        format!(
-            "autoscaler binpacking benchmark: {} pods need {} nodes, estimated in {:.1} ms ({:.1} ms on a CPU; median of {})",
-            m.pods,
-            m.nodes_needed,
-            m.estimate_ms,
-            m.estimate_cpu_ms.unwrap_or(f64::NAN),
-            m.runs
-        )
-    };
-    output::to_stdout(|out| writeln!(out, "{line}"))
+        }),
+        || {
+            format!(
+                "autoscaler binpacking benchmark: {} pods need {} nodes, estimated in {:.1} ms ({:.1} ms on a CPU; median of {})",
+                m.pods,
+                m.nodes_needed,
+                m.estimate_ms,
+                m.estimate_cpu_ms.unwrap_or(f64::NAN),
+                m.runs
+            )
+        },
+    )
 }
