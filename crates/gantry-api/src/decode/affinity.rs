@@ -215,6 +215,18 @@ fn merge_label_keys(
             "may not be set when labelSelector is not set",
         ));
     };
+    require_pod_label_values(selector, keys, op, pod_labels);
+    Ok(())
+}
+
+/// For each of `keys` the pod has a label for: a requirement `key op [its value]` (how
+/// matchLabelKeys and mismatchLabelKeys narrow a selector to the pod's own values).
+fn require_pod_label_values(
+    selector: &mut LabelSelector,
+    keys: &[String],
+    op: SelectorOp,
+    pod_labels: &Labels,
+) {
     for key in keys {
         if let Some(value) = pod_labels.get_str(key) {
             selector.requirements.push(Requirement {
@@ -224,7 +236,27 @@ fn merge_label_keys(
             });
         }
     }
+}
+
+/// A topology key, required by both pod affinity terms and spread constraints.
+fn require_topology_key(key: &str, object: &str, field: &str) -> Result<(), ObjectError> {
+    if key.is_empty() {
+        return Err(field_error(
+            object,
+            format!("{field}.topologyKey"),
+            "required",
+        ));
+    }
     Ok(())
+}
+
+/// A selector that may be absent, decoded (errors name `field`).
+fn optional_selector(
+    s: Option<&meta::LabelSelector>,
+    object: &str,
+    field: &str,
+) -> Result<Option<LabelSelector>, ObjectError> {
+    s.map(|s| label_selector(s, object, field)).transpose()
 }
 
 fn pod_affinity_term(
@@ -233,18 +265,12 @@ fn pod_affinity_term(
     object: &str,
     field: &str,
 ) -> Result<PodAffinityTerm, ObjectError> {
-    if t.topology_key.is_empty() {
-        return Err(field_error(
-            object,
-            format!("{field}.topologyKey"),
-            "required",
-        ));
-    }
-    let mut label_selector = t
-        .label_selector
-        .as_ref()
-        .map(|s| label_selector(s, object, &format!("{field}.labelSelector")))
-        .transpose()?;
+    require_topology_key(&t.topology_key, object, field)?;
+    let mut label_selector = optional_selector(
+        t.label_selector.as_ref(),
+        object,
+        &format!("{field}.labelSelector"),
+    )?;
     let empty = Vec::new();
     merge_label_keys(
         &mut label_selector,
@@ -265,21 +291,13 @@ fn pod_affinity_term(
     Ok(PodAffinityTerm {
         label_selector,
         namespaces: t.namespaces.iter().flatten().map(|n| Sym::new(n)).collect(),
-        namespace_selector: t
-            .namespace_selector
-            .as_ref()
-            .map(|s| label_selector_field(s, object, &format!("{field}.namespaceSelector")))
-            .transpose()?,
+        namespace_selector: optional_selector(
+            t.namespace_selector.as_ref(),
+            object,
+            &format!("{field}.namespaceSelector"),
+        )?,
         topology_key: Sym::new(&t.topology_key),
     })
-}
-
-fn label_selector_field(
-    s: &meta::LabelSelector,
-    object: &str,
-    field: &str,
-) -> Result<LabelSelector, ObjectError> {
-    label_selector(s, object, field)
 }
 
 fn inclusion_policy(
@@ -313,13 +331,7 @@ pub(super) fn spread_constraint(
             format!("must be greater than zero, not {}", c.max_skew),
         ));
     }
-    if c.topology_key.is_empty() {
-        return Err(field_error(
-            object,
-            format!("{field}.topologyKey"),
-            "required",
-        ));
-    }
+    require_topology_key(&c.topology_key, object, field)?;
     let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
         "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
         "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
@@ -340,22 +352,14 @@ pub(super) fn spread_constraint(
             "must be greater than zero, and set only with whenUnsatisfiable DoNotSchedule",
         ));
     }
-    let mut label_selector = c
-        .label_selector
-        .as_ref()
-        .map(|s| label_selector(s, object, &format!("{field}.labelSelector")))
-        .transpose()?;
+    let mut label_selector = optional_selector(
+        c.label_selector.as_ref(),
+        object,
+        &format!("{field}.labelSelector"),
+    )?;
     if let Some(keys) = &c.match_label_keys {
         let selector = label_selector.get_or_insert_with(LabelSelector::default);
-        for key in keys {
-            if let Some(value) = pod_labels.get_str(key) {
-                selector.requirements.push(Requirement {
-                    key: Sym::new(key),
-                    op: SelectorOp::In,
-                    values: smallvec::smallvec![value],
-                });
-            }
-        }
+        require_pod_label_values(selector, keys, SelectorOp::In, pod_labels);
     }
     Ok(TopologySpreadConstraint {
         max_skew: c.max_skew,
