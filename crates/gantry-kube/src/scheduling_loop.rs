@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::Cache;
+use gantry_framework::config::Point;
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
-use gantry_scheduler::metrics::ExtensionPoint;
 use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
 use gantry_scheduler::{Attempt, Scheduler};
 
@@ -444,7 +444,7 @@ impl SchedulingLoop {
         } = done;
         self.scheduler
             .metrics
-            .observe_extension_point(ExtensionPoint::Bind, took);
+            .observe_extension_point(Point::Bind, took);
         let pod = cycle.pod().clone();
         let queued = self.binding.remove(&pod.uid);
         let failure = result.as_ref().err().cloned();

@@ -11,17 +11,17 @@ use gantry_framework::{
     Cluster, Code, CycleState, FilterPlugin, Profile, Status, WeightedScorePlugin,
 };
 
-use crate::metrics::ExtensionPoint;
+use gantry_framework::config::Point;
 
 /// Per-plugin timings, taken only in sampled cycles (upstream samples 10%).
 #[derive(Default)]
 pub struct PluginTimer {
     pub enabled: bool,
-    pub records: Vec<(&'static str, ExtensionPoint, Duration)>,
+    pub records: Vec<(&'static str, Point, Duration)>,
 }
 
 impl PluginTimer {
-    fn time<T>(&mut self, plugin: &'static str, point: ExtensionPoint, f: impl FnOnce() -> T) -> T {
+    fn time<T>(&mut self, plugin: &'static str, point: Point, f: impl FnOnce() -> T) -> T {
         if !self.enabled {
             return f();
         }
@@ -46,7 +46,7 @@ pub fn run_pre_filter(
     let mut narrowed: Option<Vec<Sym>> = None;
     let mut narrowing: Vec<&'static str> = Vec::new();
     for plugin in &profile.pre_filter {
-        let (result, status) = timer.time(plugin.name(), ExtensionPoint::PreFilter, || {
+        let (result, status) = timer.time(plugin.name(), Point::PreFilter, || {
             plugin.pre_filter(state, pod, cluster)
         });
         match status.code() {
@@ -450,7 +450,7 @@ pub fn run_pre_score(
     timer: &mut PluginTimer,
 ) -> Result<(), Status> {
     for plugin in &profile.pre_score {
-        let status = timer.time(plugin.name(), ExtensionPoint::PreScore, || {
+        let status = timer.time(plugin.name(), Point::PreScore, || {
             plugin.pre_score(state, pod, nodes, cluster)
         });
         match status.code() {
@@ -587,7 +587,7 @@ fn score_each_plugin(
         if state.is_score_skipped(plugin.name()) {
             continue;
         }
-        let scored: Result<(), Status> = timer.time(plugin.name(), ExtensionPoint::Score, || {
+        let scored: Result<(), Status> = timer.time(plugin.name(), Point::Score, || {
             if let Some((columns, positions)) = nodes.columns
                 && plugin.score_columns(state, pod, infos, columns, positions, scores)?
             {

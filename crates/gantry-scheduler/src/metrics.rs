@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use gantry_api::Sym;
+use gantry_framework::config::Point;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptResult {
@@ -30,42 +31,23 @@ impl AttemptResult {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExtensionPoint {
-    PreFilter,
-    Filter,
-    PostFilter,
-    PreScore,
-    Score,
-    Reserve,
-    Permit,
-    Bind,
-}
+/// The extension points whose duration is recorded, in the order they are rendered.
+const MEASURED_POINTS: [Point; 8] = [
+    Point::PreFilter,
+    Point::Filter,
+    Point::PostFilter,
+    Point::PreScore,
+    Point::Score,
+    Point::Reserve,
+    Point::Permit,
+    Point::Bind,
+];
 
-impl ExtensionPoint {
-    const ALL: [ExtensionPoint; 8] = [
-        ExtensionPoint::PreFilter,
-        ExtensionPoint::Filter,
-        ExtensionPoint::PostFilter,
-        ExtensionPoint::PreScore,
-        ExtensionPoint::Score,
-        ExtensionPoint::Reserve,
-        ExtensionPoint::Permit,
-        ExtensionPoint::Bind,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            ExtensionPoint::PreFilter => "PreFilter",
-            ExtensionPoint::Filter => "Filter",
-            ExtensionPoint::PostFilter => "PostFilter",
-            ExtensionPoint::PreScore => "PreScore",
-            ExtensionPoint::Score => "Score",
-            ExtensionPoint::Reserve => "Reserve",
-            ExtensionPoint::Permit => "Permit",
-            ExtensionPoint::Bind => "Bind",
-        }
-    }
+/// Upstream's `extension_point` label: the point's name (`PreFilter`), which is its config
+/// field (`preFilter`) capitalised.
+fn point_label(point: Point) -> String {
+    let field = point.field();
+    field[..1].to_uppercase() + &field[1..]
 }
 
 /// A histogram with fixed exponential buckets (upper bounds in seconds).
@@ -126,9 +108,10 @@ pub const PLUGIN_SAMPLE_EVERY: u64 = 10;
 pub struct Metrics {
     /// Per profile: attempts and their duration per result.
     profiles: Vec<(Sym, [u64; 3], [Histogram; 3])>,
-    extension_points: [Histogram; 8],
+    /// Per point, indexed by `Point as usize` (those not measured stay empty).
+    extension_points: [Histogram; Point::ALL.len()],
     /// (plugin, extension point) -> duration, sampled.
-    plugins: Vec<(&'static str, ExtensionPoint, Histogram)>,
+    plugins: Vec<(&'static str, Point, Histogram)>,
     /// active, backoff, unschedulable, gated.
     pub pending_pods: [usize; 4],
 }
@@ -161,17 +144,12 @@ impl Metrics {
     }
 
     /// `scheduler_framework_extension_point_duration_seconds`.
-    pub fn observe_extension_point(&mut self, point: ExtensionPoint, duration: Duration) {
+    pub fn observe_extension_point(&mut self, point: Point, duration: Duration) {
         self.extension_points[point as usize].observe(duration);
     }
 
     /// `scheduler_plugin_execution_duration_seconds` (sampled cycles only).
-    pub fn observe_plugin(
-        &mut self,
-        plugin: &'static str,
-        point: ExtensionPoint,
-        duration: Duration,
-    ) {
+    pub fn observe_plugin(&mut self, plugin: &'static str, point: Point, duration: Duration) {
         match self
             .plugins
             .iter_mut()
@@ -190,7 +168,7 @@ impl Metrics {
         self.profiles.iter().map(|p| p.1[result as usize]).sum()
     }
 
-    pub fn extension_point(&self, point: ExtensionPoint) -> &Histogram {
+    pub fn extension_point(&self, point: Point) -> &Histogram {
         &self.extension_points[point as usize]
     }
 
@@ -227,8 +205,8 @@ impl Metrics {
             let _ = writeln!(out, "scheduler_pending_pods{{queue=\"{queue}\"}} {count}");
         }
         out.push_str("# TYPE scheduler_framework_extension_point_duration_seconds histogram\n");
-        for point in ExtensionPoint::ALL {
-            let labels = format!("extension_point=\"{}\",", point.label());
+        for point in MEASURED_POINTS {
+            let labels = format!("extension_point=\"{}\",", point_label(point));
             self.extension_points[point as usize].render(
                 &mut out,
                 "scheduler_framework_extension_point_duration_seconds",
@@ -237,7 +215,10 @@ impl Metrics {
         }
         out.push_str("# TYPE scheduler_plugin_execution_duration_seconds histogram\n");
         for (plugin, point, histogram) in &self.plugins {
-            let labels = format!("extension_point=\"{}\",plugin=\"{plugin}\",", point.label());
+            let labels = format!(
+                "extension_point=\"{}\",plugin=\"{plugin}\",",
+                point_label(*point)
+            );
             histogram.render(
                 &mut out,
                 "scheduler_plugin_execution_duration_seconds",
@@ -280,5 +261,27 @@ mod tests {
             "scheduler_schedule_attempts_total{profile=\"default-scheduler\",result=\"scheduled\"} 2"
         ));
         assert!(text.contains("scheduler_pending_pods{queue=\"active\"} 0"));
+    }
+
+    #[test]
+    fn extension_points_are_labelled_as_upstream_names_them() {
+        let mut m = Metrics::default();
+        m.observe_extension_point(Point::PreFilter, Duration::from_millis(1));
+        m.observe_plugin("NodePorts", Point::PostFilter, Duration::from_millis(1));
+        let text = m.render_prometheus();
+        let point = "scheduler_framework_extension_point_duration_seconds_count";
+        assert!(
+            text.contains(&format!("{point}{{extension_point=\"PreFilter\"}} 1")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{point}{{extension_point=\"Bind\"}} 0")),
+            "{text}"
+        );
+        // Points Gantry does not time are not listed.
+        assert!(!text.contains("extension_point=\"PreEnqueue\""), "{text}");
+        assert!(text.contains(
+            "scheduler_plugin_execution_duration_seconds_count{extension_point=\"PostFilter\",plugin=\"NodePorts\"} 1"
+        ), "{text}");
     }
 }

@@ -12,11 +12,12 @@ use std::time::Instant;
 use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
-use crate::metrics::{AttemptResult, ExtensionPoint, Metrics, PLUGIN_SAMPLE_EVERY};
+use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
 use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
+use gantry_framework::config::Point;
 
 /// Where binds go: the simulated API, or the Kubernetes API.
 pub trait Binder {
@@ -245,7 +246,7 @@ impl Scheduler {
         let phase = Instant::now();
         let pre_filtered = run_pre_filter(profile, &mut state, pod, cluster, timer);
         self.metrics
-            .observe_extension_point(ExtensionPoint::PreFilter, phase.elapsed());
+            .observe_extension_point(Point::PreFilter, phase.elapsed());
         let candidates = match pre_filtered {
             Ok(None) => Candidates::All(num_nodes),
             Ok(Some(names)) => Candidates::Narrowed(narrowed_positions(&self.snapshot, &names)),
@@ -270,7 +271,7 @@ impl Scheduler {
             &mut feasible,
         );
         self.metrics
-            .observe_extension_point(ExtensionPoint::Filter, phase.elapsed());
+            .observe_extension_point(Point::Filter, phase.elapsed());
         if feasible.is_empty() {
             self.buffers.feasible = feasible;
             return self.fail(profile_index, &state, pod, fit_error);
@@ -289,7 +290,7 @@ impl Scheduler {
             let phase = Instant::now();
             let pre_scored = run_pre_score(profile, &mut state, pod, &nodes, cluster, timer);
             self.metrics
-                .observe_extension_point(ExtensionPoint::PreScore, phase.elapsed());
+                .observe_extension_point(Point::PreScore, phase.elapsed());
             let phase = Instant::now();
             let scored = ScoredNodes {
                 infos: &nodes,
@@ -299,7 +300,7 @@ impl Scheduler {
             let totals =
                 pre_scored.and_then(|()| run_score(profile, &state, pod, scored, timer, buffers));
             self.metrics
-                .observe_extension_point(ExtensionPoint::Score, phase.elapsed());
+                .observe_extension_point(Point::Score, phase.elapsed());
             match totals {
                 Ok(()) => feasible[select_host(&self.buffers.scores.totals, &mut self.rng)],
                 Err(status) => return Attempt::Error(status.message()),
@@ -356,7 +357,7 @@ impl Scheduler {
         let phase = Instant::now();
         run_reserve(profile, state, pod, info)?;
         self.metrics
-            .observe_extension_point(ExtensionPoint::Reserve, phase.elapsed());
+            .observe_extension_point(Point::Reserve, phase.elapsed());
         let phase = Instant::now();
         for plugin in &profile.permit {
             let (status, _timeout) = plugin.permit(state, pod, node);
@@ -375,7 +376,7 @@ impl Scheduler {
             ));
         }
         self.metrics
-            .observe_extension_point(ExtensionPoint::Permit, phase.elapsed());
+            .observe_extension_point(Point::Permit, phase.elapsed());
         Ok(())
     }
 
@@ -550,7 +551,7 @@ impl Scheduler {
         let phase = Instant::now();
         let outcome = preemption.run(state, pod, &fit_error, &mut self.rng);
         self.metrics
-            .observe_extension_point(ExtensionPoint::PostFilter, phase.elapsed());
+            .observe_extension_point(Point::PostFilter, phase.elapsed());
         match outcome {
             preemption::Outcome::Nominated { node, victims } => {
                 let mut nominated_pod = Pod::clone(pod);
@@ -589,7 +590,7 @@ impl Scheduler {
             let phase = Instant::now();
             bound = binder.bind(pod, node);
             self.metrics
-                .observe_extension_point(ExtensionPoint::Bind, phase.elapsed());
+                .observe_extension_point(Point::Bind, phase.elapsed());
         }
         let profile = self.profile_for(pod);
         conclude(profile, &self.cache, self.assume, state, pod, node, bound)

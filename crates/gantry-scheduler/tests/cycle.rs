@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
+use gantry_framework::config::Point;
 use gantry_framework::plugins::default_profile;
 use gantry_framework::{
     ApiObjects, CycleState, PermitPlugin, Plugin, PostBindPlugin, PreBindPlugin, Profile,
     ReservePlugin, Status,
 };
-use gantry_scheduler::metrics::{AttemptResult, ExtensionPoint};
+use gantry_scheduler::metrics::AttemptResult;
 use gantry_scheduler::{Attempt, Binder, Scheduler};
 
 fn cluster(nodes: &[(&str, i64)]) -> Arc<Cache> {
@@ -249,16 +250,10 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
             .render_prometheus()
             .contains("scheduler_schedule_attempts_total")
     );
-    let filter = scheduler.metrics.extension_point(ExtensionPoint::Filter);
+    let filter = scheduler.metrics.extension_point(Point::Filter);
     assert_eq!(filter.count(), 2, "two cycles ran Filter");
     assert!(filter.sum_seconds() > 0.0);
-    assert_eq!(
-        scheduler
-            .metrics
-            .extension_point(ExtensionPoint::Bind)
-            .count(),
-        2
-    );
+    assert_eq!(scheduler.metrics.extension_point(Point::Bind).count(), 2);
 }
 
 #[test]
