@@ -103,8 +103,20 @@ fn pod_side(pod: &Pod, resource: ResourceName, use_non_zero: bool) -> (Amount, i
     }
 }
 
-fn is_unscored(resource: ResourceName, pod_request: i64) -> bool {
-    matches!(resource, ResourceName::Scalar(_)) && pod_request == 0
+impl<'a> ResourceRow<'a> {
+    fn new(
+        resource: ResourceName,
+        allocatable: &'a [i64],
+        requested: &'a [i64],
+        pod_request: i64,
+    ) -> ResourceRow<'a> {
+        ResourceRow {
+            allocatable,
+            requested,
+            pod_request,
+            unscored: matches!(resource, ResourceName::Scalar(_)) && pod_request == 0,
+        }
+    }
 }
 
 /// The rows of `resources` over the snapshot's columns (positions are node positions).
@@ -118,12 +130,12 @@ fn rows_from_columns<'a>(
         .iter()
         .map(|r| {
             let (amount, pod_request) = pod_side(pod, r.name, use_non_zero);
-            ResourceRow {
-                allocatable: columns.column(r.name, Amount::Allocatable),
-                requested: columns.column(r.name, amount),
+            ResourceRow::new(
+                r.name,
+                columns.column(r.name, Amount::Allocatable),
+                columns.column(r.name, amount),
                 pod_request,
-                unscored: is_unscored(r.name, pod_request),
-            }
+            )
         })
         .collect()
 }
@@ -159,13 +171,12 @@ impl OneNode {
             .iter()
             .zip(&self.amounts)
             .map(|(r, (allocatable, requested))| {
-                let pod_request = pod_side(pod, r.name, use_non_zero).1;
-                ResourceRow {
-                    allocatable: std::slice::from_ref(allocatable),
-                    requested: std::slice::from_ref(requested),
-                    pod_request,
-                    unscored: is_unscored(r.name, pod_request),
-                }
+                ResourceRow::new(
+                    r.name,
+                    std::slice::from_ref(allocatable),
+                    std::slice::from_ref(requested),
+                    pod_side(pod, r.name, use_non_zero).1,
+                )
             })
             .collect()
     }
