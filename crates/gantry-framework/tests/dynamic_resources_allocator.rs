@@ -58,6 +58,16 @@ fn claim(
     }
 }
 
+/// The claim most cases use: `claim-0`, whose `req-0` asks for `count` devices (`None`:
+/// all) of the class selecting `driver`.
+fn claim_0(driver: &str, count: Option<u32>) -> Vec<PreparedClaim> {
+    vec![claim(
+        "claim-0",
+        vec![request("req-0", driver, count, &[])],
+        vec![],
+    )]
+}
+
 fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValue)>) -> Device {
     Device {
         name: sym(name),
@@ -214,11 +224,7 @@ fn small_and_large_devices(reversed: bool) -> Vec<Device> {
 #[test]
 fn simple() {
     let got = allocate(
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claim_0(DRIVER_A, Some(1)),
         vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
         "node-1",
     );
@@ -233,11 +239,7 @@ fn simple() {
 #[test]
 fn other_node() {
     let got = allocate(
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claim_0(DRIVER_A, Some(1)),
         vec![
             one_device("slice-1", "node-1", "pool-1", DRIVER_B),
             one_device("slice-2", "node-2", "pool-2", DRIVER_A),
@@ -320,11 +322,7 @@ fn small_and_large_backtrack_claims() {
 #[test]
 fn devices_split_across_different_slices() {
     let got = allocate(
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(2), &[])],
-            vec![],
-        )],
+        claim_0(DRIVER_A, Some(2)),
         vec![
             one_device("slice-1", "node-1", "pool-1", DRIVER_A),
             one_device("slice-2", "node-1", "pool-2", DRIVER_A),
@@ -362,11 +360,7 @@ fn obsolete_slice_leaves_an_incomplete_pool() {
     newer.pool_slice_count = 2;
     newer.pool_generation += 1;
     let got = allocate(
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claim_0(DRIVER_A, Some(1)),
         vec![Arc::new(older), Arc::new(newer)],
         "node-1",
     );
@@ -380,11 +374,7 @@ fn duplicate_slice_is_an_invalid_pool() {
     let mut b = a.clone();
     b.name = sym("slice-1-2");
     let got = allocate(
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claim_0(DRIVER_A, Some(1)),
         vec![Arc::new(a), Arc::new(b)],
         "node-1",
     );
@@ -396,13 +386,7 @@ fn duplicate_slice_is_an_invalid_pool() {
 
 #[test]
 fn no_slices_and_not_enough_devices() {
-    let one = || {
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )]
-    };
+    let one = || claim_0(DRIVER_A, Some(1));
     assert_eq!(allocate(one(), vec![], "node-1"), Ok(None));
     let two = vec![
         claim(
@@ -428,13 +412,7 @@ fn no_slices_and_not_enough_devices() {
 
 #[test]
 fn all_devices() {
-    let all = || {
-        vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, None, &[])],
-            vec![],
-        )]
-    };
+    let all = || claim_0(DRIVER_A, None);
     assert_eq!(
         allocate(
             all(),
@@ -583,11 +561,7 @@ fn network_attached_devices() {
     network.nodes = SliceNodes::Selector(selector.clone());
     let network = Arc::new(network);
     let allocator = Allocator {
-        claims: vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claims: claim_0(DRIVER_A, Some(1)),
         allocated: Default::default(),
         shared_slices: vec![network],
     };
@@ -602,11 +576,7 @@ fn network_attached_devices() {
 fn allocated_devices_are_taken() {
     let slices = vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)];
     let allocator = Allocator {
-        claims: vec![claim(
-            "claim-0",
-            vec![request("req-0", DRIVER_A, Some(1), &[])],
-            vec![],
-        )],
+        claims: claim_0(DRIVER_A, Some(1)),
         allocated: [DeviceId {
             driver: sym(DRIVER_A),
             pool: sym("pool-1"),
