@@ -29,6 +29,18 @@ fn pod(name: &str, milli_cpu: i64) -> Arc<Pod> {
     Arc::new(Pod::new("default", name).with_requests(milli_cpu, 1 << 20))
 }
 
+fn scheduler(cache: &Arc<Cache>, profile: Profile, seed: u64) -> Scheduler {
+    Scheduler::new(cache.clone(), vec![profile], ApiObjects::default(), seed)
+}
+
+/// Schedules `pod`, which must be placed: the assumed pod and its cycle state, for `bind`.
+fn placed(scheduler: &mut Scheduler, pod: &Arc<Pod>) -> (Arc<Pod>, Box<CycleState>) {
+    let Attempt::Scheduled { pod, state, .. } = scheduler.schedule_one(pod) else {
+        panic!("expected a placement")
+    };
+    (pod, state)
+}
+
 /// A binder that accepts or refuses every bind, and confirms accepted pods in the cache.
 struct TestBinder {
     cache: Arc<Cache>,
@@ -116,33 +128,14 @@ fn profile_with_recorder(log: &Arc<Mutex<Vec<String>>>) -> Profile {
 fn binding_cycle_runs_pre_bind_bind_post_bind_and_a_pre_bind_failure_unreserves() {
     let cache = cluster(&[("n1", 1000)]);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut scheduler = Scheduler::new(
-        cache.clone(),
-        vec![profile_with_recorder(&log)],
-        ApiObjects::default(),
-        1,
-    );
+    let mut scheduler = scheduler(&cache, profile_with_recorder(&log), 1);
     let mut binder = TestBinder {
         cache: cache.clone(),
         refuse: false,
     };
-    let Attempt::Scheduled {
-        pod: assumed,
-        mut state,
-        ..
-    } = scheduler.schedule_one(&pod("ok", 100))
-    else {
-        panic!("expected a placement")
-    };
+    let (assumed, mut state) = placed(&mut scheduler, &pod("ok", 100));
     scheduler.bind(&assumed, &mut state, &mut binder).unwrap();
-    let Attempt::Scheduled {
-        pod: assumed,
-        mut state,
-        ..
-    } = scheduler.schedule_one(&pod("prebind-fails", 100))
-    else {
-        panic!("expected a placement")
-    };
+    let (assumed, mut state) = placed(&mut scheduler, &pod("prebind-fails", 100));
     let err = scheduler
         .bind(&assumed, &mut state, &mut binder)
         .unwrap_err();
@@ -176,12 +169,7 @@ fn requested_on(cache: &Cache, node: &str) -> i64 {
 fn permit_rejection_unreserves_and_forgets_the_assumed_pod() {
     let cache = cluster(&[("n1", 1000)]);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut scheduler = Scheduler::new(
-        cache.clone(),
-        vec![profile_with_recorder(&log)],
-        ApiObjects::default(),
-        1,
-    );
+    let mut scheduler = scheduler(&cache, profile_with_recorder(&log), 1);
     let attempt = scheduler.schedule_one(&pod("reject-me", 500));
     let Attempt::Error(message) = attempt else {
         panic!("expected a refusal, got {attempt:?}")
@@ -203,20 +191,8 @@ fn permit_rejection_unreserves_and_forgets_the_assumed_pod() {
 fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
     let cache = cluster(&[("n1", 1000)]);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut scheduler = Scheduler::new(
-        cache.clone(),
-        vec![profile_with_recorder(&log)],
-        ApiObjects::default(),
-        1,
-    );
-    let Attempt::Scheduled {
-        pod: assumed,
-        mut state,
-        ..
-    } = scheduler.schedule_one(&pod("p", 600))
-    else {
-        panic!("expected a placement")
-    };
+    let mut scheduler = scheduler(&cache, profile_with_recorder(&log), 1);
+    let (assumed, mut state) = placed(&mut scheduler, &pod("p", 600));
     assert_eq!(requested_on(&cache, "n1"), 600, "assumed before binding");
     let mut refusing = TestBinder {
         cache: cache.clone(),
@@ -229,14 +205,7 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
     assert_eq!(requested_on(&cache, "n1"), 0);
     assert_eq!(log.lock().unwrap().last().unwrap(), "unreserve p n1");
 
-    let Attempt::Scheduled {
-        pod: assumed,
-        mut state,
-        ..
-    } = scheduler.schedule_one(&pod("p", 600))
-    else {
-        panic!("expected a placement")
-    };
+    let (assumed, mut state) = placed(&mut scheduler, &pod("p", 600));
     let mut binder = TestBinder {
         cache: cache.clone(),
         refuse: false,
@@ -262,12 +231,7 @@ fn without_assume_the_next_cycle_does_not_see_a_pending_bind() {
     // the second cycle still sees the node empty and over-commits it.
     for assume in [true, false] {
         let cache = cluster(&[("n1", 1000)]);
-        let mut scheduler = Scheduler::new(
-            cache.clone(),
-            vec![default_profile("default-scheduler")],
-            ApiObjects::default(),
-            1,
-        );
+        let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 1);
         scheduler.assume = assume;
         let first = scheduler.schedule_one(&pod("a", 600));
         assert!(matches!(first, Attempt::Scheduled { .. }));
@@ -283,12 +247,7 @@ fn without_assume_the_next_cycle_does_not_see_a_pending_bind() {
 #[test]
 fn pods_go_to_the_least_allocated_node_and_report_why_not() {
     let cache = cluster(&[("small", 1000), ("big", 4000)]);
-    let mut scheduler = Scheduler::new(
-        cache.clone(),
-        vec![default_profile("default-scheduler")],
-        ApiObjects::default(),
-        7,
-    );
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 7);
     let Attempt::Scheduled { node, .. } = scheduler.schedule_one(&pod("p", 500)) else {
         panic!()
     };
@@ -311,12 +270,7 @@ fn pods_go_to_the_least_allocated_node_and_report_why_not() {
 #[test]
 fn unknown_scheduler_name_is_an_error() {
     let cache = cluster(&[("n1", 1000)]);
-    let mut scheduler = Scheduler::new(
-        cache,
-        vec![default_profile("default-scheduler")],
-        ApiObjects::default(),
-        1,
-    );
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 1);
     let mut p = Pod::new("default", "x");
     p.scheduler_name = Sym::new("other");
     assert!(matches!(
