@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{gantry, repo_root, stderr, stdout};
+use common::{assert_stderr_contains, gantry, repo_root, stderr, stdout};
 
 #[test]
 fn simulate_a_parity_scenario_writes_placements_and_a_report() {
@@ -141,19 +141,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     std::fs::write(&scenario, "workloads: [{name: w, count: 1, arrival: {rate: often}, template: {spec: {containers: []}}}]\n").unwrap();
     let out = gantry(&["simulate", "--scenario", scenario.to_str().unwrap()]);
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("workloads[0].arrival.rate"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "workloads[0].arrival.rate");
 
     let out = gantry(&["simulate", "--cluster", "does/not/exist.yaml"]);
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("does/not/exist.yaml"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "does/not/exist.yaml");
 }
 
 #[test]
@@ -206,10 +198,9 @@ fn a_config_changes_placements_and_a_bad_one_names_the_field() {
     std::fs::write(&bad, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Foo}}\n").unwrap();
     let out = gantry(&["simulate", "--config", bad.to_str().unwrap()]);
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("profiles[0].pluginConfig[0].args.scoringStrategy.type"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "profiles[0].pluginConfig[0].args.scoringStrategy.type",
     );
 }
 

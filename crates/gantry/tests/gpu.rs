@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gantry, stderr, stdout};
+use common::{assert_stderr_contains, assert_stdout_contains, gantry, stderr, stdout};
 
 const CLUSTER: &str = "testdata/gpu/cluster.yaml";
 const POD: &str = "testdata/gpu/pod.yaml";
@@ -63,10 +63,9 @@ fn simulate_a_shared_pool_writes_the_cards_on_each_placement() {
     );
     assert!(report.join("gpu-utilisation.svg").exists());
     let human = gantry(&["simulate", "--scenario", "testdata/gpu/scenario.yaml"]);
-    assert!(
-        stdout(&human).contains("GPU sharing (HAMi): 7 pods hold cards, 2 cards are shared"),
-        "{}",
-        stdout(&human)
+    assert_stdout_contains(
+        &human,
+        "GPU sharing (HAMi): 7 pods hold cards, 2 cards are shared",
     );
 }
 
@@ -95,9 +94,5 @@ fn the_gpu_share_benchmark_reports_its_keys() {
     assert_eq!(r["scheduled"], 500);
     let bad = gantry(&["bench", "gpu-share", "--nodes", "30000"]);
     assert!(!bad.status.success());
-    assert!(
-        stderr(&bad).contains("--nodes must be 1 to 20000"),
-        "{}",
-        stderr(&bad)
-    );
+    assert_stderr_contains(&bad, "--nodes must be 1 to 20000");
 }

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{gantry, repo_root, stderr, stdout, write};
+use common::{assert_stderr_contains, gantry, repo_root, stderr, stdout, write};
 
 fn placements(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
@@ -36,10 +36,9 @@ fn a_succeeded_pods_host_port_is_free_as_kube_scheduler_found() {
         out_file.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("note: 1 finished pods (Succeeded or Failed) hold no resources"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "note: 1 finished pods (Succeeded or Failed) hold no resources",
     );
     // Where real kube-scheduler put it (state2.yaml records the binding).
     let root = repo_root();
@@ -231,9 +230,8 @@ fn a_v1beta3_configuration_is_read_with_a_warning() {
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29",
     );
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Output;
 
-use common::stderr;
+use common::{assert_stderr_contains, stderr};
 
 /// The binary with no `KUBECONFIG` from the environment.
 fn gantry(args: &[&str]) -> Output {
@@ -43,15 +43,11 @@ fn scheduler_name_cannot_rename_several_profiles_and_shards_are_checked() {
         "x",
     ]);
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("the configuration has 2 profiles"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "the configuration has 2 profiles");
 
     let out = gantry(&["run", "--shard", "3/3"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--shard"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "--shard");
 }
 
 /// The deploy manifests carry a configuration Gantry accepts, naming the scheduler the

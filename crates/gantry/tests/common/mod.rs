@@ -52,6 +52,18 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Fails, showing the whole stdout, unless it contains `needle`.
+pub fn assert_stdout_contains(o: &Output, needle: &str) {
+    let out = stdout(o);
+    assert!(out.contains(needle), "{needle:?} not in stdout:\n{out}");
+}
+
+/// Fails, showing the whole stderr, unless it contains `needle`.
+pub fn assert_stderr_contains(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert!(err.contains(needle), "{needle:?} not in stderr:\n{err}");
+}
+
 /// Writes `text` into `dir/file`; returns the path as a string.
 pub fn write(dir: &Path, file: &str, text: &str) -> String {
     let path = dir.join(file);
