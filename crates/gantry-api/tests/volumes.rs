@@ -72,15 +72,14 @@ spec:
         .iter()
         .map(|v| (&*v.name, v.local))
         .collect();
+    // The in-memory emptyDir and the configMap weigh in nothing and are not kept.
     assert_eq!(
         local,
         [
             ("scratch", true),
             ("tmp", true),
-            ("cache", false),
             ("logs", true),
-            ("data", false),
-            ("conf", false)
+            ("data", false)
         ]
     );
 }
