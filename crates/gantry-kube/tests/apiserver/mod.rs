@@ -737,9 +737,13 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
         let mut ticker = tokio::time::interval(bookmark_every);
         ticker.tick().await;
         loop {
+            // Biased, the drop first: a stream told to end before a change was made never
+            // delivers that change (an unbiased select picks at random among the ready
+            // branches, and a client would see changes made during its "blind spell").
             let out = tokio::select! {
-                _ = &mut deadline => return,
+                biased;
                 _ = drops.recv() => return,
+                _ = &mut deadline => return,
                 _ = ticker.tick(), if bookmarks => {
                     let mark = json!({
                         "kind": resource.kind,
