@@ -384,6 +384,25 @@ mod tests {
         TestCluster { snapshot, profile }
     }
 
+    /// The cycle state after PreFilter, which must pass.
+    fn pre_filtered(c: &TestCluster, pod: &Pod) -> CycleState {
+        let objects = ApiObjects::default();
+        let view = Cluster {
+            nodes: &c.snapshot,
+            objects: &objects,
+        };
+        let mut state = CycleState::new();
+        run_pre_filter(
+            &c.profile,
+            &mut state,
+            pod,
+            view,
+            &mut PluginTimer::default(),
+        )
+        .expect("PreFilter passes");
+        state
+    }
+
     /// The candidates of a dry run from `offset`, by node name, each with its victims (by
     /// name) and budget violations.
     fn dry_run(
@@ -392,20 +411,7 @@ mod tests {
         budgets: &[PodDisruptionBudget],
         offset: usize,
     ) -> Vec<(String, Vec<String>, usize)> {
-        let objects = ApiObjects::default();
-        let mut state = CycleState::new();
-        let view = Cluster {
-            nodes: &c.snapshot,
-            objects: &objects,
-        };
-        let pre = run_pre_filter(
-            &c.profile,
-            &mut state,
-            preemptor,
-            view,
-            &mut PluginTimer::default(),
-        );
-        assert!(pre.is_ok());
+        let state = pre_filtered(c, preemptor);
         let preemption = Preemption {
             profile: &c.profile,
             snapshot: &c.snapshot,
@@ -516,20 +522,7 @@ mod tests {
             pre_filter_message: None,
             post_filter_message: None,
         };
-        let objects = ApiObjects::default();
-        let view = Cluster {
-            nodes: &c.snapshot,
-            objects: &objects,
-        };
-        let mut state = CycleState::new();
-        run_pre_filter(
-            &c.profile,
-            &mut state,
-            &preemptor,
-            view,
-            &mut PluginTimer::default(),
-        )
-        .unwrap();
+        let state = pre_filtered(c, &preemptor);
         let preemption = Preemption {
             profile: &c.profile,
             snapshot: &c.snapshot,
@@ -604,20 +597,7 @@ mod tests {
                 namespace_selector: None,
                 topology_key: Sym::new("kubernetes.io/hostname"),
             });
-        let objects = ApiObjects::default();
-        let view = Cluster {
-            nodes: &c.snapshot,
-            objects: &objects,
-        };
-        let mut state = CycleState::new();
-        run_pre_filter(
-            &c.profile,
-            &mut state,
-            &incoming,
-            view,
-            &mut PluginTimer::default(),
-        )
-        .expect("PreFilter passes");
+        let state = pre_filtered(&c, &incoming);
         let filters = PodFilters::new(&c.profile, &state);
         let node = c.snapshot.node_at(0);
         let nominated = |name, priority, labels: &[(&str, &str)], cpu| {
