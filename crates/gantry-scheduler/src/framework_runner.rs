@@ -277,7 +277,7 @@ impl<'a> PodFilters<'a> {
         let with_nominated = self.run(state, pod, node);
         for p in nominated.iter().filter(|p| counts_as_nominated(p, pod)) {
             node.remove_pod(&p.uid);
-            self.pre_filter_remove_pod(state, pod, p, node);
+            self.pre_filter_update_for_pod(state, pod, p, node, -1);
         }
         if !with_nominated.is_success() {
             return with_nominated;
@@ -297,39 +297,26 @@ impl<'a> PodFilters<'a> {
         let mut any = false;
         for p in nominated.iter().filter(|p| counts_as_nominated(p, pod)) {
             node.add_pod(Arc::clone(p));
-            self.pre_filter_add_pod(state, pod, p, node);
+            self.pre_filter_update_for_pod(state, pod, p, node, 1);
             any = true;
         }
         any
     }
 
-    /// Upstream's `RunPreFilterExtensionAddPod`: the PreFilter plugins update their state
-    /// for `added` now counting on `node` (a nominated pod, a victim given back). Plugins
-    /// whose Filter is skipped for this pod are not asked: nothing reads what they would
-    /// update.
-    pub fn pre_filter_add_pod(
+    /// Upstream's `RunPreFilterExtensionAddPod` (`delta` 1: a nominated pod, a victim
+    /// given back, now counts on `node`) and `RunPreFilterExtensionRemovePod` (`delta` -1:
+    /// a victim, a nominated pod taken out again). Plugins whose Filter is skipped for this
+    /// pod are not asked: nothing reads what they would update.
+    pub fn pre_filter_update_for_pod(
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        added: &Arc<Pod>,
+        other: &Arc<Pod>,
         node: &NodeInfo,
+        delta: i64,
     ) {
         for &i in &self.extended {
-            self.profile.pre_filter[i as usize].add_pod(state, pod, added, node);
-        }
-    }
-
-    /// Upstream's `RunPreFilterExtensionRemovePod`: as [`Self::pre_filter_add_pod`], for
-    /// `removed` no longer counting on `node` (a victim, a nominated pod taken out again).
-    pub fn pre_filter_remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &Pod,
-        removed: &Arc<Pod>,
-        node: &NodeInfo,
-    ) {
-        for &i in &self.extended {
-            self.profile.pre_filter[i as usize].remove_pod(state, pod, removed, node);
+            self.profile.pre_filter[i as usize].update_for_pod(state, pod, other, node, delta);
         }
     }
 }

@@ -215,7 +215,7 @@ impl Preemption<'_> {
         );
         for victim in potential.iter() {
             info.remove_pod(&victim.uid);
-            filters.pre_filter_remove_pod(state, pod, victim, info);
+            filters.pre_filter_update_for_pod(state, pod, victim, info, -1);
         }
         let nominated = self.nominated.on(info.name());
         let status = filters.run_with_nominated_in_place(state, pod, info, nominated);
@@ -234,13 +234,13 @@ impl Preemption<'_> {
         let mut pdb_violations = 0;
         for (candidate, violates) in in_reprieve_order {
             info.add_pod(Arc::clone(candidate));
-            filters.pre_filter_add_pod(state, pod, candidate, info);
+            filters.pre_filter_update_for_pod(state, pod, candidate, info, 1);
             if !filters
                 .run_with_nominated_in_place(state, pod, info, nominated)
                 .is_success()
             {
                 info.remove_pod(&candidate.uid);
-                filters.pre_filter_remove_pod(state, pod, candidate, info);
+                filters.pre_filter_update_for_pod(state, pod, candidate, info, -1);
                 pdb_violations += usize::from(violates);
                 victims.push(Arc::clone(candidate));
             }
