@@ -212,6 +212,10 @@ pub struct Volume {
     /// A `hostPath`, or an `emptyDir` not held in memory: data on the node's own disk,
     /// which the Cluster Autoscaler does not throw away by draining the node.
     pub local: bool,
+    /// A generic ephemeral volume: `claim_name` is `<pod>-<volume>`, the claim the
+    /// ephemeral volume controller creates for (and owned by) this pod. VolumeBinding and
+    /// NodeVolumeLimits count it as a claim, the other volume rules do not (as upstream).
+    pub ephemeral: bool,
 }
 
 impl Volume {
@@ -223,7 +227,13 @@ impl Volume {
             read_only: false,
             disk: None,
             local: false,
+            ephemeral: false,
         }
+    }
+
+    /// The claim a `persistentVolumeClaim` volume names (not an ephemeral volume's).
+    pub fn persistent_claim(&self) -> Option<&str> {
+        self.claim_name.as_deref().filter(|_| !self.ephemeral)
     }
 }
 

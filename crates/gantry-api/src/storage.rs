@@ -93,6 +93,9 @@ pub struct PersistentVolumeClaim {
     pub phase: ClaimPhase,
     /// Set when the claim has a deletion timestamp.
     pub terminating: bool,
+    /// The uid of the object controlling the claim (its owner reference marked as
+    /// controller): for an ephemeral volume's claim, the pod it was created for.
+    pub controller_uid: Option<std::sync::Arc<str>>,
 }
 
 impl PersistentVolumeClaim {

@@ -473,3 +473,21 @@ fn volumes_that_do_not_weigh_in_scheduling_do_not_keep_replicas_apart() {
     assert_eq!(names, ["scratch", "data"], "local data and claims are kept");
     assert!(pods[1].shares_template(&pods[0]));
 }
+
+#[test]
+fn an_ephemeral_volume_uses_the_claim_named_after_pod_and_volume() {
+    let text = "kind: Pod\napiVersion: v1\nmetadata: {name: web-0, uid: pod-uid}\nspec:\n  containers: [{name: c}]\n  volumes:\n  - {name: scratch, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce]}}}}\n  - {name: data, persistentVolumeClaim: {claimName: data}}\n---\nkind: PersistentVolumeClaim\napiVersion: v1\nmetadata: {name: web-0-scratch, ownerReferences: [{apiVersion: v1, kind: Pod, name: web-0, uid: pod-uid, controller: true}]}\nspec: {accessModes: [ReadWriteOnce]}\n";
+    let objects = ClusterObjects::decode(text, "x.yaml").unwrap();
+    let volumes = &objects.pods[0].volumes;
+    let claims: Vec<(Option<&str>, bool)> = volumes
+        .iter()
+        .map(|v| (v.claim_name.as_deref(), v.ephemeral))
+        .collect();
+    assert_eq!(
+        claims,
+        [(Some("web-0-scratch"), true), (Some("data"), false)]
+    );
+    assert_eq!(volumes[0].persistent_claim(), None);
+    assert_eq!(volumes[1].persistent_claim(), Some("data"));
+    assert_eq!(objects.pvcs[0].controller_uid.as_deref(), Some("pod-uid"));
+}

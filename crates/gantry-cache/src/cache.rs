@@ -548,7 +548,7 @@ impl CacheState {
 
     fn record_claims(&mut self, pod: &Pod, sign: i64) {
         for volume in &pod.volumes {
-            if let Some(claim) = &volume.claim_name {
+            if let Some(claim) = volume.persistent_claim() {
                 let key = PvcKey {
                     namespace: pod.namespace,
                     claim: Sym::new(claim),

@@ -279,7 +279,8 @@ impl NodeInfo {
             }
         }
         for volume in &pod.volumes {
-            let Some(claim) = &volume.claim_name else {
+            // Upstream's PVCRefCounts count persistentVolumeClaim volumes only.
+            let Some(claim) = volume.persistent_claim() else {
                 continue;
             };
             let key = PvcKey {

@@ -11,7 +11,7 @@ use gantry_api::decode::{ClusterObjects, ControllerKind, Namespace, PodControlle
 use gantry_api::labels::Requirement;
 use gantry_api::{
     CsiNode, LabelSelector, Labels, PersistentVolume, PersistentVolumeClaim, Pod,
-    PodDisruptionBudget, StorageClass, Sym,
+    PodDisruptionBudget, StorageClass, Sym, Volume,
 };
 use gantry_cache::PvcKey;
 
@@ -54,21 +54,29 @@ impl StorageObjects {
         })
     }
 
-    /// The claims the pod's volumes name, in volume order: each name with its claim in the
-    /// pod's namespace, `None` where there is none (a name never interned names none).
+    /// The claims the pod's volumes use, ephemeral volumes' included, in volume order:
+    /// each volume with its claim in the pod's namespace, `None` where there is none (a
+    /// name never interned names none). VolumeBinding and NodeVolumeLimits read these.
     pub fn claims_of<'a>(
         &'a self,
         pod: &'a Pod,
+    ) -> impl Iterator<Item = (&'a Volume, Option<&'a PersistentVolumeClaim>)> + 'a {
+        pod.volumes.iter().filter_map(move |v| {
+            let name = v.claim_name.as_deref()?;
+            Some((v, Sym::get(name).and_then(|n| self.pvc(pod.namespace, n))))
+        })
+    }
+
+    /// As [`Self::claims_of`], for `persistentVolumeClaim` volumes only, by claim name:
+    /// what VolumeZone and VolumeRestrictions read (upstream's leave ephemeral volumes
+    /// out).
+    pub fn persistent_claims_of<'a>(
+        &'a self,
+        pod: &'a Pod,
     ) -> impl Iterator<Item = (&'a str, Option<&'a PersistentVolumeClaim>)> + 'a {
-        pod.volumes
-            .iter()
-            .filter_map(|v| v.claim_name.as_deref())
-            .map(|name| {
-                (
-                    name,
-                    Sym::get(name).and_then(|n| self.pvc(pod.namespace, n)),
-                )
-            })
+        self.claims_of(pod)
+            .filter(|(v, _)| !v.ephemeral)
+            .map(|(v, claim)| (v.claim_name.as_deref().unwrap_or_default(), claim))
     }
 
     pub fn pv(&self, name: Sym) -> Option<&Arc<PersistentVolume>> {
@@ -261,6 +269,19 @@ fn with_name_label(namespace: Sym, labels: &Labels) -> Arc<Labels> {
         labels
             .iter()
             .chain(std::iter::once((name_label, namespace))),
+    ))
+}
+
+/// Upstream's `ephemeral.VolumeIsForPod`: an ephemeral volume's claim must have been
+/// created for the pod (the pod controls it); a claim of that name made otherwise is not
+/// the pod's.
+pub fn ephemeral_claim_is_for_pod(claim: &PersistentVolumeClaim, pod: &Pod) -> Result<(), String> {
+    if claim.namespace == pod.namespace && claim.controller_uid.as_deref() == Some(&*pod.uid) {
+        return Ok(());
+    }
+    Err(format!(
+        "PVC {}/{} was not created for pod {}/{} (pod is not owner)",
+        claim.namespace, claim.name, pod.namespace, pod.name
     ))
 }
 

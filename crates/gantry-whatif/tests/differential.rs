@@ -77,13 +77,8 @@ fn pods() -> Vec<Arc<Pod>> {
                 pod.affinity.pod_affinity.required.push(term);
             }
             if i % 4 == 0 {
-                pod.volumes.push(Volume {
-                    name: Arc::from("data"),
-                    claim_name: Some(Arc::from(format!("pvc-{}", i % 8).as_str())),
-                    read_only: false,
-                    disk: None,
-                    local: false,
-                });
+                pod.volumes
+                    .push(Volume::claim("data", &format!("pvc-{}", i % 8)));
             }
             Arc::new(pod)
         })

@@ -151,10 +151,13 @@ pub(super) fn convert_pod(
         .flatten()
         .map(|v| Volume {
             name: Arc::from(v.name.as_str()),
-            claim_name: v
-                .persistent_volume_claim
-                .as_ref()
-                .map(|c| Arc::from(c.claim_name.as_str())),
+            claim_name: match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(c), _) => Some(Arc::from(c.claim_name.as_str())),
+                // Upstream's ephemeral.VolumeClaimName.
+                (None, Some(_)) => Some(Arc::from(format!("{name}-{}", v.name))),
+                (None, None) => None,
+            },
+            ephemeral: v.persistent_volume_claim.is_none() && v.ephemeral.is_some(),
             read_only: v
                 .persistent_volume_claim
                 .as_ref()
@@ -203,7 +206,7 @@ fn disk(v: &k8s::Volume) -> Option<Disk> {
 }
 
 /// The owner reference marked as controller, if any.
-fn controller(meta: &meta::ObjectMeta) -> Option<Arc<OwnerRef>> {
+pub(super) fn controller(meta: &meta::ObjectMeta) -> Option<Arc<OwnerRef>> {
     meta.owner_references
         .iter()
         .flatten()

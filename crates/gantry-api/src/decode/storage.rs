@@ -154,6 +154,7 @@ pub(super) fn convert_pvc(
             .map(Sym::new),
         phase,
         terminating: pvc.metadata.deletion_timestamp.is_some(),
+        controller_uid: super::pod::controller(&pvc.metadata).map(|owner| owner.uid.clone()),
     })
 }
 

@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use super::volume_restrictions::claim_not_found;
 use crate::events::{ActionType, ClusterEvent, EventResource};
-use crate::objects::StorageObjects;
+use crate::objects::{StorageObjects, ephemeral_claim_is_for_pod};
 use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
 
 pub const NAME: &str = "NodeVolumeLimits";
@@ -65,7 +65,8 @@ impl PreFilterPlugin for NodeVolumeLimits {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut volumes = SmallVec::new();
-        for (name, claim) in storage.claims_of(pod) {
+        for (volume, claim) in storage.claims_of(pod) {
+            let name = volume.claim_name.as_deref().unwrap_or_default();
             if name.is_empty() {
                 return (None, Status::error("PersistentVolumeClaim had no name"));
             }
@@ -80,6 +81,11 @@ impl PreFilterPlugin for NodeVolumeLimits {
                     )),
                 );
             };
+            if volume.ephemeral
+                && let Err(message) = ephemeral_claim_is_for_pod(claim, pod)
+            {
+                return (None, Status::error(message));
+            }
             let key = PvcKey {
                 namespace: claim.namespace,
                 claim: claim.name,

@@ -22,6 +22,7 @@ use smallvec::SmallVec;
 
 use super::volume_restrictions::claim_not_found;
 use crate::events::{ActionType, ClusterEvent, EventResource};
+use crate::objects::ephemeral_claim_is_for_pod;
 use crate::{
     Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, ReservePlugin,
     Status,
@@ -157,9 +158,18 @@ impl PreFilterPlugin for VolumeBinding {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut claims: Vec<&PersistentVolumeClaim> = Vec::new();
-        for (name, claim) in storage.claims_of(pod) {
+        for (volume, claim) in storage.claims_of(pod) {
+            let name = volume.claim_name.as_deref().unwrap_or_default();
             let Some(claim) = claim else {
-                return (None, Status::unresolvable(claim_not_found(name)));
+                // Normal for an ephemeral volume just after the pod was created.
+                let message = if volume.ephemeral {
+                    format!(
+                        "waiting for ephemeral volume controller to create the persistentvolumeclaim {name:?}"
+                    )
+                } else {
+                    claim_not_found(name)
+                };
+                return (None, Status::unresolvable(message));
             };
             if claim.phase == ClaimPhase::Lost {
                 let volume = claim.volume_name.map_or("", |v| v.as_str());
@@ -177,6 +187,11 @@ impl PreFilterPlugin for VolumeBinding {
                         "persistentvolumeclaim {name:?} is being deleted"
                     )),
                 );
+            }
+            if volume.ephemeral
+                && let Err(message) = ephemeral_claim_is_for_pod(claim, pod)
+            {
+                return (None, Status::unresolvable(message));
             }
             claims.push(claim);
         }
@@ -415,6 +430,7 @@ pub(crate) mod testing {
             volume_name: None,
             phase: ClaimPhase::Pending,
             terminating: false,
+            controller_uid: None,
         }
     }
 
@@ -586,11 +602,47 @@ mod tests {
         }
     }
 
+    /// Upstream's VolumeBinding and NodeVolumeLimits count an ephemeral volume's claim;
+    /// VolumeZone, VolumeRestrictions and the nodes' claim counts do not.
+    #[test]
+    fn ephemeral_volumes_are_claims_only_where_upstream_counts_them() {
+        let mut objects = ApiObjects::default();
+        let claims = [claim("data", None), claim("pod-a-scratch", None)];
+        objects.set_storage(&[], &claims, &[], &[]);
+        let mut pod = pod_with_claims("pod-a", &["data"]);
+        pod.volumes.push(gantry_api::Volume {
+            ephemeral: true,
+            ..gantry_api::Volume::claim("scratch", "pod-a-scratch")
+        });
+        let storage = objects.storage();
+        let all: Vec<(&str, bool)> = storage
+            .claims_of(&pod)
+            .map(|(volume, claim)| (&*volume.name, claim.is_some()))
+            .collect();
+        assert_eq!(all, [("data", true), ("scratch", true)]);
+        let persistent: Vec<&str> = storage.persistent_claims_of(&pod).map(|(n, _)| n).collect();
+        assert_eq!(persistent, ["data"]);
+        let counted = node_info(&node("n", 1000, GIB), &[pod.on_node("n")]);
+        let counted: Vec<&str> = counted
+            .pvc_ref_counts()
+            .map(|(k, _)| k.claim.as_str())
+            .collect();
+        assert_eq!(counted, ["data"]);
+    }
+
     /// Upstream's TestVolumeBinding, Filter verdicts (its scoring cases run with the
     /// VolumeCapacityPriority gate, off by default).
     #[test]
     fn volume_binding_table() {
         let pod_a = || pod_with_claims("pod-a", &["pvc-a"]);
+        let ephemeral_pod = || {
+            let mut pod = Pod::new("default", "pod-a");
+            pod.volumes.push(gantry_api::Volume {
+                ephemeral: true,
+                ..gantry_api::Volume::claim("data", "pod-a-data")
+            });
+            pod
+        };
         let hosts = || {
             vec![
                 node("node-a", 1000, GIB),
@@ -650,6 +702,33 @@ mod tests {
                 claims: vec![bound_claim("pvc-a", "wait-sc", "pv-a")],
                 filter: vec![vec![REASON_PV_NOT_EXIST]],
                 ..base("pv not found", pod_a())
+            },
+            // Generic ephemeral volumes: the claim `<pod>-<volume>` the ephemeral volume
+            // controller creates, owned by the pod (upstream's podHasPVCs).
+            Case {
+                pre_filter: unresolvable(
+                    r#"waiting for ephemeral volume controller to create the persistentvolumeclaim "pod-a-data""#,
+                ),
+                ..base("ephemeral volume not created yet", ephemeral_pod())
+            },
+            Case {
+                claims: vec![bound_claim("pod-a-data", "wait-sc", "pv-a")],
+                volumes: vec![volume("pv-a", Some("wait-sc"))],
+                pre_filter: unresolvable(
+                    "PVC default/pod-a-data was not created for pod default/pod-a (pod is not owner)",
+                ),
+                ..base(
+                    "ephemeral volume's claim not owned by the pod",
+                    ephemeral_pod(),
+                )
+            },
+            Case {
+                claims: vec![PersistentVolumeClaim {
+                    controller_uid: Some(ephemeral_pod().uid),
+                    ..bound_claim("pod-a-data", "wait-sc", "pv-a")
+                }],
+                volumes: vec![volume("pv-a", Some("wait-sc"))],
+                ..base("ephemeral volume bound", ephemeral_pod())
             },
             Case {
                 claims: vec![PersistentVolumeClaim {

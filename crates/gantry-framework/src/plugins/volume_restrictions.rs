@@ -46,7 +46,7 @@ impl PreFilterState {
         let uses = pod
             .volumes
             .iter()
-            .filter_map(|v| v.claim_name.as_deref())
+            .filter_map(|v| v.persistent_claim())
             .filter(|c| Sym::get(c).is_some_and(|c| self.claims.contains(&c)))
             .count();
         i64::try_from(uses).unwrap_or(i64::MAX)
@@ -94,7 +94,7 @@ impl PreFilterPlugin for VolumeRestrictions {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut claims = SmallVec::new();
-        for (name, claim) in storage.claims_of(pod) {
+        for (name, claim) in storage.persistent_claims_of(pod) {
             let Some(claim) = claim else {
                 return (None, Status::unresolvable(claim_not_found(name)));
             };

@@ -84,7 +84,7 @@ impl PreFilterPlugin for VolumeZone {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut topologies = Vec::new();
-        for (name, claim) in storage.claims_of(pod) {
+        for (name, claim) in storage.persistent_claims_of(pod) {
             if name.is_empty() {
                 return (
                     None,
