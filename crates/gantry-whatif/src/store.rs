@@ -96,10 +96,11 @@ pub struct DraCatalog {
     pub shared_slices: Vec<Arc<ResourceSlice>>,
 }
 
-/// The claims (PVCs) a pod's volumes use.
+/// The claims (PVCs) a pod's `persistentVolumeClaim` volumes use, as the cache counts
+/// them per node (ephemeral volumes' claims are not counted there either).
 pub(crate) fn pvc_keys(pod: &Pod) -> impl Iterator<Item = PvcKey> + '_ {
     pod.volumes.iter().filter_map(|v| {
-        v.claim_name.as_ref().map(|claim| PvcKey {
+        v.persistent_claim().map(|claim| PvcKey {
             namespace: pod.namespace,
             claim: Sym::new(claim),
         })
