@@ -12,6 +12,7 @@ mod node;
 mod pod;
 pub mod policy;
 pub mod quantity;
+pub mod release;
 pub mod resources;
 pub mod rng;
 pub mod small_copy;
@@ -23,6 +24,7 @@ pub use node::{Annotation, ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
 pub use policy::PodDisruptionBudget;
 pub use quantity::Quantity;
+pub use release::{Gate, LeftOutNodes, Release};
 pub use resources::{ResourceName, Resources};
 pub use storage::{
     AccessMode, ClaimPhase, ClaimRef, CsiNode, CsiNodeDriver, PersistentVolume,

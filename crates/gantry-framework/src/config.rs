@@ -1,6 +1,6 @@
 //! KubeSchedulerConfiguration files (`kubescheduler.config.k8s.io/v1`, and the deprecated
 //! `v1beta3` that kube-scheduler v1.28 still reads; YAML or JSON): the profiles, their
-//! plugins merged onto upstream's defaults as kube-scheduler v1.28 does, and the plugins'
+//! plugins merged onto the defaults of the release Gantry decides as, and the plugins'
 //! arguments. Errors name the file and the field; what upstream accepts but Gantry reads
 //! past comes back as warnings.
 
@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::plugins::{self, DEFAULT_PLUGINS, PluginArgs, Registered};
+use gantry_api::Release;
+
+use crate::plugins::{self, PluginArgs, Registered};
 use crate::{Profile, WeightedScorePlugin};
 
 const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
@@ -41,6 +43,8 @@ const IGNORED_FIELDS: &[&str] = &[
 
 /// A loaded KubeSchedulerConfiguration.
 pub struct SchedulerConfig {
+    /// The release whose defaults and rules the profiles follow.
+    pub release: Release,
     /// Each with its effective `percentageOfNodesToScore` (its own, else the global one).
     pub profiles: Vec<Profile>,
     /// The global `percentageOfNodesToScore`.
@@ -53,21 +57,37 @@ pub struct SchedulerConfig {
 }
 
 impl Default for SchedulerConfig {
-    /// One profile, "default-scheduler", with the default plugins.
+    /// One profile, "default-scheduler", with the newest release's default plugins.
     fn default() -> SchedulerConfig {
+        SchedulerConfig::for_release(Release::default())
+    }
+}
+
+impl SchedulerConfig {
+    /// One profile, "default-scheduler", with `release`'s default plugins.
+    pub fn for_release(release: Release) -> SchedulerConfig {
         SchedulerConfig {
-            profiles: vec![default_profile(DEFAULT_SCHEDULER_NAME)],
+            release,
+            profiles: vec![default_profile(DEFAULT_SCHEDULER_NAME, release)],
             percentage_of_nodes_to_score: None,
             pod_initial_backoff_seconds: 1,
             pod_max_backoff_seconds: 10,
             warnings: Vec::new(),
         }
     }
-}
 
-impl SchedulerConfig {
-    /// Parses a configuration file; `source` names it in errors.
+    /// Parses a configuration file as the newest release reads it; `source` names it in
+    /// errors.
     pub fn parse(text: &str, source: &str) -> Result<SchedulerConfig, ConfigError> {
+        SchedulerConfig::parse_for(text, source, Release::default())
+    }
+
+    /// Parses a configuration file as `release`'s kube-scheduler reads it.
+    pub fn parse_for(
+        text: &str,
+        source: &str,
+        release: Release,
+    ) -> Result<SchedulerConfig, ConfigError> {
         let error = |field: String, message: String| ConfigError {
             source_name: source.to_string(),
             field,
@@ -75,7 +95,7 @@ impl SchedulerConfig {
         };
         let value: Value =
             serde_saphyr::from_str(text).map_err(|e| error(String::new(), e.to_string()))?;
-        let mut config = from_value(value).map_err(|e| error(e.field, e.message))?;
+        let mut config = from_value(value, release).map_err(|e| error(e.field, e.message))?;
         for warning in &mut config.warnings {
             *warning = format!("{source}: {warning}");
         }
@@ -157,10 +177,10 @@ impl Point {
     }
 }
 
-/// kube-scheduler's default profile under `scheduler_name`.
-pub(crate) fn default_profile(scheduler_name: &str) -> Profile {
-    let registry = plugins::registry(PluginArgs::default());
-    Merged::new(&BTreeMap::new(), &registry).assemble(scheduler_name)
+/// `release`'s kube-scheduler default profile under `scheduler_name`.
+pub(crate) fn default_profile(scheduler_name: &str, release: Release) -> Profile {
+    let registry = plugins::registry(PluginArgs::default(), release);
+    Merged::new(&BTreeMap::new(), &registry, release).assemble(scheduler_name)
 }
 
 /// A problem at a field, before the file's name is attached.
@@ -281,16 +301,26 @@ fn take_type_meta(map: &mut Map<String, Value>, field: &str, expected: &str) -> 
     }
 }
 
-fn from_value(mut value: Value) -> Checked<SchedulerConfig> {
+fn from_value(mut value: Value, release: Release) -> Checked<SchedulerConfig> {
     let Value::Object(map) = &mut value else {
         return fail("", format!("must be a {KIND}, not {value}"));
     };
     let mut warnings = Vec::new();
     match map.remove("apiVersion") {
         Some(Value::String(v)) if v == API_VERSION => {}
-        Some(Value::String(v)) if v == API_VERSION_V1BETA3 => warnings.push(format!(
-            "apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29 (read as {API_VERSION}, whose v1.28 defaults are the same)"
-        )),
+        Some(Value::String(v)) if v == API_VERSION_V1BETA3 && !release.at_least(29) => {
+            warnings.push(format!(
+                "apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29 (read as {API_VERSION}, whose v1.28 defaults are the same)"
+            ))
+        }
+        Some(Value::String(v)) if v == API_VERSION_V1BETA3 => {
+            return fail(
+                "apiVersion",
+                format!(
+                    "{API_VERSION_V1BETA3} was removed in v1.29, so kube-scheduler {release} does not read it: use {API_VERSION} (the same fields)"
+                ),
+            );
+        }
         Some(value) => {
             return fail(
                 "apiVersion",
@@ -349,11 +379,12 @@ fn from_value(mut value: Value) -> Checked<SchedulerConfig> {
             raw.percentage_of_nodes_to_score,
             &format!("{at}.percentageOfNodesToScore"),
         )?;
-        let mut profile = build_profile(name, &raw, &at, &mut warnings)?;
+        let mut profile = build_profile(name, &raw, &at, release, &mut warnings)?;
         profile.percentage_of_nodes_to_score = own.or(global);
         profiles.push(profile);
     }
     Ok(SchedulerConfig {
+        release,
         profiles,
         percentage_of_nodes_to_score: global,
         pod_initial_backoff_seconds: initial,
@@ -366,12 +397,13 @@ fn build_profile(
     name: &str,
     raw: &RawProfile,
     at: &str,
+    release: Release,
     warnings: &mut Vec<String>,
 ) -> Checked<Profile> {
     let args = args::parse(&raw.plugin_config, at)?;
-    let registry = plugins::registry(args.plugins);
-    check_names(raw, &registry, at, warnings)?;
-    let merged = Merged::new(&raw.plugins, &registry);
+    let registry = plugins::registry(args.plugins, release);
+    check_names(raw, &registry, at, release, warnings)?;
+    let merged = Merged::new(&raw.plugins, &registry, release);
     let count = |point| {
         let plugins = merged.expand(point);
         plugins.iter().filter(|r| r.implements(point)).count()
@@ -416,11 +448,13 @@ fn check_names(
     raw: &RawProfile,
     registry: &[Registered],
     at: &str,
+    release: Release,
     warnings: &mut Vec<String>,
 ) -> Checked<()> {
+    let minor = release.minor();
     let unknown = |name: &str| {
         format!(
-            "unknown plugin {name:?}: not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+            "unknown plugin {name:?}: not one of kube-scheduler v1.{minor}'s in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
         )
     };
     for (j, config) in raw.plugin_config.iter().enumerate() {
@@ -500,6 +534,7 @@ struct Merged<'a> {
     /// The default multiPoint plugins, as the profile's `multiPoint` changes them.
     multi: Vec<Plugin>,
     registry: &'a [Registered],
+    release: Release,
 }
 
 static NONE: PluginSet = PluginSet {
@@ -511,12 +546,16 @@ impl<'a> Merged<'a> {
     /// Upstream's `mergePluginSet` for `multiPoint`: the defaults not disabled (none if "*"
     /// is), each replaced in place by a custom entry of the same name, then the other custom
     /// entries. (The other points have no defaults, so they are the profile's own sets.)
-    fn new(custom: &'a BTreeMap<String, PluginSet>, registry: &'a [Registered]) -> Merged<'a> {
+    fn new(
+        custom: &'a BTreeMap<String, PluginSet>,
+        registry: &'a [Registered],
+        release: Release,
+    ) -> Merged<'a> {
         let set = custom.get(MULTI_POINT).unwrap_or(&NONE);
-        let defaults = DEFAULT_PLUGINS
-            .iter()
+        let defaults = plugins::default_plugins(release)
+            .into_iter()
             .filter(|(name, _)| !set.disables(name))
-            .map(|&(name, weight)| {
+            .map(|(name, weight)| {
                 let own = set.enabled.iter().find(|p| p.name == name);
                 own.cloned().unwrap_or(Plugin {
                     name: name.to_string(),
@@ -535,6 +574,7 @@ impl<'a> Merged<'a> {
             custom,
             multi,
             registry,
+            release,
         }
     }
 
@@ -590,12 +630,16 @@ impl<'a> Merged<'a> {
 
     fn assemble(&self, scheduler_name: &str) -> Profile {
         let mut profile = Profile::empty(scheduler_name);
+        profile.release = self.release;
         for point in Point::ALL {
             for r in self.expand(point) {
                 match point {
                     Point::PreEnqueue => profile.pre_enqueue.extend(r.pre_enqueue.clone()),
                     Point::PreFilter => profile.pre_filter.extend(r.pre_filter.clone()),
                     Point::Filter => profile.filter.extend(r.filter.clone()),
+                    Point::PostFilter if r.name == plugins::dynamic_resources::NAME => {
+                        profile.deallocates_claims = true
+                    }
                     Point::PostFilter => profile.preemption |= r.implements(point),
                     Point::PreScore => profile.pre_score.extend(r.pre_score.clone()),
                     Point::Score => {

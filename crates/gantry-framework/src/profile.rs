@@ -25,6 +25,11 @@ pub struct Profile {
     pub permit: Vec<Arc<dyn PermitPlugin>>,
     pub pre_bind: Vec<Arc<dyn PreBindPlugin>>,
     pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
+    /// The release whose rules the profile follows (messages, what preemption considers).
+    pub release: gantry_api::Release,
+    /// DynamicResources at PostFilter (before DefaultPreemption, as upstream orders them):
+    /// it frees claims that block the pod, and says so.
+    pub deallocates_claims: bool,
     /// DefaultPreemption at PostFilter.
     pub preemption: bool,
     /// `None`: upstream's adaptive percentage.
@@ -49,6 +54,8 @@ impl Profile {
             permit: Vec::new(),
             pre_bind: Vec::new(),
             post_bind: Vec::new(),
+            release: gantry_api::Release::default(),
+            deallocates_claims: false,
             preemption: false,
             percentage_of_nodes_to_score: None,
             min_candidate_nodes_percentage: 10,

@@ -1,8 +1,9 @@
 //! Loading KubeSchedulerConfiguration files.
 
+use gantry_api::Release;
 use gantry_framework::Profile;
 use gantry_framework::config::SchedulerConfig;
-use gantry_framework::plugins::default_profile;
+use gantry_framework::plugins::{default_profile, default_profile_for};
 
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
@@ -88,6 +89,16 @@ fn defaults_are_upstreams_default_profile() {
         vec!["VolumeBinding"],
         vec![],
     ];
+    // v1.28 as above; from v1.34 DynamicResources (its gate on) after GPUShare, which
+    // stands where upstream's plugins end and before DefaultPreemption.
+    let v1_28 = default_profile_for("default-scheduler", Release::at(28));
+    assert_eq!(names(&v1_28), expected);
+    assert_eq!(scores(&v1_28), DEFAULT_SCORES);
+    assert!(v1_28.preemption && !v1_28.deallocates_claims);
+    let mut expected = expected;
+    for point in [1, 2, 4] {
+        expected[point].push("DynamicResources");
+    }
     let default = SchedulerConfig::default();
     let minimal = parse("");
     let profiles = [
@@ -99,7 +110,7 @@ fn defaults_are_upstreams_default_profile() {
         assert_eq!(profile.scheduler_name.as_str(), "default-scheduler");
         assert_eq!(names(profile), expected);
         assert_eq!(scores(profile), DEFAULT_SCORES);
-        assert!(profile.preemption);
+        assert!(profile.preemption && profile.deallocates_claims);
         assert_eq!(profile.percentage_of_nodes_to_score, None);
         assert_eq!(
             (
@@ -196,7 +207,7 @@ profiles:
         [("NodeResourcesFit", 5), ("ImageLocality", 1)]
     );
     // Other points keep their defaults.
-    assert_eq!(names(profile)[2].len(), 13);
+    assert_eq!(names(profile)[2].len(), 14);
     assert_eq!(names(profile)[3].len(), 5);
 }
 
@@ -512,7 +523,7 @@ profiles:
 - pluginConfig:
   - name: Coscheduling
 ",
-            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -521,7 +532,7 @@ profiles:
     score:
       enabled: [{name: NodeResourceFit}]
 ",
-            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -530,7 +541,7 @@ profiles:
     filter:
       disabled: [{name: NodeNames}]
 ",
-            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.28's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -645,20 +656,33 @@ fn api_version_and_syntax_errors() {
 }
 
 /// kube-scheduler v1.28 still reads v1beta3 (deprecated), with v1's default plugins and
-/// weights (upstream `v1beta3/default_plugins.go`).
+/// weights (upstream `v1beta3/default_plugins.go`); v1.29 removed it.
 #[test]
 fn v1beta3_is_read_as_v1_with_a_deprecation_warning() {
     let body = "kind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    score:\n      enabled: [{name: ImageLocality, weight: 5}]\n";
-    let beta = SchedulerConfig::parse(
+    let v1_28 = Release::at(28);
+    let beta = SchedulerConfig::parse_for(
+        &format!("apiVersion: kubescheduler.config.k8s.io/v1beta3\n{body}"),
+        "beta.yaml",
+        v1_28,
+    )
+    .unwrap();
+    let v1 = SchedulerConfig::parse_for(
+        &format!("apiVersion: kubescheduler.config.k8s.io/v1\n{body}"),
+        "v1.yaml",
+        v1_28,
+    )
+    .unwrap();
+    let refused = SchedulerConfig::parse(
         &format!("apiVersion: kubescheduler.config.k8s.io/v1beta3\n{body}"),
         "beta.yaml",
     )
+    .err()
     .unwrap();
-    let v1 = SchedulerConfig::parse(
-        &format!("apiVersion: kubescheduler.config.k8s.io/v1\n{body}"),
-        "v1.yaml",
-    )
-    .unwrap();
+    assert_eq!(
+        refused.to_string(),
+        "beta.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.35 does not read it: use kubescheduler.config.k8s.io/v1 (the same fields)"
+    );
     assert_eq!(
         beta.warnings,
         vec!["beta.yaml: apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29 (read as kubescheduler.config.k8s.io/v1, whose v1.28 defaults are the same)".to_string()]
@@ -676,15 +700,17 @@ fn v1beta3_is_read_as_v1_with_a_deprecation_warning() {
 }
 
 /// The in-tree volume limit plugins Gantry does not implement are accepted with a warning
-/// (upstream v1.28 leaves CSI-migrated volumes to NodeVolumeLimits); out-of-tree plugins
-/// are an error.
+/// under v1.28 (which leaves CSI-migrated volumes to NodeVolumeLimits) and unknown from
+/// v1.32, which removed them; out-of-tree plugins are an error.
 #[test]
 fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
-    let config = SchedulerConfig::parse(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}, {name: CinderLimits}]\n      disabled: [{name: GCEPDLimits}]\n",
-        "s.yaml",
-    )
-    .unwrap();
+    let in_tree = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}, {name: CinderLimits}]\n      disabled: [{name: GCEPDLimits}]\n";
+    let config = SchedulerConfig::parse_for(in_tree, "s.yaml", Release::at(28)).unwrap();
+    let removed = SchedulerConfig::parse(in_tree, "s.yaml").err().unwrap();
+    assert_eq!(
+        removed.to_string(),
+        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+    );
     assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     assert!(config.warnings[0].starts_with(
         "s.yaml: profiles[0].plugins.filter.enabled[0].name: EBSLimits is not implemented by Gantry and is ignored"

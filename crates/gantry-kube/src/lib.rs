@@ -174,7 +174,13 @@ pub async fn run(
         server = Some(handle);
     }
 
-    watch::spawn_all(&options.client, &inputs, &kube_metrics, &stop_rx);
+    watch::spawn_all(
+        &options.client,
+        &inputs,
+        &kube_metrics,
+        &stop_rx,
+        options.config.release,
+    );
 
     let mut elector = None;
     let leading_from_start = options.leader_election.is_none();

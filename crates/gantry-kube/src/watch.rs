@@ -115,6 +115,7 @@ pub fn spawn_all(
     inputs: &Sender<Input>,
     metrics: &Arc<KubeMetrics>,
     stop: &watch::Receiver<bool>,
+    release: gantry_api::Release,
 ) {
     let all = |c: &Client| c.clone();
     let pods_config = watcher::Config::default().fields(POD_FIELD_SELECTOR);
@@ -135,7 +136,7 @@ pub fn spawn_all(
         ctx(Kind::Pod),
         Api::<core::Pod>::all(all(client)),
         pods_config,
-        |o| from_k8s::pod(o).map(|(p, _)| Object::Pod(Arc::new(p))),
+        move |o| from_k8s::pod(o, release).map(|(p, _)| Object::Pod(Arc::new(p))),
     );
     spawn(
         ctx(Kind::Namespace),
@@ -216,7 +217,7 @@ fn spawn<K>(
     ctx: WatchContext,
     api: Api<K>,
     config: watcher::Config,
-    convert: fn(&K) -> Result<Object, ObjectError>,
+    convert: impl Fn(&K) -> Result<Object, ObjectError> + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -249,7 +250,7 @@ fn spawn<K>(
                 }
                 Ok(watcher::Event::InitApply(object)) => {
                     if let (Some(list), Some(object)) =
-                        (relist.as_mut(), converted(&object, convert))
+                        (relist.as_mut(), converted(&object, &convert))
                     {
                         list.push(object);
                     }
@@ -259,11 +260,11 @@ fn spawn<K>(
                     metrics.relisted(kind);
                     Change::Relisted(kind, relist.take().unwrap_or_default())
                 }
-                Ok(watcher::Event::Apply(object)) => match converted(&object, convert) {
+                Ok(watcher::Event::Apply(object)) => match converted(&object, &convert) {
                     Some(object) => Change::Applied(object),
                     None => continue,
                 },
-                Ok(watcher::Event::Delete(object)) => match converted(&object, convert) {
+                Ok(watcher::Event::Delete(object)) => match converted(&object, &convert) {
                     Some(object) => Change::Deleted(object),
                     None => continue,
                 },
@@ -277,7 +278,10 @@ fn spawn<K>(
 
 /// Converts an object; one that does not decode is logged (naming the object and the
 /// field) and skipped, never a reason to stop watching.
-fn converted<K>(object: &K, convert: fn(&K) -> Result<Object, ObjectError>) -> Option<Object> {
+fn converted<K>(
+    object: &K,
+    convert: &impl Fn(&K) -> Result<Object, ObjectError>,
+) -> Option<Object> {
     match convert(object) {
         Ok(object) => Some(object),
         Err(error) => {

@@ -180,7 +180,17 @@ pub struct Mark {
 }
 
 impl Scenario {
+    /// A scenario as the newest release's API server admits its pods.
     pub fn parse(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_for(text, source_name, gantry_api::Release::default())
+    }
+
+    /// A scenario whose pods go through `release`'s API server.
+    pub fn parse_for(
+        text: &str,
+        source_name: &str,
+        release: gantry_api::Release,
+    ) -> Result<Scenario, ScenarioError> {
         let err = |field: String, message: String| ScenarioError {
             source_name: source_name.to_string(),
             field,
@@ -193,6 +203,7 @@ impl Scenario {
         Builder {
             file: &file,
             source_name,
+            release,
             err: &err,
             nodes: std::cell::Cell::new(0),
             pods: std::cell::Cell::new(0),
@@ -212,6 +223,7 @@ impl Scenario {
 struct Builder<'a, E: Fn(String, String) -> ScenarioError> {
     file: &'a ScenarioFile,
     source_name: &'a str,
+    release: gantry_api::Release,
     err: &'a E,
     /// Nodes and pods created so far, against `MAX_NODES` and `MAX_PODS`.
     nodes: std::cell::Cell<usize>,
@@ -225,7 +237,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
     fn build(&self) -> Result<Scenario, ScenarioError> {
         let err = self.err;
         self.check_unique_names()?;
-        let mut cluster = ClusterObjects::default();
+        let mut cluster = ClusterObjects::for_release(self.release);
         cluster.priority_classes = self
             .file
             .priority_classes
@@ -591,13 +603,17 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
 
     fn decode(&self, manifest: Value, field: &str) -> Result<ClusterObjects, ScenarioError> {
         let text = manifest.to_string();
-        ClusterObjects::decode(&text, self.source_name).map_err(|e| match e {
-            DecodeError::Object { error, .. } => {
-                (self.err)(format!("{field}.{}", error.field), error.message)
-            }
-            DecodeError::Syntax { message, .. } => (self.err)(field.to_string(), message),
-            other => (self.err)(field.to_string(), other.to_string()),
-        })
+        let mut objects = ClusterObjects::for_release(self.release);
+        objects
+            .decode_more(&text, self.source_name)
+            .map(|()| objects)
+            .map_err(|e| match e {
+                DecodeError::Object { error, .. } => {
+                    (self.err)(format!("{field}.{}", error.field), error.message)
+                }
+                DecodeError::Syntax { message, .. } => (self.err)(field.to_string(), message),
+                other => (self.err)(field.to_string(), other.to_string()),
+            })
     }
 }
 

@@ -22,7 +22,7 @@ pub fn compute(
     pod: &Arc<Pod>,
     template_files: &[PathBuf],
 ) -> anyhow::Result<Counterfactuals> {
-    let templates = crate::estimate::templates(template_files)?;
+    let templates = crate::estimate::templates(template_files, profile.release)?;
     // The explained pod is pending: should the cluster hold it bound, leave it out.
     let without_pod;
     let cluster = if cluster.pods.iter().any(|p| p.key() == pod.key()) {

@@ -15,15 +15,18 @@ pub fn run(
     mut snapshot: ClusterSnapshot,
     cluster: &ClusterObjects,
     json: bool,
+    release: gantry_api::Release,
 ) -> anyhow::Result<()> {
     let candidates: Vec<Sym> = nodes.iter().map(|n| Sym::new(n)).collect();
     let mut budgets = BudgetTracker::new(&cluster.pdbs);
     let results = simulate_removals(&mut snapshot, &candidates, &mut budgets)?;
     if json {
         let out = json!({"drain": results.iter().map(result_json).collect::<Vec<_>>()});
+        let out = output::with_release(out, release);
         return output::to_stdout(|w| writeln!(w, "{out}"));
     }
     output::to_stdout(|w| {
+        writeln!(w, "gantry estimate: decided as Kubernetes {release}")?;
         for r in &results {
             print_result(w, r)?;
         }

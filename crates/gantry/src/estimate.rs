@@ -49,6 +49,8 @@ pub struct EstimateArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    release: crate::release_args::ReleaseArgs,
 }
 
 pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
@@ -61,10 +63,11 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
         modes.iter().filter(|m| **m).count() == 1,
         "give exactly one of --node-template (scale-up), --drain (scale-down) and --gang"
     );
-    let config = load::config(args.config.as_deref())?;
-    let mut cluster = load::manifests(&args.cluster)?;
+    let release = args.release.release()?;
+    let config = load::config(args.config.as_deref(), release)?;
+    let mut cluster = load::manifests(&args.cluster, release)?;
     if !args.pods.is_empty() {
-        cluster.merge(load::manifests(&args.pods)?);
+        cluster.merge(load::manifests(&args.pods, release)?);
     }
     cluster.resolve_priorities()?;
     load::print_notes(&cluster);
@@ -81,7 +84,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
     } else if let Some(gang) = &args.gang {
         gang_check(&args, snapshot, gang)
     } else {
-        crate::drain::run(&args.drain, snapshot, &cluster, args.json)
+        crate::drain::run(&args.drain, snapshot, &cluster, args.json, release)
     }
 }
 
@@ -98,10 +101,13 @@ fn pending(cluster: &ClusterObjects) -> Vec<Arc<Pod>> {
 }
 
 /// One template per Node in the files, with the ResourceSlices that name it.
-pub(crate) fn templates(files: &[PathBuf]) -> anyhow::Result<Vec<NodeTemplate>> {
+pub(crate) fn templates(
+    files: &[PathBuf],
+    release: gantry_api::Release,
+) -> anyhow::Result<Vec<NodeTemplate>> {
     let mut out = Vec::new();
     for file in files {
-        let objects = load::manifests(std::slice::from_ref(file))?;
+        let objects = load::manifests(std::slice::from_ref(file), release)?;
         anyhow::ensure!(
             !objects.nodes.is_empty(),
             "{}: no Node in the template file",
@@ -129,7 +135,7 @@ fn scale_up(
     mut snapshot: ClusterSnapshot,
     cluster: &ClusterObjects,
 ) -> anyhow::Result<()> {
-    let templates = templates(&args.node_template)?;
+    let templates = templates(&args.node_template, args.release.release()?)?;
     let start = Instant::now();
     let pending = pending(cluster);
     // Pods that fit the existing nodes need no new node; they stay placed while the
@@ -174,10 +180,13 @@ fn scale_up(
             "best": best.map(|b| b.to_string()),
             "wall_ms": (wall_ms * 1000.0).round() / 1000.0,
         });
+        let out = output::with_release(out, args.release.release()?);
         return output::to_stdout(|w| writeln!(w, "{out}"));
     }
     let num_nodes = snapshot.cluster().num_nodes();
+    let release = args.release.release()?;
     output::to_stdout(|w| {
+        writeln!(w, "gantry estimate: decided as Kubernetes {release}")?;
         print_scale_up(
             w,
             &pending,
@@ -266,7 +275,7 @@ fn gang_check(
     mut snapshot: ClusterSnapshot,
     file: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let mut objects = load::manifests(&[file.to_path_buf()])?;
+    let mut objects = load::manifests(&[file.to_path_buf()], args.release.release()?)?;
     objects.resolve_priorities()?;
     anyhow::ensure!(
         !objects.pods.is_empty(),
@@ -301,9 +310,18 @@ fn gang_check(
                 "placed_before_failure": placed,
             }}),
         };
+        let out = output::with_release(out, args.release.release()?);
         return output::to_stdout(|w| writeln!(w, "{out}"));
     }
-    output::to_stdout(|w| match &outcome {
+    let release = args.release.release()?;
+    output::to_stdout(|w| {
+        writeln!(w, "gantry estimate: decided as Kubernetes {release}")?;
+        print_gang(w, &pods, &outcome)
+    })
+}
+
+fn print_gang(w: &mut dyn Write, pods: &[Arc<Pod>], outcome: &GangOutcome) -> std::io::Result<()> {
+    match outcome {
         GangOutcome::Fits(placements) => {
             writeln!(w, "gang of {} pods fits:", pods.len())?;
             for (pod, node) in placements {
@@ -321,5 +339,5 @@ fn gang_check(
             pods.len(),
             pod.key()
         ),
-    })
+    }
 }

@@ -41,13 +41,16 @@ pub struct ExplainArgs {
     /// Node manifests: for a pending pod, say whether new nodes like these would take it.
     #[arg(long, num_args = 1..)]
     node_template: Vec<PathBuf>,
+    #[command(flatten)]
+    release: crate::release_args::ReleaseArgs,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let config = load::config(args.config.as_deref())?;
-    let mut cluster = load::manifests(&args.cluster)?;
+    let release = args.release.release()?;
+    let config = load::config(args.config.as_deref(), release)?;
+    let mut cluster = load::manifests(&args.cluster, release)?;
     load::print_notes(&cluster);
-    let mut pod_file = load::manifests(std::slice::from_ref(&args.pod))?;
+    let mut pod_file = load::manifests(std::slice::from_ref(&args.pod), release)?;
     load::print_notes(&pod_file);
     anyhow::ensure!(
         pod_file.pods.len() == 1,
@@ -111,13 +114,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         _ => None,
     };
     if args.json {
-        let mut json = to_json(&explanation, &pod, args.seed);
+        let mut json = output::with_release(to_json(&explanation, &pod, args.seed), release);
         if let Some(c) = &what_if {
             json["counterfactuals"] = crate::counterfactual::to_json(c);
         }
         output::to_stdout(|out| writeln!(out, "{json}"))
     } else {
         output::to_stdout(|out| {
+            writeln!(out, "gantry explain: decided as Kubernetes {release}")?;
             print_human(out, &explanation, &pod, args.seed)?;
             match &what_if {
                 Some(c) => crate::counterfactual::print(out, c),

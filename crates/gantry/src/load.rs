@@ -4,16 +4,18 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use gantry_api::Release;
 use gantry_api::decode::{ClusterObjects, InputLimits};
 use gantry_framework::config::SchedulerConfig;
 
 /// Warnings printed one per line before the rest are counted.
 const MAX_WARNINGS_SHOWN: usize = 20;
 
-/// Decodes every file into one set of objects, streaming each file as it is read (a
-/// dump larger than [`gantry_api::decode::DEFAULT_MAX_INPUT_BYTES`] is refused).
-pub fn manifests(files: &[PathBuf]) -> anyhow::Result<ClusterObjects> {
-    let mut objects = ClusterObjects::default();
+/// Decodes every file into one set of objects, as `release`'s API server admits them,
+/// streaming each file as it is read (a dump larger than
+/// [`gantry_api::decode::DEFAULT_MAX_INPUT_BYTES`] is refused).
+pub fn manifests(files: &[PathBuf], release: Release) -> anyhow::Result<ClusterObjects> {
+    let mut objects = ClusterObjects::for_release(release);
     for file in files {
         let reader =
             std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -22,11 +24,13 @@ pub fn manifests(files: &[PathBuf]) -> anyhow::Result<ClusterObjects> {
     Ok(objects)
 }
 
-pub fn config(file: Option<&Path>) -> anyhow::Result<SchedulerConfig> {
+/// The KubeSchedulerConfiguration in `file` (kube-scheduler's defaults without one), as
+/// `release`'s kube-scheduler reads it.
+pub fn config(file: Option<&Path>, release: Release) -> anyhow::Result<SchedulerConfig> {
     let Some(file) = file else {
-        return Ok(SchedulerConfig::default());
+        return Ok(SchedulerConfig::for_release(release));
     };
-    let config = SchedulerConfig::parse(&read(file)?, &file.display().to_string())?;
+    let config = SchedulerConfig::parse_for(&read(file)?, &file.display().to_string(), release)?;
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }

@@ -8,6 +8,7 @@ mod estimate;
 mod explain;
 mod load;
 mod output;
+mod release_args;
 mod report;
 mod run;
 mod simulate;

@@ -23,3 +23,18 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
     })
 }
+
+/// Every output says which release it decided as: JSON objects carry it as
+/// `kubernetes_release`.
+pub fn with_release(
+    mut value: serde_json::Value,
+    release: gantry_api::Release,
+) -> serde_json::Value {
+    if let Some(object) = value.as_object_mut() {
+        object.insert(
+            "kubernetes_release".into(),
+            serde_json::Value::String(release.to_string()),
+        );
+    }
+    value
+}

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use gantry_api::Sym;
 use gantry_framework::config::SchedulerConfig;
-use gantry_framework::plugins::default_profile;
+use gantry_framework::plugins::default_profile_for;
 use gantry_kube::{LeaderElection, RunOptions, Shard};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -48,15 +48,18 @@ pub struct RunArgs {
     /// Seeds tie-breaking among equally scored nodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    #[command(flatten)]
+    release: crate::release_args::ReleaseArgs,
 }
 
 /// The profiles, with `--scheduler-name` applied.
 fn scheduler_config(args: &RunArgs) -> anyhow::Result<SchedulerConfig> {
+    let release = args.release.release()?;
     let mut config = match &args.config {
-        Some(file) => load::config(Some(file))?,
+        Some(file) => load::config(Some(file), release)?,
         None => SchedulerConfig {
-            profiles: vec![default_profile(DEFAULT_NAME)],
-            ..SchedulerConfig::default()
+            profiles: vec![default_profile_for(DEFAULT_NAME, release)],
+            ..SchedulerConfig::for_release(release)
         },
     };
     if let Some(name) = &args.scheduler_name {
@@ -144,13 +147,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|p| p.scheduler_name.to_string())
             .collect();
         eprintln!(
-            "gantry run: {identity} schedules pods named {}{}",
+            "gantry run: {identity} schedules pods named {}{}, deciding as Kubernetes {}",
             names.join(", "),
             if args.leader_elect {
                 " once it holds the leader lease"
             } else {
                 ""
-            }
+            },
+            config.release
         );
         let options = RunOptions {
             client,

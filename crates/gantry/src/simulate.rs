@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use gantry_api::Release;
 use gantry_framework::config::SchedulerConfig;
 use gantry_sim::scenario::Scenario;
 use gantry_sim::{
@@ -77,6 +78,8 @@ pub struct SimulateArgs {
     /// into this directory.
     #[arg(long)]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    release: crate::release_args::ReleaseArgs,
 }
 
 /// A number from 0 to 1.
@@ -91,15 +94,16 @@ fn share(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let config = load::config(args.config.as_deref())?;
+    let release = args.release.release()?;
+    let config = load::config(args.config.as_deref(), release)?;
     let Scenario {
         name,
         mut cluster,
         mut events,
         timeline,
-    } = inputs(&args)?;
+    } = inputs(&args, release)?;
     load::print_notes(&cluster);
-    let mut pending = load::manifests(&args.pods)?;
+    let mut pending = load::manifests(&args.pods, release)?;
     load::print_notes(&pending);
     load::refuse_claims(&cluster, "simulate")?;
     load::refuse_claims(&pending, "simulate")?;
@@ -180,13 +184,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         report::write(dir, &info, &summary, &sim)?;
     }
     if args.json {
-        let line = serde_json::to_string(&summary)?;
+        let line = output::with_release(serde_json::to_value(&summary)?, release).to_string();
         output::to_stdout(|out| writeln!(out, "{line}"))
     } else {
         output::to_stdout(|out| {
             print_summary(
                 out,
-                &info.name,
+                &format!("{}, decided as Kubernetes {release}", info.name),
                 info.nodes_at_start,
                 &summary,
                 sim.placements(),
@@ -197,12 +201,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
 
 /// The cluster and timed events to simulate: from a scenario (plus any manifests), from
 /// manifests alone, or the built-in default scenario.
-fn inputs(args: &SimulateArgs) -> anyhow::Result<Scenario> {
-    let manifests = load::manifests(&args.cluster)?;
+fn inputs(args: &SimulateArgs, release: Release) -> anyhow::Result<Scenario> {
+    let manifests = load::manifests(&args.cluster, release)?;
     let scenario = match &args.scenario {
-        Some(path) => Scenario::parse(&load::read(path)?, &path.display().to_string())?,
+        Some(path) => {
+            Scenario::parse_for(&load::read(path)?, &path.display().to_string(), release)?
+        }
         None if args.cluster.is_empty() => {
-            Scenario::parse(DEFAULT_SCENARIO, "built-in default scenario")?
+            Scenario::parse_for(DEFAULT_SCENARIO, "built-in default scenario", release)?
         }
         None => {
             return Ok(Scenario {

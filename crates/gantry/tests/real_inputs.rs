@@ -221,17 +221,28 @@ fn a_v1beta3_configuration_is_read_with_a_warning() {
         "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
     );
     let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
-    let out = gantry(&[
-        "simulate",
-        "--cluster",
-        &cluster,
-        "--config",
-        &config,
-        "--json",
-    ]);
+    let simulate = |version: &str| {
+        gantry(&[
+            "simulate",
+            "--cluster",
+            &cluster,
+            "--config",
+            &config,
+            "--json",
+            "--emulated-version",
+            version,
+        ])
+    };
+    let out = simulate("1.28");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_stderr_contains(
         &out,
         "apiVersion: KubeSchedulerConfiguration v1beta3 is deprecated in v1.26, will be removed in v1.29",
+    );
+    let out = simulate("1.29");
+    assert!(!out.status.success());
+    assert_stderr_contains(
+        &out,
+        "apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.29 does not read it",
     );
 }

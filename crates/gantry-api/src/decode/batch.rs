@@ -48,7 +48,7 @@ fn parse_item(text: &str) -> Result<Value, String> {
     }
 }
 
-fn stage(item: Item) -> Result<Staged, BatchError> {
+fn stage(item: Item, release: crate::Release) -> Result<Staged, BatchError> {
     let value = match item.source {
         Source::Value(value) => value,
         Source::Yaml(text) => parse_item(&text)
@@ -59,7 +59,7 @@ fn stage(item: Item) -> Result<Staged, BatchError> {
     if needs_sequential(&value) {
         return Ok(Staged::Later(value, item.position));
     }
-    convert(value, &item.position, false)
+    convert(value, &item.position, false, release)
         .map(Staged::Done)
         .map_err(BatchError::Object)
 }
@@ -67,7 +67,10 @@ fn stage(item: Item) -> Result<Staged, BatchError> {
 impl ClusterObjects {
     /// Adds a batch of items; the first error in input order stops it.
     pub(super) fn add_batch(&mut self, items: Vec<Item>) -> Result<(), BatchError> {
-        let staged: Vec<Result<Staged, BatchError>> = items.into_par_iter().map(stage).collect();
+        let staged: Vec<Result<Staged, BatchError>> = items
+            .into_par_iter()
+            .map(|item| stage(item, self.release))
+            .collect();
         for staged in staged {
             match staged? {
                 Staged::Done(converted) => self.apply(converted),

@@ -27,8 +27,9 @@ pub fn node(node: &k8s::Node) -> Result<Node, ObjectError> {
 
 /// The pod, and whether its priority is known (`spec.priority` set); an API server's
 /// Priority admission always sets it. [`Pod::is_finished`] says whether it holds anything.
-pub fn pod(pod: &k8s::Pod) -> Result<(Pod, bool), ObjectError> {
-    let (pod, fields) = super::pod::convert_pod(pod, &label("Pod", &pod.metadata))?;
+/// The pod is read as `release`'s scheduler reads it.
+pub fn pod(pod: &k8s::Pod, release: crate::Release) -> Result<(Pod, bool), ObjectError> {
+    let (pod, fields) = super::pod::convert_pod(pod, &label("Pod", &pod.metadata), release)?;
     Ok((pod, fields.priority_given()))
 }
 

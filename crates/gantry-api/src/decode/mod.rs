@@ -20,6 +20,7 @@ mod admission;
 mod affinity;
 mod batch;
 mod controller;
+mod disabled_fields;
 mod document;
 mod fast_yaml;
 pub mod from_k8s;
@@ -132,6 +133,9 @@ pub struct ClusterObjects {
     pub finished_pods: Vec<String>,
     /// Fields Gantry does not know, and other things read past.
     pub warnings: Vec<Warning>,
+    /// The release whose API server the pods go through: fields behind a gate that is
+    /// off there are dropped as they are decoded. Set it before reading.
+    pub release: crate::Release,
     /// What each decoded pod said about its priority, for the Priority admission step.
     admission: Vec<admission::PodPriorityFields>,
     /// Pods and nodes named from `generateName`, which admission may rename on a clash.
@@ -139,6 +143,14 @@ pub struct ClusterObjects {
 }
 
 impl ClusterObjects {
+    /// No objects yet; those read next go through `release`'s API server.
+    pub fn for_release(release: crate::Release) -> ClusterObjects {
+        ClusterObjects {
+            release,
+            ..ClusterObjects::default()
+        }
+    }
+
     /// Decodes YAML (one or more documents) or JSON text. `source_name` names the input in errors.
     pub fn decode(text: &str, source_name: &str) -> Result<ClusterObjects, DecodeError> {
         let mut objects = ClusterObjects::default();

@@ -82,6 +82,7 @@ pub(super) fn convert(
     mut value: Value,
     position: &str,
     generated: bool,
+    release: crate::Release,
 ) -> Result<Converted, ObjectError> {
     let kind = kind_of(&value, position)?.to_string();
     let object = object_label(&kind, &value, position);
@@ -99,7 +100,7 @@ pub(super) fn convert(
         }
         "Pod" => {
             let pod: k8s::Pod = typed(value, &object, w)?;
-            let (pod, priority_fields) = super::pod::convert_pod(&pod, &object)?;
+            let (pod, priority_fields) = super::pod::convert_pod(&pod, &object, release)?;
             if pod.is_finished() {
                 Object::FinishedPod(pod.key())
             } else {
@@ -179,7 +180,7 @@ impl ClusterObjects {
             let object = object_label(&kind, &value, position);
             return crate::dra_decode::add_object(&mut self.dra, &kind, value, &object);
         }
-        let converted = convert(value, position, generated)?;
+        let converted = convert(value, position, generated, self.release)?;
         self.apply(converted);
         Ok(())
     }

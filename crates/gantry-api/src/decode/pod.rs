@@ -20,7 +20,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 pub(super) fn convert_pod(
     pod: &k8s::Pod,
     object: &str,
+    release: crate::Release,
 ) -> Result<(Pod, PodPriorityFields), ObjectError> {
+    let pod = &*super::disabled_fields::drop_disabled_fields(pod, release);
     validation::object_meta(&pod.metadata, object, NameRule::Dns1123Subdomain)?;
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let spec = pod

@@ -210,6 +210,7 @@ fn fit(args: FitArgs, at: &str) -> Checked<NodeResourcesFit> {
     Ok(NodeResourcesFit {
         strategy: strategy_kind,
         resources: resources(strategy.resources),
+        ..NodeResourcesFit::default()
     })
 }
 
@@ -267,6 +268,7 @@ fn balanced(args: BalancedArgs, at: &str) -> Checked<BalancedAllocation> {
     }
     Ok(BalancedAllocation {
         resources: resources(args.resources),
+        ..BalancedAllocation::default()
     })
 }
 

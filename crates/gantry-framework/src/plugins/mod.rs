@@ -24,6 +24,7 @@ pub mod volume_zone;
 
 use std::sync::Arc;
 
+use gantry_api::{Gate, Release};
 use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
 use crate::config::Point;
@@ -64,38 +65,62 @@ fn score_nodes_with(
     Ok(true)
 }
 
-/// Upstream's default `multiPoint` plugins (v1.28 `default_plugins.go`) in order, with their
-/// score weights (`None`: no weight given), and GPUShare (a no-op for pods without GPUs).
-pub const DEFAULT_PLUGINS: &[(&str, Option<i32>)] = &[
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeUnschedulable", None),
-    ("NodeName", None),
-    ("TaintToleration", Some(3)),
-    ("NodeAffinity", Some(2)),
-    ("NodePorts", None),
-    ("NodeResourcesFit", Some(1)),
-    ("VolumeRestrictions", None),
-    ("EBSLimits", None),
-    ("GCEPDLimits", None),
-    ("NodeVolumeLimits", None),
-    ("AzureDiskLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", Some(2)),
-    ("InterPodAffinity", Some(2)),
-    // Gantry's: HAMi's GPU sharing, filtering last as a scheduler extender does.
-    ("GPUShare", None),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", Some(1)),
-    ("ImageLocality", Some(1)),
-    ("DefaultBinder", None),
-];
+/// Upstream's default `multiPoint` plugins for `release` (`default_plugins.go`) in order,
+/// with their score weights (`None`: no weight given), and GPUShare (a no-op for pods
+/// without GPUs). v1.28 lists the in-tree volume limit plugins, later releases do not;
+/// DynamicResources comes before DefaultPreemption, weight 2, while its gate is on
+/// (`applyDynamicResources`: deallocating an idle claim beats evicting a pod).
+pub fn default_plugins(release: Release) -> Vec<(&'static str, Option<i32>)> {
+    let in_tree_limits = release.has_in_tree_volume_limits();
+    let dra = release.enabled(Gate::DynamicResourceAllocation);
+    let mut plugins = vec![
+        ("SchedulingGates", None),
+        ("PrioritySort", None),
+        ("NodeUnschedulable", None),
+        ("NodeName", None),
+        ("TaintToleration", Some(3)),
+        ("NodeAffinity", Some(2)),
+        ("NodePorts", None),
+        ("NodeResourcesFit", Some(1)),
+        ("VolumeRestrictions", None),
+    ];
+    if in_tree_limits {
+        plugins.extend([("EBSLimits", None), ("GCEPDLimits", None)]);
+    }
+    plugins.push(("NodeVolumeLimits", None));
+    if in_tree_limits {
+        plugins.push(("AzureDiskLimits", None));
+    }
+    plugins.extend([
+        ("VolumeBinding", None),
+        ("VolumeZone", None),
+        ("PodTopologySpread", Some(2)),
+        ("InterPodAffinity", Some(2)),
+        // Gantry's: HAMi's GPU sharing, filtering last as a scheduler extender does.
+        ("GPUShare", None),
+    ]);
+    if dra {
+        let weight = release.dynamic_resources_scores().then_some(2);
+        plugins.push((dynamic_resources::NAME, weight));
+    }
+    plugins.extend([
+        ("DefaultPreemption", None),
+        ("NodeResourcesBalancedAllocation", Some(1)),
+        ("ImageLocality", Some(1)),
+        ("DefaultBinder", None),
+    ]);
+    plugins
+}
 
-/// kube-scheduler's default profile: the default plugins at every extension point they
-/// implement, in upstream's order, with upstream's score weights.
+/// kube-scheduler's default profile for `release`: the default plugins at every
+/// extension point they implement, in upstream's order, with upstream's score weights.
+pub fn default_profile_for(scheduler_name: &str, release: Release) -> Profile {
+    crate::config::default_profile(scheduler_name, release)
+}
+
+/// kube-scheduler's default profile of the newest release Gantry models.
 pub fn default_profile(scheduler_name: &str) -> Profile {
-    crate::config::default_profile(scheduler_name)
+    default_profile_for(scheduler_name, Release::default())
 }
 
 /// The `pluginConfig` arguments of the plugins that take any; upstream's defaults by default.
@@ -202,20 +227,39 @@ impl Registered {
     }
 }
 
-/// Every plugin name a profile may use; plugins with arguments are built from `args`.
-pub fn registry(args: PluginArgs) -> Vec<Registered> {
-    let taints = Arc::new(taint_toleration::TaintToleration);
+/// Every plugin name a profile may use in `release`; plugins with arguments are built
+/// from `args`, and follow the rules of `release`.
+pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
+    let taints = Arc::new(taint_toleration::TaintToleration {
+        names_no_taint: release.aggregated_taint_message(),
+    });
     let node_affinity = Arc::new(args.node_affinity);
     let ports = Arc::new(node_ports::NodePorts);
-    let fit = Arc::new(args.fit);
+    let fit = Arc::new(node_resources_fit::NodeResourcesFit {
+        unresolvable_above_allocatable: release.fit_unresolvable_above_allocatable(),
+        ..args.fit
+    });
+    let balanced = balanced_allocation::BalancedAllocation {
+        skips_best_effort: release.balanced_allocation_skips_best_effort(),
+        ..args.balanced
+    };
     let spread = Arc::new(args.spread);
     let pod_affinity = Arc::new(args.pod_affinity);
-    let images = Arc::new(image_locality::ImageLocality);
+    let images = Arc::new(image_locality::ImageLocality {
+        counts_at_snapshot: release.image_counts_at_snapshot(),
+        counts_init_containers: release.image_locality_counts_init_containers(),
+    });
     // One instance per profile: its Reserve remembers the volumes it promised.
-    let volume_binding = Arc::new(volume_binding::VolumeBinding::default());
+    let volume_binding = Arc::new(volume_binding::VolumeBinding::new(
+        release.volume_binding_narrows(),
+        release.pv_node_affinity_message(),
+    ));
+    let volume_restrictions = Arc::new(volume_restrictions::VolumeRestrictions {
+        says_in_use: release.read_write_once_pod_message(),
+    });
     let dra = Arc::new(dynamic_resources::DynamicResources::default());
     let gpu_share = Arc::new(args.gpu_share);
-    vec![
+    let mut registry = vec![
         Registered::new(scheduling_gates::NAME)
             .pre_enqueue(Arc::new(scheduling_gates::SchedulingGates)),
         Registered::builtin("PrioritySort", &[Point::QueueSort]),
@@ -238,18 +282,11 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .filter(fit.clone())
             .score(fit),
         Registered::new(volume_restrictions::NAME)
-            .pre_filter(Arc::new(volume_restrictions::VolumeRestrictions))
-            .filter(Arc::new(volume_restrictions::VolumeRestrictions)),
-        // In-tree volume limits, superseded by CSI (NodeVolumeLimits): accepted in
-        // configurations, as upstream still lists them in v1.28, and do nothing.
-        Registered::not_implemented("EBSLimits"),
-        Registered::not_implemented("GCEPDLimits"),
+            .pre_filter(volume_restrictions.clone())
+            .filter(volume_restrictions),
         Registered::new(node_volume_limits::NAME)
             .pre_filter(Arc::new(node_volume_limits::NodeVolumeLimits))
             .filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
-        Registered::not_implemented("AzureDiskLimits"),
-        // Registered in v1.28 though no longer a default plugin.
-        Registered::not_implemented("CinderLimits"),
         Registered::new(volume_binding::NAME)
             .pre_filter(volume_binding.clone())
             .filter(volume_binding.clone())
@@ -267,9 +304,9 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .filter(pod_affinity.clone())
             .pre_score(pod_affinity.clone())
             .score(pod_affinity),
-        // Upstream adds it to the default profile only with the DynamicResourceAllocation
-        // gate on (off in v1.28, the release the defaults follow).
-        Registered::new(dynamic_resources::NAME)
+        // In the default profile while the DynamicResourceAllocation gate is on; its
+        // PostFilter (deallocating claims that block the pod) is the scheduler's.
+        Registered::builtin(dynamic_resources::NAME, &[Point::PostFilter])
             .pre_filter(dra.clone())
             .filter(dra.clone())
             .reserve(dra.clone())
@@ -278,10 +315,25 @@ pub fn registry(args: PluginArgs) -> Vec<Registered> {
             .pre_filter(gpu_share.clone())
             .filter(gpu_share),
         Registered::builtin("DefaultPreemption", &[Point::PostFilter]),
-        Registered::new(balanced_allocation::NAME).score(Arc::new(args.balanced)),
+        Registered::new(balanced_allocation::NAME).score(Arc::new(balanced)),
         Registered::new(image_locality::NAME)
             .pre_score(images.clone())
             .score(images),
         Registered::builtin("DefaultBinder", &[Point::Bind]),
-    ]
+    ];
+    if release.registers_in_tree_volume_limits() {
+        // In-tree volume limits, superseded by CSI (NodeVolumeLimits): accepted in
+        // configurations, as v1.28 still lists them (CinderLimits registered though no
+        // longer a default plugin), and do nothing.
+        registry.extend(
+            [
+                "EBSLimits",
+                "GCEPDLimits",
+                "AzureDiskLimits",
+                "CinderLimits",
+            ]
+            .map(Registered::not_implemented),
+        );
+    }
+    registry
 }

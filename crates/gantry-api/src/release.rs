@@ -1,0 +1,567 @@
+//! The Kubernetes release Gantry decides as: an emulated version (KEP-4330's
+//! `--emulated-version`) and the feature gates in force, with kube-scheduler's
+//! `--feature-gates` syntax. Each gate's default follows upstream's versioned feature
+//! specs (`pkg/features/kube_features.go` at v1.35.4); rules tied to a release rather than a
+//! gate (message texts, the default plugin list) are read from [`Release::minor`].
+
+use std::fmt;
+
+/// The oldest and newest minor releases of Kubernetes 1.x Gantry decides as.
+pub const OLDEST_MINOR: u8 = 28;
+pub const NEWEST_MINOR: u8 = 35;
+/// What Gantry decides as when the user names no release.
+pub const DEFAULT_MINOR: u8 = NEWEST_MINOR;
+
+/// A feature gate whose setting changes what Gantry decides or says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Restartable init containers (`restartPolicy: Always`) run beside the app.
+    SidecarContainers,
+    /// `spec.resources`: requests and limits for the whole pod.
+    PodLevelResources,
+    /// A bound pod's usage follows `status.containerStatuses[].resources` while resizing.
+    InPlacePodVerticalScaling,
+    /// ResourceClaims, and the DynamicResources plugin in the default profile.
+    DynamicResourceAllocation,
+    /// `firstAvailable` subrequests in ResourceClaims.
+    DRAPrioritizedList,
+    /// `matchLabelKeys`/`mismatchLabelKeys` in pod (anti-)affinity terms.
+    MatchLabelKeysInPodAffinity,
+    /// `matchLabelKeys` in topology spread constraints.
+    MatchLabelKeysInPodTopologySpread,
+    /// `nodeAffinityPolicy`/`nodeTaintsPolicy` in topology spread constraints.
+    NodeInclusionPolicyInPodTopologySpread,
+    /// `schedulingGates` hold a pod back from scheduling.
+    PodSchedulingReadiness,
+    /// Cluster events requeue pods through per-plugin hints: it changes when a pending pod
+    /// is retried, never what a cycle decides.
+    SchedulerQueueingHints,
+}
+
+/// One step of a gate's history: from `minor` on, its default, and whether it is locked.
+struct Spec {
+    minor: u8,
+    default: bool,
+    locked: bool,
+}
+
+const fn spec(minor: u8, default: bool) -> Spec {
+    Spec {
+        minor,
+        default,
+        locked: false,
+    }
+}
+
+const fn locked(minor: u8, default: bool) -> Spec {
+    Spec {
+        minor,
+        default,
+        locked: true,
+    }
+}
+
+/// Every modelled gate with its upstream name and versioned specs (kube_features.go).
+const GATES: &[(Gate, &str, &[Spec])] = &[
+    (
+        Gate::SidecarContainers,
+        "SidecarContainers",
+        &[spec(28, false), spec(29, true), locked(33, true)],
+    ),
+    (
+        Gate::PodLevelResources,
+        "PodLevelResources",
+        &[spec(32, false), spec(34, true)],
+    ),
+    (
+        Gate::InPlacePodVerticalScaling,
+        "InPlacePodVerticalScaling",
+        &[spec(27, false), spec(33, true), locked(35, true)],
+    ),
+    (
+        Gate::DynamicResourceAllocation,
+        "DynamicResourceAllocation",
+        &[spec(26, false), spec(34, true), locked(35, true)],
+    ),
+    (
+        Gate::DRAPrioritizedList,
+        "DRAPrioritizedList",
+        &[spec(33, false), spec(34, true)],
+    ),
+    (
+        Gate::MatchLabelKeysInPodAffinity,
+        "MatchLabelKeysInPodAffinity",
+        &[spec(29, false), spec(31, true), locked(33, true)],
+    ),
+    (
+        Gate::MatchLabelKeysInPodTopologySpread,
+        "MatchLabelKeysInPodTopologySpread",
+        &[spec(25, false), spec(27, true)],
+    ),
+    (
+        Gate::NodeInclusionPolicyInPodTopologySpread,
+        "NodeInclusionPolicyInPodTopologySpread",
+        &[spec(25, false), spec(26, true), locked(33, true)],
+    ),
+    (
+        Gate::PodSchedulingReadiness,
+        "PodSchedulingReadiness",
+        &[spec(26, false), spec(27, true), locked(30, true)],
+    ),
+    (
+        Gate::SchedulerQueueingHints,
+        "SchedulerQueueingHints",
+        &[spec(28, false), spec(32, true), locked(34, true)],
+    ),
+];
+
+impl Gate {
+    fn index(self) -> usize {
+        GATES
+            .iter()
+            .position(|(g, _, _)| *g == self)
+            .expect("every gate is in the table")
+    }
+
+    pub fn name(self) -> &'static str {
+        GATES[self.index()].1
+    }
+
+    /// The spec in force at `minor`, if the gate exists there.
+    fn spec_at(self, minor: u8) -> Option<&'static Spec> {
+        GATES[self.index()]
+            .2
+            .iter()
+            .rev()
+            .find(|s| s.minor <= minor)
+    }
+}
+
+/// The first minor release of each rule tied to a release (see the methods of
+/// [`Release`], and docs/upstream-rules.md for the pull requests and the code read).
+struct Rules {
+    /// #124500: EBSLimits, GCEPDLimits, AzureDiskLimits out of the default plugins.
+    in_tree_volume_limits_not_default: u8,
+    /// #124003: and out of the registry.
+    in_tree_volume_limits_unregistered: u8,
+    /// #117588.
+    single_final_period: u8,
+    /// #134740.
+    aggregated_taint_message: u8,
+    /// #131345.
+    fit_unresolvable_above_allocatable: u8,
+    /// #130260.
+    balanced_allocation_skips_best_effort: u8,
+    /// #116938.
+    image_counts_at_snapshot: u8,
+    /// #123366.
+    image_locality_counts_init_containers: u8,
+    /// #119779, #125197, #126022: see [`LeftOutNodes`].
+    left_out_filtered_out: u8,
+    left_out_absent: u8,
+    left_out_did_not_satisfy: u8,
+    /// #119779.
+    pre_filter_runs_past_unschedulable: u8,
+    /// #125398.
+    volume_binding_stops_narrowing: u8,
+    /// #129887.
+    pv_node_affinity_message: u8,
+    /// #129145.
+    read_write_once_pod_message: u8,
+    /// #132040.
+    sidecar_host_ports: u8,
+    /// #127878.
+    non_zero_requests_count_sidecars: u8,
+    /// #134711: DynamicResources scores `firstAvailable` subrequests, weight 2.
+    dynamic_resources_scores: u8,
+}
+
+const RULES: Rules = Rules {
+    in_tree_volume_limits_not_default: 31,
+    in_tree_volume_limits_unregistered: 32,
+    single_final_period: 29,
+    aggregated_taint_message: 35,
+    fit_unresolvable_above_allocatable: 34,
+    balanced_allocation_skips_best_effort: 33,
+    image_counts_at_snapshot: 29,
+    image_locality_counts_init_containers: 30,
+    left_out_filtered_out: 30,
+    left_out_absent: 31,
+    left_out_did_not_satisfy: 32,
+    pre_filter_runs_past_unschedulable: 30,
+    volume_binding_stops_narrowing: 32,
+    pv_node_affinity_message: 33,
+    read_write_once_pod_message: 34,
+    sidecar_host_ports: 34,
+    non_zero_requests_count_sidecars: 32,
+    dynamic_resources_scores: 35,
+};
+
+/// What becomes of the nodes a PreFilter result leaves out when the pod fits nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftOutNodes {
+    /// Not counted in the message; preemption may try them (v1.28, v1.29).
+    Uncounted,
+    /// Counted as `node is filtered out by the prefilter result`, and left alone by
+    /// preemption (v1.30).
+    FilteredOut,
+    /// Not counted in the message, and left alone by preemption (v1.31).
+    Absent,
+    /// Counted as `node(s) didn't satisfy plugin(s) [...]`, and left alone by
+    /// preemption (v1.32 on).
+    DidNotSatisfy,
+}
+
+/// The release Gantry decides as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    minor: u8,
+    /// Bit `i`: the gate at `GATES[i]` is on.
+    gates: u32,
+}
+
+impl Default for Release {
+    /// Kubernetes v1.35 with its default gates.
+    fn default() -> Release {
+        Release::at(DEFAULT_MINOR)
+    }
+}
+
+/// Why a release or gate setting cannot be honoured, as one line naming it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ReleaseError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+impl Release {
+    /// Kubernetes `1.<minor>` with every gate at its default there.
+    ///
+    /// # Panics
+    /// When `minor` is outside the supported releases (a programming error: user input
+    /// goes through [`Release::parse`]).
+    pub fn at(minor: u8) -> Release {
+        assert!(
+            (OLDEST_MINOR..=NEWEST_MINOR).contains(&minor),
+            "unsupported release 1.{minor}"
+        );
+        let gates = GATES
+            .iter()
+            .enumerate()
+            .filter(|(_, (gate, _, _))| gate.spec_at(minor).is_some_and(|s| s.default))
+            .fold(0, |bits, (i, _)| bits | 1 << i);
+        Release { minor, gates }
+    }
+
+    /// `--emulated-version MAJOR.MINOR` (default: the newest) and `--feature-gates
+    /// Name=bool,...`, checked as kube-scheduler checks them.
+    pub fn parse(
+        emulated_version: Option<&str>,
+        feature_gates: Option<&str>,
+    ) -> Result<Release, ReleaseError> {
+        let mut release = match emulated_version {
+            None => Release::default(),
+            Some(text) => Release::at(parse_version(text)?),
+        };
+        if let Some(text) = feature_gates {
+            release.set_gates(text)?;
+        }
+        Ok(release)
+    }
+
+    fn set_gates(&mut self, text: &str) -> Result<(), ReleaseError> {
+        let fail = |message: String| ReleaseError {
+            flag: "--feature-gates",
+            message,
+        };
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let Some((name, value)) = item.split_once('=') else {
+                return Err(fail(format!("missing bool value for {item}")));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let on = match value {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(fail(format!(
+                        "invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax"
+                    )));
+                }
+            };
+            let Some(&(gate, _, _)) = GATES.iter().find(|(_, n, _)| *n == name) else {
+                return Err(fail(format!(
+                    "unrecognized feature gate: {name} (Gantry models {})",
+                    GATES
+                        .iter()
+                        .map(|(_, n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            let Some(spec) = gate.spec_at(self.minor) else {
+                return Err(fail(format!(
+                    "feature gate {name} does not exist in Kubernetes 1.{}",
+                    self.minor
+                )));
+            };
+            if spec.locked && on != spec.default {
+                return Err(fail(format!(
+                    "cannot set feature gate {name} to {on}, feature is locked to {}",
+                    spec.default
+                )));
+            }
+            let bit = 1 << gate.index();
+            if on {
+                self.gates |= bit;
+            } else {
+                self.gates &= !bit;
+            }
+        }
+        Ok(())
+    }
+
+    /// The minor release (`35` for v1.35).
+    pub fn minor(self) -> u8 {
+        self.minor
+    }
+
+    /// Whether this is v1.`minor` or later.
+    pub fn at_least(self, minor: u8) -> bool {
+        self.minor >= minor
+    }
+
+    pub fn enabled(self, gate: Gate) -> bool {
+        self.gates & (1 << gate.index()) != 0
+    }
+
+    // Rules tied to a release rather than a gate. Each names the upstream change; the
+    // sources are in docs/upstream-rules.md.
+
+    /// kube-scheduler's default profile lists the in-tree volume limit plugins
+    /// (EBSLimits, GCEPDLimits, AzureDiskLimits).
+    pub fn has_in_tree_volume_limits(self) -> bool {
+        !self.at_least(RULES.in_tree_volume_limits_not_default)
+    }
+
+    /// A configuration may still name the in-tree volume limit plugins (they do nothing).
+    pub fn registers_in_tree_volume_limits(self) -> bool {
+        !self.at_least(RULES.in_tree_volume_limits_unregistered)
+    }
+
+    /// The FitError message ends with one period after the PostFilter message (v1.28 added
+    /// a second).
+    pub fn single_final_period(self) -> bool {
+        self.at_least(RULES.single_final_period)
+    }
+
+    /// TaintToleration says `node(s) had untolerated taint(s)` rather than naming the taint.
+    pub fn aggregated_taint_message(self) -> bool {
+        self.at_least(RULES.aggregated_taint_message)
+    }
+
+    /// NodeResourcesFit rejects a node whose allocatable is below the request as
+    /// UnschedulableAndUnresolvable (preemption cannot help there).
+    pub fn fit_unresolvable_above_allocatable(self) -> bool {
+        self.at_least(RULES.fit_unresolvable_above_allocatable)
+    }
+
+    /// NodeResourcesBalancedAllocation scores BestEffort pods 0 on every node.
+    pub fn balanced_allocation_skips_best_effort(self) -> bool {
+        self.at_least(RULES.balanced_allocation_skips_best_effort)
+    }
+
+    /// ImageLocality counts the nodes holding an image when the snapshot is updated, not
+    /// when each node was added to the cache.
+    pub fn image_counts_at_snapshot(self) -> bool {
+        self.at_least(RULES.image_counts_at_snapshot)
+    }
+
+    /// ImageLocality scores init containers' images too (and its threshold grows with
+    /// them).
+    pub fn image_locality_counts_init_containers(self) -> bool {
+        self.at_least(RULES.image_locality_counts_init_containers)
+    }
+
+    /// What becomes of the nodes a PreFilter result leaves out.
+    pub fn left_out_nodes(self) -> LeftOutNodes {
+        if self.at_least(RULES.left_out_did_not_satisfy) {
+            LeftOutNodes::DidNotSatisfy
+        } else if self.at_least(RULES.left_out_absent) {
+            LeftOutNodes::Absent
+        } else if self.at_least(RULES.left_out_filtered_out) {
+            LeftOutNodes::FilteredOut
+        } else {
+            LeftOutNodes::Uncounted
+        }
+    }
+
+    /// PreFilter goes on past a plugin that returned Unschedulable (preemption may help),
+    /// and reports that status at the end (kubernetes#119770).
+    pub fn pre_filter_runs_past_unschedulable(self) -> bool {
+        self.at_least(RULES.pre_filter_runs_past_unschedulable)
+    }
+
+    /// VolumeBinding's PreFilter narrows the nodes to the hostnames its bound local PVs
+    /// name (until v1.31).
+    pub fn volume_binding_narrows(self) -> bool {
+        !self.at_least(RULES.volume_binding_stops_narrowing)
+    }
+
+    /// VolumeBinding says `node(s) didn't match PersistentVolume's node affinity` rather
+    /// than `node(s) had volume node affinity conflict`.
+    pub fn pv_node_affinity_message(self) -> bool {
+        self.at_least(RULES.pv_node_affinity_message)
+    }
+
+    /// VolumeRestrictions' ReadWriteOncePod conflict says `node(s) unavailable due to
+    /// PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another
+    /// pod`.
+    pub fn read_write_once_pod_message(self) -> bool {
+        self.at_least(RULES.read_write_once_pod_message)
+    }
+
+    /// NodePorts counts the host ports of sidecars (restartable init containers).
+    pub fn sidecar_host_ports(self) -> bool {
+        self.enabled(Gate::SidecarContainers) && self.at_least(RULES.sidecar_host_ports)
+    }
+
+    /// The defaulted (non-zero) requests scoring reads add sidecars as the real requests
+    /// do; before, they were the larger of the containers' sum and any init container.
+    pub fn non_zero_requests_count_sidecars(self) -> bool {
+        self.at_least(RULES.non_zero_requests_count_sidecars)
+    }
+
+    /// DynamicResources scores nodes (`firstAvailable` subrequests), with weight 2 in the
+    /// default profile.
+    pub fn dynamic_resources_scores(self) -> bool {
+        self.at_least(RULES.dynamic_resources_scores)
+    }
+
+    /// The gates set away from their default for this release, as `Name=bool`.
+    pub fn changed_gates(self) -> Vec<String> {
+        let defaults = Release::at(self.minor);
+        GATES
+            .iter()
+            .filter(|(gate, _, _)| self.enabled(*gate) != defaults.enabled(*gate))
+            .map(|(gate, name, _)| format!("{name}={}", self.enabled(*gate)))
+            .collect()
+    }
+}
+
+impl fmt::Display for Release {
+    /// `v1.35`, then any gate set away from its default: `v1.35 (PodLevelResources=false)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v1.{}", self.minor)?;
+        let changed = self.changed_gates();
+        if !changed.is_empty() {
+            write!(f, " ({})", changed.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_version(text: &str) -> Result<u8, ReleaseError> {
+    let fail = |message: String| ReleaseError {
+        flag: "--emulated-version",
+        message,
+    };
+    let trimmed = text.trim().trim_start_matches('v');
+    let mut parts = trimmed.split('.');
+    let (Some(major), Some(minor), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(fail(format!("{text:?} is not MAJOR.MINOR (e.g. 1.35)")));
+    };
+    let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else {
+        return Err(fail(format!("{text:?} is not MAJOR.MINOR (e.g. 1.35)")));
+    };
+    match u8::try_from(minor) {
+        Ok(minor) if major == 1 && (OLDEST_MINOR..=NEWEST_MINOR).contains(&minor) => Ok(minor),
+        _ => Err(fail(format!(
+            "Gantry decides as Kubernetes 1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}, not {text}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_versioned_specs() {
+        let v128 = Release::at(28);
+        assert!(!v128.enabled(Gate::SidecarContainers));
+        assert!(!v128.enabled(Gate::DynamicResourceAllocation));
+        assert!(!v128.enabled(Gate::MatchLabelKeysInPodAffinity));
+        assert!(v128.enabled(Gate::MatchLabelKeysInPodTopologySpread));
+        assert!(!v128.enabled(Gate::PodLevelResources));
+        let v133 = Release::at(33);
+        assert!(v133.enabled(Gate::InPlacePodVerticalScaling));
+        assert!(!v133.enabled(Gate::DynamicResourceAllocation));
+        assert!(!v133.enabled(Gate::PodLevelResources));
+        let v135 = Release::default();
+        assert_eq!(v135.minor(), 35);
+        for gate in [
+            Gate::SidecarContainers,
+            Gate::PodLevelResources,
+            Gate::InPlacePodVerticalScaling,
+            Gate::DynamicResourceAllocation,
+            Gate::DRAPrioritizedList,
+            Gate::MatchLabelKeysInPodAffinity,
+        ] {
+            assert!(v135.enabled(gate), "{}", gate.name());
+        }
+        assert_eq!(v135.to_string(), "v1.35");
+    }
+
+    #[test]
+    fn gates_are_set_as_kube_scheduler_sets_them() {
+        let r = Release::parse(
+            Some("1.34"),
+            Some("PodLevelResources=false, DRAPrioritizedList=false"),
+        )
+        .unwrap();
+        assert!(!r.enabled(Gate::PodLevelResources));
+        assert_eq!(
+            r.to_string(),
+            "v1.34 (PodLevelResources=false,DRAPrioritizedList=false)"
+        );
+        let r = Release::parse(Some("v1.28"), Some("SidecarContainers=true")).unwrap();
+        assert!(r.enabled(Gate::SidecarContainers));
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_is_an_error_naming_it() {
+        let err = |v: Option<&str>, g: Option<&str>| Release::parse(v, g).unwrap_err().to_string();
+        assert_eq!(
+            err(Some("1.27"), None),
+            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.27"
+        );
+        assert_eq!(
+            err(Some("1.36"), None),
+            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.36"
+        );
+        assert!(err(Some("2.0"), None).contains("not 2.0"));
+        assert!(err(Some("1"), None).contains("is not MAJOR.MINOR"));
+        assert!(err(Some("1.x"), None).contains("is not MAJOR.MINOR"));
+        assert_eq!(
+            err(None, Some("SidecarContainers=false")),
+            "--feature-gates: cannot set feature gate SidecarContainers to false, feature is locked to true"
+        );
+        assert!(
+            err(None, Some("NoSuchGate=true"))
+                .starts_with("--feature-gates: unrecognized feature gate: NoSuchGate")
+        );
+        assert!(
+            err(None, Some("PodLevelResources"))
+                .contains("missing bool value for PodLevelResources")
+        );
+        assert!(
+            err(None, Some("PodLevelResources=yes"))
+                .contains("invalid value of PodLevelResources=yes")
+        );
+        assert_eq!(
+            err(Some("1.31"), Some("PodLevelResources=true")),
+            "--feature-gates: feature gate PodLevelResources does not exist in Kubernetes 1.31"
+        );
+    }
+}

@@ -1,0 +1,26 @@
+//! `--emulated-version` and `--feature-gates`: the Kubernetes release Gantry decides as,
+//! shared by every command that schedules.
+
+use clap::Args;
+use gantry_api::Release;
+
+#[derive(Args, Clone, Default)]
+pub struct ReleaseArgs {
+    /// Decide as this Kubernetes release, MAJOR.MINOR (1.28 to 1.35; default 1.35): its
+    /// default feature gates, plugins and messages.
+    #[arg(long, value_name = "MAJOR.MINOR")]
+    emulated_version: Option<String>,
+    /// Feature gates away from the release's defaults, as kube-scheduler takes them:
+    /// `Name=true|false,...` (e.g. `PodLevelResources=false`).
+    #[arg(long, value_name = "NAME=BOOL,...")]
+    feature_gates: Option<String>,
+}
+
+impl ReleaseArgs {
+    pub fn release(&self) -> anyhow::Result<Release> {
+        Ok(Release::parse(
+            self.emulated_version.as_deref(),
+            self.feature_gates.as_deref(),
+        )?)
+    }
+}
