@@ -345,6 +345,7 @@ impl Cache {
     ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut s = self.state.lock();
         let s = &mut *s;
+        s.refresh_changed_image_counts(snapshot.generation());
         // Inline: a cycle usually finds one or two nodes changed since the last.
         let mut changed: SmallVec<[&NodeInfo; 8]> = SmallVec::new();
         let mut cursor = s.head;
@@ -558,6 +559,28 @@ impl CacheState {
         }
     }
 
+    /// The nodes changed since `generation` are about to be copied into a snapshot: their
+    /// images' node counts become the current ones, as upstream's
+    /// `ImageStateSummary.Snapshot` takes them (no generation bump: nothing else changed).
+    fn refresh_changed_image_counts(&mut self, generation: u64) {
+        let mut cursor = self.head;
+        while let Some(index) = cursor {
+            let Some(entry) = self.entries[index as usize].as_mut() else {
+                break;
+            };
+            if entry.info.generation() <= generation {
+                break;
+            }
+            if entry.info.has_images() {
+                let images = &self.images;
+                entry.info.refresh_image_counts(|name| {
+                    images.get(&name).map_or(0, |i| i.nodes.len() as u32)
+                });
+            }
+            cursor = entry.next;
+        }
+    }
+
     /// Registers the node's images and returns their summaries (with node counts as of now).
     fn add_node_images(&mut self, node: &Node) -> Vec<ImageState> {
         let mut states: Vec<ImageState> = Vec::new();
@@ -569,10 +592,12 @@ impl CacheState {
                 });
                 entry.nodes.insert(node.name);
                 if !states.iter().any(|s| s.name == name) {
+                    let num_nodes = entry.nodes.len() as u32;
                     states.push(ImageState {
                         name,
                         size_bytes: entry.size_bytes,
-                        num_nodes: entry.nodes.len() as u32,
+                        num_nodes,
+                        num_nodes_when_set: num_nodes,
                     });
                 }
             }

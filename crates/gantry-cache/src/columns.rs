@@ -335,6 +335,7 @@ mod tests {
             name: Sym::new("img:1"),
             size_bytes: 10,
             num_nodes: 1,
+            num_nodes_when_set: 1,
         }]);
         let flags = NodeFlags::of(&info);
         assert!(flags.has(NodeFlags::UNSCHEDULABLE) && flags.has(NodeFlags::IMAGES));

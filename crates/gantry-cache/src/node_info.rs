@@ -27,13 +27,18 @@ pub struct PvcKey {
     pub claim: Sym,
 }
 
-/// An image on a node: its size, and on how many nodes it was present when this node
-/// was last set (upstream v1.28 takes the count then and does not refresh it).
+/// An image on a node: its size, and on how many nodes it is present. Upstream v1.28
+/// takes the count when the node is set and never refreshes it; from v1.29 the count is
+/// taken when the node is copied into the snapshot (kubernetes#116938). Both are kept, so
+/// that ImageLocality reads the one its release reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageState {
     pub name: Sym,
     pub size_bytes: i64,
+    /// As of the last copy into a snapshot.
     pub num_nodes: u32,
+    /// As of when this node was last set.
+    pub num_nodes_when_set: u32,
 }
 
 /// A node and its pods. Pods are shared (`Arc`), so cloning a NodeInfo into a snapshot
@@ -174,6 +179,23 @@ impl NodeInfo {
 
     pub(crate) fn set_image_states(&mut self, mut states: Vec<ImageState>) {
         states.sort_by_key(|s| s.name);
+        self.image_states = states.into();
+    }
+
+    /// Sets each image's `num_nodes` to `count(name)`, copying the states only when one
+    /// changes.
+    pub(crate) fn refresh_image_counts(&mut self, count: impl Fn(Sym) -> u32) {
+        if self
+            .image_states
+            .iter()
+            .all(|s| s.num_nodes == count(s.name))
+        {
+            return;
+        }
+        let mut states = self.image_states.to_vec();
+        for state in &mut states {
+            state.num_nodes = count(state.name);
+        }
         self.image_states = states.into();
     }
 

@@ -70,6 +70,12 @@ impl Status {
         self
     }
 
+    /// The same reasons under another code.
+    pub fn with_code(mut self, code: Code) -> Status {
+        self.code = code;
+        self
+    }
+
     pub fn with_plugin(mut self, plugin: &'static str) -> Status {
         self.plugin = plugin;
         self

@@ -177,7 +177,7 @@ async fn a_pod_that_cannot_fit_gets_failed_scheduling_with_the_exact_message() {
         !events_about(&api, "huge", "FailedScheduling").is_empty()
     })
     .await;
-    let message = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..";
+    let message = "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.";
     // The simulation's reason is kube-scheduler's message; the API shows the same text.
     let expected = &simulated(&nodes, &pods)["huge"];
     assert_eq!(expected.node, None);

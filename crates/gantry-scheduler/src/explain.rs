@@ -149,11 +149,13 @@ pub fn explain(
         .filter(|name| state.is_filter_skipped(name))
         .collect();
     // Candidates in the order the scheduler searches them.
+    let mut narrowing = Vec::new();
     let candidates: Vec<usize> = match pre_filtered {
         Ok(None) => (0..num_nodes).collect(),
-        Ok(Some(names)) => {
-            let positions = narrowed_positions(snapshot, &names);
-            explanation.pre_filter.narrowed_to = Some(names);
+        Ok(Some(narrowed)) => {
+            let positions = narrowed_positions(snapshot, &narrowed.nodes);
+            explanation.pre_filter.narrowed_to = Some(narrowed.nodes);
+            narrowing = narrowed.plugins;
             positions
         }
         Err(status) => {
@@ -164,6 +166,7 @@ pub fn explain(
                     node_statuses: all_nodes().map(|n| (n.name(), status.clone())).collect(),
                     pre_filter_message: Some(status.message()),
                     post_filter_message: None,
+                    release: profile.release,
                 };
                 unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed)
             } else {
@@ -210,7 +213,7 @@ pub fn explain(
         return explanation;
     }
     if feasible.is_empty() {
-        let fit_error = FitError {
+        let mut fit_error = FitError {
             num_all_nodes: num_nodes,
             node_statuses: candidates
                 .iter()
@@ -221,7 +224,11 @@ pub fn explain(
                 .collect(),
             pre_filter_message: None,
             post_filter_message: None,
+            release: profile.release,
         };
+        if !narrowing.is_empty() {
+            fit_error.add_nodes_left_out(snapshot, &candidates, &narrowing);
+        }
         explanation.outcome =
             unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed);
         return explanation;
@@ -315,6 +322,7 @@ fn unschedulable(
         return Outcome::Error(status.message());
     }
     let mut nominated = None;
+    fit_error.run_claims_post_filter(profile, pod);
     if profile.preemption {
         let preemption = Preemption {
             profile,
@@ -327,7 +335,7 @@ fn unschedulable(
                 nominated = Some((node, victims.iter().map(|v| v.key()).collect()));
             }
             preemption::Outcome::Failed(message) => {
-                fit_error.post_filter_message = Some(format!("preemption: {message}"));
+                fit_error.add_post_filter_reason(&format!("preemption: {message}"));
             }
         }
     }

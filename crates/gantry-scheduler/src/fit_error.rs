@@ -3,8 +3,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use gantry_api::Sym;
-use gantry_framework::Status;
+use gantry_api::{LeftOutNodes, Pod, Release, Sym};
+use gantry_cache::{ClusterState, Snapshot};
+use gantry_framework::{Profile, Status};
+
+/// What DynamicResources' PostFilter says for a pod without claims: it has nothing to
+/// free.
+pub const NO_NEW_CLAIMS: &str = "no new claims to deallocate";
+/// What it says when the pod's claims are not ones it may deallocate.
+pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
 
 /// The outcome of a failed scheduling attempt over `num_all_nodes` nodes.
 #[derive(Debug, Clone, Default)]
@@ -14,8 +21,11 @@ pub struct FitError {
     pub node_statuses: Vec<(Sym, Status)>,
     /// Set when a PreFilter plugin rejected the pod for all nodes.
     pub pre_filter_message: Option<String>,
-    /// What preemption said (`preemption: ...`), if it ran.
+    /// What the PostFilter plugins said (`no new claims to deallocate, preemption: ...`),
+    /// if any ran.
     pub post_filter_message: Option<String>,
+    /// The release whose message format and rules apply.
+    pub release: Release,
 }
 
 impl FitError {
@@ -29,6 +39,65 @@ impl FitError {
             }
         }
         counts
+    }
+
+    /// Adds a PostFilter plugin's rejection; several are joined with `, ` as upstream
+    /// joins the reasons of one status.
+    pub fn add_post_filter_reason(&mut self, reason: &str) {
+        match &mut self.post_filter_message {
+            Some(message) => {
+                message.push_str(", ");
+                message.push_str(reason);
+            }
+            None => self.post_filter_message = Some(reason.to_string()),
+        }
+    }
+
+    /// DynamicResources' PostFilter, where the profile has it: a pod without claims has
+    /// none to free. (Deallocating a claim that blocks the pod is the DRA work's.)
+    pub fn run_claims_post_filter(&mut self, profile: &Profile, pod: &Pod) {
+        if profile.deallocates_claims {
+            self.add_post_filter_reason(if pod.resource_claims.is_empty() {
+                NO_NEW_CLAIMS
+            } else {
+                STILL_NOT_SCHEDULABLE
+            });
+        }
+    }
+
+    /// The nodes a PreFilter result left out (those not at `searched`, sorted snapshot
+    /// positions), where the release reports them: v1.30 as `node is filtered out by the
+    /// prefilter result`, v1.32 on as `node(s) didn't satisfy plugin(s) [...]`. Either
+    /// way they count in the message, and preemption leaves them alone (as it does from
+    /// v1.31, when they go unreported; see [`Release::left_out_nodes`]).
+    pub fn add_nodes_left_out(
+        &mut self,
+        snapshot: &Snapshot,
+        searched: &[usize],
+        plugins: &[&'static str],
+    ) {
+        let status = match self.release.left_out_nodes() {
+            LeftOutNodes::Uncounted | LeftOutNodes::Absent => return,
+            LeftOutNodes::FilteredOut => {
+                Status::unresolvable("node is filtered out by the prefilter result")
+            }
+            LeftOutNodes::DidNotSatisfy => {
+                let mut names: Vec<&str> = plugins.to_vec();
+                names.sort_unstable();
+                names.dedup();
+                Status::unresolvable(format!(
+                    "node(s) didn't satisfy plugin(s) [{}]",
+                    names.join(" ")
+                ))
+            }
+        };
+        let mut searched = searched.iter().peekable();
+        for position in 0..snapshot.num_nodes() {
+            if searched.next_if_eq(&&position).is_none() {
+                self.node_statuses
+                    .push((snapshot.node_at(position).name(), status.clone()));
+            }
+        }
     }
 
     /// The plugins that rejected the pod somewhere: the queue retries the pod on the
@@ -48,7 +117,8 @@ impl FitError {
 
 impl fmt::Display for FitError {
     /// `0/N nodes are available: <count> <reason>, ... .` with the items sorted as
-    /// strings, then ` preemption: ... .` — exactly as kube-scheduler v1.28 prints it.
+    /// strings, then what PostFilter said (` preemption: ...`), to which v1.28 added a
+    /// period of its own.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
         if let Some(message) = &self.pre_filter_message {
@@ -65,7 +135,10 @@ impl fmt::Display for FitError {
             }
         }
         if let Some(message) = &self.post_filter_message {
-            write!(f, " {message}.")?;
+            write!(f, " {message}")?;
+            if !self.release.single_final_period() {
+                f.write_str(".")?;
+            }
         }
         Ok(())
     }
@@ -76,8 +149,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn message_matches_kube_scheduler() {
+    fn message_matches_kube_scheduler_v1_28() {
         let err = FitError {
+            release: Release::at(28),
             num_all_nodes: 3,
             node_statuses: vec![
                 (Sym::new("a"), Status::unschedulable("Insufficient cpu").with_reason("Insufficient memory")),
@@ -92,6 +166,30 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+        );
+    }
+
+    /// v1.35: one final period, and DynamicResources' PostFilter before preemption.
+    #[test]
+    fn message_matches_kube_scheduler_v1_35() {
+        let mut err = FitError {
+            num_all_nodes: 2,
+            node_statuses: vec![
+                (Sym::new("a"), Status::unschedulable("Insufficient cpu")),
+                (
+                    Sym::new("b"),
+                    Status::unresolvable("node(s) had untolerated taint(s)"),
+                ),
+            ],
+            ..FitError::default()
+        };
+        err.add_post_filter_reason(NO_NEW_CLAIMS);
+        err.add_post_filter_reason(
+            "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.",
+        );
+        assert_eq!(
+            err.to_string(),
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
         );
     }
 }

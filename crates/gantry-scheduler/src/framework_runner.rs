@@ -32,19 +32,31 @@ impl PluginTimer {
     }
 }
 
-/// PreFilter: `Ok(None)` for all nodes, `Ok(Some(names))` to narrow them, `Err` when a
+/// The nodes PreFilter plugins narrowed the search to, and the plugins that did.
+#[derive(Debug, Clone)]
+pub struct Narrowed {
+    pub nodes: Vec<Sym>,
+    pub plugins: Vec<&'static str>,
+}
+
+/// PreFilter: `Ok(None)` for all nodes, `Ok(Some(narrowed))` to narrow them, `Err` when a
 /// plugin rejected the pod for every node. The node sets plugins narrow to are
 /// intersected, as upstream's `RunPreFilterPlugins` merges `PreFilterResult`s; when
 /// nothing is left, the pod is rejected with upstream's message naming those plugins.
+/// From v1.29 an Unschedulable status (which preemption may resolve) lets the other
+/// plugins run, so that their state is there for preemption, and is returned at the end
+/// unless a later plugin rejects the pod for good (kubernetes#119770).
 pub fn run_pre_filter(
     profile: &Profile,
     state: &mut CycleState,
     pod: &Pod,
     cluster: Cluster<'_>,
     timer: &mut PluginTimer,
-) -> Result<Option<Vec<Sym>>, Status> {
+) -> Result<Option<Narrowed>, Status> {
     let mut narrowed: Option<Vec<Sym>> = None;
     let mut narrowing: Vec<&'static str> = Vec::new();
+    let mut unschedulable: Option<Status> = None;
+    let runs_past_unschedulable = profile.release.pre_filter_runs_past_unschedulable();
     for plugin in &profile.pre_filter {
         let (result, status) = timer.time(plugin.name(), Point::PreFilter, || {
             plugin.pre_filter(state, pod, cluster)
@@ -53,6 +65,10 @@ pub fn run_pre_filter(
             Code::Success => {}
             Code::Skip => {
                 state.skip_filter(plugin.name());
+                continue;
+            }
+            Code::Unschedulable if runs_past_unschedulable => {
+                unschedulable = Some(status.with_plugin(plugin.name()));
                 continue;
             }
             _ => return Err(status.with_plugin(plugin.name())),
@@ -70,7 +86,13 @@ pub fn run_pre_filter(
         }
         narrowed = Some(merged);
     }
-    Ok(narrowed)
+    if let Some(status) = unschedulable {
+        return Err(status);
+    }
+    Ok(narrowed.map(|nodes| Narrowed {
+        nodes,
+        plugins: narrowing,
+    }))
 }
 
 /// Upstream's rejection when the plugins' node sets have no node in common. v1.28.0 made

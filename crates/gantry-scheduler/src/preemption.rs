@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_api::{Pod, PodDisruptionBudget, PreemptionPolicy, Sym};
+use gantry_api::{LeftOutNodes, Pod, PodDisruptionBudget, PreemptionPolicy, Sym};
 use gantry_cache::{ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{Code, CycleState, Profile, Status};
 use smallvec::SmallVec;
@@ -102,15 +102,25 @@ impl Preemption<'_> {
             .iter()
             .map(|(n, s)| (*n, s))
             .collect();
+        // Until v1.30 every node not rejected for good may help; from v1.31 only those
+        // rejected as Unschedulable (`NodesForStatusCode`), so not the nodes a PreFilter
+        // result left out.
+        let only_unschedulable = matches!(
+            self.profile.release.left_out_nodes(),
+            LeftOutNodes::Absent | LeftOutNodes::DidNotSatisfy
+        );
         let mut unhelpful: Vec<(Sym, Status)> = Vec::new();
         let mut potential = Vec::new();
         for position in 0..self.snapshot.num_nodes() {
             let name = self.snapshot.node_at(position).name();
-            match statuses.get(&name) {
-                Some(s) if s.code() == Code::UnschedulableAndUnresolvable => {
-                    unhelpful.push((name, Status::unresolvable(NOT_HELPFUL)));
-                }
-                _ => potential.push(position),
+            let helps = match statuses.get(&name) {
+                Some(s) => s.code() != Code::UnschedulableAndUnresolvable,
+                None => !only_unschedulable,
+            };
+            if helps {
+                potential.push(position);
+            } else {
+                unhelpful.push((name, Status::unresolvable(NOT_HELPFUL)));
             }
         }
         let mut dry_run = DryRun {
@@ -128,6 +138,7 @@ impl Preemption<'_> {
                 node_statuses: unhelpful,
                 pre_filter_message: None,
                 post_filter_message: None,
+                release: self.profile.release,
             };
             return Outcome::Failed(inner.to_string());
         }
@@ -521,6 +532,7 @@ mod tests {
                 .collect(),
             pre_filter_message: None,
             post_filter_message: None,
+            release: c.profile.release,
         };
         let state = pre_filtered(c, &preemptor);
         let preemption = Preemption {

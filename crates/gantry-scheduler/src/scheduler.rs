@@ -101,14 +101,15 @@ fn recycle<'b>(mut v: Vec<&NodeInfo>) -> Vec<&'b NodeInfo> {
 /// The nodes a cycle filters: all of them, or those PreFilter narrowed to.
 enum Candidates {
     All(usize),
-    Narrowed(Vec<usize>),
+    /// Sorted positions, and the PreFilter plugins that narrowed the nodes to them.
+    Narrowed(Vec<usize>, Vec<&'static str>),
 }
 
 impl Candidates {
     fn len(&self) -> usize {
         match self {
             Candidates::All(n) => *n,
-            Candidates::Narrowed(positions) => positions.len(),
+            Candidates::Narrowed(positions, _) => positions.len(),
         }
     }
 
@@ -116,7 +117,7 @@ impl Candidates {
     fn at(&self, i: usize) -> usize {
         match self {
             Candidates::All(_) => i,
-            Candidates::Narrowed(positions) => positions[i],
+            Candidates::Narrowed(positions, _) => positions[i],
         }
     }
 }
@@ -240,6 +241,7 @@ impl Scheduler {
         let num_nodes = self.snapshot.num_nodes();
         let mut fit_error = FitError {
             num_all_nodes: num_nodes,
+            release: profile.release,
             ..FitError::default()
         };
 
@@ -249,7 +251,10 @@ impl Scheduler {
             .observe_extension_point(Point::PreFilter, phase.elapsed());
         let candidates = match pre_filtered {
             Ok(None) => Candidates::All(num_nodes),
-            Ok(Some(names)) => Candidates::Narrowed(narrowed_positions(&self.snapshot, &names)),
+            Ok(Some(narrowed)) => Candidates::Narrowed(
+                narrowed_positions(&self.snapshot, &narrowed.nodes),
+                narrowed.plugins,
+            ),
             Err(status) if status.is_rejected() => {
                 fit_error.pre_filter_message = Some(status.message());
                 fit_error.node_statuses = (0..num_nodes)
@@ -274,6 +279,9 @@ impl Scheduler {
             .observe_extension_point(Point::Filter, phase.elapsed());
         if feasible.is_empty() {
             self.buffers.feasible = feasible;
+            if let Candidates::Narrowed(positions, plugins) = &candidates {
+                fit_error.add_nodes_left_out(&self.snapshot, positions, plugins);
+            }
             return self.fail(profile_index, &state, pod, fit_error);
         }
         let profile = &self.profiles[profile_index];
@@ -536,6 +544,7 @@ impl Scheduler {
                 .unwrap_or_default();
             return Attempt::Error(message);
         }
+        fit_error.run_claims_post_filter(profile, pod);
         if !profile.preemption {
             return Attempt::Unschedulable {
                 fit_error,
@@ -563,7 +572,7 @@ impl Scheduler {
                 }
             }
             preemption::Outcome::Failed(message) => {
-                fit_error.post_filter_message = Some(format!("preemption: {message}"));
+                fit_error.add_post_filter_reason(&format!("preemption: {message}"));
                 Attempt::Unschedulable {
                     fit_error,
                     nominated: None,

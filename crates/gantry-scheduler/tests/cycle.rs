@@ -262,7 +262,7 @@ fn pods_go_to_the_least_allocated_node_and_report_why_not() {
     assert!(nominated.is_none());
     assert_eq!(
         fit_error.to_string(),
-        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
     assert_eq!(fit_error.rejecting_plugins(), ["NodeResourcesFit"]);
 }

@@ -1,31 +1,29 @@
-//! The parity scenarios: placements real kube-scheduler v1.28.0 made, which Gantry must
-//! reproduce: the same node for every pod, the same reasons for every pod left pending,
-//! the same victims for every preemptor.
+//! The parity scenarios: placements kube-scheduler made, which Gantry must reproduce when
+//! it decides as the same release: the same node for every pod, the same message, word
+//! for word, for every pod left pending, the same victims for every preemptor.
+//! `testdata/parity` holds real kube-scheduler v1.28.0 recordings, `testdata/parity-1.35`
+//! Gantry's own v1.35 corpus (see its README).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
-use gantry_framework::plugins::default_profile;
+use gantry_framework::plugins::default_profile_for;
 use std::time::Duration;
 
 use gantry_sim::{SimEvent, SimOptions, Simulation};
 use serde_json::Value;
 
-/// The `<count> <reason>` items of a message before ` preemption:`, as a set.
-fn reason_items(message: &str) -> BTreeSet<String> {
-    let before = message.split(" preemption:").next().unwrap_or("");
-    let items = before
-        .split_once(": ")
-        .map_or("", |(_, rest)| rest)
-        .trim_end_matches('.');
-    items.split(", ").map(str::to_string).collect()
-}
-
-fn check_scenario(dir: &Path) -> Vec<String> {
+fn check_scenario(dir: &Path, release: Release) -> Vec<String> {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
-    let mut cluster = ClusterObjects::decode(&read("cluster.yaml"), "cluster.yaml").unwrap();
-    let mut pods = ClusterObjects::decode(&read("pods.yaml"), "pods.yaml").unwrap();
+    let decode = |f: &str| {
+        let mut objects = ClusterObjects::for_release(release);
+        objects.decode_more(&read(f), f).unwrap();
+        objects
+    };
+    let mut cluster = decode("cluster.yaml");
+    let mut pods = decode("pods.yaml");
     cluster.resolve_priorities().unwrap();
     pods.priority_classes = cluster.priority_classes.clone();
     pods.resolve_priorities().unwrap();
@@ -34,8 +32,12 @@ fn check_scenario(dir: &Path) -> Vec<String> {
         sequential: true,
         ..SimOptions::default()
     };
-    let mut sim =
-        Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap();
+    let mut sim = Simulation::new(
+        cluster,
+        vec![default_profile_for("default-scheduler", release)],
+        options,
+    )
+    .unwrap();
     for pod in &pods.pods {
         sim.schedule(
             Duration::ZERO,
@@ -64,7 +66,7 @@ fn check_scenario(dir: &Path) -> Vec<String> {
         if want_node.is_none() {
             let want_reason = want["reason"].as_str().unwrap();
             let got_reason = got.reason.clone().unwrap_or_default();
-            if reason_items(want_reason) != reason_items(&got_reason) {
+            if want_reason != got_reason {
                 problems.push(format!(
                     "{name}: expected reason\n  {want_reason}\ngot\n  {got_reason}"
                 ));
@@ -84,9 +86,11 @@ fn check_scenario(dir: &Path) -> Vec<String> {
     problems
 }
 
-#[test]
-fn every_parity_scenario_matches_kube_scheduler() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/parity");
+/// Every scenario under `testdata/<corpus>` decided as `release`; at least `minimum`.
+fn check_corpus(corpus: &str, release: Release, minimum: usize) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(corpus);
     let mut failures = Vec::new();
     let mut scenarios = 0;
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
@@ -97,7 +101,7 @@ fn every_parity_scenario_matches_kube_scheduler() {
     dirs.sort();
     for dir in dirs {
         scenarios += 1;
-        for problem in check_scenario(&dir) {
+        for problem in check_scenario(&dir, release) {
             failures.push(format!(
                 "{}: {problem}",
                 dir.file_name().unwrap().to_string_lossy()
@@ -105,7 +109,7 @@ fn every_parity_scenario_matches_kube_scheduler() {
         }
     }
     assert!(
-        scenarios >= 13,
+        scenarios >= minimum,
         "parity scenarios missing from {}",
         root.display()
     );
@@ -115,4 +119,14 @@ fn every_parity_scenario_matches_kube_scheduler() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn the_v1_28_recordings_match_when_deciding_as_v1_28() {
+    check_corpus("parity", Release::at(28), 13);
+}
+
+#[test]
+fn the_v1_35_corpus_matches_by_default() {
+    check_corpus("parity-1.35", Release::default(), 1);
 }

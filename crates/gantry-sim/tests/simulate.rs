@@ -167,7 +167,7 @@ workloads:
     assert_eq!(
         sim.placements()[0].reason.as_deref(),
         Some(
-            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+            "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         )
     );
 }

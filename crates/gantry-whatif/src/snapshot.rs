@@ -354,10 +354,11 @@ impl ClusterSnapshot {
             cluster,
             &mut PluginTimer::default(),
         ) {
-            Ok(names) => Ok(names),
+            Ok(narrowed) => Ok(narrowed.map(|n| n.nodes)),
             Err(status) if status.is_rejected() => Err(SchedulingError::Unschedulable(FitError {
                 num_all_nodes: self.store.num_nodes(),
                 pre_filter_message: Some(status.message()),
+                release: self.profile.release,
                 ..FitError::default()
             })),
             Err(status) => Err(SchedulingError::internal(pod, status.message())),

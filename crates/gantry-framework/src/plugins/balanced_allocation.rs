@@ -2,19 +2,24 @@
 //! similar fractions after placing the pod.
 
 use crate::plugins::node_resources_fit::{ScoredResource, default_scored_resources};
-use crate::plugins::scored_resources::{BLOCK, ResourceRow, RowPair, RowScore};
+use crate::plugins::scored_resources::{BLOCK, ResourceRow, RowPair, RowScore, requests_none_of};
 use crate::{MAX_NODE_SCORE, Plugin};
+use gantry_api::Pod;
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
 
 pub struct BalancedAllocation {
     pub resources: Vec<ScoredResource>,
+    /// Score BestEffort pods (no request of any scored resource) 0 everywhere, so that
+    /// they do not all pile onto one balanced node (kubernetes#129138; v1.32 on).
+    pub skips_best_effort: bool,
 }
 
 impl Default for BalancedAllocation {
     fn default() -> BalancedAllocation {
         BalancedAllocation {
             resources: default_scored_resources(),
+            skips_best_effort: true,
         }
     }
 }
@@ -34,6 +39,10 @@ impl RowScore for BalancedAllocation {
 
     fn resources(&self) -> &[ScoredResource] {
         &self.resources
+    }
+
+    fn skips(&self, pod: &Pod) -> bool {
+        self.skips_best_effort && requests_none_of(pod, &self.resources)
     }
 
     /// 100 less the standard deviation of the fractions of each resource the node would
@@ -118,8 +127,35 @@ mod tests {
                 .unwrap()
         }
         let empty = Pod::new("ns", "p");
-        // "nothing scheduled, nothing requested": fractions 0 and 0.
-        assert_eq!(score(&empty, &node("n", 4000, 10000), &[]), 100);
+        // "nothing scheduled, nothing requested": a BestEffort pod is skipped from v1.33
+        // (kubernetes#130260); v1.28 scored fractions 0 and 0 as 100.
+        assert_eq!(score(&empty, &node("n", 4000, 10000), &[]), 0);
+        let v1_28 = BalancedAllocation {
+            skips_best_effort: false,
+            ..BalancedAllocation::default()
+        };
+        let on_empty_node = |p: &Pod| {
+            v1_28
+                .score(
+                    &CycleState::new(),
+                    p,
+                    &node_info(&node("n", 4000, 10000), &[]),
+                )
+                .unwrap()
+        };
+        assert_eq!(on_empty_node(&empty), 100);
+        // Requests of other resources only: still BestEffort for cpu and memory.
+        let mut gpu = gantry_api::Container::new("c", None, None);
+        gpu.requests
+            .set_scalar(gantry_api::Sym::new("example.com/gpu"), 1);
+        let gpu_only = Pod::new("ns", "g").with_container(gpu);
+        assert_eq!(
+            gpu_only
+                .requests()
+                .scalar(gantry_api::Sym::new("example.com/gpu")),
+            1
+        );
+        assert_eq!(score(&gpu_only, &node("n", 4000, 10000), &[]), 0);
         // "nothing scheduled, resources requested, differently sized nodes":
         // cpu 3000/4000 = 0.75, memory 5000/10000 = 0.5 -> std 0.125 -> 87.
         let p = Pod::new("ns", "p")

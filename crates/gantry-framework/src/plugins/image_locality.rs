@@ -12,7 +12,14 @@ const MB: i64 = 1024 * 1024;
 const MIN_THRESHOLD: i64 = 23 * MB;
 const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 
-pub struct ImageLocality;
+#[derive(Default)]
+pub struct ImageLocality {
+    /// Read each image's node count as of the snapshot (v1.29 on), not as of when the
+    /// node was set (v1.28).
+    pub counts_at_snapshot: bool,
+    /// Score init containers' images too, the threshold growing with them (v1.30 on).
+    pub counts_init_containers: bool,
+}
 
 /// The pod's images, normalised, and the number of nodes in the cluster.
 #[derive(Clone)]
@@ -54,8 +61,12 @@ impl PreScorePlugin for ImageLocality {
         let images = if no_images {
             Vec::new()
         } else {
-            pod.init_containers
-                .iter()
+            let init: &[gantry_api::Container] = if self.counts_init_containers {
+                &pod.init_containers
+            } else {
+                &[]
+            };
+            init.iter()
                 .chain(&pod.containers)
                 .map(|c| normalized(c.image.as_str()))
                 .collect()
@@ -79,7 +90,14 @@ impl ScorePlugin for ImageLocality {
             .images
             .iter()
             .filter_map(|&image| node.image_state(image))
-            .map(|s| (s.size_bytes as f64 * (f64::from(s.num_nodes) / total)) as i64)
+            .map(|s| {
+                let nodes = if self.counts_at_snapshot {
+                    s.num_nodes
+                } else {
+                    s.num_nodes_when_set
+                };
+                (s.size_bytes as f64 * (f64::from(nodes) / total)) as i64
+            })
             .sum();
         let max_threshold = MAX_CONTAINER_THRESHOLD * pod.images.len() as i64;
         let sum = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
@@ -160,13 +178,13 @@ mod tests {
                 nodes: &snapshot,
                 objects: &objects,
             };
-            ImageLocality.pre_score(&mut state, pod, &[], cluster);
+            let plugin = ImageLocality {
+                counts_at_snapshot: true,
+                counts_init_containers: true,
+            };
+            plugin.pre_score(&mut state, pod, &[], cluster);
             (0..snapshot.num_nodes())
-                .map(|i| {
-                    ImageLocality
-                        .score(&state, pod, snapshot.node_at(i))
-                        .unwrap()
-                })
+                .map(|i| plugin.score(&state, pod, snapshot.node_at(i)).unwrap())
                 .collect()
         };
         // Two images, each on one of two nodes: 40MB*1/2 = 20MB on machine1 (below the

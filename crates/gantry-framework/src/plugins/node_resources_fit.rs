@@ -8,7 +8,7 @@ use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
 use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor};
-use crate::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
+use crate::{Code, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
 
 pub const NAME: &str = "NodeResourcesFit";
 pub const TOO_MANY_PODS: &str = "Too many pods";
@@ -46,6 +46,9 @@ pub fn default_scored_resources() -> Vec<ScoredResource> {
 pub struct NodeResourcesFit {
     pub strategy: ScoringStrategy,
     pub resources: Vec<ScoredResource>,
+    /// A node whose allocatable is below the request can never fit the pod: say so with
+    /// UnschedulableAndUnresolvable, so that preemption leaves it alone (v1.34 on).
+    pub unresolvable_above_allocatable: bool,
 }
 
 impl Default for NodeResourcesFit {
@@ -53,6 +56,7 @@ impl Default for NodeResourcesFit {
         NodeResourcesFit {
             strategy: ScoringStrategy::LeastAllocated,
             resources: default_scored_resources(),
+            unresolvable_above_allocatable: true,
         }
     }
 }
@@ -68,10 +72,18 @@ impl Plugin for NodeResourcesFit {
 }
 
 /// Upstream's `fitsRequest`: every resource the pod requests must fit in what is left.
-pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
+/// With `unresolvable_above_allocatable`, a resource the node does not have that much of
+/// at all makes the status UnschedulableAndUnresolvable (upstream v1.34's
+/// `InsufficientResource.Unresolvable`); too many pods never does.
+pub fn insufficient_resources(
+    request: &Resources,
+    node: &NodeInfo,
+    unresolvable_above_allocatable: bool,
+) -> Status {
     let allocatable = node.allocatable();
     let requested = node.requested();
     let mut status = Status::success();
+    let mut unresolvable = false;
     let mut fail = |reason: Cow<'static, str>| {
         status = if status.is_success() {
             Status::unschedulable(reason)
@@ -85,22 +97,26 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
     let checks = [
         (
             request.milli_cpu,
-            allocatable.milli_cpu - requested.milli_cpu,
+            allocatable.milli_cpu,
+            requested.milli_cpu,
             "Insufficient cpu",
         ),
         (
             request.memory,
-            allocatable.memory - requested.memory,
+            allocatable.memory,
+            requested.memory,
             "Insufficient memory",
         ),
         (
             request.ephemeral_storage,
-            allocatable.ephemeral_storage - requested.ephemeral_storage,
+            allocatable.ephemeral_storage,
+            requested.ephemeral_storage,
             "Insufficient ephemeral-storage",
         ),
     ];
-    for (want, free, reason) in checks {
-        if want > 0 && want > free {
+    for (want, has, used, reason) in checks {
+        if want > 0 && want > has - used {
+            unresolvable |= want > has;
             fail(reason.into());
         }
     }
@@ -109,9 +125,14 @@ pub fn insufficient_resources(request: &Resources, node: &NodeInfo) -> Status {
         if gantry_api::gpu::ignored_by_scheduler(name) {
             continue;
         }
-        if want > allocatable.scalar(name) - requested.scalar(name) {
+        let has = allocatable.scalar(name);
+        if want > has - requested.scalar(name) {
+            unresolvable |= want > has;
             fail(format!("Insufficient {name}").into());
         }
+    }
+    if unresolvable && unresolvable_above_allocatable {
+        status = status.with_code(Code::UnschedulableAndUnresolvable);
     }
     status
 }
@@ -126,7 +147,7 @@ fn checked_scalars(request: &Resources) -> impl Iterator<Item = (Sym, i64)> + '_
 
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        insufficient_resources(pod.requests(), node)
+        insufficient_resources(pod.requests(), node, self.unresolvable_above_allocatable)
     }
 
     /// A node is proven when every resource fits, which is exactly when `filter` passes.
@@ -397,6 +418,7 @@ mod tests {
         let most = NodeResourcesFit {
             strategy: ScoringStrategy::MostAllocated,
             resources: default_scored_resources(),
+            ..NodeResourcesFit::default()
         };
         assert_eq!(
             most.score(
@@ -421,6 +443,7 @@ mod tests {
                 shape: vec![(0, 10), (100, 0)],
             },
             resources: default_scored_resources(),
+            ..NodeResourcesFit::default()
         };
         // cpu 75% -> 25, memory 50% -> 50; mean 37.5 rounds to 38.
         assert_eq!(

@@ -21,10 +21,24 @@ pub trait RowScore: Plugin {
 
     /// Scores the nodes at `positions` (of the rows) into `scores`.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]);
+
+    /// Whether the plugin skips `pod` (it then scores 0 everywhere).
+    fn skips(&self, _pod: &Pod) -> bool {
+        false
+    }
+}
+
+/// Whether `pod` requests none of `resources` (upstream's `isBestEffortPod` over the
+/// scored resources' real requests).
+pub fn requests_none_of(pod: &Pod, resources: &[ScoredResource]) -> bool {
+    resources.iter().all(|r| pod.requests().get(r.name) == 0)
 }
 
 impl<T: RowScore> ScorePlugin for T {
     fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        if self.skips(pod) {
+            return Ok(0);
+        }
         let resources = self.resources();
         let node = OneNode::new(node, pod, resources, T::USE_NON_ZERO);
         let mut score = [0];
@@ -45,6 +59,10 @@ impl<T: RowScore> ScorePlugin for T {
         positions: &[usize],
         scores: &mut [i64],
     ) -> Result<bool, Status> {
+        if self.skips(pod) {
+            scores.fill(0);
+            return Ok(true);
+        }
         let rows = rows_from_columns(columns, pod, self.resources(), T::USE_NON_ZERO);
         self.score_rows(&rows, positions, scores);
         Ok(true)

@@ -13,7 +13,15 @@ use crate::{
 
 pub const NAME: &str = "TaintToleration";
 
-pub struct TaintToleration;
+/// v1.29 on, the Filter's reason no longer names the taint.
+pub const REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
+
+#[derive(Default)]
+pub struct TaintToleration {
+    /// Say [`REASON_UNTOLERATED`] (newer releases) rather than `node(s) had untolerated
+    /// taint {key: value}` (v1.28).
+    pub names_no_taint: bool,
+}
 
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
@@ -38,6 +46,7 @@ impl FilterPlugin for TaintToleration {
         });
         match untolerated {
             None => Status::success(),
+            Some(_) if self.names_no_taint => Status::unresolvable(REASON_UNTOLERATED),
             Some(taint) => Status::unresolvable(format!(
                 "node(s) had untolerated taint {{{}: {}}}",
                 taint.key, taint.value
@@ -184,8 +193,11 @@ mod tests {
             .push(toleration("dedicated", TolerationOp::Exists, "", None));
         let prefer_only =
             node("n", 1000, 1000).with_taint("foo", "bar", TaintEffect::PreferNoSchedule);
+        let v128 = TaintToleration {
+            names_no_taint: false,
+        };
         let check = |pod: &Pod, n: &gantry_api::Node| {
-            TaintToleration.filter(&CycleState::new(), pod, &node_info(n, &[]))
+            v128.filter(&CycleState::new(), pod, &node_info(n, &[]))
         };
         let plain = Pod::new("ns", "p");
         let status = check(&plain, &tainted);
@@ -194,6 +206,12 @@ mod tests {
             status.message(),
             "node(s) had untolerated taint {dedicated: user1}"
         );
+        let newer = TaintToleration {
+            names_no_taint: true,
+        };
+        let status = newer.filter(&CycleState::new(), &plain, &node_info(&tainted, &[]));
+        assert_eq!(status.code(), Code::UnschedulableAndUnresolvable);
+        assert_eq!(status.message(), "node(s) had untolerated taint(s)");
         assert!(check(&tolerating, &tainted).is_success());
         assert!(!check(&wrong_value, &tainted).is_success());
         assert!(check(&exists, &tainted).is_success());
@@ -230,16 +248,16 @@ mod tests {
             objects: &ApiObjects::default(),
         };
         assert!(
-            TaintToleration
+            TaintToleration::default()
                 .pre_score(&mut state, &pod, &refs, cluster)
                 .is_success()
         );
         let mut scores: Vec<i64> = infos
             .iter()
-            .map(|n| TaintToleration.score(&state, &pod, n).unwrap())
+            .map(|n| TaintToleration::default().score(&state, &pod, n).unwrap())
             .collect();
         assert_eq!(scores, [0, 0, 1, 2]);
-        TaintToleration.normalize(&state, &pod, &mut scores);
+        TaintToleration::default().normalize(&state, &pod, &mut scores);
         assert_eq!(scores, [100, 100, 50, 0]);
     }
 }

@@ -2,8 +2,9 @@
 //! affinity), and each unbound WaitForFirstConsumer claim must find an available volume the
 //! node can reach, or be provisionable there.
 //!
-//! PreFilter narrows the nodes to the hostnames that bound local volumes name (v1.28's
-//! `GetEligibleNodes`, which takes `kubernetes.io/hostname` values for node names). Reserve
+//! Until v1.31, PreFilter narrows the nodes to the hostnames that bound local volumes name
+//! (`GetEligibleNodes`, which takes `kubernetes.io/hostname` values for node names; removed
+//! by kubernetes#125398, as hostnames need not be node names). Reserve
 //! assumes the bindings chosen for the pod's node, as upstream's assume cache does, so that
 //! the next pod cannot take a volume a pod just got; Unreserve gives them back.
 //!
@@ -30,7 +31,9 @@ use crate::{
 
 pub const NAME: &str = "VolumeBinding";
 pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// v1.28 to v1.32; [`REASON_PV_NODE_AFFINITY`] from v1.33 (kubernetes#129887).
 pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+pub const REASON_PV_NODE_AFFINITY: &str = "node(s) didn't match PersistentVolume's node affinity";
 pub const REASON_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
@@ -51,9 +54,29 @@ const EVENTS: &[ClusterEvent] = &[
 
 /// The plugin, with the bindings it assumed for pods it reserved (upstream's assume
 /// caches): volumes promised to a claim, and claims to be provisioned on a node.
-#[derive(Default)]
 pub struct VolumeBinding {
     assumed: Mutex<Assumed>,
+    /// PreFilter narrows the nodes to bound local volumes' hostnames (until v1.31).
+    pub narrows_to_hostnames: bool,
+    /// Say [`REASON_PV_NODE_AFFINITY`] rather than [`REASON_NODE_CONFLICT`] (v1.33 on).
+    pub says_pv_node_affinity: bool,
+}
+
+impl Default for VolumeBinding {
+    /// As the newest release has it.
+    fn default() -> VolumeBinding {
+        VolumeBinding::new(false, true)
+    }
+}
+
+impl VolumeBinding {
+    pub fn new(narrows_to_hostnames: bool, says_pv_node_affinity: bool) -> VolumeBinding {
+        VolumeBinding {
+            assumed: Mutex::default(),
+            narrows_to_hostnames,
+            says_pv_node_affinity,
+        }
+    }
 }
 
 #[derive(Default, Clone)]
@@ -247,7 +270,11 @@ impl PreFilterPlugin for VolumeBinding {
         }
         drop(assumed);
         unbound.sort_by_key(|(requested, _)| *requested);
-        let eligible = eligible_nodes(&bound);
+        let eligible = if self.narrows_to_hostnames {
+            eligible_nodes(&bound)
+        } else {
+            None
+        };
         state.write(
             NAME,
             PreFilterState {
@@ -343,8 +370,13 @@ impl FilterPlugin for VolumeBinding {
             }
         }
         let bind_conflict = matches!(s.plan(node), Plan::Conflict);
+        let node_conflict_reason = if self.says_pv_node_affinity {
+            REASON_PV_NODE_AFFINITY
+        } else {
+            REASON_NODE_CONFLICT
+        };
         let reasons = [
-            (node_conflict, REASON_NODE_CONFLICT),
+            (node_conflict, node_conflict_reason),
             (bind_conflict, REASON_BIND_CONFLICT),
             (pv_missing, REASON_PV_NOT_EXIST),
         ];
@@ -572,7 +604,7 @@ mod tests {
             nodes: &snapshot,
             objects: &objects,
         };
-        let (result, status) = VolumeBinding::default().pre_filter(&mut state, &case.pod, cluster);
+        let (result, status) = v1_28().pre_filter(&mut state, &case.pod, cluster);
         assert_eq!(result, None, "{}", case.name);
         let got = (status.code(), status.message());
         assert_eq!(got, case.pre_filter, "{}: PreFilter", case.name);
@@ -580,7 +612,7 @@ mod tests {
             return;
         }
         for (node, want) in case.nodes.iter().zip(&case.filter) {
-            let status = VolumeBinding::default().filter(&state, &case.pod, &node_info(node, &[]));
+            let status = v1_28().filter(&state, &case.pod, &node_info(node, &[]));
             let reasons: Vec<&str> = status.reasons().collect();
             assert_eq!(&reasons, want, "{}: Filter on {}", case.name, node.name);
             if !want.is_empty() {
@@ -894,6 +926,11 @@ mod tests {
         plugin.pre_filter(state, pod, cluster)
     }
 
+    /// The plugin as v1.28 runs it (the table's messages are v1.28's).
+    fn v1_28() -> VolumeBinding {
+        VolumeBinding::new(true, false)
+    }
+
     /// Upstream v1.28's `GetEligibleNodes` (after its binder tests): the hostnames bound
     /// local volumes name narrow the nodes; volumes naming disjoint hosts leave none; a
     /// volume without a hostname term, or a missing one, does not narrow.
@@ -929,14 +966,18 @@ mod tests {
         objects.set_storage(&volumes, &claims, &storage_classes(), &[]);
         let narrowed = |claims: &[&str]| {
             let pod = pod_with_claims("p", claims);
-            let (result, status) = pre_filter(
+            let (result, status) =
+                pre_filter(&v1_28(), &mut CycleState::new(), &pod, &objects, &hosts);
+            assert!(status.is_success(), "{claims:?}: {}", status.message());
+            // From v1.32 nothing narrows.
+            let (newer, _) = pre_filter(
                 &VolumeBinding::default(),
                 &mut CycleState::new(),
                 &pod,
                 &objects,
                 &hosts,
             );
-            assert!(status.is_success(), "{claims:?}: {}", status.message());
+            assert_eq!(newer, None, "{claims:?}");
             result.map(|r| r.iter().map(|n| n.as_str()).collect::<Vec<_>>())
         };
         assert_eq!(narrowed(&["on-a"]), Some(vec!["node-a"]));

@@ -14,8 +14,10 @@ use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilte
 
 pub const NAME: &str = "VolumeRestrictions";
 pub const REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
+/// Until v1.33; [`REASON_READ_WRITE_ONCE_POD_IN_USE`] from v1.34 (kubernetes#129145).
 pub const REASON_READ_WRITE_ONCE_POD_CONFLICT: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+pub const REASON_READ_WRITE_ONCE_POD_IN_USE: &str = "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod";
 
 /// Upstream v1.28: a deleted pod frees its disks and claims, a new node may fit, a new
 /// claim may let PreFilter find it.
@@ -28,7 +30,11 @@ const EVENTS: &[ClusterEvent] = &[
     ),
 ];
 
-pub struct VolumeRestrictions;
+#[derive(Default)]
+pub struct VolumeRestrictions {
+    /// Say [`REASON_READ_WRITE_ONCE_POD_IN_USE`] (v1.34 on).
+    pub says_in_use: bool,
+}
 
 /// The pod's ReadWriteOncePod claims, and how many uses of them other pods make.
 #[derive(Clone)]
@@ -148,9 +154,11 @@ impl FilterPlugin for VolumeRestrictions {
             return Status::unschedulable(REASON_DISK_CONFLICT);
         }
         match state.read::<PreFilterState>(NAME) {
-            Some(s) if s.conflicts > 0 => {
-                Status::unschedulable(REASON_READ_WRITE_ONCE_POD_CONFLICT)
-            }
+            Some(s) if s.conflicts > 0 => Status::unschedulable(if self.says_in_use {
+                REASON_READ_WRITE_ONCE_POD_IN_USE
+            } else {
+                REASON_READ_WRITE_ONCE_POD_CONFLICT
+            }),
             Some(_) => Status::success(),
             None => Status::error(format!("cannot read {NAME:?} PreFilter state")),
         }
@@ -259,11 +267,19 @@ mod tests {
                 nodes: &snapshot,
                 objects: &objects,
             };
-            let (_, status) = VolumeRestrictions.pre_filter(&mut state, &pod, cluster);
+            let (_, status) = VolumeRestrictions::default().pre_filter(&mut state, &pod, cluster);
             assert_eq!(status.code(), pre_filter_code, "{name}");
             let status = if status.is_success() {
-                let verdict = VolumeRestrictions.filter(&state, &pod, &node_info(&n, &existing));
+                let node = node_info(&n, &existing);
+                let v128 = VolumeRestrictions { says_in_use: false };
+                let verdict = v128.filter(&state, &pod, &node);
                 assert_eq!(verdict.code(), Code::Unschedulable, "{name}");
+                let v134 = VolumeRestrictions { says_in_use: true };
+                assert_eq!(
+                    v134.filter(&state, &pod, &node).message(),
+                    REASON_READ_WRITE_ONCE_POD_IN_USE,
+                    "{name}"
+                );
                 verdict
             } else {
                 status
@@ -326,8 +342,8 @@ mod tests {
             let info = node_info(&n, &existing);
             let run = |pod: &Pod| {
                 let mut state = CycleState::new();
-                let (_, pre) = VolumeRestrictions.pre_filter(&mut state, pod, cluster);
-                let verdict = VolumeRestrictions.filter(&state, pod, &info);
+                let (_, pre) = VolumeRestrictions::default().pre_filter(&mut state, pod, cluster);
+                let verdict = VolumeRestrictions::default().filter(&state, pod, &info);
                 (pre.code(), verdict.code(), verdict.message())
             };
             let nothing = Pod::new("default", "nothing");
@@ -362,13 +378,21 @@ mod tests {
             nodes: &snapshot,
             objects: &objects,
         };
-        let (_, status) = VolumeRestrictions.pre_filter(&mut state, &pod, cluster);
+        let (_, status) = VolumeRestrictions::default().pre_filter(&mut state, &pod, cluster);
         assert!(status.is_success());
         let info = node_info(&n, &[]);
         let user = Arc::new(user);
-        VolumeRestrictions.remove_pod(&mut state, &pod, &user, &info);
-        assert!(VolumeRestrictions.filter(&state, &pod, &info).is_success());
-        VolumeRestrictions.add_pod(&mut state, &pod, &user, &info);
-        assert!(!VolumeRestrictions.filter(&state, &pod, &info).is_success());
+        VolumeRestrictions::default().remove_pod(&mut state, &pod, &user, &info);
+        assert!(
+            VolumeRestrictions::default()
+                .filter(&state, &pod, &info)
+                .is_success()
+        );
+        VolumeRestrictions::default().add_pod(&mut state, &pod, &user, &info);
+        assert!(
+            !VolumeRestrictions::default()
+                .filter(&state, &pod, &info)
+                .is_success()
+        );
     }
 }
