@@ -322,8 +322,8 @@ fn unschedulable(
         return Outcome::Error(status.message());
     }
     let mut nominated = None;
-    fit_error.run_claims_post_filter(profile, pod);
-    if profile.preemption {
+    let preemption_runs = fit_error.run_claims_post_filter(profile, pod, state);
+    if profile.preemption && preemption_runs {
         let preemption = Preemption {
             profile,
             snapshot,

@@ -5,13 +5,15 @@ use std::fmt;
 
 use gantry_api::{LeftOutNodes, Pod, Release, Sym};
 use gantry_cache::{ClusterState, Snapshot};
-use gantry_framework::{Profile, Status};
+use gantry_framework::{CycleState, Profile, Status};
 
 /// What DynamicResources' PostFilter says for a pod without claims: it has nothing to
 /// free.
 pub const NO_NEW_CLAIMS: &str = "no new claims to deallocate";
 /// What it says when the pod's claims are not ones it may deallocate.
 pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// Upstream's `framework.ErrNotFound`: the plugin's PreFilter state is missing.
+pub const STATE_NOT_FOUND: &str = "not found";
 
 /// The outcome of a failed scheduling attempt over `num_all_nodes` nodes.
 #[derive(Debug, Clone, Default)]
@@ -55,14 +57,30 @@ impl FitError {
 
     /// DynamicResources' PostFilter, where the profile has it: a pod without claims has
     /// none to free. (Deallocating a claim that blocks the pod is the DRA work's.)
-    pub fn run_claims_post_filter(&mut self, profile: &Profile, pod: &Pod) {
-        if profile.deallocates_claims {
-            self.add_post_filter_reason(if pod.resource_claims.is_empty() {
-                NO_NEW_CLAIMS
-            } else {
-                STILL_NOT_SCHEDULABLE
-            });
+    /// Returns whether the other PostFilter plugins (preemption) run after it: not when a
+    /// PreFilter rejected the pod before DynamicResources' own PreFilter ran, as upstream
+    /// then fails reading that plugin's state and stops with its error, `not found`.
+    pub fn run_claims_post_filter(
+        &mut self,
+        profile: &Profile,
+        pod: &Pod,
+        state: &CycleState,
+    ) -> bool {
+        if !profile.deallocates_claims {
+            return true;
         }
+        let pre_filter_ran = !pod.resource_claims.is_empty()
+            || state.is_filter_skipped(gantry_framework::plugins::dynamic_resources::NAME);
+        if !pre_filter_ran {
+            self.add_post_filter_reason(STATE_NOT_FOUND);
+            return false;
+        }
+        self.add_post_filter_reason(if pod.resource_claims.is_empty() {
+            NO_NEW_CLAIMS
+        } else {
+            STILL_NOT_SCHEDULABLE
+        });
+        true
     }
 
     /// The nodes a PreFilter result left out (those not at `searched`, sorted snapshot

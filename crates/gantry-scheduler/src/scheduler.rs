@@ -544,8 +544,8 @@ impl Scheduler {
                 .unwrap_or_default();
             return Attempt::Error(message);
         }
-        fit_error.run_claims_post_filter(profile, pod);
-        if !profile.preemption {
+        let preemption_runs = fit_error.run_claims_post_filter(profile, pod, state);
+        if !profile.preemption || !preemption_runs {
             return Attempt::Unschedulable {
                 fit_error,
                 nominated: None,
