@@ -136,6 +136,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         name,
         inputs: describe_inputs(&args),
         settings: describe_settings(&options, &config),
+        release,
         timeline,
         nodes_at_start: cluster.nodes.len(),
     };
@@ -262,6 +263,10 @@ fn describe_inputs(args: &SimulateArgs) -> Vec<(String, String)> {
 fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(String, String)> {
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
     let mut settings = vec![
+        (
+            "Kubernetes release".into(),
+            format!("decided as {}", config.release),
+        ),
         ("seed".into(), options.seed.to_string()),
         ("assume".into(), yes_no(options.assume)),
         ("sequential".into(), yes_no(options.sequential)),

@@ -281,3 +281,74 @@ fn several_instances_count_conflicts_and_never_overcommit() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("one scheduler instance"), "{err}");
 }
+
+/// Every command says which release it decided as; the release and the gates a user names
+/// are checked, an error being one line naming the flag.
+#[test]
+fn outputs_name_the_release_and_release_flags_are_checked() {
+    let scenario = [
+        "--cluster",
+        "testdata/parity/taint-noschedule/cluster.yaml",
+        "--pods",
+        "testdata/parity/taint-noschedule/pods.yaml",
+        "--sequential",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["simulate"];
+        args.extend(scenario);
+        args.extend(extra);
+        gantry(&args)
+    };
+    let out = run(&["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(summary["kubernetes_release"], "v1.35");
+    let out = run(&[
+        "--emulated-version",
+        "1.31",
+        "--feature-gates",
+        "PodSchedulingReadiness=true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(
+            "gantry simulate: testdata/parity/taint-noschedule/cluster.yaml, decided as Kubernetes v1.31\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&[
+        "--emulated-version",
+        "1.33",
+        "--feature-gates",
+        "PodLevelResources=true",
+        "--json",
+    ]);
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        summary["kubernetes_release"],
+        "v1.33 (PodLevelResources=true)"
+    );
+    for (flags, line) in [
+        (
+            &["--emulated-version", "1.27"][..],
+            "error: --emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.27\n",
+        ),
+        (
+            &["--feature-gates", "DynamicResourceAllocation=false"][..],
+            "error: --feature-gates: cannot set feature gate DynamicResourceAllocation to false, feature is locked to true\n",
+        ),
+        (
+            &["--feature-gates", "OpportunisticBatching=false"][..],
+            "error: --feature-gates: unrecognized feature gate: OpportunisticBatching",
+        ),
+    ] {
+        let out = run(flags);
+        assert!(!out.status.success(), "{flags:?}");
+        assert!(
+            stderr(&out).starts_with(line),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -22,6 +22,8 @@ pub struct RunInfo {
     pub inputs: Vec<(String, String)>,
     /// Options and scheduler profiles, as (setting, value).
     pub settings: Vec<(String, String)>,
+    /// The release the run decided as.
+    pub release: gantry_api::Release,
     /// The scenario's events, marked on the plots over cluster time.
     pub timeline: Vec<Mark>,
     pub nodes_at_start: usize,
@@ -63,9 +65,10 @@ pub fn write(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let file = |name: &str| dir.join(name);
+    let summary_json = crate::output::with_release(serde_json::to_value(summary)?, info.release);
     write_file(
         &file("summary.json"),
-        serde_json::to_string_pretty(summary)?,
+        serde_json::to_string_pretty(&summary_json)?,
     )?;
     let mut placements = String::new();
     for p in sim.placements() {
