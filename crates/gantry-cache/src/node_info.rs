@@ -288,12 +288,12 @@ impl NodeInfo {
         self.label_index.update(pod, sign);
         self.affinity_terms.update(pod, sign);
         if sign > 0 {
-            self.requested.add(pod.requests());
-            self.non_zero_requested.add(pod.non_zero_requests());
+            self.requested.add(pod.usage());
+            self.non_zero_requested.add(pod.non_zero_usage());
             self.used_ports.extend(pod.host_ports().copied());
         } else {
-            self.requested.sub(pod.requests());
-            self.non_zero_requested.sub(pod.non_zero_requests());
+            self.requested.sub(pod.usage());
+            self.non_zero_requested.sub(pod.non_zero_usage());
             for port in pod.host_ports() {
                 if let Some(i) = self.used_ports.iter().position(|p| p == port) {
                     self.used_ports.swap_remove(i);
