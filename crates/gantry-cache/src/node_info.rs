@@ -387,6 +387,49 @@ mod tests {
     }
 
     #[test]
+    fn bound_pods_count_their_usage_and_their_sidecars_ports() {
+        use gantry_api::{ContainerRequests, PodRules, Release};
+        let mut app = Container::new("app", Some(500), Some(1 << 20));
+        app.resized = Some(Box::new(ContainerRequests {
+            requests: Resources::new(800, 1 << 20),
+            cpu_unset: false,
+            memory_unset: false,
+        }));
+        let mut sidecar = Container::new("log", None, None);
+        sidecar.restartable = true;
+        sidecar.host_ports.push(HostPort {
+            ip: HostPort::any_ip(),
+            protocol: Protocol::Tcp,
+            port: 9000,
+        });
+        let pod = |rules| {
+            let mut pod = Pod::new("ns", "a")
+                .with_container(app.clone())
+                .with_init_container(sidecar.clone());
+            pod.rules = rules;
+            pod.update_requests();
+            Arc::new(pod)
+        };
+        let mut info = NodeInfo::new(node());
+        let v135 = pod(PodRules::default());
+        info.add_pod(v135.clone());
+        assert_eq!(v135.requests().milli_cpu, 500, "what placing it asked");
+        assert_eq!(info.requested().milli_cpu, 800, "what the resize holds");
+        assert_eq!(
+            info.non_zero_requested().milli_cpu,
+            800 + gantry_api::resources::DEFAULT_MILLI_CPU_REQUEST
+        );
+        assert_eq!(info.used_ports().len(), 1, "the sidecar's port (v1.34 on)");
+        info.remove_pod(&v135.uid);
+        assert!(info.requested().is_zero() && info.used_ports().is_empty());
+        info.add_pod(pod(PodRules::of(Release::at(33))));
+        assert!(
+            info.used_ports().is_empty(),
+            "v1.33 leaves sidecars' ports out"
+        );
+    }
+
+    #[test]
     fn pods_are_accounted_and_unaccounted() {
         let mut info = NodeInfo::new(node());
         let g0 = info.generation();
