@@ -1294,6 +1294,13 @@ mod tests {
         let new = build(v132, init, None);
         assert_eq!(old.non_zero_usage(), &Resources::new(3000, memory));
         assert_eq!(new.non_zero_usage(), &Resources::new(3000, 2 * memory));
+        // Two sidecars: the second one's list is the running sum (1.5 cpu), not its own.
+        let mut second = Container::new("t", Some(500), None);
+        second.restartable = true;
+        let mut first = Container::new("s", Some(1000), None);
+        first.restartable = true;
+        let old = build(v131, vec![first, second], None);
+        assert_eq!(old.non_zero_usage().milli_cpu, 1500);
         // Overhead is added to the old rule's result.
         let old = build(v131, vec![sidecar], Some(Resources::new(50, 5)));
         assert_eq!(old.non_zero_usage(), &Resources::new(cpu + 50, memory + 5));

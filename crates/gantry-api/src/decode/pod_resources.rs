@@ -357,18 +357,15 @@ pub(super) fn resized(
     let init = status.init_container_statuses.iter().flatten().enumerate();
     let statuses: Vec<(&k8s::ContainerStatus, String)> = regular
         .map(|(i, s)| (s, format!("status.containerStatuses[{i}]")))
-        .chain(
-            init.filter(|_| rule == ResizeRule::Effective)
-                .map(|(i, s)| (s, format!("status.initContainerStatuses[{i}]"))),
-        )
+        .chain(init.map(|(i, s)| (s, format!("status.initContainerStatuses[{i}]"))))
         .collect();
     if statuses.is_empty() {
         return Ok(());
     }
-    let sidecars = init_containers.iter_mut().filter(|c| {
-        // Only v1.33 on reads the sidecars' statuses.
-        c.restartable && rule == ResizeRule::Effective
-    });
+    // Upstream merges both status lists by name (names are unique in a pod); only v1.33
+    // on reads the sidecars' statuses.
+    let sidecars =
+        (init_containers.iter_mut()).filter(|c| c.restartable && rule == ResizeRule::Effective);
     for c in containers.iter_mut().chain(sidecars) {
         let Some((cs, at)) = statuses.iter().find(|(s, _)| *s.name == *c.name) else {
             continue;
