@@ -23,7 +23,7 @@ pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
 pub use node::{Annotation, ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
 pub use policy::PodDisruptionBudget;
-pub use quantity::Quantity;
+pub use quantity::{Quantity, QuantityFormat};
 pub use release::{Gate, LeftOutNodes, Release};
 pub use resources::{ResourceName, Resources};
 pub use storage::{

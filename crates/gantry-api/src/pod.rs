@@ -5,8 +5,9 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::labels::{LabelSelector, NodeSelector, NodeSelectorTerm};
+use crate::release::Release;
 use crate::resources::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
-use crate::{Labels, Resources, Sym, TaintEffect};
+use crate::{Labels, ResourceName, Resources, Sym, TaintEffect};
 
 /// The default scheduler's name, for pods that name none.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
@@ -166,6 +167,61 @@ pub struct Container {
     /// Resources named with a zero amount, which `requests` does not keep: HAMi tells
     /// `nvidia.com/gpucores: 0` from no `nvidia.com/gpucores` at all.
     pub zero_requests: Box<[Sym]>,
+    /// What a bound pod's container holds while it is resized in place, when the pod's
+    /// status makes that differ from the spec (the release's rule, applied at decode:
+    /// see `decode::pod`). Only the pod's usage on its node reads it.
+    pub resized: Option<Box<ContainerRequests>>,
+}
+
+/// A container's requests with which of cpu and memory are named at all (upstream keeps
+/// a map: a resource named with 0 is not a missing one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRequests {
+    pub requests: Resources,
+    pub cpu_unset: bool,
+    pub memory_unset: bool,
+}
+
+/// The pod-level requests (`spec.resources.requests`, gate PodLevelResources), for the
+/// resources upstream supports there (cpu, memory, hugepages-*): each one named replaces
+/// the containers' aggregate (upstream's `PodRequests`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLevelRequests {
+    pub requests: Resources,
+    /// The resources named, zero amounts included (a named 0 replaces too).
+    pub named: Box<[ResourceName]>,
+}
+
+impl PodLevelRequests {
+    pub fn names(&self, resource: ResourceName) -> bool {
+        self.named.contains(&resource)
+    }
+}
+
+/// What the release decides about a pod's derived values, stored in the template when the
+/// pod is decoded (builders take v1.35's), so that nothing is decided per cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodRules {
+    /// Sidecars' host ports count (`Release::sidecar_host_ports`, v1.34+).
+    pub sidecar_host_ports: bool,
+    /// The defaulted requests a node's pods add up to count sidecars as the real requests
+    /// do (`Release::non_zero_requests_count_sidecars`, v1.32+).
+    pub non_zero_counts_sidecars: bool,
+}
+
+impl PodRules {
+    pub fn of(release: Release) -> PodRules {
+        PodRules {
+            sidecar_host_ports: release.sidecar_host_ports(),
+            non_zero_counts_sidecars: release.non_zero_requests_count_sidecars(),
+        }
+    }
+}
+
+impl Default for PodRules {
+    fn default() -> PodRules {
+        PodRules::of(Release::default())
+    }
 }
 
 impl Container {
@@ -185,6 +241,28 @@ impl Container {
             host_ports: SmallVec::new(),
             restartable: false,
             zero_requests: Box::new([]),
+            resized: None,
+        }
+    }
+
+    /// The spec's requests, as a view.
+    fn spec(&self) -> View<'_> {
+        View {
+            requests: &self.requests,
+            cpu_unset: self.cpu_unset,
+            memory_unset: self.memory_unset,
+        }
+    }
+
+    /// What the container holds on its node: the resized requests if any, else the spec's.
+    fn held(&self) -> View<'_> {
+        match &self.resized {
+            Some(r) => View {
+                requests: &r.requests,
+                cpu_unset: r.cpu_unset,
+                memory_unset: r.memory_unset,
+            },
+            None => self.spec(),
         }
     }
 
@@ -383,6 +461,10 @@ pub struct PodTemplate {
     /// RuntimeClass overhead (boxed: rare, and pods are many).
     pub overhead: Option<Box<Resources>>,
     pub volumes: Vec<Volume>,
+    /// `spec.resources.requests` for the supported resources (boxed: rare).
+    pub pod_level: Option<Box<PodLevelRequests>>,
+    /// What the release decided (see [`PodRules`]).
+    pub rules: PodRules,
     /// The owner reference marked as controller (a ReplicaSet, a Job, a DaemonSet, ...).
     pub controller: Option<Arc<OwnerRef>>,
     /// `spec.resourceClaims`: the DRA claims the pod uses (with the claim names its
@@ -390,6 +472,11 @@ pub struct PodTemplate {
     pub resource_claims: Box<[crate::dra::PodResourceClaim]>,
     requests: Resources,
     non_zero_requests: Resources,
+    /// The pod's requests as its node counts them, when they differ from `requests`
+    /// (an in-place resize under way).
+    usage: Option<Box<Resources>>,
+    /// The defaulted cpu and memory its node counts for scoring.
+    non_zero_usage: Resources,
 }
 
 impl std::ops::Deref for Pod {
@@ -436,11 +523,15 @@ impl Pod {
                 containers: Vec::new(),
                 init_containers: Vec::new(),
                 overhead: None,
+                pod_level: None,
+                rules: PodRules::default(),
                 volumes: Vec::new(),
                 controller: None,
                 resource_claims: Box::default(),
                 requests: Resources::default(),
                 non_zero_requests: Resources::default(),
+                usage: None,
+                non_zero_usage: Resources::default(),
             }),
         }
     }
@@ -546,17 +637,34 @@ impl Pod {
 }
 
 impl PodTemplate {
-    /// The effective request: what the node must have free for this pod.
+    /// The effective request of the pod to be placed: what the node must have free for it
+    /// (upstream's `PodRequests` without status: pod-level requests replace the containers'
+    /// aggregate, overhead added).
     #[inline]
     pub fn requests(&self) -> &Resources {
         &self.requests
     }
 
-    /// The effective request with absent cpu/memory defaulted to 100m/200Mi per container,
-    /// which the scoring plugins use so that pods without requests still spread.
+    /// The pod's requests with absent cpu/memory defaulted to 100m/200Mi per container
+    /// (pod-level requests still replacing), as the resource scores read the pod to be
+    /// placed (upstream's `calculatePodResourceRequest`).
     #[inline]
     pub fn non_zero_requests(&self) -> &Resources {
         &self.non_zero_requests
+    }
+
+    /// What the pod holds on its node (`NodeInfo.Requested`): [`Self::requests`], or more
+    /// while an in-place resize is under way (upstream's `CalculateResource`).
+    #[inline]
+    pub fn usage(&self) -> &Resources {
+        self.usage.as_deref().unwrap_or(&self.requests)
+    }
+
+    /// The defaulted cpu and memory the pod adds to its node's `NonZeroRequested` (other
+    /// resources zero).
+    #[inline]
+    pub fn non_zero_usage(&self) -> &Resources {
+        &self.non_zero_usage
     }
 
     pub fn has_affinity(&self) -> bool {
@@ -567,29 +675,132 @@ impl PodTemplate {
         !self.affinity.pod_anti_affinity.required.is_empty()
     }
 
+    /// The host ports the pod takes (upstream's `GetHostPorts`): from v1.34 the sidecars'
+    /// first, then the containers'.
     pub fn host_ports(&self) -> impl Iterator<Item = &HostPort> {
-        self.containers.iter().flat_map(|c| c.host_ports.iter())
+        let sidecars = self.rules.sidecar_host_ports;
+        (self.init_containers.iter())
+            .filter(move |c| sidecars && c.restartable)
+            .chain(self.containers.iter())
+            .flat_map(|c| c.host_ports.iter())
     }
 
-    /// Recomputes the effective requests from the containers and overhead. Call after
-    /// changing containers; the decoder and builders do.
+    /// The containers' aggregate requests from the spec, without pod-level requests and
+    /// overhead (upstream's `AggregateContainerRequests`, which the API server's defaulting
+    /// and validation of pod-level resources read).
+    pub fn aggregate_container_requests(&self) -> Resources {
+        aggregate(
+            self,
+            Container::spec,
+            Defaults {
+                cpu: false,
+                memory: false,
+            },
+        )
+    }
+
+    /// Recomputes the derived requests from the containers, pod-level requests, overhead
+    /// and rules. Call after changing any of them; the decoder and builders do.
     pub fn update_requests(&mut self) {
-        self.requests = aggregate(self, |c| c.requests.clone());
-        self.non_zero_requests = aggregate(self, Container::non_zero_requests);
+        const NONE: Defaults = Defaults {
+            cpu: false,
+            memory: false,
+        };
+        const BOTH: Defaults = Defaults {
+            cpu: true,
+            memory: true,
+        };
+        self.requests = pod_requests(self, Container::spec, NONE);
+        self.non_zero_requests = pod_requests(self, Container::spec, BOTH);
+        let usage = pod_requests(self, Container::held, NONE);
+        let non_zero = if !self.rules.non_zero_counts_sidecars {
+            legacy_non_zero(self)
+        } else if let Some(pod_level) = &self.pod_level {
+            // Upstream's getNonMissingContainerRequests: with pod-level requests, the
+            // defaults fill only what is missing at every level.
+            let named = |resource: ResourceName, unset: fn(&View<'_>) -> bool| {
+                pod_level.names(resource)
+                    || self.overhead.as_ref().is_some_and(|o| o.get(resource) != 0)
+                    || (self.containers.iter())
+                        .chain(self.init_containers.iter())
+                        .any(|c| !unset(&c.held()))
+            };
+            let defaults = Defaults {
+                cpu: !named(ResourceName::Cpu, |v| v.cpu_unset),
+                memory: !named(ResourceName::Memory, |v| v.memory_unset),
+            };
+            if defaults.cpu || defaults.memory {
+                pod_requests(self, Container::held, defaults)
+            } else {
+                usage.clone()
+            }
+        } else {
+            pod_requests(self, Container::held, BOTH)
+        };
+        self.non_zero_usage = Resources::new(non_zero.milli_cpu, non_zero.memory);
+        self.usage = (usage != self.requests).then(|| Box::new(usage));
     }
 }
 
-/// Upstream's `PodRequests`: the sum over regular containers and sidecars, at least the
-/// largest init container's request (counting the sidecars started before it), plus overhead.
-fn aggregate(pod: &PodTemplate, request: impl Fn(&Container) -> Resources) -> Resources {
+/// A container's requests as one rule reads them.
+struct View<'a> {
+    requests: &'a Resources,
+    cpu_unset: bool,
+    memory_unset: bool,
+}
+
+/// Which of cpu and memory take their default where a container leaves them out
+/// (upstream's `NonMissingContainerRequests`).
+#[derive(Clone, Copy)]
+struct Defaults {
+    cpu: bool,
+    memory: bool,
+}
+
+impl View<'_> {
+    fn with(&self, defaults: Defaults) -> Resources {
+        let mut r = self.requests.clone();
+        if defaults.cpu && self.cpu_unset {
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if defaults.memory && self.memory_unset {
+            r.memory = DEFAULT_MEMORY_REQUEST;
+        }
+        r
+    }
+}
+
+/// Upstream's `PodRequests` (component-helpers/resource/helpers.go): the containers'
+/// aggregate (`AggregateContainerRequests`: the sum over regular containers and sidecars,
+/// at least the largest init container's request counting the sidecars started before
+/// it), then each pod-level request in place of the aggregate, then overhead.
+fn pod_requests(
+    pod: &PodTemplate,
+    view: fn(&Container) -> View<'_>,
+    defaults: Defaults,
+) -> Resources {
+    let mut total = aggregate(pod, view, defaults);
+    if let Some(pod_level) = &pod.pod_level {
+        for &resource in &pod_level.named {
+            total.set(resource, pod_level.requests.get(resource));
+        }
+    }
+    if let Some(overhead) = &pod.overhead {
+        total.add(overhead);
+    }
+    total
+}
+
+/// Upstream's `AggregateContainerRequests`.
+fn aggregate(pod: &PodTemplate, view: fn(&Container) -> View<'_>, defaults: Defaults) -> Resources {
     let mut total = Resources::default();
     for c in &pod.containers {
-        total.add(&request(c));
+        total.add(&view(c).with(defaults));
     }
     let mut sidecars = Resources::default();
     let mut init_peak = Resources::default();
     for c in &pod.init_containers {
-        let r = request(c);
+        let r = view(c).with(defaults);
         if c.restartable {
             total.add(&r);
             sidecars.add(&r);
@@ -601,10 +812,65 @@ fn aggregate(pod: &PodTemplate, request: impl Fn(&Container) -> Resources) -> Re
         }
     }
     total.max_with(&init_peak);
-    if let Some(overhead) = &pod.overhead {
-        total.add(overhead);
-    }
     total
+}
+
+/// The defaulted cpu and memory of a bound pod before v1.32 (`calculateResource` in
+/// pkg/scheduler/framework/types.go at release-1.31): the regular containers' sum, at
+/// least what each init container sees while it runs, each of these lists defaulted as
+/// a whole (`GetNonzeroRequests` on the list `PodRequests` hands its `ContainerFn`: a
+/// sidecar's is the sidecars' running sum, another init container's its own requests
+/// plus that sum), sidecars not added to the regular containers; overhead added.
+fn legacy_non_zero(pod: &PodTemplate) -> Resources {
+    let non_zero = |r: &Resources, cpu_named: bool, memory_named: bool| {
+        (
+            if cpu_named {
+                r.milli_cpu
+            } else {
+                DEFAULT_MILLI_CPU_REQUEST
+            },
+            if memory_named {
+                r.memory
+            } else {
+                DEFAULT_MEMORY_REQUEST
+            },
+        )
+    };
+    let (mut cpu, mut memory) = (0, 0);
+    for c in &pod.containers {
+        let v = c.held();
+        let (c, m) = non_zero(v.requests, !v.cpu_unset, !v.memory_unset);
+        cpu += c;
+        memory += m;
+    }
+    let (mut init_cpu, mut init_memory) = (0, 0);
+    let mut sidecars = Resources::default();
+    let (mut sidecars_cpu, mut sidecars_memory) = (false, false);
+    for c in &pod.init_containers {
+        let v = c.held();
+        let (c_cpu, c_memory) = if c.restartable {
+            sidecars.add(v.requests);
+            sidecars_cpu |= !v.cpu_unset;
+            sidecars_memory |= !v.memory_unset;
+            non_zero(&sidecars, sidecars_cpu, sidecars_memory)
+        } else {
+            let mut during = v.requests.clone();
+            during.add(&sidecars);
+            non_zero(
+                &during,
+                sidecars_cpu || !v.cpu_unset,
+                sidecars_memory || !v.memory_unset,
+            )
+        };
+        init_cpu = init_cpu.max(c_cpu);
+        init_memory = init_memory.max(c_memory);
+    }
+    let mut out = Resources::new(cpu.max(init_cpu), memory.max(init_memory));
+    if let Some(overhead) = &pod.overhead {
+        out.milli_cpu += overhead.milli_cpu;
+        out.memory += overhead.memory;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -758,6 +1024,314 @@ mod tests {
         assert!(!rbd(&["a", "b"], "bar", false).conflicts(&rbd(&["c", "d"], "bar", false)));
         assert!(!rbd(&["a"], "bar", false).conflicts(&rbd(&["a"], "baz", false)));
         assert!(!rbd(&["a"], "bar", true).conflicts(&rbd(&["a"], "bar", true)));
+    }
+
+    const MI: i64 = 1024 * 1024;
+
+    fn with_pod_level(mut pod: Pod, named: &[(ResourceName, i64)]) -> Pod {
+        let mut requests = Resources::default();
+        for &(resource, amount) in named {
+            requests.set(resource, amount);
+        }
+        pod.pod_level = Some(Box::new(PodLevelRequests {
+            requests,
+            named: named.iter().map(|(r, _)| *r).collect(),
+        }));
+        pod.update_requests();
+        pod
+    }
+
+    fn unset() -> Container {
+        Container::new("c", None, None)
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_aggregate() {
+        use ResourceName::{Cpu, Memory};
+        // Rows of component-helpers/resource/helpers_test.go TestPodLevelResourceRequests
+        // (cpu in millicores, memory in Mi): pod-level, containers, init containers
+        // (sidecar when flagged), expected PodRequests.
+        type Row = (
+            &'static str,
+            &'static [(ResourceName, i64)],
+            &'static [(i64, i64)],
+            &'static [(i64, i64, bool)],
+            (i64, i64),
+        );
+        let rows: &[Row] = &[
+            ("pod level memory", &[(Memory, 2)], &[], &[], (0, 2)),
+            (
+                "pod level memory and container level cpu",
+                &[(Memory, 2)],
+                &[(2, 0)],
+                &[],
+                (2, 2),
+            ),
+            ("only container level", &[], &[(2, 3)], &[], (2, 3)),
+            (
+                "both levels",
+                &[(Cpu, 8), (Memory, 6)],
+                &[(2, 3)],
+                &[],
+                (8, 6),
+            ),
+            (
+                "container and init container",
+                &[],
+                &[(2, 3)],
+                &[(4, 5, false)],
+                (4, 5),
+            ),
+            (
+                "container and sidecar",
+                &[],
+                &[(2, 3)],
+                &[(4, 5, true)],
+                (6, 8),
+            ),
+            (
+                "container, sidecar and init",
+                &[],
+                &[(2, 3)],
+                &[(4, 5, true), (8, 6, false)],
+                (12, 11),
+            ),
+            (
+                "pod level over container, sidecar and init",
+                &[(Cpu, 18), (Memory, 15)],
+                &[(2, 3)],
+                &[(4, 5, true), (8, 6, false)],
+                (18, 15),
+            ),
+        ];
+        for (name, pod_level, containers, init, (cpu, memory)) in rows {
+            let mut pod = Pod::new("ns", "p");
+            for &(c, m) in *containers {
+                pod = pod.with_container(container(c, m * MI));
+            }
+            for &(c, m, sidecar) in *init {
+                let mut ic = container(c, m * MI);
+                ic.restartable = sidecar;
+                pod = pod.with_init_container(ic);
+            }
+            let levels: Vec<_> = pod_level
+                .iter()
+                .map(|&(r, a)| (r, if r == Memory { a * MI } else { a }))
+                .collect();
+            let pod = if levels.is_empty() {
+                pod
+            } else {
+                with_pod_level(pod, &levels)
+            };
+            assert_eq!(
+                (pod.requests().milli_cpu, pod.requests().memory),
+                (*cpu, memory * MI),
+                "{name}"
+            );
+            assert_eq!(pod.usage(), pod.requests(), "{name}: nothing resized");
+        }
+    }
+
+    #[test]
+    fn overhead_is_added_after_pod_level_requests() {
+        // TestPodRequestsAndLimits "req-and-overhead", then the same with the cpu set at
+        // pod level: the pod-level request replaces the aggregate, overhead comes on top.
+        let mut pod = Pod::new("ns", "p").with_container(container(1000, 10));
+        pod.overhead = Some(Box::new(Resources::new(5000, 5)));
+        pod.update_requests();
+        assert_eq!(pod.requests(), &Resources::new(6000, 15));
+        let pod = with_pod_level(pod, &[(ResourceName::Cpu, 3000)]);
+        assert_eq!(pod.requests(), &Resources::new(8000, 15));
+    }
+
+    #[test]
+    fn bound_pods_non_zero_requests_with_pod_level_requests() {
+        use ResourceName::{Cpu, EphemeralStorage, Memory};
+        let (cpu, memory) = (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST);
+        // Rows of pkg/scheduler/framework/types_test.go TestPodInfoCalculateResources:
+        // (usage cpu, memory), (non-zero cpu, memory).
+        let requestless = Pod::new("ns", "p").with_container(unset());
+        assert_eq!(requestless.usage(), &Resources::default());
+        assert_eq!(requestless.non_zero_usage(), &Resources::new(cpu, memory));
+
+        let both = with_pod_level(
+            Pod::new("ns", "p")
+                .with_init_container(container(500, 500 * MI))
+                .with_container(container(500, 500 * MI)),
+            &[(Cpu, 1200), (Memory, 1200 * MI)],
+        );
+        assert_eq!(both.usage(), &Resources::new(1200, 1200 * MI));
+        assert_eq!(both.non_zero_usage(), &Resources::new(1200, 1200 * MI));
+
+        let mut sidecar = container(500, 500 * MI);
+        sidecar.restartable = true;
+        let with_sidecar = with_pod_level(
+            Pod::new("ns", "p")
+                .with_init_container(sidecar)
+                .with_container(container(500, 500 * MI)),
+            &[(Cpu, 1200), (Memory, 1200 * MI)],
+        );
+        assert_eq!(
+            with_sidecar.non_zero_usage(),
+            &Resources::new(1200, 1200 * MI)
+        );
+
+        let memory_only = with_pod_level(
+            Pod::new("ns", "p")
+                .with_init_container(unset())
+                .with_container(unset()),
+            &[(Memory, 1200 * MI)],
+        );
+        assert_eq!(memory_only.usage(), &Resources::new(0, 1200 * MI));
+        assert_eq!(
+            memory_only.non_zero_usage(),
+            &Resources::new(cpu, 1200 * MI)
+        );
+
+        let cpu_only = with_pod_level(
+            Pod::new("ns", "p")
+                .with_init_container(unset())
+                .with_container(unset()),
+            &[(Cpu, 500)],
+        );
+        assert_eq!(cpu_only.non_zero_usage(), &Resources::new(500, memory));
+
+        let storage = |amount| {
+            let mut c = unset();
+            c.requests.set(EphemeralStorage, amount);
+            c
+        };
+        let unsupported = with_pod_level(
+            Pod::new("ns", "p")
+                .with_init_container(storage(500 * MI))
+                .with_container(storage(800 * MI)),
+            &[(Cpu, 500)],
+        );
+        let mut usage = Resources::new(500, 0);
+        usage.ephemeral_storage = 800 * MI;
+        assert_eq!(unsupported.usage(), &usage);
+        assert_eq!(unsupported.non_zero_usage(), &Resources::new(500, memory));
+    }
+
+    #[test]
+    fn defaults_fill_only_what_is_missing_at_every_level() {
+        // getNonMissingContainerRequests: one container names memory, so no container's
+        // missing memory is defaulted on the node's side; the pod being scored
+        // (calculatePodResourceRequest) defaults each container's missing memory.
+        let pod = with_pod_level(
+            Pod::new("ns", "p")
+                .with_container(Container::new("a", None, Some(300 * MI)))
+                .with_container(unset()),
+            &[(ResourceName::Cpu, 700)],
+        );
+        assert_eq!(pod.non_zero_usage(), &Resources::new(700, 300 * MI));
+        assert_eq!(
+            pod.non_zero_requests(),
+            &Resources::new(700, 300 * MI + DEFAULT_MEMORY_REQUEST)
+        );
+        // Without pod-level requests both default per container.
+        let pod = Pod::new("ns", "p")
+            .with_container(Container::new("a", None, Some(300 * MI)))
+            .with_container(unset());
+        let both = Resources::new(
+            2 * DEFAULT_MILLI_CPU_REQUEST,
+            300 * MI + DEFAULT_MEMORY_REQUEST,
+        );
+        assert_eq!(
+            (pod.non_zero_usage(), pod.non_zero_requests()),
+            (&both, &both)
+        );
+    }
+
+    #[test]
+    fn a_resized_container_counts_in_usage_only() {
+        let mut c = container(1000, 100 * MI);
+        c.resized = Some(Box::new(ContainerRequests {
+            requests: Resources::new(3000, 100 * MI),
+            cpu_unset: false,
+            memory_unset: false,
+        }));
+        let pod = Pod::new("ns", "p").with_container(c);
+        assert_eq!(pod.requests(), &Resources::new(1000, 100 * MI));
+        assert_eq!(pod.usage(), &Resources::new(3000, 100 * MI));
+        assert_eq!(pod.non_zero_usage(), &Resources::new(3000, 100 * MI));
+        assert_eq!(pod.non_zero_requests(), &Resources::new(1000, 100 * MI));
+    }
+
+    #[test]
+    fn before_v1_32_the_node_counts_defaulted_requests_without_adding_sidecars() {
+        // calculateResource at release-1.31: GetNonzeroRequests on each list PodRequests
+        // hands to ContainerFn; sidecars are not added to the regular containers' sum.
+        let (cpu, memory) = (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST);
+        let mut sidecar = unset();
+        sidecar.restartable = true;
+        let build = |rules: PodRules, init: Vec<Container>, overhead: Option<Resources>| {
+            let mut pod = Pod::new("ns", "p").with_container(unset());
+            pod.rules = rules;
+            pod.init_containers = init;
+            pod.overhead = overhead.map(Box::new);
+            pod.update_requests();
+            pod
+        };
+        let v131 = PodRules::of(Release::at(31));
+        let v132 = PodRules::of(Release::at(32));
+        // A requestless sidecar and container: max(100m, 100m) against 100m + 100m.
+        let old = build(v131, vec![sidecar.clone()], None);
+        let new = build(v132, vec![sidecar.clone()], None);
+        assert_eq!(old.non_zero_usage(), &Resources::new(cpu, memory));
+        assert_eq!(new.non_zero_usage(), &Resources::new(2 * cpu, 2 * memory));
+        assert_eq!(
+            old.non_zero_requests(),
+            new.non_zero_requests(),
+            "the pod being scored counts sidecars in both"
+        );
+        // Sidecar 1 cpu, init 2 cpu (started after it), container: the init container
+        // sees 3 cpu; memory named by none, so each list defaults to 200Mi once.
+        let mut one_cpu_sidecar = Container::new("s", Some(1000), None);
+        one_cpu_sidecar.restartable = true;
+        let init = vec![one_cpu_sidecar, Container::new("i", Some(2000), None)];
+        let old = build(v131, init.clone(), None);
+        let new = build(v132, init, None);
+        assert_eq!(old.non_zero_usage(), &Resources::new(3000, memory));
+        assert_eq!(new.non_zero_usage(), &Resources::new(3000, 2 * memory));
+        // Two sidecars: the second one's list is the running sum (1.5 cpu), not its own.
+        let mut second = Container::new("t", Some(500), None);
+        second.restartable = true;
+        let mut first = Container::new("s", Some(1000), None);
+        first.restartable = true;
+        let old = build(v131, vec![first, second], None);
+        assert_eq!(old.non_zero_usage().milli_cpu, 1500);
+        // Overhead is added to the old rule's result.
+        let old = build(v131, vec![sidecar], Some(Resources::new(50, 5)));
+        assert_eq!(old.non_zero_usage(), &Resources::new(cpu + 50, memory + 5));
+    }
+
+    #[test]
+    fn sidecar_host_ports_count_from_v1_34() {
+        // util.GetHostPorts: restartable init containers' ports first, then containers';
+        // a regular init container's never.
+        let port = |port| HostPort {
+            ip: HostPort::any_ip(),
+            protocol: Protocol::Tcp,
+            port,
+        };
+        let with_port = |mut c: Container, p, restartable| {
+            c.host_ports.push(port(p));
+            c.restartable = restartable;
+            c
+        };
+        let build = |rules: PodRules| {
+            let mut pod = Pod::new("ns", "p")
+                .with_container(with_port(unset(), 80, false))
+                .with_init_container(with_port(unset(), 8080, true))
+                .with_init_container(with_port(unset(), 9090, false));
+            pod.rules = rules;
+            pod
+        };
+        let ports = |pod: &Pod| pod.host_ports().map(|p| p.port).collect::<Vec<_>>();
+        assert_eq!(ports(&build(PodRules::of(Release::at(34)))), [8080, 80]);
+        assert_eq!(ports(&build(PodRules::default())), [8080, 80]);
+        assert_eq!(ports(&build(PodRules::of(Release::at(33)))), [80]);
     }
 
     #[test]

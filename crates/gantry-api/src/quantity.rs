@@ -145,6 +145,77 @@ impl Quantity {
     }
 }
 
+/// How apimachinery prints a quantity: the format its text was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantityFormat {
+    /// `100m`, `2`, `1500k`.
+    DecimalSI,
+    /// `1Gi`, `512Mi`.
+    BinarySI,
+    /// `1e3`.
+    DecimalExponent,
+}
+
+impl QuantityFormat {
+    /// The format of a quantity written as `text` (apimachinery keeps the suffix's kind).
+    pub fn of(text: &str) -> QuantityFormat {
+        let suffix = text
+            .trim()
+            .trim_start_matches(['+', '-'])
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        if suffix.ends_with('i') {
+            QuantityFormat::BinarySI
+        } else if suffix.starts_with(['e', 'E']) {
+            QuantityFormat::DecimalExponent
+        } else {
+            QuantityFormat::DecimalSI
+        }
+    }
+
+    /// apimachinery's `Quantity.String()` (`CanonicalizeBytes`) for an amount in
+    /// thousandths of a unit: the largest suffix that keeps the number whole, binary only
+    /// for whole amounts from 1024 on.
+    pub fn canonical(self, milli: i64) -> String {
+        if milli == 0 {
+            return "0".to_string();
+        }
+        let whole = milli % 1000 == 0;
+        if self == QuantityFormat::BinarySI && whole && milli.abs() >= 1024 * 1000 {
+            let mut amount = milli / 1000;
+            let mut power = 0;
+            while amount % 1024 == 0 && power < 6 {
+                amount /= 1024;
+                power += 1;
+            }
+            let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
+            return format!("{amount}{suffix}");
+        }
+        // Decimal: trailing zeros removed, the exponent brought down to a multiple of 3.
+        let (mut amount, mut exponent) = (i128::from(milli), -3i32);
+        while amount % 10 == 0 {
+            amount /= 10;
+            exponent += 1;
+        }
+        while exponent.rem_euclid(3) != 0 {
+            amount *= 10;
+            exponent -= 1;
+        }
+        let suffix = match (self, exponent) {
+            (QuantityFormat::DecimalExponent, 0) => String::new(),
+            (QuantityFormat::DecimalExponent, e) => format!("e{e}"),
+            (_, -3) => "m".into(),
+            (_, 0) => String::new(),
+            (_, 3) => "k".into(),
+            (_, 6) => "M".into(),
+            (_, 9) => "G".into(),
+            (_, 12) => "T".into(),
+            (_, 15) => "P".into(),
+            (_, e) => format!("e{e}"),
+        };
+        format!("{amount}{suffix}")
+    }
+}
+
 impl std::fmt::Display for Quantity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}e{}", self.mantissa, self.exp10)?;
@@ -242,5 +313,26 @@ mod tests {
             proptest::prop_assert_eq!(milli(&format!("{m}m")), m);
             proptest::prop_assert_eq!(units(&format!("{m}Ki")), m * 1024);
         }
+    }
+
+    #[test]
+    fn canonical_forms_as_apimachinery_prints_them() {
+        let c = |text: &str| QuantityFormat::of(text).canonical(milli(text));
+        // Cases from apimachinery's quantity_test.go TestQuantityCanonicalizeBytes /
+        // TestQuantityString.
+        assert_eq!(c("0.5"), "500m");
+        assert_eq!(c("1500m"), "1500m");
+        assert_eq!(c("2000m"), "2");
+        assert_eq!(c("1Gi"), "1Gi");
+        assert_eq!(c("1024Mi"), "1Gi");
+        assert_eq!(c("1000Mi"), "1000Mi");
+        assert_eq!(c("1.5Gi"), "1536Mi");
+        assert_eq!(c("1000Ki"), "1000Ki");
+        assert_eq!(c("100Ki"), "100Ki");
+        assert_eq!(c("1G"), "1G");
+        assert_eq!(c("1500k"), "1500k");
+        assert_eq!(c("1e3"), "1e3");
+        assert_eq!(c("0"), "0");
+        assert_eq!(QuantityFormat::BinarySI.canonical(1000 * 1000), "1k");
     }
 }

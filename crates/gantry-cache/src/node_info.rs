@@ -288,12 +288,12 @@ impl NodeInfo {
         self.label_index.update(pod, sign);
         self.affinity_terms.update(pod, sign);
         if sign > 0 {
-            self.requested.add(pod.requests());
-            self.non_zero_requested.add(pod.non_zero_requests());
+            self.requested.add(pod.usage());
+            self.non_zero_requested.add(pod.non_zero_usage());
             self.used_ports.extend(pod.host_ports().copied());
         } else {
-            self.requested.sub(pod.requests());
-            self.non_zero_requested.sub(pod.non_zero_requests());
+            self.requested.sub(pod.usage());
+            self.non_zero_requested.sub(pod.non_zero_usage());
             for port in pod.host_ports() {
                 if let Some(i) = self.used_ports.iter().position(|p| p == port) {
                     self.used_ports.swap_remove(i);
@@ -384,6 +384,49 @@ mod tests {
             assert_eq!(copy.allocatable(), source.allocatable());
             assert_eq!(copy.generation(), source.generation());
         }
+    }
+
+    #[test]
+    fn bound_pods_count_their_usage_and_their_sidecars_ports() {
+        use gantry_api::{ContainerRequests, PodRules, Release};
+        let mut app = Container::new("app", Some(500), Some(1 << 20));
+        app.resized = Some(Box::new(ContainerRequests {
+            requests: Resources::new(800, 1 << 20),
+            cpu_unset: false,
+            memory_unset: false,
+        }));
+        let mut sidecar = Container::new("log", None, None);
+        sidecar.restartable = true;
+        sidecar.host_ports.push(HostPort {
+            ip: HostPort::any_ip(),
+            protocol: Protocol::Tcp,
+            port: 9000,
+        });
+        let pod = |rules| {
+            let mut pod = Pod::new("ns", "a")
+                .with_container(app.clone())
+                .with_init_container(sidecar.clone());
+            pod.rules = rules;
+            pod.update_requests();
+            Arc::new(pod)
+        };
+        let mut info = NodeInfo::new(node());
+        let v135 = pod(PodRules::default());
+        info.add_pod(v135.clone());
+        assert_eq!(v135.requests().milli_cpu, 500, "what placing it asked");
+        assert_eq!(info.requested().milli_cpu, 800, "what the resize holds");
+        assert_eq!(
+            info.non_zero_requested().milli_cpu,
+            800 + gantry_api::resources::DEFAULT_MILLI_CPU_REQUEST
+        );
+        assert_eq!(info.used_ports().len(), 1, "the sidecar's port (v1.34 on)");
+        info.remove_pod(&v135.uid);
+        assert!(info.requested().is_zero() && info.used_ports().is_empty());
+        info.add_pod(pod(PodRules::of(Release::at(33))));
+        assert!(
+            info.used_ports().is_empty(),
+            "v1.33 leaves sidecars' ports out"
+        );
     }
 
     #[test]

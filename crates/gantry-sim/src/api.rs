@@ -51,7 +51,7 @@ impl NodeUsage {
     }
 
     fn add(&mut self, pod: &Arc<Pod>) {
-        self.requested.add(pod.requests());
+        self.requested.add(pod.usage());
         self.pods.push(pod.uid.clone());
         if let Some(cards) = &mut self.cards {
             cards.add_pod(pod.clone());
@@ -59,7 +59,7 @@ impl NodeUsage {
     }
 
     fn remove(&mut self, pod: &Pod) {
-        self.requested.sub(pod.requests());
+        self.requested.sub(pod.usage());
         self.pods.retain(|uid| **uid != *pod.uid);
         if let Some(cards) = &mut self.cards {
             cards.remove_pod(&pod.uid);
@@ -184,8 +184,8 @@ impl SimulatedApi {
     pub fn add_bound_pod(&mut self, pod: Arc<Pod>) {
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
             usage.add(&pod);
-            self.totals.requested_milli_cpu += pod.requests().milli_cpu;
-            self.totals.requested_memory += pod.requests().memory;
+            self.totals.requested_milli_cpu += pod.usage().milli_cpu;
+            self.totals.requested_memory += pod.usage().memory;
         }
         self.bound.insert(pod.uid.clone(), pod);
     }
@@ -227,8 +227,8 @@ impl SimulatedApi {
             self.overcommitted.insert(node);
         }
         usage.add(pod);
-        self.totals.requested_milli_cpu += pod.requests().milli_cpu;
-        self.totals.requested_memory += pod.requests().memory;
+        self.totals.requested_milli_cpu += pod.usage().milli_cpu;
+        self.totals.requested_memory += pod.usage().memory;
         self.bound.insert(pod.uid.clone(), pod.clone());
         self.binds += 1;
         Ok(())
@@ -254,8 +254,8 @@ impl SimulatedApi {
         let pod = self.bound.remove(uid)?;
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
             usage.remove(&pod);
-            self.totals.requested_milli_cpu -= pod.requests().milli_cpu;
-            self.totals.requested_memory -= pod.requests().memory;
+            self.totals.requested_milli_cpu -= pod.usage().milli_cpu;
+            self.totals.requested_memory -= pod.usage().memory;
         }
         Some(pod)
     }

@@ -209,6 +209,7 @@ fn smaller_request(pod: &Pod, info: &NodeInfo) -> Option<(Pod, String)> {
     changed.containers = vec![container];
     changed.init_containers.clear();
     changed.overhead = None;
+    changed.pod_level = None;
     changed.update_requests();
     Some((
         changed,

@@ -140,6 +140,16 @@ pub(super) fn convert_pod(
         .enumerate()
         .map(|(i, c)| container(c, object, &format!("spec.initContainers[{i}]")))
         .collect::<Result<_, _>>()?;
+    let template: &mut PodTemplate = &mut out;
+    super::pod_resources::resized(
+        pod,
+        &mut template.containers,
+        &mut template.init_containers,
+        object,
+        release,
+    )?;
+    out.pod_level = super::pod_resources::pod_level(spec, &out, object)?;
+    out.rules = PodRules::of(release);
     if let Some(overhead) = &spec.overhead {
         out.overhead = Some(Box::new(resources(
             Some(overhead),
@@ -285,6 +295,7 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
         host_ports: ports(c.ports.as_deref().unwrap_or_default(), object, field)?,
         restartable: c.restart_policy.as_deref() == Some("Always"),
         zero_requests: zero_requests.into_boxed_slice(),
+        resized: None,
     })
 }
 
