@@ -645,9 +645,12 @@ impl PodTemplate {
         &self.requests
     }
 
-    /// The pod's requests with absent cpu/memory defaulted to 100m/200Mi per container
-    /// (pod-level requests still replacing), as the resource scores read the pod to be
-    /// placed (upstream's `calculatePodResourceRequest`).
+    /// The pod's requests with absent cpu/memory defaulted to 100m/200Mi per container, as
+    /// NodeResourcesFit's score reads the pod to be placed (upstream's
+    /// `calculatePodResourceRequest`). Pod-level requests do not replace the aggregate
+    /// here: upstream builds Fit's scorer without its `enablePodLevelResources` flag
+    /// (`noderesources/fit.go`, `nodeResourceStrategyTypeMap`, v1.32 to v1.35.4), so it
+    /// skips them, while Filter, BalancedAllocation and the node's usage read them.
     #[inline]
     pub fn non_zero_requests(&self) -> &Resources {
         &self.non_zero_requests
@@ -711,7 +714,10 @@ impl PodTemplate {
             memory: true,
         };
         self.requests = pod_requests(self, Container::spec, NONE);
-        self.non_zero_requests = pod_requests(self, Container::spec, BOTH);
+        self.non_zero_requests = aggregate(self, Container::spec, BOTH);
+        if let Some(overhead) = &self.overhead {
+            self.non_zero_requests.add(overhead);
+        }
         let usage = pod_requests(self, Container::held, NONE);
         let non_zero = if !self.rules.non_zero_counts_sidecars {
             legacy_non_zero(self)
@@ -1217,7 +1223,8 @@ mod tests {
     fn defaults_fill_only_what_is_missing_at_every_level() {
         // getNonMissingContainerRequests: one container names memory, so no container's
         // missing memory is defaulted on the node's side; the pod being scored
-        // (calculatePodResourceRequest) defaults each container's missing memory.
+        // (calculatePodResourceRequest in Fit's scorer, which skips pod-level requests)
+        // defaults each container's missing cpu and memory.
         let pod = with_pod_level(
             Pod::new("ns", "p")
                 .with_container(Container::new("a", None, Some(300 * MI)))
@@ -1227,7 +1234,10 @@ mod tests {
         assert_eq!(pod.non_zero_usage(), &Resources::new(700, 300 * MI));
         assert_eq!(
             pod.non_zero_requests(),
-            &Resources::new(700, 300 * MI + DEFAULT_MEMORY_REQUEST)
+            &Resources::new(
+                2 * DEFAULT_MILLI_CPU_REQUEST,
+                300 * MI + DEFAULT_MEMORY_REQUEST
+            )
         );
         // Without pod-level requests both default per container.
         let pod = Pod::new("ns", "p")

@@ -56,7 +56,9 @@ fn pod_level_requests_replace_the_aggregate_and_are_dropped_with_the_gate_off() 
     );
     let on = pod(&text);
     assert_eq!(cpu_memory(on.requests()), (2000, 1024 * MI));
-    assert_eq!(cpu_memory(on.non_zero_requests()), (2000, 1024 * MI));
+    // NodeResourcesFit's score reads the containers' defaulted aggregate (500m + 100m,
+    // 100Mi + 200Mi): upstream's Fit scorer skips pod-level requests.
+    assert_eq!(cpu_memory(on.non_zero_requests()), (600, 300 * MI));
     assert_eq!(cpu_memory(on.non_zero_usage()), (2000, 1024 * MI));
     // v1.33: the gate is off by default, the API server drops spec.resources.
     for off in [
