@@ -572,39 +572,55 @@ impl PodTemplate {
     }
 
     /// Recomputes the effective requests from the containers and overhead. Call after
-    /// changing containers; the decoder and builders do.
+    /// changing containers; the decoder and builders do. A sum past i64 saturates (see
+    /// [`PodTemplate::requests_overflow`]).
     pub fn update_requests(&mut self) {
-        self.requests = aggregate(self, |c| c.requests.clone());
-        self.non_zero_requests = aggregate(self, Container::non_zero_requests);
+        self.requests = aggregate(self, |c| c.requests.clone()).0;
+        self.non_zero_requests = aggregate(self, Container::non_zero_requests).0;
+    }
+
+    /// The first resource whose effective request adds up to more than i64 holds (cpu in
+    /// millicores, the rest in units), if any: the API server takes every quantity that
+    /// fits alone, but kube-scheduler's int64 sum of them wraps. The decoder refuses such
+    /// a pod rather than schedule it with a saturated request.
+    pub fn requests_overflow(&self) -> Option<crate::ResourceName> {
+        let (requests, saturated) = aggregate(self, |c| c.requests.clone());
+        if saturated {
+            return requests.first_saturated();
+        }
+        let (non_zero, saturated) = aggregate(self, Container::non_zero_requests);
+        saturated.then(|| non_zero.first_saturated()).flatten()
     }
 }
 
 /// Upstream's `PodRequests`: the sum over regular containers and sidecars, at least the
-/// largest init container's request (counting the sidecars started before it), plus overhead.
-fn aggregate(pod: &PodTemplate, request: impl Fn(&Container) -> Resources) -> Resources {
+/// largest init container's request (counting the sidecars started before it), plus
+/// overhead. Sums saturate at the ends of i64; the flag says whether one did.
+fn aggregate(pod: &PodTemplate, request: impl Fn(&Container) -> Resources) -> (Resources, bool) {
+    let mut saturated = false;
     let mut total = Resources::default();
     for c in &pod.containers {
-        total.add(&request(c));
+        saturated |= total.add(&request(c));
     }
     let mut sidecars = Resources::default();
     let mut init_peak = Resources::default();
     for c in &pod.init_containers {
         let r = request(c);
         if c.restartable {
-            total.add(&r);
-            sidecars.add(&r);
+            saturated |= total.add(&r);
+            saturated |= sidecars.add(&r);
             init_peak.max_with(&sidecars);
         } else {
             let mut during = r;
-            during.add(&sidecars);
+            saturated |= during.add(&sidecars);
             init_peak.max_with(&during);
         }
     }
     total.max_with(&init_peak);
     if let Some(overhead) = &pod.overhead {
-        total.add(overhead);
+        saturated |= total.add(overhead);
     }
-    total
+    (total, saturated)
 }
 
 #[cfg(test)]

@@ -467,7 +467,7 @@ impl Simulation {
 
     fn sample(&mut self, start: Instant) {
         let totals = self.api.totals();
-        let share = |used: i64, total: i64| {
+        let share = |used: i128, total: i128| {
             if total > 0 {
                 used as f64 / total as f64
             } else {
