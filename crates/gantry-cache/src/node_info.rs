@@ -288,7 +288,7 @@ impl NodeInfo {
         if let Some(gpus) = &mut self.gpus
             && holds_cards(pod)
         {
-            Arc::make_mut(gpus).account(pod, sign as i32);
+            Arc::make_mut(gpus).account(pod, sign);
         }
         self.label_index.update(pod, sign);
         self.affinity_terms.update(pod, sign);

@@ -54,11 +54,12 @@ impl NodeUsage {
     }
 
     /// Whether `pod` would overfill one of the GPU cards written on it.
-    fn card_overfilled_by(&self, pod: &Pod) -> bool {
+    fn card_overfilled_by(&self, pod: &Pod) -> Option<Arc<str>> {
         self.cards
             .as_ref()
             .and_then(NodeInfo::gpus)
-            .is_some_and(|usage| usage.overfilled_by(pod).is_some())
+            .and_then(|usage| usage.overfilled_by(pod))
+            .map(Arc::from)
     }
 
     fn add(&mut self, pod: &Arc<Pod>) {
@@ -124,6 +125,8 @@ pub struct SimulatedApi {
     deleted: HashSet<Arc<str>>,
     /// Nodes whose bound pods ever asked for more than the node has, through a bind.
     overcommitted: HashSet<Sym>,
+    /// GPU cards (node, card id) that a bind ever filled beyond what they have.
+    overfilled_cards: HashSet<(Sym, Arc<str>)>,
     totals: ClusterTotals,
     /// Refuse binds that would over-commit the node (a binder that re-checks capacity).
     pub capacity_check: bool,
@@ -141,6 +144,7 @@ impl SimulatedApi {
             bound: HashMap::new(),
             deleted: HashSet::new(),
             overcommitted: HashSet::new(),
+            overfilled_cards: HashSet::new(),
             totals: ClusterTotals::default(),
             capacity_check: false,
             failure_rate: 0.0,
@@ -242,7 +246,8 @@ impl SimulatedApi {
             .get_mut(&node)
             .ok_or(BindRefusal::NodeNotFound(node))?;
         let over = usage.overcommitted_by(pod);
-        if (over || usage.card_overfilled_by(pod)) && self.capacity_check {
+        let overfilled_card = usage.card_overfilled_by(pod);
+        if (over || overfilled_card.is_some()) && self.capacity_check {
             return Err(BindRefusal::OverCommit {
                 pod: pod.key(),
                 node,
@@ -250,6 +255,9 @@ impl SimulatedApi {
         }
         if over {
             self.overcommitted.insert(node);
+        }
+        if let Some(card) = overfilled_card {
+            self.overfilled_cards.insert((node, card));
         }
         usage.add(pod);
         self.totals.requested_milli_cpu += i128::from(pod.requests().milli_cpu);
@@ -263,9 +271,9 @@ impl SimulatedApi {
     /// cards written on the pod (whatever the capacity check says): what a refused
     /// placement would have done.
     pub fn would_overcommit(&self, pod: &Pod, node: Sym) -> bool {
-        self.nodes
-            .get(&node)
-            .is_some_and(|usage| usage.overcommitted_by(pod) || usage.card_overfilled_by(pod))
+        self.nodes.get(&node).is_some_and(|usage| {
+            usage.overcommitted_by(pod) || usage.card_overfilled_by(pod).is_some()
+        })
     }
 
     /// Records that a pod was deleted before it was bound: its bind, if one is in flight,
@@ -292,6 +300,12 @@ impl SimulatedApi {
     /// Nodes that a bind ever over-committed.
     pub fn overcommitted_nodes(&self) -> usize {
         self.overcommitted.len()
+    }
+
+    /// GPU cards that a bind ever filled beyond what they have (cards the input already
+    /// over-filled count only once a bind adds to them).
+    pub fn overfilled_cards(&self) -> usize {
+        self.overfilled_cards.len()
     }
 
     /// Cpu and memory requested and allocatable over all nodes now.

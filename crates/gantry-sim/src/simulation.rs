@@ -964,12 +964,9 @@ impl Simulation {
                 self.api.overcommitted_nodes()
             ));
         }
-        let cards = self
-            .instances
-            .iter()
-            .map(|i| crate::GpuReport::of(&i.cache).overcommitted_cards)
-            .max()
-            .unwrap_or(0);
+        // As for nodes, what binds did: a card the input already over-fills (bound pods
+        // holding more than it has) is the cluster's state, not this scheduler's doing.
+        let cards = self.api.overfilled_cards();
         if cards > 0 {
             return Err(format!("{cards} GPU cards hold more than they have"));
         }
