@@ -515,7 +515,7 @@ impl Simulation {
             self.deliver(&change);
         } else {
             self.push(
-                self.clock + self.options.event_latency,
+                self.clock.saturating_add(self.options.event_latency),
                 Event::Watch(change),
             );
         }
@@ -683,7 +683,9 @@ impl Simulation {
                 let latency = self.options.bind_latency.sample(&mut self.latency_rng);
                 self.records.placement_mut(index).annotations = written(&pod);
                 self.push(
-                    now + latency,
+                    // Saturating: the clock may stand at the end of time (a backoff of
+                    // i64::MAX seconds has expired).
+                    now.saturating_add(latency),
                     Event::BindDue {
                         instance,
                         pod,
