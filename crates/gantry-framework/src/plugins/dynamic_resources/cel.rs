@@ -32,8 +32,9 @@ pub const MAX_DEPTH: usize = 250;
 /// builds take the most: some 25 KiB).
 const STACK_PER_LEVEL: usize = 64 * 1024;
 
-/// Stack of the thread that parses: the `cel` crate's parser takes tens of KiB per level
-/// of bracket nesting before its limit stops it. Reserved, not committed.
+/// Stack the parser runs on: the `cel` crate's parser takes tens of KiB per level of
+/// bracket nesting before its limit stops it, and its tree of a long chain is as deep as
+/// the chain. Reserved, not committed.
 const COMPILE_STACK: usize = 256 << 20;
 
 /// A compiled selector, shared between the pods that use the same expression.
@@ -53,17 +54,13 @@ impl Selector {
         if let Some(message) = selector_too_long(expression) {
             return Err(message);
         }
-        let owned = expression.to_string();
-        let parse = std::thread::Builder::new()
-            .name("cel-compile".into())
-            .stack_size(COMPILE_STACK)
-            .spawn(move || compile_within_limits(&owned))
-            .map_err(|e| format!("InternalError: cannot start the CEL compiler: {e}"))?;
-        parse.join().unwrap_or_else(|panic| {
-            Err(format!(
-                "Invalid value: compilation failed: the CEL parser failed: {}",
-                panic_text(&*panic)
-            ))
+        stacker::grow(COMPILE_STACK, || {
+            catch_unwind(|| compile_within_limits(expression)).unwrap_or_else(|panic| {
+                Err(format!(
+                    "Invalid value: compilation failed: the CEL parser failed: {}",
+                    panic_text(&*panic)
+                ))
+            })
         })
     }
 
@@ -92,7 +89,7 @@ impl Selector {
     }
 }
 
-/// Parses and checks the limits; runs on the compile thread (deep stack).
+/// Parses and checks the limits; runs on the deep compile stack.
 fn compile_within_limits(expression: &str) -> Result<Selector, String> {
     let failed = |detail: &str| format!("Invalid value: compilation failed: {detail}");
     let program = match catch_unwind(|| Program::compile(expression)) {
