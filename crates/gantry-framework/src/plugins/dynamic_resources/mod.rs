@@ -42,8 +42,11 @@ pub const REASON_NOT_TRACKED: &str =
 /// compile is kept with its error, so that it is not parsed again for every pod).
 #[derive(Default)]
 pub struct DynamicResources {
-    selectors: Mutex<HashMap<Arc<str>, Result<Arc<Selector>, String>, RandomState>>,
+    selectors: Mutex<HashMap<Arc<str>, Compiled, RandomState>>,
 }
+
+/// A selector compiled, or why it does not compile.
+type Compiled = Result<Arc<Selector>, String>;
 
 /// Filter's allocations for the pod's claims, per node.
 type NodeAllocations = HashMap<Sym, Arc<Vec<Allocation>>, RandomState>;
