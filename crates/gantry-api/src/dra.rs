@@ -17,6 +17,29 @@ pub const RESERVED_FOR_MAX_SIZE: usize = 256;
 /// Upstream's `AllocationResultsMaxSize`: at most this many devices per claim.
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
 
+/// Upstream's `CELSelectorExpressionMaxLength` (resource.k8s.io/v1): the API server
+/// refuses a longer selector expression without compiling it.
+pub const CEL_SELECTOR_EXPRESSION_MAX_LENGTH: usize = 10 * 1024;
+
+/// Upstream's `CELSelectorExpressionMaxCost`: the API server refuses a selector whose
+/// estimated worst-case cost is above it ("too complex, exceeds cost limit"), and
+/// kube-scheduler stops an evaluation that costs more.
+pub const CEL_SELECTOR_EXPRESSION_MAX_COST: u64 = 1_000_000;
+
+/// Upstream's `ResourceSliceMaxAttributesAndCapacitiesPerDevice`.
+pub const MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE: usize = 32;
+
+/// Upstream's `DeviceAttributeMaxValueLength`: a string or version attribute's bytes.
+pub const DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH: usize = 64;
+
+/// `field.TooLong` for a selector expression beyond
+/// [`CEL_SELECTOR_EXPRESSION_MAX_LENGTH`], as the API server words it.
+pub fn selector_too_long(expression: &str) -> Option<String> {
+    (expression.len() > CEL_SELECTOR_EXPRESSION_MAX_LENGTH).then(|| {
+        format!("Too long: may not be more than {CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes")
+    })
+}
+
 /// One device: its driver, the pool it belongs to, and its name in the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceId {

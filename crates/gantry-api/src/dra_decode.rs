@@ -93,7 +93,15 @@ fn selectors(
         .flatten()
         .enumerate()
         .map(|(i, s)| match &s.cel {
-            Some(cel) => Ok(Arc::from(cel.expression.as_str())),
+            Some(cel) => match crate::dra::selector_too_long(&cel.expression) {
+                // Refused uncompiled, as the API server does.
+                Some(message) => Err(field_error(
+                    object,
+                    format!("{field}[{i}].cel.expression"),
+                    message,
+                )),
+                None => Ok(Arc::from(cel.expression.as_str())),
+            },
             None => Err(field_error(
                 object,
                 format!("{field}[{i}].cel"),
@@ -186,8 +194,36 @@ fn device(
     if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| *set) {
         return Err(unsupported(object, format!("{field}.{name}"), what));
     }
+    // The API server's limits, which also bound what a CEL selector can iterate over.
+    let count =
+        d.attributes.as_ref().map_or(0, |a| a.len()) + d.capacity.as_ref().map_or(0, |c| c.len());
+    if count > crate::dra::MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE {
+        return Err(field_error(
+            object,
+            field,
+            format!(
+                "Invalid value: {count}: the total number of attributes and capacities must not exceed {}",
+                crate::dra::MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE
+            ),
+        ));
+    }
     let mut attributes = Vec::new();
     for (name, a) in d.attributes.iter().flatten() {
+        for (kind, text) in [("string", &a.string), ("version", &a.version)] {
+            if text
+                .as_ref()
+                .is_some_and(|t| t.len() > crate::dra::DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
+            {
+                return Err(field_error(
+                    object,
+                    format!("{field}.attributes.{name}.{kind}"),
+                    format!(
+                        "Too long: may not be more than {} bytes",
+                        crate::dra::DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH
+                    ),
+                ));
+            }
+        }
         let value = match (&a.int, &a.bool, &a.string, &a.version) {
             (Some(i), None, None, None) => AttributeValue::Int(*i),
             (None, Some(b), None, None) => AttributeValue::Bool(*b),

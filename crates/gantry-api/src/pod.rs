@@ -688,6 +688,22 @@ impl PodTemplate {
             .flat_map(|c| c.host_ports.iter())
     }
 
+    /// The first resource whose request or usage adds up to more than i64 holds (cpu in
+    /// millicores, the rest in units), if any: the API server takes every quantity that
+    /// fits alone, but kube-scheduler's int64 sum of them wraps. Sums saturate, so such a
+    /// total stands at an end of i64; the decoder refuses the pod rather than schedule it
+    /// with a saturated request.
+    pub fn requests_overflow(&self) -> Option<crate::ResourceName> {
+        [
+            self.requests(),
+            self.non_zero_requests(),
+            self.usage(),
+            self.non_zero_usage(),
+        ]
+        .into_iter()
+        .find_map(Resources::first_saturated)
+    }
+
     /// The containers' aggregate requests from the spec, without pod-level requests and
     /// overhead (upstream's `AggregateContainerRequests`, which the API server's defaulting
     /// and validation of pod-level resources read).
@@ -797,7 +813,8 @@ fn pod_requests(
     total
 }
 
-/// Upstream's `AggregateContainerRequests`.
+/// Upstream's `AggregateContainerRequests`. Sums saturate at the ends of i64 (see
+/// [`PodTemplate::requests_overflow`]).
 fn aggregate(pod: &PodTemplate, view: fn(&Container) -> View<'_>, defaults: Defaults) -> Resources {
     let mut total = Resources::default();
     for c in &pod.containers {
@@ -846,8 +863,8 @@ fn legacy_non_zero(pod: &PodTemplate) -> Resources {
     for c in &pod.containers {
         let v = c.held();
         let (c, m) = non_zero(v.requests, !v.cpu_unset, !v.memory_unset);
-        cpu += c;
-        memory += m;
+        cpu = i64::saturating_add(cpu, c);
+        memory = i64::saturating_add(memory, m);
     }
     let (mut init_cpu, mut init_memory) = (0, 0);
     let mut sidecars = Resources::default();
@@ -873,8 +890,7 @@ fn legacy_non_zero(pod: &PodTemplate) -> Resources {
     }
     let mut out = Resources::new(cpu.max(init_cpu), memory.max(init_memory));
     if let Some(overhead) = &pod.overhead {
-        out.milli_cpu += overhead.milli_cpu;
-        out.memory += overhead.memory;
+        out.add(&Resources::new(overhead.milli_cpu, overhead.memory));
     }
     out
 }

@@ -138,27 +138,69 @@ impl Resources {
         self.scalar.iter().copied()
     }
 
-    pub fn add(&mut self, other: &Resources) {
-        self.combine(other, |a, b| a + b);
+    /// Adds `other`, amount by amount, saturating at the ends of i64 (upstream's int64 sums
+    /// wrap instead, and a node whose pods' requests wrap looks free). True when some amount
+    /// saturated: the total is then a lower bound of the true one, and a holder that must
+    /// subtract again exactly (a NodeInfo) adds its pods up anew instead.
+    pub fn add(&mut self, other: &Resources) -> bool {
+        self.combine(other, i64::overflowing_add)
     }
 
-    pub fn sub(&mut self, other: &Resources) {
-        self.combine(other, |a, b| a - b);
+    /// Subtracts `other`, saturating as [`Resources::add`]; true when some amount saturated.
+    pub fn sub(&mut self, other: &Resources) -> bool {
+        self.combine(other, i64::overflowing_sub)
     }
 
     /// Element-wise maximum, as upstream's `maxResourceList` for init containers.
     pub fn max_with(&mut self, other: &Resources) {
-        self.combine(other, i64::max);
+        self.combine(other, |a, b| (a.max(b), false));
     }
 
-    fn combine(&mut self, other: &Resources, f: impl Fn(i64, i64) -> i64) {
-        self.milli_cpu = f(self.milli_cpu, other.milli_cpu);
-        self.memory = f(self.memory, other.memory);
-        self.ephemeral_storage = f(self.ephemeral_storage, other.ephemeral_storage);
-        self.pods = f(self.pods, other.pods);
+    /// Whether an amount is at an end of i64, where a saturating sum stops.
+    pub fn is_saturated(&self) -> bool {
+        self.first_saturated().is_some()
+    }
+
+    /// The first resource whose amount is at an end of i64.
+    pub fn first_saturated(&self) -> Option<ResourceName> {
+        let at_end = |v: i64| v == i64::MAX || v == i64::MIN;
+        [
+            (ResourceName::Cpu, self.milli_cpu),
+            (ResourceName::Memory, self.memory),
+            (ResourceName::EphemeralStorage, self.ephemeral_storage),
+            (ResourceName::Pods, self.pods),
+        ]
+        .into_iter()
+        .chain(
+            self.scalar
+                .iter()
+                .map(|&(s, v)| (ResourceName::Scalar(s), v)),
+        )
+        .find(|&(_, v)| at_end(v))
+        .map(|(name, _)| name)
+    }
+
+    /// Applies `f` amount by amount; `f` gives the result and whether it wrapped, in which
+    /// case the amount saturates towards the side it overflowed. True when one did.
+    fn combine(&mut self, other: &Resources, f: impl Fn(i64, i64) -> (i64, bool)) -> bool {
+        let mut saturated = false;
+        let mut apply = |a: i64, b: i64| -> i64 {
+            match f(a, b) {
+                (v, false) => v,
+                // A wrapped result has the wrong sign: the true one is past the other end.
+                (v, true) => {
+                    saturated = true;
+                    if v < 0 { i64::MAX } else { i64::MIN }
+                }
+            }
+        };
+        self.milli_cpu = apply(self.milli_cpu, other.milli_cpu);
+        self.memory = apply(self.memory, other.memory);
+        self.ephemeral_storage = apply(self.ephemeral_storage, other.ephemeral_storage);
+        self.pods = apply(self.pods, other.pods);
         if self.scalar.is_empty() && other.scalar.is_empty() {
             // The common case (cpu and memory only): nothing to merge.
-            return;
+            return saturated;
         }
         let (a, b) = (&self.scalar, &other.scalar);
         let mut merged: SmallVec<[(Sym, i64); 2]> = SmallVec::new();
@@ -168,19 +210,19 @@ impl Resources {
                 (Some(&(na, va)), Some(&(nb, vb))) if na == nb => {
                     i += 1;
                     j += 1;
-                    (na, f(va, vb))
+                    (na, apply(va, vb))
                 }
                 (Some(&(na, va)), Some(&(nb, _))) if na < nb => {
                     i += 1;
-                    (na, f(va, 0))
+                    (na, apply(va, 0))
                 }
                 (Some(&(na, va)), None) => {
                     i += 1;
-                    (na, f(va, 0))
+                    (na, apply(va, 0))
                 }
                 (_, Some(&(nb, vb))) => {
                     j += 1;
-                    (nb, f(0, vb))
+                    (nb, apply(0, vb))
                 }
                 (None, None) => break,
             };
@@ -189,6 +231,7 @@ impl Resources {
             }
         }
         self.scalar = merged;
+        saturated
     }
 
     pub fn is_zero(&self) -> bool {
@@ -225,6 +268,45 @@ mod tests {
         max.max_with(&b);
         assert_eq!((max.milli_cpu, max.memory), (100, 3000));
         assert_eq!((max.scalar(gpu), max.scalar(huge)), (2, 7));
+    }
+
+    #[test]
+    fn sums_past_i64_saturate_and_say_so() {
+        let gpu = Sym::new("example.com/card");
+        let mut big = Resources::new(i64::MAX / 2 + 1, 1);
+        big.set_scalar(gpu, i64::MAX);
+        let mut sum = big.clone();
+        assert!(sum.add(&big), "the sum saturates");
+        assert_eq!(
+            (sum.milli_cpu, sum.memory, sum.scalar(gpu)),
+            (i64::MAX, 2, i64::MAX)
+        );
+        assert_eq!(sum.first_saturated(), Some(ResourceName::Cpu));
+        let mut small = Resources::new(1, 1);
+        assert!(!small.add(&Resources::new(2, 2)));
+        assert!(!small.is_saturated());
+        let mut low = Resources::new(i64::MIN + 1, 0);
+        assert!(low.sub(&Resources::new(5, 0)));
+        assert_eq!(low.milli_cpu, i64::MIN);
+    }
+
+    proptest::proptest! {
+        /// A saturating sum is the true sum clamped to i64: never below it while the true
+        /// sum fits, never wrapped around to a small or negative amount.
+        #[test]
+        fn saturating_sums_clamp_the_true_sum(amounts in proptest::collection::vec(0..=i64::MAX, 1..12)) {
+            let mut sum = Resources::default();
+            let mut exact: i128 = 0;
+            for (i, &a) in amounts.iter().enumerate() {
+                let saturated = sum.add(&Resources::new(a, a));
+                exact += i128::from(a);
+                let clamped = exact.min(i128::from(i64::MAX)) as i64;
+                proptest::prop_assert_eq!((sum.milli_cpu, sum.memory), (clamped, clamped), "after {} adds", i + 1);
+                if saturated {
+                    proptest::prop_assert!(exact > i128::from(i64::MAX));
+                }
+            }
+        }
     }
 
     #[test]

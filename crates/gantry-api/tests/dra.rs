@@ -143,8 +143,43 @@ fn bad_dra_fields_are_named() {
             "Pod default/p: spec.resourceClaims[0]: exactly one of resourceClaimName and resourceClaimTemplateName must be set",
         ),
     ];
-    for (text, expected) in cases {
-        let error = ClusterObjects::decode(text, "in").unwrap_err().to_string();
+    // The API server's limits: a selector expression of at most 10 KiB (refused before it
+    // is compiled), at most 32 attributes and capacities per device, strings of 64 bytes.
+    let long = format!(
+        "{{apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {{name: k}},
+          spec: {{selectors: [{{cel: {{expression: '{}'}}}}]}}}}",
+        "1 + ".repeat(2560) + "1"
+    );
+    let attributes: Vec<String> = (0..33).map(|i| format!("a{i}: {{int: {i}}}")).collect();
+    let many = format!(
+        "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+          spec: {{driver: d, nodeName: node-1, pool: {{name: p, generation: 1, resourceSliceCount: 1}},
+          devices: [{{name: x, attributes: {{{}}}}}]}}}}",
+        attributes.join(", ")
+    );
+    let wordy = format!(
+        "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+          spec: {{driver: d, nodeName: node-1, pool: {{name: p, generation: 1, resourceSliceCount: 1}},
+          devices: [{{name: x, attributes: {{model: {{string: {}}}}}}}]}}}}",
+        "m".repeat(65)
+    );
+    let limits = [
+        (
+            long,
+            "DeviceClass k: spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes",
+        ),
+        (
+            many,
+            "ResourceSlice s: spec.devices[0]: Invalid value: 33: the total number of attributes and capacities must not exceed 32",
+        ),
+        (
+            wordy,
+            "ResourceSlice s: spec.devices[0].attributes.model.string: Too long: may not be more than 64 bytes",
+        ),
+    ];
+    let cases = cases.map(|(text, expected)| (text.to_string(), expected));
+    for (text, expected) in cases.into_iter().chain(limits) {
+        let error = ClusterObjects::decode(&text, "in").unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");
     }
 }

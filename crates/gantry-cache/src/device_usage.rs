@@ -9,23 +9,26 @@ use gantry_api::Pod;
 use gantry_api::gpu::{self, NodeDevices};
 use smallvec::SmallVec;
 
-/// What the pods on one card hold.
+/// What the pods on one card hold. Sums of int32 amounts (HAMi's fields) kept in i64:
+/// HAMi's own int32 sums wrap, and two pods holding 2147483647 MiB each would leave the
+/// card looking empty. At the ends of i64 (2^32 pods' worth) they saturate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CardUsage {
     /// Shares in use (HAMi's `Used`): one per container placed on the card.
-    pub used: i32,
-    pub memory_mib: i32,
-    pub cores: i32,
+    pub used: i64,
+    pub memory_mib: i64,
+    pub cores: i64,
     /// Pods holding all of the card's compute (whole-card, exclusive requests).
-    pub exclusive: i32,
+    pub exclusive: i64,
 }
 
 impl CardUsage {
-    fn add(&mut self, other: &CardUsage, sign: i32) {
-        self.used += sign * other.used;
-        self.memory_mib += sign * other.memory_mib;
-        self.cores += sign * other.cores;
-        self.exclusive += sign * other.exclusive;
+    pub fn add(&mut self, other: &CardUsage, sign: i64) {
+        let add = |a: i64, b: i64| a.saturating_add(sign.saturating_mul(b));
+        self.used = add(self.used, other.used);
+        self.memory_mib = add(self.memory_mib, other.memory_mib);
+        self.cores = add(self.cores, other.cores);
+        self.exclusive = add(self.exclusive, other.exclusive);
     }
 
     fn max_with(&mut self, other: &CardUsage) {
@@ -54,9 +57,9 @@ impl DeviceUsage {
     pub fn new(devices: Arc<NodeDevices>) -> DeviceUsage {
         let mut capacity = CardUsage::default();
         for card in &devices.cards {
-            capacity.used = capacity.used.wrapping_add(card.count);
-            capacity.memory_mib = capacity.memory_mib.wrapping_add(card.memory_mib);
-            capacity.cores = capacity.cores.wrapping_add(card.cores);
+            capacity.used += i64::from(card.count);
+            capacity.memory_mib += i64::from(card.memory_mib);
+            capacity.cores += i64::from(card.cores);
         }
         DeviceUsage {
             cards: SmallVec::from_elem(CardUsage::default(), devices.cards.len()),
@@ -83,7 +86,8 @@ impl DeviceUsage {
         &self.total
     }
 
-    /// What the cards offer together (`used`: shares), summed as HAMi sums them (int32).
+    /// What the cards offer together (`used`: shares), summed in i64 (HAMi's int32 sum
+    /// would wrap for cards registered with amounts near i32::MAX).
     #[inline]
     pub fn capacity(&self) -> &CardUsage {
         &self.capacity
@@ -105,16 +109,16 @@ impl DeviceUsage {
                 let mut after = self.cards[*card];
                 after.add(usage, 1);
                 let offered = &self.devices.cards[*card];
-                after.used > offered.count
-                    || after.memory_mib > offered.memory_mib
-                    || after.cores > offered.cores
+                after.used > i64::from(offered.count)
+                    || after.memory_mib > i64::from(offered.memory_mib)
+                    || after.cores > i64::from(offered.cores)
                     || (after.exclusive > 0 && after.used > 1)
             })
             .map(|(card, _)| &*self.devices.cards[card].id)
     }
 
     /// Adds (`sign` 1) or takes away (-1) what `pod` holds on these cards.
-    pub(crate) fn account(&mut self, pod: &Pod, sign: i32) {
+    pub(crate) fn account(&mut self, pod: &Pod, sign: i64) {
         let held = held_cards(pod, &self.devices);
         if held.is_empty() {
             return;
@@ -123,7 +127,7 @@ impl DeviceUsage {
             self.cards[*card].add(usage, sign);
             self.total.add(usage, sign);
         }
-        self.pods = self.pods.saturating_add_signed(sign);
+        self.pods = self.pods.saturating_add_signed(sign as i32);
     }
 }
 
@@ -184,8 +188,8 @@ fn held_cards(pod: &Pod, devices: &NodeDevices) -> SmallVec<[(usize, CardUsage);
         };
         let usage = CardUsage {
             used: 1,
-            memory_mib,
-            cores,
+            memory_mib: i64::from(memory_mib),
+            cores: i64::from(cores),
             exclusive: 0,
         };
         match container.iter_mut().find(|(c, _)| *c == card) {
@@ -202,8 +206,8 @@ fn held_cards(pod: &Pod, devices: &NodeDevices) -> SmallVec<[(usize, CardUsage);
         .map(|h| {
             let mut usage = h.regular;
             usage.max_with(&h.init);
-            let whole = devices.cards[h.card].cores;
-            usage.exclusive = i32::from(whole > 0 && usage.cores >= whole);
+            let whole = i64::from(devices.cards[h.card].cores);
+            usage.exclusive = i64::from(whole > 0 && usage.cores >= whole);
             (h.card, usage)
         })
         .filter(|(_, usage)| usage.used > 0)
@@ -278,6 +282,22 @@ mod tests {
         );
         let elsewhere = pod("e", 0, "gpu-1,NVIDIA,0,100:;", "n1");
         assert_eq!(usage.overfilled_by(&elsewhere), None);
+    }
+
+    #[test]
+    fn usage_past_int32_stays_full_and_comes_off_exactly() {
+        // HAMi sums card usage in int32: twice 2147483647 MiB wraps to -2, an empty card.
+        let mut usage = DeviceUsage::new(devices());
+        let huge = |name| pod(name, 0, "gpu-0,NVIDIA,2147483647,0:;", "n1");
+        usage.account(&huge("a"), 1);
+        usage.account(&huge("b"), 1);
+        assert_eq!(usage.cards()[0].memory_mib, 2 * i64::from(i32::MAX));
+        assert_eq!(usage.total().memory_mib, 2 * i64::from(i32::MAX));
+        let small = pod("c", 0, "gpu-0,NVIDIA,1,0:;", "n1");
+        assert_eq!(usage.overfilled_by(&small), Some("gpu-0"));
+        usage.account(&huge("a"), -1);
+        usage.account(&huge("b"), -1);
+        assert_eq!(usage, DeviceUsage::new(devices()));
     }
 
     #[test]

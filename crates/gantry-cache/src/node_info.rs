@@ -52,6 +52,10 @@ pub struct NodeInfo {
     used_ports: SmallVec<[HostPort; 4]>,
     requested: Resources,
     non_zero_requested: Resources,
+    /// Some sum in `requested` or `non_zero_requested` saturated at i64::MAX (pods asking
+    /// for more than int64 holds together): the totals are then a lower bound, which never
+    /// leaves room on the node, and removing a pod adds the others up anew.
+    saturated: bool,
     pvc_ref_counts: SmallVec<[(PvcKey, u32); 2]>,
     /// Sorted by image name.
     image_states: Arc<[ImageState]>,
@@ -77,6 +81,7 @@ clone_field_by_field!(NodeInfo {
     used_ports via copy_into,
     requested,
     non_zero_requested,
+    saturated,
     pvc_ref_counts via copy_into,
     image_states,
     label_index,
@@ -283,17 +288,23 @@ impl NodeInfo {
         if let Some(gpus) = &mut self.gpus
             && holds_cards(pod)
         {
-            Arc::make_mut(gpus).account(pod, sign as i32);
+            Arc::make_mut(gpus).account(pod, sign);
         }
         self.label_index.update(pod, sign);
         self.affinity_terms.update(pod, sign);
         if sign > 0 {
-            self.requested.add(pod.usage());
-            self.non_zero_requested.add(pod.non_zero_usage());
+            self.saturated |= self.requested.add(pod.usage());
+            self.saturated |= self.non_zero_requested.add(pod.non_zero_usage());
             self.used_ports.extend(pod.host_ports().copied());
         } else {
-            self.requested.sub(pod.usage());
-            self.non_zero_requested.sub(pod.non_zero_usage());
+            if self.saturated {
+                // A saturated sum cannot be taken apart: add up the pods left (the pod
+                // being removed is already out of the list).
+                self.recount_requests();
+            } else {
+                self.requested.sub(pod.usage());
+                self.non_zero_requested.sub(pod.non_zero_usage());
+            }
             for port in pod.host_ports() {
                 if let Some(i) = self.used_ports.iter().position(|p| p == port) {
                     self.used_ports.swap_remove(i);
@@ -321,6 +332,19 @@ impl NodeInfo {
         }
     }
 
+    /// Adds up the requests of the pods on the node anew (after a saturated sum).
+    fn recount_requests(&mut self) {
+        let (mut requested, mut non_zero) = (Resources::default(), Resources::default());
+        let mut saturated = false;
+        for pod in &self.pods {
+            saturated |= requested.add(pod.usage());
+            saturated |= non_zero.add(pod.non_zero_usage());
+        }
+        self.requested = requested;
+        self.non_zero_requested = non_zero;
+        self.saturated = saturated;
+    }
+
     /// Whether two NodeInfos hold the same node, pods (by identity) and totals.
     pub fn same_state(&self, other: &NodeInfo) -> bool {
         let same_pods = |a: &[Arc<Pod>], b: &[Arc<Pod>]| {
@@ -342,6 +366,7 @@ impl NodeInfo {
             && self.used_ports == other.used_ports
             && self.requested == other.requested
             && self.non_zero_requested == other.non_zero_requested
+            && self.saturated == other.saturated
             && self.pvc_ref_counts == other.pvc_ref_counts
             && self.image_states == other.image_states
             && self.label_index == other.label_index
@@ -533,6 +558,61 @@ mod tests {
         assert_eq!(info.gpus().unwrap().cards()[1].used, 1);
         info.set_node(node());
         assert!(info.gpus().is_none());
+    }
+
+    proptest::proptest! {
+        /// Whatever pods come and go, with requests up to i64::MAX each, the node's totals
+        /// are the true sums clamped to i64: a node never looks freer than it is, and
+        /// removing pods after a saturated sum gives the exact totals back.
+        #[test]
+        fn totals_never_look_freer_than_the_pods(
+            steps in proptest::collection::vec(
+                (proptest::prop_oneof![0..=i64::MAX, 0..1000i64, (i64::MAX / 3)..=i64::MAX], proptest::bool::ANY),
+                1..40,
+            ),
+        ) {
+            let mut info = NodeInfo::new(node());
+            let mut live: Vec<(Arc<Pod>, i64)> = Vec::new();
+            for (n, (amount, remove)) in steps.into_iter().enumerate() {
+                if remove && !live.is_empty() {
+                    let (pod, _) = live.remove(n % live.len());
+                    info.remove_pod(&pod.uid);
+                } else {
+                    let pod = Arc::new(Pod::new("ns", &format!("p{n}")).with_requests(amount, amount));
+                    info.add_pod(pod.clone());
+                    live.push((pod, amount));
+                }
+                let exact: i128 = live.iter().map(|(_, a)| i128::from(*a)).sum();
+                let clamped = exact.min(i128::from(i64::MAX)) as i64;
+                proptest::prop_assert_eq!(info.requested().milli_cpu, clamped);
+                proptest::prop_assert_eq!(info.requested().memory, clamped);
+                proptest::prop_assert_eq!(info.non_zero_requested().milli_cpu, clamped);
+                // What the fit check subtracts: never more free than the true free amount.
+                let free = info.allocatable().milli_cpu - info.requested().milli_cpu;
+                proptest::prop_assert!(i128::from(free) <= i128::from(info.allocatable().milli_cpu) - exact.min(i128::from(i64::MAX)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_saturated_node_recounts_exactly_when_a_pod_leaves() {
+        let mut info = NodeInfo::new(node());
+        let big = |name: &str| Arc::new(Pod::new("ns", name).with_requests(1 << 62, 0));
+        for name in ["a", "b", "c"] {
+            info.add_pod(big(name));
+        }
+        assert_eq!(
+            info.requested().milli_cpu,
+            i64::MAX,
+            "three of 2^62 saturate"
+        );
+        info.remove_pod("ns/a");
+        assert_eq!(info.requested().milli_cpu, i64::MAX, "two of them still do");
+        info.remove_pod("ns/b");
+        assert_eq!(info.requested().milli_cpu, 1 << 62);
+        info.add_pod(Arc::new(Pod::new("ns", "small").with_requests(500, 0)));
+        info.remove_pod("ns/c");
+        assert_eq!(info.requested().milli_cpu, 500, "exact again once it fits");
     }
 
     #[test]

@@ -426,7 +426,11 @@ impl SchedulingQueue {
     }
 
     fn backoff_expiry(&self, queued: &QueuedPod) -> Duration {
-        queued.timestamp + self.backoff_duration(queued.attempts)
+        // Saturating: a backoff of i64::MAX seconds (which upstream's validation lets
+        // through) ends at the end of time, not in an overflow.
+        queued
+            .timestamp
+            .saturating_add(self.backoff_duration(queued.attempts))
     }
 
     fn passes_pre_enqueue(&self, queued: &QueuedPod) -> bool {
@@ -561,6 +565,28 @@ mod tests {
             now = expiry;
         }
         assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn a_backoff_past_the_end_of_time_saturates() {
+        // podInitialBackoffSeconds = i64::MAX passes upstream's validation (> 0 only); the
+        // expiry of a backoff that starts after two such waits is past Duration::MAX.
+        let forever = secs(i64::MAX as u64);
+        let mut q = SchedulingQueue::with_backoff(
+            &[default_profile("default-scheduler")],
+            forever,
+            forever,
+        );
+        q.add(pod("p", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_backoff(popped, T0);
+        assert_eq!(q.next_backoff_expiry(), Some(forever));
+        assert!(q.pop(secs(1 << 40)).is_none());
+        let later = forever * 2;
+        let popped = q.pop(later).unwrap();
+        q.add_backoff(popped, later);
+        assert_eq!(q.next_backoff_expiry(), Some(Duration::MAX));
+        assert!(q.pop(Duration::MAX).is_some());
     }
 
     #[test]

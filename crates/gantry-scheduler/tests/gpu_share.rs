@@ -89,7 +89,7 @@ fn small_share() -> serde_json::Value {
 }
 
 /// Shares in use on each card of `node`, in the cache's current state.
-fn used(cache: &Cache, node: &str) -> Vec<i32> {
+fn used(cache: &Cache, node: &str) -> Vec<i64> {
     let mut snapshot = Snapshot::new();
     cache.update_snapshot(&mut snapshot).unwrap();
     let info = snapshot.node(Sym::new(node)).unwrap();

@@ -16,7 +16,12 @@ use gantry_scheduler::Rng;
 
 struct NodeUsage {
     node: Arc<Node>,
+    /// Saturates at i64::MAX: see `saturated`.
     requested: Resources,
+    /// A sum in `requested` saturated (pods asking together for more than int64 holds):
+    /// the node is over-committed in that resource, and removing a pod adds the others
+    /// up anew.
+    saturated: bool,
     /// Uids of the pods bound to the node, in bind order.
     pods: Vec<Arc<str>>,
     /// For a node with HAMi-registered GPUs, what its bound pods hold on each card (kept
@@ -30,6 +35,7 @@ impl NodeUsage {
         NodeUsage {
             node,
             requested: Resources::default(),
+            saturated: false,
             pods: Vec::new(),
             cards,
         }
@@ -38,29 +44,44 @@ impl NodeUsage {
     /// Whether one more pod, `pod`, would exceed what the node has.
     fn overcommitted_by(&self, pod: &Pod) -> bool {
         let mut after = self.requested.clone();
-        after.add(pod.requests());
-        exceeds(&after, self.pods.len() + 1, &self.node.allocatable)
+        let saturated = after.add(pod.requests()) || self.saturated;
+        exceeds(
+            &after,
+            saturated,
+            self.pods.len() + 1,
+            &self.node.allocatable,
+        )
     }
 
     /// Whether `pod` would overfill one of the GPU cards written on it.
-    fn card_overfilled_by(&self, pod: &Pod) -> bool {
+    fn card_overfilled_by(&self, pod: &Pod) -> Option<Arc<str>> {
         self.cards
             .as_ref()
             .and_then(NodeInfo::gpus)
-            .is_some_and(|usage| usage.overfilled_by(pod).is_some())
+            .and_then(|usage| usage.overfilled_by(pod))
+            .map(Arc::from)
     }
 
     fn add(&mut self, pod: &Arc<Pod>) {
-        self.requested.add(pod.usage());
+        self.saturated |= self.requested.add(pod.usage());
         self.pods.push(pod.uid.clone());
         if let Some(cards) = &mut self.cards {
             cards.add_pod(pod.clone());
         }
     }
 
-    fn remove(&mut self, pod: &Pod) {
-        self.requested.sub(pod.usage());
+    /// Takes `pod` off the node; `bound` holds the pods still bound (for a recount).
+    fn remove(&mut self, pod: &Pod, bound: &HashMap<Arc<str>, Arc<Pod>>) {
         self.pods.retain(|uid| **uid != *pod.uid);
+        if self.saturated {
+            self.requested = Resources::default();
+            self.saturated = false;
+            for other in self.pods.iter().filter_map(|uid| bound.get(uid)) {
+                self.saturated |= self.requested.add(other.usage());
+            }
+        } else {
+            self.requested.sub(pod.usage());
+        }
         if let Some(cards) = &mut self.cards {
             cards.remove_pod(&pod.uid);
         }
@@ -68,13 +89,14 @@ impl NodeUsage {
 }
 
 /// Cpu and memory requested and allocatable over all nodes, kept as binds and deletions
-/// happen, for utilisation over time.
+/// happen, for utilisation over time. In i128: the sum over many nodes of amounts each
+/// up to i64::MAX stays exact.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClusterTotals {
-    pub requested_milli_cpu: i64,
-    pub allocatable_milli_cpu: i64,
-    pub requested_memory: i64,
-    pub allocatable_memory: i64,
+    pub requested_milli_cpu: i128,
+    pub allocatable_milli_cpu: i128,
+    pub requested_memory: i128,
+    pub allocatable_memory: i128,
 }
 
 /// Why the API refused a bind.
@@ -103,6 +125,8 @@ pub struct SimulatedApi {
     deleted: HashSet<Arc<str>>,
     /// Nodes whose bound pods ever asked for more than the node has, through a bind.
     overcommitted: HashSet<Sym>,
+    /// GPU cards (node, card id) that a bind ever filled beyond what they have.
+    overfilled_cards: HashSet<(Sym, Arc<str>)>,
     totals: ClusterTotals,
     /// Refuse binds that would over-commit the node (a binder that re-checks capacity).
     pub capacity_check: bool,
@@ -120,6 +144,7 @@ impl SimulatedApi {
             bound: HashMap::new(),
             deleted: HashSet::new(),
             overcommitted: HashSet::new(),
+            overfilled_cards: HashSet::new(),
             totals: ClusterTotals::default(),
             capacity_check: false,
             failure_rate: 0.0,
@@ -131,12 +156,12 @@ impl SimulatedApi {
 
     /// Adds a node, or replaces it (an update such as a cordon) keeping its pods.
     pub fn add_node(&mut self, node: Arc<Node>) {
-        self.totals.allocatable_milli_cpu += node.allocatable.milli_cpu;
-        self.totals.allocatable_memory += node.allocatable.memory;
+        self.totals.allocatable_milli_cpu += i128::from(node.allocatable.milli_cpu);
+        self.totals.allocatable_memory += i128::from(node.allocatable.memory);
         match self.nodes.get_mut(&node.name) {
             Some(usage) => {
-                self.totals.allocatable_milli_cpu -= usage.node.allocatable.milli_cpu;
-                self.totals.allocatable_memory -= usage.node.allocatable.memory;
+                self.totals.allocatable_milli_cpu -= i128::from(usage.node.allocatable.milli_cpu);
+                self.totals.allocatable_memory -= i128::from(usage.node.allocatable.memory);
                 if let Some(cards) = &mut usage.cards {
                     cards.set_node(node.clone());
                 }
@@ -158,15 +183,19 @@ impl SimulatedApi {
         let Some(usage) = self.nodes.remove(&name) else {
             return Vec::new();
         };
-        self.totals.allocatable_milli_cpu -= usage.node.allocatable.milli_cpu;
-        self.totals.allocatable_memory -= usage.node.allocatable.memory;
-        self.totals.requested_milli_cpu -= usage.requested.milli_cpu;
-        self.totals.requested_memory -= usage.requested.memory;
-        usage
+        self.totals.allocatable_milli_cpu -= i128::from(usage.node.allocatable.milli_cpu);
+        self.totals.allocatable_memory -= i128::from(usage.node.allocatable.memory);
+        let pods: Vec<Arc<Pod>> = usage
             .pods
             .iter()
             .filter_map(|uid| self.bound.remove(uid))
-            .collect()
+            .collect();
+        // Pod by pod: the node's own total may have saturated.
+        for pod in &pods {
+            self.totals.requested_milli_cpu -= i128::from(pod.usage().milli_cpu);
+            self.totals.requested_memory -= i128::from(pod.usage().memory);
+        }
+        pods
     }
 
     /// The pods bound to a node, in bind order.
@@ -184,8 +213,8 @@ impl SimulatedApi {
     pub fn add_bound_pod(&mut self, pod: Arc<Pod>) {
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
             usage.add(&pod);
-            self.totals.requested_milli_cpu += pod.usage().milli_cpu;
-            self.totals.requested_memory += pod.usage().memory;
+            self.totals.requested_milli_cpu += i128::from(pod.usage().milli_cpu);
+            self.totals.requested_memory += i128::from(pod.usage().memory);
         }
         self.bound.insert(pod.uid.clone(), pod);
     }
@@ -217,7 +246,8 @@ impl SimulatedApi {
             .get_mut(&node)
             .ok_or(BindRefusal::NodeNotFound(node))?;
         let over = usage.overcommitted_by(pod);
-        if (over || usage.card_overfilled_by(pod)) && self.capacity_check {
+        let overfilled_card = usage.card_overfilled_by(pod);
+        if (over || overfilled_card.is_some()) && self.capacity_check {
             return Err(BindRefusal::OverCommit {
                 pod: pod.key(),
                 node,
@@ -226,9 +256,12 @@ impl SimulatedApi {
         if over {
             self.overcommitted.insert(node);
         }
+        if let Some(card) = overfilled_card {
+            self.overfilled_cards.insert((node, card));
+        }
         usage.add(pod);
-        self.totals.requested_milli_cpu += pod.usage().milli_cpu;
-        self.totals.requested_memory += pod.usage().memory;
+        self.totals.requested_milli_cpu += i128::from(pod.usage().milli_cpu);
+        self.totals.requested_memory += i128::from(pod.usage().memory);
         self.bound.insert(pod.uid.clone(), pod.clone());
         self.binds += 1;
         Ok(())
@@ -238,9 +271,9 @@ impl SimulatedApi {
     /// cards written on the pod (whatever the capacity check says): what a refused
     /// placement would have done.
     pub fn would_overcommit(&self, pod: &Pod, node: Sym) -> bool {
-        self.nodes
-            .get(&node)
-            .is_some_and(|usage| usage.overcommitted_by(pod) || usage.card_overfilled_by(pod))
+        self.nodes.get(&node).is_some_and(|usage| {
+            usage.overcommitted_by(pod) || usage.card_overfilled_by(pod).is_some()
+        })
     }
 
     /// Records that a pod was deleted before it was bound: its bind, if one is in flight,
@@ -253,9 +286,9 @@ impl SimulatedApi {
     pub fn delete_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
         let pod = self.bound.remove(uid)?;
         if let Some(usage) = pod.node_name.and_then(|n| self.nodes.get_mut(&n)) {
-            usage.remove(&pod);
-            self.totals.requested_milli_cpu -= pod.usage().milli_cpu;
-            self.totals.requested_memory -= pod.usage().memory;
+            usage.remove(&pod, &self.bound);
+            self.totals.requested_milli_cpu -= i128::from(pod.usage().milli_cpu);
+            self.totals.requested_memory -= i128::from(pod.usage().memory);
         }
         Some(pod)
     }
@@ -267,6 +300,12 @@ impl SimulatedApi {
     /// Nodes that a bind ever over-committed.
     pub fn overcommitted_nodes(&self) -> usize {
         self.overcommitted.len()
+    }
+
+    /// GPU cards that a bind ever filled beyond what they have (cards the input already
+    /// over-filled count only once a bind adds to them).
+    pub fn overfilled_cards(&self) -> usize {
+        self.overfilled_cards.len()
     }
 
     /// Cpu and memory requested and allocatable over all nodes now.
@@ -288,14 +327,17 @@ impl SimulatedApi {
 }
 
 /// Whether `requested` (and `pods` pods) exceeds `allocatable` in any resource.
-fn exceeds(requested: &Resources, pods: usize, allocatable: &Resources) -> bool {
-    requested.milli_cpu > allocatable.milli_cpu
-        || requested.memory > allocatable.memory
-        || requested.ephemeral_storage > allocatable.ephemeral_storage
+/// Whether `requested` (by `pods` pods) is more than `allocatable`. With `saturated`, an
+/// amount at i64::MAX stands for a true sum beyond it, more than any node has.
+fn exceeds(requested: &Resources, saturated: bool, pods: usize, allocatable: &Resources) -> bool {
+    let over = |amount: i64, has: i64| amount > has || (saturated && amount == i64::MAX);
+    over(requested.milli_cpu, allocatable.milli_cpu)
+        || over(requested.memory, allocatable.memory)
+        || over(requested.ephemeral_storage, allocatable.ephemeral_storage)
         || pods as i64 > allocatable.pods
         || requested.scalars().any(|(name, amount)| {
             // HAMi's shares of a card are not node resources: its scheduler accounts them.
-            !gantry_api::gpu::ignored_by_scheduler(name) && amount > allocatable.scalar(name)
+            !gantry_api::gpu::ignored_by_scheduler(name) && over(amount, allocatable.scalar(name))
         })
 }
 

@@ -35,15 +35,15 @@ impl GpuReport {
                 if used.used > 1 {
                     report.shared_cards += 1;
                 }
-                if used.used > card.count
-                    || used.memory_mib > card.memory_mib
-                    || used.cores > card.cores
+                if used.used > i64::from(card.count)
+                    || used.memory_mib > i64::from(card.memory_mib)
+                    || used.cores > i64::from(card.cores)
                 {
                     report.overcommitted_cards += 1;
                 }
-                let fraction = |used: i32, total: i32| {
+                let fraction = |used: i64, total: i32| {
                     if total > 0 {
-                        f64::from(used) / f64::from(total)
+                        used as f64 / f64::from(total)
                     } else {
                         0.0
                     }

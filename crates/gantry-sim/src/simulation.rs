@@ -467,7 +467,7 @@ impl Simulation {
 
     fn sample(&mut self, start: Instant) {
         let totals = self.api.totals();
-        let share = |used: i64, total: i64| {
+        let share = |used: i128, total: i128| {
             if total > 0 {
                 used as f64 / total as f64
             } else {
@@ -515,7 +515,7 @@ impl Simulation {
             self.deliver(&change);
         } else {
             self.push(
-                self.clock + self.options.event_latency,
+                self.clock.saturating_add(self.options.event_latency),
                 Event::Watch(change),
             );
         }
@@ -683,7 +683,9 @@ impl Simulation {
                 let latency = self.options.bind_latency.sample(&mut self.latency_rng);
                 self.records.placement_mut(index).annotations = written(&pod);
                 self.push(
-                    now + latency,
+                    // Saturating: the clock may stand at the end of time (a backoff of
+                    // i64::MAX seconds has expired).
+                    now.saturating_add(latency),
                     Event::BindDue {
                         instance,
                         pod,
@@ -964,12 +966,9 @@ impl Simulation {
                 self.api.overcommitted_nodes()
             ));
         }
-        let cards = self
-            .instances
-            .iter()
-            .map(|i| crate::GpuReport::of(&i.cache).overcommitted_cards)
-            .max()
-            .unwrap_or(0);
+        // As for nodes, what binds did: a card the input already over-fills (bound pods
+        // holding more than it has) is the cluster's state, not this scheduler's doing.
+        let cards = self.api.overfilled_cards();
         if cards > 0 {
             return Err(format!("{cards} GPU cards hold more than they have"));
         }

@@ -16,7 +16,7 @@ use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
 
 use crate::estimator::{EquivalenceGroup, NodeTemplate, estimate};
-use crate::snapshot::{ClusterSnapshot, with_dynamic_resources};
+use crate::snapshot::{ClusterSnapshot, SchedulingError, with_dynamic_resources};
 use crate::store::StoreKind;
 
 /// Counts allocations made so far by the process (the binary's counting allocator).
@@ -35,6 +35,9 @@ pub struct SnapshotFigures {
     pub revert_ns: u128,
     pub commit_ns: u128,
     pub schedule_anywhere_ns: u128,
+    /// Whether the searches found a node with room (with many pods per node, or few
+    /// nodes, none may have any: the figure is then the time to try them all).
+    pub schedule_anywhere_found: bool,
 }
 
 fn median(mut samples: Vec<Duration>) -> u128 {
@@ -93,7 +96,7 @@ pub fn measure_snapshot(
     changed: usize,
     repetitions: usize,
     allocations: Option<AllocationCounter>,
-) -> SnapshotFigures {
+) -> Result<SnapshotFigures, SchedulingError> {
     let repetitions = repetitions.max(1);
     let mut snapshot = synthetic(kind, nodes, pods_per_node);
     let names: Vec<Sym> = (0..nodes).map(|n| Sym::new(&format!("node-{n}"))).collect();
@@ -147,22 +150,28 @@ pub fn measure_snapshot(
         commit.push(start.elapsed());
     }
 
-    // The first feasible node from a rotating start, as the estimator searches.
-    snapshot.fork();
+    // The first feasible node from a rotating start, as the estimator searches; each
+    // search in a fork of its own, so that the pods placed do not fill the cluster. A
+    // cluster with no room (pods beyond what the nodes hold) is searched through.
     let mut schedule = Vec::new();
+    let mut found = true;
     let anywhere = |_: &gantry_cache::NodeInfo| true;
     for i in 0..repetitions.max(101) {
         let pod =
             Arc::new(Pod::new("default", &format!("anywhere-{i}")).with_requests(100, 500 << 20));
+        snapshot.fork();
         let start = Instant::now();
-        snapshot
-            .schedule_anywhere(&pod, None, &anywhere)
-            .expect("the synthetic cluster has room");
+        let placed = snapshot.schedule_anywhere(&pod, None, &anywhere);
         schedule.push(start.elapsed());
+        snapshot.revert().expect("forked above");
+        match placed {
+            Ok(_) => {}
+            Err(SchedulingError::Unschedulable(_)) => found = false,
+            Err(internal) => return Err(internal),
+        }
     }
-    snapshot.revert().expect("forked above");
 
-    SnapshotFigures {
+    Ok(SnapshotFigures {
         store: kind.name(),
         nodes,
         pods_per_node,
@@ -173,7 +182,8 @@ pub fn measure_snapshot(
         revert_ns: median(revert),
         commit_ns: median(commit),
         schedule_anywhere_ns: median(schedule),
-    }
+        schedule_anywhere_found: found,
+    })
 }
 
 /// The Cluster Autoscaler's BenchmarkBinpackingEstimate: one old node of 100m/100Mi/10
@@ -285,4 +295,30 @@ fn thread_cpu_time() -> Option<Duration> {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
     Some(Duration::from_nanos(nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flag combinations within `gantry bench clustersnapshot`'s ranges that once panicked
+    /// ("the synthetic cluster has room"): a cluster too small or too full for the searches.
+    #[test]
+    fn small_and_full_clusters_are_measured() {
+        for (nodes, pods_per_node, changed, found) in [
+            (1, 1, 1, true),
+            (1, 0, 0, true),
+            (2, 30, 0, true),
+            (1, 1000, 1, false),
+        ] {
+            for kind in [StoreKind::Basic, StoreKind::Delta] {
+                let m = measure_snapshot(kind, nodes, pods_per_node, changed, 3, None)
+                    .expect("no plugin fails");
+                assert_eq!(
+                    m.schedule_anywhere_found, found,
+                    "{nodes} x {pods_per_node}"
+                );
+            }
+        }
+    }
 }

@@ -120,11 +120,10 @@ impl NodeTemplate {
 
     /// Upstream's pod score for ordering groups: request relative to the template.
     fn pod_score(&self, pod: &Pod) -> f64 {
-        let mut cpu = 0;
-        let mut memory = 0;
+        let (mut cpu, mut memory) = (0i64, 0i64);
         for c in &pod.containers {
-            cpu += c.requests.get(ResourceName::Cpu);
-            memory += c.requests.get(ResourceName::Memory);
+            cpu = cpu.saturating_add(c.requests.get(ResourceName::Cpu));
+            memory = memory.saturating_add(c.requests.get(ResourceName::Memory));
         }
         let allocatable = &self.node.allocatable;
         let mut score = 0.0;
@@ -292,10 +291,10 @@ pub fn waste(estimate: &Estimate, template: &NodeTemplate) -> f64 {
         if available <= 0.0 {
             return 0.0;
         }
-        let requested: i64 = estimate
+        let requested: i128 = estimate
             .scheduled
             .iter()
-            .map(|(p, _)| p.requests().get(resource))
+            .map(|(p, _)| i128::from(p.requests().get(resource)))
             .sum();
         (available - requested as f64) / available
     };

@@ -243,7 +243,7 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             changed,
             args.repetitions,
             Some(alloc_counter::allocations),
-        );
+        )?;
         print(
             args,
             &json!({
@@ -258,10 +258,11 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
                 "revert_ns": m.revert_ns,
                 "commit_ns": m.commit_ns,
                 "schedule_anywhere_ns": m.schedule_anywhere_ns,
+                "schedule_anywhere_found": m.schedule_anywhere_found,
             }),
             || {
                 format!(
-                    "{:<5} store, {} nodes x {} pods: fork {} ns, revert {} ns, commit {} ns ({} changed nodes), schedule anywhere {} ns, {:.2} allocations per get, {:.2} per list",
+                    "{:<5} store, {} nodes x {} pods: fork {} ns, revert {} ns, commit {} ns ({} changed nodes), schedule anywhere {} ns{}, {:.2} allocations per get, {:.2} per list",
                     m.store,
                     m.nodes,
                     m.pods_per_node,
@@ -270,6 +271,11 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
                     m.commit_ns,
                     m.changed,
                     m.schedule_anywhere_ns,
+                    if m.schedule_anywhere_found {
+                        ""
+                    } else {
+                        " (no node had room)"
+                    },
                     m.allocs_per_get.unwrap_or(f64::NAN),
                     m.allocs_per_list.unwrap_or(f64::NAN),
                 )

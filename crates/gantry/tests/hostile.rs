@@ -266,3 +266,321 @@ fn numeric_flags_have_limits() {
     );
     assert_one_line_error(&out, &["100000000 pods", "2000000"]);
 }
+
+/// One hostile input: the files it needs, the command line (`{dir}` stands for the folder
+/// the files are written to), the exit code, the first line of stderr (`{dir}` likewise;
+/// empty when nothing is written there) and, for a run that succeeds, what stdout says.
+struct Hostile {
+    name: &'static str,
+    files: Vec<(&'static str, String)>,
+    args: &'static [&'static str],
+    code: i32,
+    first_stderr_line: &'static str,
+    stdout_has: &'static str,
+}
+
+/// A node of 4 cpu and 8Gi, and these documents after it.
+fn node_and(documents: &[String]) -> String {
+    let mut text = one_node_and("");
+    for document in documents {
+        text.push_str("---\n");
+        text.push_str(document);
+    }
+    text
+}
+
+fn bound(name: &str, requests: &str) -> String {
+    format!(
+        "kind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec: {{nodeName: n1, containers: [{{name: c, resources: {{requests: {{{requests}}}}}}}]}}\n"
+    )
+}
+
+fn pending(name: &str, containers: &str) -> String {
+    format!(
+        "kind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec: {{containers: [{containers}]}}\n"
+    )
+}
+
+/// A node with one HAMi-registered card of 8000 MiB, and these documents after it.
+fn gpu_node_and(documents: &[String]) -> String {
+    let mut text = String::from(
+        "kind: Node\nmetadata:\n  name: g1\n  annotations:\n    hami.io/node-nvidia-register: '[{\"id\":\"GPU-0\",\"index\":0,\"count\":10,\"devmem\":8000,\"devcore\":100,\"type\":\"NVIDIA-L4\",\"numa\":0,\"mode\":\"hami-core\",\"health\":true}]'\nstatus: {allocatable: {cpu: '16', memory: 64Gi, pods: '110', nvidia.com/gpu: '10'}}\n",
+    );
+    for document in documents {
+        text.push_str("---\n");
+        text.push_str(document);
+    }
+    text
+}
+
+fn holding_the_card(name: &str, memory_mib: &str) -> String {
+    format!(
+        "kind: Pod\nmetadata: {{name: {name}, namespace: default, annotations: {{hami.io/vgpu-node: g1, hami.io/vgpu-devices-allocated: 'GPU-0,NVIDIA,{memory_mib},0:;'}}}}\nspec: {{nodeName: g1, containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: '1', nvidia.com/gpumem: '{memory_mib}', nvidia.com/gpucores: '0'}}}}}}]}}\n"
+    )
+}
+
+/// testdata/whatif/dra-cluster.yaml's nodes, class and slice, a claim with one selector,
+/// and a pending pod using the claim.
+fn dra_claim(expression: &str) -> String {
+    let cluster =
+        std::fs::read_to_string(common::repo_root().join("testdata/whatif/dra-cluster.yaml"))
+            .unwrap();
+    let end = cluster
+        .find("---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate")
+        .unwrap();
+    format!(
+        "{}---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: c, namespace: default}}\nspec:\n  devices:\n    requests:\n    - name: gpu\n      exactly:\n        deviceClassName: gpu.example.com\n        selectors:\n        - cel: {{expression: '{expression}'}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default}}\nspec:\n  containers: [{{name: c}}]\n  resourceClaims: [{{name: gpu, resourceClaimName: c}}]\n",
+        &cluster[..end]
+    )
+}
+
+fn list(n: usize) -> String {
+    let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn hostile_inputs() -> Vec<Hostile> {
+    let big_cpu = "cpu: '4611686018427387'";
+    let ten = list(10);
+    let sixty = list(60);
+    let estimate: &'static [&'static str] = &[
+        "estimate",
+        "--cluster",
+        "{dir}/cluster.yaml",
+        "--node-template",
+        "testdata/whatif/gpu-template.yaml",
+        "--json",
+    ];
+    vec![
+        Hostile {
+            // Three pods of 2^62 millicores: an int64 sum wraps negative and the node
+            // looked free; saturated, it is full.
+            name: "cpu requests summing past int64",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&[
+                    bound("a", big_cpu),
+                    bound("b", big_cpu),
+                    bound("c", big_cpu),
+                    pending("new", "{name: c, resources: {requests: {cpu: '1'}}}"),
+                ]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--placements", "/dev/stdout"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#"{"pod":"default/new","node":null,"reason":"0/1 nodes are available: 1 Insufficient cpu."#,
+        },
+        Hostile {
+            name: "memory requests summing past int64",
+            files: vec![(
+                "cluster.yaml",
+                node_and(
+                    &(0..1200)
+                        .map(|i| bound(&format!("m{i}"), "memory: 8000Ti"))
+                        .chain([pending("new", "{name: c, resources: {requests: {memory: 1Gi}}}")])
+                        .collect::<Vec<_>>(),
+                )
+                .replace("pods: '10'", "pods: '2000'"),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--json"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#""scheduled":0"#,
+        },
+        Hostile {
+            name: "one pod's requests summing past int64",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&[pending(
+                    "p",
+                    "{name: a, resources: {requests: {cpu: '4611686018427387'}}}, {name: b, resources: {requests: {cpu: '4611686018427387'}}}, {name: c, resources: {requests: {cpu: '4611686018427387'}}}",
+                )]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Pod default/p: spec.containers[*].resources.requests.cpu: the pod's cpu requests (containers, init containers, overhead) add up to more than 9223372036854775807m, the most a scheduler's int64 sum holds",
+            stdout_has: "",
+        },
+        Hostile {
+            // HAMi sums card usage in int32: twice 2147483647 MiB wrapped to an empty card.
+            name: "card memory used summing past int32",
+            files: vec![(
+                "cluster.yaml",
+                gpu_node_and(&[
+                    holding_the_card("a", "2147483647"),
+                    holding_the_card("b", "2147483647"),
+                    pending(
+                        "new",
+                        "{name: c, resources: {limits: {nvidia.com/gpu: '1', nvidia.com/gpumem: '1000', nvidia.com/gpucores: '10'}}}",
+                    ),
+                ]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--placements", "/dev/stdout"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#"{"pod":"default/new","node":null,"reason":"0/1 nodes are available: 1 1/1 CardInsufficientMemory."#,
+        },
+        Hostile {
+            name: "nvidia.com/gpumem beyond int32",
+            files: vec![(
+                "cluster.yaml",
+                gpu_node_and(&[pending(
+                    "huge",
+                    "{name: c, resources: {limits: {nvidia.com/gpu: '1', nvidia.com/gpumem: '2147483648'}}}",
+                )]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--placements", "/dev/stdout"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#"{"pod":"default/huge","node":null,"reason":"0/1 nodes are available: invalid nvidia.com/gpumem value 2147483648 in container c: must be an integer between 0 and 2147483647."#,
+        },
+        Hostile {
+            name: "podInitialBackoffSeconds near i64::MAX and a failed bind",
+            files: vec![
+                ("cluster.yaml", node_and(&[pending("p", "{name: c, resources: {requests: {cpu: '1'}}}")])),
+                (
+                    "config.yaml",
+                    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npodInitialBackoffSeconds: 9223372036854775807\npodMaxBackoffSeconds: 9223372036854775807\n".to_string(),
+                ),
+            ],
+            args: &[
+                "simulate", "--cluster", "{dir}/cluster.yaml", "--config", "{dir}/config.yaml",
+                "--bind-failure-rate", "1", "--placements", "/dev/stdout",
+            ],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#"{"pod":"default/p","node":null,"reason":"given up after 10 failed attempts"#,
+        },
+        Hostile {
+            name: "bench clustersnapshot on one node",
+            files: vec![],
+            args: &["bench", "clustersnapshot", "--nodes", "1", "--pods-per-node", "1", "--changed", "1"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "delta store, 1 nodes x 1 pods",
+        },
+        Hostile {
+            name: "bench clustersnapshot without pods",
+            files: vec![],
+            args: &["bench", "clustersnapshot", "--nodes", "1", "--pods-per-node", "0", "--changed", "0"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "delta store, 1 nodes x 0 pods",
+        },
+        Hostile {
+            name: "bench clustersnapshot with more pods than the nodes hold",
+            files: vec![],
+            args: &["bench", "clustersnapshot", "--nodes", "100", "--pods-per-node", "1000"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "(no node had room)",
+        },
+        Hostile {
+            name: "a CEL selector of 10,000 terms (over 10 KiB)",
+            files: vec![("cluster.yaml", dra_claim(&format!("{} == 1", vec!["1"; 10_000].join(" + "))))],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: ResourceClaim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Too long: may not be more than 10240 bytes",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a CEL selector of 3,000 terms",
+            files: vec![("cluster.yaml", dra_claim(&format!("{} == 1", vec!["1"; 3000].join("+"))))],
+            args: estimate,
+            code: 1,
+            first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: compilation failed: max recursion depth exceeded",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a CEL syntax error past column 65,535",
+            files: vec![("cluster.yaml", dra_claim(&format!("1 == {})", " ".repeat(70_000))))],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: ResourceClaim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Too long: may not be more than 10240 bytes",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a CEL syntax error at column 9,006",
+            files: vec![("cluster.yaml", dra_claim(&format!("1 == {})", " ".repeat(9000))))],
+            args: estimate,
+            code: 1,
+            first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: compilation failed: ERROR: <input>:1:9006: Syntax error: mismatched input ')' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "100,000 nested parentheses in CEL",
+            files: vec![("cluster.yaml", dra_claim(&format!("{}true{}", "(".repeat(100_000), ")".repeat(100_000))))],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: ResourceClaim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Too long: may not be more than 10240 bytes",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "3,000 nested parentheses in CEL",
+            files: vec![("cluster.yaml", dra_claim(&format!("{}true{}", "(".repeat(3000), ")".repeat(3000))))],
+            args: estimate,
+            code: 1,
+            first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: compilation failed: expression recursion limit exceeded: 96",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "nested CEL all() running for minutes",
+            files: vec![(
+                "cluster.yaml",
+                dra_claim(&format!(
+                    "{ten}.all(x, {ten}.all(y, {ten}.all(z, {ten}.all(z2, {ten}.all(z3, {ten}.all(z4, {ten}.all(z5, x + y + z + z2 + z3 + z4 + z5 < 100)))))))"
+                )),
+            )],
+            args: estimate,
+            code: 1,
+            first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "nested CEL map() growing to gigabytes",
+            files: vec![(
+                "cluster.yaml",
+                dra_claim(&format!(
+                    "{sixty}.map(x, {sixty}.map(y, {sixty}.map(z, {sixty}.map(w, {sixty})))).size() > 0"
+                )),
+            )],
+            args: estimate,
+            code: 1,
+            first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit",
+            stdout_has: "",
+        },
+    ]
+}
+
+#[test]
+fn hostile_inputs_end_as_the_table_says() {
+    let mut failures = Vec::new();
+    for case in hostile_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().to_str().unwrap();
+        for (file, text) in &case.files {
+            write(dir.path(), file, text);
+        }
+        let args: Vec<String> = case.args.iter().map(|a| a.replace("{dir}", at)).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = gantry_within(&args, LIMIT);
+        let err = stderr(&out);
+        let first = err.lines().next().unwrap_or("");
+        let expected = case.first_stderr_line.replace("{dir}", at);
+        if out.status.code() != Some(case.code)
+            || first != expected
+            || err.contains("panicked")
+            || !stdout(&out).contains(case.stdout_has)
+        {
+            failures.push(format!(
+                "{}: exit {:?} (want {}), first stderr line {first:?} (want {expected:?}), stdout {:?} (want it to contain {:?})",
+                case.name,
+                out.status.code(),
+                case.code,
+                stdout(&out).chars().take(600).collect::<String>(),
+                case.stdout_has
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

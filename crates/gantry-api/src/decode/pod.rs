@@ -185,6 +185,27 @@ pub(super) fn convert_pod(
         .filter(|v| v.claim_name.is_some() || v.disk.is_some() || v.local)
         .collect();
     out.update_requests();
+    if let Some(resource) = out.requests_overflow() {
+        // The API server takes each quantity that fits alone; kube-scheduler's int64 sum
+        // of them would wrap and the pod fit anywhere. Refused rather than rounded down.
+        let unit = if resource == ResourceName::Cpu {
+            "m"
+        } else {
+            ""
+        };
+        return Err(field_error(
+            object,
+            format!(
+                "spec.containers[*].resources.requests.{}",
+                resource.as_str()
+            ),
+            format!(
+                "the pod's {} requests (containers, init containers, overhead) add up to more than {}{unit}, the most a scheduler's int64 sum holds",
+                resource.as_str(),
+                i64::MAX
+            ),
+        ));
+    }
     Ok((out, priority_fields))
 }
 

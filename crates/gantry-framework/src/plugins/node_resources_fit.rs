@@ -7,7 +7,7 @@ use gantry_api::{Pod, ResourceName, Resources, Sym};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
-use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor};
+use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor, mul_div_floor};
 use crate::{Code, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
 
 pub const NAME: &str = "NodeResourcesFit";
@@ -203,7 +203,7 @@ fn least_allocated(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         0
     } else {
-        div_floor((capacity - requested) * MAX_NODE_SCORE, capacity)
+        mul_div_floor(capacity - requested, MAX_NODE_SCORE, capacity)
     }
 }
 
@@ -211,7 +211,7 @@ fn most_allocated(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         0
     } else {
-        div_floor(requested.min(capacity) * MAX_NODE_SCORE, capacity)
+        mul_div_floor(requested.min(capacity), MAX_NODE_SCORE, capacity)
     }
 }
 
@@ -256,7 +256,7 @@ impl RowScore for NodeResourcesFit {
             }
             ScoringStrategy::RequestedToCapacityRatio { shape } => {
                 self.score_with(rows, positions, scores, |q, a| {
-                    let utilisation = if q > a { 100 } else { div_floor(q * 100, a) };
+                    let utilisation = if q > a { 100 } else { mul_div_floor(q, 100, a) };
                     Some(broken_linear(shape, utilisation)).filter(|&s| s > 0)
                 })
             }

@@ -90,6 +90,18 @@ pub fn div_floor(x: i64, divisor: i64) -> i64 {
     }
 }
 
+/// `x * factor / divisor` rounded down, for a non-negative `x` and `factor` and a positive
+/// `divisor`: through [`div_floor`] when the product fits in i64, in i128 when it does not
+/// (upstream's int64 product wraps for amounts above i64::MAX / 100, as a node of 100 PB
+/// of memory has, and turns the score negative).
+#[inline]
+pub fn mul_div_floor(x: i64, factor: i64, divisor: i64) -> i64 {
+    match x.checked_mul(factor) {
+        Some(product) => div_floor(product, divisor),
+        None => (i128::from(x) * i128::from(factor) / i128::from(divisor)) as i64,
+    }
+}
+
 /// One scored resource's amounts on the nodes.
 pub struct ResourceRow<'a> {
     allocatable: &'a [i64],
@@ -212,7 +224,7 @@ impl ResourceRow<'_> {
     pub fn at(&self, position: usize) -> (i64, i64) {
         (
             self.allocatable[position],
-            self.requested[position] + self.pod_request,
+            self.requested[position].saturating_add(self.pod_request),
         )
     }
 
@@ -234,7 +246,7 @@ impl ResourceRow<'_> {
             .zip(positions)
         {
             *a = self.allocatable[p];
-            *q = self.requested[p] + self.pod_request;
+            *q = self.requested[p].saturating_add(self.pod_request);
         }
         true
     }
@@ -269,8 +281,8 @@ impl<'a> RowPair<'a> {
         let [q0, q1] = self.requested;
         let [add0, add1] = self.pod_request;
         [
-            (a0[position], q0[position] + add0),
-            (a1[position], q1[position] + add1),
+            (a0[position], q0[position].saturating_add(add0)),
+            (a1[position], q1[position].saturating_add(add1)),
         ]
     }
 }
@@ -293,6 +305,13 @@ mod tests {
                 prop_assert_eq!(div_floor(y, divisor), k - 1);
             }
         }
+    }
+
+    #[test]
+    fn products_past_i64_are_exact() {
+        assert_eq!(mul_div_floor(i64::MAX, 100, i64::MAX), 100);
+        assert_eq!(mul_div_floor(i64::MAX / 2, 100, i64::MAX), 49);
+        assert_eq!(mul_div_floor(7, 100, 3), 233);
     }
 
     #[test]

@@ -9,29 +9,74 @@
 //! `semver()` is not provided, and an expression that calls it fails with CEL's error.
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::{Key, Map};
 use cel::{Context, ExecutionError, Program, Value};
-use gantry_api::dra::{AttributeValue, Device};
+use gantry_api::dra::{
+    AttributeValue, CEL_SELECTOR_EXPRESSION_MAX_COST, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH, Device,
+    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, selector_too_long,
+};
 use gantry_api::{Quantity, Sym};
+
+/// The deepest nesting an expression may have: cel-go's default `maxRecursionDepth`,
+/// whose parser refuses deeper ones with "max recursion depth exceeded" (a chain of 251
+/// `+` is one). The `cel` crate's parser limits bracket nesting (to 96) but builds chains
+/// of operators, selections and indexes of any length, which its evaluator then walks
+/// recursively until the stack overflows.
+pub const MAX_DEPTH: usize = 250;
+
+/// Stack an evaluation may take per level of nesting, with room to spare (unoptimised
+/// builds take the most: some 25 KiB).
+const STACK_PER_LEVEL: usize = 64 * 1024;
+
+/// Stack the parser runs on: the `cel` crate's parser takes tens of KiB per level of
+/// bracket nesting before its limit stops it, and its tree of a long chain is as deep as
+/// the chain. Reserved, not committed.
+const COMPILE_STACK: usize = 256 << 20;
 
 /// A compiled selector, shared between the pods that use the same expression.
 pub struct Selector {
     program: Program,
+    /// Nesting of the expression, at most [`MAX_DEPTH`].
+    depth: usize,
 }
 
 impl Selector {
-    /// Compiles the expression; the error is CEL's parse error, as one line.
+    /// Compiles the expression with upstream's limits: at most 10 KiB (the API server's
+    /// `CELSelectorExpressionMaxLength`), nested at most [`MAX_DEPTH`] deep, and a
+    /// worst-case cost within `CELSelectorExpressionMaxCost` (see [`estimated_cost`]).
+    /// The error reads as the API server's `field.Error` body, on one line; a panic in
+    /// the parser is caught and reported as an error.
     pub fn compile(expression: &str) -> Result<Selector, String> {
-        Program::compile(expression)
-            .map(|program| Selector { program })
-            .map_err(|e| e.to_string().replace('\n', " "))
+        if let Some(message) = selector_too_long(expression) {
+            return Err(message);
+        }
+        stacker::grow(COMPILE_STACK, || {
+            catch_unwind(|| compile_within_limits(expression)).unwrap_or_else(|panic| {
+                Err(format!(
+                    "Invalid value: compilation failed: the CEL parser failed: {}",
+                    panic_text(&*panic)
+                ))
+            })
+        })
     }
 
     /// Whether the device satisfies the expression. A result that is not a boolean, or
-    /// a failed evaluation (a missing attribute, say), is an error.
+    /// a failed evaluation (a missing attribute, say), is an error; so is a panic in the
+    /// evaluator. The evaluation runs on a stack deep enough for the expression's nesting.
     pub fn matches(&self, driver: Sym, device: &Device) -> Result<bool, String> {
+        let red_zone = (self.depth + 16) * STACK_PER_LEVEL;
+        stacker::maybe_grow(red_zone, 2 * red_zone, || {
+            catch_unwind(AssertUnwindSafe(|| self.evaluate(driver, device))).unwrap_or_else(
+                |panic| Err(format!("the CEL evaluator failed: {}", panic_text(&*panic))),
+            )
+        })
+    }
+
+    fn evaluate(&self, driver: Sym, device: &Device) -> Result<bool, String> {
         ROOT.with(|root| {
             let mut scope = root.new_inner_scope();
             scope.add_variable_from_value("device", device_value(driver, device));
@@ -41,6 +86,341 @@ impl Selector {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+}
+
+/// Parses and checks the limits; runs on the deep compile stack.
+fn compile_within_limits(expression: &str) -> Result<Selector, String> {
+    let failed = |detail: &str| format!("Invalid value: compilation failed: {detail}");
+    let program = match catch_unwind(|| Program::compile(expression)) {
+        Ok(Ok(program)) => program,
+        Ok(Err(errors)) => {
+            // The crate's recursion limit comes wrapped in an ANTLR error: say it plainly.
+            if errors.errors.iter().any(|e| {
+                e.msg.contains("Recursion limit of")
+                    || format!("{:?}", e.source).contains("Recursion limit of")
+            }) {
+                return Err(failed("expression recursion limit exceeded: 96"));
+            }
+            // Formatting an error can panic too (a column past 65,535; the length limit
+            // keeps columns below that).
+            let text = catch_unwind(AssertUnwindSafe(|| errors.to_string()))
+                .unwrap_or_else(|_| "syntax error".to_string());
+            // One line: each error's message, without the source snippet and caret under
+            // it (a line of the expression, up to 10 KiB).
+            let messages: Vec<&str> = text
+                .lines()
+                .filter(|line| !line.starts_with('|'))
+                .map(str::trim)
+                .collect();
+            return Err(failed(&messages.join(" ")));
+        }
+        Err(panic) => {
+            return Err(failed(&format!(
+                "the CEL parser failed: {}",
+                panic_text(&*panic)
+            )));
+        }
+    };
+    let depth = depth(program.expression());
+    if depth > MAX_DEPTH {
+        return Err(failed("max recursion depth exceeded"));
+    }
+    if estimated_cost(program.expression()) > CEL_SELECTOR_EXPRESSION_MAX_COST {
+        return Err("Forbidden: too complex, exceeds cost limit".to_string());
+    }
+    Ok(Selector { program, depth })
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
+}
+
+/// The children of an expression node, in no particular order.
+fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    match &e.expr {
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(s) => entries(&s.entries),
+        Expr::Select(select) => vec![&*select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
+fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })
+        .collect()
+}
+
+/// The nesting of an expression (a leaf is 1), walked without recursion: the tree may be
+/// thousands of levels deep.
+pub fn depth(root: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        stack.extend(children(e).into_iter().map(|c| (c, d + 1)));
+    }
+    deepest
+}
+
+/// What a value may hold, at most: `len` elements (entries of a map, bytes of a string),
+/// each shaped as `elem` (`None` for a string or a scalar).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Shape {
+    len: u64,
+    elem: Option<Box<Shape>>,
+}
+
+impl Shape {
+    fn scalar() -> Shape {
+        Shape::default()
+    }
+
+    fn string(bytes: u64) -> Shape {
+        Shape {
+            len: bytes,
+            elem: None,
+        }
+    }
+
+    fn collection(len: u64, elem: Shape) -> Shape {
+        Shape {
+            len,
+            elem: Some(Box::new(elem)),
+        }
+    }
+
+    fn is_collection(&self) -> bool {
+        self.elem.is_some()
+    }
+
+    /// What one element may be.
+    fn element(&self) -> Shape {
+        self.elem.as_deref().cloned().unwrap_or_default()
+    }
+
+    /// Values in all (the collection, its elements, theirs...).
+    fn cells(&self) -> u64 {
+        match &self.elem {
+            Some(elem) => 1u64.saturating_add(self.len.saturating_mul(elem.cells())),
+            None => 1,
+        }
+    }
+
+    /// Bytes of string in it (a string's own; 0 for collections, counted by cells).
+    fn string_bytes(&self) -> u64 {
+        if self.is_collection() { 0 } else { self.len }
+    }
+
+    /// The larger of two shapes, field by field.
+    fn max(self, other: Shape) -> Shape {
+        let elem = match (self.elem, other.elem) {
+            (Some(a), Some(b)) => Some(Box::new(a.max(*b))),
+            (a, b) => a.or(b),
+        };
+        Shape {
+            len: self.len.max(other.len),
+            elem,
+        }
+    }
+}
+
+/// A value's worst-case cost to compute, and its shape.
+struct Estimate {
+    cost: u64,
+    shape: Shape,
+}
+
+/// Upper bound of the steps evaluating `root` takes against any device the API server
+/// accepts (at most 32 attributes and capacities, string attributes of at most 64 bytes):
+/// each node costs 1, a comprehension its range's size times its loop, building or
+/// comparing collections their size, and strings a tenth of their bytes, as cel-go's
+/// cost model charges them. Where cel-go stops an evaluation once its actual cost passes
+/// `CELSelectorExpressionMaxCost` ("operation cancelled: actual cost limit exceeded"),
+/// the `cel` crate has no cost hook: an expression whose worst case passes the limit is
+/// refused when compiled instead, with the API server's "too complex, exceeds cost
+/// limit", which also bounds the memory an evaluation can build (each element costs).
+pub fn estimated_cost(root: &IdedExpr) -> u64 {
+    let mut scope = Vec::new();
+    estimate(root, &mut scope).cost
+}
+
+/// The shape of `device`: a map of driver, attributes and capacity, the last two maps of
+/// domains to maps of names to values.
+fn device_shape() -> Shape {
+    let n = MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE as u64;
+    let value = Shape::string(DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH as u64);
+    let by_domain = Shape::collection(n, Shape::collection(n, value.clone()));
+    Shape::collection(3, by_domain.max(value))
+}
+
+/// Strings cost a tenth of their bytes (cel-go's `common.StringTraversalCostFactor`).
+fn string_cost(bytes: u64) -> u64 {
+    bytes.div_ceil(10)
+}
+
+fn estimate(e: &IdedExpr, scope: &mut Vec<(String, Shape, bool)>) -> Estimate {
+    let leaf = |shape| Estimate { cost: 1, shape };
+    match &e.expr {
+        Expr::Unspecified => leaf(Shape::scalar()),
+        Expr::Literal(LiteralValue::String(s)) => leaf(Shape::string(s.inner().len() as u64)),
+        Expr::Literal(LiteralValue::Bytes(b)) => leaf(Shape::string(b.len() as u64)),
+        Expr::Literal(_) => leaf(Shape::scalar()),
+        Expr::Ident(name) => match scope.iter().rev().find(|(n, _, _)| n == name) {
+            Some((_, shape, _)) => leaf(shape.clone()),
+            None if name == "device" => leaf(device_shape()),
+            None => leaf(Shape::scalar()),
+        },
+        Expr::Select(select) => {
+            let operand = estimate(&select.operand, scope);
+            Estimate {
+                cost: operand.cost.saturating_add(1),
+                shape: if select.test {
+                    Shape::scalar()
+                } else {
+                    operand.shape.element()
+                },
+            }
+        }
+        Expr::List(list) => {
+            let mut cost = 1u64;
+            let mut elem = Shape::scalar();
+            for element in &list.elements {
+                let estimate = estimate(element, scope);
+                cost = cost.saturating_add(estimate.cost).saturating_add(1);
+                elem = elem.max(estimate.shape);
+            }
+            Estimate {
+                cost,
+                shape: Shape::collection(list.elements.len() as u64, elem),
+            }
+        }
+        Expr::Map(_) | Expr::Struct(_) => {
+            let mut cost = 1u64;
+            let mut elem = Shape::scalar();
+            let parts = children(e);
+            for (i, part) in parts.iter().enumerate() {
+                let estimate = estimate(part, scope);
+                cost = cost.saturating_add(estimate.cost).saturating_add(1);
+                // Keys and values alternate for a map; a struct lists values only.
+                if matches!(e.expr, Expr::Struct(_)) || i % 2 == 1 {
+                    elem = elem.max(estimate.shape);
+                }
+            }
+            Estimate {
+                cost,
+                shape: Shape::collection(parts.len() as u64, elem),
+            }
+        }
+        Expr::Call(call) => {
+            let mut cost = 1u64;
+            let mut shapes = Vec::new();
+            let accumulator_first = matches!(
+                call.args.first().map(|a| &a.expr),
+                Some(Expr::Ident(name)) if scope.iter().any(|(n, _, accu)| *accu && n == name)
+            );
+            for arg in call.target.iter().map(|t| &**t).chain(&call.args) {
+                let estimate = estimate(arg, scope);
+                cost = cost
+                    .saturating_add(estimate.cost)
+                    .saturating_add(string_cost(estimate.shape.string_bytes()));
+                shapes.push(estimate.shape);
+            }
+            let shape = match call.func_name.as_str() {
+                operators::ADD if shapes.len() == 2 => {
+                    let (a, b) = (shapes[0].clone(), shapes[1].clone());
+                    if a.is_collection() || b.is_collection() {
+                        // A comprehension's accumulator grows in place: only the new
+                        // elements are copied.
+                        let copied = if accumulator_first {
+                            b.cells()
+                        } else {
+                            a.cells().saturating_add(b.cells())
+                        };
+                        cost = cost.saturating_add(copied);
+                        Shape::collection(a.len.saturating_add(b.len), a.element().max(b.element()))
+                    } else {
+                        Shape::string(a.len.saturating_add(b.len))
+                    }
+                }
+                operators::EQUALS | operators::NOT_EQUALS | operators::IN => {
+                    let compared = shapes
+                        .iter()
+                        .map(Shape::cells)
+                        .fold(0u64, u64::saturating_add);
+                    cost = cost.saturating_add(compared);
+                    Shape::scalar()
+                }
+                operators::INDEX if !shapes.is_empty() => shapes[0].element(),
+                operators::CONDITIONAL if shapes.len() == 3 => {
+                    shapes[1].clone().max(shapes[2].clone())
+                }
+                operators::LOGICAL_AND | operators::LOGICAL_OR => Shape::scalar(),
+                _ => Shape::scalar(),
+            };
+            Estimate { cost, shape }
+        }
+        Expr::Comprehension(c) => {
+            let range = estimate(&c.iter_range, scope);
+            let init = estimate(&c.accu_init, scope);
+            let n = range.shape.len;
+            // Over a list the variable is an element; over a map, a key (a string).
+            let item = range.shape.element();
+            let bound = scope.len();
+            scope.push((c.iter_var.clone(), item.clone(), false));
+            if let Some(second) = &c.iter_var2 {
+                scope.push((second.clone(), item.clone(), false));
+            }
+            // The accumulator may grow by what one step appends, once per element: a
+            // first pass finds the elements' shape, a second prices the loop with it.
+            let mut accumulator = Shape {
+                len: init.shape.len.saturating_add(n),
+                elem: init.shape.elem.clone(),
+            };
+            scope.push((c.accu_var.clone(), accumulator.clone(), true));
+            let first = estimate(&c.loop_step, scope);
+            if accumulator.is_collection() || first.shape.is_collection() {
+                accumulator.elem = Some(Box::new(accumulator.element().max(first.shape.element())));
+            } else {
+                accumulator = accumulator.max(first.shape);
+            }
+            scope.last_mut().expect("pushed above").1 = accumulator;
+            let step = estimate(&c.loop_step, scope);
+            let condition = estimate(&c.loop_cond, scope);
+            let result = estimate(&c.result, scope);
+            scope.truncate(bound);
+            let per_element = step
+                .cost
+                .saturating_add(condition.cost)
+                .saturating_add(item.cells());
+            Estimate {
+                cost: range
+                    .cost
+                    .saturating_add(init.cost)
+                    .saturating_add(n.saturating_mul(per_element))
+                    .saturating_add(result.cost)
+                    .saturating_add(1),
+                shape: result.shape,
+            }
+        }
     }
 }
 
@@ -161,6 +541,122 @@ mod tests {
             eval(r#"device.capacity["gpu.example.com"].memory.asInteger() == 42949672960"#),
             Ok(true)
         );
+    }
+
+    fn list(n: usize) -> String {
+        let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        format!("[{}]", items.join(", "))
+    }
+
+    #[test]
+    fn expressions_past_upstreams_length_are_refused_uncompiled() {
+        let within = format!(r#"device.driver == "{}""#, "x".repeat(10240 - 19));
+        assert_eq!(within.len(), 10240);
+        assert!(Selector::compile(&within).is_ok());
+        let over = format!(r#"device.driver == "{}""#, "x".repeat(10240 - 18));
+        assert_eq!(
+            Selector::compile(&over).err().as_deref(),
+            Some("Too long: may not be more than 10240 bytes")
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_it_overflows_a_stack() {
+        // 5,000 terms: parsed without recursion, but the evaluator would recurse per term.
+        let chain = format!("{} == 1", vec!["1"; 5000].join("+"));
+        assert_eq!(
+            Selector::compile(&chain).err().as_deref(),
+            Some("Invalid value: compilation failed: max recursion depth exceeded")
+        );
+        let selections = format!("device{} == 1", ".a".repeat(3000));
+        assert!(Selector::compile(&selections).is_err());
+        let parentheses = format!("{}true{}", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(
+            Selector::compile(&parentheses).err().as_deref(),
+            Some("Invalid value: compilation failed: expression recursion limit exceeded: 96")
+        );
+    }
+
+    #[test]
+    fn nesting_within_the_limit_evaluates_on_a_small_stack() {
+        // Unoptimised, each level takes some 25 KiB: 240 of them are more than a 2 MiB
+        // thread (a test's, rayon's) has, so the evaluation grows its stack.
+        let chain = format!(
+            r#"device.driver == "gpu.example.com"{}"#,
+            r#" + """#.repeat(230)
+        );
+        let selector = Selector::compile(&chain).unwrap();
+        assert!(selector.depth > 200 && selector.depth <= MAX_DEPTH);
+        let small = std::thread::Builder::new().stack_size(1 << 20);
+        let matched = small
+            .spawn(move || selector.matches(Sym::new("gpu.example.com"), &gpu()))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(matched, Ok(true));
+    }
+
+    #[test]
+    fn a_syntax_error_far_along_a_line_is_one_line_not_a_panic() {
+        let late = format!("1 == {})", " ".repeat(9000));
+        let error = Selector::compile(&late).err().unwrap();
+        assert!(
+            error.starts_with("Invalid value: compilation failed: ERROR: <input>:1:"),
+            "{error}"
+        );
+        assert!(!error.contains('\n') && error.len() < 500, "{error}");
+        // Past column 65,535 the crate's error formatting panics; the length limit keeps
+        // expressions short of that, and the compiler catches it anyway.
+        let later = format!("1 == {})", " ".repeat(70_000));
+        let error = compile_within_limits(&later).err().unwrap();
+        assert!(
+            error.starts_with("Invalid value: compilation failed:"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn expressions_that_would_run_for_minutes_are_too_complex() {
+        // Upstream's own example (validation_resourceclaim_test.go, "CEL-cost"): seven
+        // nested all() over ten elements, 10^7 steps.
+        let ten = list(10);
+        let nested = format!(
+            "{ten}.all(x, {ten}.all(y, {ten}.all(z, {ten}.all(z2, {ten}.all(z3, {ten}.all(z4, {ten}.all(z5, x + y + z + z2 + z3 + z4 + z5 < 100)))))))"
+        );
+        assert_eq!(
+            Selector::compile(&nested).err().as_deref(),
+            Some("Forbidden: too complex, exceeds cost limit")
+        );
+        // Lists of lists built by map(): their size, not only the steps, counts.
+        let wide = list(100);
+        let grown = format!("{wide}.map(x, {wide}.map(y, {wide}.map(z, {wide}))).size() > 0");
+        assert_eq!(
+            Selector::compile(&grown).err().as_deref(),
+            Some("Forbidden: too complex, exceeds cost limit")
+        );
+        // Iterating what a device holds is bounded by the API server's 32 attributes and
+        // capacities: twice nested is 1,024 steps; four times, 32^4, too many.
+        let twice = r#"device.attributes.all(d, device.attributes[d].all(a, a != ""))"#;
+        assert!(Selector::compile(twice).is_ok());
+        let four = r#"device.attributes.all(d, device.attributes[d].all(a, device.capacity.all(c, device.capacity[c].all(k, true))))"#;
+        assert!(Selector::compile(four).is_err());
+    }
+
+    #[test]
+    fn the_cost_estimate_bounds_the_steps() {
+        let cost = |e: &str| estimated_cost(Program::compile(e).unwrap().expression());
+        assert!(cost("true") <= 2);
+        let flat = cost(&format!("{}.all(x, x > 0)", list(100)));
+        assert!((300..5000).contains(&flat), "{flat}");
+        let nested = cost(&format!("{0}.all(x, {0}.all(y, x > y))", list(100)));
+        assert!(nested > 30_000, "{nested}");
+        // String building is charged by the bytes.
+        let long = "y".repeat(5000);
+        let strings = cost(&format!(
+            r#"{}.map(x, "{long}" + "{long}").size() > 0"#,
+            list(1000)
+        ));
+        assert!(strings > 1_000_000, "{strings}");
     }
 
     #[test]

@@ -38,11 +38,15 @@ pub const REASON_IN_USE: &str = "resourceclaim in use";
 pub const REASON_NOT_TRACKED: &str =
     "dynamic resource allocation is not tracked by this cluster view";
 
-/// Compiled CEL selectors, by expression, shared by all pods.
+/// Compiled CEL selectors, by expression, shared by all pods (an expression that does not
+/// compile is kept with its error, so that it is not parsed again for every pod).
 #[derive(Default)]
 pub struct DynamicResources {
-    selectors: Mutex<HashMap<Arc<str>, Arc<Selector>, RandomState>>,
+    selectors: Mutex<HashMap<Arc<str>, Compiled, RandomState>>,
 }
+
+/// A selector compiled, or why it does not compile.
+type Compiled = Result<Arc<Selector>, String>;
 
 /// Filter's allocations for the pod's claims, per node.
 type NodeAllocations = HashMap<Sym, Arc<Vec<Allocation>>, RandomState>;
@@ -73,24 +77,25 @@ pub fn bound_claims(state: &CycleState) -> &[Arc<ResourceClaim>] {
 }
 
 impl DynamicResources {
+    /// The compiled selectors of `owner` (a class or a claim) listed at `field`; an error
+    /// names the owner, the field and what is wrong, as the API server words it.
     fn selectors(
         &self,
         expressions: &[Arc<str>],
         owner: &str,
+        field: &str,
     ) -> Result<Arc<[Arc<Selector>]>, Status> {
         let mut cache = self.selectors.lock().expect("selector cache lock poisoned");
         expressions
             .iter()
             .enumerate()
             .map(|(i, expression)| {
-                if let Some(selector) = cache.get(expression) {
-                    return Ok(selector.clone());
-                }
-                let selector = Arc::new(Selector::compile(expression).map_err(|e| {
-                    Status::error(format!("{owner}: selector #{i}: CEL compile error: {e}"))
-                })?);
-                cache.insert(expression.clone(), selector.clone());
-                Ok(selector)
+                let compiled = cache
+                    .entry(expression.clone())
+                    .or_insert_with(|| Selector::compile(expression).map(Arc::new));
+                compiled.clone().map_err(|e| {
+                    Status::error(format!("{owner}: {field}[{i}].cel.expression: {e}"))
+                })
             })
             .collect()
     }
@@ -102,7 +107,7 @@ impl DynamicResources {
         dra: &dyn gantry_cache::DraState,
     ) -> Result<PreparedClaim, Status> {
         let mut requests = Vec::with_capacity(claim.spec.requests.len());
-        for request in &claim.spec.requests {
+        for (j, request) in claim.spec.requests.iter().enumerate() {
             let Some(class) = dra.device_class(request.device_class) else {
                 return Err(Status::unresolvable(format!(
                     "request {}: device class {} does not exist",
@@ -113,11 +118,15 @@ impl DynamicResources {
                 name: request.name.clone(),
                 class: class.name,
                 mode: request.mode,
-                class_selectors: self
-                    .selectors(&class.selectors, &format!("class {}", class.name))?,
+                class_selectors: self.selectors(
+                    &class.selectors,
+                    &format!("class {}", class.name),
+                    "spec.selectors",
+                )?,
                 request_selectors: self.selectors(
                     &request.selectors,
                     &format!("claim {}/{}", claim.namespace, claim.name),
+                    &format!("spec.devices.requests[{j}].exactly.selectors"),
                 )?,
             });
         }

@@ -132,7 +132,7 @@ pub fn check_card_room(
     if !uuid_ok {
         return Err(Reason::CardUuidMismatch);
     }
-    if card.count <= used.used {
+    if i64::from(card.count) <= used.used {
         return Err(Reason::CardTimeSlicingExhausted);
     }
     if pod.gpu_policy.mutex && used.used > 0 {
@@ -142,16 +142,17 @@ pub fn check_card_room(
         return Err(Reason::CardInsufficientCore);
     }
     let memory = request.memory_on(card.memory_mib);
-    if card.memory_mib.wrapping_sub(used.memory_mib) < memory {
+    // In i64: the usage sums are (HAMi's int32 difference would wrap).
+    if i64::from(card.memory_mib) - used.memory_mib < i64::from(memory) {
         return Err(Reason::CardInsufficientMemory);
     }
-    if card.cores.wrapping_sub(used.cores) < request.cores {
+    if i64::from(card.cores) - used.cores < i64::from(request.cores) {
         return Err(Reason::CardInsufficientCore);
     }
     if card.cores == 100 && request.cores == 100 && used.used > 0 {
         return Err(Reason::ExclusiveDeviceAllocateConflict);
     }
-    if card.cores != 0 && used.cores == card.cores && request.cores == 0 {
+    if card.cores != 0 && used.cores == i64::from(card.cores) && request.cores == 0 {
         return Err(Reason::CardComputeUnitsExhausted);
     }
     // MIG instances are not modelled: a mig-mode card offers no profile that fits.
@@ -268,9 +269,15 @@ fn walk(
     }
     for g in &given {
         let used = &mut scratch.used[g.card];
-        used.used += 1;
-        used.memory_mib = used.memory_mib.wrapping_add(g.memory_mib);
-        used.cores = used.cores.wrapping_add(g.cores);
+        used.add(
+            &CardUsage {
+                used: 1,
+                memory_mib: i64::from(g.memory_mib),
+                cores: i64::from(g.cores),
+                exclusive: 0,
+            },
+            1,
+        );
     }
     Ok(given)
 }

@@ -289,7 +289,12 @@ impl FilterPlugin for GpuShare {
 
 use score::node_score;
 
-fn describe(used: &gantry_cache::CardUsage, count: i32, memory: i32, cores: i32) -> String {
+fn describe(
+    used: &gantry_cache::CardUsage,
+    count: impl std::fmt::Display,
+    memory: impl std::fmt::Display,
+    cores: impl std::fmt::Display,
+) -> String {
     format!(
         "{}/{count} shares, {}/{memory} MiB, {}/{cores} cores",
         used.used, used.memory_mib, used.cores

@@ -84,7 +84,7 @@ pub struct GpuPolicy {
 pub struct CardKey {
     pub score: f32,
     pub numa: i32,
-    pub used: i32,
+    pub used: i64,
     pub index: u32,
 }
 
@@ -272,7 +272,7 @@ impl Weights {
 mod tests {
     use super::*;
 
-    fn key(score: f32, numa: i32, used: i32, index: u32) -> CardKey {
+    fn key(score: f32, numa: i32, used: i64, index: u32) -> CardKey {
         CardKey {
             score,
             numa,

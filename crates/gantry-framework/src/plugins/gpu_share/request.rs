@@ -182,19 +182,27 @@ fn container_request(c: &Container, args: &GpuShare) -> Result<Option<CardReques
         } else {
             !named(n.memory)
         };
-    let Ok(nums) = i32::try_from(count) else {
-        return Ok(None);
+    // HAMi reads both as int32. Its scheduler logs a memory request beyond that as
+    // "rejecting to avoid silent under-allocation" and then places the container with no
+    // card; refused here, naming the container and the value, so that no pod asking for
+    // card memory lands without a card.
+    let int32 = |name: &str, value: i64| {
+        i32::try_from(value).map_err(|_| {
+            format!(
+                "invalid {name} value {value} in container {}: must be an integer between 0 and {}",
+                c.name,
+                i32::MAX
+            )
+        })
     };
+    let nums = int32(gpu::GPU_COUNT, count)?;
     if nums <= 0 {
         return Ok(None);
     }
     let mut memory_mib = 0;
     if named(n.memory) {
-        match i32::try_from(value(n.memory)) {
-            Ok(m) if m >= 0 => memory_mib = m,
-            // Not a plain integer in int32 range: HAMi drops the request.
-            _ => return Ok(None),
-        }
+        // Quantities are never negative (the API server refuses them).
+        memory_mib = int32(gpu::GPU_MEMORY, value(n.memory))?.max(0);
     }
     let mut memory_percentage = NO_PERCENTAGE;
     if named(n.percentage) {
@@ -300,10 +308,23 @@ mod tests {
             request(&[(MEM, 1024), (CORES, 10)]),
             Ok(Some(want(1, 1024, 101, 10)))
         );
-        // Bytes-scale memory overflows int32: dropped; zero or negative counts ask nothing.
-        assert_eq!(request(&[(GPU, 1), (MEM, 16 << 30)]), Ok(None));
+        // Bytes-scale memory overflows int32: HAMi's scheduler drops the request (and the
+        // pod would land with no card); refused here, naming the value. Zero cards ask
+        // nothing.
+        assert_eq!(
+            request(&[(GPU, 1), (MEM, 16 << 30)]),
+            Err("invalid nvidia.com/gpumem value 17179869184 in container c: must be an integer between 0 and 2147483647".into())
+        );
+        assert_eq!(
+            request(&[(GPU, 1), (MEM, 2_147_483_647)]),
+            Ok(Some(want(1, 2_147_483_647, 101, 0)))
+        );
         assert_eq!(request(&[(GPU, 0)]), Ok(None));
-        assert_eq!(request(&[(GPU, 2_147_483_648)]), Ok(None));
+        assert!(
+            request(&[(GPU, 2_147_483_648)])
+                .unwrap_err()
+                .starts_with("invalid nvidia.com/gpu value 2147483648")
+        );
         assert_eq!(request(&[("cpu-ish/thing", 1)]), Ok(None));
     }
 

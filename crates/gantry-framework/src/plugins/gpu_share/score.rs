@@ -24,10 +24,12 @@ pub fn card_score(card: &Card, used: &CardUsage, request: &CardRequest, w: &Weig
     } else {
         request.memory_mib
     };
-    // One share per request type (HAMi's `request += 1`), as int32 sums.
-    let used_score = 1i32.wrapping_add(used.used) as f32 / card.count as f32;
-    let core_score = request.cores.wrapping_add(used.cores) as f32 / card.cores as f32;
-    let memory_score = memory.wrapping_add(used.memory_mib) as f32 / card.memory_mib as f32;
+    // One share per request type (HAMi's `request += 1`); summed in i64, where HAMi's
+    // int32 sums would wrap.
+    let used_score = 1i64.saturating_add(used.used) as f32 / card.count as f32;
+    let core_score = i64::from(request.cores).saturating_add(used.cores) as f32 / card.cores as f32;
+    let memory_score =
+        i64::from(memory).saturating_add(used.memory_mib) as f32 / card.memory_mib as f32;
     WEIGHT
         * (w.slot as f32 * used_score + w.core as f32 * core_score + w.memory as f32 * memory_score)
 }
