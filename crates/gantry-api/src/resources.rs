@@ -142,12 +142,37 @@ impl Resources {
     /// wrap instead, and a node whose pods' requests wrap looks free). True when some amount
     /// saturated: the total is then a lower bound of the true one, and a holder that must
     /// subtract again exactly (a NodeInfo) adds its pods up anew instead.
+    #[inline]
     pub fn add(&mut self, other: &Resources) -> bool {
+        if self.scalar.is_empty() && other.scalar.is_empty() {
+            // The hot path (nodes and pods of cpu and memory): four checked sums, one test.
+            if let (Some(c), Some(m), Some(e), Some(p)) = (
+                self.milli_cpu.checked_add(other.milli_cpu),
+                self.memory.checked_add(other.memory),
+                self.ephemeral_storage.checked_add(other.ephemeral_storage),
+                self.pods.checked_add(other.pods),
+            ) {
+                (self.milli_cpu, self.memory, self.ephemeral_storage, self.pods) = (c, m, e, p);
+                return false;
+            }
+        }
         self.combine(other, i64::overflowing_add)
     }
 
     /// Subtracts `other`, saturating as [`Resources::add`]; true when some amount saturated.
+    #[inline]
     pub fn sub(&mut self, other: &Resources) -> bool {
+        if self.scalar.is_empty() && other.scalar.is_empty() {
+            if let (Some(c), Some(m), Some(e), Some(p)) = (
+                self.milli_cpu.checked_sub(other.milli_cpu),
+                self.memory.checked_sub(other.memory),
+                self.ephemeral_storage.checked_sub(other.ephemeral_storage),
+                self.pods.checked_sub(other.pods),
+            ) {
+                (self.milli_cpu, self.memory, self.ephemeral_storage, self.pods) = (c, m, e, p);
+                return false;
+            }
+        }
         self.combine(other, i64::overflowing_sub)
     }
 
