@@ -786,16 +786,18 @@ impl Simulation {
         };
         let shared = self.instances.len() > 1;
         let binder_instance = &mut self.instances[instance];
-        let check = match pod.node_name {
-            Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
-                |message| {
-                    format!(
-                        "re-checked against the latest cache, node {node} no longer fits: {message}"
-                    )
-                },
-            ),
-            _ => Ok(()),
-        };
+        let check =
+            match pod.node_name {
+                Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
+                    |status| {
+                        format!(
+                            "re-checked against the latest cache, node {node} no longer fits: {}",
+                            status.message()
+                        )
+                    },
+                ),
+                _ => Ok(()),
+            };
         let mut binder = ApiBinder {
             api: &mut self.api,
             check,
