@@ -152,7 +152,12 @@ impl Resources {
                 self.ephemeral_storage.checked_add(other.ephemeral_storage),
                 self.pods.checked_add(other.pods),
             ) {
-                (self.milli_cpu, self.memory, self.ephemeral_storage, self.pods) = (c, m, e, p);
+                (
+                    self.milli_cpu,
+                    self.memory,
+                    self.ephemeral_storage,
+                    self.pods,
+                ) = (c, m, e, p);
                 return false;
             }
         }
@@ -169,7 +174,12 @@ impl Resources {
                 self.ephemeral_storage.checked_sub(other.ephemeral_storage),
                 self.pods.checked_sub(other.pods),
             ) {
-                (self.milli_cpu, self.memory, self.ephemeral_storage, self.pods) = (c, m, e, p);
+                (
+                    self.milli_cpu,
+                    self.memory,
+                    self.ephemeral_storage,
+                    self.pods,
+                ) = (c, m, e, p);
                 return false;
             }
         }

@@ -104,6 +104,16 @@ pub trait FilterPlugin: Plugin {
         Ok(Vec::new())
     }
 
+    /// At bind time, after Filter passed on the pod's node: whether what this plugin chose
+    /// within the node for the pod, and wrote on it (`annotations`: HAMi's cards), is still
+    /// free on `node`, which does not hold the pod. Filter asks whether the pod fits the
+    /// node somehow; a decision fixed more than the node, and this checks that. For the
+    /// binder's re-check and the shared-state API's admission
+    /// (`gantry_scheduler::check_placement`). The default: nothing chosen within the node.
+    fn filter_chosen(&self, _state: &CycleState, _pod: &Pod, _node: &NodeInfo) -> Status {
+        Status::success()
+    }
+
     /// Finer verdicts than Filter's, for explanations (HAMi's verdict on every card).
     fn details(&self, _state: &CycleState, _pod: &Pod, _node: &NodeInfo) -> Vec<Detail> {
         Vec::new()

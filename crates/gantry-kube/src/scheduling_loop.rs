@@ -130,7 +130,14 @@ impl SchedulingLoop {
             Input::Watch(change) => self.apply(change),
             Input::BindDone(done) => self.conclude_bind(*done),
             Input::Check { pod, reply } => {
-                let _ = reply.send(self.scheduler.check_placement(&pod));
+                let verdict =
+                    self.scheduler
+                        .check_placement(&pod)
+                        .map_err(|status| match status.plugin() {
+                            "" => status.message(),
+                            plugin => format!("{plugin}: {}", status.message()),
+                        });
+                let _ = reply.send(verdict);
             }
             Input::Seen { uid, reply } => {
                 let seen = self.pods.get(&uid).is_none_or(|p| p.node_name.is_some());

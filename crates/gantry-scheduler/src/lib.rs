@@ -15,7 +15,7 @@ pub mod shard;
 
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
-pub use placement_check::{CHECKED_PLUGINS, check_placement};
+pub use placement_check::check_placement;
 // The extension-point runners, for anything that runs the plugins on a cluster view of its
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};

@@ -618,28 +618,46 @@ impl Scheduler {
         })
     }
 
-    /// Whether the pod (assumed, naming its node) still fits there by the latest cache:
-    /// the binder's check when several instances share a cluster. Refreshes this
-    /// scheduler's snapshot; `Err` carries the rejecting plugin's message.
-    pub fn check_placement(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+    /// Whether the pod (naming its node, assumed there or not) may still be bound there by
+    /// the latest cache: every Filter plugin of its profile ([`check_placement`]), the
+    /// binder's re-check when several instances share a cluster. An assumed pod is taken
+    /// out of the cache for the check and put back after: the check asks whether the pod
+    /// may be added, and a pod cannot be taken out of every plugin's counts exactly
+    /// (VolumeRestrictions counts ReadWriteOncePod claims in use, not their users).
+    /// Refreshes this scheduler's snapshot; `Err` carries the rejecting plugin's status.
+    pub fn check_placement(&mut self, pod: &Arc<Pod>) -> Result<(), Status> {
         let Some(profile_index) = self
             .profiles
             .iter()
             .position(|p| p.scheduler_name == pod.scheduler_name)
         else {
-            return Err(format!(
+            return Err(Status::error(format!(
                 "profile not found for scheduler name {:?}",
                 pod.scheduler_name.as_str()
-            ));
+            )));
         };
-        self.cache
-            .update_snapshot(&mut self.snapshot)
-            .map_err(|inconsistent| inconsistent.to_string())?;
-        let cluster = Cluster {
-            nodes: &self.snapshot,
-            objects: &self.objects,
+        let assumed = self.cache.is_assumed(&pod.uid);
+        if assumed {
+            self.cache
+                .forget_pod(pod)
+                .map_err(|e| Status::error(e.to_string()))?;
+        }
+        let verdict = match self.cache.update_snapshot(&mut self.snapshot) {
+            Ok(_) => {
+                self.objects.ensure_namespace(pod.namespace);
+                let cluster = Cluster {
+                    nodes: &self.snapshot,
+                    objects: &self.objects,
+                };
+                check_placement(&self.profiles[profile_index], cluster, pod)
+            }
+            Err(inconsistent) => Err(Status::error(inconsistent.to_string())),
         };
-        check_placement(&self.profiles[profile_index], cluster, pod).map_err(|s| s.message())
+        if assumed && let Err(e) = self.cache.assume_pod(pod.clone()) {
+            tracing::error!(pod = %pod.key(), error = %e, "could not assume the pod again after its check");
+            return Err(Status::error(e.to_string()));
+        }
+        verdict
     }
 
     /// The API objects plugins read (namespaces, services, storage), for an event source

@@ -4,6 +4,13 @@
 //! random) and deletes pods; the simulation delivers the resulting watch events to the
 //! scheduler instances.
 //!
+//! With admission on (several scheduler instances), the API is also the serialisation
+//! point of shared state (docs/shared-state.md): it keeps the authoritative bound state in
+//! a cache of its own, and admits a bind only if the pod passes every PreFilter and Filter
+//! plugin of its profile on its node against that state, binds admitted so far included
+//! ([`gantry_scheduler::check_placement`], the binder's re-check, on the truth rather than
+//! on an instance's view). This is what `gantry run`'s fences must guarantee.
+//!
 //! Nothing visible depends on hash-map order: each node lists its pods in the order they
 //! were bound, so a drain or a node deletion walks them the same way in every run.
 
@@ -11,7 +18,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use gantry_api::{Node, Pod, Resources, Sym};
-use gantry_cache::NodeInfo;
+use gantry_cache::{Cache, NodeInfo, Snapshot};
+use gantry_framework::{ApiObjects, Cluster, Profile, Status};
 use gantry_scheduler::Rng;
 
 struct NodeUsage {
@@ -115,6 +123,64 @@ pub enum BindRefusal {
     /// The capacity check: the node has no room for the pod any more.
     #[error("binding pod {pod} would over-commit node {node}")]
     OverCommit { pod: String, node: Sym },
+    /// Admission: a Filter plugin of the pod's profile rejects the pod on its node in the
+    /// authoritative state (`plugin` is empty when no plugin spoke: no profile for the
+    /// pod, or its node is gone).
+    #[error("binding pod {pod} to node {node} refused by {plugin}: {message}")]
+    Constraint {
+        pod: String,
+        node: Sym,
+        plugin: &'static str,
+        message: String,
+    },
+}
+
+/// The authoritative bound state admission checks binds against: a cache of the nodes
+/// and the pods bound so far (in bind order), its snapshot (updated by the delta of each
+/// bind), and the profiles and API objects the plugins read.
+struct Admission {
+    cache: Cache,
+    snapshot: Snapshot,
+    profiles: Vec<Profile>,
+    objects: ApiObjects,
+}
+
+impl Admission {
+    /// Whether `pod` (naming its node, not bound yet) passes every Filter plugin of its
+    /// profile there now.
+    fn admit(&mut self, pod: &Arc<Pod>) -> Result<(), Status> {
+        let Some(profile) = self
+            .profiles
+            .iter()
+            .find(|p| p.scheduler_name == pod.scheduler_name)
+        else {
+            return Err(Status::error(format!(
+                "no profile schedules pods of {:?}",
+                pod.scheduler_name.as_str()
+            )));
+        };
+        self.cache
+            .update_snapshot(&mut self.snapshot)
+            .map_err(|inconsistent| Status::error(inconsistent.to_string()))?;
+        self.objects.ensure_namespace(pod.namespace);
+        let cluster = Cluster {
+            nodes: &self.snapshot,
+            objects: &self.objects,
+        };
+        gantry_scheduler::check_placement(profile, cluster, pod)
+    }
+
+    fn add_pod(&self, pod: &Arc<Pod>) {
+        if let Err(e) = self.cache.add_pod(pod.clone()) {
+            tracing::error!(pod = %pod.key(), error = %e, "the API's own cache refused a bound pod");
+        }
+    }
+
+    fn remove_pod(&self, pod: &Pod) {
+        if let Err(e) = self.cache.remove_pod(pod) {
+            tracing::error!(pod = %pod.key(), error = %e, "a deleted pod was not in the API's own cache");
+        }
+    }
 }
 
 pub struct SimulatedApi {
@@ -135,6 +201,9 @@ pub struct SimulatedApi {
     rng: Rng,
     pub binds: u64,
     pub bind_failures: u64,
+    /// Admission of every bind by the Filter plugins, on the authoritative state (see
+    /// [`SimulatedApi::enable_admission`]).
+    admission: Option<Admission>,
 }
 
 impl SimulatedApi {
@@ -151,7 +220,38 @@ impl SimulatedApi {
             rng: Rng::new(seed ^ 0x5EED_0FB1),
             binds: 0,
             bind_failures: 0,
+            admission: None,
         }
+    }
+
+    /// From now on, a bind is admitted only if the pod passes every PreFilter and Filter
+    /// plugin of its profile (among `profiles`) on its node, against the nodes and pods
+    /// bound so far and `objects` (the serialisation point of several scheduler
+    /// instances). The nodes and pods already here are taken over.
+    pub fn enable_admission(&mut self, profiles: Vec<Profile>, objects: ApiObjects) {
+        let cache = Cache::new();
+        let mut names: Vec<Sym> = self.nodes.keys().copied().collect();
+        names.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        for name in &names {
+            cache.add_node(self.nodes[name].node.clone());
+        }
+        let admission = Admission {
+            cache,
+            snapshot: Snapshot::new(),
+            profiles,
+            objects,
+        };
+        for name in &names {
+            for pod in self.pods_on(*name) {
+                admission.add_pod(&pod);
+            }
+        }
+        self.admission = Some(admission);
+    }
+
+    /// Whether binds go through admission by the Filter plugins.
+    pub fn admission_enabled(&self) -> bool {
+        self.admission.is_some()
     }
 
     /// Adds a node, or replaces it (an update such as a cordon) keeping its pods.
@@ -165,9 +265,15 @@ impl SimulatedApi {
                 if let Some(cards) = &mut usage.cards {
                     cards.set_node(node.clone());
                 }
+                if let Some(admission) = &self.admission {
+                    admission.cache.update_node(node.clone());
+                }
                 usage.node = node;
             }
             None => {
+                if let Some(admission) = &self.admission {
+                    admission.cache.add_node(node.clone());
+                }
                 self.nodes.insert(node.name, NodeUsage::new(node));
             }
         }
@@ -195,6 +301,14 @@ impl SimulatedApi {
             self.totals.requested_milli_cpu -= i128::from(pod.usage().milli_cpu);
             self.totals.requested_memory -= i128::from(pod.usage().memory);
         }
+        if let Some(admission) = &self.admission {
+            for pod in &pods {
+                admission.remove_pod(pod);
+            }
+            if let Err(e) = admission.cache.remove_node(name) {
+                tracing::error!(node = %name, error = %e, "a deleted node was not in the API's own cache");
+            }
+        }
         pods
     }
 
@@ -215,6 +329,9 @@ impl SimulatedApi {
             usage.add(&pod);
             self.totals.requested_milli_cpu += i128::from(pod.usage().milli_cpu);
             self.totals.requested_memory += i128::from(pod.usage().memory);
+            if let Some(admission) = &self.admission {
+                admission.add_pod(&pod);
+            }
         }
         self.bound.insert(pod.uid.clone(), pod);
     }
@@ -241,6 +358,19 @@ impl SimulatedApi {
         if self.failure_rate > 0.0 && (self.rng.below(1_000_000) as f64) < self.failure_rate * 1e6 {
             return Err(BindRefusal::Injected(pod.key()));
         }
+        if !self.nodes.contains_key(&node) {
+            return Err(BindRefusal::NodeNotFound(node));
+        }
+        if let Some(admission) = &mut self.admission {
+            admission
+                .admit(pod)
+                .map_err(|status| BindRefusal::Constraint {
+                    pod: pod.key(),
+                    node,
+                    plugin: status.plugin(),
+                    message: status.message(),
+                })?;
+        }
         let usage = self
             .nodes
             .get_mut(&node)
@@ -260,6 +390,9 @@ impl SimulatedApi {
             self.overfilled_cards.insert((node, card));
         }
         usage.add(pod);
+        if let Some(admission) = &self.admission {
+            admission.add_pod(pod);
+        }
         self.totals.requested_milli_cpu += i128::from(pod.usage().milli_cpu);
         self.totals.requested_memory += i128::from(pod.usage().memory);
         self.bound.insert(pod.uid.clone(), pod.clone());
@@ -289,6 +422,9 @@ impl SimulatedApi {
             usage.remove(&pod, &self.bound);
             self.totals.requested_milli_cpu -= i128::from(pod.usage().milli_cpu);
             self.totals.requested_memory -= i128::from(pod.usage().memory);
+            if let Some(admission) = &self.admission {
+                admission.remove_pod(&pod);
+            }
         }
         Some(pod)
     }
@@ -365,6 +501,90 @@ mod tests {
         assert_eq!(api.bind_failures, 2);
         assert!(api.delete_pod("ns/b").is_some());
         assert_eq!(api.delete_node(Sym::new("n1")).len(), 1);
+    }
+
+    #[test]
+    fn admission_refuses_what_a_filter_plugin_refuses_on_the_bound_state() {
+        use gantry_api::{HostPort, LabelSelector, PodAffinityTerm, Protocol};
+        use gantry_framework::plugins::default_profile;
+        let mut api = SimulatedApi::new(1);
+        let mut allocatable = Resources::new(4000, 8 << 30);
+        allocatable.pods = 110;
+        for name in ["n1", "n2"] {
+            let node = Node::new(name, allocatable.clone()).with_labels([
+                ("kubernetes.io/hostname", name),
+                ("topology.kubernetes.io/zone", "a"),
+            ]);
+            api.add_node(Arc::new(node));
+        }
+        // A pod bound before admission was on is taken over.
+        let port = |name: &str, node: &str| {
+            let mut pod = Pod::new("ns", name).with_requests(100, 1).on_node(node);
+            pod.containers[0].host_ports.push(HostPort {
+                ip: HostPort::any_ip(),
+                protocol: Protocol::Tcp,
+                port: 80,
+            });
+            Arc::new(pod)
+        };
+        api.bind(&port("a", "n1")).unwrap();
+        api.enable_admission(
+            vec![default_profile("default-scheduler")],
+            ApiObjects::default(),
+        );
+        assert!(api.admission_enabled());
+        let refused = api.bind(&port("b", "n1")).unwrap_err();
+        assert!(
+            matches!(
+                &refused,
+                BindRefusal::Constraint {
+                    plugin: "NodePorts",
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        api.bind(&port("b", "n2")).unwrap();
+        // Anti-affinity over a zone spans nodes: n1 is refused for a pod n2's pod repels.
+        let db = |name: &str, node: &str| {
+            let mut pod = Pod::new("ns", name)
+                .with_requests(100, 1)
+                .with_labels([("app", "db")])
+                .on_node(node);
+            pod.affinity
+                .pod_anti_affinity
+                .required
+                .push(PodAffinityTerm {
+                    label_selector: Some(LabelSelector::from_pairs([(
+                        Sym::new("app"),
+                        Sym::new("db"),
+                    )])),
+                    namespaces: Vec::new(),
+                    namespace_selector: None,
+                    topology_key: Sym::new("topology.kubernetes.io/zone"),
+                });
+            Arc::new(pod)
+        };
+        api.bind(&db("db-0", "n2")).unwrap();
+        let refused = api.bind(&db("db-1", "n1")).unwrap_err();
+        assert!(
+            matches!(
+                &refused,
+                BindRefusal::Constraint {
+                    plugin: "InterPodAffinity",
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        // Once the pod is deleted, the zone admits another.
+        api.delete_pod("ns/db-0").unwrap();
+        api.bind(&db("db-1", "n1")).unwrap();
+        // A deleted node's pods leave the state with it: db-1 no longer repels db-2.
+        assert!(api.bind(&db("db-2", "n2")).is_err());
+        assert_eq!(api.delete_node(Sym::new("n1")).len(), 2);
+        api.bind(&db("db-2", "n2")).unwrap();
+        assert_eq!((api.binds, api.bind_failures), (5, 3));
     }
 
     #[test]

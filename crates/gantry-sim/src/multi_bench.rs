@@ -285,7 +285,9 @@ impl Instance {
                     }
                 }
             }
-            self.scheduler.check_placement(pod)?;
+            self.scheduler
+                .check_placement(pod)
+                .map_err(|status| status.message())?;
             match self.api.lock().bind(pod, node, fence.as_ref()) {
                 Ok(()) => return Ok(()),
                 Err(Refusal::FenceMoved) => continue,

@@ -7,9 +7,11 @@
 //! shared state): each has its own cache and queue, fed by the API's watch stream an
 //! event latency after each change, and owns the pods its shard gives it. Each assumes its
 //! own decisions; before a bind the binder re-checks the placement against its instance's
-//! latest cache, and the API refuses binds that would over-commit a node. Refusals are
-//! conflicts: the pod is forgotten and retried after backoff. One instance with no event
-//! latency is the classic single scheduler: the same code, the same placements.
+//! latest cache, and the API, the serialisation point, admits a bind only if the pod passes
+//! every Filter plugin of its profile against the authoritative bound state
+//! (docs/shared-state.md). Refusals are conflicts, counted by the plugin that refused: the
+//! pod is forgotten and retried after backoff. One instance with no event latency is the
+//! classic single scheduler: the same code, the same placements.
 //!
 //! Every run ends. A pod is never queued when no profile schedules it (another
 //! scheduler's pod) or while scheduling gates hold it; a pod whose attempts keep erroring
@@ -72,7 +74,8 @@ pub struct SimOptions {
     /// The hard guard's limit on steps; `None` derives it from the input.
     pub step_limit: Option<u64>,
     /// Scheduler instances sharing the cluster (at least 1). With more than one, binders
-    /// re-check placements and the API refuses binds that would over-commit a node.
+    /// re-check placements, and the API admits a bind only if the pod passes every Filter
+    /// plugin of its profile against the bound state (and refuses over-commits).
     pub schedulers: u32,
     /// Virtual time from a change at the API to its watch event reaching the instances.
     pub event_latency: Duration,
@@ -190,6 +193,10 @@ pub struct Summary {
     pub conflicts: u64,
     /// Of the conflicts, those the binder's re-check caught (the rest the API refused).
     pub binder_conflicts: u64,
+    /// The conflicts by the Filter plugin that refused the bind (the binder's re-check or
+    /// the API's admission), in name order; `capacity` for the API's capacity check alone
+    /// (a profile without NodeResourcesFit), `other` where no plugin spoke (the node gone).
+    pub conflicts_by_plugin: BTreeMap<String, u64>,
     /// Refused binds that would have over-committed their node at that moment.
     pub overcommits_prevented: u64,
     pub wall_s: f64,
@@ -252,6 +259,7 @@ struct Conflicts {
     binder: u64,
     api: u64,
     overcommits_prevented: u64,
+    by_plugin: BTreeMap<String, u64>,
 }
 
 impl Simulation {
@@ -287,6 +295,9 @@ impl Simulation {
             .collect();
         let mut api = SimulatedApi::new(options.seed);
         api.capacity_check = options.capacity_check || options.schedulers > 1;
+        if options.schedulers > 1 {
+            api.enable_admission(profiles.clone(), objects.clone());
+        }
         api.failure_rate = options.bind_failure_rate;
         for node in cluster.nodes {
             let node = Arc::new(node);
@@ -790,10 +801,12 @@ impl Simulation {
         let binder_instance = &mut self.instances[instance];
         let check = match pod.node_name {
             Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
-                |message| {
-                    format!(
+                |status| {
+                    let message = status.message();
+                    let message = format!(
                         "re-checked against the latest cache, node {node} no longer fits: {message}"
-                    )
+                    );
+                    (status.plugin(), message)
                 },
             ),
             _ => Ok(()),
@@ -851,21 +864,37 @@ impl Simulation {
         }
     }
 
-    /// Counts a refused bind as a conflict when its decision was outdated: the binder's
-    /// re-check refused it, or the API found no room left on the node.
+    /// Counts a refused bind as a conflict when its decision was outdated (the binder's
+    /// re-check or the API's admission refused it, or the API found no room left on the
+    /// node), under the plugin that refused it.
     fn count_conflict(&mut self, pod: &Pod, refused: Option<Refused>) {
-        let would_overcommit = match refused {
-            Some(Refused::ByBinder) => {
+        let (plugin, would_overcommit) = match refused {
+            Some(Refused::ByBinder(plugin)) => {
                 self.conflicts.binder += 1;
-                pod.node_name
-                    .is_some_and(|node| self.api.would_overcommit(pod, node))
+                let over = pod
+                    .node_name
+                    .is_some_and(|node| self.api.would_overcommit(pod, node));
+                (plugin, over)
             }
             Some(Refused::ByApi(BindRefusal::OverCommit { .. })) => {
                 self.conflicts.api += 1;
-                true
+                ("capacity", true)
             }
-            Some(Refused::ByApi(_)) | None => false,
+            Some(Refused::ByApi(BindRefusal::Constraint { plugin, .. })) => {
+                self.conflicts.api += 1;
+                let over = pod
+                    .node_name
+                    .is_some_and(|node| self.api.would_overcommit(pod, node));
+                (plugin, over)
+            }
+            Some(Refused::ByApi(_)) | None => return,
         };
+        let plugin = if plugin.is_empty() { "other" } else { plugin };
+        *self
+            .conflicts
+            .by_plugin
+            .entry(plugin.to_string())
+            .or_default() += 1;
         if would_overcommit {
             self.conflicts.overcommits_prevented += 1;
         }
@@ -938,6 +967,7 @@ impl Simulation {
             event_latency_ms: self.options.event_latency.as_secs_f64() * 1e3,
             conflicts: self.conflicts.binder + self.conflicts.api,
             binder_conflicts: self.conflicts.binder,
+            conflicts_by_plugin: self.conflicts.by_plugin.clone(),
             overcommits_prevented: self.conflicts.overcommits_prevented,
             wall_s,
             pods_per_sec: scheduled as f64 / wall_s.max(1e-9),
@@ -1003,8 +1033,9 @@ fn written(assumed: &Pod) -> BTreeMap<String, String> {
 
 /// Who refused a bind.
 enum Refused {
-    /// The binder's re-check against its instance's latest cache.
-    ByBinder,
+    /// The binder's re-check against its instance's latest cache, by this plugin (empty
+    /// when none spoke).
+    ByBinder(&'static str),
     ByApi(BindRefusal),
 }
 
@@ -1013,14 +1044,15 @@ enum Refused {
 /// the API.
 struct ApiBinder<'a> {
     api: &'a mut SimulatedApi,
-    check: Result<(), String>,
+    /// The binder's verdict: the refusing plugin and the message.
+    check: Result<(), (&'static str, String)>,
     refused: Option<Refused>,
 }
 
 impl Binder for ApiBinder<'_> {
     fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
-        if let Err(message) = &self.check {
-            self.refused = Some(Refused::ByBinder);
+        if let Err((plugin, message)) = &self.check {
+            self.refused = Some(Refused::ByBinder(plugin));
             return Err(message.clone());
         }
         self.api.bind(pod).map_err(|refusal| {

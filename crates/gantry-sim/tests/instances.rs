@@ -80,6 +80,10 @@ fn the_binders_recheck_refuses_a_placement_another_instances_bind_outdated() {
         (1, 1, 0, 1, 0, 1),
         "refused before it reached the API: {summary:?}"
     );
+    assert_eq!(
+        summary.conflicts_by_plugin,
+        [("NodeResourcesFit".to_string(), 1)].into()
+    );
     let second = &sim.placements()[1];
     assert_eq!(second.node, None);
     // Retried after its backoff, on an up-to-date view: it fits nowhere now.
@@ -106,8 +110,46 @@ fn the_api_refuses_an_overcommit_that_both_stale_views_allowed() {
     sim.check_invariants().unwrap();
     // The refused pod lands on the new node.
     assert_eq!(outcome(&summary), (1, 0, 1, 1, 0, 2), "{summary:?}");
+    // The API's admission: the Filter plugins on the bound state, NodeResourcesFit first.
+    assert_eq!(
+        summary.conflicts_by_plugin,
+        [("NodeResourcesFit".to_string(), 1)].into()
+    );
     let nodes: Vec<_> = sim.placements().iter().map(|p| p.node.as_deref()).collect();
     assert!(nodes.contains(&Some("n1")) && nodes.contains(&Some("n2")));
+}
+
+#[test]
+fn the_api_refuses_a_host_port_both_stale_views_allowed_and_names_the_plugin() {
+    // Room for both by cpu, one host port: both instances decide at 10 ms on views that
+    // do not show the other's pod, and both binds land at 60 ms. The API admits the first
+    // and refuses the second with NodePorts; retried on an up-to-date view, it fits
+    // nowhere.
+    let mut sim = simulation(vec![node("n1", 4)], options(2, 10, 50));
+    let with_port = |pod: Pod| {
+        let mut pod = pod;
+        pod.containers[0].host_ports.push(gantry_api::HostPort {
+            ip: gantry_api::HostPort::any_ip(),
+            protocol: gantry_api::Protocol::Tcp,
+            port: 8080,
+        });
+        pod
+    };
+    create(&mut sim, 0, with_port(pod_owned_by("first", 0, 2)));
+    create(&mut sim, 0, with_port(pod_owned_by("second", 1, 2)));
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    assert_eq!(outcome(&summary), (1, 0, 1, 0, 0, 1), "{summary:?}");
+    assert_eq!(
+        summary.conflicts_by_plugin,
+        [("NodePorts".to_string(), 1)].into()
+    );
+    let pending = sim.placements().iter().find(|p| p.node.is_none()).unwrap();
+    let reason = pending.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("0/1 nodes are available: 1 node(s) didn't have free ports"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -122,6 +164,7 @@ fn one_instance_has_no_conflicts_and_the_api_keeps_its_capacity_check_off() {
     assert_eq!((summary.schedulers, summary.conflicts), (1, 0));
     assert_eq!(summary.scheduled, 1);
     assert!(!sim.api.capacity_check);
+    assert!(!sim.api.admission_enabled());
 }
 
 const TIGHT: &str = r#"

@@ -61,7 +61,8 @@ pub struct SimulateArgs {
     capacity_check: bool,
     /// Scheduler instances sharing the cluster (1 to 64), each with its own cache and
     /// queue, owning the pods whose UID hashes to it. With more than one, binders re-check
-    /// placements and the API refuses binds that would over-commit a node.
+    /// placements and the API admits a bind only if the pod passes every Filter plugin of
+    /// its profile against the bound state.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SCHEDULERS)))]
     schedulers: u32,
     /// Virtual time from a change at the API to its watch event reaching the instances, in
@@ -279,6 +280,10 @@ fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(Str
             "API refuses over-commits".into(),
             yes_no(options.capacity_check || options.schedulers > 1),
         ),
+        (
+            "API admits binds by every Filter plugin".into(),
+            yes_no(options.schedulers > 1),
+        ),
         ("scheduler instances".into(), options.schedulers.to_string()),
         (
             "event latency".into(),
@@ -369,6 +374,14 @@ fn print_summary(
         s.overcommits_prevented,
         s.overcommitted_nodes
     )?;
+    if !s.conflicts_by_plugin.is_empty() {
+        let parts: Vec<String> = s
+            .conflicts_by_plugin
+            .iter()
+            .map(|(plugin, n)| format!("{plugin} {n}"))
+            .collect();
+        writeln!(out, "  conflicts by plugin: {}", parts.join(", "))?;
+    }
     if s.gpu_pods > 0 {
         writeln!(
             out,

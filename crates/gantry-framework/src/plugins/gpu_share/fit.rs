@@ -372,6 +372,65 @@ pub fn allocate(pod: &PodRequest, usage: &DeviceUsage) -> Result<Vec<ContainerCa
     Ok(out)
 }
 
+/// Whether the cards an earlier decision wrote on the pod (`assignment`, HAMi's
+/// `vgpu-devices-allocated`) still pass HAMi's per-card checks on the node as it is now,
+/// without the pod: the checks `walk` made when it chose them (health, cordon, type, uuid,
+/// shares, the mutex policy, memory, compute, a whole card's exclusivity, exhausted
+/// compute units), card by card, with the usage growing as the regular containers take
+/// their cards and each init container seeing the node as it is. `Err` names the card and
+/// HAMi's reason. For a binder that checks a decision against a state other schedulers'
+/// binds have changed since.
+pub fn assigned_cards_fit(
+    pod: &PodRequest,
+    usage: &DeviceUsage,
+    assignment: &str,
+) -> Result<(), String> {
+    let cards = &usage.devices().cards;
+    let mut regular = Scratch::new(usage);
+    let mut verdict = Ok(());
+    let decoded =
+        gantry_api::gpu::for_each_assigned_card(assignment, |index, uuid, memory, cores| {
+            if verdict.is_err() {
+                return;
+            }
+            let Some(position) = usage.devices().position(uuid) else {
+                verdict = Err(format!(
+                    "GPU card {uuid} is no longer registered on the node"
+                ));
+                return;
+            };
+            let Some(Some(request)) = pod.containers.get(index) else {
+                verdict = Err(format!(
+                    "GPU card {uuid} is written for container {index}, which asks for no card"
+                ));
+                return;
+            };
+            let card = &cards[position];
+            let init = index < pod.init_containers;
+            let used = if init {
+                usage.cards()[position]
+            } else {
+                regular.used[position]
+            };
+            if let Some(reason) = check_card_kind(card, pod) {
+                verdict = Err(format!("GPU card {uuid}: {}", reason.name()));
+                return;
+            }
+            if let Err(reason) = check_card_room(card, &used, pod, request) {
+                verdict = Err(format!("GPU card {uuid}: {}", reason.name()));
+                return;
+            }
+            if !init {
+                let used = &mut regular.used[position];
+                used.used += 1;
+                used.memory_mib = used.memory_mib.saturating_add(i64::from(memory));
+                used.cores = used.cores.saturating_add(i64::from(cores));
+            }
+        });
+    decoded?;
+    verdict
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::sync::Arc;

@@ -240,6 +240,28 @@ impl FilterPlugin for GpuShare {
         ])
     }
 
+    /// The cards written on the pod, each still passing HAMi's checks with what the node's
+    /// pods hold now (the mutex policy and a whole card's compute included).
+    fn filter_chosen(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let (Some(request), Some(usage)) = (self.request(state), node.gpus()) else {
+            return Status::success();
+        };
+        let assigned_here = pod.annotation(gpu::ASSIGNED_NODE) == Some(node.name().as_str());
+        let Some(assignment) = pod
+            .annotation(gpu::DEVICES_ALLOCATED)
+            .filter(|_| assigned_here)
+        else {
+            return Status::unschedulable(format!(
+                "no GPU cards of node {} are written on the pod",
+                node.name()
+            ));
+        };
+        match fit::assigned_cards_fit(request, usage, assignment) {
+            Ok(()) => Status::success(),
+            Err(reason) => Status::unschedulable(reason),
+        }
+    }
+
     fn details(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Vec<Detail> {
         let Some(request) = self.request(state) else {
             return Vec::new();
