@@ -144,22 +144,8 @@ impl Resources {
     /// subtract again exactly (a NodeInfo) adds its pods up anew instead.
     #[inline]
     pub fn add(&mut self, other: &Resources) -> bool {
-        if self.scalar.is_empty() && other.scalar.is_empty() {
-            // The hot path (nodes and pods of cpu and memory): four checked sums, one test.
-            if let (Some(c), Some(m), Some(e), Some(p)) = (
-                self.milli_cpu.checked_add(other.milli_cpu),
-                self.memory.checked_add(other.memory),
-                self.ephemeral_storage.checked_add(other.ephemeral_storage),
-                self.pods.checked_add(other.pods),
-            ) {
-                (
-                    self.milli_cpu,
-                    self.memory,
-                    self.ephemeral_storage,
-                    self.pods,
-                ) = (c, m, e, p);
-                return false;
-            }
+        if self.apply_exact(other, i64::checked_add) {
+            return false;
         }
         self.combine(other, i64::overflowing_add)
     }
@@ -167,23 +153,33 @@ impl Resources {
     /// Subtracts `other`, saturating as [`Resources::add`]; true when some amount saturated.
     #[inline]
     pub fn sub(&mut self, other: &Resources) -> bool {
-        if self.scalar.is_empty() && other.scalar.is_empty() {
-            if let (Some(c), Some(m), Some(e), Some(p)) = (
-                self.milli_cpu.checked_sub(other.milli_cpu),
-                self.memory.checked_sub(other.memory),
-                self.ephemeral_storage.checked_sub(other.ephemeral_storage),
-                self.pods.checked_sub(other.pods),
-            ) {
-                (
-                    self.milli_cpu,
-                    self.memory,
-                    self.ephemeral_storage,
-                    self.pods,
-                ) = (c, m, e, p);
-                return false;
-            }
+        if self.apply_exact(other, i64::checked_sub) {
+            return false;
         }
         self.combine(other, i64::overflowing_sub)
+    }
+
+    /// The hot path of `add` and `sub` (nodes and pods of cpu and memory only): applies
+    /// `op` to the four fixed amounts when neither side has other resources and no result
+    /// overflows, and says whether it did; otherwise changes nothing.
+    #[inline]
+    fn apply_exact(&mut self, other: &Resources, op: fn(i64, i64) -> Option<i64>) -> bool {
+        if !self.scalar.is_empty() || !other.scalar.is_empty() {
+            return false;
+        }
+        let (Some(c), Some(m), Some(e), Some(p)) = (
+            op(self.milli_cpu, other.milli_cpu),
+            op(self.memory, other.memory),
+            op(self.ephemeral_storage, other.ephemeral_storage),
+            op(self.pods, other.pods),
+        ) else {
+            return false;
+        };
+        self.milli_cpu = c;
+        self.memory = m;
+        self.ephemeral_storage = e;
+        self.pods = p;
+        true
     }
 
     /// Element-wise maximum, as upstream's `maxResourceList` for init containers.
