@@ -187,6 +187,21 @@ impl Resources {
         self.combine(other, |a, b| (a.max(b), false));
     }
 
+    /// The largest magnitude of any amount.
+    pub fn largest_magnitude(&self) -> u64 {
+        [
+            self.milli_cpu,
+            self.memory,
+            self.ephemeral_storage,
+            self.pods,
+        ]
+        .into_iter()
+        .chain(self.scalar.iter().map(|&(_, v)| v))
+        .map(i64::unsigned_abs)
+        .max()
+        .unwrap_or(0)
+    }
+
     /// Whether an amount is at an end of i64, where a saturating sum stops.
     pub fn is_saturated(&self) -> bool {
         self.first_saturated().is_some()

@@ -6,7 +6,7 @@
 //! The columns are kept by the [`Snapshot`](crate::Snapshot): written again for the nodes
 //! an update copied, rebuilt when the node list is.
 
-use gantry_api::{Sym, TaintEffect};
+use gantry_api::{Resources, Sym, TaintEffect};
 
 use crate::NodeInfo;
 
@@ -84,6 +84,9 @@ pub struct NodeColumns {
     flag_counts: [usize; 8],
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
     zeros: Column,
+    /// At least the magnitude of every amount written since the last rebuild (never
+    /// lowered in between): below a bound, scores can skip their overflow checks.
+    largest: u64,
 }
 
 /// Which amounts of a resource a column holds.
@@ -118,6 +121,7 @@ impl NodeColumns {
         self.flags.clear();
         self.flags.resize(n, NodeFlags::default());
         self.flag_counts = [0; 8];
+        self.largest = 0;
         for (position, info) in nodes.enumerate() {
             self.set(position, info);
         }
@@ -151,6 +155,15 @@ impl NodeColumns {
             scalar.allocatable[position] = allocatable.scalar(scalar.name);
             scalar.requested[position] = requested.scalar(scalar.name);
         }
+        self.largest = [allocatable, requested, non_zero]
+            .into_iter()
+            .map(Resources::largest_magnitude)
+            .fold(self.largest, u64::max);
+    }
+
+    /// An upper bound of the magnitude of every amount in the columns.
+    pub fn largest_amount(&self) -> u64 {
+        self.largest
     }
 
     fn ensure_scalar(&mut self, name: Sym) {

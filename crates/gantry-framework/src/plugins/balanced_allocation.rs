@@ -53,14 +53,10 @@ impl RowScore for BalancedAllocation {
         if let (Some(first), Some(second), None) = (scored.next(), scored.next(), scored.next()) {
             // The default (cpu and memory): straight from the columns, without buffers.
             let pair = RowPair::new(first, second);
-            for (score, &p) in scores.iter_mut().zip(positions) {
-                let [(a0, q0), (a1, q1)] = pair.at(p);
-                let std = if a0 != 0 && a1 != 0 {
-                    (fraction(q0, a0) - fraction(q1, a1)).abs() / 2.0
-                } else {
-                    0.0
-                };
-                *score = from_std(std);
+            if pair.is_exact() {
+                pair_balance(positions, scores, |p| pair.at_exact(p));
+            } else {
+                pair_balance(positions, scores, |p| pair.at(p));
             }
             return;
         }
@@ -90,6 +86,21 @@ impl RowScore for BalancedAllocation {
 #[inline]
 fn fraction(requested: i64, allocatable: i64) -> f64 {
     (requested as f64 / allocatable as f64).min(1.0)
+}
+
+/// The default two-resource loop of `score_rows`: `at` reads a node's two (allocatable,
+/// requested) amounts.
+#[inline(always)]
+fn pair_balance(positions: &[usize], scores: &mut [i64], at: impl Fn(usize) -> [(i64, i64); 2]) {
+    for (score, &p) in scores.iter_mut().zip(positions) {
+        let [(a0, q0), (a1, q1)] = at(p);
+        let std = if a0 != 0 && a1 != 0 {
+            (fraction(q0, a0) - fraction(q1, a1)).abs() / 2.0
+        } else {
+            0.0
+        };
+        *score = from_std(std);
+    }
 }
 
 /// The score from the fractions in use of each resource.

@@ -199,6 +199,31 @@ impl FilterPlugin for NodeResourcesFit {
     }
 }
 
+/// The default two-resource loop of `score_with`, node by node: `at` reads a node's two
+/// (allocatable, requested) amounts, `score` scores one, `combine` averages the weighted.
+#[inline(always)]
+fn pair_scores(
+    positions: &[usize],
+    scores: &mut [i64],
+    weights: [i64; 2],
+    at: impl Fn(usize) -> [(i64, i64); 2],
+    score: impl Fn(i64, i64) -> Option<i64>,
+    combine: impl Fn(i64, i64) -> i64,
+) {
+    for (out, &p) in scores.iter_mut().zip(positions) {
+        let (mut weighted, mut total) = (0, 0);
+        for ((a, q), weight) in at(p).into_iter().zip(weights) {
+            if a != 0
+                && let Some(s) = score(q, a)
+            {
+                weighted += s * weight;
+                total += weight;
+            }
+        }
+        *out = combine(weighted, total);
+    }
+}
+
 fn least_allocated(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         0
@@ -248,17 +273,30 @@ impl RowScore for NodeResourcesFit {
     /// the node has.
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
         match &self.strategy {
-            ScoringStrategy::LeastAllocated => {
-                self.score_with(rows, positions, scores, |q, a| Some(least_allocated(q, a)))
-            }
+            ScoringStrategy::LeastAllocated => self.score_with(
+                rows,
+                positions,
+                scores,
+                |q, a| Some(least_allocated(q, a)),
+                // Exact rows: the product cannot overflow.
+                |q, a| {
+                    Some(if a == 0 || q > a {
+                        0
+                    } else {
+                        div_floor((a - q) * MAX_NODE_SCORE, a)
+                    })
+                },
+            ),
             ScoringStrategy::MostAllocated => {
-                self.score_with(rows, positions, scores, |q, a| Some(most_allocated(q, a)))
+                let score = |q, a| Some(most_allocated(q, a));
+                self.score_with(rows, positions, scores, score, score)
             }
             ScoringStrategy::RequestedToCapacityRatio { shape } => {
-                self.score_with(rows, positions, scores, |q, a| {
+                let score = |q, a| {
                     let utilisation = if q > a { 100 } else { mul_div_floor(q, 100, a) };
                     Some(broken_linear(shape, utilisation)).filter(|&s| s > 0)
-                })
+                };
+                self.score_with(rows, positions, scores, score, score)
             }
         }
     }
@@ -268,7 +306,8 @@ impl NodeResourcesFit {
     /// `score_rows` with the strategy's score of one resource (`score(requested,
     /// allocatable)` for an allocatable amount above 0; `None`: the resource does not
     /// count), node by node straight from the rows (no buffers: measured faster than
-    /// blocks of nodes a resource at a time).
+    /// blocks of nodes a resource at a time). `score_exact` is the same score for amounts
+    /// that cannot overflow it (see `ResourceRow`), without the checks.
     #[inline]
     fn score_with(
         &self,
@@ -276,6 +315,7 @@ impl NodeResourcesFit {
         positions: &[usize],
         scores: &mut [i64],
         score: impl Fn(i64, i64) -> Option<i64>,
+        score_exact: impl Fn(i64, i64) -> Option<i64>,
     ) {
         let rows: SmallVec<[(&ResourceRow<'_>, i64); 8]> = rows
             .iter()
@@ -299,17 +339,18 @@ impl NodeResourcesFit {
         if let [(first, w0), (second, w1)] = rows[..] {
             // The default (cpu and memory), the bounds checked once per node.
             let pair = RowPair::new(first, second);
-            for (out, &p) in scores.iter_mut().zip(positions) {
-                let (mut weighted, mut weights) = (0, 0);
-                for ((a, q), weight) in pair.at(p).into_iter().zip([w0, w1]) {
-                    if a != 0
-                        && let Some(s) = score(q, a)
-                    {
-                        weighted += s * weight;
-                        weights += weight;
-                    }
-                }
-                *out = combine(weighted, weights);
+            let weights = [w0, w1];
+            if pair.is_exact() {
+                pair_scores(
+                    positions,
+                    scores,
+                    weights,
+                    |p| pair.at_exact(p),
+                    score_exact,
+                    combine,
+                );
+            } else {
+                pair_scores(positions, scores, weights, |p| pair.at(p), score, combine);
             }
             return;
         }
@@ -406,6 +447,68 @@ mod tests {
         };
         assert_eq!(score(&n1), 37);
         assert_eq!(score(&n2), 50);
+    }
+
+    /// Past the exact bound (2^55), amounts take the checked arithmetic: a node of 2^62
+    /// bytes of memory scores as the exact i128 formula says, through the columns (the
+    /// cycle's path) and one node alike, and the same pod scores the same on a small node
+    /// whether or not the huge one shares its snapshot.
+    #[test]
+    fn huge_amounts_score_exactly_through_the_columns() {
+        use gantry_cache::{Cache, ClusterState, Snapshot};
+        use std::sync::Arc;
+        let huge_memory: i64 = 1 << 62;
+        let mut huge = node("huge", 4000, 0);
+        huge.allocatable.memory = huge_memory;
+        let small = node("small", 4000, 10000);
+        let p = pod(1000, 3 << 60);
+        let expected_huge = {
+            let cpu = (4000 - 1000) * 100 / 4000;
+            let memory =
+                (i128::from(huge_memory - (3 << 60)) * 100 / i128::from(huge_memory)) as i64;
+            (cpu + memory) / 2
+        };
+        let fit = NodeResourcesFit::default();
+        let by_columns = |nodes: &[&gantry_api::Node]| {
+            let cache = Cache::new();
+            for n in nodes {
+                cache.add_node(Arc::new((*n).clone()));
+            }
+            let mut snapshot = Snapshot::new();
+            cache.update_snapshot(&mut snapshot).unwrap();
+            let infos: Vec<&NodeInfo> = (0..snapshot.num_nodes())
+                .map(|i| snapshot.node_at(i))
+                .collect();
+            let positions: Vec<usize> = (0..infos.len()).collect();
+            let mut scores = vec![0; infos.len()];
+            let columns = snapshot.columns().unwrap();
+            assert!(
+                fit.score_columns(
+                    &CycleState::new(),
+                    &p,
+                    &infos,
+                    columns,
+                    &positions,
+                    &mut scores
+                )
+                .unwrap()
+            );
+            infos
+                .iter()
+                .map(|i| i.name().to_string())
+                .zip(scores)
+                .collect::<Vec<_>>()
+        };
+        let both = by_columns(&[&huge, &small]);
+        let score_of =
+            |name: &str, list: &[(String, i64)]| list.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(score_of("huge", &both), expected_huge);
+        let one = fit
+            .score(&CycleState::new(), &p, &node_info(&huge, &[]))
+            .unwrap();
+        assert_eq!(one, expected_huge);
+        let small_alone = by_columns(&[&small]);
+        assert_eq!(score_of("small", &both), score_of("small", &small_alone));
     }
 
     #[test]

@@ -112,7 +112,14 @@ pub struct ResourceRow<'a> {
     /// An extended resource the pod does not request is not scored (upstream scores it
     /// as 0 of 0).
     unscored: bool,
+    /// No amount, nor the pod's request, is past [`EXACT_LIMIT`]: sums and products of
+    /// the scores cannot overflow, and need no check.
+    exact: bool,
 }
+
+/// Below this magnitude, an amount plus a request, times 100, fits in i64 with room to
+/// spare (2^56 · 100 < 2^63).
+pub const EXACT_LIMIT: u64 = 1 << 55;
 
 /// Resources held inline (no allocation when scoring one node) up to this many.
 const INLINE_RESOURCES: usize = 8;
@@ -134,17 +141,20 @@ fn pod_side(pod: &Pod, resource: ResourceName, use_non_zero: bool) -> (Amount, i
 }
 
 impl<'a> ResourceRow<'a> {
+    /// `largest`: an upper bound of the magnitudes in the two columns.
     fn new(
         resource: ResourceName,
         allocatable: &'a [i64],
         requested: &'a [i64],
         pod_request: i64,
+        largest: u64,
     ) -> ResourceRow<'a> {
         ResourceRow {
             allocatable,
             requested,
             pod_request,
             unscored: matches!(resource, ResourceName::Scalar(_)) && pod_request == 0,
+            exact: largest <= EXACT_LIMIT && pod_request.unsigned_abs() <= EXACT_LIMIT,
         }
     }
 }
@@ -165,6 +175,7 @@ fn rows_from_columns<'a>(
                 columns.column(r.name, Amount::Allocatable),
                 columns.column(r.name, amount),
                 pod_request,
+                columns.largest_amount(),
             )
         })
         .collect()
@@ -206,6 +217,7 @@ impl OneNode {
                     std::slice::from_ref(allocatable),
                     std::slice::from_ref(requested),
                     pod_side(pod, r.name, use_non_zero).1,
+                    allocatable.unsigned_abs().max(requested.unsigned_abs()),
                 )
             })
             .collect()
@@ -258,6 +270,7 @@ pub struct RowPair<'a> {
     allocatable: [&'a [i64]; 2],
     requested: [&'a [i64]; 2],
     pod_request: [i64; 2],
+    exact: bool,
 }
 
 impl<'a> RowPair<'a> {
@@ -271,7 +284,26 @@ impl<'a> RowPair<'a> {
             allocatable: [&first.allocatable[..n], &second.allocatable[..n]],
             requested: [&first.requested[..n], &second.requested[..n]],
             pod_request: [first.pod_request, second.pod_request],
+            exact: first.exact && second.exact,
         }
+    }
+
+    /// Whether both rows are exact (see [`ResourceRow`]): then [`RowPair::at_exact`]
+    /// reads them.
+    pub fn is_exact(&self) -> bool {
+        self.exact
+    }
+
+    /// As [`RowPair::at`], for exact rows: the sums cannot overflow.
+    #[inline]
+    pub fn at_exact(&self, position: usize) -> [(i64, i64); 2] {
+        let [a0, a1] = self.allocatable;
+        let [q0, q1] = self.requested;
+        let [add0, add1] = self.pod_request;
+        [
+            (a0[position], q0[position] + add0),
+            (a1[position], q1[position] + add1),
+        ]
     }
 
     /// As [`ResourceRow::at`] for both resources.
