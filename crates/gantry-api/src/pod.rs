@@ -688,6 +688,15 @@ impl PodTemplate {
             .flat_map(|c| c.host_ports.iter())
     }
 
+    /// Whether the pod takes any host port (a quick test before walking them: most pods
+    /// take none).
+    #[inline]
+    pub fn has_host_ports(&self) -> bool {
+        self.containers.iter().any(|c| !c.host_ports.is_empty())
+            || (self.rules.sidecar_host_ports
+                && (self.init_containers.iter()).any(|c| c.restartable && !c.host_ports.is_empty()))
+    }
+
     /// The first resource whose request or usage adds up to more than i64 holds (cpu in
     /// millicores, the rest in units), if any: the API server takes every quantity that
     /// fits alone, but kube-scheduler's int64 sum of them wraps. Sums saturate, so such a

@@ -295,7 +295,9 @@ impl NodeInfo {
         if sign > 0 {
             self.saturated |= self.requested.add(pod.usage());
             self.saturated |= self.non_zero_requested.add(pod.non_zero_usage());
-            self.used_ports.extend(pod.host_ports().copied());
+            if pod.has_host_ports() {
+                self.used_ports.extend(pod.host_ports().copied());
+            }
         } else {
             if self.saturated {
                 // A saturated sum cannot be taken apart: add up the pods left (the pod
@@ -305,9 +307,11 @@ impl NodeInfo {
                 self.requested.sub(pod.usage());
                 self.non_zero_requested.sub(pod.non_zero_usage());
             }
-            for port in pod.host_ports() {
-                if let Some(i) = self.used_ports.iter().position(|p| p == port) {
-                    self.used_ports.swap_remove(i);
+            if pod.has_host_ports() {
+                for port in pod.host_ports() {
+                    if let Some(i) = self.used_ports.iter().position(|p| p == port) {
+                        self.used_ports.swap_remove(i);
+                    }
                 }
             }
         }
