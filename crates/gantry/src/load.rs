@@ -30,15 +30,56 @@ pub fn config(file: Option<&Path>, release: Release) -> anyhow::Result<Scheduler
     let Some(file) = file else {
         return Ok(SchedulerConfig::for_release(release));
     };
-    let config = SchedulerConfig::parse_for(&read(file)?, &file.display().to_string(), release)?;
+    let text = read_text(file, MAX_CONFIG_BYTES, "KubeSchedulerConfiguration")?;
+    let config = SchedulerConfig::parse_for(&text, &file.display().to_string(), release)?;
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
     Ok(config)
 }
 
-pub fn read(file: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+/// The most a configuration file may hold (kube-scheduler's are a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+/// The most a scenario file may hold (its workloads are templates, not pods).
+pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
+/// The most a kubeconfig may hold (inline certificates included).
+pub const MAX_KUBECONFIG_BYTES: u64 = 16 << 20;
+
+/// A small text file, read up to `limit` bytes: a larger one (`/dev/zero`) is refused
+/// once the limit is passed, binary data at its first NUL byte, and invalid UTF-8 with
+/// its offset, each as one line naming the file.
+pub fn read_text(file: &Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    use std::io::Read;
+    let name = file.display();
+    let opened = std::fs::File::open(file).with_context(|| format!("cannot read {name}"))?;
+    let mut bytes = Vec::new();
+    let mut reader = opened.take(limit + 1);
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let n = reader
+            .read(&mut chunk)
+            .with_context(|| format!("cannot read {name}"))?;
+        if n == 0 {
+            break;
+        }
+        if let Some(i) = chunk[..n].iter().position(|&b| b == 0) {
+            anyhow::bail!(
+                "{name}: binary data (a NUL byte at offset {}), not a YAML or JSON {what}",
+                bytes.len() + i
+            );
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    anyhow::ensure!(
+        bytes.len() as u64 <= limit,
+        "{name}: larger than {limit} bytes, more than a {what} holds"
+    );
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{name}: not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// Says on stderr what the input holds that the scheduler reads past: fields it does not

@@ -77,6 +77,10 @@ fn scheduler_config(args: &RunArgs) -> anyhow::Result<SchedulerConfig> {
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
+            // Bounded and checked first (`/dev/zero` is refused at its first byte); kube
+            // then reads it again, making relative certificate paths absolute.
+            crate::load::read_text(path, crate::load::MAX_KUBECONFIG_BYTES, "kubeconfig")
+                .with_context(|| format!("--kubeconfig {}", path.display()))?;
             let file = Kubeconfig::read_from(path)
                 .with_context(|| format!("--kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())

@@ -207,7 +207,8 @@ fn inputs(args: &SimulateArgs, release: Release) -> anyhow::Result<Scenario> {
     let manifests = load::manifests(&args.cluster, release)?;
     let scenario = match &args.scenario {
         Some(path) => {
-            Scenario::parse_for(&load::read(path)?, &path.display().to_string(), release)?
+            let text = load::read_text(path, load::MAX_SCENARIO_BYTES, "scenario")?;
+            Scenario::parse_for(&text, &path.display().to_string(), release)?
         }
         None if args.cluster.is_empty() => {
             Scenario::parse_for(DEFAULT_SCENARIO, "built-in default scenario", release)?

@@ -195,6 +195,54 @@ fn binary_input_fails_at_once_with_one_line() {
     );
 }
 
+/// Configurations, scenarios and kubeconfigs are small: binary data is refused at its
+/// first byte, a file past the limit once the limit is passed, and bytes that are not
+/// UTF-8 with their offset, never read until memory runs out.
+#[test]
+fn small_files_are_read_within_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, line) in [
+        (
+            &["simulate", "--config", "/dev/zero"][..],
+            "error: /dev/zero: binary data (a NUL byte at offset 0), not a YAML or JSON KubeSchedulerConfiguration",
+        ),
+        (
+            &["simulate", "--scenario", "/dev/zero"][..],
+            "error: /dev/zero: binary data (a NUL byte at offset 0), not a YAML or JSON scenario",
+        ),
+        (
+            &["run", "--kubeconfig", "/dev/zero"][..],
+            "error: --kubeconfig /dev/zero: /dev/zero: binary data (a NUL byte at offset 0), not a YAML or JSON kubeconfig",
+        ),
+    ] {
+        let start = Instant::now();
+        let out = gantry(args);
+        assert!(start.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(stderr(&out).trim(), line, "{args:?}");
+    }
+    let latin1 = dir.path().join("latin1.yaml");
+    std::fs::write(&latin1, b"apiVersion: v1\nkind: caf\xe9\n").unwrap();
+    let out = gantry(&["simulate", "--scenario", latin1.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains("latin1.yaml: not UTF-8 text (invalid byte at offset 24)"),
+        "{}",
+        stderr(&out)
+    );
+    // Past the limit: a configuration of 4 MiB and one byte (spaces and a newline, which
+    // would otherwise parse as an empty document).
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, vec![b' '; (4 << 20) + 1]).unwrap();
+    let out = gantry(&["simulate", "--config", big.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains(
+            "big.yaml: larger than 4194304 bytes, more than a KubeSchedulerConfiguration holds"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn duplicate_pods_are_an_input_error() {
     let dir = tempfile::tempdir().unwrap();
