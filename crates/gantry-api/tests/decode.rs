@@ -118,6 +118,23 @@ fn malformed_quantity_names_object_and_field() {
     assert!(message.contains("1x"), "{message}");
 }
 
+/// Only cpu is kept in thousandths: an exbibyte of memory fits in int64 as bytes (the API
+/// server takes it), a cpu amount past int64 millicores does not.
+#[test]
+fn large_quantities_fit_in_their_own_units() {
+    let objects = ClusterObjects::decode(
+        "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '4', memory: 1Ei, pods: '110'}}\n",
+        "node.yaml",
+    )
+    .unwrap();
+    assert_eq!(objects.nodes[0].allocatable.memory, 1 << 60);
+    let (_, field, message) = object_error(
+        "kind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: 1e16}}\n",
+    );
+    assert_eq!(field, "spec.containers[0].resources.requests.cpu");
+    assert!(message.contains("too large"), "{message}");
+}
+
 #[test]
 fn wrong_types_and_bad_enums_name_the_field() {
     let (object, field, _) = object_error(

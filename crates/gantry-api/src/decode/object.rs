@@ -409,10 +409,12 @@ pub(super) fn resources(
                 validation::invalid(&quantity.0, "must be greater than or equal to 0"),
             ));
         }
-        let milli = parsed
-            .milli_value()
-            .map_err(|e| field_error(object, at(), e.to_string()))?;
-        if is_extended_resource(name) && milli % 1000 != 0 {
+        // Only cpu is kept in thousandths: `memory: 1Ei` fits in int64 as bytes, not as
+        // millibytes. An amount too large for thousandths has no fraction left to check.
+        if is_extended_resource(name)
+            && let Ok(milli) = parsed.milli_value()
+            && milli % 1000 != 0
+        {
             return Err(field_error(
                 object,
                 at(),
@@ -421,12 +423,11 @@ pub(super) fn resources(
         }
         let resource = ResourceName::parse(name);
         let amount = if resource == ResourceName::Cpu {
-            milli
+            parsed.milli_value()
         } else {
-            parsed
-                .value()
-                .map_err(|e| field_error(object, at(), e.to_string()))?
-        };
+            parsed.value()
+        }
+        .map_err(|e| field_error(object, at(), e.to_string()))?;
         out.set(resource, amount);
     }
     Ok(out)
