@@ -10,9 +10,11 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use thiserror::Error;
 
+use crate::dra_cache::DraCache;
 use crate::node_info::{ImageState, NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotUpdate};
+use gantry_api::dra::{ResourceClaim, ResourceSlice};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CacheError {
@@ -105,14 +107,28 @@ struct CacheState {
     /// Claim reference changes not yet applied to the snapshot that last consumed them.
     pvc_delta: Map<PvcKey, i64>,
     pvc_consumer: Option<u64>,
+    /// Node-local ResourceSlices by node, kept apart from the NodeInfos so that a node
+    /// that arrives after its slices, or comes back, finds them.
+    local_slices: Map<Sym, Vec<Arc<ResourceSlice>>>,
 }
 
 /// The scheduler cache. Event handlers write under one lock; `update_snapshot` holds it
 /// only for the copy of what changed; a scheduling cycle reads its snapshot lock-free.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Cache {
     state: Mutex<CacheState>,
     assumed_ttl: Option<Duration>,
+    /// Claims, classes and shared slices: every snapshot reads this one store.
+    dra: Arc<DraCache>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("state", &self.state)
+            .field("assumed_ttl", &self.assumed_ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 fn pod_name(pod: &Pod) -> String {
@@ -129,8 +145,8 @@ impl Cache {
     /// pod's add event confirms them first.
     pub fn with_assumed_ttl(ttl: Duration) -> Cache {
         Cache {
-            state: Mutex::default(),
             assumed_ttl: Some(ttl),
+            ..Cache::default()
         }
     }
 
@@ -148,10 +164,63 @@ impl Cache {
             s.tree_version += 1;
         }
         let images = s.add_node_images(&node);
+        let slices = s.local_slices.get(&node.name).cloned().unwrap_or_default();
         let info = &mut s.entry_mut(index).info;
         info.set_image_states(images);
+        if info.resource_slices() != slices.as_slice() {
+            info.set_resource_slices(slices);
+        }
         info.set_node(node);
         s.move_to_head(index);
+    }
+
+    /// The DRA store every snapshot of this cache reads.
+    pub fn dra(&self) -> &Arc<DraCache> {
+        &self.dra
+    }
+
+    /// A ResourceSlice was added or updated: a node's own slice goes to its NodeInfo
+    /// (whose generation moves, so the next snapshot copies it); others are shared.
+    pub fn set_resource_slice(&self, slice: Arc<ResourceSlice>) {
+        self.remove_resource_slice(slice.name);
+        match slice.node_name() {
+            None => self.dra.set_shared_slice(slice),
+            Some(node) => {
+                let mut s = self.state.lock();
+                let slices = s.local_slices.entry(node).or_default();
+                let at = slices.partition_point(|old| old.name.as_str() < slice.name.as_str());
+                slices.insert(at, slice);
+                s.refresh_slices(node);
+            }
+        }
+    }
+
+    /// A ResourceSlice was deleted.
+    pub fn remove_resource_slice(&self, name: Sym) {
+        self.dra.remove_shared_slice(name);
+        let mut s = self.state.lock();
+        let mut nodes: Vec<Sym> = s
+            .local_slices
+            .iter()
+            .filter(|(_, slices)| slices.iter().any(|sl| sl.name == name))
+            .map(|(node, _)| *node)
+            .collect();
+        nodes.sort_unstable();
+        for node in nodes {
+            if let Some(slices) = s.local_slices.get_mut(&node) {
+                slices.retain(|sl| sl.name != name);
+                if slices.is_empty() {
+                    s.local_slices.remove(&node);
+                }
+            }
+            s.refresh_slices(node);
+        }
+    }
+
+    /// Reserve allocated devices to the pod's claims: taken from now on (see
+    /// [`DraCache::assume_allocations`]); forgetting the pod gives them back.
+    pub fn assume_allocations(&self, pod: &Pod, claims: &[Arc<ResourceClaim>]) {
+        self.dra.assume_allocations(&pod.uid, claims);
     }
 
     /// Same as `add_node`: an update of a node the cache has not seen adds it.
@@ -233,6 +302,7 @@ impl Cache {
         s.remove_pod_from_node(node, &pod.uid);
         s.assumed.remove(&*pod.uid);
         s.pods.remove(&*pod.uid);
+        self.dra.forget_allocations(&pod.uid);
         Ok(())
     }
 
@@ -289,7 +359,9 @@ impl Cache {
             .pods
             .remove(&*pod.uid)
             .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
-        s.assumed.remove(&*pod.uid);
+        if s.assumed.remove(&*pod.uid).is_some() {
+            self.dra.forget_allocations(&pod.uid);
+        }
         s.remove_pod_from_node(node, &pod.uid);
         Ok(())
     }
@@ -310,6 +382,7 @@ impl Cache {
             let (ByUid(pod), node) = s.pods.remove_entry(&*uid).expect("assumed pods are cached");
             s.assumed.remove(&uid);
             s.remove_pod_from_node(node, &uid);
+            self.dra.forget_allocations(&uid);
             tracing::warn!(pod = %pod.key(), node = %node, "assumed pod expired");
             out.push(pod);
         }
@@ -380,6 +453,7 @@ impl Cache {
                 .filter_map(|&i| entries[i as usize].as_ref())
                 .map(|e| &e.info)
         };
+        snapshot.share_dra(&self.dra);
         let update = snapshot.apply(
             changed,
             head_generation,
@@ -430,11 +504,26 @@ impl Cache {
             .values()
             .filter_map(|&i| s.entries[i as usize].as_ref())
             .map(|e| &e.info);
-        Snapshot::from_nodes(nodes, &s.tree)
+        let mut snapshot = Snapshot::from_nodes(nodes, &s.tree);
+        snapshot.share_dra(&self.dra);
+        snapshot
     }
 }
 
 impl CacheState {
+    /// Gives the node's NodeInfo its current local slices, if it has a NodeInfo.
+    fn refresh_slices(&mut self, node: Sym) {
+        let slices = self.local_slices.get(&node).cloned().unwrap_or_default();
+        let Some(&index) = self.by_name.get(&node) else {
+            return;
+        };
+        if self.entry(index).info.node().is_none() {
+            return;
+        }
+        self.entry_mut(index).info.set_resource_slices(slices);
+        self.move_to_head(index);
+    }
+
     fn entry(&self, index: u32) -> &Entry {
         self.entries[index as usize]
             .as_ref()

@@ -2,20 +2,51 @@
 //! their allocations, which devices are taken, and the slices not local to one node.
 //! A node's own slices travel with its NodeInfo.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use foldhash::fast::RandomState;
 use gantry_api::Sym;
 use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
 
+/// Whether a device is taken, asked once per candidate device while a pod's claims are
+/// allocated (the live cache answers from its device index, a what-if store from a set).
+pub trait DeviceUse: Send + Sync {
+    fn is_allocated(&self, device: DeviceId) -> bool;
+}
+
+impl DeviceUse for HashSet<DeviceId, RandomState> {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.contains(&device)
+    }
+}
+
 pub trait DraState: Sync {
-    fn device_class(&self, name: Sym) -> Option<&Arc<DeviceClass>>;
+    fn device_class(&self, name: Sym) -> Option<Arc<DeviceClass>>;
 
     /// The claim as it stands now (allocation and reservations included).
-    fn claim(&self, key: ClaimKey) -> Option<&Arc<ResourceClaim>>;
+    fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>>;
+
+    /// An allocation for the claim was decided (Reserve) but is not written yet
+    /// (upstream's in-flight allocations): another pod using the claim waits for it.
+    fn allocation_in_flight(&self, _key: ClaimKey) -> bool {
+        false
+    }
 
     /// Every allocated device, each once, in no particular order.
     fn allocated_devices(&self) -> Vec<DeviceId>;
 
+    /// The devices taken, for one pod's allocation. By default a set of
+    /// [`allocated_devices`](Self::allocated_devices); the live cache answers from its
+    /// index instead of copying it.
+    fn device_use(&self) -> Arc<dyn DeviceUse> {
+        Arc::new(
+            self.allocated_devices()
+                .into_iter()
+                .collect::<HashSet<_, RandomState>>(),
+        )
+    }
+
     /// ResourceSlices reachable from several nodes (a node selector, or all nodes).
-    fn shared_slices(&self) -> &[Arc<ResourceSlice>];
+    fn shared_slices(&self) -> Vec<Arc<ResourceSlice>>;
 }

@@ -3,15 +3,17 @@
 //! claims in use.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use foldhash::fast::RandomState;
 use gantry_api::Sym;
 
+use crate::dra_cache::{DraCache, DraView};
 use crate::node_info::{NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
 use crate::{
-    ClusterState, DeclaredTerms, DomainCounts, NodeColumns, PodSelection, SelectionCounts,
+    ClusterState, DeclaredTerms, DomainCounts, DraState, NodeColumns, PodSelection, SelectionCounts,
 };
 
 static SNAPSHOT_IDS: AtomicU64 = AtomicU64::new(1);
@@ -67,6 +69,8 @@ pub struct Snapshot {
     tree_version: Option<u64>,
     /// The pods' (anti-)affinity terms with the declaring pods per topology domain.
     declared: DeclaredTerms,
+    /// The cache's DRA store, read live (as upstream reads its claims).
+    dra: Option<DraView>,
     /// Matching pods per topology domain for the selections the plugins ask about.
     selections: SelectionCounts,
 }
@@ -95,6 +99,14 @@ impl Snapshot {
             tree_version: None,
             declared: DeclaredTerms::default(),
             selections: SelectionCounts::default(),
+            dra: None,
+        }
+    }
+
+    /// Reads `dra` from now on (the cache's store; set once, kept while it is the same).
+    pub(crate) fn share_dra(&mut self, dra: &Arc<DraCache>) {
+        if !self.dra.as_ref().is_some_and(|v| Arc::ptr_eq(&v.0, dra)) {
+            self.dra = Some(DraView(dra.clone()));
         }
     }
 
@@ -121,9 +133,11 @@ impl Snapshot {
         let id = self.id;
         // The selections asked for stay asked for; their counts are taken afresh.
         let selections = std::mem::take(&mut self.selections);
+        let dra = self.dra.take();
         *self = Snapshot {
             id,
             selections,
+            dra,
             ..Snapshot::new()
         };
         let mut generation = 0;
@@ -410,5 +424,9 @@ impl ClusterState for Snapshot {
 
     fn declared_terms(&self) -> Option<&DeclaredTerms> {
         Some(&self.declared)
+    }
+
+    fn dra(&self) -> Option<&dyn DraState> {
+        self.dra.as_ref().map(|v| v as &dyn DraState)
     }
 }

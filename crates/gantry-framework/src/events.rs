@@ -16,6 +16,9 @@ pub enum EventResource {
     CsiNode,
     Namespace,
     Service,
+    ResourceClaim,
+    ResourceSlice,
+    DeviceClass,
 }
 
 /// What happened to the object; combine with `|` in registrations.
@@ -65,6 +68,9 @@ pub const ALL_EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::CsiNode, ActionType::ALL),
     ClusterEvent::new(EventResource::Namespace, ActionType::ALL),
     ClusterEvent::new(EventResource::Service, ActionType::ALL),
+    ClusterEvent::new(EventResource::ResourceClaim, ActionType::ALL),
+    ClusterEvent::new(EventResource::ResourceSlice, ActionType::ALL),
+    ClusterEvent::new(EventResource::DeviceClass, ActionType::ALL),
 ];
 
 /// Node added or updated: what most node-property filters register.

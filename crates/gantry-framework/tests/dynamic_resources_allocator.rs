@@ -10,6 +10,12 @@ use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Resources, Sym};
 use gantry_framework::plugins::dynamic_resources::cel::Selector;
 use gantry_framework::plugins::dynamic_resources::{Allocator, PreparedClaim, PreparedRequest};
 
+type DeviceSet = std::collections::HashSet<DeviceId, foldhash::fast::RandomState>;
+
+fn nothing_allocated() -> Arc<dyn gantry_cache::DeviceUse> {
+    Arc::new(DeviceSet::default())
+}
+
 const DRIVER_A: &str = "driver-a";
 const DRIVER_B: &str = "driver-b";
 
@@ -145,7 +151,7 @@ fn allocate(
         slices.into_iter().partition(|s| s.node_name().is_some());
     let allocator = Allocator {
         claims,
-        allocated: Default::default(),
+        allocated: nothing_allocated(),
         shared_slices: shared,
     };
     let result = allocator.allocate(&node, &local)?;
@@ -562,7 +568,7 @@ fn network_attached_devices() {
     let network = Arc::new(network);
     let allocator = Allocator {
         claims: claim_0(DRIVER_A, Some(1)),
-        allocated: Default::default(),
+        allocated: nothing_allocated(),
         shared_slices: vec![network],
     };
     let allocations = allocator.allocate(&node("node-1"), &[]).unwrap().unwrap();
@@ -577,13 +583,15 @@ fn allocated_devices_are_taken() {
     let slices = vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)];
     let allocator = Allocator {
         claims: claim_0(DRIVER_A, Some(1)),
-        allocated: [DeviceId {
-            driver: sym(DRIVER_A),
-            pool: sym("pool-1"),
-            device: sym("device-1"),
-        }]
-        .into_iter()
-        .collect(),
+        allocated: Arc::new(
+            [DeviceId {
+                driver: sym(DRIVER_A),
+                pool: sym("pool-1"),
+                device: sym("device-1"),
+            }]
+            .into_iter()
+            .collect::<DeviceSet>(),
+        ),
         shared_slices: Vec::new(),
     };
     assert_eq!(allocator.allocate(&node("node-1"), &slices), Ok(None));

@@ -110,6 +110,12 @@ impl BindingCycle {
         run_pre_bind(self.profile.as_ref(), &mut self.state, &self.pod, self.node)
     }
 
+    /// The claims PreBind set for the pod (allocated, reserved for it), which the binder
+    /// writes before the bind; empty for a pod without claims.
+    pub fn claims_to_write(&self) -> &[Arc<gantry_api::dra::ResourceClaim>] {
+        gantry_framework::plugins::dynamic_resources::bound_claims(&self.state)
+    }
+
     /// Concludes the cycle with the bind's result (see [`conclude`]).
     pub fn finish(mut self, bound: Result<(), String>) -> Result<(), BindFailure> {
         conclude(

@@ -167,6 +167,7 @@ pub fn explain(
                     pre_filter_message: Some(status.message()),
                     post_filter_message: None,
                     release: profile.release,
+                    claim_to_deallocate: None,
                 };
                 unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed)
             } else {
@@ -225,6 +226,7 @@ pub fn explain(
             pre_filter_message: None,
             post_filter_message: None,
             release: profile.release,
+            claim_to_deallocate: None,
         };
         if !narrowing.is_empty() {
             fit_error.add_nodes_left_out(snapshot, &candidates, &narrowing);

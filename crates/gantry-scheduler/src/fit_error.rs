@@ -2,18 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
+
+use gantry_api::dra::ResourceClaim;
 
 use gantry_api::{LeftOutNodes, Pod, Release, Sym};
 use gantry_cache::{ClusterState, Snapshot};
+use gantry_framework::plugins::dynamic_resources::{self, ClaimsPostFilter};
 use gantry_framework::{CycleState, Profile, Status};
-
-/// What DynamicResources' PostFilter says for a pod without claims: it has nothing to
-/// free.
-pub const NO_NEW_CLAIMS: &str = "no new claims to deallocate";
-/// What it says when the pod's claims are not ones it may deallocate.
-pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
-/// Upstream's `framework.ErrNotFound`: the plugin's PreFilter state is missing.
-pub const STATE_NOT_FOUND: &str = "not found";
 
 /// The outcome of a failed scheduling attempt over `num_all_nodes` nodes.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +24,9 @@ pub struct FitError {
     pub post_filter_message: Option<String>,
     /// The release whose message format and rules apply.
     pub release: Release,
+    /// A claim DynamicResources' PostFilter freed (its allocation removed), for the
+    /// caller to write back, as upstream writes it before the pod is retried.
+    pub claim_to_deallocate: Option<Arc<ResourceClaim>>,
 }
 
 impl FitError {
@@ -55,11 +54,11 @@ impl FitError {
         }
     }
 
-    /// DynamicResources' PostFilter, where the profile has it: a pod without claims has
-    /// none to free. (Deallocating a claim that blocks the pod is the DRA work's.)
-    /// Returns whether the other PostFilter plugins (preemption) run after it: not when a
-    /// PreFilter rejected the pod before DynamicResources' own PreFilter ran, as upstream
-    /// then fails reading that plugin's state and stops with its error, `not found`.
+    /// DynamicResources' PostFilter, where the profile has it: its reason joins the
+    /// message, and a claim it frees is kept for the caller to write. Returns whether
+    /// the other PostFilter plugins (preemption) run after it: not when a PreFilter
+    /// rejected the pod before DynamicResources' own PreFilter ran, as upstream then
+    /// fails reading that plugin's state and stops with its error, `not found`.
     pub fn run_claims_post_filter(
         &mut self,
         profile: &Profile,
@@ -69,18 +68,16 @@ impl FitError {
         if !profile.deallocates_claims {
             return true;
         }
-        let pre_filter_ran = !pod.resource_claims.is_empty()
-            || state.is_filter_skipped(gantry_framework::plugins::dynamic_resources::NAME);
-        if !pre_filter_ran {
-            self.add_post_filter_reason(STATE_NOT_FOUND);
-            return false;
+        let outcome = dynamic_resources::post_filter(state, pod);
+        self.add_post_filter_reason(outcome.reason());
+        match outcome {
+            ClaimsPostFilter::StateNotFound => false,
+            ClaimsPostFilter::Deallocate(claim) => {
+                self.claim_to_deallocate = Some(claim);
+                true
+            }
+            ClaimsPostFilter::NoNewClaims | ClaimsPostFilter::StillNotSchedulable => true,
         }
-        self.add_post_filter_reason(if pod.resource_claims.is_empty() {
-            NO_NEW_CLAIMS
-        } else {
-            STILL_NOT_SCHEDULABLE
-        });
-        true
     }
 
     /// The nodes a PreFilter result left out (those not at `searched`, sorted snapshot
@@ -177,6 +174,7 @@ mod tests {
                 (Sym::new("c"), Status::unresolvable("node(s) had untolerated taint {k: v}")),
             ],
             pre_filter_message: None,
+            claim_to_deallocate: None,
             post_filter_message: Some(
                 "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.".into(),
             ),
@@ -201,7 +199,7 @@ mod tests {
             ],
             ..FitError::default()
         };
-        err.add_post_filter_reason(NO_NEW_CLAIMS);
+        err.add_post_filter_reason(ClaimsPostFilter::NoNewClaims.reason());
         err.add_post_filter_reason(
             "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.",
         );

@@ -139,6 +139,7 @@ impl Preemption<'_> {
                 pre_filter_message: None,
                 post_filter_message: None,
                 release: self.profile.release,
+                claim_to_deallocate: None,
             };
             return Outcome::Failed(inner.to_string());
         }
@@ -533,6 +534,7 @@ mod tests {
             pre_filter_message: None,
             post_filter_message: None,
             release: c.profile.release,
+            claim_to_deallocate: None,
         };
         let state = pre_filtered(c, &preemptor);
         let preemption = Preemption {

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use gantry_api::dra::ResourceClaim;
 use gantry_api::{Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
@@ -18,9 +19,16 @@ use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 use gantry_framework::config::Point;
+use gantry_framework::plugins::dynamic_resources;
 
 /// Where binds go: the simulated API, or the Kubernetes API.
 pub trait Binder {
+    /// Writes the status of the pod's claims as DynamicResources' PreBind set it
+    /// (allocation, and the pod in `reservedFor`), before the bind, as upstream writes
+    /// them; an error fails the binding cycle.
+    fn write_claims(&mut self, pod: &Arc<Pod>, claims: &[Arc<ResourceClaim>])
+    -> Result<(), String>;
+
     /// Binds the pod to the node; an error leaves the pod unbound (it is retried).
     fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String>;
 }
@@ -343,6 +351,11 @@ impl Scheduler {
             }
             return Attempt::Error(message);
         }
+        if self.assume && !assumed.resource_claims.is_empty() {
+            // Upstream's in-flight allocations: the next cycle sees the devices taken.
+            let allocated = dynamic_resources::reserved_allocations(&state);
+            self.cache.assume_allocations(&assumed, &allocated);
+        }
         Attempt::Scheduled {
             pod: assumed,
             node,
@@ -595,6 +608,10 @@ impl Scheduler {
             forgotten: false,
         })?;
         let mut bound = run_pre_bind(self.profile_for(pod), state, pod, node);
+        let claims = dynamic_resources::bound_claims(state);
+        if bound.is_ok() && !claims.is_empty() {
+            bound = binder.write_claims(pod, claims);
+        }
         if bound.is_ok() {
             let phase = Instant::now();
             bound = binder.bind(pod, node);

@@ -48,6 +48,17 @@ struct TestBinder {
 }
 
 impl Binder for TestBinder {
+    fn write_claims(
+        &mut self,
+        _pod: &Arc<Pod>,
+        claims: &[Arc<gantry_api::dra::ResourceClaim>],
+    ) -> Result<(), String> {
+        for claim in claims {
+            self.cache.dra().set_claim(claim.clone());
+        }
+        Ok(())
+    }
+
     fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
         if self.refuse {
             return Err("conflict".into());

@@ -17,10 +17,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use gantry_api::dra::DraObjects;
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Profile, Status};
 use gantry_scheduler::Rng;
+
+use crate::claims::{ClaimChange, ClaimStore};
 
 struct NodeUsage {
     node: Arc<Node>,
@@ -135,6 +138,26 @@ pub enum BindRefusal {
     },
 }
 
+/// Gives a cache the device classes and ResourceSlices.
+pub(crate) fn load_dra_catalog(cache: &Cache, catalog: &DraObjects) {
+    for class in &catalog.device_classes {
+        cache.dra().set_device_class(Arc::new(class.clone()));
+    }
+    for slice in &catalog.slices {
+        cache.set_resource_slice(Arc::new(slice.clone()));
+    }
+}
+
+/// Applies claim changes to a cache's DRA store.
+pub(crate) fn apply_claim_changes(cache: &Cache, changes: &[ClaimChange]) {
+    for change in changes {
+        match change {
+            ClaimChange::Set(claim) => cache.dra().set_claim(claim.clone()),
+            ClaimChange::Deleted(key) => cache.dra().remove_claim(*key),
+        }
+    }
+}
+
 /// The authoritative bound state admission checks binds against: a cache of the nodes
 /// and the pods bound so far (in bind order), its snapshot (updated by the delta of each
 /// bind), and the profiles and API objects the plugins read.
@@ -204,6 +227,10 @@ pub struct SimulatedApi {
     /// Admission of every bind by the Filter plugins, on the authoritative state (see
     /// [`SimulatedApi::enable_admission`]).
     admission: Option<Admission>,
+    /// ResourceClaims and their templates, with the claim controller's work.
+    pub(crate) claims: ClaimStore,
+    /// Device classes and ResourceSlices (which the simulation does not change).
+    dra_catalog: DraObjects,
 }
 
 impl SimulatedApi {
@@ -221,6 +248,33 @@ impl SimulatedApi {
             binds: 0,
             bind_failures: 0,
             admission: None,
+            claims: ClaimStore::new(&[], &[], seed),
+            dra_catalog: DraObjects::default(),
+        }
+    }
+
+    /// Takes over the input's DRA objects: claims and templates live here, classes and
+    /// slices are read by every cache (see [`load_dra_catalog`]). Call before
+    /// [`enable_admission`](Self::enable_admission).
+    pub fn load_dra(&mut self, dra: &DraObjects, seed: u64) {
+        self.claims = ClaimStore::new(&dra.claims, &dra.templates, seed);
+        self.dra_catalog = DraObjects {
+            device_classes: dra.device_classes.clone(),
+            slices: dra.slices.clone(),
+            ..DraObjects::default()
+        };
+    }
+
+    /// The device classes and slices every cache is given.
+    pub(crate) fn dra_catalog(&self) -> &DraObjects {
+        &self.dra_catalog
+    }
+
+    /// Tells admission's own cache about claim changes (what the watch delivers to the
+    /// instances), so that its DynamicResources Filter sees the claims as they are.
+    pub(crate) fn admit_claim_changes(&self, changes: &[ClaimChange]) {
+        if let Some(admission) = &self.admission {
+            apply_claim_changes(&admission.cache, changes);
         }
     }
 
@@ -235,6 +289,13 @@ impl SimulatedApi {
         for name in &names {
             cache.add_node(self.nodes[name].node.clone());
         }
+        let claims: Vec<ClaimChange> = self
+            .claims
+            .claims()
+            .map(|c| ClaimChange::Set(c.clone()))
+            .collect();
+        load_dra_catalog(&cache, &self.dra_catalog);
+        apply_claim_changes(&cache, &claims);
         let admission = Admission {
             cache,
             snapshot: Snapshot::new(),

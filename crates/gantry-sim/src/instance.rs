@@ -15,6 +15,8 @@ use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
 use gantry_scheduler::shard::Shard;
 
+use crate::claims::ClaimChange;
+
 /// A change at the simulated API, as every instance's watch delivers it.
 #[derive(Debug, Clone)]
 pub(crate) enum WatchEvent {
@@ -34,6 +36,8 @@ pub(crate) enum WatchEvent {
         name: Sym,
         pods: Vec<Arc<Pod>>,
     },
+    /// A ResourceClaim was made, written or deleted.
+    Claim(ClaimChange),
 }
 
 pub(crate) struct Instance {
@@ -126,6 +130,14 @@ impl Instance {
                 }
                 self.on_event(EventResource::Node, ActionType::DELETE, now);
                 self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
+            }
+            WatchEvent::Claim(change) => {
+                let action = match change {
+                    ClaimChange::Set(_) => ActionType::ADD.or(ActionType::UPDATE),
+                    ClaimChange::Deleted(_) => ActionType::DELETE,
+                };
+                crate::api::apply_claim_changes(&self.cache, std::slice::from_ref(change));
+                self.on_event(EventResource::ResourceClaim, action, now);
             }
         }
     }

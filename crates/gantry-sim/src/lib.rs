@@ -3,6 +3,7 @@
 
 mod api;
 pub mod bench;
+mod claims;
 mod gpu_report;
 mod instance;
 mod latency;

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::decode::ClusterObjects;
+use gantry_api::dra::ResourceClaim;
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::Cache;
 use gantry_framework::{ApiObjects, CycleState, Profile};
@@ -34,6 +35,7 @@ use serde::Serialize;
 
 use crate::SimulatedApi;
 use crate::api::BindRefusal;
+use crate::claims::ClaimChange;
 use crate::instance::{Instance, InstanceConfig, WatchEvent};
 use crate::latency::BindLatency;
 use crate::records::{DuplicatePod, Placement, PodHistory, PodRecords, PodStatus};
@@ -295,6 +297,16 @@ impl Simulation {
             .collect();
         let mut api = SimulatedApi::new(options.seed);
         api.capacity_check = options.capacity_check || options.schedulers > 1;
+        api.load_dra(&cluster.dra, options.seed);
+        let claims: Vec<ClaimChange> = api
+            .claims
+            .claims()
+            .map(|c| ClaimChange::Set(c.clone()))
+            .collect();
+        for instance in &instances {
+            crate::api::load_dra_catalog(&instance.cache, api.dra_catalog());
+            crate::api::apply_claim_changes(&instance.cache, &claims);
+        }
         if options.schedulers > 1 {
             api.enable_admission(profiles.clone(), objects.clone());
         }
@@ -554,6 +566,7 @@ impl Simulation {
     /// Sequential mode: submits the next pod that is not gated (to the only instance).
     fn submit_next_sequential(&mut self) {
         while let Some(pod) = self.backlog.pop_front() {
+            let pod = self.make_template_claims(&pod);
             let uid = pod.uid.clone();
             let queue = &mut self.instances[0].queue;
             queue.add(pod, self.clock);
@@ -586,7 +599,13 @@ impl Simulation {
             }
             SimEvent::DeleteNode(name) => {
                 let pods = self.api.delete_node(name);
-                self.broadcast(WatchEvent::NodeDeleted { name, pods });
+                self.broadcast(WatchEvent::NodeDeleted {
+                    name,
+                    pods: pods.clone(),
+                });
+                for pod in &pods {
+                    self.release_claims(pod);
+                }
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
         }
@@ -610,8 +629,35 @@ impl Simulation {
             self.backlog.push_back(pod);
             return Ok(());
         }
+        let pod = self.make_template_claims(&pod);
         self.broadcast(WatchEvent::PodCreated(pod));
         Ok(())
+    }
+
+    /// The claim controller makes the pod's claims from its templates before the
+    /// scheduler sees the pod; returns the pod naming them.
+    fn make_template_claims(&mut self, pod: &Arc<Pod>) -> Arc<Pod> {
+        let (pod, made) = self.api.claims.make_template_claims(pod);
+        self.publish_claims(made);
+        pod
+    }
+
+    /// Claim changes at the API: admission's cache and the watch.
+    fn publish_claims(&mut self, changes: Vec<ClaimChange>) {
+        self.api.admit_claim_changes(&changes);
+        for change in changes {
+            self.broadcast(WatchEvent::Claim(change));
+        }
+    }
+
+    /// The pod is gone: the claim controller and the garbage collector release its
+    /// claims.
+    fn release_claims(&mut self, pod: &Pod) {
+        if pod.resource_claims.is_empty() {
+            return;
+        }
+        let changes = self.api.claims.release(pod);
+        self.publish_claims(changes);
     }
 
     /// Deletes a pod by `namespace/name`: a bound one leaves its node; a pending one is
@@ -639,7 +685,9 @@ impl Simulation {
                 "deleted before it was scheduled".into(),
             );
             self.api.delete_unbound(uid.clone());
-            self.broadcast(WatchEvent::PendingPodDeleted(uid));
+            self.broadcast(WatchEvent::PendingPodDeleted(uid.clone()));
+            let changes = self.api.claims.delete_owned_by(&uid);
+            self.publish_claims(changes);
         }
     }
 
@@ -671,7 +719,8 @@ impl Simulation {
         let Some(pod) = self.api.delete_pod(uid) else {
             return false;
         };
-        self.broadcast(WatchEvent::BoundPodDeleted(pod));
+        self.broadcast(WatchEvent::BoundPodDeleted(pod.clone()));
+        self.release_claims(&pod);
         true
     }
 
@@ -689,6 +738,13 @@ impl Simulation {
         let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
         let now = self.clock;
+        if let Attempt::Unschedulable { fit_error, .. } = &attempt
+            && let Some(claim) = &fit_error.claim_to_deallocate
+            && let Some(change) = self.api.claims.deallocate(claim)
+        {
+            // DynamicResources' PostFilter freed a claim that kept the pod off a node.
+            self.publish_claims(vec![change]);
+        }
         match attempt {
             Attempt::Scheduled { pod, state, .. } => {
                 let latency = self.options.bind_latency.sample(&mut self.latency_rng);
@@ -815,11 +871,23 @@ impl Simulation {
             api: &mut self.api,
             check,
             refused: None,
+            claims_written: Vec::new(),
         };
         let bound = binder_instance
             .scheduler
             .bind(&pod, &mut state, &mut binder);
         let refused = binder.refused.take();
+        let claims_written = std::mem::take(&mut binder.claims_written);
+        let wrote_claims = !claims_written.is_empty();
+        for change in claims_written {
+            self.broadcast(WatchEvent::Claim(change));
+        }
+        if bound.is_err() && wrote_claims {
+            // Unreserve takes the pod out of the claims it was written into (their
+            // allocations stay, as upstream's do, until the pod's PostFilter frees them).
+            let changes = self.api.claims.unreserve(&pod);
+            self.publish_claims(changes);
+        }
         match bound {
             Ok(()) => {
                 if let Some(node) = pod.node_name {
@@ -1047,9 +1115,39 @@ struct ApiBinder<'a> {
     /// The binder's verdict: the refusing plugin and the message.
     check: Result<(), (&'static str, String)>,
     refused: Option<Refused>,
+    /// Claim statuses PreBind wrote, for the watch.
+    claims_written: Vec<ClaimChange>,
 }
 
 impl Binder for ApiBinder<'_> {
+    fn write_claims(
+        &mut self,
+        pod: &Arc<Pod>,
+        claims: &[Arc<ResourceClaim>],
+    ) -> Result<(), String> {
+        if let Err((plugin, message)) = &self.check {
+            self.refused = Some(Refused::ByBinder(plugin));
+            return Err(message.clone());
+        }
+        match self.api.claims.write(claims) {
+            Ok(changes) => {
+                self.api.admit_claim_changes(&changes);
+                self.claims_written.extend(changes);
+                Ok(())
+            }
+            Err(refusal) => {
+                let message = refusal.to_string();
+                self.refused = Some(Refused::ByApi(BindRefusal::Constraint {
+                    pod: pod.key(),
+                    node: pod.node_name.unwrap_or_else(|| Sym::new("")),
+                    plugin: gantry_framework::plugins::dynamic_resources::NAME,
+                    message: message.clone(),
+                }));
+                Err(message)
+            }
+        }
+    }
+
     fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
         if let Err((plugin, message)) = &self.check {
             self.refused = Some(Refused::ByBinder(plugin));

@@ -24,6 +24,7 @@ fn check_scenario(dir: &Path, release: Release) -> Vec<String> {
     };
     let mut cluster = decode("cluster.yaml");
     let mut pods = decode("pods.yaml");
+    cluster.dra.extend(std::mem::take(&mut pods.dra));
     cluster.resolve_priorities().unwrap();
     pods.priority_classes = cluster.priority_classes.clone();
     pods.resolve_priorities().unwrap();

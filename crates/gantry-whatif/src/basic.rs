@@ -199,20 +199,20 @@ impl ClusterState for BasicStore {
 }
 
 impl DraState for BasicStore {
-    fn device_class(&self, name: Sym) -> Option<&Arc<DeviceClass>> {
-        self.catalog.classes.get(&name)
+    fn device_class(&self, name: Sym) -> Option<Arc<DeviceClass>> {
+        self.catalog.classes.get(&name).cloned()
     }
 
-    fn claim(&self, key: ClaimKey) -> Option<&Arc<ResourceClaim>> {
-        self.top().claims.get(&key)
+    fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
+        self.top().claims.get(&key).cloned()
     }
 
     fn allocated_devices(&self) -> Vec<DeviceId> {
         self.top().allocated.keys().copied().collect()
     }
 
-    fn shared_slices(&self) -> &[Arc<ResourceSlice>] {
-        &self.catalog.shared_slices
+    fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
+        self.catalog.shared_slices.clone()
     }
 }
 

@@ -150,17 +150,17 @@ impl ClusterState for DeltaStore {
 }
 
 impl DraState for DeltaStore {
-    fn device_class(&self, name: Sym) -> Option<&Arc<DeviceClass>> {
-        self.catalog.classes.get(&name)
+    fn device_class(&self, name: Sym) -> Option<Arc<DeviceClass>> {
+        self.catalog.classes.get(&name).cloned()
     }
 
-    fn claim(&self, key: ClaimKey) -> Option<&Arc<ResourceClaim>> {
+    fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
         for layer in self.layers.iter().rev() {
             if let Some(entry) = layer.claims.get(&key) {
-                return entry.as_ref();
+                return entry.clone();
             }
         }
-        self.base.claims.get(&key)
+        self.base.claims.get(&key).cloned()
     }
 
     fn allocated_devices(&self) -> Vec<DeviceId> {
@@ -174,8 +174,8 @@ impl DraState for DeltaStore {
         candidates
     }
 
-    fn shared_slices(&self) -> &[Arc<ResourceSlice>] {
-        &self.catalog.shared_slices
+    fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
+        self.catalog.shared_slices.clone()
     }
 }
 
@@ -260,7 +260,7 @@ impl SnapshotStore for DeltaStore {
         if self.layers.is_empty() {
             return self.base.set_claim(claim);
         }
-        let old = self.claim(claim.key()).cloned();
+        let old = self.claim(claim.key());
         let layer = self.layers.last_mut().expect("checked above");
         if let Some(old) = old {
             Self::change_devices(layer, &old, -1);
@@ -273,7 +273,7 @@ impl SnapshotStore for DeltaStore {
         if self.layers.is_empty() {
             return self.base.remove_claim(key);
         }
-        let Some(old) = self.claim(key).cloned() else {
+        let Some(old) = self.claim(key) else {
             return;
         };
         let layer = self.layers.last_mut().expect("checked above");
@@ -344,10 +344,7 @@ impl SnapshotStore for DeltaStore {
         }
         keys.sort_unstable();
         keys.dedup();
-        let mut claims: Vec<_> = keys
-            .into_iter()
-            .filter_map(|k| self.claim(k).cloned())
-            .collect();
+        let mut claims: Vec<_> = keys.into_iter().filter_map(|k| self.claim(k)).collect();
         claims.sort_by_key(|c| (c.namespace.as_str(), c.name.clone()));
         claims
     }

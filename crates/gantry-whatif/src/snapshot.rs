@@ -208,7 +208,7 @@ impl ClusterSnapshot {
                 namespace: pod.namespace,
                 name: Sym::new(&entry.claim_name(&pod.name)),
             };
-            let Some(claim) = self.store.claim(key).cloned() else {
+            let Some(claim) = self.store.claim(key) else {
                 continue;
             };
             if claim.owner_pod.as_deref() == Some(&*pod.uid) {

@@ -70,7 +70,6 @@ fn template_claims_are_made_allocated_and_gone_on_revert() {
         let claim = s
             .store()
             .claim(claim_key("train-0-gpu"))
-            .cloned()
             .expect("made from the template");
         let allocation = claim.allocation.as_ref().expect("allocated at PreBind");
         assert_eq!(allocation.devices.len(), 1);
@@ -139,7 +138,7 @@ spec:
         let cluster = cluster();
         let mut s = snapshot(kind, &cluster);
         assert_eq!(anywhere(&mut s, &users[0]).unwrap(), Sym::new("gpu-1"));
-        let claim = s.store().claim(claim_key("shared-gpu")).cloned().unwrap();
+        let claim = s.store().claim(claim_key("shared-gpu")).unwrap();
         let allocation = claim.allocation.clone().unwrap();
         assert_eq!(
             allocation.devices[0].device.device,
@@ -157,7 +156,7 @@ spec:
             "{error}"
         );
         s.schedule_on_node(&users[1], Sym::new("gpu-1")).unwrap();
-        let claim = s.store().claim(claim_key("shared-gpu")).cloned().unwrap();
+        let claim = s.store().claim(claim_key("shared-gpu")).unwrap();
         assert_eq!(claim.reserved_for.len(), 2);
         assert_eq!(claim.allocation, Some(allocation), "allocated once");
         assert_eq!(s.store().allocated_devices().len(), 1);

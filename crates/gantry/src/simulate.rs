@@ -106,8 +106,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     load::print_notes(&cluster);
     let mut pending = load::manifests(&args.pods, release)?;
     load::print_notes(&pending);
-    load::refuse_claims(&cluster, "simulate")?;
-    load::refuse_claims(&pending, "simulate")?;
+    // Claims, templates, classes and slices may come with the pods as well.
+    cluster.dra.extend(std::mem::take(&mut pending.dra));
     cluster.admit_with(&mut pending)?;
     for pod in pending.pods {
         anyhow::ensure!(

@@ -15,6 +15,7 @@ use foldhash::fast::RandomState;
 use gantry_api::dra::*;
 use gantry_api::labels::NodeSelectorRequirement;
 use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Sym};
+use gantry_cache::DeviceUse;
 
 use super::cel::Selector;
 
@@ -39,7 +40,7 @@ pub struct PreparedClaim {
 /// and the slices not local to one node.
 pub struct Allocator {
     pub claims: Vec<PreparedClaim>,
-    pub allocated: HashSet<DeviceId, RandomState>,
+    pub allocated: Arc<dyn DeviceUse>,
     pub shared_slices: Vec<Arc<ResourceSlice>>,
 }
 
@@ -380,7 +381,7 @@ impl<'a> Search<'a> {
     }
 
     fn in_use(&self, id: DeviceId) -> bool {
-        self.allocator.allocated.contains(&id) || self.picking.contains(&id)
+        self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
     }
 
     /// Takes the device if it is free and keeps the claim's constraints.

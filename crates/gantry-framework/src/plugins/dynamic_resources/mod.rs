@@ -13,7 +13,7 @@
 mod allocator;
 pub mod cel;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
@@ -52,7 +52,7 @@ type Compiled = Result<Arc<Selector>, String>;
 type NodeAllocations = HashMap<Sym, Arc<Vec<Allocation>>, RandomState>;
 
 /// The pod's claims and what Filter and Reserve worked out for them.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct PodClaims {
     /// The claims, in the order of `spec.resourceClaims`.
     claims: Vec<Arc<ResourceClaim>>,
@@ -62,6 +62,9 @@ struct PodClaims {
     allocator: Option<Arc<Allocator>>,
     /// Filter's allocations per node (Filter runs on several nodes, possibly at once).
     node_allocations: Arc<Mutex<NodeAllocations>>,
+    /// Allocated claims some node could not use (their allocation is elsewhere), by
+    /// index: PostFilter may free one.
+    unavailable: Arc<Mutex<BTreeSet<usize>>>,
     /// Reserve's choice: the node and its allocations.
     reserved: Option<(Sym, Arc<Vec<Allocation>>)>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
@@ -74,6 +77,92 @@ pub fn bound_claims(state: &CycleState) -> &[Arc<ResourceClaim>] {
     state
         .read::<PodClaims>(NAME)
         .map_or(&[], |s| s.bound.as_slice())
+}
+
+/// The claims Reserve allocated for the pod, each with its new allocation (not yet
+/// reserved for the pod): the scheduler assumes them in its cache, so that the next
+/// cycle sees their devices taken before the binding writes them.
+pub fn reserved_allocations(state: &CycleState) -> Vec<Arc<ResourceClaim>> {
+    let Some(s) = state.read::<PodClaims>(NAME) else {
+        return Vec::new();
+    };
+    let Some((_, allocations)) = &s.reserved else {
+        return Vec::new();
+    };
+    s.claims
+        .iter()
+        .filter(|c| c.allocation.is_none())
+        .zip(allocations.iter())
+        .map(|(claim, allocation)| {
+            let mut allocated = ResourceClaim::clone(claim);
+            allocated.allocation = Some(Arc::new(allocation.clone()));
+            Arc::new(allocated)
+        })
+        .collect()
+}
+
+/// What DynamicResources' PostFilter concludes for a pod no node fits.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimsPostFilter {
+    /// PreFilter never ran (an earlier PreFilter rejected the pod outright): upstream
+    /// fails reading its state, `not found`, and no other PostFilter plugin runs.
+    StateNotFound,
+    /// The pod has no claims, or PreFilter rejected them.
+    NoNewClaims,
+    /// An allocated claim that kept the pod off some node, used by no other pod, is
+    /// freed: this is the claim as written back (no allocation, no reservation).
+    Deallocate(Arc<ResourceClaim>),
+    /// Nothing to free.
+    StillNotSchedulable,
+}
+
+impl ClaimsPostFilter {
+    /// The reason upstream's PostFilter gives.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ClaimsPostFilter::StateNotFound => "not found",
+            ClaimsPostFilter::NoNewClaims => "no new claims to deallocate",
+            ClaimsPostFilter::Deallocate(_) => "deallocation of ResourceClaim completed",
+            ClaimsPostFilter::StillNotSchedulable => "still not schedulable",
+        }
+    }
+}
+
+/// Upstream's PostFilter: frees one claim whose allocation kept the pod off a node, if
+/// no other pod uses it (upstream picks one at random from a map; Gantry the first, in
+/// `spec.resourceClaims` order, so that runs repeat).
+pub fn post_filter(state: &CycleState, pod: &Pod) -> ClaimsPostFilter {
+    // PreFilter skips pods without claims; that it did shows it ran.
+    let skipped = state.is_filter_skipped(NAME);
+    let Some(s) = state.read::<PodClaims>(NAME) else {
+        return if skipped {
+            ClaimsPostFilter::NoNewClaims
+        } else {
+            ClaimsPostFilter::StateNotFound
+        };
+    };
+    if s.claims.is_empty() {
+        return ClaimsPostFilter::NoNewClaims;
+    }
+    let unavailable = s
+        .unavailable
+        .lock()
+        .expect("unavailable claims lock poisoned");
+    for &index in unavailable.iter() {
+        let claim = &s.claims[index];
+        let only_this_pod = match claim.reserved_for.as_slice() {
+            [] => true,
+            [one] => one.uid == pod.uid,
+            _ => false,
+        };
+        if only_this_pod {
+            let mut freed = ResourceClaim::clone(claim);
+            freed.allocation = None;
+            freed.reserved_for.clear();
+            return ClaimsPostFilter::Deallocate(Arc::new(freed));
+        }
+    }
+    ClaimsPostFilter::StillNotSchedulable
 }
 
 impl DynamicResources {
@@ -153,43 +242,18 @@ impl PreFilterPlugin for DynamicResources {
         if pod.resource_claims.is_empty() {
             return (None, Status::skip());
         }
+        // As upstream: the state is written before anything can fail, so that PostFilter
+        // tells "PreFilter rejected the pod" (no claims to free) from "never ran".
+        state.write(NAME, PodClaims::default());
         let Some(dra) = cluster.nodes.dra() else {
             return (None, Status::unresolvable(REASON_NOT_TRACKED));
         };
         let mut claims = Vec::with_capacity(pod.resource_claims.len());
         for entry in &pod.resource_claims {
-            let name = entry.claim_name(&pod.name);
-            let key = ClaimKey {
-                namespace: pod.namespace,
-                name: Sym::new(&name),
-            };
-            let Some(claim) = dra.claim(key) else {
-                return (
-                    None,
-                    Status::unresolvable(format!(
-                        "resourceclaim.resource.k8s.io {name:?} not found"
-                    )),
-                );
-            };
-            if claim.deleting {
-                return (
-                    None,
-                    Status::unresolvable(format!("resourceclaim {name:?} is being deleted")),
-                );
+            match pod_claim(pod, entry, dra) {
+                Ok(claim) => claims.push(claim),
+                Err(message) => return (None, Status::unresolvable(message)),
             }
-            let from_template = matches!(entry.source, gantry_api::dra::ClaimSource::Template(_));
-            if from_template && claim.owner_pod.as_deref() != Some(&*pod.uid) {
-                return (
-                    None,
-                    Status::unresolvable(format!(
-                        "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
-                        claim.namespace,
-                        claim.name,
-                        pod.key()
-                    )),
-                );
-            }
-            claims.push(claim.clone());
         }
         let mut available_on = Vec::with_capacity(claims.len());
         let mut to_allocate = Vec::new();
@@ -203,6 +267,15 @@ impl PreFilterPlugin for DynamicResources {
                 }
                 None => {
                     available_on.push(None);
+                    if dra.allocation_in_flight(claim.key()) {
+                        return (
+                            None,
+                            Status::unresolvable(format!(
+                                "resource claim {}/{} is in the process of being allocated",
+                                claim.namespace, claim.name
+                            )),
+                        );
+                    }
                     match self.prepare(claim, dra) {
                         Ok(prepared) => to_allocate.push(prepared),
                         Err(status) => return (None, status),
@@ -213,8 +286,8 @@ impl PreFilterPlugin for DynamicResources {
         let allocator = (!to_allocate.is_empty()).then(|| {
             Arc::new(Allocator {
                 claims: to_allocate,
-                allocated: dra.allocated_devices().into_iter().collect(),
-                shared_slices: dra.shared_slices().to_vec(),
+                allocated: dra.device_use(),
+                shared_slices: dra.shared_slices(),
             })
         });
         state.write(
@@ -223,13 +296,45 @@ impl PreFilterPlugin for DynamicResources {
                 claims,
                 available_on,
                 allocator,
-                node_allocations: Arc::default(),
-                reserved: None,
-                bound: Vec::new(),
+                ..PodClaims::default()
             },
         );
         (None, Status::success())
     }
+}
+
+/// The claim a `spec.resourceClaims` entry names, checked as upstream's
+/// `foreachPodResourceClaim` checks it: it exists, is not being deleted, and a claim
+/// made from a template was made for this pod.
+fn pod_claim(
+    pod: &Pod,
+    entry: &gantry_api::dra::PodResourceClaim,
+    dra: &dyn gantry_cache::DraState,
+) -> Result<Arc<ResourceClaim>, String> {
+    let name = entry.claim_name(&pod.name);
+    let key = ClaimKey {
+        namespace: pod.namespace,
+        name: Sym::new(&name),
+    };
+    let Some(claim) = dra.claim(key) else {
+        return Err(format!(
+            "could not find ResourceClaim \"{}/{name}\"",
+            pod.namespace
+        ));
+    };
+    if claim.deleting {
+        return Err(format!("resourceclaim {name:?} is being deleted"));
+    }
+    let from_template = matches!(entry.source, gantry_api::dra::ClaimSource::Template(_));
+    if from_template && claim.owner_pod.as_deref() != Some(&*pod.uid) {
+        return Err(format!(
+            "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
+            claim.namespace,
+            claim.name,
+            pod.key()
+        ));
+    }
+    Ok(claim)
 }
 
 impl FilterPlugin for DynamicResources {
@@ -240,27 +345,38 @@ impl FilterPlugin for DynamicResources {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        let unavailable = s.available_on.iter().any(|sel| {
-            sel.as_ref()
-                .is_some_and(|sel| !sel.matches(n.name, &n.labels))
-        });
-        if unavailable {
+        let unavailable: Vec<usize> = s
+            .available_on
+            .iter()
+            .enumerate()
+            .filter(|(_, sel)| {
+                sel.as_ref()
+                    .is_some_and(|sel| !sel.matches(n.name, &n.labels))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let allocations = match &s.allocator {
+            None => None,
+            Some(allocator) => match allocator.allocate(n, node.resource_slices()) {
+                Err(message) => return Status::error(message),
+                Ok(None) => return Status::unresolvable(REASON_CANNOT_ALLOCATE),
+                Ok(Some(allocations)) => Some(allocations),
+            },
+        };
+        if !unavailable.is_empty() {
+            s.unavailable
+                .lock()
+                .expect("unavailable claims lock poisoned")
+                .extend(unavailable);
             return Status::unresolvable(REASON_NOT_AVAILABLE);
         }
-        let Some(allocator) = &s.allocator else {
-            return Status::success();
-        };
-        match allocator.allocate(n, node.resource_slices()) {
-            Err(message) => Status::error(message),
-            Ok(None) => Status::unresolvable(REASON_CANNOT_ALLOCATE),
-            Ok(Some(allocations)) => {
-                s.node_allocations
-                    .lock()
-                    .expect("allocation map lock poisoned")
-                    .insert(n.name, Arc::new(allocations));
-                Status::success()
-            }
+        if let Some(allocations) = allocations {
+            s.node_allocations
+                .lock()
+                .expect("allocation map lock poisoned")
+                .insert(n.name, Arc::new(allocations));
         }
+        Status::success()
     }
 }
 

@@ -1,0 +1,268 @@
+//! The live cluster's dynamic resource allocation state: device classes, claims as the
+//! API holds them, allocations decided but not written yet (upstream's in-flight
+//! allocations), the slices reachable from several nodes, and an index of the devices
+//! taken. Node-local slices travel with their node's NodeInfo instead.
+//!
+//! Upstream's DynamicResources reads claims from its assume cache as they are, not from
+//! the cycle's snapshot, and so does Gantry: every snapshot shares this one store. The
+//! device index is kept up to date claim by claim, so a pod's allocation asks it about
+//! each candidate device instead of copying every allocated device first (upstream's
+//! `ListAllAllocatedDevices`, whose cost grows with the cluster).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use gantry_api::Sym;
+use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
+use parking_lot::RwLock;
+
+use crate::dra_state::{DeviceUse, DraState};
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+#[derive(Default)]
+pub struct DraCache {
+    store: RwLock<DraStore>,
+}
+
+#[derive(Default)]
+struct DraStore {
+    classes: Map<Sym, Arc<DeviceClass>>,
+    claims: Map<ClaimKey, Arc<ResourceClaim>>,
+    in_flight: Map<ClaimKey, InFlight>,
+    /// How many claims (as the API holds them, or in flight) hold each device: 1 for
+    /// every device taken; more only if the API holds a double allocation.
+    allocated: Map<DeviceId, u32>,
+    /// Sorted by name, so that pools are gathered in one order.
+    shared_slices: Vec<Arc<ResourceSlice>>,
+}
+
+/// An allocation Reserve decided for a pod, before its binding writes it.
+struct InFlight {
+    pod_uid: Arc<str>,
+    claim: Arc<ResourceClaim>,
+}
+
+fn devices(claim: Option<&ResourceClaim>) -> Vec<DeviceId> {
+    claim
+        .and_then(|c| c.allocation.as_ref())
+        .map(|a| a.devices.iter().map(|d| d.device).collect())
+        .unwrap_or_default()
+}
+
+impl DraStore {
+    /// The claim whose allocation counts: the one in flight, else the API's.
+    fn effective(&self, key: ClaimKey) -> Option<&ResourceClaim> {
+        self.in_flight
+            .get(&key)
+            .map(|f| &*f.claim)
+            .or_else(|| self.claims.get(&key).map(|c| &**c))
+    }
+
+    /// Applies `change` to the claim `key`, moving its devices in the index from its
+    /// allocation before to its allocation after.
+    fn change(&mut self, key: ClaimKey, change: impl FnOnce(&mut DraStore)) {
+        let before = devices(self.effective(key));
+        change(self);
+        let after = devices(self.effective(key));
+        if before == after {
+            return;
+        }
+        for device in before {
+            if let Some(count) = self.allocated.get_mut(&device) {
+                *count -= 1;
+                if *count == 0 {
+                    self.allocated.remove(&device);
+                }
+            }
+        }
+        for device in after {
+            let count = self.allocated.entry(device).or_default();
+            *count += 1;
+            if *count > 1 {
+                tracing::warn!(claim = %key.name, %device, "device allocated to two claims");
+            }
+        }
+    }
+}
+
+impl DraCache {
+    pub fn set_device_class(&self, class: Arc<DeviceClass>) {
+        self.store.write().classes.insert(class.name, class);
+    }
+
+    pub fn remove_device_class(&self, name: Sym) {
+        self.store.write().classes.remove(&name);
+    }
+
+    /// A claim as the API holds it (added or updated). An allocation in flight for it is
+    /// done once the API holds an allocation.
+    pub fn set_claim(&self, claim: Arc<ResourceClaim>) {
+        let key = claim.key();
+        self.store.write().change(key, |s| {
+            if claim.allocation.is_some() {
+                s.in_flight.remove(&key);
+            }
+            s.claims.insert(key, claim);
+        });
+    }
+
+    pub fn remove_claim(&self, key: ClaimKey) {
+        self.store.write().change(key, |s| {
+            s.in_flight.remove(&key);
+            s.claims.remove(&key);
+        });
+    }
+
+    /// Adds or replaces a slice reachable from several nodes.
+    pub fn set_shared_slice(&self, slice: Arc<ResourceSlice>) {
+        let mut s = self.store.write();
+        s.shared_slices.retain(|old| old.name != slice.name);
+        let at = s
+            .shared_slices
+            .partition_point(|old| old.name.as_str() < slice.name.as_str());
+        s.shared_slices.insert(at, slice);
+    }
+
+    pub fn remove_shared_slice(&self, name: Sym) {
+        self.store.write().shared_slices.retain(|s| s.name != name);
+    }
+
+    /// Reserve decided these claims' allocations for the pod: their devices are taken
+    /// from now on, until the API holds them or the pod is forgotten. Claims that were
+    /// allocated already (shared ones) need nothing here.
+    pub fn assume_allocations(&self, pod_uid: &Arc<str>, claims: &[Arc<ResourceClaim>]) {
+        let mut s = self.store.write();
+        for claim in claims {
+            let key = claim.key();
+            let allocated_before = s.claims.get(&key).is_some_and(|c| c.allocation.is_some());
+            if allocated_before || claim.allocation.is_none() {
+                continue;
+            }
+            s.change(key, |s| {
+                s.in_flight.insert(
+                    key,
+                    InFlight {
+                        pod_uid: pod_uid.clone(),
+                        claim: claim.clone(),
+                    },
+                );
+            });
+        }
+    }
+
+    /// The pod's allocations in flight are dropped (its binding failed, or it is gone).
+    pub fn forget_allocations(&self, pod_uid: &str) {
+        let mut s = self.store.write();
+        let mut keys: Vec<ClaimKey> = s
+            .in_flight
+            .iter()
+            .filter(|(_, f)| &*f.pod_uid == pod_uid)
+            .map(|(k, _)| *k)
+            .collect();
+        keys.sort_unstable();
+        for key in keys {
+            s.change(key, |s| {
+                s.in_flight.remove(&key);
+            });
+        }
+    }
+
+    /// Every claim as the API holds it, sorted by key (for reports and explanations).
+    pub fn claims(&self) -> Vec<Arc<ResourceClaim>> {
+        let s = self.store.read();
+        let mut claims: Vec<_> = s.claims.values().cloned().collect();
+        claims.sort_by_key(|c| c.key());
+        claims
+    }
+
+    /// The device index: how many claims hold each device, sorted by device.
+    pub fn allocation_counts(&self) -> Vec<(DeviceId, u32)> {
+        let s = self.store.read();
+        let mut counts: Vec<_> = s.allocated.iter().map(|(d, n)| (*d, *n)).collect();
+        counts.sort_unstable();
+        counts
+    }
+
+    /// The device index rebuilt from scratch from the claims and the allocations in
+    /// flight: what [`allocation_counts`](Self::allocation_counts) must always equal.
+    pub fn recount_allocations(&self) -> Vec<(DeviceId, u32)> {
+        let s = self.store.read();
+        let mut counts: Map<DeviceId, u32> = Map::default();
+        let keys = s.claims.keys().chain(s.in_flight.keys());
+        let mut keys: Vec<ClaimKey> = keys.copied().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            for device in devices(s.effective(key)) {
+                *counts.entry(device).or_default() += 1;
+            }
+        }
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_unstable();
+        counts
+    }
+
+    /// The claim in flight or held by the API that holds the device, if any.
+    pub fn holder(&self, device: DeviceId) -> Option<Arc<ResourceClaim>> {
+        let s = self.store.read();
+        if let Some(f) = s
+            .in_flight
+            .values()
+            .find(|f| devices(Some(&f.claim)).contains(&device))
+        {
+            return Some(f.claim.clone());
+        }
+        let mut holders: Vec<&Arc<ResourceClaim>> = s
+            .claims
+            .values()
+            .filter(|c| devices(Some(c)).contains(&device))
+            .collect();
+        holders.sort_by_key(|c| c.key());
+        holders.first().map(|c| (*c).clone())
+    }
+}
+
+impl DeviceUse for DraCache {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.store.read().allocated.contains_key(&device)
+    }
+}
+
+/// The view a snapshot gives plugins: the one live store, shared.
+#[derive(Clone)]
+pub(crate) struct DraView(pub(crate) Arc<DraCache>);
+
+impl std::fmt::Debug for DraView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DraView")
+    }
+}
+
+impl DraState for DraView {
+    fn device_class(&self, name: Sym) -> Option<Arc<DeviceClass>> {
+        self.0.store.read().classes.get(&name).cloned()
+    }
+
+    fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
+        self.0.store.read().claims.get(&key).cloned()
+    }
+
+    fn allocation_in_flight(&self, key: ClaimKey) -> bool {
+        let s = self.0.store.read();
+        s.in_flight.contains_key(&key) && s.claims.get(&key).is_none_or(|c| c.allocation.is_none())
+    }
+
+    fn allocated_devices(&self) -> Vec<DeviceId> {
+        self.0.store.read().allocated.keys().copied().collect()
+    }
+
+    fn device_use(&self) -> Arc<dyn DeviceUse> {
+        self.0.clone()
+    }
+
+    fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
+        self.0.store.read().shared_slices.clone()
+    }
+}

@@ -1,0 +1,371 @@
+//! ResourceClaims at the simulated API, and the controllers that look after them:
+//! the resource-claim controller makes a pod's claims from its templates
+//! (`<pod>-<claim>-<5 chars>`, owned by the pod) and, when a pod is gone, takes it out of
+//! `reservedFor`, deallocates a claim nobody uses and deletes the claims the pod owned,
+//! as the claim controller and the garbage collector do.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gantry_api::dra::{ClaimKey, ClaimSource, DeviceId, ResourceClaim, ResourceClaimTemplate};
+use gantry_api::rng::Rng;
+use gantry_api::{Pod, Sym};
+
+/// A change to a claim, as the watch delivers it.
+#[derive(Debug, Clone)]
+pub(crate) enum ClaimChange {
+    Set(Arc<ResourceClaim>),
+    Deleted(ClaimKey),
+}
+
+/// Upstream's `utilrand.String` alphabet: no vowels, no confusable characters.
+const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The name the claim controller gives a pod's claim: the `generateName` `<pod>-<claim>-`,
+/// or past 57 bytes both names cut in proportion as `<pod>-<claim>` (no final hyphen),
+/// then the API server's five random characters
+/// (`pkg/controller/resourceclaim/controller.go`, `handleClaim`).
+pub(crate) fn generated_claim_name(pod: &str, claim: &str, rng: &mut Rng) -> String {
+    const MAX_BASE_LEN: usize = 57;
+    let mut base = format!("{pod}-{claim}-");
+    if base.len() > MAX_BASE_LEN {
+        let total = base.len();
+        let cut = |s: &str| -> String {
+            let keep = s.len() * MAX_BASE_LEN / total;
+            s.char_indices()
+                .take_while(|(i, c)| i + c.len_utf8() <= keep)
+                .map(|(_, c)| c)
+                .collect()
+        };
+        base = format!("{}-{}", cut(pod), cut(claim));
+    }
+    for _ in 0..5 {
+        base.push(ALPHANUMS[rng.below(ALPHANUMS.len() as u64) as usize] as char);
+    }
+    base
+}
+
+/// Why the API refused a claim write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClaimRefusal {
+    /// The claim is gone.
+    NotFound(ClaimKey),
+    /// It was allocated differently meanwhile (upstream: a conflict on its
+    /// resourceVersion, `claim ... got allocated elsewhere in the meantime`).
+    AllocatedElsewhere(ClaimKey),
+    /// A device of the new allocation is held by another claim: the decision was made
+    /// on a view that another instance's binding has outdated.
+    DeviceTaken { claim: ClaimKey, device: DeviceId },
+}
+
+impl std::fmt::Display for ClaimRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClaimRefusal::NotFound(key) => {
+                write!(f, "resourceclaim {}/{} not found", key.namespace, key.name)
+            }
+            ClaimRefusal::AllocatedElsewhere(key) => write!(
+                f,
+                "claim {}/{} got allocated elsewhere in the meantime",
+                key.namespace, key.name
+            ),
+            ClaimRefusal::DeviceTaken { claim, device } => write!(
+                f,
+                "claim {}/{}: device {device} is already allocated to another claim",
+                claim.namespace, claim.name
+            ),
+        }
+    }
+}
+
+/// The claims and templates the API holds, with the devices allocated.
+pub(crate) struct ClaimStore {
+    claims: BTreeMap<ClaimKey, Arc<ResourceClaim>>,
+    templates: BTreeMap<ClaimKey, Arc<ResourceClaimTemplate>>,
+    /// The claim holding each allocated device.
+    holders: BTreeMap<DeviceId, ClaimKey>,
+    names: Rng,
+}
+
+impl ClaimStore {
+    pub fn new(
+        claims: &[ResourceClaim],
+        templates: &[ResourceClaimTemplate],
+        seed: u64,
+    ) -> ClaimStore {
+        let mut store = ClaimStore {
+            claims: BTreeMap::new(),
+            templates: templates
+                .iter()
+                .map(|t| {
+                    let key = ClaimKey {
+                        namespace: t.namespace,
+                        name: t.name,
+                    };
+                    (key, Arc::new(t.clone()))
+                })
+                .collect(),
+            holders: BTreeMap::new(),
+            names: Rng::new(seed ^ 0xC1A1_3C0D),
+        };
+        for claim in claims {
+            store.put(Arc::new(claim.clone()));
+        }
+        store
+    }
+
+    pub fn claims(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> {
+        self.claims.values()
+    }
+
+    fn put(&mut self, claim: Arc<ResourceClaim>) {
+        let key = claim.key();
+        self.unhold(key);
+        for device in devices(&claim) {
+            self.holders.insert(device, key);
+        }
+        self.claims.insert(key, claim);
+    }
+
+    fn unhold(&mut self, key: ClaimKey) {
+        if let Some(old) = self.claims.get(&key) {
+            for device in devices(old) {
+                if self.holders.get(&device) == Some(&key) {
+                    self.holders.remove(&device);
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, key: ClaimKey) {
+        self.unhold(key);
+        self.claims.remove(&key);
+    }
+
+    /// The claim controller's work for a new pod: a claim for each template entry that
+    /// has none yet, named in the pod's `status.resourceClaimStatuses`. Returns the pod as
+    /// the controller leaves it and the claims it made. A template that does not exist
+    /// makes no claim (the pod then waits for one, as upstream's would).
+    pub fn make_template_claims(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, Vec<ClaimChange>) {
+        let needs_claim = |e: &gantry_api::dra::PodResourceClaim| {
+            matches!(e.source, ClaimSource::Template(_)) && e.generated_name.is_none()
+        };
+        if !pod.resource_claims.iter().any(needs_claim) {
+            return (pod.clone(), Vec::new());
+        }
+        let mut entries = pod.resource_claims.to_vec();
+        let mut made = Vec::new();
+        for entry in entries.iter_mut().filter(|e| needs_claim(e)) {
+            let ClaimSource::Template(template) = entry.source else {
+                continue;
+            };
+            let template_key = ClaimKey {
+                namespace: pod.namespace,
+                name: template,
+            };
+            let Some(template) = self.templates.get(&template_key).cloned() else {
+                continue;
+            };
+            let name: Arc<str> = loop {
+                let name = generated_claim_name(&pod.name, &entry.name, &mut self.names);
+                let key = ClaimKey {
+                    namespace: pod.namespace,
+                    name: Sym::new(&name),
+                };
+                if !self.claims.contains_key(&key) {
+                    break Arc::from(name);
+                }
+            };
+            let claim = Arc::new(ResourceClaim {
+                namespace: pod.namespace,
+                uid: Arc::from(format!("{}/{name}", pod.namespace)),
+                name: name.clone(),
+                spec: template.spec.clone(),
+                owner_pod: Some(pod.uid.clone()),
+                deleting: false,
+                allocation: None,
+                reserved_for: Vec::new(),
+            });
+            self.put(claim.clone());
+            made.push(ClaimChange::Set(claim));
+            entry.generated_name = Some(name);
+        }
+        let mut updated = Pod::clone(pod);
+        updated.resource_claims = entries.into();
+        (Arc::new(updated), made)
+    }
+
+    /// Writes claims' status as a scheduler's PreBind sent it: refused if a claim is
+    /// gone, was allocated differently meanwhile, or would take a device another claim
+    /// holds; nothing is written unless every claim is.
+    pub fn write(
+        &mut self,
+        claims: &[Arc<ResourceClaim>],
+    ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
+        for claim in claims {
+            let key = claim.key();
+            let Some(current) = self.claims.get(&key) else {
+                return Err(ClaimRefusal::NotFound(key));
+            };
+            match (&current.allocation, &claim.allocation) {
+                (Some(held), Some(wanted)) if held != wanted => {
+                    return Err(ClaimRefusal::AllocatedElsewhere(key));
+                }
+                (None, Some(_)) => {
+                    for device in devices(claim) {
+                        if let Some(holder) = self.holders.get(&device)
+                            && *holder != key
+                        {
+                            return Err(ClaimRefusal::DeviceTaken { claim: key, device });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut changes = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let mut written = ResourceClaim::clone(claim);
+            // Reservations others made meanwhile stay.
+            if let Some(current) = self.claims.get(&claim.key()) {
+                for consumer in &current.reserved_for {
+                    if !written.is_reserved_for(&consumer.uid) {
+                        written.reserved_for.push(consumer.clone());
+                    }
+                }
+            }
+            let written = Arc::new(written);
+            self.put(written.clone());
+            changes.push(ClaimChange::Set(written));
+        }
+        Ok(changes)
+    }
+
+    /// A claim freed by a scheduler's PostFilter (no allocation, no reservation).
+    pub fn deallocate(&mut self, claim: &ResourceClaim) -> Option<ClaimChange> {
+        let key = claim.key();
+        let current = self.claims.get(&key)?;
+        let mut freed = ResourceClaim::clone(current);
+        freed.allocation = None;
+        freed.reserved_for.clear();
+        let freed = Arc::new(freed);
+        self.put(freed.clone());
+        Some(ClaimChange::Set(freed))
+    }
+
+    /// A failed binding's Unreserve: the pod leaves the `reservedFor` of its claims; their
+    /// allocations stay (upstream patches out the reservation only).
+    pub fn unreserve(&mut self, pod: &Pod) -> Vec<ClaimChange> {
+        let mut changes = Vec::new();
+        for entry in pod.resource_claims.iter() {
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&entry.claim_name(&pod.name)),
+            };
+            let Some(claim) = self.claims.get(&key) else {
+                continue;
+            };
+            if !claim.is_reserved_for(&pod.uid) {
+                continue;
+            }
+            let mut updated = ResourceClaim::clone(claim);
+            updated.reserved_for.retain(|c| c.uid != pod.uid);
+            let updated = Arc::new(updated);
+            self.put(updated.clone());
+            changes.push(ClaimChange::Set(updated));
+        }
+        changes
+    }
+
+    /// The garbage collector's work for a pod deleted before it was bound: the claims it
+    /// owned go.
+    pub fn delete_owned_by(&mut self, pod_uid: &str) -> Vec<ClaimChange> {
+        let owned: Vec<ClaimKey> = self
+            .claims
+            .values()
+            .filter(|c| c.owner_pod.as_deref() == Some(pod_uid))
+            .map(|c| c.key())
+            .collect();
+        owned
+            .into_iter()
+            .map(|key| {
+                self.delete(key);
+                ClaimChange::Deleted(key)
+            })
+            .collect()
+    }
+
+    /// The controllers' work once a pod is gone: it leaves `reservedFor`; a claim no
+    /// pod uses any more is deallocated; claims the pod owned are deleted.
+    pub fn release(&mut self, pod: &Pod) -> Vec<ClaimChange> {
+        let mut changes = Vec::new();
+        for entry in pod.resource_claims.iter() {
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&entry.claim_name(&pod.name)),
+            };
+            let Some(claim) = self.claims.get(&key).cloned() else {
+                continue;
+            };
+            if claim.owner_pod.as_deref() == Some(&*pod.uid) {
+                self.delete(key);
+                changes.push(ClaimChange::Deleted(key));
+                continue;
+            }
+            if !claim.is_reserved_for(&pod.uid) {
+                continue;
+            }
+            let mut updated = ResourceClaim::clone(&claim);
+            updated.reserved_for.retain(|c| c.uid != pod.uid);
+            if updated.reserved_for.is_empty() {
+                updated.allocation = None;
+            }
+            let updated = Arc::new(updated);
+            self.put(updated.clone());
+            changes.push(ClaimChange::Set(updated));
+        }
+        changes
+    }
+}
+
+fn devices(claim: &ResourceClaim) -> Vec<DeviceId> {
+    claim
+        .allocation
+        .iter()
+        .flat_map(|a| a.devices.iter().map(|d| d.device))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_follow_the_claim_controller() {
+        let mut rng = Rng::new(7);
+        let name = generated_claim_name("web-0", "gpu", &mut rng);
+        assert!(name.starts_with("web-0-gpu-"), "{name}");
+        assert_eq!(name.len(), "web-0-gpu-".len() + 5);
+        assert!(
+            name["web-0-gpu-".len()..]
+                .bytes()
+                .all(|b| ALPHANUMS.contains(&b))
+        );
+        // Long names are cut in proportion, leaving room for the suffix within 63.
+        let pod = "p".repeat(60);
+        let claim = "c".repeat(30);
+        let long = generated_claim_name(&pod, &claim, &mut rng);
+        assert!(long.len() <= 63, "{} characters", long.len());
+        // 60 * 57 / 92 = 37 and 30 * 57 / 92 = 18 bytes, as upstream's integer division.
+        assert!(
+            long.starts_with(&format!("{}-{}", "p".repeat(37), "c".repeat(18))),
+            "{long}"
+        );
+        assert_eq!(long.len(), 37 + 1 + 18 + 5);
+        // The same seed names the same claims.
+        assert_eq!(
+            generated_claim_name("a", "b", &mut Rng::new(1)),
+            generated_claim_name("a", "b", &mut Rng::new(1))
+        );
+    }
+}
