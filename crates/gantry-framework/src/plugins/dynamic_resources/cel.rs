@@ -5,8 +5,8 @@
 //! environment does. Capacities are numbers in thousandths of their unit; `quantity("1Gi")`
 //! converts a quantity string the same way, so that upstream's
 //! `device.capacity[d].memory.compareTo(quantity("1Gi")) >= 0` reads as written (as do
-//! `isGreaterThan`, `isLessThan` and `asInteger`). Version attributes are strings;
-//! `semver()` is not provided, and an expression that calls it fails with CEL's error.
+//! `isGreaterThan`, `isLessThan` and `asInteger`). Version attributes are semantic
+//! versions, with the semver library's functions (see [`super::semver`]).
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,6 +20,8 @@ use gantry_api::dra::{
     MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, selector_too_long,
 };
 use gantry_api::{Quantity, Sym};
+
+use super::semver::Semver;
 
 /// The deepest nesting an expression may have: cel-go's default `maxRecursionDepth`,
 /// whose parser refuses deeper ones with "max recursion depth exceeded" (a chain of 251
@@ -430,7 +432,7 @@ thread_local! {
 }
 
 fn root_context() -> Context<'static, 'static> {
-    use cel::extractors::This;
+    use cel::extractors::{Arguments, This};
     let mut context = Context::default();
     let declare = |result: Result<(), cel::DeclarationError>| {
         result.expect("the quantity functions do not clash with CEL's standard library")
@@ -440,11 +442,73 @@ fn root_context() -> Context<'static, 'static> {
             .and_then(|q| q.milli_value())
             .map_err(|e| ExecutionError::function_error("quantity", e.to_string()))
     }));
-    declare(context.add_function("compareTo", |This(a): This<i64>, b: i64| a.cmp(&b) as i64));
-    declare(context.add_function("isGreaterThan", |This(a): This<i64>, b: i64| a > b));
-    declare(context.add_function("isLessThan", |This(a): This<i64>, b: i64| a < b));
+    // Quantities (numbers here) and semantic versions both compare.
+    declare(
+        context.add_function("compareTo", |This(a): This<Value>, b: Value| {
+            compare("compareTo", &a, &b).map(|o| o as i64)
+        }),
+    );
+    declare(
+        context.add_function("isGreaterThan", |This(a): This<Value>, b: Value| {
+            compare("isGreaterThan", &a, &b).map(|o| o.is_gt())
+        }),
+    );
+    declare(
+        context.add_function("isLessThan", |This(a): This<Value>, b: Value| {
+            compare("isLessThan", &a, &b).map(|o| o.is_lt())
+        }),
+    );
     declare(context.add_function("asInteger", |This(a): This<i64>| a / 1000));
+    declare(
+        context.add_function("semver", |text: Arc<String>, args: Arguments| {
+            let normalize = matches!(args.0.get(1), Some(Value::Bool(true)));
+            let parsed = if normalize {
+                Semver::parse_normalized(&text)
+            } else {
+                Semver::parse(&text)
+            };
+            parsed
+                .map(|v| Value::Opaque(Arc::new(v)))
+                .map_err(|e| ExecutionError::function_error("semver", e))
+        }),
+    );
+    declare(
+        context.add_function("isSemver", |text: Arc<String>, args: Arguments| {
+            let normalize = matches!(args.0.get(1), Some(Value::Bool(true)));
+            if normalize {
+                Semver::parse_normalized(&text).is_ok()
+            } else {
+                Semver::parse(&text).is_ok()
+            }
+        }),
+    );
+    for (name, part) in [
+        ("major", Semver::major as fn(&Semver) -> u64),
+        ("minor", Semver::minor),
+        ("patch", Semver::patch),
+    ] {
+        declare(context.add_function(name, move |This(a): This<Value>| {
+            semver_of(name, &a).map(|v| part(v) as i64)
+        }));
+    }
     context
+}
+
+fn semver_of<'a>(function: &str, value: &'a Value) -> Result<&'a Semver, ExecutionError> {
+    match value {
+        Value::Opaque(o) => o
+            .downcast_ref::<Semver>()
+            .ok_or_else(|| ExecutionError::function_error(function, "not a semver")),
+        _ => Err(ExecutionError::function_error(function, "not a semver")),
+    }
+}
+
+/// Orders two quantities (numbers here) or two versions.
+fn compare(function: &str, a: &Value, b: &Value) -> Result<std::cmp::Ordering, ExecutionError> {
+    match (a, b) {
+        (Value::Int(a), Value::Int(b)) => Ok(a.cmp(b)),
+        _ => Ok(semver_of(function, a)?.cmp(semver_of(function, b)?)),
+    }
 }
 
 fn device_value(driver: Sym, device: &Device) -> Value {
@@ -453,7 +517,13 @@ fn device_value(driver: Sym, device: &Device) -> Value {
         let value = match value {
             AttributeValue::Int(i) => Value::Int(*i),
             AttributeValue::Bool(b) => Value::Bool(*b),
-            AttributeValue::String(s) | AttributeValue::Version(s) => Value::from(&**s),
+            AttributeValue::String(s) => Value::from(&**s),
+            // The API server accepts only valid versions; one that is not stays a
+            // string, and a comparison with it fails as upstream's would not be reached.
+            AttributeValue::Version(s) => match Semver::parse(s) {
+                Ok(version) => Value::Opaque(Arc::new(version)),
+                Err(_) => Value::from(&**s),
+            },
         };
         attributes
             .entry(key(name.domain))
@@ -508,6 +578,10 @@ mod tests {
                 ),
                 (name("gpu.example.com", "index"), AttributeValue::Int(0)),
                 (name("example.com", "healthy"), AttributeValue::Bool(true)),
+                (
+                    name("gpu.example.com", "driverVersion"),
+                    AttributeValue::Version("2.1.0-rc.1".into()),
+                ),
             ],
             capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
         }
@@ -515,6 +589,27 @@ mod tests {
 
     fn eval(expression: &str) -> Result<bool, String> {
         Selector::compile(expression)?.matches(Sym::new("gpu.example.com"), &gpu())
+    }
+
+    /// Version attributes compare as semantic versions (semverlib's functions).
+    #[test]
+    fn versions_compare_as_semantic_versions() {
+        let v = r#"device.attributes["gpu.example.com"].driverVersion"#;
+        for (expression, want) in [
+            (format!(r#"{v}.isGreaterThan(semver("2.0.0"))"#), true),
+            (format!(r#"{v}.isLessThan(semver("2.1.0"))"#), true),
+            (format!(r#"{v}.compareTo(semver("2.1.0-rc.2")) < 0"#), true),
+            (format!(r#"{v} == semver("2.1.0-rc.1+build")"#), true),
+            (
+                format!(r#"{v}.major() == 2 && {v}.minor() == 1 && {v}.patch() == 0"#),
+                true,
+            ),
+            (format!(r#"semver("v2", true) == semver("2.0.0")"#), true),
+            (format!(r#"isSemver("2.0") || isSemver("v2.0.0")"#), false),
+        ] {
+            assert_eq!(eval(&expression), Ok(want), "{expression}");
+        }
+        assert!(eval(r#"semver("2.0") == semver("2.0.0")"#).is_err());
     }
 
     #[test]

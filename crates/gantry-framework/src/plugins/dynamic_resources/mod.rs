@@ -12,6 +12,7 @@
 
 mod allocator;
 pub mod cel;
+mod semver;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
