@@ -217,6 +217,14 @@ impl Cache {
         }
     }
 
+    /// Claims a binding wrote: held as written until their watch events arrive (which
+    /// carry the same), so that the next cycle does not read them as they were.
+    pub fn assume_written_claims(&self, claims: &[Arc<ResourceClaim>]) {
+        for claim in claims {
+            self.dra.set_claim(claim.clone());
+        }
+    }
+
     /// Reserve allocated devices to the pod's claims: taken from now on (see
     /// [`DraCache::assume_allocations`]); forgetting the pod gives them back.
     pub fn assume_allocations(&self, pod: &Pod, claims: &[Arc<ResourceClaim>]) {

@@ -169,6 +169,29 @@ impl DraCache {
         }
     }
 
+    /// The pod's allocations in flight, sorted by claim.
+    pub fn in_flight_of(&self, pod_uid: &str) -> Vec<Arc<ResourceClaim>> {
+        let s = self.store.read();
+        let mut claims: Vec<Arc<ResourceClaim>> = s
+            .in_flight
+            .values()
+            .filter(|f| &*f.pod_uid == pod_uid)
+            .map(|f| f.claim.clone())
+            .collect();
+        claims.sort_by_key(|c| c.key());
+        claims
+    }
+
+    /// A device of these allocations that another claim holds too (the index counts
+    /// it twice): the allocation was decided on a view that is outdated now.
+    pub fn device_held_twice(&self, claims: &[Arc<ResourceClaim>]) -> Option<DeviceId> {
+        let s = self.store.read();
+        claims
+            .iter()
+            .flat_map(|c| devices(Some(c)))
+            .find(|d| s.allocated.get(d).is_some_and(|&n| n > 1))
+    }
+
     /// Every claim as the API holds it, sorted by key (for reports and explanations).
     pub fn claims(&self) -> Vec<Arc<ResourceClaim>> {
         let s = self.store.read();
@@ -264,5 +287,91 @@ impl DraState for DraView {
 
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
         self.0.store.read().shared_slices.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::dra::{AllocatedDevice, Allocation, ClaimSpec};
+
+    fn device(name: &str) -> DeviceId {
+        DeviceId {
+            driver: Sym::new("gpu.example.com"),
+            pool: Sym::new("n1"),
+            device: Sym::new(name),
+        }
+    }
+
+    fn claim(name: &str, devices: &[&str]) -> Arc<ResourceClaim> {
+        Arc::new(ResourceClaim {
+            namespace: Sym::new("default"),
+            name: Arc::from(name),
+            uid: Arc::from(name),
+            spec: Arc::new(ClaimSpec::default()),
+            owner_pod: None,
+            deleting: false,
+            allocation: (!devices.is_empty()).then(|| {
+                Arc::new(Allocation {
+                    devices: devices
+                        .iter()
+                        .map(|d| AllocatedDevice {
+                            request: Arc::from("r"),
+                            device: device(d),
+                        })
+                        .collect(),
+                    node_selector: None,
+                })
+            }),
+            reserved_for: Vec::new(),
+        })
+    }
+
+    fn view(cache: &Arc<DraCache>) -> DraView {
+        DraView(cache.clone())
+    }
+
+    #[test]
+    fn in_flight_allocations_take_devices_until_written_or_forgotten() {
+        let cache = Arc::new(DraCache::default());
+        cache.set_claim(claim("a", &[]));
+        cache.set_claim(claim("b", &[]));
+        let pod: Arc<str> = Arc::from("default/p");
+        cache.assume_allocations(&pod, &[claim("a", &["gpu-0"])]);
+        let a = claim("a", &[]).key();
+        assert!(view(&cache).allocation_in_flight(a));
+        assert!(cache.is_allocated(device("gpu-0")));
+        assert_eq!(cache.allocation_counts(), cache.recount_allocations());
+        // Forgotten: free again.
+        cache.forget_allocations(&pod);
+        assert!(!cache.is_allocated(device("gpu-0")) && !view(&cache).allocation_in_flight(a));
+        // Written: the API's claim replaces the one in flight, the device stays taken once.
+        cache.assume_allocations(&pod, &[claim("a", &["gpu-0"])]);
+        cache.set_claim(claim("a", &["gpu-0"]));
+        assert!(!view(&cache).allocation_in_flight(a));
+        assert_eq!(cache.allocation_counts(), vec![(device("gpu-0"), 1)]);
+        assert_eq!(cache.allocation_counts(), cache.recount_allocations());
+        // Deleted: its devices are free.
+        cache.remove_claim(a);
+        assert!(cache.allocation_counts().is_empty());
+    }
+
+    #[test]
+    fn a_device_another_claim_took_meanwhile_is_found() {
+        let cache = Arc::new(DraCache::default());
+        cache.set_claim(claim("a", &[]));
+        let pod: Arc<str> = Arc::from("default/p");
+        let mine = vec![claim("a", &["gpu-0", "gpu-1"])];
+        cache.assume_allocations(&pod, &mine);
+        assert_eq!(cache.in_flight_of(&pod), mine);
+        assert_eq!(cache.device_held_twice(&mine), None);
+        // Another instance's bind, seen through the watch.
+        cache.set_claim(claim("b", &["gpu-1"]));
+        assert_eq!(cache.device_held_twice(&mine), Some(device("gpu-1")));
+        assert_eq!(
+            cache.holder(device("gpu-0")).map(|c| c.key()),
+            Some(claim("a", &[]).key())
+        );
+        assert_eq!(cache.allocation_counts(), cache.recount_allocations());
     }
 }

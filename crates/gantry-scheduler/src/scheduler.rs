@@ -611,6 +611,11 @@ impl Scheduler {
         let claims = dynamic_resources::bound_claims(state);
         if bound.is_ok() && !claims.is_empty() {
             bound = binder.write_claims(pod, claims);
+            if bound.is_ok() {
+                // Upstream's `AssumeClaimAfterAPICall`: the cache holds the written
+                // claims now, not when their watch events arrive.
+                self.cache.assume_written_claims(claims);
+            }
         }
         if bound.is_ok() {
             let phase = Instant::now();

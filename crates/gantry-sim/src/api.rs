@@ -470,6 +470,11 @@ impl SimulatedApi {
         })
     }
 
+    /// Whether the pod was deleted before it was bound.
+    pub fn was_deleted(&self, uid: &str) -> bool {
+        self.deleted.contains(uid)
+    }
+
     /// Records that a pod was deleted before it was bound: its bind, if one is in flight,
     /// is refused.
     pub fn delete_unbound(&mut self, uid: Arc<str>) {

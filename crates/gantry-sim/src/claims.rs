@@ -328,6 +328,47 @@ impl ClaimStore {
     }
 }
 
+impl ClaimStore {
+    /// The claims' invariants: no device held by two claims, the index of holders as a
+    /// recount finds it, and every reservation on an allocated claim.
+    pub fn check(&self) -> Result<(), String> {
+        let mut holders: BTreeMap<DeviceId, ClaimKey> = BTreeMap::new();
+        for claim in self.claims.values() {
+            for device in devices(claim) {
+                if let Some(other) = holders.insert(device, claim.key()) {
+                    return Err(format!(
+                        "device {device} is allocated to claims {}/{} and {}/{}",
+                        other.namespace, other.name, claim.namespace, claim.name
+                    ));
+                }
+            }
+            if claim.allocation.is_none() && !claim.reserved_for.is_empty() {
+                return Err(format!(
+                    "claim {}/{} is reserved but not allocated",
+                    claim.namespace, claim.name
+                ));
+            }
+        }
+        if holders != self.holders {
+            return Err("the API's index of allocated devices disagrees with its claims".into());
+        }
+        Ok(())
+    }
+
+    /// Whether the bound pod's claims are all allocated and reserved for it.
+    pub fn holds_claims_of(&self, pod: &Pod) -> bool {
+        pod.resource_claims.iter().all(|entry| {
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&entry.claim_name(&pod.name)),
+            };
+            self.claims
+                .get(&key)
+                .is_some_and(|c| c.allocation.is_some() && c.is_reserved_for(&pod.uid))
+        })
+    }
+}
+
 fn devices(claim: &ResourceClaim) -> Vec<DeviceId> {
     claim
         .allocation

@@ -1077,12 +1077,33 @@ impl Simulation {
                     placement.pod
                 ));
             }
-            let bound = self.api.bound_pod(self.records.uid(index)).is_some();
-            if placement.node.is_none() && bound {
+            let bound = self.api.bound_pod(self.records.uid(index));
+            if placement.node.is_none() && bound.is_some() {
                 return Err(format!(
                     "pod {} is bound but reported pending",
                     placement.pod
                 ));
+            }
+            if let Some(pod) = bound
+                && !self.api.claims.holds_claims_of(pod)
+            {
+                return Err(format!(
+                    "pod {} is bound without its claims allocated and reserved for it",
+                    placement.pod
+                ));
+            }
+        }
+        self.api.claims.check()?;
+        for (i, instance) in self.instances.iter().enumerate() {
+            let dra = instance.cache.dra();
+            let counts = dra.allocation_counts();
+            if counts != dra.recount_allocations() {
+                return Err(format!(
+                    "instance {i}: the cache's device index differs from a recount"
+                ));
+            }
+            if let Some((device, n)) = counts.iter().find(|(_, n)| *n > 1) {
+                return Err(format!("instance {i}: device {device} held by {n} claims"));
             }
         }
         Ok(())
@@ -1128,6 +1149,13 @@ impl Binder for ApiBinder<'_> {
         if let Err((plugin, message)) = &self.check {
             self.refused = Some(Refused::ByBinder(plugin));
             return Err(message.clone());
+        }
+        if self.api.was_deleted(&pod.uid) {
+            // Its claims went with it; the bind would be refused for the same reason.
+            let refusal = BindRefusal::Deleted(pod.key());
+            let message = refusal.to_string();
+            self.refused = Some(Refused::ByApi(refusal));
+            return Err(message);
         }
         match self.api.claims.write(claims) {
             Ok(changes) => {
