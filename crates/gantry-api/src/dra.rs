@@ -234,25 +234,19 @@ pub enum ClaimSource {
     Template(Sym),
 }
 
+/// An entry of `spec.resourceClaims` (see [`Pod::claim_name`](crate::Pod::claim_name)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodResourceClaim {
     pub name: Arc<str>,
     pub source: ClaimSource,
-    /// The name of the claim made from the template (`status.resourceClaimStatuses`).
-    pub generated_name: Option<Arc<str>>,
 }
 
-impl PodResourceClaim {
-    /// The claim this entry refers to. A claim made from a template is named in the pod's
-    /// status; before the claim controller has run, Gantry names it `<pod>-<entry>` (the
-    /// controller adds a random suffix, which a simulation does without).
-    pub fn claim_name(&self, pod_name: &str) -> Arc<str> {
-        match (&self.source, &self.generated_name) {
-            (ClaimSource::Claim(name), _) => name.clone(),
-            (ClaimSource::Template(_), Some(name)) => name.clone(),
-            (ClaimSource::Template(_), None) => Arc::from(format!("{pod_name}-{}", self.name)),
-        }
-    }
+/// An entry of `status.resourceClaimStatuses`: the claim made for a template entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceClaimStatus {
+    /// The `spec.resourceClaims` entry.
+    pub name: Arc<str>,
+    pub claim: Arc<str>,
 }
 
 /// Every DRA object decoded from the input.

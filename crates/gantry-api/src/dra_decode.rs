@@ -513,15 +513,29 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
     })
 }
 
-/// A pod's `spec.resourceClaims`, with the generated names from `status.resourceClaimStatuses`.
+/// A pod's `status.resourceClaimStatuses` that name a claim.
+pub(crate) fn pod_claim_statuses(pod: &k8s::Pod) -> Option<Arc<[ResourceClaimStatus]>> {
+    let statuses: Vec<ResourceClaimStatus> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            Some(ResourceClaimStatus {
+                name: Arc::from(s.name.as_str()),
+                claim: Arc::from(s.resource_claim_name.as_deref()?),
+            })
+        })
+        .collect();
+    (!statuses.is_empty()).then(|| statuses.into())
+}
+
+/// A pod's `spec.resourceClaims`.
 pub(crate) fn pod_resource_claims(
     pod: &k8s::Pod,
     object: &str,
 ) -> Result<Vec<PodResourceClaim>, ObjectError> {
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_ref());
     let spec = pod.spec.as_ref();
     let mut out = Vec::new();
     for (i, c) in spec
@@ -542,16 +556,9 @@ pub(crate) fn pod_resource_claims(
                 ));
             }
         };
-        let generated_name = statuses
-            .into_iter()
-            .flatten()
-            .find(|s| s.name == c.name)
-            .and_then(|s| s.resource_claim_name.as_deref())
-            .map(Arc::from);
         out.push(PodResourceClaim {
             name: Arc::from(c.name.as_str()),
             source,
-            generated_name,
         });
     }
     Ok(out)

@@ -438,6 +438,9 @@ pub struct Pod {
     /// Annotations the scheduler wrote on binding (HAMi's devices and bind time): this
     /// pod's own, read before the template's, so that writing them copies no spec.
     pub bind_annotations: Option<Arc<[crate::node::Annotation]>>,
+    /// `status.resourceClaimStatuses`: the claims the claim controller made for this
+    /// pod's template entries (the pod's own, so that naming them copies no spec).
+    pub claim_statuses: Option<Arc<[crate::dra::ResourceClaimStatus]>>,
     template: Arc<PodTemplate>,
 }
 
@@ -508,6 +511,7 @@ impl Pod {
             phase: PodPhase::Pending,
             start_time: None,
             bind_annotations: None,
+            claim_statuses: None,
             template: Arc::new(PodTemplate {
                 labels: Labels::default(),
                 annotations: Arc::from([]),
@@ -569,8 +573,35 @@ impl Pod {
         Pod {
             name: Arc::from(name),
             uid: Arc::from(format!("{}/{name}", self.namespace)),
+            claim_statuses: None,
             ..self.clone()
         }
+    }
+
+    /// The claim a `spec.resourceClaims` entry refers to: its claim by name, or the one
+    /// made from its template as the pod's status names it. Before the claim controller
+    /// has run, Gantry's what-if engine names it `<pod>-<entry>` (the controller adds a
+    /// random suffix, which a what-if answer does without).
+    pub fn claim_name(&self, entry: &crate::dra::PodResourceClaim) -> Arc<str> {
+        use crate::dra::ClaimSource;
+        match &entry.source {
+            ClaimSource::Claim(name) => name.clone(),
+            ClaimSource::Template(_) => self
+                .claim_statuses
+                .iter()
+                .flat_map(|s| s.iter())
+                .find(|s| s.name == entry.name)
+                .map(|s| s.claim.clone())
+                .unwrap_or_else(|| Arc::from(format!("{}-{}", self.name, entry.name))),
+        }
+    }
+
+    /// Whether the claim controller has named a claim for this template entry.
+    pub fn has_claim_status(&self, entry: &str) -> bool {
+        self.claim_statuses
+            .iter()
+            .flat_map(|s| s.iter())
+            .any(|s| &*s.name == entry)
     }
 
     /// Shares `other`'s template if it equals this pod's (pods decoded one by one from

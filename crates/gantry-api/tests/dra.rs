@@ -115,9 +115,9 @@ fn slices_claims_and_pod_claims_decode() {
 
     let pod = &objects.pods[0];
     assert_eq!(pod.resource_claims.len(), 2);
-    assert_eq!(&*pod.resource_claims[0].claim_name(&pod.name), "nic");
+    assert_eq!(&*pod.claim_name(&pod.resource_claims[0]), "nic");
     assert_eq!(
-        &*pod.resource_claims[1].claim_name(&pod.name),
+        &*pod.claim_name(&pod.resource_claims[1]),
         "p-gpu-x7k2q",
         "the generated name from the pod's status"
     );

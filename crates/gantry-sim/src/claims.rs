@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gantry_api::dra::{ClaimKey, ClaimSource, DeviceId, ResourceClaim, ResourceClaimTemplate};
+use gantry_api::dra::{
+    ClaimKey, ClaimSource, DeviceId, ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate,
+};
 use gantry_api::rng::Rng;
 use gantry_api::{Pod, Sym};
 
@@ -148,14 +150,15 @@ impl ClaimStore {
     /// makes no claim (the pod then waits for one, as upstream's would).
     pub fn make_template_claims(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, Vec<ClaimChange>) {
         let needs_claim = |e: &gantry_api::dra::PodResourceClaim| {
-            matches!(e.source, ClaimSource::Template(_)) && e.generated_name.is_none()
+            matches!(e.source, ClaimSource::Template(_)) && !pod.has_claim_status(&e.name)
         };
         if !pod.resource_claims.iter().any(needs_claim) {
             return (pod.clone(), Vec::new());
         }
-        let mut entries = pod.resource_claims.to_vec();
+        let mut statuses: Vec<ResourceClaimStatus> =
+            pod.claim_statuses.iter().flat_map(|s| s.iter().cloned()).collect();
         let mut made = Vec::new();
-        for entry in entries.iter_mut().filter(|e| needs_claim(e)) {
+        for entry in pod.resource_claims.iter().filter(|e| needs_claim(e)) {
             let ClaimSource::Template(template) = entry.source else {
                 continue;
             };
@@ -188,10 +191,14 @@ impl ClaimStore {
             });
             self.put(claim.clone());
             made.push(ClaimChange::Set(claim));
-            entry.generated_name = Some(name);
+            statuses.push(ResourceClaimStatus {
+                name: entry.name.clone(),
+                claim: name,
+            });
         }
+        // The pod's own status changes; its template (spec) stays shared.
         let mut updated = Pod::clone(pod);
-        updated.resource_claims = entries.into();
+        updated.claim_statuses = Some(statuses.into());
         (Arc::new(updated), made)
     }
 
@@ -260,7 +267,7 @@ impl ClaimStore {
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
-                name: Sym::new(&entry.claim_name(&pod.name)),
+                name: Sym::new(&pod.claim_name(entry)),
             };
             let Some(claim) = self.claims.get(&key) else {
                 continue;
@@ -302,7 +309,7 @@ impl ClaimStore {
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
-                name: Sym::new(&entry.claim_name(&pod.name)),
+                name: Sym::new(&pod.claim_name(entry)),
             };
             let Some(claim) = self.claims.get(&key).cloned() else {
                 continue;
@@ -360,7 +367,7 @@ impl ClaimStore {
         pod.resource_claims.iter().all(|entry| {
             let key = ClaimKey {
                 namespace: pod.namespace,
-                name: Sym::new(&entry.claim_name(&pod.name)),
+                name: Sym::new(&pod.claim_name(entry)),
             };
             self.claims
                 .get(&key)

@@ -4,6 +4,7 @@
 mod api;
 pub mod bench;
 mod claims;
+pub mod dra_bench;
 mod gpu_report;
 mod instance;
 mod latency;

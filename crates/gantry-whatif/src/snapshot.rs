@@ -206,7 +206,7 @@ impl ClusterSnapshot {
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
-                name: Sym::new(&entry.claim_name(&pod.name)),
+                name: Sym::new(&pod.claim_name(entry)),
             };
             let Some(claim) = self.store.claim(key) else {
                 continue;
@@ -397,7 +397,7 @@ impl ClusterSnapshot {
             let ClaimSource::Template(template) = entry.source else {
                 continue;
             };
-            let name = entry.claim_name(&pod.name);
+            let name = pod.claim_name(entry);
             let key = ClaimKey {
                 namespace: pod.namespace,
                 name: Sym::new(&name),

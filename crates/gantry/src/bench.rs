@@ -4,6 +4,7 @@ use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload, run_gpu_share};
+use gantry_sim::dra_bench::run_dra;
 use gantry_whatif::StoreKind;
 use gantry_whatif::bench as whatif_bench;
 use serde::Serialize;
@@ -19,7 +20,8 @@ const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
     /// preferred-pod-affinity, topology-spread, preemption, unschedulable, mixed-churn,
-    /// scale, gpu-share, snapshot, multi (several instances on threads), clustersnapshot (the
+    /// scale, gpu-share, dra (scheduler_perf's claim-template workload), snapshot, multi
+    /// (several instances on threads), clustersnapshot (the
     /// what-if stores), estimate (the autoscaler's binpacking benchmark), or all (every
     /// workload but scale, gpu-share, snapshot, multi, clustersnapshot and estimate).
     workload: String,
@@ -68,6 +70,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.workload == "gpu-share" {
         return gpu_share(&args);
     }
+    if args.workload == "dra" {
+        return dra(&args);
+    }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL
             .into_iter()
@@ -77,7 +82,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown workload {:?}: use one of {}, gpu-share, snapshot, multi, clustersnapshot, estimate or all",
+                "unknown workload {:?}: use one of {}, gpu-share, dra, snapshot, multi, clustersnapshot, estimate or all",
                 args.workload,
                 names.join(", ")
             )
@@ -152,6 +157,33 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
             r.p99_us,
             r.bytes_allocated_per_pod.unwrap_or(f64::NAN),
             r.allocs_per_pod.unwrap_or(f64::NAN),
+            r.peak_rss_mib.unwrap_or(f64::NAN),
+        )
+    })
+}
+
+/// scheduler_perf's `SchedulingWithResourceClaimTemplate/5000pods_500nodes`.
+fn dra(args: &BenchArgs) -> anyhow::Result<()> {
+    let options = BenchOptions {
+        scale_down: args.scale_down,
+        allocations: Some(alloc_counter::allocations),
+        bytes_allocated: Some(alloc_counter::bytes_allocated),
+        ..BenchOptions::default()
+    };
+    let r = run_dra(&options)?;
+    print(args, &r, || {
+        format!(
+            "dra {} nodes × {} devices, {} init and {} measured pods with a claim template: {:.0} pods/s, p50 {} µs, p99 {} µs, {:.0} bytes and {:.0} allocations/pod ({:.0} on 10× the nodes), peak RSS {:.0} MiB",
+            r.nodes,
+            r.devices_per_node,
+            r.init_pods,
+            r.measured_pods,
+            r.pods_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.bytes_allocated_per_pod.unwrap_or(f64::NAN),
+            r.allocs_per_pod.unwrap_or(f64::NAN),
+            r.allocs_per_pod_10x_nodes.unwrap_or(f64::NAN),
             r.peak_rss_mib.unwrap_or(f64::NAN),
         )
     })

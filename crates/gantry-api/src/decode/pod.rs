@@ -38,6 +38,7 @@ pub(super) fn convert_pod(
     out.terminating = pod.metadata.deletion_timestamp.is_some();
     out.controller = controller(&pod.metadata);
     out.resource_claims = crate::dra_decode::pod_resource_claims(pod, object)?.into();
+    out.claim_statuses = crate::dra_decode::pod_claim_statuses(pod);
     let status = pod.status.as_ref();
     out.phase = phase(status.and_then(|s| s.phase.as_deref()), object)?;
     out.start_time = status

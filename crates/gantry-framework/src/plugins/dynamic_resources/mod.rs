@@ -312,7 +312,7 @@ fn pod_claim(
     entry: &gantry_api::dra::PodResourceClaim,
     dra: &dyn gantry_cache::DraState,
 ) -> Result<Arc<ResourceClaim>, String> {
-    let name = entry.claim_name(&pod.name);
+    let name = pod.claim_name(entry);
     let key = ClaimKey {
         namespace: pod.namespace,
         name: Sym::new(&name),
