@@ -22,7 +22,10 @@ use gantry_api::dra::{Allocation, ClaimConsumer, ClaimKey, ResourceClaim};
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
-pub use allocator::{Allocator, PreparedClaim, PreparedRequest};
+pub use allocator::{
+    Allocator, Features, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
+    PreparedSubRequest, Stats,
+};
 use cel::Selector;
 
 use crate::{
@@ -204,21 +207,23 @@ impl DynamicResources {
                     request.name, request.device_class
                 )));
             };
-            requests.push(PreparedRequest {
-                name: request.name.clone(),
-                class: class.name,
-                mode: request.mode,
-                class_selectors: self.selectors(
-                    &class.selectors,
-                    &format!("class {}", class.name),
-                    "spec.selectors",
-                )?,
-                request_selectors: self.selectors(
-                    &request.selectors,
-                    &format!("claim {}/{}", claim.namespace, claim.name),
-                    &format!("spec.devices.requests[{j}].exactly.selectors"),
-                )?,
-            });
+            requests.push(PreparedRequest::exactly(
+                request.name.clone(),
+                PreparedSelection {
+                    class: class.name,
+                    mode: request.mode,
+                    class_selectors: self.selectors(
+                        &class.selectors,
+                        &format!("class {}", class.name),
+                        "spec.selectors",
+                    )?,
+                    request_selectors: self.selectors(
+                        &request.selectors,
+                        &format!("claim {}/{}", claim.namespace, claim.name),
+                        &format!("spec.devices.requests[{j}].exactly.selectors"),
+                    )?,
+                },
+            ));
         }
         Ok(PreparedClaim {
             claim: claim.clone(),
