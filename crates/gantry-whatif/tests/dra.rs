@@ -264,8 +264,8 @@ fn unsupported_features_are_refused_naming_the_field() {
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c}]}]}}}"#,
-            "spec.devices.requests[0].firstAvailable: a prioritized list of subrequests is not supported",
+               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c, tolerations: [{operator: Exists}]}]}]}}}"#,
+            "spec.devices.requests[0].firstAvailable[0].tolerations: a device toleration is not supported",
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},

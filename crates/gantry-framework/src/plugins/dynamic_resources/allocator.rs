@@ -441,7 +441,7 @@ impl<'a> Search<'a> {
             sub: sub.map(|s| &**s),
             result_name: match sub {
                 None => base.clone(),
-                Some(sub) => Arc::from(format!("{base}/{sub}")),
+                Some(sub) => Arc::from(subrequest_ref(base, sub)),
             },
             num_devices: 0,
             all_devices: Vec::new(),
