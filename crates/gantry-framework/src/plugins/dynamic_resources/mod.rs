@@ -12,6 +12,7 @@
 
 mod allocator;
 pub mod cel;
+pub mod score;
 mod semver;
 
 use std::collections::{BTreeSet, HashMap};
