@@ -3,9 +3,10 @@
 //! what was allocated to them) and claim templates.
 //!
 //! Only structured parameters are modelled. Features the allocator does not implement
-//! (admin access, prioritized lists, partitionable devices, device taints, consumable
-//! capacity, binding conditions, per-device node selection) are refused when decoding,
-//! with an error naming the field, so that nothing is silently ignored.
+//! (admin access, partitionable devices, device taints, consumable capacity, binding
+//! conditions, per-device node selection) are refused when decoding, with an error naming
+//! the field, so that nothing is silently ignored. Prioritized lists (`firstAvailable`,
+//! gate DRAPrioritizedList) are modelled.
 
 use std::sync::Arc;
 
@@ -136,16 +137,93 @@ pub enum AllocationMode {
     All,
 }
 
+/// Upstream's `FirstAvailableDeviceRequestMaxSize`: at most this many subrequests in a
+/// request's `firstAvailable`. The score of a subrequest is this minus its index.
+pub const FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE: usize = 8;
+
+/// What a request (`exactly`) asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceRequest {
+pub struct ExactRequest {
+    pub device_class: Sym,
+    pub selectors: Vec<Arc<str>>,
+    pub mode: AllocationMode,
+}
+
+/// One alternative of a `firstAvailable` list (`DeviceSubRequest`). Allocation results
+/// name it `<request>/<subrequest>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubRequest {
     pub name: Arc<str>,
     pub device_class: Sym,
     pub selectors: Vec<Arc<str>>,
     pub mode: AllocationMode,
 }
 
+/// How a request asks for devices: exactly one of `exactly` and `firstAvailable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestKind {
+    Exactly(ExactRequest),
+    /// Subrequests tried in order (gate DRAPrioritizedList); the first that can be
+    /// satisfied is allocated.
+    FirstAvailable(Vec<SubRequest>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRequest {
+    pub name: Arc<str>,
+    pub kind: RequestKind,
+}
+
+impl DeviceRequest {
+    /// A request with `exactly`.
+    pub fn exactly(
+        name: &str,
+        device_class: Sym,
+        selectors: Vec<Arc<str>>,
+        mode: AllocationMode,
+    ) -> DeviceRequest {
+        DeviceRequest {
+            name: Arc::from(name),
+            kind: RequestKind::Exactly(ExactRequest {
+                device_class,
+                selectors,
+                mode,
+            }),
+        }
+    }
+
+    /// The `exactly` part, if the request has one.
+    pub fn exact(&self) -> Option<&ExactRequest> {
+        match &self.kind {
+            RequestKind::Exactly(exact) => Some(exact),
+            RequestKind::FirstAvailable(_) => None,
+        }
+    }
+
+    /// The subrequests; empty for a request with `exactly`.
+    pub fn first_available(&self) -> &[SubRequest] {
+        match &self.kind {
+            RequestKind::Exactly(_) => &[],
+            RequestKind::FirstAvailable(subrequests) => subrequests,
+        }
+    }
+}
+
+/// `<request>/<subrequest>`, as allocation results and constraints name a subrequest
+/// (upstream's `CreateSubRequestRef`).
+pub fn subrequest_ref(request: &str, subrequest: &str) -> String {
+    format!("{request}/{subrequest}")
+}
+
+/// Whether a request reference names a subrequest: exactly two `/`-separated parts
+/// (upstream's `IsSubRequestRef`).
+pub fn is_subrequest_ref(reference: &str) -> bool {
+    reference.split('/').count() == 2
+}
+
 /// `matchAttribute`: every device allocated for the listed requests (all requests when
-/// empty) has the same value of the attribute.
+/// empty) has the same value of the attribute. An entry names a request (then it covers
+/// every subrequest of it) or one subrequest as `<request>/<subrequest>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchAttribute {
     pub requests: Vec<Arc<str>>,
@@ -161,6 +239,7 @@ pub struct ClaimSpec {
 /// One allocated device, for one request of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocatedDevice {
+    /// The request, or `<request>/<subrequest>` for a subrequest of `firstAvailable`.
     pub request: Arc<str>,
     pub device: DeviceId,
 }

@@ -1,6 +1,9 @@
 //! Decoding of resource.k8s.io/v1 objects (through k8s-openapi's types) into the compact
 //! DRA model, and of a pod's `spec.resourceClaims`. Unsupported features are errors that
-//! name the field.
+//! name the field. Claims and templates go through the release's API server: a field whose
+//! gate is off there (`firstAvailable`, gate DRAPrioritizedList) is dropped on create, as
+//! upstream's `dropDisabledFields` (`pkg/registry/resource/resourceclaim/strategy.go`)
+//! does, and then validated as upstream's `pkg/apis/resource/validation` does.
 
 use std::sync::Arc;
 
@@ -9,8 +12,10 @@ use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
+use crate::decode::validation;
 use crate::decode::{ObjectError, field_error, node_selector, required_name, typed};
 use crate::dra::*;
+use crate::release::{Gate, Release};
 use crate::{Quantity, Sym};
 
 /// The one API version of the DRA kinds Gantry reads.
@@ -24,12 +29,13 @@ pub const KINDS: [&str; 4] = [
     "ResourceClaimTemplate",
 ];
 
-/// Decodes one DRA object of `kind` into `out`.
+/// Decodes one DRA object of `kind` into `out`, as `release`'s API server stores it.
 pub(crate) fn add_object(
     out: &mut DraObjects,
     kind: &str,
     value: Value,
     object: &str,
+    release: Release,
 ) -> Result<(), ObjectError> {
     let version = value.get("apiVersion").and_then(Value::as_str);
     if version != Some(API_VERSION) {
@@ -50,7 +56,7 @@ pub(crate) fn add_object(
         }
         "ResourceClaim" => {
             let claim: resource::ResourceClaim = typed(value, object)?;
-            out.claims.push(resource_claim(&claim, object)?);
+            out.claims.push(resource_claim(&claim, object, release)?);
         }
         "ResourceClaimTemplate" => {
             let template: resource::ResourceClaimTemplate = typed(value, object)?;
@@ -58,7 +64,7 @@ pub(crate) fn add_object(
                 .spec
                 .as_ref()
                 .and_then(|s| s.spec.as_ref())
-                .map(|s| claim_spec(s, object, "spec.spec"))
+                .map(|s| claim_spec(s, object, "spec.spec", release))
                 .transpose()?
                 .unwrap_or_default();
             out.templates.push(ResourceClaimTemplate {
@@ -316,6 +322,7 @@ fn claim_spec(
     spec: &resource::ResourceClaimSpec,
     object: &str,
     field: &str,
+    release: Release,
 ) -> Result<ClaimSpec, ObjectError> {
     let Some(devices) = &spec.devices else {
         return Ok(ClaimSpec::default());
@@ -325,68 +332,41 @@ fn claim_spec(
     let mut out = ClaimSpec::default();
     for (i, r) in devices.requests.iter().flatten().enumerate() {
         let at = format!("{field}.devices.requests[{i}]");
-        if r.first_available.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{at}.firstAvailable"),
-                "a prioritized list of subrequests",
-            ));
-        }
-        let exact = r
-            .exactly
-            .as_ref()
-            .ok_or_else(|| field_error(object, format!("{at}.exactly"), "required"))?;
-        if exact.admin_access.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{at}.exactly.adminAccess"),
-                "admin access",
-            ));
-        }
-        if exact.tolerations.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{at}.exactly.tolerations"),
-                "a device toleration",
-            ));
-        }
-        if exact.capacity.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{at}.exactly.capacity"),
-                "consumable capacity",
-            ));
-        }
-        let mode = match exact.allocation_mode.as_deref().unwrap_or("ExactCount") {
-            "ExactCount" => {
-                let count = exact.count.unwrap_or(1);
-                if !(1..=ALLOCATION_RESULTS_MAX_SIZE as i64).contains(&count) {
-                    return Err(field_error(
-                        object,
-                        format!("{at}.exactly.count"),
-                        format!("must be 1 to {ALLOCATION_RESULTS_MAX_SIZE}, not {count}"),
-                    ));
-                }
-                AllocationMode::ExactCount(count as u32)
-            }
-            "All" => AllocationMode::All,
-            other => {
+        // With the gate off the API server drops `firstAvailable` on create.
+        let first_available = r
+            .first_available
+            .as_deref()
+            .filter(|list| release.enabled(Gate::DRAPrioritizedList) && !list.is_empty());
+        let kind = match (&r.exactly, first_available) {
+            (None, None) => {
                 return Err(field_error(
                     object,
-                    format!("{at}.exactly.allocationMode"),
-                    format!("{other:?} is not ExactCount or All"),
+                    at,
+                    validation::required(
+                        "exactly one of `exactly` or `firstAvailable` is required",
+                    ),
                 ));
             }
+            (Some(_), Some(_)) => {
+                return Err(field_error(
+                    object,
+                    at,
+                    validation::invalid(
+                        "null",
+                        "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set",
+                    ),
+                ));
+            }
+            (Some(exact), None) => RequestKind::Exactly(exact_request(exact, object, &at)?),
+            (None, Some(list)) => RequestKind::FirstAvailable(subrequests(
+                list,
+                object,
+                &format!("{at}.firstAvailable"),
+            )?),
         };
         out.requests.push(DeviceRequest {
             name: Arc::from(r.name.as_str()),
-            device_class: Sym::new(&exact.device_class_name),
-            selectors: selectors(
-                exact.selectors.as_ref(),
-                object,
-                &format!("{at}.exactly.selectors"),
-            )?,
-            mode,
+            kind,
         });
     }
     for (i, c) in devices.constraints.iter().flatten().enumerate() {
@@ -409,6 +389,9 @@ fn claim_spec(
                 format!("{attribute:?} is not a fully qualified name (domain/name)"),
             ));
         };
+        for (j, name) in c.requests.iter().flatten().enumerate() {
+            request_ref(&out.requests, name, object, &format!("{at}.requests[{j}]"))?;
+        }
         out.constraints.push(MatchAttribute {
             requests: c
                 .requests
@@ -425,16 +408,215 @@ fn claim_spec(
     Ok(out)
 }
 
+/// A request's `exactly`.
+fn exact_request(
+    exact: &resource::ExactDeviceRequest,
+    object: &str,
+    at: &str,
+) -> Result<ExactRequest, ObjectError> {
+    if exact.admin_access.is_some() {
+        return Err(unsupported(
+            object,
+            format!("{at}.exactly.adminAccess"),
+            "admin access",
+        ));
+    }
+    if exact.tolerations.is_some() {
+        return Err(unsupported(
+            object,
+            format!("{at}.exactly.tolerations"),
+            "a device toleration",
+        ));
+    }
+    if exact.capacity.is_some() {
+        return Err(unsupported(
+            object,
+            format!("{at}.exactly.capacity"),
+            "consumable capacity",
+        ));
+    }
+    let mode = match exact.allocation_mode.as_deref().unwrap_or("ExactCount") {
+        "ExactCount" => {
+            let count = exact.count.unwrap_or(1);
+            if !(1..=ALLOCATION_RESULTS_MAX_SIZE as i64).contains(&count) {
+                return Err(field_error(
+                    object,
+                    format!("{at}.exactly.count"),
+                    format!("must be 1 to {ALLOCATION_RESULTS_MAX_SIZE}, not {count}"),
+                ));
+            }
+            AllocationMode::ExactCount(count as u32)
+        }
+        "All" => AllocationMode::All,
+        other => {
+            return Err(field_error(
+                object,
+                format!("{at}.exactly.allocationMode"),
+                format!("{other:?} is not ExactCount or All"),
+            ));
+        }
+    };
+    Ok(ExactRequest {
+        device_class: Sym::new(&exact.device_class_name),
+        selectors: selectors(
+            exact.selectors.as_ref(),
+            object,
+            &format!("{at}.exactly.selectors"),
+        )?,
+        mode,
+    })
+}
+
+/// A request's `firstAvailable` (at `at`), validated as upstream's
+/// `validateDeviceSubRequest` and `validateSet` do: names are RFC 1123 labels and unique,
+/// a class is named, `count` is above zero for `ExactCount` and absent for `All`, at most
+/// [`FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE`] entries. Unlike `exactly.count`, a count
+/// above the allocation result limit is accepted, as the API server accepts it: the
+/// allocator then moves on to the next subrequest.
+fn subrequests(
+    list: &[resource::DeviceSubRequest],
+    object: &str,
+    at: &str,
+) -> Result<Vec<SubRequest>, ObjectError> {
+    let mut out = Vec::with_capacity(list.len());
+    for (k, sub) in list.iter().enumerate() {
+        let sat = format!("{at}[{k}]");
+        validation::check(
+            validation::dns1123_label(&sub.name),
+            object,
+            &format!("{sat}.name"),
+            &sub.name,
+        )?;
+        if sub.device_class_name.is_empty() {
+            return Err(field_error(
+                object,
+                format!("{sat}.deviceClassName"),
+                validation::required(""),
+            ));
+        }
+        validation::check(
+            validation::dns1123_subdomain(&sub.device_class_name),
+            object,
+            &format!("{sat}.deviceClassName"),
+            &sub.device_class_name,
+        )?;
+        let selectors = selectors(sub.selectors.as_ref(), object, &format!("{sat}.selectors"))?;
+        let mode = match sub.allocation_mode.as_deref().unwrap_or("ExactCount") {
+            "ExactCount" => {
+                let count = sub.count.unwrap_or(1);
+                if count <= 0 {
+                    return Err(field_error(
+                        object,
+                        format!("{sat}.count"),
+                        format!("Invalid value: {count}: must be greater than zero"),
+                    ));
+                }
+                // Any count above the limit of 32 results behaves the same.
+                AllocationMode::ExactCount(u32::try_from(count).unwrap_or(u32::MAX))
+            }
+            "All" => {
+                if let Some(count) = sub.count.filter(|c| *c != 0) {
+                    return Err(field_error(
+                        object,
+                        format!("{sat}.count"),
+                        format!(
+                            "Invalid value: {count}: must not be specified when allocationMode is 'All'"
+                        ),
+                    ));
+                }
+                AllocationMode::All
+            }
+            other => {
+                return Err(field_error(
+                    object,
+                    format!("{sat}.allocationMode"),
+                    validation::not_supported(other, &["All", "ExactCount"]),
+                ));
+            }
+        };
+        if sub.tolerations.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{sat}.tolerations"),
+                "a device toleration",
+            ));
+        }
+        if sub.capacity.is_some() {
+            return Err(unsupported(
+                object,
+                format!("{sat}.capacity"),
+                "consumable capacity",
+            ));
+        }
+        out.push(SubRequest {
+            name: Arc::from(sub.name.as_str()),
+            device_class: Sym::new(&sub.device_class_name),
+            selectors,
+            mode,
+        });
+    }
+    if list.len() > FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE {
+        return Err(field_error(
+            object,
+            at,
+            format!(
+                "Too many: {}: must have at most {FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE} items",
+                list.len()
+            ),
+        ));
+    }
+    for (k, sub) in list.iter().enumerate() {
+        if list[..k].iter().any(|earlier| earlier.name == sub.name) {
+            return Err(field_error(
+                object,
+                format!("{at}[{k}]"),
+                validation::duplicate(&sub.name),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Upstream's `validateRequestNameRef`: a constraint names a request of the claim, or a
+/// request and one of its subrequests as `<request>/<subrequest>`.
+fn request_ref(
+    requests: &[DeviceRequest],
+    name: &str,
+    object: &str,
+    at: &str,
+) -> Result<(), ObjectError> {
+    const MUST: &str = "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'";
+    let segments: Vec<&str> = name.split('/').collect();
+    if segments.len() > 2 {
+        return Err(field_error(object, at, validation::invalid(name, MUST)));
+    }
+    for segment in &segments {
+        validation::check(validation::dns1123_label(segment), object, at, name)?;
+    }
+    let found = requests
+        .iter()
+        .find(|r| &*r.name == segments[0])
+        .is_some_and(|r| match segments.get(1) {
+            None => true,
+            Some(sub) => r.first_available().iter().any(|s| &*s.name == *sub),
+        });
+    if !found {
+        return Err(field_error(object, at, validation::invalid(name, MUST)));
+    }
+    Ok(())
+}
+
 fn resource_claim(
     claim: &resource::ResourceClaim,
     object: &str,
+    release: Release,
 ) -> Result<ResourceClaim, ObjectError> {
     let name = required_name(&claim.metadata, object)?;
     let namespace = namespace(&claim.metadata);
     let spec = claim
         .spec
         .as_ref()
-        .map(|s| claim_spec(s, object, "spec"))
+        .map(|s| claim_spec(s, object, "spec", release))
         .transpose()?
         .unwrap_or_default();
     let status = claim.status.as_ref();

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use gantry_api::Sym;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::*;
+use gantry_api::{Release, Sym};
 
 const OBJECTS: &str = r#"
 apiVersion: resource.k8s.io/v1
@@ -99,9 +99,10 @@ fn slices_claims_and_pod_claims_decode() {
     let claim = &objects.dra.claims[0];
     assert_eq!(claim.key().namespace, Sym::new("team"));
     assert_eq!(claim.owner_pod.as_deref(), Some("pod-uid"));
-    assert_eq!(claim.spec.requests[0].mode, AllocationMode::All);
-    assert_eq!(claim.spec.requests[1].mode, AllocationMode::ExactCount(2));
-    assert_eq!(claim.spec.requests[1].selectors.len(), 1);
+    let exact = |i: usize| claim.spec.requests[i].exact().unwrap();
+    assert_eq!(exact(0).mode, AllocationMode::All);
+    assert_eq!(exact(1).mode, AllocationMode::ExactCount(2));
+    assert_eq!(exact(1).selectors.len(), 1);
     assert_eq!(
         claim.spec.constraints[0].attribute,
         qualified("nic.example.com", "speed")
@@ -181,5 +182,193 @@ fn bad_dra_fields_are_named() {
     for (text, expected) in cases.into_iter().chain(limits) {
         let error = ClusterObjects::decode(&text, "in").unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");
+    }
+}
+
+/// A claim with `firstAvailable` (gate DRAPrioritizedList, on by default from v1.34).
+const PRIORITIZED: &str = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu, namespace: team}
+spec:
+  devices:
+    requests:
+    - name: nic
+      exactly: {deviceClassName: nic}
+    - name: gpu
+      firstAvailable:
+      - name: big
+        deviceClassName: gpu.example.com
+        selectors: [{cel: {expression: 'device.attributes["gpu.example.com"].memory >= 80'}}]
+      - {name: small, deviceClassName: gpu.example.com, count: 2}
+      - {name: all, deviceClassName: gpu.example.com, allocationMode: All}
+      - {name: many, deviceClassName: gpu.example.com, count: 40}
+    constraints:
+    - {matchAttribute: gpu.example.com/numa, requests: [nic, gpu]}
+    - {matchAttribute: gpu.example.com/pcie, requests: [gpu/small]}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu/small, driver: gpu.example.com, pool: p, device: d0}]
+"#;
+
+#[test]
+fn first_available_decodes_with_the_gate_on() {
+    let objects = ClusterObjects::decode(PRIORITIZED, "claim.yaml").unwrap();
+    let claim = &objects.dra.claims[0];
+    assert_eq!(
+        claim.spec.requests[0].exact().unwrap().device_class,
+        Sym::new("nic")
+    );
+    assert!(claim.spec.requests[0].first_available().is_empty());
+    let gpu = &claim.spec.requests[1];
+    assert!(gpu.exact().is_none());
+    let subs = gpu.first_available();
+    let names: Vec<&str> = subs.iter().map(|s| &*s.name).collect();
+    assert_eq!(names, ["big", "small", "all", "many"]);
+    assert_eq!(subs[0].device_class, Sym::new("gpu.example.com"));
+    assert_eq!(subs[0].selectors.len(), 1);
+    assert_eq!(
+        subs[0].mode,
+        AllocationMode::ExactCount(1),
+        "count defaults to 1"
+    );
+    assert_eq!(subs[1].mode, AllocationMode::ExactCount(2));
+    assert_eq!(subs[2].mode, AllocationMode::All);
+    assert_eq!(
+        subs[3].mode,
+        AllocationMode::ExactCount(40),
+        "the API server takes any count above zero; the allocator skips what cannot fit"
+    );
+    assert_eq!(&*claim.spec.constraints[1].requests[0], "gpu/small");
+    let allocation = claim.allocation.as_ref().unwrap();
+    assert_eq!(&*allocation.devices[0].request, "gpu/small");
+    assert!(is_subrequest_ref(&allocation.devices[0].request));
+    assert!(!is_subrequest_ref("gpu") && !is_subrequest_ref("a/b/c"));
+}
+
+/// With the gate off the API server drops `firstAvailable` on create (as upstream's
+/// `dropDisabledDRAPrioritizedListFields`); a request left with neither field is then
+/// refused, one that also has `exactly` keeps it.
+#[test]
+fn first_available_is_dropped_with_the_gate_off() {
+    let off = Release::parse(Some("1.34"), Some("DRAPrioritizedList=false")).unwrap();
+    let mut objects = ClusterObjects::for_release(off);
+    let error = objects
+        .decode_more(PRIORITIZED, "claim.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(
+            "ResourceClaim team/gpu: spec.devices.requests[1]: Required value: exactly one of `exactly` or `firstAvailable` is required"
+        ),
+        "{error}"
+    );
+    let both = "{apiVersion: resource.k8s.io/v1, kind: ResourceClaimTemplate, metadata: {name: t},
+        spec: {spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c},
+          firstAvailable: [{name: s, deviceClassName: d}]}]}}}}";
+    let mut objects = ClusterObjects::for_release(off);
+    objects.decode_more(both, "t.yaml").unwrap();
+    let request = &objects.dra.templates[0].spec.requests[0];
+    assert_eq!(request.exact().unwrap().device_class, Sym::new("c"));
+    assert!(request.first_available().is_empty());
+    // v1.33 had the gate off by default; the field is dropped there too.
+    let mut objects = ClusterObjects::for_release(Release::at(33));
+    assert!(objects.decode_more(both, "t.yaml").is_ok());
+    // With the gate on, both fields are refused.
+    let error = ClusterObjects::decode(both, "t.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(
+            "ResourceClaimTemplate t: spec.spec.devices.requests[0]: Invalid value: \"null\": exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"
+        ),
+        "{error}"
+    );
+}
+
+/// Upstream's `validateDeviceSubRequest`, `validateSet` and `validateRequestNameRef`.
+#[test]
+fn bad_subrequests_are_named() {
+    let claim = |requests: &str, constraints: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {{name: c}},
+              spec: {{devices: {{requests: [{requests}], constraints: [{constraints}]}}}}}}"
+        )
+    };
+    let subs = |list: &str| claim(&format!("{{name: r, firstAvailable: [{list}]}}"), "");
+    let nine: Vec<String> = (0..9)
+        .map(|i| format!("{{name: s{i}, deviceClassName: c}}"))
+        .collect();
+    let cases = [
+        (
+            subs("{name: a, deviceClassName: c}, {name: b}"),
+            "ResourceClaim c: spec.devices.requests[0].firstAvailable[1].deviceClassName: Required value",
+        ),
+        (
+            subs("{name: A, deviceClassName: c}"),
+            "spec.devices.requests[0].firstAvailable[0].name: Invalid value: \"A\": a lowercase RFC 1123 label",
+        ),
+        (
+            subs("{name: a, deviceClassName: Bad_Class}"),
+            "spec.devices.requests[0].firstAvailable[0].deviceClassName: Invalid value: \"Bad_Class\": a lowercase RFC 1123 subdomain",
+        ),
+        (
+            subs("{name: a, deviceClassName: c, count: 0}"),
+            "spec.devices.requests[0].firstAvailable[0].count: Invalid value: 0: must be greater than zero",
+        ),
+        (
+            subs("{name: a, deviceClassName: c, allocationMode: All, count: 2}"),
+            "spec.devices.requests[0].firstAvailable[0].count: Invalid value: 2: must not be specified when allocationMode is 'All'",
+        ),
+        (
+            subs("{name: a, deviceClassName: c, allocationMode: Some}"),
+            "spec.devices.requests[0].firstAvailable[0].allocationMode: Unsupported value: \"Some\": supported values: \"All\", \"ExactCount\"",
+        ),
+        (
+            subs("{name: a, deviceClassName: c, selectors: [{}]}"),
+            "spec.devices.requests[0].firstAvailable[0].selectors[0].cel: required",
+        ),
+        (
+            subs("{name: a, deviceClassName: c}, {name: a, deviceClassName: d}"),
+            "spec.devices.requests[0].firstAvailable[1]: Duplicate value: \"a\"",
+        ),
+        (
+            subs(&nine.join(", ")),
+            "spec.devices.requests[0].firstAvailable: Too many: 9: must have at most 8 items",
+        ),
+        (
+            subs("{name: a, deviceClassName: c, tolerations: [{operator: Exists}]}"),
+            "spec.devices.requests[0].firstAvailable[0].tolerations: a device toleration is not supported",
+        ),
+        (
+            claim("{name: r}", ""),
+            "spec.devices.requests[0]: Required value: exactly one of `exactly` or `firstAvailable` is required",
+        ),
+        (
+            claim(
+                "{name: r, firstAvailable: [{name: a, deviceClassName: c}]}",
+                "{matchAttribute: d.example.com/a, requests: [r/b]}",
+            ),
+            "spec.devices.constraints[0].requests[0]: Invalid value: \"r/b\": must be the name of a request in the claim or the name of a request and a subrequest separated by '/'",
+        ),
+        (
+            claim(
+                "{name: r, exactly: {deviceClassName: c}}",
+                "{matchAttribute: d.example.com/a, requests: [r/a]}",
+            ),
+            "spec.devices.constraints[0].requests[0]: Invalid value: \"r/a\": must be the name",
+        ),
+        (
+            claim(
+                "{name: r, exactly: {deviceClassName: c}}",
+                "{matchAttribute: d.example.com/a, requests: [x]}",
+            ),
+            "spec.devices.constraints[0].requests[0]: Invalid value: \"x\": must be the name",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = ClusterObjects::decode(&text, "in").unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}\n  expected: {expected}");
     }
 }

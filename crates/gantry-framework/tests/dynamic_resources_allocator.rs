@@ -8,7 +8,10 @@ use std::sync::Arc;
 use gantry_api::dra::*;
 use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Resources, Sym};
 use gantry_framework::plugins::dynamic_resources::cel::Selector;
-use gantry_framework::plugins::dynamic_resources::{Allocator, PreparedClaim, PreparedRequest};
+use gantry_framework::plugins::dynamic_resources::{
+    Allocator, Features, PreparedClaim, PreparedRequest, PreparedSelection, PreparedSubRequest,
+    Stats,
+};
 
 type DeviceSet = std::collections::HashSet<DeviceId, foldhash::fast::RandomState>;
 
@@ -30,15 +33,32 @@ fn selectors(expressions: &[String]) -> Arc<[Arc<Selector>]> {
         .collect()
 }
 
-/// A request of `count` devices (`None`: All) of the class selecting `driver`.
-fn request(name: &str, driver: &str, count: Option<u32>, cel: &[String]) -> PreparedRequest {
-    PreparedRequest {
-        name: Arc::from(name),
+/// `count` devices (`None`: All) of the class selecting `driver`.
+fn selection(driver: &str, count: Option<u32>, cel: &[String]) -> PreparedSelection {
+    PreparedSelection {
         class: sym(&format!("class-{driver}")),
         mode: count.map_or(AllocationMode::All, AllocationMode::ExactCount),
         class_selectors: selectors(&[format!("device.driver == \"{driver}\"")]),
         request_selectors: selectors(cel),
     }
+}
+
+/// A request (`exactly`) of `count` devices (`None`: All) of the class selecting `driver`.
+fn request(name: &str, driver: &str, count: Option<u32>, cel: &[String]) -> PreparedRequest {
+    PreparedRequest::exactly(name, selection(driver, count, cel))
+}
+
+/// A subrequest of `count` devices (`None`: All) of the class selecting `driver`.
+fn sub(name: &str, driver: &str, count: Option<u32>, cel: &[String]) -> PreparedSubRequest {
+    PreparedSubRequest {
+        name: Arc::from(name),
+        selection: selection(driver, count, cel),
+    }
+}
+
+/// A request with `firstAvailable`.
+fn prioritized(name: &str, subrequests: Vec<PreparedSubRequest>) -> PreparedRequest {
+    PreparedRequest::first_available(name, subrequests)
 }
 
 fn claim(
@@ -141,21 +161,56 @@ fn node(name: &str) -> Node {
 /// One allocated device: request, driver, pool, device.
 type Picked = (String, String, String, String);
 
+/// What [`allocate`] returns: the devices of each claim, or why not.
+type Outcome = Result<Option<Vec<Vec<Picked>>>, String>;
+
 fn allocate(
     claims: Vec<PreparedClaim>,
     slices: Vec<Arc<ResourceSlice>>,
     node_name: &str,
-) -> Result<Option<Vec<Vec<Picked>>>, String> {
+) -> Outcome {
+    allocate_with(claims, slices, node_name, &[], Features::default()).0
+}
+
+/// [`allocate`] with devices already allocated (driver, pool, device), the features, and
+/// the search's statistics.
+fn allocate_with(
+    claims: Vec<PreparedClaim>,
+    slices: Vec<Arc<ResourceSlice>>,
+    node_name: &str,
+    allocated: &[(&str, &str, &str)],
+    features: Features,
+) -> (Outcome, Stats) {
     let node = node(node_name);
     let (local, shared): (Vec<_>, Vec<_>) =
         slices.into_iter().partition(|s| s.node_name().is_some());
     let allocator = Allocator {
         claims,
-        allocated: nothing_allocated(),
+        allocated: Arc::new(
+            allocated
+                .iter()
+                .map(|(driver, pool, device)| DeviceId {
+                    driver: sym(driver),
+                    pool: sym(pool),
+                    device: sym(device),
+                })
+                .collect::<DeviceSet>(),
+        ),
         shared_slices: shared,
     };
-    let result = allocator.allocate(&node, &local)?;
-    Ok(result.map(|allocations| {
+    let (result, stats) = allocator.allocate_with(&node, &local, features);
+    (
+        result.map(|r| r.map(|allocations| picked(allocations, &local, node_name))),
+        stats,
+    )
+}
+
+fn picked(
+    allocations: Vec<Allocation>,
+    local: &[Arc<ResourceSlice>],
+    node_name: &str,
+) -> Vec<Vec<Picked>> {
+    {
         allocations
             .into_iter()
             .map(|a| {
@@ -182,7 +237,7 @@ fn allocate(
                     .collect()
             })
             .collect()
-    }))
+    }
 }
 
 fn local_selector(node: &str) -> NodeSelector {
@@ -595,4 +650,936 @@ fn allocated_devices_are_taken() {
         shared_slices: Vec::new(),
     };
     assert_eq!(allocator.allocate(&node("node-1"), &slices), Ok(None));
+}
+
+// Prioritized lists (`firstAvailable`). Unless said otherwise, each test below is a row
+// of upstream's shared table, `TestAllocator` in
+// `staging/src/k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting/
+// allocator_testing.go` (the v1.35 table), under the same name. Upstream's claims have no
+// namespace; these are in `default`. Device configs (`prioritized-list-device-config`,
+// `prioritized-list-class-config`) are not modelled: only the devices are compared.
+
+const SUB_0: &str = "subReq-0";
+const SUB_1: &str = "subReq-1";
+
+/// `count` devices `device-0` .. on one slice.
+fn many_devices(
+    name: &str,
+    node: &str,
+    pool: &str,
+    driver: &str,
+    count: usize,
+) -> Arc<ResourceSlice> {
+    slice(
+        name,
+        node,
+        pool,
+        driver,
+        (0..count)
+            .map(|i| device(&format!("device-{i}"), None, Vec::new()))
+            .collect(),
+    )
+}
+
+fn one_claim(
+    requests: Vec<PreparedRequest>,
+    constraints: Vec<MatchAttribute>,
+) -> Vec<PreparedClaim> {
+    vec![claim("claim-0", requests, constraints)]
+}
+
+fn version(v: &str) -> Vec<(&'static str, AttributeValue)> {
+    vec![("driverVersion", AttributeValue::Version(Arc::from(v)))]
+}
+
+fn match_version(requests: &[&str]) -> MatchAttribute {
+    MatchAttribute {
+        requests: requests.iter().map(|r| Arc::from(*r)).collect(),
+        attribute: QualifiedName {
+            domain: sym(DRIVER_A),
+            id: sym("driverVersion"),
+        },
+    }
+}
+
+fn results(
+    request: &str,
+    driver: &str,
+    pool: &str,
+    devices: std::ops::Range<usize>,
+) -> Vec<Picked> {
+    devices
+        .map(|i| result(request, driver, pool, &format!("device-{i}")))
+        .collect()
+}
+
+#[test]
+fn all_devices_slice_without_devices_prioritized_list() {
+    let claims = || {
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, None, &[]),
+                    sub(SUB_1, DRIVER_B, Some(1), &[]),
+                ],
+            )],
+            vec![],
+        )
+    };
+    let expected = Ok(Some(vec![vec![result(
+        "req-0/subReq-1",
+        DRIVER_B,
+        "pool-2",
+        "device-1",
+    )]]));
+    // all-devices-slice-without-devices-prioritized-list
+    assert_eq!(
+        allocate(
+            claims(),
+            vec![
+                slice("slice-1", "node-1", "pool-1", DRIVER_A, vec![]),
+                one_device("slice-2", "node-1", "pool-2", DRIVER_B),
+            ],
+            "node-1"
+        ),
+        expected
+    );
+    // all-devices-no-slices-prioritized-list
+    assert_eq!(
+        allocate(
+            claims(),
+            vec![one_device("slice-2", "node-1", "pool-2", DRIVER_B)],
+            "node-1"
+        ),
+        expected
+    );
+    // all-devices-some-allocated-prioritized-list: `All` takes every device or none.
+    let (got, _) = allocate_with(
+        claims(),
+        vec![
+            slice(
+                "slice-1",
+                "node-1",
+                "pool-1",
+                DRIVER_A,
+                vec![
+                    device("device-1", None, vec![]),
+                    device("device-2", None, vec![]),
+                ],
+            ),
+            one_device("slice-2", "node-1", "pool-2", DRIVER_B),
+        ],
+        "node-1",
+        &[(DRIVER_A, "pool-1", "device-1")],
+        Features::default(),
+    );
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn prioritized_list_first_unavailable_and_non_available() {
+    // prioritized-list-first-unavailable
+    let got = allocate(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_B, Some(1), &[]),
+                    sub(SUB_1, DRIVER_A, Some(1), &[]),
+                ],
+            )],
+            vec![],
+        ),
+        vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![result(
+            "req-0/subReq-1",
+            DRIVER_A,
+            "pool-1",
+            "device-1"
+        )]]))
+    );
+    // prioritized-list-non-available
+    let got = allocate(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_B, Some(2), &[]),
+                    sub(SUB_1, DRIVER_A, Some(2), &[]),
+                ],
+            )],
+            vec![],
+        ),
+        vec![
+            one_device("slice-1", "node-1", "pool-1", DRIVER_A),
+            one_device("slice-2", "node-1", "pool-2", DRIVER_B),
+        ],
+        "node-1",
+    );
+    assert_eq!(got, Ok(None));
+}
+
+/// prioritized-list-device-config and prioritized-list-class-config (devices only).
+#[test]
+fn prioritized_list_second_subrequest_gets_two_devices() {
+    let two_b = vec![
+        device("device-1", None, vec![]),
+        device("device-2", None, vec![]),
+    ];
+    let expected = Ok(Some(vec![vec![
+        result("req-0/subReq-1", DRIVER_B, "pool-1", "device-1"),
+        result("req-0/subReq-1", DRIVER_B, "pool-1", "device-2"),
+    ]]));
+    let got = allocate(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(1), &[]),
+                    sub(SUB_1, DRIVER_B, Some(2), &[]),
+                ],
+            )],
+            vec![],
+        ),
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_B,
+            two_b.clone(),
+        )],
+        "node-1",
+    );
+    assert_eq!(got, expected, "prioritized-list-device-config");
+    let got = allocate(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(2), &[]),
+                    sub(SUB_1, DRIVER_B, Some(2), &[]),
+                ],
+            )],
+            vec![],
+        ),
+        vec![
+            slice("slice-1", "node-1", "pool-1", DRIVER_B, two_b),
+            slice(
+                "slice-2",
+                "node-1",
+                "pool-2",
+                DRIVER_A,
+                vec![device("device-3", None, vec![])],
+            ),
+        ],
+        "node-1",
+    );
+    assert_eq!(got, expected, "prioritized-list-class-config");
+}
+
+#[test]
+fn prioritized_list_subrequests_with_expressions() {
+    let got = allocate(
+        one_claim(
+            vec![
+                request("req-0", DRIVER_A, Some(1), &memory_at_least("1Gi")),
+                prioritized(
+                    "req-1",
+                    vec![
+                        sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("4Gi")),
+                        sub(SUB_1, DRIVER_A, Some(2), &memory_at_least("2Gi")),
+                    ],
+                ),
+            ],
+            vec![],
+        ),
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![
+                device("device-1", Some("2Gi"), vec![]),
+                device("device-2", Some("2Gi"), vec![]),
+                device("device-3", Some("1Gi"), vec![]),
+            ],
+        )],
+        "node-1",
+    );
+    // req-0 first takes device-1; backtracking hands it device-3.
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-3"),
+            result("req-1/subReq-1", DRIVER_A, "pool-1", "device-1"),
+            result("req-1/subReq-1", DRIVER_A, "pool-1", "device-2"),
+        ]]))
+    );
+}
+
+/// prioritized-list-subrequests-with-constraints-ref-parent-request and
+/// prioritized-list-subrequests-with-constraints-ref-sub-request: a constraint naming the
+/// parent covers every subrequest; one naming `req-1/subReq-0` leaves `subReq-1` free.
+#[test]
+fn prioritized_list_constraints_name_parent_or_subrequest() {
+    let requests = || {
+        vec![
+            request("req-0", DRIVER_A, Some(1), &memory_at_least("8Gi")),
+            prioritized(
+                "req-1",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("2Gi")),
+                    sub(SUB_1, DRIVER_A, Some(1), &memory_at_least("1Gi")),
+                ],
+            ),
+        ]
+    };
+    let big = || {
+        slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![device("device-1", Some("8Gi"), version("1.0.0"))],
+        )
+    };
+    let got = allocate(
+        one_claim(requests(), vec![match_version(&["req-0", "req-1"])]),
+        vec![
+            big(),
+            slice(
+                "slice-2",
+                "node-1",
+                "pool-2",
+                DRIVER_A,
+                vec![
+                    device("device-2", Some("2Gi"), version("2.0.0")),
+                    device("device-3", Some("1Gi"), version("1.0.0")),
+                ],
+            ),
+        ],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-1/subReq-1", DRIVER_A, "pool-2", "device-3"),
+        ]])),
+        "ref-parent-request"
+    );
+    let got = allocate(
+        one_claim(
+            requests(),
+            vec![match_version(&["req-0", "req-1/subReq-0"])],
+        ),
+        vec![
+            big(),
+            slice(
+                "slice-2",
+                "node-1",
+                "pool-2",
+                DRIVER_A,
+                vec![device("device-2", Some("2Gi"), version("2.0.0"))],
+            ),
+        ],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-1/subReq-1", DRIVER_A, "pool-2", "device-2"),
+        ]])),
+        "ref-sub-request"
+    );
+}
+
+/// prioritized-list-subrequests-with-allocation-mode-all, prioritized-list-allocation-mode-all
+/// and prioritized-list-allocation-mode-all-multiple-requests: an `All` subrequest one of
+/// whose devices is taken (by another claim, or by an earlier request of the claim) gives
+/// way to the next subrequest.
+#[test]
+fn prioritized_list_allocation_mode_all() {
+    let two = || {
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![
+                device("device-1", None, vec![]),
+                device("device-2", None, vec![]),
+            ],
+        )]
+    };
+    let all_then_one = || {
+        prioritized(
+            "req-0",
+            vec![
+                sub(SUB_0, DRIVER_A, None, &[]),
+                sub(SUB_1, DRIVER_A, Some(1), &[]),
+            ],
+        )
+    };
+    for (taken, free) in [("device-1", "device-2"), ("device-2", "device-1")] {
+        let (got, _) = allocate_with(
+            one_claim(vec![all_then_one()], vec![]),
+            two(),
+            "node-1",
+            &[(DRIVER_A, "pool-1", taken)],
+            Features::default(),
+        );
+        assert_eq!(
+            got,
+            Ok(Some(vec![vec![result(
+                "req-0/subReq-1",
+                DRIVER_A,
+                "pool-1",
+                free
+            )]])),
+            "{taken} allocated"
+        );
+    }
+    let got = allocate(
+        one_claim(
+            vec![
+                request("req-0", DRIVER_A, Some(1), &[]),
+                prioritized(
+                    "req-1",
+                    vec![
+                        sub(SUB_0, DRIVER_A, None, &[]),
+                        sub(SUB_1, DRIVER_A, Some(1), &[]),
+                    ],
+                ),
+            ],
+            vec![],
+        ),
+        two(),
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-1/subReq-1", DRIVER_A, "pool-1", "device-2"),
+        ]])),
+        "multiple-requests"
+    );
+}
+
+#[test]
+fn prioritized_list_disabled() {
+    let (got, _) = allocate_with(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![sub(SUB_0, DRIVER_A, Some(1), &[])],
+            )],
+            vec![],
+        ),
+        vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
+        "node-1",
+        &[],
+        Features {
+            prioritized_list: false,
+        },
+    );
+    let error = got.unwrap_err();
+    assert!(
+        error.contains(
+            "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled"
+        ),
+        "{error}"
+    );
+}
+
+/// prioritized-list-multi-request and prioritized-list-with-backtracking: the plain request
+/// wants the 8Gi device; the prioritized one settles for its second choice, before or
+/// after it.
+#[test]
+fn prioritized_list_multi_request_and_backtracking() {
+    let slices = || {
+        vec![
+            slice(
+                "slice-1",
+                "node-1",
+                "pool-1",
+                DRIVER_A,
+                vec![device("device-1", Some("8Gi"), vec![])],
+            ),
+            slice(
+                "slice-2",
+                "node-1",
+                "pool-2",
+                DRIVER_A,
+                vec![device("device-2", Some("4Gi"), vec![])],
+            ),
+        ]
+    };
+    let list = |name: &str| {
+        prioritized(
+            name,
+            vec![
+                sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("8Gi")),
+                sub(SUB_1, DRIVER_A, Some(1), &memory_at_least("4Gi")),
+            ],
+        )
+    };
+    let plain = |name: &str| request(name, DRIVER_A, Some(1), &memory_at_least("8Gi"));
+    let got = allocate(
+        one_claim(vec![plain("req-1"), list("req-0")], vec![]),
+        slices(),
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-1", DRIVER_A, "pool-1", "device-1"),
+            result("req-0/subReq-1", DRIVER_A, "pool-2", "device-2"),
+        ]])),
+        "prioritized-list-multi-request"
+    );
+    let got = allocate(
+        one_claim(vec![list("req-0"), plain("req-1")], vec![]),
+        slices(),
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0/subReq-1", DRIVER_A, "pool-2", "device-2"),
+            result("req-1", DRIVER_A, "pool-1", "device-1"),
+        ]])),
+        "prioritized-list-with-backtracking"
+    );
+}
+
+/// prioritized-list-too-many-in-first-subrequest: a subrequest over the limit of 32
+/// results is skipped, not an error.
+#[test]
+fn prioritized_list_too_many_in_first_subrequest() {
+    let got = allocate(
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_B, Some(500), &[]),
+                    sub(SUB_1, DRIVER_A, Some(1), &[]),
+                ],
+            )],
+            vec![],
+        ),
+        vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![result(
+            "req-0/subReq-1",
+            DRIVER_A,
+            "pool-1",
+            "device-1"
+        )]]))
+    );
+}
+
+/// prioritized-list-max-allocation-limit-request: two lists of (32, 16) devices settle on
+/// 16 + 16, and the search takes upstream's number of steps (75).
+#[test]
+fn prioritized_list_max_allocation_limit_request() {
+    let list = |name: &str| {
+        prioritized(
+            name,
+            vec![
+                sub(SUB_0, DRIVER_A, Some(32), &[]),
+                sub(SUB_1, DRIVER_A, Some(16), &[]),
+            ],
+        )
+    };
+    let (got, stats) = allocate_with(
+        one_claim(vec![list("req-0"), list("req-1")], vec![]),
+        vec![many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 64)],
+        "node-1",
+        &[],
+        Features::default(),
+    );
+    let mut expected = results("req-0/subReq-1", DRIVER_A, "pool-1", 0..16);
+    expected.extend(results("req-1/subReq-1", DRIVER_A, "pool-1", 16..32));
+    assert_eq!(got, Ok(Some(vec![expected])));
+    assert_eq!(stats.allocate_one_calls, 75);
+}
+
+/// prioritized-list-max-allocation-allocation-mode-all: `All` (31 devices) plus two more
+/// would go over 32, so the second subrequest (2 devices) is taken; 42 steps upstream.
+#[test]
+fn prioritized_list_max_allocation_allocation_mode_all() {
+    let (got, stats) = allocate_with(
+        one_claim(
+            vec![
+                prioritized(
+                    "req-0",
+                    vec![
+                        sub(SUB_0, DRIVER_A, None, &[]),
+                        sub(SUB_1, DRIVER_A, Some(2), &[]),
+                    ],
+                ),
+                request("req-1", DRIVER_B, Some(2), &[]),
+            ],
+            vec![],
+        ),
+        vec![
+            many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 31),
+            many_devices("slice-2", "node-1", "pool-2", DRIVER_B, 2),
+        ],
+        "node-1",
+        &[],
+        Features::default(),
+    );
+    let mut expected = results("req-0/subReq-1", DRIVER_A, "pool-1", 0..2);
+    expected.extend(results("req-1", DRIVER_B, "pool-2", 0..2));
+    assert_eq!(got, Ok(Some(vec![expected])));
+    assert_eq!(stats.allocate_one_calls, 42);
+}
+
+/// Upstream's rows `too-many-devices-total` and `max-number-devices`, and the claim limit
+/// against the smallest subrequests: (32 or 1) + 1 fits, 32 + (33 or 2) does not.
+#[test]
+fn claim_limit_counts_the_smallest_subrequests() {
+    let got = allocate(
+        one_claim(
+            vec![
+                request("req-0", DRIVER_A, Some(32), &[]),
+                request("req-1", DRIVER_A, Some(1), &[]),
+            ],
+            vec![],
+        ),
+        vec![many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 33)],
+        "node-1",
+    );
+    assert!(
+        got.unwrap_err().contains("exceeds the claim limit"),
+        "too-many-devices-total"
+    );
+    let got = allocate(
+        one_claim(vec![request("req-0", DRIVER_A, Some(32), &[])], vec![]),
+        vec![many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 32)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![results("req-0", DRIVER_A, "pool-1", 0..32)])),
+        "max-number-devices"
+    );
+    let got = allocate(
+        one_claim(
+            vec![
+                request("req-0", DRIVER_A, Some(32), &[]),
+                prioritized(
+                    "req-1",
+                    vec![
+                        sub(SUB_0, DRIVER_A, Some(33), &[]),
+                        sub(SUB_1, DRIVER_A, Some(2), &[]),
+                    ],
+                ),
+            ],
+            vec![],
+        ),
+        vec![many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 40)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Err(
+            "claim default/claim-0: number of requested devices 34 exceeds the claim limit of 32"
+                .to_string()
+        )
+    );
+    let got = allocate(
+        one_claim(
+            vec![
+                prioritized(
+                    "req-0",
+                    vec![
+                        sub(SUB_0, DRIVER_A, Some(32), &[]),
+                        sub(SUB_1, DRIVER_A, Some(1), &[]),
+                    ],
+                ),
+                request("req-1", DRIVER_A, Some(1), &[]),
+            ],
+            vec![],
+        ),
+        vec![many_devices("slice-1", "node-1", "pool-1", DRIVER_A, 40)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0/subReq-1", DRIVER_A, "pool-1", "device-0"),
+            result("req-1", DRIVER_A, "pool-1", "device-1"),
+        ]]))
+    );
+}
+
+/// Backtracking across claims: the first claim's first choice leaves nothing for the
+/// second claim, so the first claim falls back to its second subrequest.
+#[test]
+fn prioritized_list_backtracks_across_claims() {
+    let got = allocate(
+        vec![
+            claim(
+                "claim-0",
+                vec![prioritized(
+                    "req-0",
+                    vec![
+                        sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("2Gi")),
+                        sub(SUB_1, DRIVER_A, Some(1), &[]),
+                    ],
+                )],
+                vec![],
+            ),
+            claim(
+                "claim-1",
+                vec![request("req-0", DRIVER_A, Some(1), &memory_at_least("2Gi"))],
+                vec![],
+            ),
+        ],
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            small_and_large_devices(true),
+        )],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![
+            vec![result("req-0/subReq-1", DRIVER_A, "pool-1", "device-1")],
+            vec![result("req-0", DRIVER_A, "pool-1", "device-2")],
+        ]))
+    );
+}
+
+/// Upstream's `with-constraint-not-matching-int-attribute-all-devices`: an `All` request
+/// whose devices break a constraint of the claim is an error, not a failure.
+#[test]
+fn all_devices_breaking_a_constraint_is_an_error() {
+    let numa = |n: i64| vec![("numa", AttributeValue::Int(n))];
+    let got = allocate(
+        one_claim(
+            vec![request("req-0", DRIVER_A, None, &[])],
+            vec![MatchAttribute {
+                requests: Vec::new(),
+                attribute: QualifiedName {
+                    domain: sym(DRIVER_A),
+                    id: sym("numa"),
+                },
+            }],
+        ),
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![
+                device("device-1", None, numa(1)),
+                device("device-2", None, numa(2)),
+            ],
+        )],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Err("claim default/claim-0, request req-0: cannot add device driver-a/pool-1/device-2 because a claim constraint would not be satisfied".to_string())
+    );
+}
+
+/// `All` with an invalid pool on the node is an error (upstream's `validateDeviceRequest`:
+/// "is currently invalid"), as an incomplete pool is.
+#[test]
+fn all_devices_with_an_invalid_pool_is_an_error() {
+    let mut a = (*one_device("slice-1", "node-1", "pool-1", DRIVER_A)).clone();
+    a.pool_slice_count = 2;
+    let mut b = a.clone();
+    b.name = sym("slice-1-2");
+    let got = allocate(
+        one_claim(
+            vec![prioritized("req-0", vec![sub(SUB_0, DRIVER_A, None, &[])])],
+            vec![],
+        ),
+        vec![Arc::new(a), Arc::new(b)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Err("claim default/claim-0, request subReq-0: asks for all devices, but resource pool driver-a/pool-1 is currently invalid".to_string())
+    );
+}
+
+// What v1.35.4 does and later releases do not (upstream fixed both after v1.35:
+// `validateDeviceRequest` is now called with the subrequest's own cache key, and the
+// `All` branch of `allocateOne` keeps the subrequest index). Gantry decides as v1.35.4.
+
+/// The later table's `prioritized-list-allocation-mode-all-with-selectors` (and its
+/// `-multiple-pools` and `-deviceclass-subset` variants), which expect `req-0/subReq-1`:
+/// in v1.35.4 subrequest 1 (`All`, generation v5) reads the selector answers cached for
+/// subrequest 0 (`All`, generation v6), finds no device, and the claim cannot be
+/// allocated.
+#[test]
+fn v1_35_all_subrequest_after_an_all_subrequest_reuses_its_devices() {
+    let generation = |g: &str| {
+        vec![format!(
+            "device.attributes[\"{DRIVER_A}\"].generation == \"{g}\""
+        )]
+    };
+    let gen_attr = |g: &str| vec![("generation", AttributeValue::String(Arc::from(g)))];
+    let claims = || {
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, None, &generation("v6")),
+                    sub(SUB_1, DRIVER_A, None, &generation("v5")),
+                ],
+            )],
+            vec![],
+        )
+    };
+    let got = allocate(
+        claims(),
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![device("device-1", None, gen_attr("v5"))],
+        )],
+        "node-1",
+    );
+    assert_eq!(got, Ok(None));
+    // Subrequest 0 fails on a constraint that names it alone; subrequest 1, under its own
+    // name, then takes subrequest 0's devices: the v6 device.
+    let numa = |g: &str, n: i64| {
+        vec![
+            ("generation", AttributeValue::String(Arc::from(g))),
+            ("numa", AttributeValue::Int(n)),
+        ]
+    };
+    let got = allocate(
+        one_claim(
+            vec![
+                prioritized(
+                    "req-0",
+                    vec![
+                        sub(SUB_0, DRIVER_A, None, &generation("v6")),
+                        sub(SUB_1, DRIVER_A, None, &generation("v5")),
+                    ],
+                ),
+                request("req-1", DRIVER_B, Some(1), &[]),
+            ],
+            vec![MatchAttribute {
+                requests: vec![Arc::from("req-0/subReq-0"), Arc::from("req-1")],
+                attribute: QualifiedName {
+                    domain: sym(DRIVER_A),
+                    id: sym("numa"),
+                },
+            }],
+        ),
+        vec![
+            slice(
+                "slice-1",
+                "node-1",
+                "pool-1",
+                DRIVER_A,
+                vec![
+                    device("device-1", None, numa("v5", 1)),
+                    device("device-2", None, numa("v6", 1)),
+                ],
+            ),
+            slice(
+                "slice-2",
+                "node-1",
+                "pool-2",
+                DRIVER_B,
+                vec![device("device-3", None, numa("v5", 2))],
+            ),
+        ],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![
+            result("req-0/subReq-1", DRIVER_A, "pool-1", "device-2"),
+            result("req-1", DRIVER_B, "pool-2", "device-3"),
+        ]])),
+        "later releases give req-0/subReq-1 device-1 (v5)"
+    );
+}
+
+/// After the first device of an `All` subrequest other than the first, v1.35.4 goes on
+/// with subrequest 0: here subrequest 0 wants one device, so the `All` subrequest gets
+/// only its first device; with two, the second comes from subrequest 0's selectors and
+/// under its name.
+#[test]
+fn v1_35_all_subrequest_continues_as_subrequest_zero() {
+    let devices = || {
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![
+                device("device-1", Some("4Gi"), vec![]),
+                device("device-2", Some("8Gi"), vec![]),
+                device("device-3", Some("4Gi"), vec![]),
+            ],
+        )]
+    };
+    let claims = |first: u32| {
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(first), &memory_at_least("16Gi")),
+                    sub(SUB_1, DRIVER_A, None, &[]),
+                ],
+            )],
+            vec![],
+        )
+    };
+    assert_eq!(
+        allocate(claims(1), devices(), "node-1"),
+        Ok(Some(vec![vec![result(
+            "req-0/subReq-1",
+            DRIVER_A,
+            "pool-1",
+            "device-1"
+        )]]))
+    );
+    let claims = || {
+        one_claim(
+            vec![prioritized(
+                "req-0",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(2), &memory_at_least("8Gi")),
+                    sub(SUB_1, DRIVER_A, None, &[]),
+                ],
+            )],
+            vec![],
+        )
+    };
+    assert_eq!(
+        allocate(claims(), devices(), "node-1"),
+        Ok(Some(vec![vec![
+            result("req-0/subReq-1", DRIVER_A, "pool-1", "device-1"),
+            result("req-0/subReq-0", DRIVER_A, "pool-1", "device-2"),
+        ]]))
+    );
 }

@@ -264,8 +264,8 @@ fn unsupported_features_are_refused_naming_the_field() {
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c}]}]}}}"#,
-            "spec.devices.requests[0].firstAvailable: a prioritized list of subrequests is not supported",
+               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c, tolerations: [{operator: Exists}]}]}]}}}"#,
+            "spec.devices.requests[0].firstAvailable[0].tolerations: a device toleration is not supported",
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
@@ -342,4 +342,68 @@ fn unusable_claims_are_refused_with_upstreams_reasons() {
         message.contains("ResourceClaim default/train-0-gpu was not created for pod default/train-0 (pod is not owner)"),
         "{message}"
     );
+}
+
+/// `firstAvailable` end to end: with one GPU left, a claim asking first for two and then
+/// for one gets one, under `<request>/<subrequest>`; a subrequest naming a missing class
+/// is refused in PreFilter with its full name, as upstream's PreFilter words it.
+#[test]
+fn first_available_falls_back_to_the_next_subrequest() {
+    let extra = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-or-one, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - {name: two, deviceClassName: gpu.example.com, count: 2}
+        - {name: one, deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: missing-class, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - {name: big, deviceClassName: no-such-class}
+        - {name: one, deviceClassName: gpu.example.com}
+"#;
+    let pod = |name: &str, template: &str| {
+        pods(&format!(
+            "{{apiVersion: v1, kind: Pod, metadata: {{name: {name}, namespace: default}},
+               spec: {{containers: [{{name: c}}], resourceClaims: [{{name: gpu, resourceClaimTemplateName: {template}}}]}}}}"
+        ))
+        .remove(0)
+    };
+    for kind in KINDS {
+        let mut cluster = cluster();
+        cluster.decode_more(extra, "extra").unwrap();
+        let mut s = snapshot(kind, &cluster);
+        assert_eq!(
+            anywhere(&mut s, &training_pods()[0]).unwrap(),
+            Sym::new("gpu-1")
+        );
+        assert_eq!(
+            anywhere(&mut s, &pod("fallback", "two-or-one")).unwrap(),
+            Sym::new("gpu-1")
+        );
+        let claim = s.store().claim(claim_key("fallback-gpu")).unwrap();
+        let devices = &claim.allocation.as_ref().unwrap().devices;
+        assert_eq!(devices.len(), 1, "{kind:?}");
+        assert_eq!(&*devices[0].request, "gpu/one");
+
+        let message = anywhere(&mut s, &pod("lost", "missing-class"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("request gpu/big: device class no-such-class does not exist"),
+            "{message}"
+        );
+    }
 }

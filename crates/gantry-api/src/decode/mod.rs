@@ -34,7 +34,7 @@ mod pod_resources;
 mod priority;
 mod shared_templates;
 mod storage;
-mod validation;
+pub(crate) mod validation;
 
 use std::fmt;
 use std::io::Read;

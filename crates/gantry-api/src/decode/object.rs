@@ -178,7 +178,13 @@ impl ClusterObjects {
         let generated = self.generated.name_object(&mut value);
         if crate::dra_decode::KINDS.contains(&kind.as_str()) {
             let object = object_label(&kind, &value, position);
-            return crate::dra_decode::add_object(&mut self.dra, &kind, value, &object);
+            return crate::dra_decode::add_object(
+                &mut self.dra,
+                &kind,
+                value,
+                &object,
+                self.release,
+            );
         }
         let converted = convert(value, position, generated, self.release)?;
         self.apply(converted);

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use super::{ObjectError, field_error};
 
 /// `field.Invalid` with a string value.
-pub(super) fn invalid(value: &str, detail: &str) -> String {
+pub(crate) fn invalid(value: &str, detail: &str) -> String {
     format!("Invalid value: {value:?}: {detail}")
 }
 
@@ -18,7 +18,7 @@ pub(super) fn invalid_number(value: impl std::fmt::Display, detail: &str) -> Str
 }
 
 /// `field.Required`.
-pub(super) fn required(detail: &str) -> String {
+pub(crate) fn required(detail: &str) -> String {
     if detail.is_empty() {
         "Required value".to_string()
     } else {
@@ -27,7 +27,7 @@ pub(super) fn required(detail: &str) -> String {
 }
 
 /// `field.NotSupported`: the value and the sorted list of what is.
-pub(super) fn not_supported(value: &str, supported: &[&str]) -> String {
+pub(crate) fn not_supported(value: &str, supported: &[&str]) -> String {
     let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     format!(
         "Unsupported value: {value:?}: supported values: {}",
@@ -41,7 +41,7 @@ pub(super) fn forbidden(detail: &str) -> String {
 }
 
 /// `field.Duplicate`.
-pub(super) fn duplicate(value: &str) -> String {
+pub(crate) fn duplicate(value: &str) -> String {
     format!("Duplicate value: {value:?}")
 }
 
@@ -92,7 +92,7 @@ const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /// apimachinery's `IsDNS1123Subdomain`.
-pub(super) fn dns1123_subdomain(value: &str) -> Vec<String> {
+pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 253 {
         errors.push(max_len_error(253));
@@ -108,7 +108,7 @@ pub(super) fn dns1123_subdomain(value: &str) -> Vec<String> {
 }
 
 /// apimachinery's `IsDNS1123Label`.
-pub(super) fn dns1123_label(value: &str) -> Vec<String> {
+pub(crate) fn dns1123_label(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 63 {
         errors.push(max_len_error(63));
@@ -242,7 +242,7 @@ pub(super) fn port_number(port: i32) -> Option<String> {
 }
 
 /// The first message of a check as an error at `field`, with `value` as the bad value.
-pub(super) fn check(
+pub(crate) fn check(
     messages: Vec<String>,
     object: &str,
     field: &str,

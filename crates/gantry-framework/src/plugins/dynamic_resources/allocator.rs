@@ -1,12 +1,37 @@
-//! The structured-parameters allocator (upstream's `structured` package, stable channel):
-//! for one node, find devices for every request of every claim, exhaustively and in a
-//! fixed order, stopping at the first full solution.
+//! The structured-parameters allocator, as kube-scheduler v1.35.4 runs it: with the
+//! default gates (DRAAdminAccess and DRAPrioritizedList on) upstream picks the
+//! "incubating" implementation (`dynamic-resource-allocation/structured/internal/incubating/
+//! allocator_incubating.go`), which this follows step by step. For one node it finds
+//! devices for every request of every claim, exhaustively and in a fixed order, stopping
+//! at the first full solution.
 //!
 //! Pools are gathered from the slices the node can reach; only the newest generation of a
 //! pool counts, and a pool with fewer slices than it announces is incomplete (skipped,
-//! and an error for requests that want all devices). Each candidate device must be free
-//! (not allocated, not already picked in this search), satisfy the class's and the
-//! request's CEL selectors, and keep every `matchAttribute` constraint of its claim.
+//! and an error for requests that want all devices, as is an invalid pool). Each candidate
+//! device must be free (not allocated, not already picked in this search), satisfy the
+//! class's and the request's CEL selectors, and keep every `matchAttribute` constraint of
+//! its claim.
+//!
+//! A request with `firstAvailable` is satisfied by the first of its subrequests, in order,
+//! for which the rest of the search succeeds; when a later request or claim fails, the
+//! search comes back and tries the next subrequest (and the next device of earlier
+//! requests, and so on). Results of a subrequest are named `<request>/<subrequest>`.
+//! A constraint that names a request covers all its subrequests; one naming
+//! `<request>/<subrequest>` covers that subrequest only.
+//!
+//! The limit of [`ALLOCATION_RESULTS_MAX_SIZE`] devices per claim is checked before the
+//! search against the smallest subrequests, and during it before each request: a request
+//! that would go over it makes the search try the next subrequest of the nearest earlier
+//! `firstAvailable` request (upstream's `errAllocationResultMaxSizeExceeded`).
+//!
+//! Two behaviours of v1.35.4 that later releases changed are kept, since Gantry decides as
+//! v1.35.4 does (kubernetes#134948 era fixes; see the tests citing them):
+//! - when the subrequests are validated, subrequest `i > 0` is checked against the
+//!   selector cache entries of subrequest `i - 1` (the cache key is updated only after the
+//!   validation), so that an `All` subrequest right after an `All` subrequest 0 gets the
+//!   devices of subrequest 0;
+//! - after the first device of an `All` subrequest, the search continues with the
+//!   subrequest index reset to 0, i.e. with what subrequest 0 asks for.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,14 +44,54 @@ use gantry_cache::DeviceUse;
 
 use super::cel::Selector;
 
-/// A request of a claim, with its class and compiled selectors (class selectors first).
+/// What a request (`exactly`) or one subrequest selects: the class and the compiled
+/// selectors (the class's first, then the request's), and how many devices.
 #[derive(Clone)]
-pub struct PreparedRequest {
-    pub name: Arc<str>,
+pub struct PreparedSelection {
     pub class: Sym,
     pub mode: AllocationMode,
     pub class_selectors: Arc<[Arc<Selector>]>,
     pub request_selectors: Arc<[Arc<Selector>]>,
+}
+
+/// One subrequest of a `firstAvailable` list, by its own name.
+#[derive(Clone)]
+pub struct PreparedSubRequest {
+    pub name: Arc<str>,
+    pub selection: PreparedSelection,
+}
+
+/// A request's devices: `exactly`, or alternatives tried in order.
+#[derive(Clone)]
+pub enum PreparedKind {
+    Exactly(PreparedSelection),
+    FirstAvailable(Vec<PreparedSubRequest>),
+}
+
+/// A request of a claim, with its classes and compiled selectors.
+#[derive(Clone)]
+pub struct PreparedRequest {
+    pub name: Arc<str>,
+    pub kind: PreparedKind,
+}
+
+impl PreparedRequest {
+    pub fn exactly(name: impl Into<Arc<str>>, selection: PreparedSelection) -> PreparedRequest {
+        PreparedRequest {
+            name: name.into(),
+            kind: PreparedKind::Exactly(selection),
+        }
+    }
+
+    pub fn first_available(
+        name: impl Into<Arc<str>>,
+        subrequests: Vec<PreparedSubRequest>,
+    ) -> PreparedRequest {
+        PreparedRequest {
+            name: name.into(),
+            kind: PreparedKind::FirstAvailable(subrequests),
+        }
+    }
 }
 
 /// A claim to allocate, with its requests prepared.
@@ -36,12 +101,59 @@ pub struct PreparedClaim {
     pub requests: Vec<PreparedRequest>,
 }
 
+impl PreparedClaim {
+    /// Whether any request has a `firstAvailable` list.
+    pub fn has_subrequests(&self) -> bool {
+        self.requests
+            .iter()
+            .any(|r| matches!(r.kind, PreparedKind::FirstAvailable(_)))
+    }
+
+    /// `namespace/name`, as upstream's `klog.KObj` prints a claim.
+    fn label(&self) -> String {
+        format!("{}/{}", self.claim.namespace, self.claim.name)
+    }
+}
+
 /// What the allocator reads besides the node: the claims, the devices already allocated,
 /// and the slices not local to one node.
 pub struct Allocator {
     pub claims: Vec<PreparedClaim>,
     pub allocated: Arc<dyn DeviceUse>,
     pub shared_slices: Vec<Arc<ResourceSlice>>,
+}
+
+/// The allocator features that follow gates (upstream's `structured.Features`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// DRAPrioritizedList (on by default from v1.34): without it, a claim with
+    /// `firstAvailable` is an error.
+    pub prioritized_list: bool,
+}
+
+impl Default for Features {
+    /// The defaults of v1.35.
+    fn default() -> Features {
+        Features {
+            prioritized_list: true,
+        }
+    }
+}
+
+impl Features {
+    /// The features of `release` (its gates).
+    pub fn of(release: gantry_api::Release) -> Features {
+        Features {
+            prioritized_list: release.enabled(gantry_api::Gate::DRAPrioritizedList),
+        }
+    }
+}
+
+/// How much work one allocation took (upstream's `Stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Calls of the recursive step (upstream's `NumAllocateOneInvocations`).
+    pub allocate_one_calls: u64,
 }
 
 struct Pool<'a> {
@@ -61,17 +173,57 @@ struct Candidate<'a> {
     slice: &'a ResourceSlice,
 }
 
+/// A request or one subrequest as the search sees it (upstream's `requestData`).
+struct RequestData<'a> {
+    selection: &'a PreparedSelection,
+    /// The request's name.
+    base: &'a str,
+    /// The subrequest's own name, for a subrequest.
+    sub: Option<&'a str>,
+    /// The name in allocation results: the request's, or `<request>/<subrequest>`.
+    result_name: Arc<str>,
+    /// How many devices: the count, or how many `all_devices` there are.
+    num_devices: usize,
+    /// `All`: the devices, decided before the search.
+    all_devices: Vec<Candidate<'a>>,
+}
+
+impl RequestData<'_> {
+    /// The name in messages: the subrequest's own name, or the request's.
+    fn name(&self) -> &str {
+        self.sub.unwrap_or(self.base)
+    }
+}
+
+/// One picked device: which request (or subrequest) of its claim it is for.
+struct Picked<'a> {
+    request: usize,
+    sub: usize,
+    candidate: Candidate<'a>,
+}
+
+/// Why the search stops early.
+enum Stop {
+    /// The claim would get more than [`ALLOCATION_RESULTS_MAX_SIZE`] devices
+    /// (upstream's `errAllocationResultMaxSizeExceeded`): try other subrequests.
+    Exceeded,
+    /// A broken claim or class: the whole allocation fails with this message.
+    Fatal(String),
+}
+
+/// The selector cache key: device, claim, request, subrequest.
+type MatchKey = (DeviceId, usize, usize, usize);
+
 struct Search<'a> {
     allocator: &'a Allocator,
     pools: Vec<Pool<'a>>,
-    /// The devices each request of each claim needs (resolved for `All`).
-    needed: Vec<Vec<usize>>,
-    /// `All` requests: their devices, decided before the search.
-    all_devices: HashMap<(usize, usize), Vec<Candidate<'a>>, RandomState>,
-    matches: HashMap<(DeviceId, usize, usize), bool, RandomState>,
+    /// Per claim, per request, one entry (`exactly`) or one per subrequest.
+    data: Vec<Vec<Vec<RequestData<'a>>>>,
+    matches: HashMap<MatchKey, bool, RandomState>,
     picking: HashSet<DeviceId, RandomState>,
     constraints: Vec<Vec<ConstraintState>>,
-    result: Vec<Vec<(usize, Candidate<'a>)>>,
+    result: Vec<Vec<Picked<'a>>>,
+    calls: u64,
 }
 
 struct ConstraintState {
@@ -82,12 +234,23 @@ struct ConstraintState {
 }
 
 impl ConstraintState {
-    fn applies(&self, request: &str) -> bool {
-        self.requests.is_empty() || self.requests.iter().any(|r| &**r == request)
+    /// Upstream's `matchAttributeConstraint.matches`: the constraint lists the request,
+    /// or (for a subrequest) `<request>/<subrequest>`; an empty list covers everything.
+    fn applies(&self, request: &str, sub: Option<&str>) -> bool {
+        self.requests.is_empty()
+            || self.requests.iter().any(|name| {
+                &**name == request
+                    || sub.is_some_and(|sub| {
+                        name.len() == request.len() + 1 + sub.len()
+                            && name.starts_with(request)
+                            && name[request.len()..].starts_with('/')
+                            && name.ends_with(sub)
+                    })
+            })
     }
 
-    fn add(&mut self, request: &str, device: &Device) -> bool {
-        if !self.applies(request) {
+    fn add(&mut self, request: &str, sub: Option<&str>, device: &Device) -> bool {
+        if !self.applies(request, sub) {
             return true;
         }
         let Some(value) = device.attribute(self.attribute) else {
@@ -105,50 +268,112 @@ impl ConstraintState {
         }
     }
 
-    fn remove(&mut self, request: &str) {
-        if self.applies(request) {
+    fn remove(&mut self, request: &str, sub: Option<&str>) {
+        if self.applies(request, sub) {
             self.count -= 1;
         }
     }
 }
 
 impl Allocator {
-    /// Allocates every claim for `node`: `Ok(Some)` with one allocation per claim (in
-    /// order), `Ok(None)` when the devices do not suffice, `Err` when a claim or class is
-    /// broken (a CEL error, too many devices), which aborts scheduling the pod.
+    /// Allocates every claim for `node` with the default features of v1.35: `Ok(Some)`
+    /// with one allocation per claim (in order), `Ok(None)` when the devices do not
+    /// suffice, `Err` when a claim or class is broken (a CEL error, too many devices),
+    /// which aborts scheduling the pod.
     pub fn allocate(
         &self,
         node: &Node,
         local_slices: &[Arc<ResourceSlice>],
     ) -> Result<Option<Vec<Allocation>>, String> {
-        let pools = gather_pools(node, local_slices, &self.shared_slices);
+        self.allocate_with(node, local_slices, Features::default())
+            .0
+    }
+
+    /// [`Allocator::allocate`] with the features of a release, and how much work it took.
+    pub fn allocate_with(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        features: Features,
+    ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let mut search = Search {
             allocator: self,
-            pools,
-            needed: Vec::with_capacity(self.claims.len()),
-            all_devices: HashMap::default(),
+            pools: gather_pools(node, local_slices, &self.shared_slices),
+            data: Vec::with_capacity(self.claims.len()),
             matches: HashMap::default(),
             picking: HashSet::default(),
             constraints: Vec::with_capacity(self.claims.len()),
-            result: vec![Vec::new(); self.claims.len()],
+            result: (0..self.claims.len()).map(|_| Vec::new()).collect(),
+            calls: 0,
         };
-        for (c, claim) in self.claims.iter().enumerate() {
-            let mut per_request = Vec::with_capacity(claim.requests.len());
+        let result = search.run(node, features);
+        let stats = Stats {
+            allocate_one_calls: search.calls,
+        };
+        (result, stats)
+    }
+}
+
+impl<'a> Search<'a> {
+    fn run(&mut self, node: &Node, features: Features) -> Result<Option<Vec<Allocation>>, String> {
+        let allocator = self.allocator;
+        for (c, claim) in allocator.claims.iter().enumerate() {
+            let mut min_devices = 0usize;
+            let mut requests = Vec::with_capacity(claim.requests.len());
             for (r, request) in claim.requests.iter().enumerate() {
-                per_request.push(match request.mode {
-                    AllocationMode::ExactCount(n) => n as usize,
-                    AllocationMode::All => search.resolve_all(c, r)?,
-                });
+                match &request.kind {
+                    PreparedKind::Exactly(selection) => {
+                        let data = self.validate(c, r, 0, selection, &request.name, None)?;
+                        min_devices += data.num_devices;
+                        requests.push(vec![data]);
+                    }
+                    PreparedKind::FirstAvailable(subrequests) => {
+                        if !features.prioritized_list {
+                            return Err(format!(
+                                "claim {}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                                claim.label(),
+                                request.name
+                            ));
+                        }
+                        if subrequests.is_empty() {
+                            return Err(format!(
+                                "claim {}, request {}: missing device class name (unsupported request type?)",
+                                claim.label(),
+                                request.name
+                            ));
+                        }
+                        let mut alternatives = Vec::with_capacity(subrequests.len());
+                        let mut fewest = usize::MAX;
+                        // v1.35.4 sets the cache key's subrequest index only after
+                        // validating each subrequest: subrequest i is checked under the
+                        // key of subrequest i - 1.
+                        let mut key = 0;
+                        for (i, sub) in subrequests.iter().enumerate() {
+                            let data = self.validate(
+                                c,
+                                r,
+                                key,
+                                &sub.selection,
+                                &request.name,
+                                Some(&sub.name),
+                            )?;
+                            key = i;
+                            fewest = fewest.min(data.num_devices);
+                            alternatives.push(data);
+                        }
+                        min_devices += fewest;
+                        requests.push(alternatives);
+                    }
+                }
             }
-            let total: usize = per_request.iter().sum();
-            if total > ALLOCATION_RESULTS_MAX_SIZE {
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE {
                 return Err(format!(
-                    "claim {}/{}: number of requested devices {total} exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}",
-                    claim.claim.namespace, claim.claim.name
+                    "claim {}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}",
+                    claim.label()
                 ));
             }
-            search.needed.push(per_request);
-            search.constraints.push(
+            self.data.push(requests);
+            self.constraints.push(
                 claim
                     .claim
                     .spec
@@ -163,30 +388,320 @@ impl Allocator {
                     .collect(),
             );
         }
-        if !search.allocate_one(0, 0, 0)? {
-            // Invalid pools are an error only when nothing else could serve the claims.
-            if search.pools.iter().any(|p| p.invalid) {
-                return Err("invalid resource pools were encountered".to_string());
+        // Upstream starts the search with a fresh selector cache.
+        self.matches.clear();
+        match self.allocate_one(0, 0, 0, 0, false) {
+            Err(Stop::Fatal(message)) => return Err(message),
+            Err(Stop::Exceeded) => return Err("allocation max size exceeded".to_string()),
+            Ok(false) => {
+                // Invalid pools are an error only when nothing else could serve the claims.
+                if self.pools.iter().any(|p| p.invalid) {
+                    return Err("invalid resource pools were encountered".to_string());
+                }
+                return Ok(None);
             }
-            return Ok(None);
+            Ok(true) => {}
         }
         Ok(Some(
-            search
-                .result
+            self.result
                 .iter()
                 .enumerate()
-                .map(|(c, devices)| Allocation {
-                    devices: devices
+                .map(|(c, picked)| Allocation {
+                    devices: picked
                         .iter()
-                        .map(|(r, d)| AllocatedDevice {
-                            request: self.claims[c].requests[*r].name.clone(),
-                            device: d.id,
+                        .map(|p| AllocatedDevice {
+                            request: self.data[c][p.request][p.sub].result_name.clone(),
+                            device: p.candidate.id,
                         })
                         .collect(),
-                    node_selector: node_selector(node.name, devices.iter().map(|(_, d)| d.slice)),
+                    node_selector: node_selector(
+                        node.name,
+                        picked.iter().map(|p| p.candidate.slice),
+                    ),
                 })
                 .collect(),
         ))
+    }
+
+    /// Upstream's `validateDeviceRequest`: how many devices the request or subrequest
+    /// needs; for `All`, which ones (every selectable device of every pool, checked under
+    /// the cache key `(c, r, key)`; an incomplete or invalid pool is an error).
+    fn validate(
+        &mut self,
+        c: usize,
+        r: usize,
+        key: usize,
+        selection: &'a PreparedSelection,
+        base: &'a Arc<str>,
+        sub: Option<&'a Arc<str>>,
+    ) -> Result<RequestData<'a>, String> {
+        let mut data = RequestData {
+            selection,
+            base,
+            sub: sub.map(|s| &**s),
+            result_name: match sub {
+                None => base.clone(),
+                Some(sub) => Arc::from(subrequest_ref(base, sub)),
+            },
+            num_devices: 0,
+            all_devices: Vec::new(),
+        };
+        match selection.mode {
+            AllocationMode::ExactCount(n) => data.num_devices = n as usize,
+            AllocationMode::All => {
+                let allocator = self.allocator;
+                let claim = &allocator.claims[c];
+                for p in 0..self.pools.len() {
+                    let pool = &self.pools[p];
+                    let state = if pool.incomplete {
+                        Some("being updated")
+                    } else if pool.invalid {
+                        Some("invalid")
+                    } else {
+                        None
+                    };
+                    if let Some(state) = state {
+                        return Err(format!(
+                            "claim {}, request {}: asks for all devices, but resource pool {}/{} is currently {state}",
+                            claim.label(),
+                            data.name(),
+                            pool.id.0,
+                            pool.id.1
+                        ));
+                    }
+                    for s in 0..pool.slices.len() {
+                        let slice: &'a ResourceSlice = self.pools[p].slices[s];
+                        for device in &slice.devices {
+                            let candidate = make_candidate(slice, device);
+                            if self.selectable((c, r, key), selection, candidate)? {
+                                data.all_devices.push(candidate);
+                            }
+                        }
+                    }
+                }
+                data.num_devices = data.all_devices.len();
+            }
+        }
+        Ok(data)
+    }
+
+    /// Whether the device satisfies the class's and the request's selectors, cached under
+    /// `key` (claim, request, subrequest).
+    fn selectable(
+        &mut self,
+        key: (usize, usize, usize),
+        selection: &PreparedSelection,
+        candidate: Candidate<'a>,
+    ) -> Result<bool, String> {
+        let (c, r, s) = key;
+        if let Some(&known) = self.matches.get(&(candidate.id, c, r, s)) {
+            return Ok(known);
+        }
+        let claim = &self.allocator.claims[c];
+        let mut matches = true;
+        for (i, selector) in selection.class_selectors.iter().enumerate() {
+            let ok = selector
+                .matches(candidate.id.driver, candidate.device)
+                .map_err(|e| {
+                    format!(
+                        "class {}: selector #{i} on device {}: CEL runtime error: {e}",
+                        selection.class, candidate.id
+                    )
+                })?;
+            if !ok {
+                matches = false;
+                break;
+            }
+        }
+        if matches {
+            for (i, selector) in selection.request_selectors.iter().enumerate() {
+                let ok = selector
+                    .matches(candidate.id.driver, candidate.device)
+                    .map_err(|e| {
+                        format!(
+                            "claim {}: selector #{i} on device {}: CEL runtime error: {e}",
+                            claim.label(),
+                            candidate.id
+                        )
+                    })?;
+                if !ok {
+                    matches = false;
+                    break;
+                }
+            }
+        }
+        self.matches.insert((candidate.id, c, r, s), matches);
+        Ok(matches)
+    }
+
+    /// Upstream's `allocateOne`: picks the `d`th device of request `r` (subrequest `s`) of
+    /// claim `c`, then the rest, recursively; true once every claim has all its devices.
+    /// `in_subrequest` is set while one particular subrequest is being tried.
+    fn allocate_one(
+        &mut self,
+        c: usize,
+        r: usize,
+        s: usize,
+        d: usize,
+        in_subrequest: bool,
+    ) -> Result<bool, Stop> {
+        self.calls += 1;
+        if c >= self.data.len() {
+            return Ok(true);
+        }
+        if r >= self.data[c].len() {
+            // Done with the claim. Going over the limit in a later claim says nothing
+            // about this one's choices: only a failure.
+            return match self.allocate_one(c + 1, 0, 0, 0, false) {
+                Err(Stop::Exceeded) => Ok(false),
+                other => other,
+            };
+        }
+        let data = &self.data[c][r][s];
+        if !in_subrequest && data.sub.is_some() {
+            // Try the subrequests in order; the first that leads to a full solution wins.
+            let mut all_exceeded = true;
+            for sub in 0..self.data[c][r].len() {
+                match self.allocate_one(c, r, sub, d, true) {
+                    Err(Stop::Exceeded) => continue,
+                    Err(fatal) => return Err(fatal),
+                    Ok(true) => return Ok(true),
+                    Ok(false) => all_exceeded = false,
+                }
+            }
+            return if all_exceeded {
+                Err(Stop::Exceeded)
+            } else {
+                Ok(false)
+            };
+        }
+        let all = data.selection.mode == AllocationMode::All;
+        if all && data.all_devices.is_empty() {
+            // `All` needs at least one device.
+            return Ok(false);
+        }
+        if d >= data.num_devices {
+            return self.allocate_one(c, r + 1, 0, 0, false);
+        }
+        if self.result[c].len() + data.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE {
+            return Err(Stop::Exceeded);
+        }
+        if all {
+            // The devices are known; the order in which they are taken does not matter,
+            // so a device that cannot be taken means there is no solution.
+            let candidate = data.all_devices[d];
+            if !self.try_pick(c, r, s, candidate, true)? {
+                return Ok(false);
+            }
+            // v1.35.4 goes on with the subrequest index reset to 0.
+            return match self.allocate_one(c, r, 0, d + 1, in_subrequest) {
+                Ok(true) => Ok(true),
+                other => {
+                    self.unpick(c);
+                    other
+                }
+            };
+        }
+        let selection = data.selection;
+        for p in 0..self.pools.len() {
+            if self.pools[p].incomplete || self.pools[p].invalid {
+                continue;
+            }
+            for sl in 0..self.pools[p].slices.len() {
+                let slice: &'a ResourceSlice = self.pools[p].slices[sl];
+                for device in &slice.devices {
+                    let candidate = make_candidate(slice, device);
+                    if self.in_use(candidate.id) {
+                        continue;
+                    }
+                    if !self
+                        .selectable((c, r, s), selection, candidate)
+                        .map_err(Stop::Fatal)?
+                    {
+                        continue;
+                    }
+                    if !self.try_pick(c, r, s, candidate, false)? {
+                        continue;
+                    }
+                    match self.allocate_one(c, r, s, d + 1, in_subrequest) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.unpick(c),
+                        Err(stop) => {
+                            self.unpick(c);
+                            return Err(stop);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn in_use(&self, id: DeviceId) -> bool {
+        self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
+    }
+
+    /// Upstream's `allocateDevice`: takes the device if it is free and keeps the claim's
+    /// constraints. For `All` (`must`), a constraint the device breaks is an error.
+    fn try_pick(
+        &mut self,
+        c: usize,
+        r: usize,
+        s: usize,
+        candidate: Candidate<'a>,
+        must: bool,
+    ) -> Result<bool, Stop> {
+        if self.in_use(candidate.id) {
+            return Ok(false);
+        }
+        let data = &self.data[c][r][s];
+        let (base, sub) = (data.base, data.sub);
+        let constraints = &mut self.constraints[c];
+        for i in 0..constraints.len() {
+            if !constraints[i].add(base, sub, candidate.device) {
+                if must {
+                    return Err(Stop::Fatal(format!(
+                        "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                        self.allocator.claims[c].label(),
+                        self.data[c][r][s].name(),
+                        candidate.id
+                    )));
+                }
+                for constraint in &mut constraints[..i] {
+                    constraint.remove(base, sub);
+                }
+                return Ok(false);
+            }
+        }
+        self.picking.insert(candidate.id);
+        self.result[c].push(Picked {
+            request: r,
+            sub: s,
+            candidate,
+        });
+        Ok(true)
+    }
+
+    /// Gives back the device picked last for claim `c`.
+    fn unpick(&mut self, c: usize) {
+        let picked = self.result[c].pop().expect("a device was picked");
+        let data = &self.data[c][picked.request][picked.sub];
+        for constraint in &mut self.constraints[c] {
+            constraint.remove(data.base, data.sub);
+        }
+        self.picking.remove(&picked.candidate.id);
+    }
+}
+
+fn make_candidate<'a>(slice: &'a ResourceSlice, device: &'a Device) -> Candidate<'a> {
+    Candidate {
+        id: DeviceId {
+            driver: slice.driver,
+            pool: slice.pool,
+            device: device.name,
+        },
+        device,
+        slice,
     }
 }
 
@@ -249,170 +764,6 @@ fn gather_pools<'a>(
         (a.id.0.as_str(), a.id.1.as_str()).cmp(&(b.id.0.as_str(), b.id.1.as_str()))
     });
     pools
-}
-
-impl<'a> Search<'a> {
-    fn candidates(&self) -> impl Iterator<Item = Candidate<'a>> + '_ {
-        self.pools
-            .iter()
-            .filter(|p| !p.incomplete && !p.invalid)
-            .flat_map(|p| p.slices.iter())
-            .flat_map(|slice| {
-                slice.devices.iter().map(move |device| Candidate {
-                    id: DeviceId {
-                        driver: slice.driver,
-                        pool: slice.pool,
-                        device: device.name,
-                    },
-                    device,
-                    slice,
-                })
-            })
-    }
-
-    /// Decides the devices of an `All` request: every selectable device of every pool.
-    fn resolve_all(&mut self, c: usize, r: usize) -> Result<usize, String> {
-        let claim = &self.allocator.claims[c];
-        if let Some(pool) = self.pools.iter().find(|p| p.incomplete) {
-            return Err(format!(
-                "claim {}/{}, request {}: asks for all devices, but resource pool {}/{} is currently being updated",
-                claim.claim.namespace,
-                claim.claim.name,
-                claim.requests[r].name,
-                pool.id.0,
-                pool.id.1
-            ));
-        }
-        let all: Vec<Candidate<'a>> = self.candidates().collect();
-        let mut chosen = Vec::new();
-        for candidate in all {
-            if self.selectable(c, r, candidate)? {
-                chosen.push(candidate);
-            }
-        }
-        let n = chosen.len();
-        self.all_devices.insert((c, r), chosen);
-        Ok(n)
-    }
-
-    /// Whether the device satisfies the class's and the request's selectors (cached).
-    fn selectable(&mut self, c: usize, r: usize, candidate: Candidate<'a>) -> Result<bool, String> {
-        if let Some(&known) = self.matches.get(&(candidate.id, c, r)) {
-            return Ok(known);
-        }
-        let claim = &self.allocator.claims[c];
-        let request = &claim.requests[r];
-        let mut matches = true;
-        for (i, selector) in request.class_selectors.iter().enumerate() {
-            let ok = selector
-                .matches(candidate.id.driver, candidate.device)
-                .map_err(|e| {
-                    format!(
-                        "class {}: selector #{i} on device {}: CEL runtime error: {e}",
-                        request.class, candidate.id
-                    )
-                })?;
-            if !ok {
-                matches = false;
-                break;
-            }
-        }
-        if matches {
-            for (i, selector) in request.request_selectors.iter().enumerate() {
-                let ok = selector
-                    .matches(candidate.id.driver, candidate.device)
-                    .map_err(|e| {
-                        format!(
-                            "claim {}/{}: selector #{i} on device {}: CEL runtime error: {e}",
-                            claim.claim.namespace, claim.claim.name, candidate.id
-                        )
-                    })?;
-                if !ok {
-                    matches = false;
-                    break;
-                }
-            }
-        }
-        self.matches.insert((candidate.id, c, r), matches);
-        Ok(matches)
-    }
-
-    /// Picks the `d`th device of request `r` of claim `c`, then the rest, recursively;
-    /// true once every claim has all its devices.
-    fn allocate_one(&mut self, c: usize, r: usize, d: usize) -> Result<bool, String> {
-        if c >= self.allocator.claims.len() {
-            return Ok(true);
-        }
-        if r >= self.allocator.claims[c].requests.len() {
-            return self.allocate_one(c + 1, 0, 0);
-        }
-        if d >= self.needed[c][r] {
-            if self.needed[c][r] == 0 {
-                // An `All` request with no device cannot be satisfied.
-                return Ok(false);
-            }
-            return self.allocate_one(c, r + 1, 0);
-        }
-        if let Some(devices) = self.all_devices.get(&(c, r)) {
-            let candidate = devices[d];
-            if !self.try_pick(c, r, candidate) {
-                return Ok(false);
-            }
-            if self.allocate_one(c, r, d + 1)? {
-                return Ok(true);
-            }
-            self.unpick(c, r);
-            return Ok(false);
-        }
-        let candidates: Vec<Candidate<'a>> = self.candidates().collect();
-        for candidate in candidates {
-            if self.in_use(candidate.id) || !self.selectable(c, r, candidate)? {
-                continue;
-            }
-            if !self.try_pick(c, r, candidate) {
-                continue;
-            }
-            if self.allocate_one(c, r, d + 1)? {
-                return Ok(true);
-            }
-            self.unpick(c, r);
-        }
-        Ok(false)
-    }
-
-    fn in_use(&self, id: DeviceId) -> bool {
-        self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
-    }
-
-    /// Takes the device if it is free and keeps the claim's constraints.
-    fn try_pick(&mut self, c: usize, r: usize, candidate: Candidate<'a>) -> bool {
-        if self.in_use(candidate.id) {
-            return false;
-        }
-        let request = self.allocator.claims[c].requests[r].name.clone();
-        let constraints = &mut self.constraints[c];
-        for i in 0..constraints.len() {
-            if !constraints[i].add(&request, candidate.device) {
-                for constraint in &mut constraints[..i] {
-                    constraint.remove(&request);
-                }
-                return false;
-            }
-        }
-        self.picking.insert(candidate.id);
-        self.result[c].push((r, candidate));
-        true
-    }
-
-    /// Gives back the device picked last for claim `c`.
-    fn unpick(&mut self, c: usize, r: usize) {
-        let (_, candidate) = self.result[c].pop().expect("a device was picked");
-        let request = self.allocator.claims[c].requests[r].name.clone();
-        for constraint in &mut self.constraints[c] {
-            constraint.remove(&request);
-        }
-        self.picking.remove(&candidate.id);
-    }
 }
 
 /// Where the allocation can be used: the node, if any device is local to it; otherwise

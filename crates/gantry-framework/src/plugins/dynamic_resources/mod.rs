@@ -12,6 +12,7 @@
 
 mod allocator;
 pub mod cel;
+pub mod score;
 mod semver;
 
 use std::collections::{BTreeSet, HashMap};
@@ -22,7 +23,10 @@ use gantry_api::dra::{Allocation, ClaimConsumer, ClaimKey, ResourceClaim};
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
-pub use allocator::{Allocator, PreparedClaim, PreparedRequest};
+pub use allocator::{
+    Allocator, Features, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
+    PreparedSubRequest, Stats,
+};
 use cel::Selector;
 
 use crate::{
@@ -190,34 +194,68 @@ impl DynamicResources {
             .collect()
     }
 
-    /// Prepares the unallocated claims' requests: classes must exist, selectors compile.
+    /// Prepares the unallocated claims' requests: classes must exist (every subrequest's
+    /// too, named `<request>/<subrequest>` as upstream's PreFilter names them), selectors
+    /// compile.
     fn prepare(
         &self,
         claim: &Arc<ResourceClaim>,
         dra: &dyn gantry_cache::DraState,
     ) -> Result<PreparedClaim, Status> {
-        let mut requests = Vec::with_capacity(claim.spec.requests.len());
-        for (j, request) in claim.spec.requests.iter().enumerate() {
-            let Some(class) = dra.device_class(request.device_class) else {
+        let owner = format!("claim {}/{}", claim.namespace, claim.name);
+        let selection = |name: &str,
+                         class: Sym,
+                         selectors: &[Arc<str>],
+                         mode: gantry_api::dra::AllocationMode,
+                         field: &str|
+         -> Result<PreparedSelection, Status> {
+            let Some(class) = dra.device_class(class) else {
                 return Err(Status::unresolvable(format!(
-                    "request {}: device class {} does not exist",
-                    request.name, request.device_class
+                    "request {name}: device class {class} does not exist"
                 )));
             };
-            requests.push(PreparedRequest {
-                name: request.name.clone(),
+            Ok(PreparedSelection {
                 class: class.name,
-                mode: request.mode,
+                mode,
                 class_selectors: self.selectors(
                     &class.selectors,
                     &format!("class {}", class.name),
                     "spec.selectors",
                 )?,
-                request_selectors: self.selectors(
-                    &request.selectors,
-                    &format!("claim {}/{}", claim.namespace, claim.name),
-                    &format!("spec.devices.requests[{j}].exactly.selectors"),
-                )?,
+                request_selectors: self.selectors(selectors, &owner, field)?,
+            })
+        };
+        let mut requests = Vec::with_capacity(claim.spec.requests.len());
+        for (j, request) in claim.spec.requests.iter().enumerate() {
+            requests.push(match &request.kind {
+                gantry_api::dra::RequestKind::Exactly(exact) => PreparedRequest::exactly(
+                    request.name.clone(),
+                    selection(
+                        &request.name,
+                        exact.device_class,
+                        &exact.selectors,
+                        exact.mode,
+                        &format!("spec.devices.requests[{j}].exactly.selectors"),
+                    )?,
+                ),
+                gantry_api::dra::RequestKind::FirstAvailable(subrequests) => {
+                    let mut prepared = Vec::with_capacity(subrequests.len());
+                    for (k, sub) in subrequests.iter().enumerate() {
+                        prepared.push(PreparedSubRequest {
+                            name: sub.name.clone(),
+                            selection: selection(
+                                &gantry_api::dra::subrequest_ref(&request.name, &sub.name),
+                                sub.device_class,
+                                &sub.selectors,
+                                sub.mode,
+                                &format!(
+                                    "spec.devices.requests[{j}].firstAvailable[{k}].selectors"
+                                ),
+                            )?,
+                        });
+                    }
+                    PreparedRequest::first_available(request.name.clone(), prepared)
+                }
             });
         }
         Ok(PreparedClaim {
