@@ -38,12 +38,25 @@ fn scores(p: &Profile) -> Vec<(&'static str, i64)> {
         .collect()
 }
 
+/// The default score plugins and weights up to v1.34.
 const DEFAULT_SCORES: [(&str, i64); 7] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+];
+
+/// From v1.35 DynamicResources scores too, weight 2 (#134711, `applyDynamicResources`).
+const DEFAULT_SCORES_1_35: [(&str, i64); 8] = [
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
 ];
@@ -99,6 +112,10 @@ fn defaults_are_upstreams_default_profile() {
     for point in [1, 2, 4] {
         expected[point].push("DynamicResources");
     }
+    // v1.34: DynamicResources filters, but does not score yet.
+    let v1_34 = default_profile_for("default-scheduler", Release::at(34));
+    assert_eq!(names(&v1_34), expected);
+    assert_eq!(scores(&v1_34), DEFAULT_SCORES);
     let default = SchedulerConfig::default();
     let minimal = parse("");
     let profiles = [
@@ -109,7 +126,7 @@ fn defaults_are_upstreams_default_profile() {
     for profile in profiles {
         assert_eq!(profile.scheduler_name.as_str(), "default-scheduler");
         assert_eq!(names(profile), expected);
-        assert_eq!(scores(profile), DEFAULT_SCORES);
+        assert_eq!(scores(profile), DEFAULT_SCORES_1_35);
         assert!(profile.preemption && profile.deallocates_claims);
         assert_eq!(profile.percentage_of_nodes_to_score, None);
         assert_eq!(
@@ -178,7 +195,7 @@ profiles:
     let profile = &config.profiles[0];
     assert_eq!(profile.scheduler_name.as_str(), "bin-packing");
     // The plugins themselves are the defaults, with their new arguments.
-    assert_eq!(scores(profile), DEFAULT_SCORES);
+    assert_eq!(scores(profile), DEFAULT_SCORES_1_35);
     assert_eq!(
         (
             profile.min_candidate_nodes_percentage,
@@ -244,6 +261,7 @@ profiles:
             ("NodeAffinity", 2),
             ("NodeResourcesFit", 1),
             ("PodTopologySpread", 2),
+            ("DynamicResources", 2),
             ("ImageLocality", 7),
         ]
     );
@@ -309,9 +327,9 @@ profiles:
     assert_eq!(
         summary,
         [
-            ("default-scheduler", Some(40), 7),
+            ("default-scheduler", Some(40), 8),
             ("fast", Some(10), 0),
-            ("adaptive", Some(0), 7),
+            ("adaptive", Some(0), 8),
         ]
     );
     assert_eq!(config.percentage_of_nodes_to_score, Some(40));

@@ -155,8 +155,11 @@ impl ClaimStore {
         if !pod.resource_claims.iter().any(needs_claim) {
             return (pod.clone(), Vec::new());
         }
-        let mut statuses: Vec<ResourceClaimStatus> =
-            pod.claim_statuses.iter().flat_map(|s| s.iter().cloned()).collect();
+        let mut statuses: Vec<ResourceClaimStatus> = pod
+            .claim_statuses
+            .iter()
+            .flat_map(|s| s.iter().cloned())
+            .collect();
         let mut made = Vec::new();
         for entry in pod.resource_claims.iter().filter(|e| needs_claim(e)) {
             let ClaimSource::Template(template) = entry.source else {

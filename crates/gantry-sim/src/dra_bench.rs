@@ -68,7 +68,8 @@ struct Round {
 
 pub fn run_dra(options: &BenchOptions) -> Result<DraBenchResult, SimError> {
     let scale = options.scale_down.max(1);
-    let (nodes, init_pods, measured_pods) = (NODES / scale, INIT_PODS / scale, MEASURED_PODS / scale);
+    let (nodes, init_pods, measured_pods) =
+        (NODES / scale, INIT_PODS / scale, MEASURED_PODS / scale);
     let main = round(nodes, init_pods, measured_pods, options)?;
     let wide = round(nodes * 10, init_pods, measured_pods, options)?;
     let per_pod = |count: Option<u64>| count.map(|c| c as f64 / measured_pods.max(1) as f64);
@@ -109,8 +110,12 @@ fn round(
         bind_latency: BindLatency::Fixed(Duration::ZERO),
         ..SimOptions::default()
     };
-    let mut sim = Simulation::new(cluster, vec![default_profile("default-scheduler")], sim_options)
-        .expect("a synthetic cluster loads");
+    let mut sim = Simulation::new(
+        cluster,
+        vec![default_profile("default-scheduler")],
+        sim_options,
+    )
+    .expect("a synthetic cluster loads");
     let init = pod("init");
     for i in 0..init_pods {
         let p = init.replica(&format!("test-dra-{i}"));
@@ -168,9 +173,18 @@ fn slice(index: usize) -> ResourceSlice {
             .map(|i| Device {
                 name: Sym::new(&format!("instance-{i}")),
                 attributes: vec![
-                    (qualified("model"), AttributeValue::String(Arc::from("A100"))),
-                    (qualified("family"), AttributeValue::String(Arc::from("GPU"))),
-                    (qualified("driverVersion"), AttributeValue::Version(Arc::from("1.2.3"))),
+                    (
+                        qualified("model"),
+                        AttributeValue::String(Arc::from("A100")),
+                    ),
+                    (
+                        qualified("family"),
+                        AttributeValue::String(Arc::from("GPU")),
+                    ),
+                    (
+                        qualified("driverVersion"),
+                        AttributeValue::Version(Arc::from("1.2.3")),
+                    ),
                     (
                         QualifiedName {
                             domain: Sym::new("dra.example.com"),
@@ -191,12 +205,12 @@ fn template(namespace: &str) -> ResourceClaimTemplate {
         namespace: Sym::new(namespace),
         name: Sym::new(TEMPLATE),
         spec: Arc::new(ClaimSpec {
-            requests: vec![DeviceRequest {
-                name: Arc::from("req-0"),
-                device_class: Sym::new(CLASS),
-                selectors: Vec::new(),
-                mode: AllocationMode::ExactCount(1),
-            }],
+            requests: vec![DeviceRequest::exactly(
+                "req-0",
+                Sym::new(CLASS),
+                Vec::new(),
+                AllocationMode::ExactCount(1),
+            )],
             constraints: Vec::new(),
         }),
     }
@@ -204,7 +218,8 @@ fn template(namespace: &str) -> ResourceClaimTemplate {
 
 /// `pod-with-claim-template.yaml`: a pause container using the template's claim.
 fn pod(namespace: &str) -> Pod {
-    let mut pod = Pod::new(namespace, "test-dra").with_container(Container::new("pause", None, None));
+    let mut pod =
+        Pod::new(namespace, "test-dra").with_container(Container::new("pause", None, None));
     pod.resource_claims = Box::new([PodResourceClaim {
         name: Arc::from("resource"),
         source: ClaimSource::Template(Sym::new(TEMPLATE)),

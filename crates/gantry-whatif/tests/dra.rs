@@ -179,7 +179,7 @@ spec:
     let mut s = snapshot(StoreKind::Delta, &cluster);
     let message = anywhere(&mut s, &lost[0]).unwrap_err().to_string();
     assert!(
-        message.contains(r#"resourceclaim.resource.k8s.io "nowhere" not found"#),
+        message.contains(r#"could not find ResourceClaim "default/nowhere""#),
         "{message}"
     );
 

@@ -246,18 +246,36 @@ fn bench_clustersnapshot_reports_both_stores() {
 }
 
 #[test]
-fn simulate_refuses_pods_with_claims_rather_than_ignoring_them() {
+fn simulate_places_pods_with_claims_on_the_devices_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let placements = dir.path().join("placements.jsonl");
     let out = gantry(&[
         "simulate",
         "--cluster",
         &data("dra-cluster.yaml"),
         "--pods",
         &data("gpu-pods.yaml"),
+        "--placements",
+        placements.to_str().unwrap(),
     ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("Pod default/train-0: spec.resourceClaims: dynamic resource allocation is not supported by `gantry simulate`"),
-        "{err}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let lines: Vec<Value> = std::fs::read_to_string(&placements)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Two GPUs in the cluster, both on one node: two pods get one each, the third waits.
+    let bound: Vec<&Value> = lines.iter().filter(|l| !l["node"].is_null()).collect();
+    assert_eq!(bound.len(), 2, "{lines:?}");
+    assert!(
+        bound.iter().all(|l| l["node"] == bound[0]["node"]),
+        "{lines:?}"
+    );
+    let pending = lines.iter().find(|l| l["node"].is_null()).unwrap();
+    let reason = pending["reason"].as_str().unwrap();
+    assert!(reason.contains("cannot allocate all claims"), "{reason}");
 }

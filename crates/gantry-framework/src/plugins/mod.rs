@@ -65,6 +65,24 @@ fn score_nodes_with(
     Ok(true)
 }
 
+/// DynamicResources at its extension points; at Score only from v1.35, which scores
+/// `firstAvailable` subrequests (#134711).
+fn dynamic_resources_registration(
+    dra: Arc<dynamic_resources::DynamicResources>,
+    release: Release,
+) -> Registered {
+    let registered = Registered::builtin(dynamic_resources::NAME, &[Point::PostFilter])
+        .pre_filter(dra.clone())
+        .filter(dra.clone())
+        .reserve(dra.clone());
+    let registered = if release.dynamic_resources_scores() {
+        registered.score(dra.clone())
+    } else {
+        registered
+    };
+    registered.pre_bind(dra)
+}
+
 /// Upstream's default `multiPoint` plugins for `release` (`default_plugins.go`) in order,
 /// with their score weights (`None`: no weight given), and GPUShare (a no-op for pods
 /// without GPUs). v1.28 lists the in-tree volume limit plugins, later releases do not;
@@ -306,11 +324,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             .score(pod_affinity),
         // In the default profile while the DynamicResourceAllocation gate is on; its
         // PostFilter (deallocating claims that block the pod) is the scheduler's.
-        Registered::builtin(dynamic_resources::NAME, &[Point::PostFilter])
-            .pre_filter(dra.clone())
-            .filter(dra.clone())
-            .reserve(dra.clone())
-            .pre_bind(dra),
+        dynamic_resources_registration(dra, release),
         Registered::new(gpu_share::NAME)
             .pre_filter(gpu_share.clone())
             .filter(gpu_share),

@@ -31,7 +31,7 @@ use cel::Selector;
 
 use crate::{
     Cluster, CycleState, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin, PreFilterResult,
-    ReservePlugin, Status,
+    ReservePlugin, ScorePlugin, Status,
 };
 
 pub const NAME: &str = "DynamicResources";
@@ -415,6 +415,36 @@ impl FilterPlugin for DynamicResources {
                 .expect("allocation map lock poisoned")
                 .insert(n.name, Arc::new(allocations));
         }
+        Status::success()
+    }
+}
+
+impl ScorePlugin for DynamicResources {
+    /// Upstream's `Score`: 0 without claims or without an allocation Filter kept for the
+    /// node; otherwise `computeScore` (see [`score`]), whose error fails the cycle.
+    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(s) = state.read::<PodClaims>(NAME) else {
+            return Ok(0);
+        };
+        if s.claims.is_empty() {
+            return Ok(0);
+        }
+        let allocations = s
+            .node_allocations
+            .lock()
+            .expect("allocation map lock poisoned")
+            .get(&node.name())
+            .cloned();
+        match allocations {
+            None => Ok(0),
+            Some(allocations) => {
+                score::first_available_score(&s.claims, &allocations).map_err(Status::error)
+            }
+        }
+    }
+
+    fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
+        score::normalize(scores);
         Status::success()
     }
 }
