@@ -304,6 +304,23 @@ pub struct ResourceClaimTemplate {
     pub spec: Arc<ClaimSpec>,
 }
 
+impl ResourceClaimTemplate {
+    /// The claim the claim controller makes from this template for `pod`: named `name`,
+    /// owned by the pod, unallocated.
+    pub fn claim_for(&self, pod: &crate::Pod, name: Arc<str>) -> ResourceClaim {
+        ResourceClaim {
+            namespace: pod.namespace,
+            uid: Arc::from(format!("{}/{name}", pod.namespace)),
+            name,
+            spec: self.spec.clone(),
+            owner_pod: Some(pod.uid.clone()),
+            deleting: false,
+            allocation: None,
+            reserved_for: Vec::new(),
+        }
+    }
+}
+
 /// Where a pod's claim comes from (`spec.resourceClaims[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimSource {

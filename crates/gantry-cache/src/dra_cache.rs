@@ -228,7 +228,7 @@ impl DraCache {
     }
 
     /// The claim in flight or held by the API that holds the device, if any.
-    pub fn holder(&self, device: DeviceId) -> Option<Arc<ResourceClaim>> {
+    pub fn holder_of(&self, device: DeviceId) -> Option<Arc<ResourceClaim>> {
         let s = self.store.read();
         if let Some(f) = s
             .in_flight
@@ -250,6 +250,11 @@ impl DraCache {
 impl DeviceUse for DraCache {
     fn is_allocated(&self, device: DeviceId) -> bool {
         self.store.read().allocated.contains_key(&device)
+    }
+
+    fn holder(&self, device: DeviceId) -> Option<String> {
+        self.holder_of(device)
+            .map(|c| format!("{}/{}", c.namespace, c.name))
     }
 }
 
@@ -369,7 +374,7 @@ mod tests {
         cache.set_claim(claim("b", &["gpu-1"]));
         assert_eq!(cache.device_held_twice(&mine), Some(device("gpu-1")));
         assert_eq!(
-            cache.holder(device("gpu-0")).map(|c| c.key()),
+            cache.holder_of(device("gpu-0")).map(|c| c.key()),
             Some(claim("a", &[]).key())
         );
         assert_eq!(cache.allocation_counts(), cache.recount_allocations());

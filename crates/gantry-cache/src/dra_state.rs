@@ -13,6 +13,12 @@ use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSl
 /// allocated (the live cache answers from its device index, a what-if store from a set).
 pub trait DeviceUse: Send + Sync {
     fn is_allocated(&self, device: DeviceId) -> bool;
+
+    /// The claim (`namespace/name`) holding the device, where the view knows it (for
+    /// explanations; not asked while scheduling).
+    fn holder(&self, _device: DeviceId) -> Option<String> {
+        None
+    }
 }
 
 impl DeviceUse for HashSet<DeviceId, RandomState> {

@@ -182,16 +182,7 @@ impl ClaimStore {
                     break Arc::from(name);
                 }
             };
-            let claim = Arc::new(ResourceClaim {
-                namespace: pod.namespace,
-                uid: Arc::from(format!("{}/{name}", pod.namespace)),
-                name: name.clone(),
-                spec: template.spec.clone(),
-                owner_pod: Some(pod.uid.clone()),
-                deleting: false,
-                allocation: None,
-                reserved_for: Vec::new(),
-            });
+            let claim = Arc::new(template.claim_for(pod, name.clone()));
             self.put(claim.clone());
             made.push(ClaimChange::Set(claim));
             statuses.push(ResourceClaimStatus {

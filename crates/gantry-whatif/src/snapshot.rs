@@ -412,16 +412,8 @@ impl ClusterSnapshot {
             let Some(template) = self.store.catalog().templates.get(&template_key).cloned() else {
                 continue;
             };
-            self.store.set_claim(Arc::new(ResourceClaim {
-                namespace: pod.namespace,
-                uid: Arc::from(format!("{}/{name}", pod.namespace)),
-                name,
-                spec: template.spec.clone(),
-                owner_pod: Some(pod.uid.clone()),
-                deleting: false,
-                allocation: None,
-                reserved_for: Vec::new(),
-            }));
+            self.store
+                .set_claim(Arc::new(template.claim_for(pod, name)));
         }
     }
 }

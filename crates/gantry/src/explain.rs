@@ -7,6 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use comfy_table::{ContentArrangement, Table};
+use gantry_api::decode::ClusterObjects;
+use gantry_api::dra::{ClaimSource, DraObjects, ResourceClaim, ResourceClaimTemplate};
 use gantry_api::{Pod, Sym};
 use gantry_cache::{Cache, Snapshot};
 use gantry_framework::{ApiObjects, Code, Status};
@@ -14,6 +16,52 @@ use gantry_scheduler::explain::{Choice, Explanation, NodeVerdict, Outcome, expla
 use serde_json::{Value, json};
 
 use crate::{load, output};
+
+/// Gives the cache the DRA objects of the cluster (and of the pod's file), and makes the
+/// pod's claims from their templates as the claim controller would, where they do not
+/// exist yet (named as the pod's status names them, or `<pod>-<entry>`).
+fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod: &Pod) {
+    let all = || {
+        cluster
+            .dra
+            .device_classes
+            .iter()
+            .chain(&with_pod.device_classes)
+    };
+    for class in all() {
+        cache.dra().set_device_class(Arc::new(class.clone()));
+    }
+    for slice in cluster.dra.slices.iter().chain(&with_pod.slices) {
+        cache.set_resource_slice(Arc::new(slice.clone()));
+    }
+    let claims: Vec<&ResourceClaim> = cluster.dra.claims.iter().chain(&with_pod.claims).collect();
+    for claim in &claims {
+        cache.dra().set_claim(Arc::new((*claim).clone()));
+    }
+    let templates: Vec<&ResourceClaimTemplate> = cluster
+        .dra
+        .templates
+        .iter()
+        .chain(&with_pod.templates)
+        .collect();
+    for entry in pod.resource_claims.iter() {
+        let ClaimSource::Template(template) = entry.source else {
+            continue;
+        };
+        let name = pod.claim_name(entry);
+        let exists = claims
+            .iter()
+            .any(|c| c.namespace == pod.namespace && c.name == name);
+        let template = templates
+            .iter()
+            .find(|t| t.namespace == pod.namespace && t.name == template);
+        if let (false, Some(template)) = (exists, template) {
+            cache
+                .dra()
+                .set_claim(Arc::new(template.claim_for(pod, name)));
+        }
+    }
+}
 
 /// Rows per table in the human output; `--json` has every node.
 const MAX_ROWS: usize = 50;
@@ -65,7 +113,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         .priority_classes
         .extend(cluster.priority_classes.iter().cloned());
     pod_file.resolve_priorities()?;
-    load::refuse_claims(&pod_file, "explain")?;
     let mut pod = pod_file.pods.remove(0);
     let key = pod.key();
     if let Some(node) = pod.node_name.take() {
@@ -97,6 +144,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     {
         cache.add_pod(Arc::new(bound.clone()))?;
     }
+    load_dra(&cache, &cluster, &pod_file.dra, &pod);
     let mut objects = ApiObjects::from_cluster(&cluster);
     objects.ensure_namespace(pod.namespace);
     let mut snapshot = Snapshot::new();
@@ -245,6 +293,34 @@ fn print_filters(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
 }
 
 /// The finer verdicts some plugins give (GPUShare: the node's score, then each card).
+/// How a plugin's part-by-part table is headed.
+struct DetailWords {
+    intro: &'static str,
+    part: &'static str,
+    state: &'static str,
+    fits: &'static str,
+}
+
+impl DetailWords {
+    fn of(plugin: &str) -> DetailWords {
+        if plugin == gantry_framework::plugins::dynamic_resources::NAME {
+            DetailWords {
+                intro: "device by device, for each request of the claims to allocate (★ picked for the pod)",
+                part: "Device",
+                state: "Claim and request",
+                fits: "usable",
+            }
+        } else {
+            DetailWords {
+                intro: "part by part (verdict for the pod's first container that asks; ★ given to the pod)",
+                part: "Part",
+                state: "In use",
+                fits: "fits",
+            }
+        }
+    }
+}
+
 fn print_details(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
     let with_details: Vec<&NodeVerdict> =
         e.nodes.iter().filter(|n| !n.details.is_empty()).collect();
@@ -258,12 +334,10 @@ fn print_details(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
             seen
         });
     for plugin in plugins {
-        writeln!(
-            out,
-            "\n{plugin}, part by part (verdict for the pod's first container that asks; ★ given to the pod):"
-        )?;
+        let words = DetailWords::of(plugin);
+        writeln!(out, "\n{plugin}, {}:", words.intro)?;
         let mut table = table();
-        table.set_header(vec!["Node", "Part", "In use", "Verdict", "Score"]);
+        table.set_header(vec!["Node", words.part, words.state, "Verdict", "Score"]);
         for verdict in with_details.iter().take(MAX_ROWS) {
             let Some((_, rows)) = verdict.details.iter().find(|(p, _)| *p == plugin) else {
                 continue;
@@ -277,7 +351,7 @@ fn print_details(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {
                     },
                     format!("{}{}", d.item, if d.chosen { " ★" } else { "" }),
                     d.state.clone(),
-                    d.reason.clone().unwrap_or_else(|| "fits".to_string()),
+                    d.reason.clone().unwrap_or_else(|| words.fits.to_string()),
                     d.score.map_or(String::new(), |s| format!("{s:.3}")),
                 ]);
             }

@@ -118,15 +118,3 @@ pub fn print_notes(objects: &ClusterObjects) {
         list.join(", ")
     );
 }
-
-/// The live scheduler does not track DRA allocations yet: rather than place pods while
-/// ignoring their claims, commands that run it refuse them, naming the pod and field.
-pub fn refuse_claims(objects: &ClusterObjects, command: &str) -> anyhow::Result<()> {
-    if let Some(pod) = objects.pods.iter().find(|p| !p.resource_claims.is_empty()) {
-        anyhow::bail!(
-            "Pod {}: spec.resourceClaims: dynamic resource allocation is not supported by `gantry {command}` yet; `gantry estimate` simulates it",
-            pod.key()
-        );
-    }
-    Ok(())
-}

@@ -123,3 +123,97 @@ fn a_pod_file_with_two_pods_is_refused() {
         "{err}"
     );
 }
+
+/// A pod with a claim: per device, whether it is usable, taken (and by which claim), or
+/// which selector refused it; the device Filter picked is marked.
+#[test]
+fn a_claims_devices_are_explained_one_by_one() {
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        "testdata/dra/explain-cluster.yaml",
+        "--pod",
+        "testdata/dra/explain-pod.yaml",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let node = &json["nodes"][0];
+    assert_eq!(node["node"], "n1");
+    let parts = &node["details"][0]["parts"];
+    assert_eq!(node["details"][0]["plugin"], "DynamicResources");
+    let verdict = |device: &str| {
+        parts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["part"] == format!("gpu.example.com/n1/{device}"))
+            .unwrap_or_else(|| panic!("{device} missing: {parts}"))
+            .clone()
+    };
+    assert_eq!(
+        verdict("gpu-0")["reason"],
+        "allocated to claim default/held"
+    );
+    assert_eq!(verdict("gpu-1")["reason"], serde_json::Value::Null);
+    assert_eq!(verdict("gpu-1")["given"], true);
+    assert_eq!(
+        verdict("gpu-2")["reason"],
+        "the request's selector #0 does not match"
+    );
+    assert!(
+        verdict("gpu-1")["in_use"]
+            .as_str()
+            .unwrap()
+            .contains("claim default/infer-gpu, request gpu (1 of class gpu)")
+    );
+}
+
+/// Two free devices for two requests, but of different models: the claim's
+/// `matchAttribute` constraint is named as what fails, not the devices.
+#[test]
+fn a_constraint_that_fails_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = write(
+        dir.path(),
+        "pod.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n\
+         metadata: {name: pair, namespace: default}\n\
+         spec: {spec: {devices: {requests: [{name: a, exactly: {deviceClassName: gpu}}, {name: b, exactly: {deviceClassName: gpu}}],\n\
+         constraints: [{matchAttribute: gpu.example.com/model}]}}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: twins, namespace: default}\n\
+         spec: {containers: [{name: c}], resourceClaims: [{name: gpus, resourceClaimTemplateName: pair}]}\n",
+    );
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        "testdata/dra/explain-cluster.yaml",
+        "--pod",
+        &pod,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let parts = json["nodes"][0]["details"][0]["parts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let claim = parts
+        .iter()
+        .find(|p| p["part"] == "claim default/twins-gpus")
+        .unwrap_or_else(|| panic!("no claim line: {parts:?}"));
+    assert!(
+        claim["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no choice of them keeps the constraints"),
+        "{claim}"
+    );
+    assert!(
+        json["outcome"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot allocate all claims"),
+        "{json}"
+    );
+}

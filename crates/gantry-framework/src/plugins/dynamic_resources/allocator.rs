@@ -705,6 +705,21 @@ fn make_candidate<'a>(slice: &'a ResourceSlice, device: &'a Device) -> Candidate
     }
 }
 
+/// The devices the node can reach in usable pools (complete, no duplicate names), in the
+/// order the allocator tries them, with their slices.
+pub(super) fn reachable_devices<'a>(
+    node: &Node,
+    local: &'a [Arc<ResourceSlice>],
+    shared: &'a [Arc<ResourceSlice>],
+) -> Vec<(&'a ResourceSlice, &'a Device)> {
+    gather_pools(node, local, shared)
+        .into_iter()
+        .filter(|p| !p.incomplete && !p.invalid)
+        .flat_map(|p| p.slices)
+        .flat_map(|slice| slice.devices.iter().map(move |d| (slice, d)))
+        .collect()
+}
+
 /// The pools the node can reach, sorted by driver and pool name.
 fn gather_pools<'a>(
     node: &Node,

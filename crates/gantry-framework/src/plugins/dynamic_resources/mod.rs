@@ -12,6 +12,7 @@
 
 mod allocator;
 pub mod cel;
+pub mod device_report;
 pub mod score;
 mod semver;
 
@@ -30,8 +31,8 @@ pub use allocator::{
 use cel::Selector;
 
 use crate::{
-    Cluster, CycleState, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin, PreFilterResult,
-    ReservePlugin, ScorePlugin, Status,
+    Cluster, CycleState, Detail, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin,
+    PreFilterResult, ReservePlugin, ScorePlugin, Status,
 };
 
 pub const NAME: &str = "DynamicResources";
@@ -377,6 +378,13 @@ fn pod_claim(
 }
 
 impl FilterPlugin for DynamicResources {
+    fn details(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Vec<Detail> {
+        state
+            .read::<PodClaims>(NAME)
+            .map(|s| self.device_details(s, node))
+            .unwrap_or_default()
+    }
+
     fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PodClaims>(NAME) else {
             return Status::success();
@@ -416,6 +424,63 @@ impl FilterPlugin for DynamicResources {
                 .insert(n.name, Arc::new(allocations));
         }
         Status::success()
+    }
+}
+
+impl DynamicResources {
+    /// For `gantry explain`: every device the node reaches, per request of the claims
+    /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
+    /// a claim whose `matchAttribute` constraints are what fails is said to be.
+    fn device_details(&self, s: &PodClaims, node: &NodeInfo) -> Vec<Detail> {
+        let (Some(allocator), Some(n)) = (&s.allocator, node.node()) else {
+            return Vec::new();
+        };
+        let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = s
+            .node_allocations
+            .lock()
+            .expect("allocation map lock poisoned")
+            .get(&n.name)
+            .into_iter()
+            .flat_map(|allocations| allocations.iter())
+            .flat_map(|a| a.devices.iter().map(|d| (d.request.clone(), d.device)))
+            .collect();
+        let report = device_report::node_devices(allocator, n, node.resource_slices());
+        let mut details: Vec<Detail> = report
+            .requests
+            .iter()
+            .flat_map(|r| {
+                let wants = r.count.map_or("all".to_string(), |n| n.to_string());
+                r.devices.iter().map(move |(device, verdict)| Detail {
+                    item: format!("{device}"),
+                    state: format!(
+                        "claim {}, request {} ({wants} of class {})",
+                        r.claim, r.request, r.class
+                    ),
+                    reason: verdict.reason(),
+                    score: None,
+                    chosen: false,
+                })
+            })
+            .collect();
+        for detail in &mut details {
+            detail.chosen = picked.iter().any(|(request, device)| {
+                detail.item == device.to_string()
+                    && detail.state.contains(&format!("request {request} "))
+            });
+        }
+        for claim in report.blocked_by_constraints {
+            details.push(Detail {
+                item: format!("claim {claim}"),
+                state: "matchAttribute constraints".to_string(),
+                reason: Some(
+                    "enough devices match each request, but no choice of them keeps the constraints"
+                        .to_string(),
+                ),
+                score: None,
+                chosen: false,
+            });
+        }
+        details
     }
 }
 
