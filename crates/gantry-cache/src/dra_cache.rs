@@ -252,6 +252,11 @@ impl DeviceUse for DraCache {
         self.store.read().allocated.contains_key(&device)
     }
 
+    fn with_allocated(&self, f: &mut dyn FnMut(&dyn Fn(DeviceId) -> bool)) {
+        let store = self.store.read();
+        f(&|device| store.allocated.contains_key(&device));
+    }
+
     fn holder(&self, device: DeviceId) -> Option<String> {
         self.holder_of(device)
             .map(|c| format!("{}/{}", c.namespace, c.name))

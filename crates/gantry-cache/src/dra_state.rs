@@ -14,6 +14,12 @@ use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSl
 pub trait DeviceUse: Send + Sync {
     fn is_allocated(&self, device: DeviceId) -> bool;
 
+    /// Calls `f` with a test of whether a device is taken, for many devices in a row
+    /// (the live cache answers them all under one lock).
+    fn with_allocated(&self, f: &mut dyn FnMut(&dyn Fn(DeviceId) -> bool)) {
+        f(&|device| self.is_allocated(device));
+    }
+
     /// The claim (`namespace/name`) holding the device, where the view knows it (for
     /// explanations; not asked while scheduling).
     fn holder(&self, _device: DeviceId) -> Option<String> {

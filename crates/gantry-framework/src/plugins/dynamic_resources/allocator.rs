@@ -110,9 +110,19 @@ impl PreparedClaim {
     }
 
     /// `namespace/name`, as upstream's `klog.KObj` prints a claim.
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         format!("{}/{}", self.claim.namespace, self.claim.name)
     }
+}
+
+/// An allocation Filter found for a node.
+#[derive(Debug, Clone)]
+pub enum Found {
+    /// The first path's: every request of every claim got its devices, which
+    /// [`Allocator::find`] works out again when they are needed.
+    FirstPath,
+    /// The search's allocations, one per claim, without node selectors.
+    Allocations(Arc<Vec<Allocation>>),
 }
 
 /// What the allocator reads besides the node: the claims, the devices already allocated,
@@ -162,7 +172,7 @@ struct Pool<'a> {
     incomplete: bool,
     /// The same device name twice in the pool's slices.
     invalid: bool,
-    slices: Vec<&'a ResourceSlice>,
+    slices: Vec<&'a Arc<ResourceSlice>>,
 }
 
 /// A device reachable from the node, with its slice.
@@ -170,7 +180,9 @@ struct Pool<'a> {
 struct Candidate<'a> {
     id: DeviceId,
     device: &'a Device,
-    slice: &'a ResourceSlice,
+    slice: &'a Arc<ResourceSlice>,
+    /// The device's index in its slice (selector verdicts are remembered by it).
+    index: usize,
 }
 
 /// A request or one subrequest as the search sees it (upstream's `requestData`).
@@ -296,6 +308,53 @@ impl Allocator {
         local_slices: &[Arc<ResourceSlice>],
         features: Features,
     ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
+        let (mut result, stats) = self.find(node, local_slices, features);
+        if let Ok(Some(allocations)) = &mut result {
+            self.fill_node_selectors(node, local_slices, allocations);
+        }
+        (result, stats)
+    }
+
+    /// What Filter needs: [`Allocator::allocate_with`] without the allocations' node
+    /// selectors, which [`Allocator::fill_node_selectors`] adds for the node chosen.
+    pub fn find(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        features: Features,
+    ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
+        match super::first_path::allocate(self, node, local_slices) {
+            Some(settled) => (settled, Stats::default()),
+            None => self.search(node, local_slices, features),
+        }
+    }
+
+    /// What Filter keeps for a node, as cheaply as it can: [`Found::FirstPath`] when the
+    /// first path finds the devices (nothing is built; [`Allocator::find`] builds the
+    /// same allocations again for the node chosen), or the search's allocations.
+    pub fn find_for_filter(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        features: Features,
+    ) -> Result<Option<Found>, String> {
+        match super::first_path::fits(self, node, local_slices) {
+            Some(fits) => fits.map(|found| found.then_some(Found::FirstPath)),
+            None => self
+                .search(node, local_slices, features)
+                .0
+                .map(|found| found.map(|a| Found::Allocations(Arc::new(a)))),
+        }
+    }
+
+    /// The depth-first search alone (upstream's allocator), without the first path's
+    /// shortcut: what [`Allocator::find`] must always agree with.
+    pub fn search(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        features: Features,
+    ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let mut search = Search {
             allocator: self,
             pools: gather_pools(node, local_slices, &self.shared_slices),
@@ -306,7 +365,7 @@ impl Allocator {
             result: (0..self.claims.len()).map(|_| Vec::new()).collect(),
             calls: 0,
         };
-        let result = search.run(node, features);
+        let result = search.run(features);
         let stats = Stats {
             allocate_one_calls: search.calls,
         };
@@ -314,8 +373,33 @@ impl Allocator {
     }
 }
 
+impl Allocator {
+    /// Where each allocation can be used (see [`node_selector`]), from the slices of its
+    /// devices among those the node reaches.
+    pub fn fill_node_selectors(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        allocations: &mut [Allocation],
+    ) {
+        let reachable = reachable_devices(node, local_slices, &self.shared_slices);
+        for allocation in allocations {
+            let slices = allocation.devices.iter().filter_map(|d| {
+                reachable
+                    .iter()
+                    .find(|(slice, device)| {
+                        (slice.driver, slice.pool, device.name)
+                            == (d.device.driver, d.device.pool, d.device.device)
+                    })
+                    .map(|(slice, _)| *slice)
+            });
+            allocation.node_selector = node_selector(node.name, slices);
+        }
+    }
+}
+
 impl<'a> Search<'a> {
-    fn run(&mut self, node: &Node, features: Features) -> Result<Option<Vec<Allocation>>, String> {
+    fn run(&mut self, features: Features) -> Result<Option<Vec<Allocation>>, String> {
         let allocator = self.allocator;
         for (c, claim) in allocator.claims.iter().enumerate() {
             let mut min_devices = 0usize;
@@ -414,10 +498,7 @@ impl<'a> Search<'a> {
                             device: p.candidate.id,
                         })
                         .collect(),
-                    node_selector: node_selector(
-                        node.name,
-                        picked.iter().map(|p| p.candidate.slice),
-                    ),
+                    node_selector: None,
                 })
                 .collect(),
         ))
@@ -470,9 +551,9 @@ impl<'a> Search<'a> {
                         ));
                     }
                     for s in 0..pool.slices.len() {
-                        let slice: &'a ResourceSlice = self.pools[p].slices[s];
-                        for device in &slice.devices {
-                            let candidate = make_candidate(slice, device);
+                        let slice: &'a Arc<ResourceSlice> = self.pools[p].slices[s];
+                        for index in 0..slice.devices.len() {
+                            let candidate = make_candidate(slice, index);
                             if self.selectable((c, r, key), selection, candidate)? {
                                 data.all_devices.push(candidate);
                             }
@@ -497,39 +578,12 @@ impl<'a> Search<'a> {
         if let Some(&known) = self.matches.get(&(candidate.id, c, r, s)) {
             return Ok(known);
         }
-        let claim = &self.allocator.claims[c];
-        let mut matches = true;
-        for (i, selector) in selection.class_selectors.iter().enumerate() {
-            let ok = selector
-                .matches(candidate.id.driver, candidate.device)
-                .map_err(|e| {
-                    format!(
-                        "class {}: selector #{i} on device {}: CEL runtime error: {e}",
-                        selection.class, candidate.id
-                    )
-                })?;
-            if !ok {
-                matches = false;
-                break;
-            }
-        }
-        if matches {
-            for (i, selector) in selection.request_selectors.iter().enumerate() {
-                let ok = selector
-                    .matches(candidate.id.driver, candidate.device)
-                    .map_err(|e| {
-                        format!(
-                            "claim {}: selector #{i} on device {}: CEL runtime error: {e}",
-                            claim.label(),
-                            candidate.id
-                        )
-                    })?;
-                if !ok {
-                    matches = false;
-                    break;
-                }
-            }
-        }
+        let matches = selector_verdict(
+            &self.allocator.claims[c],
+            selection,
+            candidate.slice,
+            candidate.index,
+        )?;
         self.matches.insert((candidate.id, c, r, s), matches);
         Ok(matches)
     }
@@ -608,9 +662,9 @@ impl<'a> Search<'a> {
                 continue;
             }
             for sl in 0..self.pools[p].slices.len() {
-                let slice: &'a ResourceSlice = self.pools[p].slices[sl];
-                for device in &slice.devices {
-                    let candidate = make_candidate(slice, device);
+                let slice: &'a Arc<ResourceSlice> = self.pools[p].slices[sl];
+                for index in 0..slice.devices.len() {
+                    let candidate = make_candidate(slice, index);
                     if self.in_use(candidate.id) {
                         continue;
                     }
@@ -693,7 +747,8 @@ impl<'a> Search<'a> {
     }
 }
 
-fn make_candidate<'a>(slice: &'a ResourceSlice, device: &'a Device) -> Candidate<'a> {
+fn make_candidate(slice: &Arc<ResourceSlice>, index: usize) -> Candidate<'_> {
+    let device = &slice.devices[index];
     Candidate {
         id: DeviceId {
             driver: slice.driver,
@@ -702,7 +757,49 @@ fn make_candidate<'a>(slice: &'a ResourceSlice, device: &'a Device) -> Candidate
         },
         device,
         slice,
+        index,
     }
+}
+
+/// Whether the `index`th device of `slice` satisfies the class's and the request's
+/// selectors (verdicts remembered by the selectors); an evaluation error names the class
+/// or claim, the selector and the device, as upstream's does.
+pub(super) fn selector_verdict(
+    claim: &PreparedClaim,
+    selection: &PreparedSelection,
+    slice: &Arc<ResourceSlice>,
+    index: usize,
+) -> Result<bool, String> {
+    let id = || DeviceId {
+        driver: slice.driver,
+        pool: slice.pool,
+        device: slice.devices[index].name,
+    };
+    for (i, selector) in selection.class_selectors.iter().enumerate() {
+        let ok = selector.matches_in(slice, index).map_err(|e| {
+            format!(
+                "class {}: selector #{i} on device {}: CEL runtime error: {e}",
+                selection.class,
+                id()
+            )
+        })?;
+        if !ok {
+            return Ok(false);
+        }
+    }
+    for (i, selector) in selection.request_selectors.iter().enumerate() {
+        let ok = selector.matches_in(slice, index).map_err(|e| {
+            format!(
+                "claim {}: selector #{i} on device {}: CEL runtime error: {e}",
+                claim.label(),
+                id()
+            )
+        })?;
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The devices the node can reach in usable pools (complete, no duplicate names), in the
@@ -716,7 +813,7 @@ pub(super) fn reachable_devices<'a>(
         .into_iter()
         .filter(|p| !p.incomplete && !p.invalid)
         .flat_map(|p| p.slices)
-        .flat_map(|slice| slice.devices.iter().map(move |d| (slice, d)))
+        .flat_map(|slice| slice.devices.iter().map(move |d| (&**slice, d)))
         .collect()
 }
 

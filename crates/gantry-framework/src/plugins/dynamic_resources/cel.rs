@@ -10,14 +10,16 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+
+use foldhash::fast::RandomState;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::{Key, Map};
 use cel::{Context, ExecutionError, Program, Value};
 use gantry_api::dra::{
     AttributeValue, CEL_SELECTOR_EXPRESSION_MAX_COST, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH, Device,
-    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, selector_too_long,
+    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, ResourceSlice, selector_too_long,
 };
 use gantry_api::{Quantity, Sym};
 
@@ -39,11 +41,35 @@ const STACK_PER_LEVEL: usize = 64 * 1024;
 /// the chain. Reserved, not committed.
 const COMPILE_STACK: usize = 256 << 20;
 
+/// Slices a selector remembers its verdicts on before it forgets them all.
+const MAX_REMEMBERED: usize = 1 << 16;
+
+/// A selector's verdict on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    No,
+    Yes,
+    /// The evaluation failed; [`Selector::matches`] says how.
+    Error,
+}
+
 /// A compiled selector, shared between the pods that use the same expression.
 pub struct Selector {
     program: Program,
     /// Nesting of the expression, at most [`MAX_DEPTH`].
     depth: usize,
+    /// Verdicts on every device of a slice, by the slice's address: a device's verdict
+    /// does not change until its slice is replaced, and evaluating CEL costs far more
+    /// than a lookup. The weak reference keeps the slice's address from being reused
+    /// while the entry stands, so an address names one slice.
+    remembered: Mutex<HashMap<usize, SliceVerdicts, RandomState>>,
+}
+
+/// A selector's remembered verdicts on one slice.
+struct SliceVerdicts {
+    /// Keeps the slice's address from being reused while the entry stands.
+    _slice: Weak<ResourceSlice>,
+    verdicts: Arc<[Verdict]>,
 }
 
 impl Selector {
@@ -76,6 +102,51 @@ impl Selector {
                 |panic| Err(format!("the CEL evaluator failed: {}", panic_text(&*panic))),
             )
         })
+    }
+
+    /// The verdicts on every device of `slice`, in its order: worked out once per slice
+    /// (all its devices at once), then remembered until the slice is replaced.
+    pub fn verdicts(&self, slice: &Arc<ResourceSlice>) -> Arc<[Verdict]> {
+        let key = Arc::as_ptr(slice) as usize;
+        if let Some(known) = self
+            .remembered
+            .lock()
+            .expect("verdict lock poisoned")
+            .get(&key)
+        {
+            return known.verdicts.clone();
+        }
+        let verdicts: Arc<[Verdict]> = slice
+            .devices
+            .iter()
+            .map(|device| match self.matches(slice.driver, device) {
+                Ok(true) => Verdict::Yes,
+                Ok(false) => Verdict::No,
+                Err(_) => Verdict::Error,
+            })
+            .collect();
+        let mut remembered = self.remembered.lock().expect("verdict lock poisoned");
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.clear();
+        }
+        remembered.insert(
+            key,
+            SliceVerdicts {
+                _slice: Arc::downgrade(slice),
+                verdicts: verdicts.clone(),
+            },
+        );
+        verdicts
+    }
+
+    /// [`matches`](Self::matches) for the `index`th device of `slice`, from the
+    /// remembered verdicts; an error is worked out again, to be reported as it is.
+    pub fn matches_in(&self, slice: &Arc<ResourceSlice>, index: usize) -> Result<bool, String> {
+        match self.verdicts(slice)[index] {
+            Verdict::Yes => Ok(true),
+            Verdict::No => Ok(false),
+            Verdict::Error => self.matches(slice.driver, &slice.devices[index]),
+        }
     }
 
     fn evaluate(&self, driver: Sym, device: &Device) -> Result<bool, String> {
@@ -131,7 +202,11 @@ fn compile_within_limits(expression: &str) -> Result<Selector, String> {
     if estimated_cost(program.expression()) > CEL_SELECTOR_EXPRESSION_MAX_COST {
         return Err("Forbidden: too complex, exceeds cost limit".to_string());
     }
-    Ok(Selector { program, depth })
+    Ok(Selector {
+        program,
+        depth,
+        remembered: Mutex::default(),
+    })
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -13,6 +13,7 @@
 mod allocator;
 pub mod cel;
 pub mod device_report;
+mod first_path;
 pub mod score;
 mod semver;
 
@@ -25,7 +26,7 @@ use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
 pub use allocator::{
-    Allocator, Features, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
+    Allocator, Features, Found, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
     PreparedSubRequest, Stats,
 };
 use cel::Selector;
@@ -55,7 +56,7 @@ pub struct DynamicResources {
 type Compiled = Result<Arc<Selector>, String>;
 
 /// Filter's allocations for the pod's claims, per node.
-type NodeAllocations = HashMap<Sym, Arc<Vec<Allocation>>, RandomState>;
+type NodeAllocations = HashMap<Sym, Found, RandomState>;
 
 /// The pod's claims and what Filter and Reserve worked out for them.
 #[derive(Clone, Default)]
@@ -330,12 +331,22 @@ impl PreFilterPlugin for DynamicResources {
                 shared_slices: dra.shared_slices(),
             })
         });
+        // One entry per node at most: sized once, so Filter allocates nothing per node.
+        let capacity = if allocator.is_some() {
+            cluster.nodes.num_nodes()
+        } else {
+            0
+        };
         state.write(
             NAME,
             PodClaims {
                 claims,
                 available_on,
                 allocator,
+                node_allocations: Arc::new(Mutex::new(NodeAllocations::with_capacity_and_hasher(
+                    capacity,
+                    RandomState::default(),
+                ))),
                 ..PodClaims::default()
             },
         );
@@ -404,11 +415,13 @@ impl FilterPlugin for DynamicResources {
             .collect();
         let allocations = match &s.allocator {
             None => None,
-            Some(allocator) => match allocator.allocate(n, node.resource_slices()) {
-                Err(message) => return Status::error(message),
-                Ok(None) => return Status::unresolvable(REASON_CANNOT_ALLOCATE),
-                Ok(Some(allocations)) => Some(allocations),
-            },
+            Some(allocator) => {
+                match allocator.find_for_filter(n, node.resource_slices(), Features::default()) {
+                    Err(message) => return Status::error(message),
+                    Ok(None) => return Status::unresolvable(REASON_CANNOT_ALLOCATE),
+                    Ok(Some(found)) => Some(found),
+                }
+            }
         };
         if !unavailable.is_empty() {
             s.unavailable
@@ -417,13 +430,40 @@ impl FilterPlugin for DynamicResources {
                 .extend(unavailable);
             return Status::unresolvable(REASON_NOT_AVAILABLE);
         }
-        if let Some(allocations) = allocations {
+        if let Some(found) = allocations {
             s.node_allocations
                 .lock()
                 .expect("allocation map lock poisoned")
-                .insert(n.name, Arc::new(allocations));
+                .insert(n.name, found);
         }
         Status::success()
+    }
+}
+
+impl PodClaims {
+    /// Filter's allocations for the node, built if Filter kept only that the first
+    /// path found them (node selectors left out); `None` where Filter kept none.
+    fn allocations_on(&self, node: &NodeInfo) -> Option<Result<Arc<Vec<Allocation>>, String>> {
+        let found = self
+            .node_allocations
+            .lock()
+            .expect("allocation map lock poisoned")
+            .get(&node.name())
+            .cloned()?;
+        Some(match found {
+            Found::Allocations(allocations) => Ok(allocations),
+            Found::FirstPath => {
+                let (allocator, n) = (self.allocator.as_ref()?, node.node()?);
+                match allocator
+                    .find(n, node.resource_slices(), Features::default())
+                    .0
+                {
+                    Ok(Some(allocations)) => Ok(Arc::new(allocations)),
+                    Ok(None) => Err("the devices found at Filter are taken now".to_string()),
+                    Err(message) => Err(message),
+                }
+            }
+        })
     }
 }
 
@@ -435,15 +475,13 @@ impl DynamicResources {
         let (Some(allocator), Some(n)) = (&s.allocator, node.node()) else {
             return Vec::new();
         };
-        let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = s
-            .node_allocations
-            .lock()
-            .expect("allocation map lock poisoned")
-            .get(&n.name)
-            .into_iter()
-            .flat_map(|allocations| allocations.iter())
-            .flat_map(|a| a.devices.iter().map(|d| (d.request.clone(), d.device)))
-            .collect();
+        let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = match s.allocations_on(node) {
+            Some(Ok(allocations)) => allocations
+                .iter()
+                .flat_map(|a| a.devices.iter().map(|d| (d.request.clone(), d.device)))
+                .collect(),
+            _ => Vec::new(),
+        };
         let report = device_report::node_devices(allocator, n, node.resource_slices());
         let mut details: Vec<Detail> = report
             .requests
@@ -494,16 +532,22 @@ impl ScorePlugin for DynamicResources {
         if s.claims.is_empty() {
             return Ok(0);
         }
-        let allocations = s
+        let found = s
             .node_allocations
             .lock()
             .expect("allocation map lock poisoned")
             .get(&node.name())
             .cloned();
-        match allocations {
+        match found {
             None => Ok(0),
-            Some(allocations) => {
+            Some(Found::Allocations(allocations)) => {
                 score::first_available_score(&s.claims, &allocations).map_err(Status::error)
+            }
+            // No subrequests on the first path: what computeScore gives without reading
+            // devices (0, or its error when claims outnumber the allocations).
+            Some(Found::FirstPath) => {
+                let to_allocate = s.claims.iter().filter(|c| c.allocation.is_none()).count();
+                score::first_path_score(s.claims.len(), to_allocate).map_err(Status::error)
             }
         }
     }
@@ -515,27 +559,27 @@ impl ScorePlugin for DynamicResources {
 }
 
 impl ReservePlugin for DynamicResources {
-    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
-        let node = node.name();
+    /// Keeps Filter's allocations for the chosen node, with where each can be used
+    /// (Filter leaves that out: it is needed for one node only).
+    fn reserve(&self, state: &mut CycleState, _pod: &Pod, info: &NodeInfo) -> Status {
+        let node = info.name();
         let Some(s) = state.read_mut::<PodClaims>(NAME) else {
             return Status::success();
         };
-        if s.allocator.is_none() {
+        let Some(allocator) = s.allocator.clone() else {
             return Status::success();
-        }
-        let found = s
-            .node_allocations
-            .lock()
-            .expect("allocation map lock poisoned")
-            .get(&node)
-            .cloned();
-        match found {
-            Some(allocations) => {
-                s.reserved = Some((node, allocations));
-                Status::success()
-            }
-            None => Status::error("claim allocation not found for node"),
-        }
+        };
+        let (Some(found), Some(n)) = (s.allocations_on(info), info.node()) else {
+            return Status::error("claim allocation not found for node");
+        };
+        let allocations = match found {
+            Ok(allocations) => allocations,
+            Err(message) => return Status::error(message),
+        };
+        let mut allocations = Vec::clone(&allocations);
+        allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations);
+        s.reserved = Some((node, Arc::new(allocations)));
+        Status::success()
     }
 
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, _node: Sym) {

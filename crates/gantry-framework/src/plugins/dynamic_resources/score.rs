@@ -25,6 +25,18 @@ use gantry_api::dra::{
 
 use crate::default_normalize;
 
+/// [`first_available_score`] for allocations the first path found (no subrequests, so
+/// no device is read): 0, or the error when the pod's `claims` outnumber the
+/// `to_allocate` allocations.
+pub fn first_path_score(claims: usize, to_allocate: usize) -> Result<i64, String> {
+    if to_allocate < claims {
+        return Err(format!(
+            "number of allocations {to_allocate} is smaller than number of claims"
+        ));
+    }
+    Ok(0)
+}
+
 /// Upstream's `computeScore`: `claims` are the pod's claims in the order of
 /// `spec.resourceClaims`, `allocations` what Filter found for the node for the claims
 /// that were still to allocate, in the same order. The `i`th allocation is read for the
@@ -131,6 +143,27 @@ mod tests {
                 })
                 .collect(),
             node_selector: None,
+        }
+    }
+
+    /// The first path's score is computeScore's on allocations without subrequests,
+    /// when claims and allocations pair up and when the allocated claims outnumber them.
+    #[test]
+    fn the_first_paths_score_is_compute_scores() {
+        let claims = vec![
+            claim("a", vec![exactly("r")]),
+            claim("b", vec![exactly("r")]),
+        ];
+        for allocations in [
+            vec![allocation(&["r"]), allocation(&["r"])],
+            vec![allocation(&["r"])],
+        ] {
+            assert_eq!(
+                first_path_score(claims.len(), allocations.len()),
+                first_available_score(&claims, &allocations),
+                "{} allocations",
+                allocations.len()
+            );
         }
     }
 

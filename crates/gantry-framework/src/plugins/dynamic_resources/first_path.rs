@@ -1,0 +1,233 @@
+//! The allocator's first path, without the search's bookkeeping. For claims whose
+//! requests all ask for an exact count of devices under `exactly`, with no
+//! `matchAttribute` constraints, the depth-first search tries candidates in pool order
+//! and takes, at every step, the first free device that the selectors accept: if that
+//! greedy walk finds every device, it is the search's first solution, so it is the
+//! answer. When it does not (backtracking might still find one), or when the node's
+//! pools need the search's care (pools of several slices, an incomplete or invalid pool),
+//! the full search runs instead.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use foldhash::fast::RandomState;
+
+use gantry_api::Node;
+use gantry_api::dra::{
+    ALLOCATION_RESULTS_MAX_SIZE, AllocatedDevice, Allocation, AllocationMode, DeviceId,
+    ResourceSlice, SliceNodes,
+};
+use smallvec::SmallVec;
+
+use super::allocator::{Allocator, PreparedKind, selector_verdict};
+use super::cel::Verdict;
+
+/// Devices in one slice beyond which the duplicate-name check is left to the search.
+const MAX_DEVICES_CHECKED: usize = 64;
+
+/// Slices whose names were checked, before the answers are all forgotten.
+const MAX_CHECKED_SLICES: usize = 1 << 16;
+
+/// Whether each slice's devices have distinct names, by the slice's address (the weak
+/// reference keeps the address from being reused while the entry stands): a slice does
+/// not change, and every pod would otherwise check every node's slices again.
+static DISTINCT_NAMES: LazyLock<Mutex<HashMap<usize, (Weak<ResourceSlice>, bool), RandomState>>> =
+    LazyLock::new(Mutex::default);
+
+fn has_distinct_names(slice: &Arc<ResourceSlice>) -> bool {
+    let key = Arc::as_ptr(slice) as usize;
+    let mut checked = DISTINCT_NAMES.lock().expect("name check lock poisoned");
+    if let Some((_, distinct)) = checked.get(&key) {
+        return *distinct;
+    }
+    let devices = &slice.devices;
+    let distinct =
+        !(0..devices.len()).any(|a| devices[a + 1..].iter().any(|d| d.name == devices[a].name));
+    if checked.len() >= MAX_CHECKED_SLICES {
+        checked.clear();
+    }
+    checked.insert(key, (Arc::downgrade(slice), distinct));
+    distinct
+}
+
+/// `Some` with the answer when the first path settles it, `None` to run the search.
+pub(super) fn allocate(
+    allocator: &Allocator,
+    node: &Node,
+    local: &[Arc<ResourceSlice>],
+) -> Option<Result<Option<Vec<Allocation>>, String>> {
+    let mut allocations: Vec<Allocation> = allocator
+        .claims
+        .iter()
+        .map(|_| Allocation {
+            devices: Vec::new(),
+            node_selector: None,
+        })
+        .collect();
+    let walked = walk(allocator, node, local, |claim, request, device| {
+        allocations[claim].devices.push(AllocatedDevice {
+            request: request.clone(),
+            device,
+        });
+    })?;
+    Some(walked.map(|found| found.then_some(allocations)))
+}
+
+/// Whether the first path settles the node, building nothing: `Some(Ok(true))` when it
+/// finds every device (what [`allocate`] would return is then an allocation),
+/// `Some(Ok(false))` when no search could.
+pub(super) fn fits(
+    allocator: &Allocator,
+    node: &Node,
+    local: &[Arc<ResourceSlice>],
+) -> Option<Result<bool, String>> {
+    walk(allocator, node, local, |_, _, _| {})
+}
+
+/// The greedy walk, telling `pick` each device taken (claim index, request, device).
+/// When the very first request cannot get its devices, no search can (every one of its
+/// branches offers that request the same free devices, which the walk has all tried, so
+/// it would have met any selector error the search would): `Ok(false)`.
+fn walk(
+    allocator: &Allocator,
+    node: &Node,
+    local: &[Arc<ResourceSlice>],
+    pick: impl FnMut(usize, &Arc<str>, DeviceId),
+) -> Option<Result<bool, String>> {
+    if !is_simple(allocator) {
+        return None;
+    }
+    let slices = single_slice_pools(node, local, &allocator.shared_slices)?;
+    let mut outcome = None;
+    let mut pick = Some(pick);
+    allocator.allocated.with_allocated(&mut |is_allocated| {
+        if let Some(pick) = pick.take() {
+            outcome = walk_slices(allocator, &slices, is_allocated, pick);
+        }
+    });
+    outcome
+}
+
+fn walk_slices(
+    allocator: &Allocator,
+    slices: &[&Arc<ResourceSlice>],
+    is_allocated: &dyn Fn(DeviceId) -> bool,
+    mut pick: impl FnMut(usize, &Arc<str>, DeviceId),
+) -> Option<Result<bool, String>> {
+    let mut picked: SmallVec<[DeviceId; 8]> = SmallVec::new();
+    for (c, claim) in allocator.claims.iter().enumerate() {
+        for request in &claim.requests {
+            let PreparedKind::Exactly(selection) = &request.kind else {
+                return None;
+            };
+            let AllocationMode::ExactCount(count) = selection.mode else {
+                return None;
+            };
+            let mut found = 0;
+            'slices: for slice in slices {
+                // Each selector's verdicts on the whole slice, class selectors first.
+                let mut verdicts: SmallVec<[Arc<[Verdict]>; 4]> = SmallVec::new();
+                for selector in selection.class_selectors.iter() {
+                    verdicts.push(selector.verdicts(slice));
+                }
+                for selector in selection.request_selectors.iter() {
+                    verdicts.push(selector.verdicts(slice));
+                }
+                for index in 0..slice.devices.len() {
+                    if found == count {
+                        break 'slices;
+                    }
+                    let id = DeviceId {
+                        driver: slice.driver,
+                        pool: slice.pool,
+                        device: slice.devices[index].name,
+                    };
+                    if is_allocated(id) || picked.contains(&id) {
+                        continue;
+                    }
+                    // In order, as the search evaluates them: the first No rejects the
+                    // device, the first Error is reported (worded by the search's code).
+                    match verdicts
+                        .iter()
+                        .map(|v| v[index])
+                        .find(|v| *v != Verdict::Yes)
+                    {
+                        Some(Verdict::No) => continue,
+                        Some(_) => {
+                            let error = selector_verdict(claim, selection, slice, index);
+                            return Some(error.and(Err("a selector failed".to_string())));
+                        }
+                        None => {}
+                    }
+                    picked.push(id);
+                    pick(c, &request.name, id);
+                    found += 1;
+                }
+            }
+            if found < count {
+                return picked.is_empty().then_some(Ok(false));
+            }
+        }
+    }
+    Some(Ok(true))
+}
+
+/// Exact counts under `exactly`, no constraints, within the claim limit.
+fn is_simple(allocator: &Allocator) -> bool {
+    allocator.claims.iter().all(|claim| {
+        let mut total = 0u64;
+        let requests_simple = claim.requests.iter().all(|r| match &r.kind {
+            PreparedKind::Exactly(selection) => match selection.mode {
+                AllocationMode::ExactCount(n) => {
+                    total += u64::from(n);
+                    true
+                }
+                AllocationMode::All => false,
+            },
+            PreparedKind::FirstAvailable(_) => false,
+        });
+        requests_simple
+            && claim.claim.spec.constraints.is_empty()
+            && total <= ALLOCATION_RESULTS_MAX_SIZE as u64
+    })
+}
+
+/// The slices the node reaches, in the search's pool order, when every pool is one
+/// complete slice with distinct device names; `None` otherwise.
+fn single_slice_pools<'a>(
+    node: &Node,
+    local: &'a [Arc<ResourceSlice>],
+    shared: &'a [Arc<ResourceSlice>],
+) -> Option<SmallVec<[&'a Arc<ResourceSlice>; 4]>> {
+    let mut slices: SmallVec<[&'a Arc<ResourceSlice>; 4]> = SmallVec::new();
+    for slice in local {
+        if slice.node_name() == Some(node.name) {
+            slices.push(slice);
+        }
+    }
+    for slice in shared {
+        let reachable = match &slice.nodes {
+            SliceNodes::Node(_) => false,
+            SliceNodes::Selector(selector) => selector.matches(node.name, &node.labels),
+            SliceNodes::All => true,
+        };
+        if reachable {
+            slices.push(slice);
+        }
+    }
+    slices.sort_by(|a, b| {
+        (a.driver.as_str(), a.pool.as_str()).cmp(&(b.driver.as_str(), b.pool.as_str()))
+    });
+    for (i, slice) in slices.iter().enumerate() {
+        let alone = slices[i + 1..]
+            .first()
+            .is_none_or(|next| (next.driver, next.pool) != (slice.driver, slice.pool));
+        if !alone || slice.pool_slice_count != 1 || slice.devices.len() > MAX_DEVICES_CHECKED {
+            return None;
+        }
+        if !has_distinct_names(slice) {
+            return None;
+        }
+    }
+    Some(slices)
+}
