@@ -17,7 +17,7 @@ use gantry_api::Sym;
 use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
 use parking_lot::RwLock;
 
-use crate::dra_state::{DeviceUse, DraState};
+use crate::dra_state::{AllocatedVisitor, DeviceUse, DraState};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -252,7 +252,7 @@ impl DeviceUse for DraCache {
         self.store.read().allocated.contains_key(&device)
     }
 
-    fn with_allocated(&self, f: &mut dyn FnMut(&dyn Fn(DeviceId) -> bool)) {
+    fn with_allocated(&self, f: &mut AllocatedVisitor<'_>) {
         let store = self.store.read();
         f(&|device| store.allocated.contains_key(&device));
     }

@@ -11,12 +11,16 @@ use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSl
 
 /// Whether a device is taken, asked once per candidate device while a pod's claims are
 /// allocated (the live cache answers from its device index, a what-if store from a set).
+/// What [`DeviceUse::with_allocated`] calls: it gets the test of whether a device is
+/// taken.
+pub type AllocatedVisitor<'a> = dyn FnMut(&dyn Fn(DeviceId) -> bool) + 'a;
+
 pub trait DeviceUse: Send + Sync {
     fn is_allocated(&self, device: DeviceId) -> bool;
 
     /// Calls `f` with a test of whether a device is taken, for many devices in a row
     /// (the live cache answers them all under one lock).
-    fn with_allocated(&self, f: &mut dyn FnMut(&dyn Fn(DeviceId) -> bool)) {
+    fn with_allocated(&self, f: &mut AllocatedVisitor<'_>) {
         f(&|device| self.is_allocated(device));
     }
 
