@@ -31,8 +31,10 @@ const MAX_CHECKED_SLICES: usize = 1 << 16;
 /// Whether each slice's devices have distinct names, by the slice's address (the weak
 /// reference keeps the address from being reused while the entry stands): a slice does
 /// not change, and every pod would otherwise check every node's slices again.
-static DISTINCT_NAMES: LazyLock<Mutex<HashMap<usize, (Weak<ResourceSlice>, bool), RandomState>>> =
-    LazyLock::new(Mutex::default);
+static DISTINCT_NAMES: LazyLock<Mutex<CheckedSlices>> = LazyLock::new(Mutex::default);
+
+/// Slice address → (the slice, kept from reuse; whether its names are distinct).
+type CheckedSlices = HashMap<usize, (Weak<ResourceSlice>, bool), RandomState>;
 
 fn has_distinct_names(slice: &Arc<ResourceSlice>) -> bool {
     let key = Arc::as_ptr(slice) as usize;
