@@ -3,10 +3,11 @@
 //! latency; re-checking against that cache alone cannot see a bind another instance made
 //! a millisecond ago. So each node has a fence: a Lease whose annotation names the last
 //! pod bound there. A binder reads the fence, waits until its own cache has seen that pod
-//! bound (then its cache includes every earlier bind to the node), re-checks the
+//! bound, and its resource claims as that pod's binder wrote them (then its cache includes
+//! every earlier bind to the node, and every device allocated with it), re-checks the
 //! placement, and moves the fence to its own pod with an update conditioned on the
 //! fence's resourceVersion (a concurrent binder gets 409 and starts over). Only then does
-//! it bind. A failed bind moves the fence back.
+//! it write the pod's claims and bind. A failed bind moves the fence back.
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,8 @@ pub struct Held {
 
 /// What the binder needs from the scheduling loop while it holds a node's turn.
 pub trait Loop {
-    /// Whether the cache has seen this pod bound (or deleted).
+    /// Whether the cache has seen this pod bound, with its claims reserved for it (or
+    /// the pod deleted).
     fn has_seen(&self, pod_uid: &str) -> impl Future<Output = bool> + Send;
     /// The placement check against the latest cache.
     fn check(&self) -> impl Future<Output = Result<(), String>> + Send;

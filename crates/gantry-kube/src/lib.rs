@@ -5,7 +5,11 @@
 //! and conditions kube-scheduler writes. Leader election (a Lease) makes several replicas
 //! active-passive; shards (a stable hash of the pod UID) make several instances share one
 //! cluster optimistically, each binder re-checking its decisions against its latest cache.
+//! Dynamic resource allocation (resource.k8s.io/v1) is watched when a profile runs
+//! DynamicResources; binders write the claims' allocations before the binding.
 
+mod claim_writes;
+mod dra;
 mod fence;
 mod http;
 mod leader;
@@ -26,6 +30,7 @@ use gantry_api::{Pod, Sym};
 use gantry_cache::Cache;
 use gantry_framework::ApiObjects;
 use gantry_framework::config::SchedulerConfig;
+use gantry_framework::plugins::dynamic_resources;
 use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
 use kube::Client;
@@ -39,6 +44,8 @@ pub use metrics::KubeMetrics;
 pub use watch::POD_FIELD_SELECTOR;
 pub use writes::{MAX_BINDS_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 
+use crate::claim_writes::ClaimWriter;
+use crate::dra::{ClaimStore, DraMirror};
 use crate::objects::ObjectMirror;
 use crate::scheduling_loop::{LoopEnd, SchedulingLoop};
 use crate::writes::{ApiWriter, BindDone};
@@ -52,8 +59,8 @@ pub(crate) enum Input {
         pod: Arc<Pod>,
         reply: oneshot::Sender<Result<(), String>>,
     },
-    /// A binder waiting at a node's fence asks whether the cache has seen this pod bound
-    /// (or deleted).
+    /// A binder waiting at a node's fence asks whether the cache has seen this pod bound,
+    /// with its claims reserved for it (or deleted).
     Seen {
         uid: Arc<str>,
         reply: oneshot::Sender<bool>,
@@ -174,12 +181,20 @@ pub async fn run(
         server = Some(handle);
     }
 
-    watch::spawn_all(
+    // The resource.k8s.io/v1 kinds only when scheduling needs them: a cluster that does
+    // not serve them would otherwise never be listed in full.
+    let with_dra = options.config.profiles.iter().any(|p| {
+        p.pre_filter
+            .iter()
+            .any(|plugin| plugin.name() == dynamic_resources::NAME)
+    });
+    let watched = watch::spawn_all(
         &options.client,
         &inputs,
         &kube_metrics,
         &stop_rx,
         options.config.release,
+        with_dra,
     );
 
     let mut elector = None;
@@ -209,6 +224,7 @@ pub async fn run(
         .map(|p| p.scheduler_name)
         .collect();
     let cache = Arc::new(Cache::new());
+    let claims = Arc::new(ClaimStore::new(cache.clone(), options.config.release));
     let queue = SchedulingQueue::with_backoff(
         &options.config.profiles,
         Duration::from_secs(options.config.pod_initial_backoff_seconds),
@@ -234,7 +250,9 @@ pub async fn run(
                 &options.identity,
             )
         }),
+        ClaimWriter::new(options.client.clone(), claims.clone()),
     );
+    let dra = DraMirror::new(cache.clone(), claims);
     let scheduling = SchedulingLoop {
         scheduler,
         queue,
@@ -246,11 +264,13 @@ pub async fn run(
         scheduler_names,
         leader: leading_from_start,
         mirror: ObjectMirror::default(),
+        dra,
         pods: HashMap::new(),
         nodes: HashMap::new(),
         binding: HashMap::new(),
         reported: HashMap::new(),
         synced: HashSet::new(),
+        watched,
         start: Instant::now(),
     };
     let thread = std::thread::Builder::new()

@@ -32,7 +32,7 @@ pub struct ObjectMirror {
 
 impl ObjectMirror {
     /// Records an applied (`Some`) or deleted object of the kinds kept here; returns the
-    /// object back when it is a node or a pod, which the caller handles.
+    /// object back when it is a node, a pod or a DRA object, which the caller handles.
     pub fn apply(&mut self, object: Object, deleted: bool) -> Option<Object> {
         fn put<K: Ord, T>(map: &mut BTreeMap<K, T>, key: K, value: T, deleted: bool) {
             if deleted {
@@ -42,7 +42,11 @@ impl ObjectMirror {
             }
         }
         match object {
-            Object::Node(_) | Object::Pod(_) => return Some(object),
+            Object::Node(_)
+            | Object::Pod(_)
+            | Object::DeviceClass(..)
+            | Object::ResourceSlice(_)
+            | Object::ResourceClaim(..) => return Some(object),
             Object::Namespace(ns) => put(&mut self.namespaces, ns.name.to_string(), ns, deleted),
             Object::PriorityClass(pc) => {
                 put(&mut self.priority_classes, pc.name.to_string(), pc, deleted)
@@ -94,7 +98,11 @@ impl ObjectMirror {
             Kind::StorageClass => self.storage_classes.clear(),
             Kind::CsiNode => self.csi_nodes.clear(),
             Kind::PodDisruptionBudget => self.budgets.clear(),
-            Kind::Node | Kind::Pod => return,
+            Kind::Node
+            | Kind::Pod
+            | Kind::DeviceClass
+            | Kind::ResourceSlice
+            | Kind::ResourceClaim => return,
         }
         self.changed = true;
         for object in objects {

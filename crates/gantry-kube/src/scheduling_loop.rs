@@ -16,6 +16,7 @@ use gantry_framework::{ActionType, ClusterEvent, EventResource};
 use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
 use gantry_scheduler::{Attempt, Scheduler};
 
+use crate::dra::DraMirror;
 use crate::objects::ObjectMirror;
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
@@ -42,6 +43,8 @@ pub struct SchedulingLoop {
     /// Without leader election the loop schedules at once.
     pub leader: bool,
     pub mirror: ObjectMirror,
+    /// Device classes, resource slices and claims (the claims shared with the binders).
+    pub dra: DraMirror,
     /// Every pod the watch reported, by UID (to find what a relist no longer lists).
     pub pods: HashMap<Arc<str>, Arc<Pod>>,
     pub nodes: HashMap<Sym, Arc<Node>>,
@@ -49,8 +52,9 @@ pub struct SchedulingLoop {
     pub binding: HashMap<Arc<str>, QueuedPod>,
     /// The `PodScheduled=False` message last written per pod, not to write it twice.
     pub reported: HashMap<Arc<str>, String>,
-    /// Kinds listed at least once; the loop schedules only once all are.
+    /// Kinds listed at least once; the loop schedules only once all watched are.
     pub synced: HashSet<Kind>,
+    pub watched: Vec<Kind>,
     pub start: Instant,
 }
 
@@ -102,7 +106,7 @@ impl SchedulingLoop {
                 }
                 continue;
             }
-            if self.leader && self.synced.len() == Kind::ALL.len() {
+            if self.leader && self.is_synced() {
                 let now = self.now();
                 self.queue.flush_unschedulable_leftover(now);
                 if let Some(queued) = self.queue.pop(now) {
@@ -112,8 +116,13 @@ impl SchedulingLoop {
         }
     }
 
+    /// Every watched kind has been listed.
+    fn is_synced(&self) -> bool {
+        self.watched.iter().all(|k| self.synced.contains(k))
+    }
+
     fn wait_time(&self, stopping: bool) -> Duration {
-        if stopping || !self.leader || self.synced.len() < Kind::ALL.len() {
+        if stopping || !self.leader || !self.is_synced() {
             return IDLE_WAIT;
         }
         let now = self.now();
@@ -130,17 +139,15 @@ impl SchedulingLoop {
             Input::Watch(change) => self.apply(change),
             Input::BindDone(done) => self.conclude_bind(*done),
             Input::Check { pod, reply } => {
-                let verdict =
-                    self.scheduler
-                        .check_placement(&pod)
-                        .map_err(|status| match status.plugin() {
-                            "" => status.message(),
-                            plugin => format!("{plugin}: {}", status.message()),
-                        });
-                let _ = reply.send(verdict);
+                let _ = reply.send(self.check_placement(&pod));
             }
             Input::Seen { uid, reply } => {
-                let seen = self.pods.get(&uid).is_none_or(|p| p.node_name.is_some());
+                // Bound (or gone), and its claims seen as its binder wrote them before
+                // the binding (the claims' watch is not ordered with the pods').
+                let with_claims = self.watched.contains(&Kind::ResourceClaim);
+                let seen = self.pods.get(&uid).is_none_or(|p| {
+                    p.node_name.is_some() && (!with_claims || self.dra.store.all_reserved_for(p))
+                });
                 let _ = reply.send(seen);
             }
             Input::Leader(true) => {
@@ -183,10 +190,14 @@ impl SchedulingLoop {
             }
             Change::Relisted(kind, objects) => {
                 self.synced.insert(kind);
-                self.shared.set_synced(self.synced.len() == Kind::ALL.len());
+                self.shared.set_synced(self.is_synced());
                 match kind {
                     Kind::Node => self.relist_nodes(objects),
                     Kind::Pod => self.relist_pods(objects),
+                    Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => {
+                        let event = self.dra.relist(kind, objects);
+                        self.dra_event(event);
+                    }
                     _ => self.mirror.relist(kind, objects),
                 }
             }
@@ -199,7 +210,18 @@ impl SchedulingLoop {
             (Object::Node(node), true) => self.node_deleted(node.name),
             (Object::Pod(pod), false) => self.pod_applied(pod),
             (Object::Pod(pod), true) => self.pod_deleted(&pod.uid),
-            _ => {}
+            (object, deleted) => {
+                let event = self.dra.apply(object, deleted);
+                self.dra_event(event);
+            }
+        }
+    }
+
+    /// A device class, slice or claim changed: pods DynamicResources rejected may fit.
+    fn dra_event(&mut self, event: Option<(EventResource, ActionType)>) {
+        if let Some((resource, action)) = event {
+            self.queue
+                .on_event(ClusterEvent::new(resource, action), self.now());
         }
     }
 
@@ -406,6 +428,9 @@ impl SchedulingLoop {
                 fit_error,
                 nominated,
             } => {
+                if let Some(claim) = &fit_error.claim_to_deallocate {
+                    self.writer.deallocate(claim.clone());
+                }
                 let message = fit_error.to_string();
                 let plugins = fit_error.rejecting_plugins();
                 let mut retry = queued;
@@ -427,6 +452,32 @@ impl SchedulingLoop {
                 self.queue.add_backoff(queued, now);
             }
         }
+    }
+
+    /// The binder's re-check at the node's fence. The devices Reserve chose for the pod
+    /// must still be free: another instance's claim written meanwhile may hold one of
+    /// them (a fresh allocation on the node could pick another device, but the binder
+    /// writes the chosen ones). The pod's allocations in flight survive the check, which
+    /// takes the assumed pod out of the cache and puts it back.
+    fn check_placement(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
+        let in_flight = self.cache.dra().in_flight_of(&pod.uid);
+        if let Some(device) = self.cache.dra().device_held_twice(&in_flight) {
+            return Err(format!(
+                "{}: device {device} is allocated to another claim meanwhile",
+                gantry_framework::plugins::dynamic_resources::NAME
+            ));
+        }
+        let verdict = self
+            .scheduler
+            .check_placement(pod)
+            .map_err(|status| match status.plugin() {
+                "" => status.message(),
+                plugin => format!("{plugin}: {}", status.message()),
+            });
+        if !in_flight.is_empty() && self.cache.is_assumed(&pod.uid) {
+            self.cache.assume_allocations(pod, &in_flight);
+        }
+        verdict
     }
 
     /// Writes the failure (event always, condition when it changed).

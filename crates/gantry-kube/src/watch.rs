@@ -10,6 +10,7 @@ use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
 use gantry_api::decode::{Namespace, ObjectError, PodController, PriorityClass, Service, from_k8s};
+use gantry_api::dra::{DeviceClass, ResourceClaim, ResourceSlice};
 use gantry_api::{
     CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
@@ -18,12 +19,15 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
+use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::Input;
+use crate::dra;
 use crate::metrics::KubeMetrics;
 
 /// kube-scheduler's pod watch leaves out pods that finished: they hold nothing.
@@ -44,6 +48,11 @@ pub enum Object {
     StorageClass(StorageClass),
     CsiNode(CsiNode),
     PodDisruptionBudget(PodDisruptionBudget),
+    /// With its `spec.config`, which allocations carry (as JSON, opaque to Gantry).
+    DeviceClass(Arc<DeviceClass>, Arc<[Value]>),
+    ResourceSlice(Arc<ResourceSlice>),
+    /// With the object as the API sent it: a status write sends it back whole.
+    ResourceClaim(Arc<ResourceClaim>, Arc<Value>),
 }
 
 /// The kinds watched, for relists and metrics.
@@ -62,10 +71,16 @@ pub enum Kind {
     StorageClass,
     CsiNode,
     PodDisruptionBudget,
+    DeviceClass,
+    ResourceSlice,
+    ResourceClaim,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    /// The resource.k8s.io/v1 kinds, watched when a profile runs DynamicResources.
+    pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
+
+    pub const ALL: [Kind; 16] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -79,8 +94,34 @@ impl Kind {
         Kind::StorageClass,
         Kind::CsiNode,
         Kind::PodDisruptionBudget,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
     ];
 
+    /// The Kubernetes kind (`Node`, `ResourceClaim`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::Namespace => "Namespace",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::Service => "Service",
+            Kind::ReplicationController => "ReplicationController",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::StorageClass => "StorageClass",
+            Kind::CsiNode => "CSINode",
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::ResourceClaim => "ResourceClaim",
+        }
+    }
+
+    /// The resource's plural, as paths and metrics name it.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Node => "nodes",
@@ -96,6 +137,9 @@ impl Kind {
             Kind::StorageClass => "storageclasses",
             Kind::CsiNode => "csinodes",
             Kind::PodDisruptionBudget => "poddisruptionbudgets",
+            Kind::DeviceClass => "deviceclasses",
+            Kind::ResourceSlice => "resourceslices",
+            Kind::ResourceClaim => "resourceclaims",
         }
     }
 }
@@ -109,14 +153,17 @@ pub enum Change {
     Relisted(Kind, Vec<Object>),
 }
 
-/// Starts one watch per kind on the runtime; each ends when `stop` turns true.
+/// Starts one watch per kind on the runtime (the DRA kinds only `with_dra`: a cluster
+/// without resource.k8s.io/v1 would never list them); each ends when `stop` turns true.
+/// Returns the kinds watched.
 pub fn spawn_all(
     client: &Client,
     inputs: &Sender<Input>,
     metrics: &Arc<KubeMetrics>,
     stop: &watch::Receiver<bool>,
     release: gantry_api::Release,
-) {
+    with_dra: bool,
+) -> Vec<Kind> {
     let all = |c: &Client| c.clone();
     let pods_config = watcher::Config::default().fields(POD_FIELD_SELECTOR);
     let plain = watcher::Config::default;
@@ -204,6 +251,33 @@ pub fn spawn_all(
         plain(),
         |o| from_k8s::pod_disruption_budget(o).map(Object::PodDisruptionBudget),
     );
+    if !with_dra {
+        return Kind::ALL
+            .into_iter()
+            .filter(|k| !Kind::DRA.contains(k))
+            .collect();
+    }
+    let dynamic =
+        |kind: Kind| Api::<DynamicObject>::all_with(all(client), &dra::api_resource(kind));
+    spawn(
+        ctx(Kind::DeviceClass),
+        dynamic(Kind::DeviceClass),
+        plain(),
+        move |o| dra::decode_device_class(o, release),
+    );
+    spawn(
+        ctx(Kind::ResourceSlice),
+        dynamic(Kind::ResourceSlice),
+        plain(),
+        move |o| dra::decode_slice(o, release),
+    );
+    spawn(
+        ctx(Kind::ResourceClaim),
+        dynamic(Kind::ResourceClaim),
+        plain(),
+        move |o| dra::decode_claim_object(o, release),
+    );
+    Kind::ALL.to_vec()
 }
 
 struct WatchContext {

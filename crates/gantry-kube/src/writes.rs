@@ -1,5 +1,6 @@
-//! Everything Gantry writes to the API, as kube-scheduler writes it: the binding (with the
-//! pod's UID as a precondition), the `Scheduled` and `FailedScheduling` events, the
+//! Everything Gantry writes to the API, as kube-scheduler writes it: the pod's resource
+//! claims (before the binding, see [`claim_writes`](crate::claim_writes)), the binding
+//! (with the pod's UID as a precondition), the `Scheduled` and `FailedScheduling` events, the
 //! `PodScheduled` condition and `status.nominatedNodeName`, and preemption's victims
 //! (their `DisruptionTarget` condition, a `Preempted` event, then their deletion). Each
 //! write is a task on the runtime, so the scheduling loop never waits for the network.
@@ -9,7 +10,9 @@ use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use gantry_api::dra::ResourceClaim;
 use gantry_api::{Pod, Sym};
+use gantry_framework::plugins::dynamic_resources;
 use gantry_scheduler::BindingCycle;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,6 +24,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::Input;
+use crate::claim_writes::ClaimWriter;
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 
@@ -59,6 +63,7 @@ pub struct ApiWriter {
     /// With several instances: re-check each placement against the latest cache, at
     /// the node's fence, before binding.
     fences: Option<Fences>,
+    claims: ClaimWriter,
 }
 
 /// The binder's questions to the scheduling loop, for one pod.
@@ -110,6 +115,7 @@ impl ApiWriter {
         identity: &str,
         metrics: Arc<KubeMetrics>,
         fences: Option<Fences>,
+        claims: ClaimWriter,
     ) -> ApiWriter {
         let recorders = scheduler_names
             .iter()
@@ -129,6 +135,7 @@ impl ApiWriter {
             recorders: Arc::new(recorders),
             metrics,
             fences,
+            claims,
         }
     }
 
@@ -192,28 +199,53 @@ impl ApiWriter {
             conflict: false,
         };
         cycle.pre_bind().map_err(failure)?;
-        let Some(fences) = &self.fences else {
-            return self.post_binding(cycle).await.map_err(failure);
-        };
-        let asker = AskLoop {
-            inputs: self.inputs.clone(),
-            pod: cycle.pod().clone(),
-        };
-        let held = match fences.acquire(cycle.node(), &cycle.pod().uid, &asker).await {
-            Ok(held) => held,
-            Err(message) => {
-                self.metrics.conflict();
-                return Err(BindFailure {
-                    message: format!("placement no longer fits: {message}"),
-                    conflict: true,
-                });
+        let mut held = None;
+        if let Some(fences) = &self.fences {
+            let asker = AskLoop {
+                inputs: self.inputs.clone(),
+                pod: cycle.pod().clone(),
+            };
+            match fences.acquire(cycle.node(), &cycle.pod().uid, &asker).await {
+                Ok(fence) => held = Some(fence),
+                Err(message) => {
+                    self.metrics.conflict();
+                    return Err(BindFailure {
+                        message: format!("placement no longer fits: {message}"),
+                        conflict: true,
+                    });
+                }
             }
-        };
-        let bound = self.post_binding(cycle).await;
+        }
+        let pod = cycle.pod().clone();
+        let claims: Vec<Arc<ResourceClaim>> = cycle.claims_to_write().to_vec();
+        let mut reserved = Vec::new();
+        let mut bound = Ok(());
+        if !claims.is_empty() {
+            bound = self
+                .claims
+                .reserve(&pod, &claims, &mut reserved)
+                .await
+                .map_err(|e| format!("running PreBind plugin {:?}: {e}", dynamic_resources::NAME));
+        }
+        if bound.is_ok() {
+            bound = self.post_binding(cycle).await;
+        }
         if bound.is_err() {
-            fences.release_failed(held).await;
+            // Upstream's Unreserve, before the pod is forgotten and retried.
+            self.claims.unreserve(&pod, &reserved).await;
+            if let (Some(fences), Some(held)) = (&self.fences, held) {
+                fences.release_failed(held).await;
+            }
         }
         bound.map_err(failure)
+    }
+
+    /// DynamicResources' PostFilter freed a claim: its status is written without the
+    /// allocation (in the background; the claim's watch event retries the pod).
+    pub fn deallocate(&self, claim: Arc<ResourceClaim>) {
+        let claims = self.claims.clone();
+        self.runtime
+            .spawn(async move { claims.deallocate(&claim).await });
     }
 
     /// `POST pods/{name}/binding`, with the pod's UID as a precondition.

@@ -10,51 +10,10 @@ use std::time::Duration;
 use apiserver::TestApiServer;
 use apiserver::resources::{NODES, PODS, REPLICA_SETS};
 use common::*;
-use gantry_api::decode::ClusterObjects;
 use gantry_kube::Shard;
-use gantry_sim::{Placement, SimOptions, Simulation};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// The simulation's placements for these objects (same profile, same seed).
-fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
-    simulated_with(nodes, pods, &[])
-}
-
-/// [`simulated`] with more objects, each carrying its `kind` and `apiVersion`.
-fn simulated_with(
-    nodes: &[Value],
-    pods: &[Value],
-    others: &[Value],
-) -> BTreeMap<String, Placement> {
-    let mut items: Vec<Value> = others.to_vec();
-    for node in nodes {
-        let mut n = node.clone();
-        n["kind"] = json!("Node");
-        n["apiVersion"] = json!("v1");
-        items.push(n);
-    }
-    for pod in pods {
-        let mut p = pod.clone();
-        p["kind"] = json!("Pod");
-        p["apiVersion"] = json!("v1");
-        items.push(p);
-    }
-    let text = serde_json::to_string(&json!({"kind": "List", "apiVersion": "v1", "items": items}))
-        .unwrap();
-    let cluster = ClusterObjects::decode(&text, "test").unwrap();
-    let options = SimOptions {
-        seed: 7,
-        ..SimOptions::default()
-    };
-    let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
-    sim.run().unwrap();
-    sim.placements()
-        .iter()
-        .map(|p| (p.pod.trim_start_matches("default/").to_string(), p.clone()))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_are_bound_where_the_simulation_puts_them() {

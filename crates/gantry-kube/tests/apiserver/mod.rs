@@ -4,9 +4,12 @@
 //! streams with bookmarks and `410 Gone` (`Expired`) past the watch cache's window;
 //! `pods/binding` with 201, or 409 when the pod is being deleted, already assigned,
 //! gated, or its UID differs; updates with resourceVersion optimistic concurrency;
-//! merge and strategic-merge patches of conditions; deletion with a UID precondition),
-//! and injects faults: dropped watches, 500s, slow binds, another scheduler binding a
-//! pod first. Simplification: deletions are immediate (no kubelet to finish them).
+//! merge and strategic-merge patches of conditions; deletion with a UID precondition;
+//! resource.k8s.io/v1 claims whose `status` is written only through the status
+//! subresource, validated as kube-apiserver validates it), and injects faults: dropped
+//! watches, 500s, slow binds, another scheduler binding a pod first, another client
+//! writing a claim just before a status write. Simplification: deletions are immediate
+//! (no kubelet to finish them, no finalizers to wait for).
 
 #![allow(dead_code)]
 // Errors are HTTP responses, returned at once to the client; their size does not matter.
@@ -31,7 +34,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use resources::{Resource, Target};
+use resources::{RESOURCE_CLAIMS, Resource, Target};
 use store::{Change, EventType, FieldSelector, Store, merge_patch};
 
 /// Faults to inject.
@@ -46,6 +49,9 @@ pub struct Faults {
     /// Binds of these pods (namespace/name) are beaten by another scheduler, which binds
     /// them to the given node just before.
     pub steal: HashMap<String, String>,
+    /// The next status write of these claims (namespace/name) comes after another
+    /// client's write of the claim: this merge patch, applied first.
+    pub before_status_write: HashMap<String, Value>,
 }
 
 struct Inner {
@@ -57,6 +63,8 @@ struct Inner {
     bookmark_every: Duration,
     /// Binds applied, in order: (namespace/name, node).
     binds: Mutex<Vec<(String, String)>>,
+    /// Every write request, in order: `METHOD path`.
+    writes: Mutex<Vec<String>>,
     requests: AtomicU64,
 }
 
@@ -118,6 +126,7 @@ impl TestApiServer {
             faults: Mutex::new(Faults::default()),
             bookmark_every,
             binds: Mutex::new(Vec::new()),
+            writes: Mutex::new(Vec::new()),
             requests: AtomicU64::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -195,6 +204,12 @@ impl TestApiServer {
         self.inner.binds.lock().clone()
     }
 
+    /// Every write request so far, in order: `METHOD path` (e.g.
+    /// `PUT /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status`).
+    pub fn writes(&self) -> Vec<String> {
+        self.inner.writes.lock().clone()
+    }
+
     pub fn requests(&self) -> u64 {
         self.inner.requests.load(Ordering::Relaxed)
     }
@@ -219,6 +234,17 @@ impl TestApiServer {
             .lock()
             .fail
             .push((text.to_string(), times));
+    }
+
+    /// The next status write of claim `namespace/name` comes after another client's
+    /// write of it: `patch` (a merge patch) is applied first, so the write carries an
+    /// outdated resourceVersion.
+    pub fn before_status_write(&self, claim: &str, patch: Value) {
+        self.inner
+            .faults
+            .lock()
+            .before_status_write
+            .insert(claim.to_string(), patch);
     }
 
     pub fn clear_failures(&self) {
@@ -299,6 +325,9 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         })
         .unwrap_or_default();
     let path_and_query = uri.path_and_query().map_or("", |p| p.as_str()).to_string();
+    if method != Method::GET {
+        inner.writes.lock().push(format!("{method} {}", uri.path()));
+    }
     if let Some(failure) = injected_failure(&inner, &path_and_query) {
         return failure;
     }
@@ -326,6 +355,9 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         (Method::POST, None, None) => create(&inner, &target, &body),
         (Method::POST, Some(name), Some("binding")) => bind(&inner, &target, &name, &body).await,
         (Method::PUT, Some(name), None) => replace(&inner, &target, &name, &body),
+        (Method::PUT, Some(name), Some("status")) if target.resource == RESOURCE_CLAIMS => {
+            replace_claim_status(&inner, &target, &name, &body)
+        }
         (Method::PATCH, Some(name), None | Some("status")) => {
             patch(&inner, &target, &name, &headers, &body)
         }
@@ -480,7 +512,100 @@ fn replace(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response
     }
     object["metadata"]["uid"] = current["metadata"]["uid"].clone();
     object["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"].clone();
+    if target.resource == RESOURCE_CLAIMS {
+        // The claim strategy: status only through the subresource, spec immutable.
+        if object["spec"] != current["spec"] {
+            return invalid(target, name, "spec: Invalid value: field is immutable");
+        }
+        object["status"] = current["status"].clone();
+    }
     prepare(&mut store, target.resource, &namespace, &mut object, false);
+    let (stored, change) = store.write(key, object, EventType::Modified);
+    let _ = inner.changes.send(change);
+    axum::Json(stored).into_response()
+}
+
+/// kube-apiserver's 422 for an invalid object.
+fn invalid(target: &Target, name: &str, cause: &str) -> Response {
+    status(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        format!(
+            "{}.{} {name:?} is invalid: {cause}",
+            target.resource.kind, target.resource.group
+        ),
+    )
+}
+
+/// `ValidateResourceClaimStatusUpdate`, for the rules a scheduler's writes meet: an
+/// allocation is set once (then only cleared), is not added while the claim is being
+/// deleted, and `reservedFor` needs one and names each consumer once.
+fn claim_status_error(old: &Value, new: &Value) -> Option<String> {
+    let (was, now) = (&old["status"]["allocation"], &new["status"]["allocation"]);
+    if !was.is_null() && !now.is_null() && was != now {
+        return Some("status.allocation: Invalid value: field is immutable".into());
+    }
+    if was.is_null() && !now.is_null() && !old["metadata"]["deletionTimestamp"].is_null() {
+        return Some(
+            "status.allocation: Forbidden: new allocation cannot be added while the claim is being deleted"
+                .into(),
+        );
+    }
+    let reserved = new["status"]["reservedFor"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if !reserved.is_empty() && now.is_null() {
+        return Some(
+            "status.reservedFor: Forbidden: may not be specified when `allocated` is not set"
+                .into(),
+        );
+    }
+    for (i, consumer) in reserved.iter().enumerate() {
+        if reserved[..i].iter().any(|c| c["uid"] == consumer["uid"]) {
+            return Some(format!("status.reservedFor[{i}].uid: Duplicate value"));
+        }
+    }
+    None
+}
+
+/// `PUT .../resourceclaims/{name}/status`: only the status changes (the rest is kept as
+/// stored), with the resourceVersion in the body as a precondition.
+fn replace_claim_status(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response {
+    let sent = match parse_json(body) {
+        Ok(o) => o,
+        Err(response) => return response,
+    };
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let mut store = inner.store.lock();
+    let key = key(target, name);
+    let interference = inner
+        .faults
+        .lock()
+        .before_status_write
+        .remove(&format!("{namespace}/{name}"));
+    if let Some(patch) = interference
+        && let Some(mut other) = store.objects.get(&key).cloned()
+    {
+        merge_patch(&mut other, &patch, false);
+        let (_, change) = store.write(key.clone(), other, EventType::Modified);
+        let _ = inner.changes.send(change);
+    }
+    let Some(current) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    let rv = sent["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !rv.is_empty() && rv != current["metadata"]["resourceVersion"] {
+        return conflict(
+            &target.resource.qualified(),
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        );
+    }
+    let mut object = current.clone();
+    object["status"] = sent["status"].clone();
+    if let Some(cause) = claim_status_error(&current, &object) {
+        return invalid(target, name, &cause);
+    }
     let (stored, change) = store.write(key, object, EventType::Modified);
     let _ = inner.changes.send(change);
     axum::Json(stored).into_response()
@@ -515,7 +640,30 @@ fn patch(
     let Some(mut object) = store.objects.get(&key).cloned() else {
         return not_found(target, name);
     };
+    if let Some(uid) = patch["metadata"]["uid"].as_str()
+        && object["metadata"]["uid"] != uid
+    {
+        let cause = format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            object["metadata"]["uid"].as_str().unwrap_or("")
+        );
+        return conflict(&target.resource.qualified(), name, &cause);
+    }
+    let current = object.clone();
     merge_patch(&mut object, &patch, strategic);
+    if target.resource == RESOURCE_CLAIMS {
+        // The status subresource changes only the status; the claim itself, all but it.
+        if target.subresource.is_some() {
+            let status = object["status"].clone();
+            object = current.clone();
+            object["status"] = status;
+            if let Some(cause) = claim_status_error(&current, &object) {
+                return invalid(target, name, &cause);
+            }
+        } else {
+            object["status"] = current["status"].clone();
+        }
+    }
     prepare(&mut store, target.resource, &namespace, &mut object, false);
     let (stored, change) = store.write(key, object, EventType::Modified);
     let _ = inner.changes.send(change);

@@ -83,7 +83,14 @@ pub const PDBS: Resource = grouped(
     true,
 );
 
-pub const ALL: [Resource; 15] = [
+pub const DEVICE_CLASSES: Resource =
+    grouped("resource.k8s.io", "deviceclasses", "DeviceClass", false);
+pub const RESOURCE_SLICES: Resource =
+    grouped("resource.k8s.io", "resourceslices", "ResourceSlice", false);
+pub const RESOURCE_CLAIMS: Resource =
+    grouped("resource.k8s.io", "resourceclaims", "ResourceClaim", true);
+
+pub const ALL: [Resource; 18] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -99,6 +106,9 @@ pub const ALL: [Resource; 15] = [
     REPLICA_SETS,
     STATEFUL_SETS,
     PDBS,
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+    RESOURCE_CLAIMS,
 ];
 
 /// A request path, parsed.

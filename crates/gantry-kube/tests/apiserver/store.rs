@@ -138,8 +138,9 @@ impl FieldSelector {
     }
 }
 
-/// RFC 7386 JSON merge patch; with `strategic`, lists of conditions merge by `type` as
-/// the strategic merge patch does for them (the only lists patched here).
+/// RFC 7386 JSON merge patch; with `strategic`, lists of conditions merge by `type`, and a
+/// claim's `reservedFor` by `uid` (with `$patch: delete` removing an entry), as the
+/// strategic merge patch does for them (the only lists patched here).
 pub fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
@@ -163,6 +164,22 @@ pub fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
             let list = existing.as_array_mut().expect("an array");
             for item in value.as_array().expect("checked") {
                 match list.iter_mut().find(|c| c["type"] == item["type"]) {
+                    Some(current) => merge_patch(current, item, true),
+                    None => list.push(item.clone()),
+                }
+            }
+        } else if strategic && key == "reservedFor" && value.is_array() {
+            let existing = target.entry(key.clone()).or_insert_with(|| json!([]));
+            if !existing.is_array() {
+                *existing = json!([]);
+            }
+            let list = existing.as_array_mut().expect("an array");
+            for item in value.as_array().expect("checked") {
+                if item["$patch"] == "delete" {
+                    list.retain(|c| c["uid"] != item["uid"]);
+                    continue;
+                }
+                match list.iter_mut().find(|c| c["uid"] == item["uid"]) {
                     Some(current) => merge_patch(current, item, true),
                     None => list.push(item.clone()),
                 }

@@ -3,11 +3,14 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use gantry_api::decode::ClusterObjects;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile;
 use gantry_kube::{LeaderElection, RunError, RunOptions, Running, Shard};
+use gantry_sim::{Placement, SimOptions, Simulation};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -40,6 +43,45 @@ pub fn pod(name: &str, milli_cpu: i64) -> Value {
                 "requests": {"cpu": format!("{milli_cpu}m"), "memory": "64Mi"}}}],
         },
     })
+}
+
+/// The simulation's placements for these objects (same profile, same seed).
+pub fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
+    simulated_with(nodes, pods, &[])
+}
+
+/// [`simulated`] with more objects, each carrying its `kind` and `apiVersion`.
+pub fn simulated_with(
+    nodes: &[Value],
+    pods: &[Value],
+    others: &[Value],
+) -> BTreeMap<String, Placement> {
+    let mut items: Vec<Value> = others.to_vec();
+    for node in nodes {
+        let mut n = node.clone();
+        n["kind"] = json!("Node");
+        n["apiVersion"] = json!("v1");
+        items.push(n);
+    }
+    for pod in pods {
+        let mut p = pod.clone();
+        p["kind"] = json!("Pod");
+        p["apiVersion"] = json!("v1");
+        items.push(p);
+    }
+    let text = serde_json::to_string(&json!({"kind": "List", "apiVersion": "v1", "items": items}))
+        .unwrap();
+    let cluster = ClusterObjects::decode(&text, "test").unwrap();
+    let options = SimOptions {
+        seed: 7,
+        ..SimOptions::default()
+    };
+    let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
+    sim.run().unwrap();
+    sim.placements()
+        .iter()
+        .map(|p| (p.pod.trim_start_matches("default/").to_string(), p.clone()))
+        .collect()
 }
 
 pub fn config() -> SchedulerConfig {
@@ -75,9 +117,19 @@ pub async fn start(
     shard: Shard,
     leader_election: Option<LeaderElection>,
 ) -> Instance {
+    start_with(api, identity, shard, leader_election, config()).await
+}
+
+pub async fn start_with(
+    api: &TestApiServer,
+    identity: &str,
+    shard: Shard,
+    leader_election: Option<LeaderElection>,
+    config: SchedulerConfig,
+) -> Instance {
     let options = RunOptions {
         client: api.client(),
-        config: config(),
+        config,
         identity: identity.into(),
         leader_election,
         metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
@@ -138,7 +190,7 @@ pub fn condition(api: &TestApiServer, pod: &str, kind: &str) -> Option<Value> {
 /// Requested milli-cpu per node over the pods bound there, against allocatable.
 pub fn overcommitted_nodes(api: &TestApiServer) -> Vec<String> {
     use crate::apiserver::resources::NODES;
-    let mut used = std::collections::BTreeMap::<String, i64>::new();
+    let mut used = BTreeMap::<String, i64>::new();
     for pod in api.list(PODS) {
         if let Some(node) = pod["spec"]["nodeName"].as_str() {
             let cpu = pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]
@@ -160,6 +212,62 @@ pub fn overcommitted_nodes(api: &TestApiServer) -> Vec<String> {
             (used.get(&name).copied().unwrap_or(0) > cap).then_some(name)
         })
         .collect()
+}
+
+// ---- dynamic resource allocation -------------------------------------------------
+
+/// The driver of the test devices.
+pub const DRIVER: &str = "gpu.example.com";
+pub const DRA_API: &str = "resource.k8s.io/v1";
+
+/// A device class for the driver's devices, with a configuration allocations carry.
+pub fn device_class(name: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}],
+            "config": [{"opaque": {"driver": DRIVER, "parameters": {"class": name}}}],
+        },
+    })
+}
+
+/// The node's slice: one pool named after the node, with these devices.
+pub fn slice(node: &str, devices: &[&str]) -> Value {
+    let devices: Vec<Value> = devices.iter().map(|d| json!({"name": d})).collect();
+    json!({
+        "metadata": {"name": format!("{node}-gpus")},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    })
+}
+
+/// A claim for one device of `class` (request `gpu`).
+pub fn claim(name: &str, class: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": class, "allocationMode": "ExactCount", "count": 1}}]}},
+    })
+}
+
+/// A pod that uses the claim `claim` (its entry `gpu`).
+pub fn pod_with_claim(name: &str, milli_cpu: i64, claim: &str) -> Value {
+    let mut p = pod(name, milli_cpu);
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": claim}]);
+    p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    p
+}
+
+/// The object with its `kind` and the resource.k8s.io `apiVersion`, for the simulation.
+pub fn dra_object(kind: &str, object: &Value) -> Value {
+    let mut o = object.clone();
+    o["kind"] = json!(kind);
+    o["apiVersion"] = json!(DRA_API);
+    o
 }
 
 pub fn init_tracing() {

@@ -1,0 +1,537 @@
+//! Dynamic resource allocation (resource.k8s.io/v1) as the watches report it: device
+//! classes, resource slices and resource claims, decoded into Gantry's model and fed to
+//! the cache; and the claims as the API last sent them (whole, with their
+//! resourceVersion), which the binders need to write a claim's status back.
+//!
+//! The claims are kept where the scheduling loop (applying watch events) and the binders
+//! (applying their own writes, upstream's `AssumeClaimAfterAPICall`) both reach them, under
+//! one lock that also covers the cache's update: a watch event older than a binder's write
+//! is ignored, as upstream's assume cache ignores it, so that the cache never goes back to
+//! a claim without the allocation just written.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use gantry_api::decode::{ClusterObjects, DecodeError, ObjectError};
+use gantry_api::dra::{ClaimKey, DeviceClass, DraObjects, ResourceClaim, ResourceSlice};
+use gantry_api::{Pod, Release, Sym};
+use gantry_cache::Cache;
+use gantry_framework::{ActionType, EventResource};
+use kube::api::DynamicObject;
+use kube::discovery::ApiResource;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::watch::{Kind, Object};
+
+/// The one version of resource.k8s.io Gantry reads and writes.
+pub const GROUP: &str = "resource.k8s.io";
+pub const VERSION: &str = "v1";
+
+/// The finalizer kube-scheduler adds to a claim before it allocates it
+/// (`resourceapi.Finalizer`).
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+
+/// How kube addresses a DRA kind (one of `Kind::DRA`).
+pub fn api_resource(kind: Kind) -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: kind.kind().into(),
+        plural: kind.name().into(),
+    }
+}
+
+/// `Kind namespace/name` (or `Kind name`), as decoding errors name objects.
+fn label(kind: Kind, object: &Value) -> String {
+    let name = object["metadata"]["name"].as_str().unwrap_or("(unnamed)");
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{} {ns}/{name}", kind.kind()),
+        None => format!("{} {name}", kind.kind()),
+    }
+}
+
+/// The object as JSON, with the `kind` and `apiVersion` a list's items lack.
+pub fn to_json(object: &DynamicObject, kind: Kind) -> Result<Value, ObjectError> {
+    let mut value = serde_json::to_value(object).map_err(|e| ObjectError {
+        object: format!(
+            "{} {}",
+            kind.kind(),
+            object.metadata.name.as_deref().unwrap_or("(unnamed)")
+        ),
+        field: "(the whole object)".into(),
+        message: e.to_string(),
+    })?;
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "apiVersion".into(),
+            Value::from(format!("{GROUP}/{VERSION}")),
+        );
+        map.insert("kind".into(), Value::from(kind.kind()));
+    }
+    Ok(value)
+}
+
+/// Decodes one DRA object of `kind` as a manifest of it decodes (the same checks, the
+/// same errors), as `release`'s API server stores it.
+fn decode(kind: Kind, value: &Value, release: Release) -> Result<DraObjects, ObjectError> {
+    let object = label(kind, value);
+    let whole = |message: String| ObjectError {
+        object: object.clone(),
+        field: "(the whole object)".into(),
+        message,
+    };
+    let text = serde_json::to_string(value).map_err(|e| whole(e.to_string()))?;
+    let mut objects = ClusterObjects::for_release(release);
+    match objects.decode_more(&text, &object) {
+        Ok(()) => Ok(objects.dra),
+        Err(DecodeError::Object { error, .. }) => Err(error),
+        Err(other) => Err(whole(other.to_string())),
+    }
+}
+
+fn missing(kind: Kind, value: &Value) -> ObjectError {
+    ObjectError {
+        object: label(kind, value),
+        field: "kind".into(),
+        message: format!("did not decode as a {}", kind.kind()),
+    }
+}
+
+/// A claim from its JSON (a watch event, or the API's answer to a write).
+pub fn decode_claim(value: &Value, release: Release) -> Result<ResourceClaim, ObjectError> {
+    decode(Kind::ResourceClaim, value, release)?
+        .claims
+        .pop()
+        .ok_or_else(|| missing(Kind::ResourceClaim, value))
+}
+
+pub fn decode_claim_object(
+    object: &DynamicObject,
+    release: Release,
+) -> Result<Object, ObjectError> {
+    let value = to_json(object, Kind::ResourceClaim)?;
+    let claim = decode_claim(&value, release)?;
+    Ok(Object::ResourceClaim(Arc::new(claim), Arc::new(value)))
+}
+
+pub fn decode_slice(object: &DynamicObject, release: Release) -> Result<Object, ObjectError> {
+    let value = to_json(object, Kind::ResourceSlice)?;
+    let slice = decode(Kind::ResourceSlice, &value, release)?
+        .slices
+        .pop()
+        .ok_or_else(|| missing(Kind::ResourceSlice, &value))?;
+    Ok(Object::ResourceSlice(Arc::new(slice)))
+}
+
+pub fn decode_device_class(
+    object: &DynamicObject,
+    release: Release,
+) -> Result<Object, ObjectError> {
+    let value = to_json(object, Kind::DeviceClass)?;
+    let class = decode(Kind::DeviceClass, &value, release)?
+        .device_classes
+        .pop()
+        .ok_or_else(|| missing(Kind::DeviceClass, &value))?;
+    let configs: Arc<[Value]> = value["spec"]["config"]
+        .as_array()
+        .map_or_else(Vec::new, Clone::clone)
+        .into();
+    Ok(Object::DeviceClass(Arc::new(class), configs))
+}
+
+fn resource_version(object: &Value) -> Option<u64> {
+    object["metadata"]["resourceVersion"].as_str()?.parse().ok()
+}
+
+/// Whether `new` is an older version than `kept` (both with numeric resourceVersions,
+/// as upstream's assume cache compares them; otherwise the newcomer wins).
+fn is_older(new: &Value, kept: &Value) -> bool {
+    matches!((resource_version(new), resource_version(kept)), (Some(n), Some(k)) if n < k)
+}
+
+struct SeenClaim {
+    claim: Arc<ResourceClaim>,
+    object: Arc<Value>,
+    /// The queue has been told about this version (a binder's write is not: its watch
+    /// event is, when it arrives).
+    announced: bool,
+}
+
+/// The claims as the API last sent them, and the device classes' configurations, shared
+/// by the scheduling loop and the binders.
+pub struct ClaimStore {
+    cache: Arc<Cache>,
+    release: Release,
+    claims: Mutex<HashMap<ClaimKey, SeenClaim>>,
+    class_configs: Mutex<HashMap<Sym, Arc<[Value]>>>,
+}
+
+impl ClaimStore {
+    pub fn new(cache: Arc<Cache>, release: Release) -> ClaimStore {
+        ClaimStore {
+            cache,
+            release,
+            claims: Mutex::new(HashMap::new()),
+            class_configs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn release(&self) -> Release {
+        self.release
+    }
+
+    /// A claim as the watch shows it: kept and given to the cache, unless the version
+    /// kept is newer (a binder's write the watch has not caught up with yet). Returns
+    /// what the queue hears about, if anything changed for scheduling.
+    pub fn observe(&self, claim: Arc<ResourceClaim>, object: Arc<Value>) -> Option<ActionType> {
+        let mut claims = self.claims.lock();
+        let key = claim.key();
+        let action = match claims.get_mut(&key) {
+            Some(seen) if is_older(&object, &seen.object) => return None,
+            Some(seen) if seen.claim == claim => {
+                // Only metadata moved (or this confirms a binder's write).
+                seen.object = object;
+                return (!std::mem::replace(&mut seen.announced, true))
+                    .then_some(ActionType::UPDATE);
+            }
+            Some(_) => ActionType::UPDATE,
+            None => ActionType::ADD,
+        };
+        self.cache.dra().set_claim(claim.clone());
+        claims.insert(
+            key,
+            SeenClaim {
+                claim,
+                object,
+                announced: true,
+            },
+        );
+        Some(action)
+    }
+
+    /// The API's answer to a binder's status write: the cache holds it from now on
+    /// (upstream's `AssumeClaimAfterAPICall`), not only once the watch delivers it.
+    pub fn written(&self, object: Value) -> Result<(), ObjectError> {
+        let claim = Arc::new(decode_claim(&object, self.release)?);
+        let object = Arc::new(object);
+        let mut claims = self.claims.lock();
+        let key = claim.key();
+        if claims
+            .get(&key)
+            .is_some_and(|seen| is_older(&object, &seen.object))
+        {
+            return Ok(());
+        }
+        self.cache
+            .assume_written_claims(std::slice::from_ref(&claim));
+        claims.insert(
+            key,
+            SeenClaim {
+                claim,
+                object,
+                announced: false,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn deleted(&self, key: ClaimKey) -> bool {
+        let removed = self.claims.lock().remove(&key).is_some();
+        if removed {
+            self.cache.dra().remove_claim(key);
+        }
+        removed
+    }
+
+    /// A complete list: claims missing from it were deleted.
+    fn relist(&self, listed: Vec<(Arc<ResourceClaim>, Arc<Value>)>) -> Option<ActionType> {
+        let keep: HashSet<ClaimKey> = listed.iter().map(|(c, _)| c.key()).collect();
+        let gone: Vec<ClaimKey> = self
+            .claims
+            .lock()
+            .keys()
+            .filter(|k| !keep.contains(k))
+            .copied()
+            .collect();
+        let mut action = None;
+        for key in gone {
+            if self.deleted(key) {
+                action = Some(or(action, ActionType::DELETE));
+            }
+        }
+        for (claim, object) in listed {
+            if let Some(a) = self.observe(claim, object) {
+                action = Some(or(action, a));
+            }
+        }
+        action
+    }
+
+    /// The claim's JSON as last seen (watch or write), for a status write.
+    pub fn latest(&self, key: ClaimKey) -> Option<Arc<Value>> {
+        self.claims.lock().get(&key).map(|s| s.object.clone())
+    }
+
+    /// Whether every claim of the pod has been seen reserved for it: its binder wrote
+    /// them before the binding, so another instance waits for them as for the binding.
+    pub fn all_reserved_for(&self, pod: &Pod) -> bool {
+        let claims = self.claims.lock();
+        pod.resource_claims.iter().all(|entry| {
+            let key = ClaimKey {
+                namespace: pod.namespace,
+                name: Sym::new(&pod.claim_name(entry)),
+            };
+            claims
+                .get(&key)
+                .is_some_and(|seen| seen.claim.is_reserved_for(&pod.uid))
+        })
+    }
+
+    /// The `spec.config` of a device class, as last seen.
+    pub fn class_configs(&self, class: &str) -> Option<Arc<[Value]>> {
+        self.class_configs.lock().get(&Sym::new(class)).cloned()
+    }
+}
+
+fn or(action: Option<ActionType>, more: ActionType) -> ActionType {
+    action.map_or(more, |a| a.or(more))
+}
+
+/// The DRA objects the scheduling loop applies: classes and slices by name (to tell what a
+/// relist dropped), claims in the shared [`ClaimStore`].
+pub struct DraMirror {
+    pub store: Arc<ClaimStore>,
+    cache: Arc<Cache>,
+    classes: HashMap<Sym, Arc<DeviceClass>>,
+    slices: HashMap<Sym, Arc<ResourceSlice>>,
+}
+
+impl DraMirror {
+    pub fn new(cache: Arc<Cache>, store: Arc<ClaimStore>) -> DraMirror {
+        DraMirror {
+            store,
+            cache,
+            classes: HashMap::new(),
+            slices: HashMap::new(),
+        }
+    }
+
+    /// Applies a DRA object (applied, or `deleted`); returns the event the queue hears,
+    /// if anything changed. Other objects are not the mirror's: `None`.
+    pub fn apply(&mut self, object: Object, deleted: bool) -> Option<(EventResource, ActionType)> {
+        match object {
+            Object::DeviceClass(class, configs) => self
+                .class(class, configs, deleted)
+                .map(|a| (EventResource::DeviceClass, a)),
+            Object::ResourceSlice(slice) => self
+                .slice(slice, deleted)
+                .map(|a| (EventResource::ResourceSlice, a)),
+            Object::ResourceClaim(claim, object) => {
+                let action = if deleted {
+                    self.store
+                        .deleted(claim.key())
+                        .then_some(ActionType::DELETE)
+                } else {
+                    self.store.observe(claim, object)
+                };
+                action.map(|a| (EventResource::ResourceClaim, a))
+            }
+            _ => None,
+        }
+    }
+
+    fn class(
+        &mut self,
+        class: Arc<DeviceClass>,
+        configs: Arc<[Value]>,
+        deleted: bool,
+    ) -> Option<ActionType> {
+        let name = class.name;
+        if deleted {
+            self.classes.remove(&name)?;
+            self.cache.dra().remove_device_class(name);
+            self.store.class_configs.lock().remove(&name);
+            return Some(ActionType::DELETE);
+        }
+        let configs_changed = self
+            .store
+            .class_configs
+            .lock()
+            .insert(name, configs.clone())
+            .is_none_or(|old| old != configs);
+        let action = match self.classes.insert(name, class.clone()) {
+            Some(old) if old == class => return configs_changed.then_some(ActionType::UPDATE),
+            Some(_) => ActionType::UPDATE,
+            None => ActionType::ADD,
+        };
+        self.cache.dra().set_device_class(class);
+        Some(action)
+    }
+
+    fn slice(&mut self, slice: Arc<ResourceSlice>, deleted: bool) -> Option<ActionType> {
+        let name = slice.name;
+        if deleted {
+            self.slices.remove(&name)?;
+            self.cache.remove_resource_slice(name);
+            return Some(ActionType::DELETE);
+        }
+        let action = match self.slices.insert(name, slice.clone()) {
+            Some(old) if old == slice => return None,
+            Some(_) => ActionType::UPDATE,
+            None => ActionType::ADD,
+        };
+        self.cache.set_resource_slice(slice);
+        Some(action)
+    }
+
+    /// A complete list of one DRA kind: what it does not list was deleted. Returns the
+    /// event the queue hears (one, however many objects changed).
+    pub fn relist(
+        &mut self,
+        kind: Kind,
+        objects: Vec<Object>,
+    ) -> Option<(EventResource, ActionType)> {
+        let resource = match kind {
+            Kind::DeviceClass => EventResource::DeviceClass,
+            Kind::ResourceSlice => EventResource::ResourceSlice,
+            Kind::ResourceClaim => EventResource::ResourceClaim,
+            _ => return None,
+        };
+        if kind == Kind::ResourceClaim {
+            let listed = objects
+                .into_iter()
+                .filter_map(|o| match o {
+                    Object::ResourceClaim(claim, object) => Some((claim, object)),
+                    _ => None,
+                })
+                .collect();
+            return self.store.relist(listed).map(|a| (resource, a));
+        }
+        let listed: HashSet<Sym> = objects.iter().filter_map(name_of).collect();
+        let gone: Vec<Object> = if kind == Kind::DeviceClass {
+            let no_configs: Arc<[Value]> = Arc::from(Vec::new());
+            self.classes
+                .values()
+                .filter(|c| !listed.contains(&c.name))
+                .map(|c| Object::DeviceClass(c.clone(), no_configs.clone()))
+                .collect()
+        } else {
+            self.slices
+                .values()
+                .filter(|s| !listed.contains(&s.name))
+                .map(|s| Object::ResourceSlice(s.clone()))
+                .collect()
+        };
+        let changes = gone
+            .into_iter()
+            .map(|o| (o, true))
+            .chain(objects.into_iter().map(|o| (o, false)));
+        let mut action = None;
+        for (object, deleted) in changes {
+            if let Some((_, a)) = self.apply(object, deleted) {
+                action = Some(or(action, a));
+            }
+        }
+        action.map(|a| (resource, a))
+    }
+}
+
+/// The name of a device class or a slice.
+fn name_of(object: &Object) -> Option<Sym> {
+    match object {
+        Object::DeviceClass(class, _) => Some(class.name),
+        Object::ResourceSlice(slice) => Some(slice.name),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claim_json(resource_version: &str, allocated: bool) -> Value {
+        let mut claim = json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default", "uid": "u-1",
+                         "resourceVersion": resource_version},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}},
+        });
+        if allocated {
+            claim["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-0", "device": "gpu-0"}]}}});
+        }
+        claim
+    }
+
+    fn observe(store: &ClaimStore, object: Value) -> Option<ActionType> {
+        let claim = decode_claim(&object, store.release()).unwrap();
+        store.observe(Arc::new(claim), Arc::new(object))
+    }
+
+    fn allocated_in_cache(cache: &Cache) -> bool {
+        cache.dra().claims()[0].allocation.is_some()
+    }
+
+    #[test]
+    fn a_watch_event_older_than_a_write_does_not_undo_it() {
+        let cache = Arc::new(Cache::new());
+        let store = ClaimStore::new(cache.clone(), Release::default());
+        assert_eq!(
+            observe(&store, claim_json("5", false)),
+            Some(ActionType::ADD)
+        );
+        store.written(claim_json("6", true)).unwrap();
+        assert!(allocated_in_cache(&cache));
+        // The watch was behind the write: its older version is ignored.
+        assert_eq!(observe(&store, claim_json("5", false)), None);
+        assert!(allocated_in_cache(&cache));
+        assert_eq!(
+            store
+                .latest(ClaimKey {
+                    namespace: Sym::new("default"),
+                    name: Sym::new("c"),
+                })
+                .unwrap()["metadata"]["resourceVersion"],
+            "6"
+        );
+        // The write's own event tells the queue once; a newer version wins.
+        assert_eq!(
+            observe(&store, claim_json("6", true)),
+            Some(ActionType::UPDATE)
+        );
+        assert_eq!(observe(&store, claim_json("6", true)), None);
+        assert_eq!(
+            observe(&store, claim_json("7", false)),
+            Some(ActionType::UPDATE)
+        );
+        assert!(!allocated_in_cache(&cache));
+    }
+
+    #[test]
+    fn a_relist_removes_the_claims_it_does_not_show() {
+        let cache = Arc::new(Cache::new());
+        let store = ClaimStore::new(cache.clone(), Release::default());
+        observe(&store, claim_json("5", true));
+        assert_eq!(store.relist(Vec::new()), Some(ActionType::DELETE));
+        assert!(cache.dra().claims().is_empty());
+        assert_eq!(store.relist(Vec::new()), None);
+    }
+
+    #[test]
+    fn an_undecodable_claim_is_an_error_naming_the_object_and_field() {
+        let mut claim = claim_json("5", false);
+        claim["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = json!(true);
+        let error = decode_claim(&claim, Release::default()).unwrap_err();
+        assert_eq!(error.object, "ResourceClaim default/c");
+        assert!(
+            error.field.starts_with("spec.devices.requests[0]"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,417 @@
+//! `gantry run` with dynamic resource allocation (resource.k8s.io/v1), end to end against
+//! the in-process API server: claims made in the test (the resource-claim controller is
+//! not part of `gantry run`), allocated by the scheduler and written before the binding.
+
+mod apiserver;
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apiserver::TestApiServer;
+use apiserver::resources::{DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES};
+use common::*;
+use gantry_kube::Shard;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn claim_of(api: &TestApiServer, name: &str) -> Value {
+    api.get(RESOURCE_CLAIMS, "default", name).unwrap()
+}
+
+fn uid_of(api: &TestApiServer, pod: &str) -> String {
+    api.get(PODS, "default", pod).unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The position of the first write that starts with `what`.
+fn written_at(api: &TestApiServer, what: &str) -> usize {
+    let writes = api.writes();
+    writes
+        .iter()
+        .position(|w| w.starts_with(what))
+        .unwrap_or_else(|| panic!("no write {what:?} among {writes:#?}"))
+}
+
+fn count_writes(api: &TestApiServer, what: &str) -> usize {
+    api.writes().iter().filter(|w| *w == what).count()
+}
+
+const CLAIMS_PATH: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+
+/// The node-local allocation of `device` on `node` for the request `gpu`, as upstream's
+/// allocator writes it (without configuration).
+fn local_allocation(node: &str, device: &str) -> Value {
+    json!({
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_allocated_and_reserved_before_the_binding_and_a_claim_without_a_device_is_reported()
+ {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let nodes = vec![node("node-0", 4000, "a"), node("node-1", 4000, "b")];
+    let class = device_class("gpu");
+    let gpus = slice("node-1", &["gpu-0"]);
+    let mut first_claim = claim("first-gpu", "gpu");
+    first_claim["spec"]["devices"]["config"] = json!([{"requests": ["gpu"],
+        "opaque": {"driver": DRIVER, "parameters": {"mode": "exclusive"}}}]);
+    let second_claim = claim("second-gpu", "gpu");
+    let first = pod_with_claim("first", 500, "first-gpu");
+    let second = pod_with_claim("second", 500, "second-gpu");
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    api.put(DEVICE_CLASSES, class.clone());
+    api.put(RESOURCE_SLICES, gpus.clone());
+    api.put(RESOURCE_CLAIMS, first_claim.clone());
+    api.put(RESOURCE_CLAIMS, second_claim.clone());
+    api.put(PODS, first.clone());
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("first bound", WAIT, || node_of(&api, "first").is_some()).await;
+    assert_eq!(node_of(&api, "first").as_deref(), Some("node-1"));
+
+    let written = claim_of(&api, "first-gpu");
+    let mut allocation = local_allocation("node-1", "gpu-0");
+    allocation["devices"]["config"] = json!([
+        {"source": "FromClass", "requests": ["gpu"],
+         "opaque": {"driver": DRIVER, "parameters": {"class": "gpu"}}},
+        {"source": "FromClaim", "requests": ["gpu"],
+         "opaque": {"driver": DRIVER, "parameters": {"mode": "exclusive"}}},
+    ]);
+    assert_eq!(written["status"]["allocation"], allocation);
+    assert_eq!(
+        written["status"]["reservedFor"],
+        json!([{"resource": "pods", "name": "first", "uid": uid_of(&api, "first")}])
+    );
+    assert_eq!(
+        written["metadata"]["finalizers"],
+        json!(["resource.kubernetes.io/delete-protection"])
+    );
+    // The finalizer (an update of the claim), then the status, then the binding.
+    let finalizer = written_at(&api, &format!("PUT {CLAIMS_PATH}/first-gpu"));
+    let status = written_at(&api, &format!("PUT {CLAIMS_PATH}/first-gpu/status"));
+    let binding = written_at(&api, "POST /api/v1/namespaces/default/pods/first/binding");
+    assert!(
+        finalizer < status && status < binding,
+        "{:#?}",
+        api.writes()
+    );
+
+    // The only device is taken: the second pod's claim cannot be allocated anywhere.
+    api.put(PODS, second.clone());
+    wait_for("second reported", WAIT, || {
+        !events_about(&api, "second", "FailedScheduling").is_empty()
+    })
+    .await;
+    let others = [
+        dra_object("DeviceClass", &class),
+        dra_object("ResourceSlice", &gpus),
+        dra_object("ResourceClaim", &first_claim),
+        dra_object("ResourceClaim", &second_claim),
+    ];
+    let expected = &simulated_with(&nodes, &[first, second], &others)["second"];
+    assert_eq!(expected.node, None);
+    let message = expected.reason.clone().unwrap();
+    assert!(message.contains("cannot allocate all claims"), "{message}");
+    let event = &events_about(&api, "second", "FailedScheduling")[0];
+    assert_eq!(event["note"], json!(message));
+    assert!(node_of(&api, "second").is_none());
+    assert!(claim_of(&api, "second-gpu")["status"]["allocation"].is_null());
+    instance.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_never_give_one_device_to_two_claims() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    for i in 0..2 {
+        let name = format!("node-{i}");
+        api.put(NODES, node(&name, 8000, ["a", "b"][i]));
+        api.put(RESOURCE_SLICES, slice(&name, &["gpu-0", "gpu-1", "gpu-2"]));
+    }
+    // Eight pods, each with its own claim, split between the instances; six devices.
+    // Slow binds keep both instances deciding on caches that lag each other's writes:
+    // both choose the same first free device, while the node still has another.
+    api.set_bind_delay(Duration::from_millis(150));
+    for i in 0..8u32 {
+        let name = format!("p-{i}");
+        api.put(RESOURCE_CLAIMS, claim(&format!("{name}-gpu"), "gpu"));
+        let mut p = pod_with_claim(&name, 100, &format!("{name}-gpu"));
+        p["metadata"]["uid"] = json!(uid_owned_by(i % 2, 2, &name));
+        api.put(PODS, p);
+    }
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard { index: 0, count: 2 }, None),
+        start(&api, "b", Shard { index: 1, count: 2 }, None),
+    );
+    let bound = |api: &TestApiServer| {
+        api.list(PODS)
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_string())
+            .count()
+    };
+    wait_for("every device in use", WAIT, || bound(&api) == 6).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(bound(&api), 6);
+
+    let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in api.list(RESOURCE_CLAIMS) {
+        for result in c["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let device = format!("{}/{}", result["pool"], result["device"]);
+            let name = c["metadata"]["name"].as_str().unwrap().to_string();
+            holders.entry(device).or_default().push(name);
+        }
+    }
+    for (device, claims) in &holders {
+        assert_eq!(claims.len(), 1, "device {device} allocated to {claims:?}");
+    }
+    // Each bound pod's claim is allocated on its node and reserved for it.
+    for p in api.list(PODS) {
+        let Some(node) = p["spec"]["nodeName"].as_str() else {
+            continue;
+        };
+        let name = p["metadata"]["name"].as_str().unwrap();
+        let c = claim_of(&api, &format!("{name}-gpu"));
+        assert_eq!(
+            c["status"]["allocation"]["devices"]["results"][0]["pool"],
+            node
+        );
+        assert_eq!(c["status"]["reservedFor"][0]["uid"], p["metadata"]["uid"]);
+    }
+    assert_eq!(holders.len(), 6, "{holders:?}");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// Another client writes the claim between the scheduler's read and its status write:
+/// the write gets 409, reads the claim again and succeeds on the fresh version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_changed_meanwhile_is_read_again_and_written() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0"]));
+    api.put(RESOURCE_CLAIMS, claim("c", "gpu"));
+    api.before_status_write(
+        "default/c",
+        json!({"metadata": {"annotations": {"touched-by": "someone-else"}}}),
+    );
+    api.put(PODS, pod_with_claim("p", 500, "c"));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+    let written = claim_of(&api, "c");
+    assert_eq!(
+        written["metadata"]["annotations"]["touched-by"],
+        "someone-else"
+    );
+    assert_eq!(
+        written["status"]["allocation"]["devices"]["results"][0]["device"],
+        "gpu-0"
+    );
+    assert_eq!(
+        written["status"]["reservedFor"][0]["uid"],
+        json!(uid_of(&api, "p"))
+    );
+    assert_eq!(
+        count_writes(&api, &format!("PUT {CLAIMS_PATH}/c/status")),
+        2,
+        "a conflict, then the write: {:#?}",
+        api.writes()
+    );
+    assert_eq!(api.binds().len(), 1);
+    instance.stop().await.unwrap();
+}
+
+/// Another scheduler allocates the claim between the scheduler's read and its status
+/// write: the binding fails with upstream's message and the pod is retried, where the
+/// other allocation put the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_allocated_elsewhere_meanwhile_fails_the_binding_and_the_pod_is_retried() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    // node-1 has the most room: the scheduler picks it first.
+    let nodes = vec![node("node-0", 1000, "a"), node("node-1", 4000, "b")];
+    let class = device_class("gpu");
+    let slices = [slice("node-0", &["gpu-0"]), slice("node-1", &["gpu-0"])];
+    let c = claim("c", "gpu");
+    let p = pod_with_claim("p", 500, "c");
+    let mut others = vec![
+        dra_object("DeviceClass", &class),
+        dra_object("ResourceClaim", &c),
+    ];
+    others.extend(slices.iter().map(|s| dra_object("ResourceSlice", s)));
+    let expected = &simulated_with(&nodes, std::slice::from_ref(&p), &others)["p"];
+    assert_eq!(expected.node.as_deref(), Some("node-1"));
+    for n in &nodes {
+        api.put(NODES, n.clone());
+    }
+    api.put(DEVICE_CLASSES, class);
+    for s in slices {
+        api.put(RESOURCE_SLICES, s);
+    }
+    api.put(RESOURCE_CLAIMS, c);
+    let elsewhere = local_allocation("node-0", "gpu-0");
+    api.before_status_write(
+        "default/c",
+        json!({"status": {"allocation": elsewhere.clone()}}),
+    );
+    api.put(PODS, p);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+    assert_eq!(node_of(&api, "p").as_deref(), Some("node-0"));
+    let written = claim_of(&api, "c");
+    assert_eq!(written["status"]["allocation"], elsewhere);
+    assert_eq!(
+        written["status"]["reservedFor"][0]["uid"],
+        json!(uid_of(&api, "p"))
+    );
+    wait_for("the failed binding reported", WAIT, || {
+        !events_about(&api, "p", "FailedScheduling").is_empty()
+    })
+    .await;
+    assert_eq!(
+        events_about(&api, "p", "FailedScheduling")[0]["note"],
+        "binding rejected: running PreBind plugin \"DynamicResources\": claim default/c got allocated elsewhere in the meantime"
+    );
+    assert_eq!(api.binds(), vec![("default/p".into(), "node-0".into())]);
+    instance.stop().await.unwrap();
+}
+
+/// A binding that fails after the claim was written takes the pod out of the claim's
+/// `reservedFor` (the allocation stays); the retry reserves the same device again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_binding_unreserves_the_claim_and_the_retry_keeps_its_allocation() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0", "gpu-1"]));
+    api.put(RESOURCE_CLAIMS, claim("c", "gpu"));
+    api.fail_requests("/binding", 1);
+    api.put(PODS, pod_with_claim("p", 500, "c"));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+    let status = format!("PUT {CLAIMS_PATH}/c/status");
+    let unreserve = format!("PATCH {CLAIMS_PATH}/c/status");
+    let binding = "POST /api/v1/namespaces/default/pods/p/binding";
+    let writes: Vec<String> = api
+        .writes()
+        .into_iter()
+        .filter(|w| *w == status || *w == unreserve || w == binding)
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            status.clone(),
+            binding.into(),
+            unreserve,
+            status,
+            binding.into()
+        ]
+    );
+    let written = claim_of(&api, "c");
+    assert_eq!(
+        written["status"]["reservedFor"],
+        json!([{"resource": "pods", "name": "p", "uid": uid_of(&api, "p")}])
+    );
+    let device = &written["status"]["allocation"]["devices"]["results"][0]["device"];
+    assert!(device == "gpu-0" || device == "gpu-1", "{written}");
+    instance.stop().await.unwrap();
+}
+
+/// A claim allocated on a node the pod does not fit is freed by DynamicResources'
+/// PostFilter (its status written without the allocation) and allocated again where the
+/// pod fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_allocated_where_its_pod_cannot_fit_is_deallocated_and_allocated_again() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(NODES, node("node-1", 4000, "b"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0"]));
+    api.put(RESOURCE_SLICES, slice("node-1", &["gpu-0"]));
+    let mut c = claim("c", "gpu");
+    c["status"] = json!({"allocation": local_allocation("node-0", "gpu-0")});
+    api.put(RESOURCE_CLAIMS, c);
+    api.put(PODS, pod_with_claim("p", 2000, "c"));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+    assert_eq!(node_of(&api, "p").as_deref(), Some("node-1"));
+    let written = claim_of(&api, "c");
+    assert_eq!(
+        written["status"]["allocation"]["devices"]["results"][0]["pool"],
+        "node-1"
+    );
+    assert_eq!(
+        count_writes(&api, &format!("PUT {CLAIMS_PATH}/c/status")),
+        2,
+        "the deallocation, then the allocation: {:#?}",
+        api.writes()
+    );
+    wait_for("the first attempt reported", WAIT, || {
+        !events_about(&api, "p", "FailedScheduling").is_empty()
+    })
+    .await;
+    let reported = events_about(&api, "p", "FailedScheduling");
+    assert!(
+        reported[0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("deallocation of ResourceClaim completed"),
+        "{reported:?}"
+    );
+    instance.stop().await.unwrap();
+}
+
+/// resource.k8s.io/v1 is listed only when a profile runs DynamicResources: a cluster that
+/// does not serve it (here: every request to it fails) holds back scheduling with it, and
+/// only with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_k8s_io_is_read_only_when_a_profile_runs_dynamic_resources() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.fail_requests("/apis/resource.k8s.io/", 1_000_000);
+    api.put(PODS, pod("web", 100));
+    let with_dra = start(&api, "with-dra", Shard::WHOLE, None).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!with_dra.running.shared.is_synced());
+    assert_eq!(node_of(&api, "web"), None);
+    with_dra.stop().await.unwrap();
+
+    // v1.33's default profile has no DynamicResources (its gate is off there).
+    let release = gantry_api::Release::at(33);
+    let config = gantry_framework::config::SchedulerConfig {
+        profiles: vec![gantry_framework::plugins::default_profile_for(
+            SCHEDULER, release,
+        )],
+        ..gantry_framework::config::SchedulerConfig::for_release(release)
+    };
+    let without = start_with(&api, "without-dra", Shard::WHOLE, None, config).await;
+    wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
+    assert!(without.running.shared.is_synced());
+    without.stop().await.unwrap();
+}
+
+/// A UID that `owner` assigns to `shard` of `count`.
+fn uid_owned_by(shard: u32, count: u32, seed: &str) -> String {
+    (0..)
+        .map(|k| format!("{seed}-{k}"))
+        .find(|uid| gantry_kube::owner(uid, count) == shard)
+        .unwrap()
+}
