@@ -454,30 +454,15 @@ impl SchedulingLoop {
         }
     }
 
-    /// The binder's re-check at the node's fence. The devices Reserve chose for the pod
-    /// must still be free: another instance's claim written meanwhile may hold one of
-    /// them (a fresh allocation on the node could pick another device, but the binder
-    /// writes the chosen ones). The pod's allocations in flight survive the check, which
-    /// takes the assumed pod out of the cache and puts it back.
+    /// The binder's re-check at the node's fence ([`Scheduler::check_placement`], which
+    /// also checks that the devices Reserve chose are still the pod's alone).
     fn check_placement(&mut self, pod: &Arc<Pod>) -> Result<(), String> {
-        let in_flight = self.cache.dra().in_flight_of(&pod.uid);
-        if let Some(device) = self.cache.dra().device_held_twice(&in_flight) {
-            return Err(format!(
-                "{}: device {device} is allocated to another claim meanwhile",
-                gantry_framework::plugins::dynamic_resources::NAME
-            ));
-        }
-        let verdict = self
-            .scheduler
+        self.scheduler
             .check_placement(pod)
             .map_err(|status| match status.plugin() {
                 "" => status.message(),
                 plugin => format!("{plugin}: {}", status.message()),
-            });
-        if !in_flight.is_empty() && self.cache.is_assumed(&pod.uid) {
-            self.cache.assume_allocations(pod, &in_flight);
-        }
-        verdict
+            })
     }
 
     /// Writes the failure (event always, condition when it changed).

@@ -658,6 +658,16 @@ impl Scheduler {
                 pod.scheduler_name.as_str()
             )));
         };
+        // Devices: the allocations Reserve decided must still be the pod's alone (a
+        // fresh allocation on the node could pick other devices, but the binder writes
+        // these). Forgetting the pod for the check drops them; they are put back after.
+        let in_flight = self.cache.dra().in_flight_of(&pod.uid);
+        if let Some(device) = self.cache.dra().device_held_twice(&in_flight) {
+            return Err(Status::unresolvable(format!(
+                "device {device} is allocated to another claim meanwhile"
+            ))
+            .with_plugin(dynamic_resources::NAME));
+        }
         let assumed = self.cache.is_assumed(&pod.uid);
         if assumed {
             self.cache
@@ -675,9 +685,12 @@ impl Scheduler {
             }
             Err(inconsistent) => Err(Status::error(inconsistent.to_string())),
         };
-        if assumed && let Err(e) = self.cache.assume_pod(pod.clone()) {
-            tracing::error!(pod = %pod.key(), error = %e, "could not assume the pod again after its check");
-            return Err(Status::error(e.to_string()));
+        if assumed {
+            if let Err(e) = self.cache.assume_pod(pod.clone()) {
+                tracing::error!(pod = %pod.key(), error = %e, "could not assume the pod again after its check");
+                return Err(Status::error(e.to_string()));
+            }
+            self.cache.assume_allocations(pod, &in_flight);
         }
         verdict
     }
