@@ -16,8 +16,9 @@ use foldhash::fast::RandomState;
 use gantry_api::Sym;
 use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
 use parking_lot::RwLock;
+use smallvec::SmallVec;
 
-use crate::dra_state::{AllocatedVisitor, DeviceUse, DraState};
+use crate::dra_state::{AllocatedView, AllocatedVisitor, DeviceUse, DraState};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -34,8 +35,24 @@ struct DraStore {
     /// How many claims (as the API holds them, or in flight) hold each device: 1 for
     /// every device taken; more only if the API holds a double allocation.
     allocated: Map<DeviceId, u32>,
+    /// The same devices by pool: the names of those taken in each.
+    taken_by_pool: Map<(Sym, Sym), SmallVec<[Sym; 8]>>,
     /// Sorted by name, so that pools are gathered in one order.
     shared_slices: Vec<Arc<ResourceSlice>>,
+}
+
+impl AllocatedView for DraStore {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.allocated.contains_key(&device)
+    }
+
+    fn taken_in_pool(&self, driver: Sym, pool: Sym) -> Option<&[Sym]> {
+        Some(
+            self.taken_by_pool
+                .get(&(driver, pool))
+                .map_or(&[], |names| names.as_slice()),
+        )
+    }
 }
 
 /// An allocation Reserve decided for a pod, before its binding writes it.
@@ -74,13 +91,25 @@ impl DraStore {
                 *count -= 1;
                 if *count == 0 {
                     self.allocated.remove(&device);
+                    let pool = (device.driver, device.pool);
+                    if let Some(names) = self.taken_by_pool.get_mut(&pool) {
+                        names.retain(|n| *n != device.device);
+                        if names.is_empty() {
+                            self.taken_by_pool.remove(&pool);
+                        }
+                    }
                 }
             }
         }
         for device in after {
             let count = self.allocated.entry(device).or_default();
             *count += 1;
-            if *count > 1 {
+            if *count == 1 {
+                self.taken_by_pool
+                    .entry((device.driver, device.pool))
+                    .or_default()
+                    .push(device.device);
+            } else {
                 tracing::warn!(claim = %key.name, %device, "device allocated to two claims");
             }
         }
@@ -227,6 +256,19 @@ impl DraCache {
         counts
     }
 
+    /// Whether the index by pool names exactly the devices of the index (checked with
+    /// [`recount_allocations`](Self::recount_allocations) by the invariant checks).
+    pub fn pools_agree(&self) -> bool {
+        let s = self.store.read();
+        let by_pool: usize = s.taken_by_pool.values().map(|n| n.len()).sum();
+        by_pool == s.allocated.len()
+            && s.allocated.keys().all(|d| {
+                s.taken_by_pool
+                    .get(&(d.driver, d.pool))
+                    .is_some_and(|names| names.contains(&d.device))
+            })
+    }
+
     /// The claim in flight or held by the API that holds the device, if any.
     pub fn holder_of(&self, device: DeviceId) -> Option<Arc<ResourceClaim>> {
         let s = self.store.read();
@@ -253,8 +295,7 @@ impl DeviceUse for DraCache {
     }
 
     fn with_allocated(&self, f: &mut AllocatedVisitor<'_>) {
-        let store = self.store.read();
-        f(&|device| store.allocated.contains_key(&device));
+        f(&*self.store.read());
     }
 
     fn holder(&self, device: DeviceId) -> Option<String> {
@@ -361,9 +402,11 @@ mod tests {
         assert!(!view(&cache).allocation_in_flight(a));
         assert_eq!(cache.allocation_counts(), vec![(device("gpu-0"), 1)]);
         assert_eq!(cache.allocation_counts(), cache.recount_allocations());
+        assert!(cache.pools_agree());
         // Deleted: its devices are free.
         cache.remove_claim(a);
         assert!(cache.allocation_counts().is_empty());
+        assert!(cache.pools_agree());
     }
 
     #[test]

@@ -11,17 +11,36 @@ use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSl
 
 /// Whether a device is taken, asked once per candidate device while a pod's claims are
 /// allocated (the live cache answers from its device index, a what-if store from a set).
-/// What [`DeviceUse::with_allocated`] calls: it gets the test of whether a device is
-/// taken.
-pub type AllocatedVisitor<'a> = dyn FnMut(&dyn Fn(DeviceId) -> bool) + 'a;
+/// Which devices are taken, asked many times in a row (see [`DeviceUse::with_allocated`]).
+pub trait AllocatedView {
+    fn is_allocated(&self, device: DeviceId) -> bool;
+
+    /// The names of the devices taken in one pool, where the view keeps them by pool
+    /// (one lookup for a node's slice instead of one per device); `None` otherwise.
+    fn taken_in_pool(&self, _driver: Sym, _pool: Sym) -> Option<&[Sym]> {
+        None
+    }
+}
+
+/// What [`DeviceUse::with_allocated`] calls.
+pub type AllocatedVisitor<'a> = dyn FnMut(&dyn AllocatedView) + 'a;
+
+/// A [`DeviceUse`] asked device by device.
+struct EachDevice<'a, T: ?Sized>(&'a T);
+
+impl<T: DeviceUse + ?Sized> AllocatedView for EachDevice<'_, T> {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.0.is_allocated(device)
+    }
+}
 
 pub trait DeviceUse: Send + Sync {
     fn is_allocated(&self, device: DeviceId) -> bool;
 
-    /// Calls `f` with a test of whether a device is taken, for many devices in a row
-    /// (the live cache answers them all under one lock).
+    /// Calls `f` with a view of the devices taken, for many questions in a row (the
+    /// live cache answers them all under one lock, by pool).
     fn with_allocated(&self, f: &mut AllocatedVisitor<'_>) {
-        f(&|device| self.is_allocated(device));
+        f(&EachDevice(self));
     }
 
     /// The claim (`namespace/name`) holding the device, where the view knows it (for

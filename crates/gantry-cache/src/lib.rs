@@ -53,7 +53,7 @@ pub use declared_terms::{DeclaredTerm, DeclaredTerms};
 pub use device_usage::{CardUsage, DeviceUsage};
 pub use domain_counts::{DomainCounts, PodsPerDomain, SelectionCounts};
 pub use dra_cache::DraCache;
-pub use dra_state::{DeviceUse, DraState};
+pub use dra_state::{AllocatedView, DeviceUse, DraState};
 pub use label_index::PodLabelIndex;
 pub use node_info::{ImageState, NodeInfo, PvcKey, next_generation};
 pub use node_tree::{NodeTree, zone_key};

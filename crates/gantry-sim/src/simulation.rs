@@ -1097,7 +1097,7 @@ impl Simulation {
         for (i, instance) in self.instances.iter().enumerate() {
             let dra = instance.cache.dra();
             let counts = dra.allocation_counts();
-            if counts != dra.recount_allocations() {
+            if counts != dra.recount_allocations() || !dra.pools_agree() {
                 return Err(format!(
                     "instance {i}: the cache's device index differs from a recount"
                 ));

@@ -17,6 +17,7 @@ use gantry_api::dra::{
     ALLOCATION_RESULTS_MAX_SIZE, AllocatedDevice, Allocation, AllocationMode, DeviceId,
     ResourceSlice, SliceNodes,
 };
+use gantry_cache::AllocatedView;
 use smallvec::SmallVec;
 
 use super::allocator::{Allocator, PreparedKind, selector_verdict};
@@ -102,9 +103,9 @@ fn walk(
     let slices = single_slice_pools(node, local, &allocator.shared_slices)?;
     let mut outcome = None;
     let mut pick = Some(pick);
-    allocator.allocated.with_allocated(&mut |is_allocated| {
+    allocator.allocated.with_allocated(&mut |taken| {
         if let Some(pick) = pick.take() {
-            outcome = walk_slices(allocator, &slices, is_allocated, pick);
+            outcome = walk_slices(allocator, &slices, taken, pick);
         }
     });
     outcome
@@ -113,7 +114,7 @@ fn walk(
 fn walk_slices(
     allocator: &Allocator,
     slices: &[&Arc<ResourceSlice>],
-    is_allocated: &dyn Fn(DeviceId) -> bool,
+    taken: &dyn AllocatedView,
     mut pick: impl FnMut(usize, &Arc<str>, DeviceId),
 ) -> Option<Result<bool, String>> {
     let mut picked: SmallVec<[DeviceId; 8]> = SmallVec::new();
@@ -135,6 +136,7 @@ fn walk_slices(
                 for selector in selection.request_selectors.iter() {
                     verdicts.push(selector.verdicts(slice));
                 }
+                let taken_here = taken.taken_in_pool(slice.driver, slice.pool);
                 for index in 0..slice.devices.len() {
                     if found == count {
                         break 'slices;
@@ -144,7 +146,11 @@ fn walk_slices(
                         pool: slice.pool,
                         device: slice.devices[index].name,
                     };
-                    if is_allocated(id) || picked.contains(&id) {
+                    let is_taken = match taken_here {
+                        Some(names) => names.contains(&id.device),
+                        None => taken.is_allocated(id),
+                    };
+                    if is_taken || picked.contains(&id) {
                         continue;
                     }
                     // In order, as the search evaluates them: the first No rejects the

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use foldhash::fast::RandomState;
 use gantry_api::dra::{Allocation, ClaimConsumer, ClaimKey, ResourceClaim};
 use gantry_api::{NodeSelector, Pod, Sym};
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeInfo};
 
 pub use allocator::{
     Allocator, Features, Found, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
@@ -550,6 +550,36 @@ impl ScorePlugin for DynamicResources {
                 score::first_path_score(s.claims.len(), to_allocate).map_err(Status::error)
             }
         }
+    }
+
+    /// Without `firstAvailable` requests, and with as many claims to allocate as claims,
+    /// every node scores 0 (computeScore reads only subrequests and fails only when the
+    /// claims outnumber the allocations): settled without a look at any node.
+    fn score_columns(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        _nodes: &[&NodeInfo],
+        _columns: &NodeColumns,
+        _positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        let Some(s) = state.read::<PodClaims>(NAME) else {
+            scores.fill(0);
+            return Ok(true);
+        };
+        let subrequests = s.claims.iter().any(|c| {
+            c.spec
+                .requests
+                .iter()
+                .any(|r| !r.first_available().is_empty())
+        });
+        let all_to_allocate = s.claims.iter().all(|c| c.allocation.is_none());
+        if subrequests || !all_to_allocate {
+            return Ok(false);
+        }
+        scores.fill(0);
+        Ok(true)
     }
 
     fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
