@@ -76,7 +76,7 @@ fn dynamic_resources_registration(
         .filter(dra.clone())
         .reserve(dra.clone());
     let registered = if release.dynamic_resources_scores() {
-        registered.score(dra.clone())
+        registered.pre_score(dra.clone()).score(dra.clone())
     } else {
         registered
     };

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use foldhash::fast::RandomState;
 use gantry_api::dra::{Allocation, ClaimConsumer, ClaimKey, ResourceClaim};
 use gantry_api::{NodeSelector, Pod, Sym};
-use gantry_cache::{NodeColumns, NodeInfo};
+use gantry_cache::NodeInfo;
 
 pub use allocator::{
     Allocator, Features, Found, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
@@ -33,7 +33,7 @@ use cel::Selector;
 
 use crate::{
     Cluster, CycleState, Detail, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin,
-    PreFilterResult, ReservePlugin, ScorePlugin, Status,
+    PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Status,
 };
 
 pub const NAME: &str = "DynamicResources";
@@ -522,6 +522,36 @@ impl DynamicResources {
     }
 }
 
+impl PreScorePlugin for DynamicResources {
+    /// Gantry's own step (upstream's plugin has no PreScore): Score is skipped where it
+    /// would give every node 0 — no claims, or no `firstAvailable` request and as many
+    /// claims to allocate as claims (computeScore reads only subrequests, and fails only
+    /// when the claims outnumber the allocations).
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        _nodes: &[&NodeInfo],
+        _cluster: Cluster<'_>,
+    ) -> Status {
+        let Some(s) = state.read::<PodClaims>(NAME) else {
+            return Status::skip();
+        };
+        let subrequests = s.claims.iter().any(|c| {
+            c.spec
+                .requests
+                .iter()
+                .any(|r| !r.first_available().is_empty())
+        });
+        let all_to_allocate = s.claims.iter().all(|c| c.allocation.is_none());
+        if subrequests || !all_to_allocate {
+            Status::success()
+        } else {
+            Status::skip()
+        }
+    }
+}
+
 impl ScorePlugin for DynamicResources {
     /// Upstream's `Score`: 0 without claims or without an allocation Filter kept for the
     /// node; otherwise `computeScore` (see [`score`]), whose error fails the cycle.
@@ -550,36 +580,6 @@ impl ScorePlugin for DynamicResources {
                 score::first_path_score(s.claims.len(), to_allocate).map_err(Status::error)
             }
         }
-    }
-
-    /// Without `firstAvailable` requests, and with as many claims to allocate as claims,
-    /// every node scores 0 (computeScore reads only subrequests and fails only when the
-    /// claims outnumber the allocations): settled without a look at any node.
-    fn score_columns(
-        &self,
-        state: &CycleState,
-        _pod: &Pod,
-        _nodes: &[&NodeInfo],
-        _columns: &NodeColumns,
-        _positions: &[usize],
-        scores: &mut [i64],
-    ) -> Result<bool, Status> {
-        let Some(s) = state.read::<PodClaims>(NAME) else {
-            scores.fill(0);
-            return Ok(true);
-        };
-        let subrequests = s.claims.iter().any(|c| {
-            c.spec
-                .requests
-                .iter()
-                .any(|r| !r.first_available().is_empty())
-        });
-        let all_to_allocate = s.claims.iter().all(|c| c.allocation.is_none());
-        if subrequests || !all_to_allocate {
-            return Ok(false);
-        }
-        scores.fill(0);
-        Ok(true)
     }
 
     fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
