@@ -20,19 +20,24 @@
 //! events:
 //! - {at: 10s, deleteNodes: {group: general, count: 2}}
 //! ```
+//!
+//! Node groups may carry HAMi GPUs (`gpus:`, see `scenario/gpus.rs`) and DRA devices
+//! (`devices:`, with `deviceClasses` and workloads' `claims`, see `scenario/devices.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::{ClusterObjects, DecodeError, PriorityClass};
-use gantry_api::{Node, Pod, Sym, TaintEffect};
+use gantry_api::dra::{DeviceClass, ResourceClaimTemplate, ResourceSlice, SliceNodes};
+use gantry_api::{Gate, Node, Pod, Sym, TaintEffect};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use thiserror::Error;
 
 use crate::{SimEvent, Simulation};
 
+mod devices;
 mod gpus;
 
 #[derive(Debug, Error)]
@@ -51,6 +56,8 @@ struct ScenarioFile {
     name: Option<String>,
     #[serde(default)]
     priority_classes: Vec<PriorityClassSpec>,
+    #[serde(default)]
+    device_classes: Vec<devices::DeviceClassSpec>,
     #[serde(default)]
     node_groups: Vec<NodeGroup>,
     #[serde(default)]
@@ -81,6 +88,9 @@ struct NodeGroup {
     /// Shareable GPUs, registered as HAMi's device plugin registers them.
     #[serde(default)]
     gpus: Option<gpus::GpuSpec>,
+    /// DRA devices: each entry is one ResourceSlice per node.
+    #[serde(default)]
+    devices: Vec<devices::DeviceSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,6 +111,10 @@ struct Workload {
     count: usize,
     #[serde(default)]
     arrival: Arrival,
+    /// DRA claims: one ResourceClaimTemplate each, named in every pod's
+    /// `spec.resourceClaims`.
+    #[serde(default)]
+    claims: Vec<devices::ClaimSpec>,
     /// A Pod manifest (metadata and spec); `kind` and the name are filled in.
     template: Value,
 }
@@ -249,21 +263,34 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 preemption_policy: gantry_api::PreemptionPolicy::PreemptLowerPriority,
             })
             .collect();
+        cluster.dra.device_classes = self.device_classes()?;
         let mut events = Vec::new();
         // Node groups: every node exists at time 0; `addNodes` events add more later,
         // numbered on from the group's last; deletions and drains take the newest.
+        // Every node's slices are published at time 0, those of nodes added later too:
+        // a slice is only ever read for its node.
         let mut group_next = Vec::new();
         let mut group_live: Vec<Vec<usize>> = Vec::new();
+        let mut group_slices = Vec::new();
         for (g, group) in self.file.node_groups.iter().enumerate() {
             self.count_nodes(group.count, &format!("nodeGroups[{g}].count"))?;
             for i in 0..group.count {
                 cluster.nodes.push(self.node(g, group, i)?);
             }
+            let slices = self.group_slices(g, group)?;
+            for i in 0..group.count {
+                cluster
+                    .dra
+                    .slices
+                    .extend(node_slices(&slices, &node_name(&group.name, i)));
+            }
             group_next.push(group.count);
             group_live.push((0..group.count).collect());
+            group_slices.push(slices);
         }
         let mut workload_pods: Vec<Vec<String>> = vec![Vec::new(); self.file.workloads.len()];
         let mut workload_next = vec![0usize; self.file.workloads.len()];
+        let mut template_names = HashMap::new();
         for (w, workload) in self.file.workloads.iter().enumerate() {
             let field = format!("workloads[{w}].arrival");
             let start = match &workload.arrival.start {
@@ -321,6 +348,11 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 events.push((at, SimEvent::CreatePod(Arc::new(pod))));
             }
             workload_next[w] = workload.count;
+            // After the pods, whose decoding checks the namespace the templates share.
+            cluster
+                .dra
+                .templates
+                .extend(self.claim_templates(w, workload, &mut template_names)?);
         }
         let mut timeline = Vec::new();
         for (e, event) in self.file.events.iter().enumerate() {
@@ -350,6 +382,10 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 let group = &self.file.node_groups[g];
                 for i in group_next[g]..group_next[g] + gc.count {
                     events.push((at, SimEvent::AddNode(Arc::new(self.node(g, group, i)?))));
+                    cluster
+                        .dra
+                        .slices
+                        .extend(node_slices(&group_slices[g], &node_name(&group.name, i)));
                     group_live[g].push(i);
                 }
                 group_next[g] += gc.count;
@@ -416,7 +452,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
     /// a name is an error naming both.
     fn check_unique_names(&self) -> Result<(), ScenarioError> {
         let file = self.file;
-        let lists: [(&str, Vec<&str>); 3] = [
+        let lists: [(&str, Vec<&str>); 4] = [
             (
                 "nodeGroups",
                 file.node_groups.iter().map(|g| g.name.as_str()).collect(),
@@ -430,6 +466,13 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 file.priority_classes
                     .iter()
                     .map(|p| p.name.as_str())
+                    .collect(),
+            ),
+            (
+                "deviceClasses",
+                file.device_classes
+                    .iter()
+                    .map(|c| c.name.as_str())
                     .collect(),
             ),
         ];
@@ -491,6 +534,131 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             .ok_or_else(|| (self.err)(field.to_string(), format!("no workload named {name:?}")))
     }
 
+    /// The scenario's device classes, decoded like any other.
+    fn device_classes(&self) -> Result<Vec<DeviceClass>, ScenarioError> {
+        let mut classes = Vec::new();
+        for (c, class) in self.file.device_classes.iter().enumerate() {
+            let field = format!("deviceClasses[{c}]");
+            let manifest = class
+                .manifest()
+                .map_err(|(sub, message)| (self.err)(below(&field, &sub), message))?;
+            let decoded =
+                self.decode_as(manifest, &field, |f| f.replacen("metadata.name", "name", 1))?;
+            classes.extend(decoded.dra.device_classes);
+        }
+        Ok(classes)
+    }
+
+    /// The slices a group's node publishes, one per `devices` entry, decoded once for the
+    /// group's first node: [`node_slices`] renames them for each node.
+    fn group_slices(
+        &self,
+        g: usize,
+        group: &NodeGroup,
+    ) -> Result<Vec<ResourceSlice>, ScenarioError> {
+        let node = node_name(&group.name, 0);
+        let mut slices: Vec<ResourceSlice> = Vec::new();
+        for (d, spec) in group.devices.iter().enumerate() {
+            let field = format!("nodeGroups[{g}].devices[{d}]");
+            if let Some(first) = group.devices[..d]
+                .iter()
+                .position(|o| o.driver == spec.driver)
+            {
+                return Err((self.err)(
+                    format!("{field}.driver"),
+                    format!("{:?} is also the driver of devices[{first}]", spec.driver),
+                ));
+            }
+            let manifest = spec
+                .slice(&node)
+                .map_err(|(sub, message)| (self.err)(below(&field, &sub), message))?;
+            let decoded = self.decode_as(manifest, &field, devices::own_slice_field)?;
+            slices.extend(decoded.dra.slices);
+        }
+        Ok(slices)
+    }
+
+    /// A workload's claim templates, one per claim. `made` holds every template made so
+    /// far, by namespace and name, with the claim that made it.
+    fn claim_templates(
+        &self,
+        w: usize,
+        workload: &Workload,
+        made: &mut HashMap<(String, String), String>,
+    ) -> Result<Vec<ResourceClaimTemplate>, ScenarioError> {
+        let err = self.err;
+        if !workload.claims.is_empty() && !self.release.enabled(Gate::DynamicResourceAllocation) {
+            return Err(err(
+                format!("workloads[{w}].claims"),
+                format!(
+                    "Kubernetes {} has DynamicResourceAllocation off: its API server would drop the pods' resourceClaims",
+                    self.release
+                ),
+            ));
+        }
+        // The template's own `spec.resourceClaims`, which the claims join.
+        let own: Vec<&str> = workload
+            .template
+            .pointer("/spec/resourceClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.get("name").and_then(Value::as_str))
+            .collect();
+        let mut templates = Vec::new();
+        for (c, claim) in workload.claims.iter().enumerate() {
+            let field = format!("workloads[{w}].claims[{c}]");
+            if let Some(first) = workload.claims[..c]
+                .iter()
+                .position(|o| o.name == claim.name)
+            {
+                return Err(err(
+                    format!("{field}.name"),
+                    format!("{:?} is also the name of claims[{first}]", claim.name),
+                ));
+            }
+            if own.contains(&claim.name.as_str()) {
+                return Err(err(
+                    format!("{field}.name"),
+                    format!(
+                        "{:?} is also the name of an entry of template.spec.resourceClaims",
+                        claim.name
+                    ),
+                ));
+            }
+            if !self
+                .file
+                .device_classes
+                .iter()
+                .any(|d| d.name == claim.device_class)
+            {
+                return Err(err(
+                    format!("{field}.deviceClass"),
+                    format!("no device class {:?} in deviceClasses", claim.device_class),
+                ));
+            }
+            let manifest = claim
+                .template(&workload.name, &workload.namespace)
+                .map_err(|(sub, message)| err(below(&field, &sub), message))?;
+            let name = devices::template_name(&workload.name, &claim.name);
+            let key = (workload.namespace.clone(), name.clone());
+            if let Some(other) = made.get(&key) {
+                return Err(err(
+                    format!("{field}.name"),
+                    format!(
+                        "makes the claim template {name:?} in namespace {:?}, as {other} does",
+                        workload.namespace
+                    ),
+                ));
+            }
+            made.insert(key, field.clone());
+            let decoded =
+                self.decode_as(manifest, &field, |f| f.replacen("metadata.name", "name", 1))?;
+            templates.extend(decoded.dra.templates);
+        }
+        Ok(templates)
+    }
+
     /// The `index`-th node of a group, as a Node manifest decoded like any other.
     fn node(&self, g: usize, group: &NodeGroup, index: usize) -> Result<Node, ScenarioError> {
         let name = node_name(&group.name, index);
@@ -536,19 +704,18 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                        "conditions": [{"type": "Ready", "status": "True"}]},
         });
         // Errors point at the scenario's own fields, not at the generated manifest's.
-        let decoded = self
-            .decode(manifest, &format!("nodeGroups[{g}]"))
-            .map_err(|mut e| {
-                for (generated, own) in [
-                    ("status.capacity", "allocatable"),
-                    ("status.allocatable", "allocatable"),
-                    ("spec.taints", "taints"),
-                    ("metadata.labels", "labels"),
-                ] {
-                    e.field = e.field.replacen(generated, own, 1);
-                }
-                e
-            })?;
+        let decoded = self.decode_as(manifest, &format!("nodeGroups[{g}]"), |field| {
+            let mut field = field.to_string();
+            for (generated, own) in [
+                ("status.capacity", "allocatable"),
+                ("status.allocatable", "allocatable"),
+                ("spec.taints", "taints"),
+                ("metadata.labels", "labels"),
+            ] {
+                field = field.replacen(generated, own, 1);
+            }
+            field
+        })?;
         decoded
             .nodes
             .into_iter()
@@ -587,6 +754,23 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
         };
         metadata.insert("name".into(), json!(name));
         metadata.insert("namespace".into(), json!(workload.namespace));
+        if !workload.claims.is_empty() {
+            let spec = object.entry("spec").or_insert_with(|| json!({}));
+            let Some(spec) = spec.as_object_mut() else {
+                return Err((self.err)(
+                    format!("{field}.spec"),
+                    "must be a mapping".into(),
+                ));
+            };
+            let entries = spec.entry("resourceClaims").or_insert_with(|| json!([]));
+            let Some(entries) = entries.as_array_mut() else {
+                return Err((self.err)(
+                    format!("{field}.spec.resourceClaims"),
+                    "must be a list".into(),
+                ));
+            };
+            entries.extend(workload.claims.iter().map(|c| c.pod_entry(&workload.name)));
+        }
         let mut decoded = self.decode(manifest, &field)?;
         decoded.priority_classes = cluster.priority_classes.clone();
         decoded
@@ -602,6 +786,17 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
     }
 
     fn decode(&self, manifest: Value, field: &str) -> Result<ClusterObjects, ScenarioError> {
+        self.decode_as(manifest, field, str::to_string)
+    }
+
+    /// Decodes a generated manifest; `own` names an error's field (of the manifest) as
+    /// the scenario does, below `field`.
+    fn decode_as(
+        &self,
+        manifest: Value,
+        field: &str,
+        own: impl Fn(&str) -> String,
+    ) -> Result<ClusterObjects, ScenarioError> {
         let text = manifest.to_string();
         let mut objects = ClusterObjects::for_release(self.release);
         objects
@@ -609,7 +804,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             .map(|()| objects)
             .map_err(|e| match e {
                 DecodeError::Object { error, .. } => {
-                    (self.err)(format!("{field}.{}", error.field), error.message)
+                    (self.err)(below(field, &own(&error.field)), error.message)
                 }
                 DecodeError::Syntax { message, .. } => (self.err)(field.to_string(), message),
                 other => (self.err)(field.to_string(), other.to_string()),
@@ -619,6 +814,30 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
 
 fn node_name(group: &str, index: usize) -> String {
     format!("{group}-{index}")
+}
+
+/// A group's slices as `node` publishes them: named after the node, in its own pool. (A
+/// node's name is at most 63 characters, as its hostname label, and a driver's too: the
+/// slice's name stays far within the API's 253.)
+fn node_slices<'a>(
+    slices: &'a [ResourceSlice],
+    node: &'a str,
+) -> impl Iterator<Item = ResourceSlice> + 'a {
+    slices.iter().map(move |slice| ResourceSlice {
+        name: Sym::new(&devices::slice_name(node, slice.driver.as_str())),
+        pool: Sym::new(node),
+        nodes: SliceNodes::Node(Sym::new(node)),
+        ..slice.clone()
+    })
+}
+
+/// `field.sub`, or `field` itself when `sub` is empty.
+fn below(field: &str, sub: &str) -> String {
+    if sub.is_empty() {
+        field.to_string()
+    } else {
+        format!("{field}.{sub}")
+    }
 }
 
 /// `250ms`, `30s`, `5m`, `2h`, or a bare number of seconds; at most `MAX_DURATION`.

@@ -1,6 +1,7 @@
 //! `--report DIR`: `index.html`, a page a person reads (self-contained: plots inline, no
 //! network), and beside it `summary.json`, `placements.jsonl` and the plots as SVG files.
 
+mod devices;
 mod page;
 mod plots;
 mod tables;
@@ -65,7 +66,12 @@ pub fn write(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let file = |name: &str| dir.join(name);
-    let summary_json = crate::output::with_release(serde_json::to_value(summary)?, info.release);
+    let devices = devices::device_rows(sim.cache());
+    let mut summary_json =
+        crate::output::with_release(serde_json::to_value(summary)?, info.release);
+    if !devices.is_empty() {
+        summary_json["devices"] = serde_json::to_value(&devices)?;
+    }
     write_file(
         &file("summary.json"),
         serde_json::to_string_pretty(&summary_json)?,
@@ -175,7 +181,7 @@ pub fn write(
             Some(svg("gpu-utilisation.svg")?)
         },
     };
-    let html = page::render(info, summary, sim, &plots, (x_unit, unit_name))?;
+    let html = page::render(info, summary, sim, &devices, &plots, (x_unit, unit_name))?;
     write_file(&file("index.html"), html)
 }
 

@@ -1,6 +1,7 @@
 //! `index.html`: the run's inputs and configuration, the outcome in figures, a table per
 //! workload, pending pods grouped by reason, the plots (the scenario's events marked),
-//! utilisation per node group, and a searchable table of every pod with the reason each
+//! utilisation per node group, DRA devices in use per node group (when the cluster has
+//! any), and a searchable table of every pod with the reason each
 //! pending one is pending. One file: styles, plots, data and script inline, nothing
 //! fetched. The pod table filters as you type, and reads its filter from the address
 //! (`index.html#status=pending&q=cpu`), so a link can open it filtered.
@@ -9,10 +10,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use gantry_sim::{PodStatus, Simulation, Summary};
+use gantry_sim::{Placement, PodStatus, Simulation, Summary};
 use serde_json::json;
 
 use super::RunInfo;
+use super::devices::{self, DeviceRow};
 use super::plots::{number, thousands};
 use super::tables::{self, NodeGroupRow, WorkloadRow};
 
@@ -34,18 +36,24 @@ pub fn render(
     info: &RunInfo,
     summary: &Summary,
     sim: &Simulation,
+    devices: &[DeviceRow],
     plots: &Plots,
     (x_unit, unit_name): (f64, &str),
 ) -> anyhow::Result<String> {
     let mut html = String::new();
     let title = format!("gantry simulate: {}", esc(&info.name));
+    let devices_link = if devices.is_empty() {
+        ""
+    } else {
+        "<a href=\"#devices\">Devices</a>"
+    };
     write!(
         html,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{STYLE}</style></head><body>\n<header><h1>{title}</h1>\
 <nav><a href=\"#inputs\">Inputs</a><a href=\"#workloads\">Workloads</a><a href=\"#pending\">Pending</a>\
-<a href=\"#time\">Over time</a><a href=\"#nodes\">Node groups</a><a href=\"#speed\">Speed</a><a href=\"#pods\">Pods</a></nav></header>\n"
+<a href=\"#time\">Over time</a><a href=\"#nodes\">Node groups</a>{devices_link}<a href=\"#speed\">Speed</a><a href=\"#pods\">Pods</a></nav></header>\n"
     )?;
     outcome(&mut html, info, summary, sim)?;
     inputs(&mut html, info)?;
@@ -53,6 +61,9 @@ pub fn render(
     pending(&mut html, sim)?;
     over_time(&mut html, info, plots, x_unit, unit_name)?;
     node_groups(&mut html, sim, plots)?;
+    if !devices.is_empty() {
+        device_section(&mut html, devices, sim.placements())?;
+    }
     speed(&mut html, summary, plots)?;
     pods(&mut html, sim)?;
     write!(
@@ -208,8 +219,21 @@ fn pending(html: &mut String, sim: &Simulation) -> std::fmt::Result {
         return Ok(());
     }
     html.push_str(
-        "<p class=\"hint\">kube-scheduler's own message for each. Click a count to list the pods.</p>\
-<table><thead><tr><th>pods</th><th>reason</th><th>for example</th></tr></thead><tbody>",
+        "<p class=\"hint\">kube-scheduler's own message for each. Click a count to list the pods.</p>",
+    );
+    reason_table(html, placements, &reasons)?;
+    html.push_str("</section>\n");
+    Ok(())
+}
+
+/// Pending pods per reason, with a few examples; a count links to the pods' list.
+fn reason_table(
+    html: &mut String,
+    placements: &[Placement],
+    reasons: &[(&str, usize)],
+) -> std::fmt::Result {
+    html.push_str(
+        "<table><thead><tr><th>pods</th><th>reason</th><th>for example</th></tr></thead><tbody>",
     );
     let mut examples: HashMap<&str, Vec<&str>> = HashMap::new();
     for p in placements.iter().filter(|p| p.node.is_none()) {
@@ -220,7 +244,7 @@ fn pending(html: &mut String, sim: &Simulation) -> std::fmt::Result {
             pods.push(p.pod.as_str());
         }
     }
-    for (reason, count) in &reasons {
+    for (reason, count) in reasons {
         let examples = examples.get(reason).map_or(&[][..], Vec::as_slice);
         write!(
             html,
@@ -231,7 +255,7 @@ fn pending(html: &mut String, sim: &Simulation) -> std::fmt::Result {
             esc(&examples.join(", ")),
         )?;
     }
-    html.push_str("</tbody></table></section>\n");
+    html.push_str("</tbody></table>");
     Ok(())
 }
 
@@ -313,6 +337,42 @@ Groups come from a node-pool label, else the instance type, else the node name.<
         figure(&plots.nodes),
         plots.gpus.as_deref().map(figure).unwrap_or_default()
     )
+}
+
+/// DRA devices in use per node group and driver, and the pending pods the
+/// DynamicResources plugin held back.
+fn device_section(
+    html: &mut String,
+    rows: &[DeviceRow],
+    placements: &[Placement],
+) -> std::fmt::Result {
+    html.push_str(
+        "<section id=\"devices\"><h2>Devices (dynamic resource allocation) at the end</h2>\
+<p class=\"hint\">The devices of each node's own ResourceSlices, and how many are allocated to a claim. \
+Nodes are grouped as above.</p>\
+<table class=\"num\"><thead><tr><th>group</th><th>driver</th><th>devices</th><th>in use</th><th>share</th></tr></thead><tbody>",
+    );
+    for row in rows {
+        write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&row.group),
+            esc(&row.driver),
+            thousands(row.total as i64),
+            thousands(row.in_use as i64),
+            bar(row.in_use as i64, row.total as i64),
+        )?;
+    }
+    html.push_str("</tbody></table>");
+    let reasons = devices::pending_reasons(placements);
+    if reasons.is_empty() {
+        html.push_str("<p>No pod is pending for its claims.</p>");
+    } else {
+        html.push_str("<h3>Pending pods the DynamicResources plugin held back</h3>");
+        reason_table(html, placements, &reasons)?;
+    }
+    html.push_str("</section>\n");
+    Ok(())
 }
 
 fn speed(html: &mut String, s: &Summary, plots: &Plots) -> std::fmt::Result {
