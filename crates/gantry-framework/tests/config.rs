@@ -117,7 +117,6 @@ fn defaults_are_upstreams_default_profile() {
     assert_eq!(names(&v1_34), expected);
     assert_eq!(scores(&v1_34), DEFAULT_SCORES);
     // v1.35: it scores, and Gantry's PreScore skips its Score where every node gets 0.
-    let mut expected = expected;
     let image_locality = expected[3].pop();
     expected[3].extend(["DynamicResources"].into_iter().chain(image_locality));
     let default = SchedulerConfig::default();

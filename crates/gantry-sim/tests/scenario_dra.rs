@@ -214,7 +214,7 @@ fn bad_dra_fields_name_the_field() {
         (
             group("{driver: Gpu, count: 1}"),
             "nodeGroups[0].devices[0].driver",
-            "not a DNS subdomain",
+            "a lowercase RFC 1123 subdomain must consist of",
         ),
         (
             group("{driver: gpu.example.com, count: 0}"),
@@ -278,7 +278,7 @@ fn bad_dra_fields_name_the_field() {
         (
             "deviceClasses: [{name: gpu, driver: gpu_example}]\n".to_string(),
             "deviceClasses[0].driver",
-            "not a DNS subdomain",
+            "a lowercase RFC 1123 subdomain must consist of",
         ),
         (
             "deviceClasses: [{name: Gpu, driver: gpu.example.com}]\n".to_string(),
@@ -303,7 +303,7 @@ fn bad_dra_fields_name_the_field() {
         (
             claims(class, "{name: GPU, deviceClass: gpu}"),
             "workloads[0].claims[0].name",
-            "not a DNS label",
+            "a lowercase RFC 1123 label must consist of",
         ),
         (
             claims(class, "{name: gpu, deviceClass: gpu, count: 0}"),

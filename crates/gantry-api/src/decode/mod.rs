@@ -34,7 +34,7 @@ mod pod_resources;
 mod priority;
 mod shared_templates;
 mod storage;
-pub(crate) mod validation;
+pub mod validation;
 
 use std::fmt;
 use std::io::Read;

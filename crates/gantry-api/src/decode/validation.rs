@@ -92,7 +92,7 @@ const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /// apimachinery's `IsDNS1123Subdomain`.
-pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
+pub fn dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 253 {
         errors.push(max_len_error(253));
@@ -108,7 +108,7 @@ pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
 }
 
 /// apimachinery's `IsDNS1123Label`.
-pub(crate) fn dns1123_label(value: &str) -> Vec<String> {
+pub fn dns1123_label(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 63 {
         errors.push(max_len_error(63));

@@ -17,6 +17,7 @@
 //!   claims: [{name: gpu, deviceClass: gpu, count: 1, selectors: ['device.attributes["gpu.example.com"].model == "a100"']}]
 //! ```
 
+use gantry_api::decode::validation::{dns1123_label, dns1123_subdomain};
 use gantry_framework::plugins::dynamic_resources::cel::Selector;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -255,31 +256,24 @@ fn cel_selectors(expressions: &[String]) -> Vec<Value> {
         .collect()
 }
 
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+/// apimachinery's `IsDNS1123Label`, its errors joined.
 fn dns_label(value: &str) -> Result<(), String> {
-    let b = value.as_bytes();
-    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let ok = b.len() <= 63
-        && b.first().is_some_and(alnum)
-        && b.last().is_some_and(alnum)
-        && b.iter().all(|c| alnum(c) || *c == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{value:?} is not a DNS label (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)"
-        ))
-    }
+    joined(dns1123_label(value))
 }
 
-/// DNS labels joined by dots, at most `max` characters.
+/// apimachinery's `IsDNS1123Subdomain`, within `max` bytes (a driver's name: 63).
 fn dns_subdomain(value: &str, max: usize) -> Result<(), String> {
-    if value.len() <= max && value.split('.').all(|l| dns_label(l).is_ok()) {
+    if value.len() > max {
+        return Err(format!("must be no more than {max} bytes"));
+    }
+    joined(dns1123_subdomain(value))
+}
+
+fn joined(errors: Vec<String>) -> Result<(), String> {
+    if errors.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{value:?} is not a DNS subdomain of at most {max} characters (lower-case labels joined by dots, like gpu.example.com)"
-        ))
+        Err(errors.join("; "))
     }
 }
 
