@@ -305,6 +305,14 @@ pub struct ResourceClaimTemplate {
 }
 
 impl ResourceClaimTemplate {
+    /// The template by namespace and name (a key like a claim's).
+    pub fn key(&self) -> ClaimKey {
+        ClaimKey {
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
+
     /// The claim the claim controller makes from this template for `pod`: named `name`,
     /// owned by the pod, unallocated.
     pub fn claim_for(&self, pod: &crate::Pod, name: Arc<str>) -> ResourceClaim {

@@ -99,13 +99,7 @@ impl ClaimStore {
             claims: BTreeMap::new(),
             templates: templates
                 .iter()
-                .map(|t| {
-                    let key = ClaimKey {
-                        namespace: t.namespace,
-                        name: t.name,
-                    };
-                    (key, Arc::new(t.clone()))
-                })
+                .map(|t| (t.key(), Arc::new(t.clone())))
                 .collect(),
             holders: BTreeMap::new(),
             names: Rng::new(seed ^ 0xC1A1_3C0D),

@@ -76,13 +76,7 @@ impl ClusterSnapshot {
             templates: dra
                 .templates
                 .iter()
-                .map(|t| {
-                    let key = ClaimKey {
-                        namespace: t.namespace,
-                        name: t.name,
-                    };
-                    (key, Arc::new(t.clone()))
-                })
+                .map(|t| (t.key(), Arc::new(t.clone())))
                 .collect(),
             shared_slices: dra
                 .slices
