@@ -145,6 +145,31 @@ fn an_alias_bomb_still_fails_fast() {
     );
 }
 
+/// Few aliases of one big anchor: a thousand copies of a megabyte would be a gigabyte,
+/// so the anchor's size is what is refused, at once, in words (not the parser's internals).
+#[test]
+fn aliases_of_a_large_anchor_are_refused_by_the_bytes_they_would_make() {
+    let mut text = format!(
+        "kind: ConfigMap\nmetadata: {{name: bomb}}\ndata:\n  a: &s {}\n  list:\n",
+        "x".repeat(1 << 20)
+    );
+    for _ in 0..900 {
+        text.push_str("  - *s\n");
+    }
+    let start = Instant::now();
+    let error = ClusterObjects::decode(&text, "wide.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(error.contains("64 KiB of content per anchor"), "{error}");
+    assert!(error.contains("at line 4"), "{error}");
+    assert!(!error.contains("budget breached"), "{error}");
+}
+
 #[test]
 fn binary_data_fails_at_once_with_a_clear_line() {
     // `--cluster /dev/zero`: an endless stream of NUL bytes.

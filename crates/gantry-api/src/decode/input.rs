@@ -79,7 +79,8 @@ pub(super) fn parser_options() -> serde_saphyr::Options {
     budget.max_nodes = usize::MAX;
     budget.max_total_scalar_bytes = usize::MAX;
     budget.max_documents = usize::MAX;
-    budget.max_aliases = 10_000;
+    budget.max_aliases = 1_000;
+    budget.max_recorded_anchor_bytes = 64 << 10;
     budget.max_recorded_anchor_events = 100_000;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
@@ -349,9 +350,30 @@ fn read_yaml(
                 )
             }
         };
-        result.map_err(|e| Failure::Syntax(e.to_string()))?;
+        result.map_err(|e| Failure::Syntax(plain_parser_error(&e.to_string())))?;
     }
     Ok(())
+}
+
+/// The parser's error in words: a budget breach (`budget breached: Variant { .. } at
+/// line L, column C`) says which limit, not the parser's internals.
+fn plain_parser_error(message: &str) -> String {
+    let Some(breach) = message.strip_prefix("budget breached: ") else {
+        return message.to_string();
+    };
+    let position = breach
+        .rfind(" at line ")
+        .map_or(String::new(), |at| breach[at..].to_string());
+    let limit = match breach.split([' ', '{']).next().unwrap_or_default() {
+        "Aliases" | "AliasAnchorRatio" | "RecordedAnchorBytes" | "RecordedAnchorEvents" => {
+            "anchors and aliases past Gantry's limits (at most 1,000 aliases, and 64 KiB of \
+             content per anchor): expanding them would take far more memory than the file \
+             holds; write the values out"
+        }
+        "Depth" => "nested more than 64 levels deep",
+        _ => "beyond the parser's limits for one file",
+    };
+    format!("{limit}{position}")
 }
 
 /// The items of a list in `kubectl`'s layout (`items:` then `- ` lines at the left
