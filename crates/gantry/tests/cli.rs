@@ -352,3 +352,25 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
         );
     }
 }
+
+/// A pod whose generic ephemeral volume has no claim yet waits, with VolumeBinding's
+/// message, as upstream's does (NodeVolumeLimits looks the claim up only in Filter, which
+/// never runs): it is not retried into "given up".
+#[test]
+fn a_missing_ephemeral_claim_waits_for_the_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = common::write(
+        dir.path(),
+        "eph.yaml",
+        "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '10'}}\n---\n\
+         kind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c}]\n  volumes:\n  - name: scratch\n    ephemeral:\n      volumeClaimTemplate:\n        spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n",
+    );
+    let out = gantry(&["simulate", "--cluster", &cluster]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(r#"waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch""#),
+        "{text}"
+    );
+    assert!(!text.contains("given up"), "{text}");
+}

@@ -33,6 +33,9 @@ struct PreFilterState {
     storage: Arc<StorageObjects>,
     /// The pod's claims that count against a driver's limit, with the driver; no repeats.
     volumes: SmallVec<[(Sym, PvcKey); 4]>,
+    /// A claim of the pod that is missing or not the pod's: upstream finds it in Filter
+    /// (its PreFilter looks nothing up), so every node fails with this status.
+    unusable_claim: Option<Status>,
 }
 
 impl Plugin for NodeVolumeLimits {
@@ -65,26 +68,27 @@ impl PreFilterPlugin for NodeVolumeLimits {
     ) -> (PreFilterResult, Status) {
         let storage = cluster.objects.storage();
         let mut volumes = SmallVec::new();
+        let mut unusable_claim = None;
         for (volume, claim) in storage.claims_of(pod) {
             let name = volume.claim_name.as_deref().unwrap_or_default();
             if name.is_empty() {
-                return (None, Status::error("PersistentVolumeClaim had no name"));
+                unusable_claim = Some(Status::error("PersistentVolumeClaim had no name"));
+                break;
             }
-            // Upstream fails the whole cycle here: the pod cannot run without its claim.
+            // The pod cannot run without its claim: no node will do until it exists.
             let Some(claim) = claim else {
-                return (
-                    None,
-                    Status::error(format!(
-                        "looking up PVC {}/{name}: {}",
-                        pod.namespace,
-                        claim_not_found(name)
-                    )),
-                );
+                unusable_claim = Some(Status::unresolvable(format!(
+                    "looking up PVC {}/{name}: {}",
+                    pod.namespace,
+                    claim_not_found(name)
+                )));
+                break;
             };
             if volume.ephemeral
                 && let Err(message) = ephemeral_claim_is_for_pod(claim, pod)
             {
-                return (None, Status::error(message));
+                unusable_claim = Some(Status::error(message));
+                break;
             }
             let key = PvcKey {
                 namespace: claim.namespace,
@@ -96,7 +100,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
                 volumes.push((driver, key));
             }
         }
-        if volumes.is_empty() {
+        if volumes.is_empty() && unusable_claim.is_none() {
             return (None, Status::skip());
         }
         state.write(
@@ -104,6 +108,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
             PreFilterState {
                 storage: storage.clone(),
                 volumes,
+                unusable_claim,
             },
         );
         (None, Status::success())
@@ -115,6 +120,9 @@ impl FilterPlugin for NodeVolumeLimits {
         let Some(s) = state.read::<PreFilterState>(NAME) else {
             return Status::error(format!("cannot read {NAME:?} PreFilter state"));
         };
+        if let Some(status) = &s.unusable_claim {
+            return status.clone();
+        }
         let Some(csi_node) = node.node().and_then(|n| s.storage.csi_node(n.name)) else {
             return Status::success();
         };
@@ -353,10 +361,20 @@ mod tests {
             pre_filter(&pod(&["5"])).is_skip(),
             "a claim with no class is not counted"
         );
-        let missing = pre_filter(&pod_with_claims("p", &["nope"]));
-        assert_eq!(missing.code(), Code::Error);
+        // A missing claim passes PreFilter (upstream's looks nothing up) and fails
+        // Filter on every node, unresolvably.
+        let missing = pod_with_claims("p", &["nope"]);
+        let mut state = CycleState::new();
+        assert!(
+            NodeVolumeLimits
+                .pre_filter(&mut state, &missing, cluster)
+                .1
+                .is_success()
+        );
+        let status = NodeVolumeLimits.filter(&state, &missing, &node_info(&n, &[]));
+        assert_eq!(status.code(), Code::UnschedulableAndUnresolvable);
         assert_eq!(
-            missing.message(),
+            status.message(),
             r#"looking up PVC default/nope: persistentvolumeclaim "nope" not found"#
         );
     }
