@@ -202,6 +202,20 @@ pub fn parse_node_devices(
             health: c.health,
         })
         .collect();
+    // One id, one card: HAMi keeps usage by id, and a pod could be given the card twice.
+    if let Some((i, card)) = cards
+        .iter()
+        .enumerate()
+        .find(|(i, c)| cards[..*i].iter().any(|earlier| earlier.id == c.id))
+    {
+        return Err(AnnotationError {
+            annotation: REGISTER_ANNOTATION,
+            message: format!(
+                "card {:?} is registered twice (entry {i} repeats an earlier id)",
+                &*card.id
+            ),
+        });
+    }
     Ok((!cards.is_empty()).then_some(NodeDevices { cards }))
 }
 
@@ -277,6 +291,21 @@ mod tests {
 
     fn devices(register: &str) -> Result<Option<NodeDevices>, AnnotationError> {
         parse_node_devices(&annotated(&[(REGISTER_ANNOTATION, register)]))
+    }
+
+    /// Two entries with one id would let a pod be given one card twice: refused.
+    #[test]
+    fn a_card_registered_twice_is_refused() {
+        let card = r#"{"id":"GPU-0","count":5,"devmem":8192,"devcore":100,"type":"NVIDIA-A100","numa":0,"health":true,"index":0}"#;
+        let error = devices(&format!("[{card},{card}]")).unwrap_err();
+        assert_eq!(error.annotation, REGISTER_ANNOTATION);
+        assert!(
+            error
+                .message
+                .contains(r#"card "GPU-0" is registered twice"#),
+            "{}",
+            error.message
+        );
     }
 
     #[test]
