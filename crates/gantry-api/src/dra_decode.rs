@@ -364,6 +364,18 @@ fn claim_spec(
                 &format!("{at}.firstAvailable"),
             )?),
         };
+        // Upstream's `validateSlice` keyed by name: a request name used twice.
+        if out
+            .requests
+            .iter()
+            .any(|earlier| &*earlier.name == r.name.as_str())
+        {
+            return Err(field_error(
+                object,
+                format!("{at}.name"),
+                validation::duplicate(&r.name),
+            ));
+        }
         out.requests.push(DeviceRequest {
             name: Arc::from(r.name.as_str()),
             kind,

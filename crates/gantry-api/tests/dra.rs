@@ -143,6 +143,12 @@ fn bad_dra_fields_are_named() {
               resourceClaims: [{name: x}]}}",
             "Pod default/p: spec.resourceClaims[0]: exactly one of resourceClaimName and resourceClaimTemplateName must be set",
         ),
+        (
+            "{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
+              spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x}},
+                                          {name: r, exactly: {deviceClassName: z}}]}}}",
+            "ResourceClaim c: spec.devices.requests[1].name: Duplicate value: \"r\"",
+        ),
     ];
     // The API server's limits: a selector expression of at most 10 KiB (refused before it
     // is compiled), at most 32 attributes and capacities per device, strings of 64 bytes.
