@@ -36,8 +36,8 @@ pub struct EstimateArgs {
     /// At most this many new nodes per template.
     #[arg(long)]
     max_nodes: Option<usize>,
-    /// Nodes to check for removal.
-    #[arg(long, num_args = 1..)]
+    /// Nodes to check for removal (space- or comma-separated).
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
     drain: Vec<String>,
     /// A file of pods that must fit all at once.
     #[arg(long)]

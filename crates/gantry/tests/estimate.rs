@@ -279,3 +279,25 @@ fn simulate_places_pods_with_claims_on_the_devices_there_are() {
     let reason = pending["reason"].as_str().unwrap();
     assert!(reason.contains("cannot allocate all claims"), "{reason}");
 }
+
+/// `--drain` takes commas as well as spaces, and a node the cluster does not have is an
+/// error naming it (not `NoNodeInfo`, the autoscaler's reason for a node it lost track of).
+#[test]
+fn drain_lists_and_unknown_nodes() {
+    let cluster = "testdata/parity/mixed-reasons/cluster.yaml";
+    let out = gantry(&["estimate", "--cluster", cluster, "--drain", "n1,n2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("n1: removable") && text.contains("n2: removable"),
+        "{text}"
+    );
+    let out = gantry(&["estimate", "--cluster", cluster, "--drain", "n9", "n1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim(), "error: --drain: no node n9 in the cluster");
+}
