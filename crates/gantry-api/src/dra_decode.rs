@@ -426,7 +426,9 @@ fn exact_request(
     object: &str,
     at: &str,
 ) -> Result<ExactRequest, ObjectError> {
-    if exact.admin_access.is_some() {
+    // `adminAccess: false` is the default written out; `true` (on by default from v1.34)
+    // is not modelled yet, and refused rather than ignored.
+    if exact.admin_access == Some(true) {
         return Err(unsupported(
             object,
             format!("{at}.exactly.adminAccess"),

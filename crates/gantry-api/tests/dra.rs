@@ -145,7 +145,7 @@ fn bad_dra_fields_are_named() {
         ),
         (
             "{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
-              spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x}},
+              spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x, adminAccess: false}},
                                           {name: r, exactly: {deviceClassName: z}}]}}}",
             "ResourceClaim c: spec.devices.requests[1].name: Duplicate value: \"r\"",
         ),
