@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gantry_api::dra::ResourceClaim;
+use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
@@ -26,8 +26,13 @@ pub trait Binder {
     /// Writes the status of the pod's claims as DynamicResources' PreBind set it
     /// (allocation, and the pod in `reservedFor`), before the bind, as upstream writes
     /// them; an error fails the binding cycle.
-    fn write_claims(&mut self, pod: &Arc<Pod>, claims: &[Arc<ResourceClaim>])
-    -> Result<(), String>;
+    /// `allocated_now` names the claims this pod allocated (the others it only reserves).
+    fn write_claims(
+        &mut self,
+        pod: &Arc<Pod>,
+        claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
+    ) -> Result<(), String>;
 
     /// Binds the pod to the node; an error leaves the pod unbound (it is retried).
     fn bind(&mut self, pod: &Arc<Pod>, node: Sym) -> Result<(), String>;
@@ -610,7 +615,8 @@ impl Scheduler {
         let mut bound = run_pre_bind(self.profile_for(pod), state, pod, node);
         let claims = dynamic_resources::bound_claims(state);
         if bound.is_ok() && !claims.is_empty() {
-            bound = binder.write_claims(pod, claims);
+            let allocated_now = dynamic_resources::allocated_now(state);
+            bound = binder.write_claims(pod, claims, &allocated_now);
             if bound.is_ok() {
                 // Upstream's `AssumeClaimAfterAPICall`: the cache holds the written
                 // claims now, not when their watch events arrive.

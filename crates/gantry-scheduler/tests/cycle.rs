@@ -52,6 +52,7 @@ impl Binder for TestBinder {
         &mut self,
         _pod: &Arc<Pod>,
         claims: &[Arc<gantry_api::dra::ResourceClaim>],
+        _allocated_now: &[gantry_api::dra::ClaimKey],
     ) -> Result<(), String> {
         for claim in claims {
             self.cache.dra().set_claim(claim.clone());

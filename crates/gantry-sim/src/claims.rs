@@ -55,6 +55,9 @@ pub(crate) enum ClaimRefusal {
     /// It was allocated differently meanwhile (upstream: a conflict on its
     /// resourceVersion, `claim ... got allocated elsewhere in the meantime`).
     AllocatedElsewhere(ClaimKey),
+    /// The pod only reserves the claim, and it was deallocated meanwhile (its last user
+    /// went): the API server refuses a reservation on an unallocated claim.
+    Deallocated(ClaimKey),
     /// A device of the new allocation is held by another claim: the decision was made
     /// on a view that another instance's binding has outdated.
     DeviceTaken { claim: ClaimKey, device: DeviceId },
@@ -69,6 +72,11 @@ impl std::fmt::Display for ClaimRefusal {
             ClaimRefusal::AllocatedElsewhere(key) => write!(
                 f,
                 "claim {}/{} got allocated elsewhere in the meantime",
+                key.namespace, key.name
+            ),
+            ClaimRefusal::Deallocated(key) => write!(
+                f,
+                "add reservation to claim {}/{}: status.reservedFor: Forbidden: the claim is not allocated any more",
                 key.namespace, key.name
             ),
             ClaimRefusal::DeviceTaken { claim, device } => write!(
@@ -196,26 +204,33 @@ impl ClaimStore {
     pub fn write(
         &mut self,
         claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
     ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
         for claim in claims {
             let key = claim.key();
             let Some(current) = self.claims.get(&key) else {
                 return Err(ClaimRefusal::NotFound(key));
             };
-            match (&current.allocation, &claim.allocation) {
-                (Some(held), Some(wanted)) if held != wanted => {
-                    return Err(ClaimRefusal::AllocatedElsewhere(key));
-                }
-                (None, Some(_)) => {
-                    for device in devices(claim) {
-                        if let Some(holder) = self.holders.get(&device)
-                            && *holder != key
-                        {
-                            return Err(ClaimRefusal::DeviceTaken { claim: key, device });
-                        }
+            if !allocated_now.contains(&key) {
+                // Only a reservation: the claim must still hold the allocation PreFilter
+                // saw (the API server refuses `reservedFor` on an unallocated claim).
+                match (&current.allocation, &claim.allocation) {
+                    (None, _) => return Err(ClaimRefusal::Deallocated(key)),
+                    (Some(held), Some(seen)) if held != seen => {
+                        return Err(ClaimRefusal::AllocatedElsewhere(key));
                     }
+                    _ => continue,
                 }
-                _ => {}
+            }
+            if current.allocation.is_some() {
+                return Err(ClaimRefusal::AllocatedElsewhere(key));
+            }
+            for device in devices(claim) {
+                if let Some(holder) = self.holders.get(&device)
+                    && *holder != key
+                {
+                    return Err(ClaimRefusal::DeviceTaken { claim: key, device });
+                }
             }
         }
         let mut changes = Vec::with_capacity(claims.len());
@@ -375,6 +390,74 @@ fn devices(claim: &ResourceClaim) -> Vec<DeviceId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use gantry_api::dra::{AllocatedDevice, Allocation, ClaimSpec};
+
+    fn claim(name: &str, device: Option<&str>) -> Arc<ResourceClaim> {
+        Arc::new(ResourceClaim {
+            namespace: Sym::new("default"),
+            name: Arc::from(name),
+            uid: Arc::from(name),
+            spec: Arc::new(ClaimSpec::default()),
+            owner_pod: None,
+            deleting: false,
+            allocation: device.map(|d| {
+                Arc::new(Allocation {
+                    devices: vec![AllocatedDevice {
+                        request: Arc::from("r"),
+                        device: DeviceId {
+                            driver: Sym::new("gpu.example.com"),
+                            pool: Sym::new("n1"),
+                            device: Sym::new(d),
+                        },
+                    }],
+                    node_selector: None,
+                })
+            }),
+            reserved_for: Vec::new(),
+        })
+    }
+
+    /// The writes PreBind makes, refused where the API server (or, for devices, the
+    /// simulation's authority) refuses them.
+    #[test]
+    fn claim_writes_are_checked_against_the_claim_as_it_is_now() {
+        let mut store = ClaimStore::new(
+            &[
+                (*claim("fresh", None)).clone(),
+                (*claim("held", Some("gpu-0"))).clone(),
+                (*claim("gone", None)).clone(),
+            ],
+            &[],
+            1,
+        );
+        let key = |name: &str| claim(name, None).key();
+        // Allocating a claim someone allocated meanwhile.
+        assert_eq!(
+            store
+                .write(&[claim("held", Some("gpu-1"))], &[key("held")])
+                .err(),
+            Some(ClaimRefusal::AllocatedElsewhere(key("held")))
+        );
+        // Allocating a device another claim holds.
+        assert!(matches!(
+            store.write(&[claim("fresh", Some("gpu-0"))], &[key("fresh")]),
+            Err(ClaimRefusal::DeviceTaken { .. })
+        ));
+        // Reserving a claim that was deallocated after PreFilter saw it allocated.
+        assert_eq!(
+            store.write(&[claim("gone", Some("gpu-2"))], &[]).err(),
+            Some(ClaimRefusal::Deallocated(key("gone")))
+        );
+        // Reserving the claim as it is, and allocating a free device, go through.
+        assert!(store.write(&[claim("held", Some("gpu-0"))], &[]).is_ok());
+        assert!(
+            store
+                .write(&[claim("fresh", Some("gpu-1"))], &[key("fresh")])
+                .is_ok()
+        );
+        assert_eq!(store.check(), Ok(()));
+    }
 
     #[test]
     fn generated_names_follow_the_claim_controller() {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::decode::ClusterObjects;
-use gantry_api::dra::ResourceClaim;
+use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::Cache;
 use gantry_framework::{ApiObjects, CycleState, Profile};
@@ -1145,6 +1145,7 @@ impl Binder for ApiBinder<'_> {
         &mut self,
         pod: &Arc<Pod>,
         claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
     ) -> Result<(), String> {
         if let Err((plugin, message)) = &self.check {
             self.refused = Some(Refused::ByBinder(plugin));
@@ -1157,7 +1158,7 @@ impl Binder for ApiBinder<'_> {
             self.refused = Some(Refused::ByApi(refusal));
             return Err(message);
         }
-        match self.api.claims.write(claims) {
+        match self.api.claims.write(claims, allocated_now) {
             Ok(changes) => {
                 self.api.admit_claim_changes(&changes);
                 self.claims_written.extend(changes);

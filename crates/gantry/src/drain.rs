@@ -17,21 +17,6 @@ pub fn run(
     json: bool,
     release: gantry_api::Release,
 ) -> anyhow::Result<()> {
-    let unknown: Vec<&str> = nodes
-        .iter()
-        .filter(|n| {
-            !cluster
-                .nodes
-                .iter()
-                .any(|node| node.name.as_str() == n.as_str())
-        })
-        .map(String::as_str)
-        .collect();
-    anyhow::ensure!(
-        unknown.is_empty(),
-        "--drain: no node {} in the cluster",
-        unknown.join(", ")
-    );
     let candidates: Vec<Sym> = nodes.iter().map(|n| Sym::new(n)).collect();
     let mut budgets = BudgetTracker::new(&cluster.pdbs);
     let results = simulate_removals(&mut snapshot, &candidates, &mut budgets)?;

@@ -108,6 +108,21 @@ pub fn reserved_allocations(state: &CycleState) -> Vec<Arc<ResourceClaim>> {
         .collect()
 }
 
+/// The claims Reserve allocated for the pod (the others it only reserves).
+pub fn allocated_now(state: &CycleState) -> Vec<ClaimKey> {
+    let Some(s) = state.read::<PodClaims>(NAME) else {
+        return Vec::new();
+    };
+    if s.reserved.is_none() {
+        return Vec::new();
+    }
+    s.claims
+        .iter()
+        .filter(|c| c.allocation.is_none())
+        .map(|c| c.key())
+        .collect()
+}
+
 /// What DynamicResources' PostFilter concludes for a pod no node fits.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimsPostFilter {
