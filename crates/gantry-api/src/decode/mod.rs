@@ -30,6 +30,7 @@ mod names;
 mod node;
 mod object;
 mod pod;
+mod pod_checks;
 mod pod_resources;
 mod priority;
 mod shared_templates;

@@ -29,6 +29,7 @@ pub(super) fn convert_pod(
         .spec
         .as_ref()
         .ok_or_else(|| field_error(object, "spec", validation::required("")))?;
+    super::pod_checks::check_pod_spec(spec, object)?;
     let mut out = Pod::new(namespace(&pod.metadata).as_str(), name);
     if let Some(uid) = pod.metadata.uid.as_deref() {
         out.uid = Arc::from(uid);
@@ -497,6 +498,25 @@ fn toleration(t: &k8s::Toleration, object: &str, field: &str) -> Result<Tolerati
             )
         })?),
     };
+    // kube-apiserver's `ValidateTolerations`.
+    if t.toleration_seconds.is_some() && effect != Some(TaintEffect::NoExecute) {
+        return Err(field_error(
+            object,
+            format!("{field}.effect"),
+            validation::invalid(
+                t.effect.as_deref().unwrap_or_default(),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ),
+        ));
+    }
+    let value = t.value.as_deref().unwrap_or_default();
+    if op == TolerationOp::Exists && !value.is_empty() {
+        return Err(field_error(
+            object,
+            format!("{field}.operator"),
+            validation::invalid(value, "value must be empty when `operator` is 'Exists'"),
+        ));
+    }
     Ok(Toleration {
         key,
         op,
