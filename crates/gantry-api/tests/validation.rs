@@ -288,6 +288,20 @@ fn apiserver_validation_rules() {
             "value must be empty when `operator` is 'Exists'",
         ),
         (
+            "a taint twice by key and effect",
+            "kind: Node\nmetadata: {name: n1}\nspec: {taints: [{key: k, value: a, effect: NoSchedule}, {key: k, value: b, effect: NoSchedule}]}\n".to_string(),
+            "Node n1",
+            "spec.taints[1]",
+            "Duplicate value: \"k:NoSchedule\": taints must be unique by key and effect pair",
+        ),
+        (
+            "a spread constraint repeated by topology key and whenUnsatisfiable",
+            pod("name: web", &format!("{{containers: [{C}], topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}}, {{maxSkew: 2, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}}]}}")),
+            "Pod default/web",
+            "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}",
+            "Duplicate value: \"{zone, DoNotSchedule}\"",
+        ),
+        (
             "unknown system- PriorityClass",
             "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-mine}\nvalue: 10\n".to_string(),
             "PriorityClass system-mine",

@@ -38,8 +38,23 @@ pub(super) fn convert_node(node: &k8s::Node, object: &str) -> Result<Node, Objec
                 ),
             )
         })?;
+        // `validateNodeTaints`: one taint per key and effect.
+        let key = Sym::new(&taint.key);
+        if taints
+            .iter()
+            .any(|t: &Taint| t.key == key && t.effect == effect)
+        {
+            return Err(field_error(
+                object,
+                at,
+                format!(
+                    "{}: taints must be unique by key and effect pair",
+                    validation::duplicate(&format!("{}:{}", taint.key, taint.effect))
+                ),
+            ));
+        }
         taints.push(Taint {
-            key: Sym::new(&taint.key),
+            key,
             value: Sym::new(taint.value.as_deref().unwrap_or("")),
             effect,
         });

@@ -37,7 +37,30 @@ pub(super) fn check_pod_spec(spec: &k8s::PodSpec, object: &str) -> Result<(), Ob
             "Forbidden: cannot be set until all schedulingGates have been cleared",
         ));
     }
+    spread_constraints_not_repeated(spec, object)?;
     host_ports(spec, object)
+}
+
+/// `ValidateSpreadConstraintNotRepeat`: one constraint per topology key and
+/// `whenUnsatisfiable`, reported at the first of the two.
+fn spread_constraints_not_repeated(spec: &k8s::PodSpec, object: &str) -> Result<(), ObjectError> {
+    let constraints = spec
+        .topology_spread_constraints
+        .as_deref()
+        .unwrap_or_default();
+    for (i, c) in constraints.iter().enumerate() {
+        let repeated = constraints[i + 1..].iter().any(|later| {
+            later.topology_key == c.topology_key && later.when_unsatisfiable == c.when_unsatisfiable
+        });
+        if repeated {
+            return Err(field_error(
+                object,
+                format!("spec.topologySpreadConstraints[{i}].{{topologyKey, whenUnsatisfiable}}"),
+                validation::duplicate(&format!("{{{}, {}}}", c.topology_key, c.when_unsatisfiable)),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `validateInitContainers` and `validateContainers`: every name present, and one name
