@@ -302,6 +302,30 @@ fn apiserver_validation_rules() {
             "Duplicate value: \"{zone, DoNotSchedule}\"",
         ),
         (
+            "an unknown restart policy",
+            pod("name: web", &format!("{{restartPolicy: Sometimes, containers: [{C}]}}")),
+            "Pod default/web",
+            "spec.restartPolicy",
+            "Unsupported value: \"Sometimes\"",
+        ),
+        (
+            "two controller owner references",
+            pod(
+                "name: web, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: a, uid: u1, controller: true}, {apiVersion: apps/v1, kind: ReplicaSet, name: b, uid: u2, controller: true}]",
+                &format!("{{containers: [{C}]}}"),
+            ),
+            "Pod default/web",
+            "metadata.ownerReferences",
+            "Only one reference can have Controller set to true. Found \"true\" in references for ReplicaSet/a and ReplicaSet/b",
+        ),
+        (
+            "a Service selector key that is not a label key",
+            "kind: Service\nmetadata: {name: s}\nspec: {selector: {'bad key!': x}}\n".to_string(),
+            "Service s",
+            "spec.selector",
+            "Invalid value: \"bad key!\"",
+        ),
+        (
             "unknown system- PriorityClass",
             "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-mine}\nvalue: 10\n".to_string(),
             "PriorityClass system-mine",

@@ -28,7 +28,7 @@ pub struct RunArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// The schedulerName Gantry's pods name (renames the configuration's only profile).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     scheduler_name: Option<String>,
     /// Active-passive replicas: only the holder of the Lease schedules.
     #[arg(long)]

@@ -287,6 +287,7 @@ pub(super) fn convert_namespace(
 pub(super) fn convert_service(svc: &k8s::Service, object: &str) -> Result<Service, ObjectError> {
     validation::object_meta(&svc.metadata, object, NameRule::Dns1035Label)?;
     let selector = svc.spec.as_ref().and_then(|s| s.selector.as_ref());
+    validation::labels(selector.into_iter().flatten(), object, "spec.selector")?;
     Ok(Service {
         namespace: namespace(&svc.metadata),
         name: svc.metadata.name.as_deref().unwrap_or_default().into(),

@@ -10,6 +10,15 @@ use super::{ObjectError, field_error};
 
 pub(super) fn check_pod_spec(spec: &k8s::PodSpec, object: &str) -> Result<(), ObjectError> {
     container_names(spec, object)?;
+    if let Some(policy) = spec.restart_policy.as_deref()
+        && !["Always", "OnFailure", "Never"].contains(&policy)
+    {
+        return Err(field_error(
+            object,
+            "spec.restartPolicy",
+            validation::not_supported(policy, &["Always", "OnFailure", "Never"]),
+        ));
+    }
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         let earlier = &spec.volumes.as_deref().unwrap_or_default()[..i];
         if earlier.iter().any(|v| v.name == volume.name) {

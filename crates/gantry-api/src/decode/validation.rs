@@ -299,7 +299,25 @@ pub(super) fn object_meta(
             namespace,
         )?;
     }
-    labels(meta.labels.iter().flatten(), object, "metadata.labels")
+    labels(meta.labels.iter().flatten(), object, "metadata.labels")?;
+    // `ValidateOwnerReferences`: one controller at most.
+    let controllers: Vec<String> = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.controller == Some(true))
+        .map(|r| format!("{}/{}", r.kind, r.name))
+        .collect();
+    if let [first, second, ..] = controllers.as_slice() {
+        return Err(field_error(
+            object,
+            "metadata.ownerReferences",
+            format!(
+                "Invalid value: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {second}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Upstream's `ValidateLabels`: every key a qualified name, every value a label value.
