@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1 as k8s;
 
-use crate::decode::{ObjectError, label_selector, required_name};
+use crate::decode::{ObjectError, field_error, label_selector, required_name};
 use crate::{LabelSelector, Pod, Sym};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodDisruptionBudget {
@@ -50,6 +51,9 @@ pub(crate) fn convert(
         .and_then(|s| s.selector.as_ref())
         .map(|s| label_selector(s, object, "spec.selector"))
         .transpose()?;
+    if let Some(spec) = &pdb.spec {
+        check_budget(spec, object)?;
+    }
     let status = pdb.status.as_ref();
     Ok(PodDisruptionBudget {
         namespace: Sym::new(pdb.metadata.namespace.as_deref().unwrap_or("default")),
@@ -63,6 +67,43 @@ pub(crate) fn convert(
             .map(|name| Arc::from(name.as_str()))
             .collect(),
     })
+}
+
+/// kube-apiserver's `ValidatePodDisruptionBudgetSpec`: at most one of the two fields,
+/// each a non-negative integer or a percentage of at most 100%.
+fn check_budget(spec: &k8s::PodDisruptionBudgetSpec, object: &str) -> Result<(), ObjectError> {
+    if spec.min_available.is_some() && spec.max_unavailable.is_some() {
+        return Err(field_error(
+            object,
+            "spec",
+            "Invalid value: minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    let fields = [
+        ("spec.minAvailable", &spec.min_available),
+        ("spec.maxUnavailable", &spec.max_unavailable),
+    ];
+    for (field, value) in fields {
+        let message = match value {
+            Some(IntOrString::Int(n)) if *n < 0 => {
+                format!("Invalid value: {n}: must be greater than or equal to 0")
+            }
+            Some(IntOrString::String(text)) => {
+                match text.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+                    None => format!(
+                        "Invalid value: {text:?}: a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+                    ),
+                    Some(p) if p > 100 => {
+                        format!("Invalid value: {text:?}: must not be greater than 100%")
+                    }
+                    Some(_) => continue,
+                }
+            }
+            _ => continue,
+        };
+        return Err(field_error(object, field, message));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -326,6 +326,27 @@ fn apiserver_validation_rules() {
             "Invalid value: \"bad key!\"",
         ),
         (
+            "a disruption budget with both fields",
+            "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {minAvailable: 1, maxUnavailable: 1}\n".to_string(),
+            "PodDisruptionBudget b",
+            "spec",
+            "minAvailable and maxUnavailable cannot be both set",
+        ),
+        (
+            "a disruption budget above 100%",
+            "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {minAvailable: 150%}\n".to_string(),
+            "PodDisruptionBudget b",
+            "spec.minAvailable",
+            "Invalid value: \"150%\": must not be greater than 100%",
+        ),
+        (
+            "a negative disruption budget",
+            "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {maxUnavailable: -1}\n".to_string(),
+            "PodDisruptionBudget b",
+            "spec.maxUnavailable",
+            "Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
             "unknown system- PriorityClass",
             "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-mine}\nvalue: 10\n".to_string(),
             "PriorityClass system-mine",
