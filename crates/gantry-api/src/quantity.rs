@@ -27,7 +27,8 @@ const LIMIT: i128 = i64::MAX as i128;
 impl Quantity {
     pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
         let err = || QuantityError::Format(text.to_string());
-        let s = text.trim();
+        // No trimming: kube-apiserver's `ParseQuantity` refuses surrounding whitespace.
+        let s = text;
         if s.is_empty() {
             return Err(err());
         }

@@ -347,6 +347,13 @@ fn apiserver_validation_rules() {
             "Invalid value: -1: must be greater than or equal to 0",
         ),
         (
+            "a quantity with a leading space",
+            pod("name: web", "{containers: [{name: c, resources: {requests: {cpu: ' 1'}}}]}"),
+            "Pod default/web",
+            "spec.containers[0].resources.requests.cpu",
+            "\" 1\"",
+        ),
+        (
             "unknown system- PriorityClass",
             "kind: PriorityClass\napiVersion: scheduling.k8s.io/v1\nmetadata: {name: system-mine}\nvalue: 10\n".to_string(),
             "PriorityClass system-mine",
