@@ -154,13 +154,22 @@ fn duplicate_objects_are_refused_naming_both() {
     );
     assert_eq!(
         error.message,
-        "pods \"web\" already exists: the input has two pods default/web (one bound to n1, one pending)"
+        "pods \"web\" already exists: the input has two pods default/web (one bound to n1, one pending) (both in input.yaml)"
     );
 
     let error = refused(&format!("{NODE}{NODE}"));
     assert_eq!(
         error.to_string(),
-        "Node n1: metadata.name: nodes \"n1\" already exists: the input has two Node objects of that name"
+        "Node n1: metadata.name: nodes \"n1\" already exists: the input has two Node objects of that name (both in input.yaml)"
+    );
+    let mut two_files = ClusterObjects::decode(NODE, "a.yaml").unwrap();
+    two_files.decode_more(NODE, "b.yaml").unwrap();
+    assert!(
+        two_files
+            .admit()
+            .unwrap_err()
+            .message
+            .ends_with("two Node objects of that name (in a.yaml and b.yaml)")
     );
 
     // Across a cluster and the pods added to it.
@@ -170,6 +179,11 @@ fn duplicate_objects_are_refused_naming_both() {
     let mut pending = ClusterObjects::decode(&pod("web", ""), "p.yaml").unwrap();
     let error = cluster.admit_with(&mut pending).unwrap_err();
     assert_eq!(error.object, "Pod default/web");
+    assert!(
+        error.message.ends_with("(in c.yaml and p.yaml)"),
+        "{}",
+        error.message
+    );
 }
 
 #[test]

@@ -93,8 +93,8 @@ impl SchedulerConfig {
             field,
             message,
         };
-        let value: Value =
-            serde_saphyr::from_str(text).map_err(|e| error(String::new(), e.to_string()))?;
+        let value =
+            gantry_api::decode::parse_yaml_value(text).map_err(|e| error(String::new(), e))?;
         let mut config = from_value(value, release).map_err(|e| error(e.field, e.message))?;
         for warning in &mut config.warnings {
             *warning = format!("{source}: {warning}");

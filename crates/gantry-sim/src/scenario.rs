@@ -210,8 +210,8 @@ impl Scenario {
             field,
             message,
         };
-        let value: Value =
-            serde_saphyr::from_str(text).map_err(|e| err("(document)".into(), e.to_string()))?;
+        let value =
+            gantry_api::decode::parse_yaml_value(text).map_err(|e| err("(document)".into(), e))?;
         let file: ScenarioFile = serde_path_to_error::deserialize(value)
             .map_err(|e| err(e.path().to_string(), e.inner().to_string()))?;
         Builder {
@@ -397,7 +397,18 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 let Some(gc) = gc else { continue };
                 let g = self.group_index(&gc.group, &format!("{field}.{name}.group"))?;
                 let group = &self.file.node_groups[g];
-                let keep = group_live[g].len().saturating_sub(gc.count);
+                if gc.count > group_live[g].len() {
+                    return Err((self.err)(
+                        format!("{field}.{name}.count"),
+                        format!(
+                            "{} nodes asked for, but group {} has {} by then",
+                            gc.count,
+                            group.name,
+                            group_live[g].len()
+                        ),
+                    ));
+                }
+                let keep = group_live[g].len() - gc.count;
                 for i in group_live[g].split_off(keep).into_iter().rev() {
                     let node = Sym::new(&node_name(&group.name, i));
                     events.push((
@@ -416,11 +427,21 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             if let Some(wc) = &event.delete_pods {
                 let w =
                     self.workload_index(&wc.workload, &format!("{field}.deletePods.workload"))?;
+                if wc.count > workload_pods[w].len() {
+                    return Err((self.err)(
+                        format!("{field}.deletePods.count"),
+                        format!(
+                            "{} pods asked for, but workload {} has {} by then",
+                            wc.count,
+                            wc.workload,
+                            workload_pods[w].len()
+                        ),
+                    ));
+                }
                 for key in workload_pods[w].iter().take(wc.count) {
                     events.push((at, SimEvent::DeletePod(key.clone())));
                 }
-                let n = wc.count.min(workload_pods[w].len());
-                workload_pods[w].drain(..n);
+                workload_pods[w].drain(..wc.count);
             }
             if let Some(wc) = &event.scale {
                 let w = self.workload_index(&wc.workload, &format!("{field}.scale.workload"))?;

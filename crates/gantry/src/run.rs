@@ -77,10 +77,14 @@ fn scheduler_config(args: &RunArgs) -> anyhow::Result<SchedulerConfig> {
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
-            // Bounded and checked first (`/dev/zero` is refused at its first byte); kube
-            // then reads it again, making relative certificate paths absolute.
-            crate::load::read_text(path, crate::load::MAX_KUBECONFIG_BYTES, "kubeconfig")
-                .with_context(|| format!("--kubeconfig {}", path.display()))?;
+            // Bounded and parsed first (`/dev/zero` is refused at its first byte, a syntax
+            // error is one plain line); kube then reads it again, making relative
+            // certificate paths absolute.
+            let text =
+                crate::load::read_text(path, crate::load::MAX_KUBECONFIG_BYTES, "kubeconfig")
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
+            gantry_api::decode::parse_yaml_value(&text)
+                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
             let file = Kubeconfig::read_from(path)
                 .with_context(|| format!("--kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())

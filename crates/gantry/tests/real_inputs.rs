@@ -256,7 +256,9 @@ fn duplicate_pods_are_an_input_error() {
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out).trim(),
-        "error: Pod default/low: metadata.name: pods \"low\" already exists: the input has two pods default/low (one bound to n1, one pending)"
+        format!(
+            "error: Pod default/low: metadata.name: pods \"low\" already exists: the input has two pods default/low (one bound to n1, one pending) (in {cluster} and {pod})"
+        )
     );
 }
 

@@ -194,20 +194,25 @@ fn already_exists(resource: &str, name: &str, why: &str) -> String {
 
 fn unique_nodes(cluster: &mut ClusterObjects) -> Result<(), ObjectError> {
     let generated: HashSet<usize> = cluster.generated.nodes.iter().copied().collect();
-    let mut taken: HashSet<Sym> = HashSet::new();
+    let mut taken: HashMap<Sym, usize> = HashMap::new();
     for (i, node) in cluster.nodes.iter().enumerate() {
-        if !generated.contains(&i) && !taken.insert(node.name) {
+        if generated.contains(&i) {
+            continue;
+        }
+        if let Some(first) = taken.insert(node.name, i) {
+            let files = in_sources([cluster.source_of_node(first), cluster.source_of_node(i)]);
             return Err(field_error(
                 &format!("Node {}", node.name),
                 "metadata.name",
                 already_exists(
                     "nodes",
                     node.name.as_str(),
-                    ": the input has two Node objects of that name",
+                    &format!(": the input has two Node objects of that name{files}"),
                 ),
             ));
         }
     }
+    let mut taken: HashSet<Sym> = taken.into_keys().collect();
     let mut generated: Vec<usize> = generated.into_iter().collect();
     generated.sort_unstable();
     for i in generated {
@@ -242,6 +247,15 @@ fn generated_prefix(name: &str) -> &str {
     &name[..name.len().saturating_sub(5)]
 }
 
+/// ` (in a.yaml and b.yaml)`, or ` (both in a.yaml)`, for two objects' sources when known.
+fn in_sources([first, second]: [Option<&str>; 2]) -> String {
+    match (first, second) {
+        (Some(a), Some(b)) if a == b => format!(" (both in {a})"),
+        (Some(a), Some(b)) => format!(" (in {a} and {b})"),
+        _ => String::new(),
+    }
+}
+
 /// Where a pod of a name is: for the message naming both objects.
 fn describe(pod: Option<&Pod>) -> String {
     match pod.and_then(|p| p.node_name) {
@@ -274,12 +288,17 @@ fn unique_pods(
         });
         for (key, location) in named.chain(finished) {
             if let Some(first) = taken.insert(key.clone(), location) {
-                let pod_at = |at: Option<(bool, usize)>| {
-                    at.map(|(in_pending, i)| {
-                        let objects = if in_pending { sets[1] } else { sets[0] };
-                        &objects.expect("recorded from this set").pods[i]
-                    })
+                let set_of = |in_pending: bool| {
+                    let objects = if in_pending { sets[1] } else { sets[0] };
+                    objects.expect("recorded from this set")
                 };
+                let pod_at = |at: Option<(bool, usize)>| {
+                    at.map(|(in_pending, i)| &set_of(in_pending).pods[i])
+                };
+                let source_at = |at: Option<(bool, usize)>| {
+                    at.and_then(|(in_pending, i)| set_of(in_pending).source_of_pod(i))
+                };
+                let files = in_sources([source_at(first), source_at(location)]);
                 return Err(field_error(
                     &format!("Pod {}/{}", key.0, key.1),
                     "metadata.name",
@@ -287,7 +306,7 @@ fn unique_pods(
                         "pods",
                         &key.1,
                         &format!(
-                            ": the input has two pods {}/{} (one {}, one {})",
+                            ": the input has two pods {}/{} (one {}, one {}){files}",
                             key.0,
                             key.1,
                             describe(pod_at(first)),

@@ -6,8 +6,9 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::fast_yaml;
-use super::input::parser_options;
+use super::input::{parser_options, plain_parser_error};
 use super::object::{Converted, convert, needs_sequential};
+use super::strict_value::StrictValue;
 use super::{ClusterObjects, ObjectError};
 
 /// Items per batch: enough to keep every core busy, few enough to hold in memory.
@@ -42,9 +43,8 @@ enum Staged {
 fn parse_item(text: &str) -> Result<Value, String> {
     match fast_yaml::parse(text) {
         Some(value) => Ok(value),
-        None => {
-            serde_saphyr::from_str_with_options(text, parser_options()).map_err(|e| e.to_string())
-        }
+        None => serde_saphyr::from_str_with_options(text, parser_options())
+            .map_err(|e| plain_parser_error(&e.to_string())),
     }
 }
 
@@ -54,6 +54,7 @@ fn stage(item: Item, release: crate::Release) -> Result<Staged, BatchError> {
         Source::Yaml(text) => parse_item(&text)
             .map_err(|message| BatchError::Syntax(format!("{}: {message}", item.position)))?,
         Source::Json(text) => serde_json::from_slice(&text)
+            .map(|StrictValue(value)| value)
             .map_err(|e| BatchError::Syntax(format!("{}: {e}", item.position)))?,
     };
     if needs_sequential(&value) {

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::batch::{BATCH, BatchError, Item, Source};
 use super::object::is_list_kind;
+use super::strict_value::{StrictValue, insert_once};
 use super::{ClusterObjects, ObjectError};
 
 /// Reads one document into `objects`. A conversion error stops the parse at once (the
@@ -86,6 +87,9 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
         let mut kind: Option<String> = None;
         let mut list_start: Option<Checkpoint> = self.items_taken.take();
         while let Some(key) = map.next_key::<String>()? {
+            if key == "items" && list_start.is_some() {
+                return Err(de::Error::custom("duplicate field \"items\""));
+            }
             let list_so_far = kind.as_deref().is_none_or(is_list_kind);
             if key == "items" && list_so_far && list_start.is_none() {
                 list_start = Some(Checkpoint::of(self.objects));
@@ -96,11 +100,11 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
                 })?;
                 continue;
             }
-            let value: Value = map.next_value()?;
+            let StrictValue(value) = map.next_value()?;
             if key == "kind" {
                 kind = value.as_str().map(str::to_string);
             }
-            fields.insert(key, value);
+            insert_once(&mut fields, key, value)?;
         }
         match (list_start, kind.as_deref()) {
             (Some(_), Some(kind)) if is_list_kind(kind) => Ok(()),
@@ -176,7 +180,7 @@ impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0usize;
         let mut batch = Vec::with_capacity(BATCH);
-        while let Some(item) = seq.next_element::<Value>()? {
+        while let Some(StrictValue(item)) = seq.next_element()? {
             batch.push(Item {
                 source: Source::Value(item),
                 position: format!("{} items[{index}]", self.position),

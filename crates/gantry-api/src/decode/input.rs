@@ -14,6 +14,8 @@ use serde::de::DeserializeSeed;
 use super::batch::{self, BATCH, BatchError, Item};
 use super::document::{Checkpoint, DocumentSeed};
 use super::json_values::{self, Malformed};
+use super::strict_value::StrictValue;
+use super::utf8_check::Utf8Check;
 use super::{ClusterObjects, DecodeError, ObjectError};
 
 /// The default limit on one source: larger than any real `kubectl get -A -o yaml` dump
@@ -40,6 +42,8 @@ enum Refusal {
     TooLarge,
     /// A NUL byte at this offset: no YAML or JSON text holds one.
     Binary(u64),
+    /// A byte at this offset that is not part of a UTF-8 character.
+    NotUtf8(u64),
 }
 
 /// The source's bytes, counted and checked as they are read.
@@ -47,7 +51,20 @@ struct Checked<R> {
     inner: R,
     read: u64,
     limit: u64,
+    utf8: Utf8Check,
     refusal: Option<Refusal>,
+}
+
+impl<R> Checked<R> {
+    fn new(inner: R, limit: u64) -> Checked<R> {
+        Checked {
+            inner,
+            read: 0,
+            limit,
+            utf8: Utf8Check::default(),
+            refusal: None,
+        }
+    }
 }
 
 impl<R: Read> Read for Checked<R> {
@@ -56,10 +73,16 @@ impl<R: Read> Read for Checked<R> {
             return Err(io::Error::other(format!("{refusal:?}")));
         }
         let n = self.inner.read(buf)?;
+        let utf8 = match n {
+            0 => self.utf8.finish(),
+            _ => self.utf8.check(&buf[..n], self.read),
+        };
         if let Some(at) = buf[..n].iter().position(|&b| b == 0) {
             self.refusal = Some(Refusal::Binary(self.read + at as u64));
         } else if self.read + n as u64 > self.limit {
             self.refusal = Some(Refusal::TooLarge);
+        } else if let Err(at) = utf8 {
+            self.refusal = Some(Refusal::NotUtf8(at));
         }
         self.read += n as u64;
         match self.refusal {
@@ -94,15 +117,7 @@ pub(super) fn read_documents(
     source_name: &str,
     limits: &InputLimits,
 ) -> Result<(), DecodeError> {
-    let mut input = BufReader::with_capacity(
-        1 << 16,
-        Checked {
-            inner: reader,
-            read: 0,
-            limit: limits.max_bytes,
-            refusal: None,
-        },
-    );
+    let mut input = BufReader::with_capacity(1 << 16, Checked::new(reader, limits.max_bytes));
     let mut source = Source {
         name: source_name,
         limits,
@@ -155,6 +170,13 @@ impl Source<'_> {
                     "a NUL byte at offset {offset}: this is binary data, not YAML or JSON text"
                 ),
             },
+            Some(Refusal::NotUtf8(offset)) => DecodeError::Syntax {
+                source_name,
+                message: format!(
+                    "the byte at offset {offset} is not UTF-8 text (YAML and JSON are UTF-8; \
+                     was the file saved as Latin-1?)"
+                ),
+            },
             None => match failure {
                 Failure::Read(e) => DecodeError::Read {
                     source_name,
@@ -180,6 +202,7 @@ fn read_json(
     let malformed = |position: &str, m: Malformed| Failure::Syntax(format!("{position}: {}", m.0));
     for index in 1.. {
         let position = format!("document {index}");
+        json_values::skip_document_marker(input).map_err(Failure::Read)?;
         match json_values::peek(input).map_err(Failure::Read)? {
             None => break,
             Some(b'{') => input.consume(1),
@@ -210,6 +233,11 @@ fn read_json(
                 .map_err(Failure::Read)?
                 .map_err(|m| malformed(&position, m))?;
             let is_list = json_values::peek(input).map_err(Failure::Read)? == Some(b'[');
+            if key == b"\"items\"" && items_taken.is_some() {
+                return Err(Failure::Syntax(format!(
+                    "{position}: duplicate field \"items\""
+                )));
+            }
             if key == b"\"items\"" && is_list && items_taken.is_none() {
                 items_taken = Some(Checkpoint::of(objects));
                 read_json_items(objects, input, &position, source)?;
@@ -357,7 +385,13 @@ fn read_yaml(
 
 /// The parser's error in words: a budget breach (`budget breached: Variant { .. } at
 /// line L, column C`) says which limit, not the parser's internals.
-fn plain_parser_error(message: &str) -> String {
+pub(super) fn plain_parser_error(message: &str) -> String {
+    if let Some(duplicate) = message.strip_prefix("duplicate mapping key: ") {
+        let (key, position) = duplicate
+            .split_once(", set DuplicateKeyPolicy in Options if acceptable")
+            .unwrap_or((duplicate, ""));
+        return format!("duplicate field {key:?}{position}");
+    }
     let Some(breach) = message.strip_prefix("budget breached: ") else {
         return message.to_string();
     };
@@ -374,6 +408,14 @@ fn plain_parser_error(message: &str) -> String {
         _ => "beyond the parser's limits for one file",
     };
     format!("{limit}{position}")
+}
+
+/// A small YAML or JSON file (a configuration, a scenario) as one value, read with the
+/// same limits and plain messages as a cluster's objects.
+pub fn parse_yaml_value(text: &str) -> Result<serde_json::Value, String> {
+    serde_saphyr::from_str_with_options::<StrictValue>(text, parser_options())
+        .map(|StrictValue(value)| value)
+        .map_err(|e| plain_parser_error(&e.to_string()))
 }
 
 /// The items of a list in `kubectl`'s layout (`items:` then `- ` lines at the left
@@ -676,21 +718,18 @@ mod tests {
 
     #[test]
     fn binary_input_and_size_are_refused() {
-        let mut checked = Checked {
-            inner: &b"ab\0c"[..],
-            read: 0,
-            limit: 100,
-            refusal: None,
-        };
+        let mut checked = Checked::new(&b"ab\0c"[..], 100);
         assert!(checked.read(&mut [0; 16]).is_err());
         assert!(matches!(checked.refusal, Some(Refusal::Binary(2))));
-        let mut checked = Checked {
-            inner: &b"abcdef"[..],
-            read: 0,
-            limit: 4,
-            refusal: None,
-        };
+        let mut checked = Checked::new(&b"abcdef"[..], 4);
         assert!(checked.read(&mut [0; 16]).is_err());
         assert!(matches!(checked.refusal, Some(Refusal::TooLarge)));
+        let mut checked = Checked::new(&b"ab\xe9c"[..], 100);
+        assert!(checked.read(&mut [0; 16]).is_err());
+        assert!(matches!(checked.refusal, Some(Refusal::NotUtf8(2))));
+        let mut checked = Checked::new(&b"ab\xc3"[..], 100);
+        assert_eq!(checked.read(&mut [0; 16]).unwrap(), 3);
+        assert!(checked.read(&mut [0; 16]).is_err(), "cut by the end");
+        assert!(matches!(checked.refusal, Some(Refusal::NotUtf8(2))));
     }
 }

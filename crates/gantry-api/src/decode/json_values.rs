@@ -31,6 +31,22 @@ pub(super) fn peek(input: &mut impl BufRead) -> io::Result<Option<u8>> {
     }
 }
 
+/// Skips a YAML document marker line (`---`) between JSON documents: `kubectl` reads a
+/// stream of JSON objects separated as YAML documents are, so Gantry does too.
+pub(super) fn skip_document_marker(input: &mut impl BufRead) -> io::Result<()> {
+    while peek(input)? == Some(b'-') {
+        let buffer = input.fill_buf()?;
+        let marker =
+            buffer.starts_with(b"---") && buffer.get(3).is_none_or(|b| b.is_ascii_whitespace());
+        if !marker {
+            return Ok(());
+        }
+        let mut line = Vec::new();
+        input.read_until(b'\n', &mut line)?;
+    }
+    Ok(())
+}
+
 /// Consumes `expected` (after whitespace), or says what came instead.
 pub(super) fn expect(input: &mut impl BufRead, expected: u8) -> io::Result<Result<(), Malformed>> {
     match peek(input)? {
@@ -119,6 +135,16 @@ mod tests {
             out.push(String::from_utf8(value).unwrap());
             let _ = expect(&mut input, b',').unwrap();
         }
+    }
+
+    #[test]
+    fn skips_document_markers_only() {
+        let mut input: &[u8] = b"\n--- \n---\n{}";
+        skip_document_marker(&mut input).unwrap();
+        assert_eq!(input, b"{}");
+        let mut input: &[u8] = b"-1";
+        skip_document_marker(&mut input).unwrap();
+        assert_eq!(input, b"-1");
     }
 
     #[test]

@@ -35,6 +35,8 @@ mod pod_resources;
 mod priority;
 mod shared_templates;
 mod storage;
+mod strict_value;
+mod utf8_check;
 pub mod validation;
 
 use std::fmt;
@@ -44,7 +46,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use controller::{ControllerKind, PodController};
-pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits};
+pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits, parse_yaml_value};
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
 
 use crate::labels::LabelSelector;
@@ -109,6 +111,15 @@ pub struct Service {
     pub selector: LabelSelector,
 }
 
+/// The nodes and pods one source added: those before these ends and after the previous
+/// source's.
+#[derive(Debug, Clone)]
+struct SourceSpan {
+    name: Arc<str>,
+    nodes_end: usize,
+    pods_end: usize,
+}
+
 /// Everything decoded from one or more sources.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
@@ -140,6 +151,8 @@ pub struct ClusterObjects {
     pub release: crate::Release,
     /// What each decoded pod said about its priority, for the Priority admission step.
     admission: Vec<admission::PodPriorityFields>,
+    /// Which source each node and pod came from, for messages naming two objects.
+    sources: Vec<SourceSpan>,
     /// Pods and nodes named from `generateName`, which admission may rename on a clash.
     generated: names::Generated,
 }
@@ -173,7 +186,25 @@ impl ClusterObjects {
         source_name: &str,
         limits: &InputLimits,
     ) -> Result<(), DecodeError> {
-        input::read_documents(self, reader, source_name, limits)
+        input::read_documents(self, reader, source_name, limits)?;
+        self.sources.push(SourceSpan {
+            name: source_name.into(),
+            nodes_end: self.nodes.len(),
+            pods_end: self.pods.len(),
+        });
+        Ok(())
+    }
+
+    /// The source node `index` was read from, when it was read from one.
+    fn source_of_node(&self, index: usize) -> Option<&str> {
+        let span = self.sources.iter().find(|s| index < s.nodes_end)?;
+        Some(&span.name)
+    }
+
+    /// The source pod `index` was read from, when it was read from one.
+    fn source_of_pod(&self, index: usize) -> Option<&str> {
+        let span = self.sources.iter().find(|s| index < s.pods_end)?;
+        Some(&span.name)
     }
 
     /// Adds every object of `other` (pods awaiting admission stay awaiting it).
@@ -184,6 +215,12 @@ impl ClusterObjects {
             .extend(other.admission.into_iter().map(|a| a.shifted(offset)));
         self.generated
             .extend(other.generated.shifted(offset, node_offset));
+        self.sources
+            .extend(other.sources.into_iter().map(|span| SourceSpan {
+                nodes_end: span.nodes_end + node_offset,
+                pods_end: span.pods_end + offset,
+                ..span
+            }));
         self.nodes.extend(other.nodes);
         self.pods.extend(other.pods);
         self.namespaces.extend(other.namespaces);
