@@ -29,6 +29,9 @@ pub enum Gate {
     MatchLabelKeysInPodAffinity,
     /// `matchLabelKeys` in topology spread constraints.
     MatchLabelKeysInPodTopologySpread,
+    /// The API server merges spread constraints' `matchLabelKeys` into `labelSelector`
+    /// (and validates the merged selector).
+    MatchLabelKeysInPodTopologySpreadSelectorMerge,
     /// `nodeAffinityPolicy`/`nodeTaintsPolicy` in topology spread constraints.
     NodeInclusionPolicyInPodTopologySpread,
     /// `schedulingGates` hold a pod back from scheduling.
@@ -97,6 +100,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         Gate::MatchLabelKeysInPodTopologySpread,
         "MatchLabelKeysInPodTopologySpread",
         &[spec(25, false), spec(27, true)],
+    ),
+    (
+        Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
+        "MatchLabelKeysInPodTopologySpreadSelectorMerge",
+        &[spec(34, true)],
     ),
     (
         Gate::NodeInclusionPolicyInPodTopologySpread,

@@ -360,6 +360,78 @@ fn apiserver_validation_rules() {
             "metadata.name",
             "error: system-mine is not a known system priority class",
         ),
+        // ValidateReplicaSetSpec, ValidateStatefulSetSpec, ValidateReplicationControllerSpec.
+        (
+            "ReplicaSet selector not matching its template",
+            "kind: ReplicaSet\napiVersion: apps/v1\nmetadata: {name: web}\nspec: {selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: api, tier: a}}, spec: {containers: [{name: c}]}}}\n".to_string(),
+            "ReplicaSet web",
+            "spec.template.metadata.labels",
+            "Invalid value: map[string]string{\"app\":\"api\", \"tier\":\"a\"}: `selector` does not match template `labels`",
+        ),
+        (
+            "ReplicaSet with an empty selector",
+            "kind: ReplicaSet\napiVersion: apps/v1\nmetadata: {name: web}\nspec: {selector: {}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c}]}}}\n".to_string(),
+            "ReplicaSet web",
+            "spec.selector",
+            "empty selector is invalid for deployment",
+        ),
+        (
+            "StatefulSet selector not matching its template",
+            "kind: StatefulSet\napiVersion: apps/v1\nmetadata: {name: db}\nspec: {selector: {matchExpressions: [{key: app, operator: In, values: [db]}]}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c}]}}}\n".to_string(),
+            "StatefulSet db",
+            "spec.template.metadata.labels",
+            "`selector` does not match template `labels`",
+        ),
+        (
+            "ReplicationController selector not matching its template",
+            "kind: ReplicationController\napiVersion: v1\nmetadata: {name: rc}\nspec: {selector: {app: web}, template: {metadata: {labels: {app: api}}, spec: {containers: [{name: c}]}}}\n".to_string(),
+            "ReplicationController rc",
+            "spec.template.metadata.labels",
+            "`selector` does not match template `labels`",
+        ),
+        (
+            "ReplicationController with neither selector nor template labels",
+            "kind: ReplicationController\napiVersion: v1\nmetadata: {name: rc}\nspec: {template: {spec: {containers: [{name: c}]}}}\n".to_string(),
+            "ReplicationController rc",
+            "spec.selector",
+            "Required value",
+        ),
+        // ValidateMatchLabelKeysAndMismatchLabelKeys, on the selector as merged at create.
+        (
+            "spread matchLabelKeys also in matchLabels (pod has the label)",
+            pod("name: web, labels: {app: web}", &format!("{{containers: [{C}], topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: web}}}}, matchLabelKeys: [app]}}]}}")),
+            "Pod default/web",
+            "spec.topologySpreadConstraints[0].matchLabelKeys[0]",
+            "Invalid value: \"app\": exists in both matchLabelKeys and labelSelector",
+        ),
+        (
+            "spread matchLabelKeys also in matchExpressions (pod has the label)",
+            pod("name: web, labels: {app: web}", &format!("{{containers: [{C}], topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchExpressions: [{{key: app, operator: Exists}}]}}, matchLabelKeys: [tier, app]}}]}}")),
+            "Pod default/web",
+            "spec.topologySpreadConstraints[0].matchLabelKeys[1]",
+            "exists in both matchLabelKeys and labelSelector",
+        ),
+        (
+            "spread matchLabelKeys without a selector",
+            pod("name: web, labels: {app: web}", &format!("{{containers: [{C}], topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, matchLabelKeys: [app]}}]}}")),
+            "Pod default/web",
+            "spec.topologySpreadConstraints[0].matchLabelKeys",
+            "must not be specified when labelSelector is not set",
+        ),
+        (
+            "affinity matchLabelKeys also in the selector",
+            pod("name: web, labels: {app: web}", &format!("{{containers: [{C}], affinity: {{podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: [{{topologyKey: zone, labelSelector: {{matchLabels: {{app: web}}}}, matchLabelKeys: [app]}}]}}}}}}")),
+            "Pod default/web",
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys[0]",
+            "exists in both matchLabelKeys and labelSelector",
+        ),
+        (
+            "affinity key in both matchLabelKeys and mismatchLabelKeys",
+            pod("name: web, labels: {app: web}", &format!("{{containers: [{C}], affinity: {{podAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: [{{topologyKey: zone, labelSelector: {{matchLabels: {{tier: a}}}}, matchLabelKeys: [app], mismatchLabelKeys: [app]}}]}}}}}}")),
+            "Pod default/web",
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys[0]",
+            "Invalid value: \"app\": exists in both matchLabelKeys and mismatchLabelKeys",
+        ),
     ];
     for (rule, text, object, field, message) in &rows {
         let (o, f, m) = refused(text);
@@ -379,4 +451,54 @@ fn valid_objects_pass() {
     );
     let objects = ClusterObjects::decode(&text, "ok.yaml").unwrap();
     assert_eq!(objects.pods.len(), 1);
+}
+
+/// Whether a key in both matchLabelKeys and the selector is refused depends on the merge:
+/// from v1.34 the API server merges the keys first, so a key the pod has no label for adds
+/// nothing and passes; before, any such key is refused.
+#[test]
+fn spread_label_keys_follow_the_selector_merge() {
+    let spread = |labels: &str| {
+        pod(
+            &format!("name: web, labels: {{{labels}}}"),
+            &format!(
+                "{{containers: [{C}], topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: web}}}}, matchLabelKeys: [app]}}]}}"
+            ),
+        )
+    };
+    let decode = |text: &str, minor: u8| {
+        let mut objects = ClusterObjects::for_release(gantry_api::Release::at(minor));
+        objects
+            .decode_more(text, "input.yaml")
+            .map(|_| objects.pods.len())
+    };
+    assert_eq!(
+        decode(&spread("tier: a"), 35).unwrap(),
+        1,
+        "merged: nothing to clash with"
+    );
+    assert!(
+        decode(&spread("tier: a"), 33).is_err(),
+        "legacy: the key alone clashes"
+    );
+    assert!(decode(&spread("app: web"), 35).is_err());
+    assert!(decode(&spread("app: web"), 33).is_err());
+}
+
+/// Defaulting: a ReplicationController without a selector selects its template's labels
+/// (`SetDefaults_ReplicationController`), which its pods' default spread then uses.
+#[test]
+fn a_replication_controller_selects_its_template_labels_by_default() {
+    let text = "kind: ReplicationController\napiVersion: v1\nmetadata: {name: rc, namespace: shop}\nspec: {template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c}]}}}\n";
+    let objects = ClusterObjects::decode(text, "rc.yaml").unwrap();
+    let selector = objects.controllers[0].selector.as_ref().unwrap();
+    let labels = |pairs: &[(&str, &str)]| {
+        gantry_api::Labels::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (gantry_api::Sym::new(k), gantry_api::Sym::new(v))),
+        )
+    };
+    assert!(selector.matches(&labels(&[("app", "web")])));
+    assert!(!selector.matches(&labels(&[("app", "api")])));
 }

@@ -14,13 +14,28 @@ impl Shard {
     /// The only instance.
     pub const WHOLE: Shard = Shard { index: 0, count: 1 };
 
+    /// The most instances that may share a cluster: far beyond what one API server
+    /// serves watches to, small enough that every count is a plain number.
+    pub const MAX_INSTANCES: u64 = 1024;
+
     /// Parses `I/N` (0-based index of N instances).
     pub fn parse(text: &str) -> Result<Shard, String> {
         let invalid = || format!("{text:?} is not a shard like 0/2 (index/instances)");
         let (index, count) = text.split_once('/').ok_or_else(invalid)?;
-        let index: u32 = index.trim().parse().map_err(|_| invalid())?;
-        let count: u32 = count.trim().parse().map_err(|_| invalid())?;
-        if count == 0 || index >= count {
+        let index: u64 = index.trim().parse().map_err(|_| invalid())?;
+        let count: u64 = count.trim().parse().map_err(|_| invalid())?;
+        if !(1..=Self::MAX_INSTANCES).contains(&count) {
+            return Err(format!(
+                "{text:?}: the number of instances must be 1 to {}, not {count}",
+                Self::MAX_INSTANCES
+            ));
+        }
+        let (Ok(index), Ok(count)) = (u32::try_from(index), u32::try_from(count)) else {
+            return Err(format!(
+                "{text:?}: the index must be below the number of instances"
+            ));
+        };
+        if index >= count {
             return Err(format!(
                 "{text:?}: the index must be below the number of instances"
             ));
@@ -84,5 +99,13 @@ mod tests {
         assert!(Shard::parse("4/4").is_err());
         assert!(Shard::parse("x").is_err());
         assert!(Shard::parse("0/0").is_err());
+        assert_eq!(
+            Shard::parse("0/4294967296"),
+            Err(
+                "\"0/4294967296\": the number of instances must be 1 to 1024, not 4294967296"
+                    .into()
+            )
+        );
+        assert!(Shard::parse("99999999999/1024").is_err());
     }
 }

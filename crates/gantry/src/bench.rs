@@ -34,30 +34,110 @@ pub struct BenchArgs {
     /// Turn the assume step off.
     #[arg(long)]
     no_assume: bool,
-    /// Divide every count by this (quick runs; 1 to 1000).
-    #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
-    scale_down: usize,
+    /// Divide every count by this (quick runs; 1 to 1000) [default: 1].
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    scale_down: Option<usize>,
     /// snapshot: nodes in the cache; multi: nodes in the cluster (1 to 100000, default 5000);
     /// gpu-share: GPU nodes (1 to 20000, default 128).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     nodes: Option<usize>,
-    /// multi: scheduler instances, each on its own thread with its own cache (1 to 64).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    schedulers: u32,
-    /// snapshot: bound pods per node (0 to 1000; at most 2000000 pods in all).
-    #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1000))]
-    pods_per_node: usize,
+    /// multi: scheduler instances, each on its own thread with its own cache (1 to 64)
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    schedulers: Option<u32>,
+    /// snapshot, clustersnapshot: bound pods per node (0 to 1000; at most 2000000 pods in
+    /// all) [default: 30].
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1000))]
+    pods_per_node: Option<usize>,
     /// snapshot: nodes changed between two snapshots, 2 unless given; clustersnapshot:
     /// nodes changed in a fork before it is reverted or committed, 100 unless given (at most
     /// --nodes).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(0..=100_000))]
     changed: Option<usize>,
-    /// snapshot: repetitions, the medians are reported (1 to 1000).
-    #[arg(long, default_value_t = 31, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
-    repetitions: usize,
+    /// snapshot, clustersnapshot: repetitions, the medians are reported (1 to 1000)
+    /// [default: 31]; estimate: runs (at most 7).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    repetitions: Option<usize>,
+}
+
+/// The workloads that are not scheduling runs of `gantry_sim::bench` (nor `all`).
+const OWN_SHAPE_WORKLOADS: [&str; 6] = [
+    "gpu-share",
+    "dra",
+    "snapshot",
+    "multi",
+    "clustersnapshot",
+    "estimate",
+];
+
+impl BenchArgs {
+    fn scale_down(&self) -> usize {
+        self.scale_down.unwrap_or(1)
+    }
+    fn pods_per_node(&self) -> usize {
+        self.pods_per_node.unwrap_or(30)
+    }
+    fn repetitions(&self) -> usize {
+        self.repetitions.unwrap_or(31)
+    }
+
+    /// Refuses a flag given to a workload that does not read it: `bench basic --nodes 5`
+    /// measuring 5,000 nodes without a word would be a silently wrong figure.
+    fn check_flags_apply(&self) -> anyhow::Result<()> {
+        const SCHEDULING: &str = "the scheduling workloads";
+        let flags: [(&str, bool, &[&str]); 8] = [
+            (
+                "--nodes",
+                self.nodes.is_some(),
+                &["snapshot", "multi", "gpu-share", "clustersnapshot"],
+            ),
+            ("--schedulers", self.schedulers.is_some(), &["multi"]),
+            (
+                "--pods-per-node",
+                self.pods_per_node.is_some(),
+                &["snapshot", "clustersnapshot"],
+            ),
+            (
+                "--changed",
+                self.changed.is_some(),
+                &["snapshot", "clustersnapshot"],
+            ),
+            (
+                "--repetitions",
+                self.repetitions.is_some(),
+                &["snapshot", "clustersnapshot", "estimate"],
+            ),
+            (
+                "--scale-down",
+                self.scale_down.is_some(),
+                &[SCHEDULING, "dra"],
+            ),
+            (
+                "--percentage-of-nodes-to-score",
+                self.percentage_of_nodes_to_score.is_some(),
+                &[SCHEDULING],
+            ),
+            ("--no-assume", self.no_assume, &[SCHEDULING]),
+        ];
+        let workload = self.workload.as_str();
+        let scheduling = !OWN_SHAPE_WORKLOADS.contains(&workload);
+        if scheduling && workload != "all" && Workload::parse(workload).is_none() {
+            return Ok(()); // `run` names the workloads there are
+        }
+        for (flag, given, readers) in flags {
+            let read = readers.contains(&workload) || (scheduling && readers.contains(&SCHEDULING));
+            anyhow::ensure!(
+                !given || read,
+                "{flag} does not apply to bench {workload}: only {} read it",
+                readers.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    args.check_flags_apply()?;
     if args.workload == "snapshot" {
         return snapshot(&args);
     }
@@ -91,7 +171,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let options = BenchOptions {
         percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
         no_assume: args.no_assume,
-        scale_down: args.scale_down,
+        scale_down: args.scale_down(),
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
     };
@@ -165,7 +245,7 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
 /// scheduler_perf's `SchedulingWithResourceClaimTemplate/5000pods_500nodes`.
 fn dra(args: &BenchArgs) -> anyhow::Result<()> {
     let options = BenchOptions {
-        scale_down: args.scale_down,
+        scale_down: args.scale_down(),
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
         ..BenchOptions::default()
@@ -194,10 +274,10 @@ fn dra(args: &BenchArgs) -> anyhow::Result<()> {
 fn snapshot_shape(args: &BenchArgs, default_changed: usize) -> anyhow::Result<(usize, usize)> {
     let nodes = args.nodes.unwrap_or(5000);
     anyhow::ensure!(
-        nodes * args.pods_per_node <= MAX_SNAPSHOT_PODS,
+        nodes * args.pods_per_node() <= MAX_SNAPSHOT_PODS,
         "--nodes {nodes} × --pods-per-node {} is {} pods, over the {MAX_SNAPSHOT_PODS} a snapshot benchmark may hold",
-        args.pods_per_node,
-        nodes * args.pods_per_node
+        args.pods_per_node(),
+        nodes * args.pods_per_node()
     );
     let changed = args.changed.unwrap_or(default_changed);
     anyhow::ensure!(
@@ -209,7 +289,7 @@ fn snapshot_shape(args: &BenchArgs, default_changed: usize) -> anyhow::Result<(u
 
 fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
     let (nodes, changed) = snapshot_shape(args, 2)?;
-    let m = measure_snapshot(nodes, args.pods_per_node, changed, args.repetitions);
+    let m = measure_snapshot(nodes, args.pods_per_node(), changed, args.repetitions());
     let speedup = m.full_rebuild_ns as f64 / m.incremental_ns.max(1) as f64;
     print(
         args,
@@ -222,7 +302,7 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             "incremental_ns": m.incremental_ns,
             "full_rebuild_ns": m.full_rebuild_ns,
             "speedup": (speedup * 10.0).round() / 10.0,
-            "repetitions": args.repetitions,
+            "repetitions": args.repetitions(),
         }),
         || {
             format!(
@@ -241,7 +321,11 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// Several instances sharing one in-process API (`gantry_sim::multi_bench`).
 fn multi(args: &BenchArgs) -> anyhow::Result<()> {
-    let r = gantry_sim::multi_bench::run(args.schedulers, args.nodes.unwrap_or(5000), 100);
+    let r = gantry_sim::multi_bench::run(
+        args.schedulers.unwrap_or(1),
+        args.nodes.unwrap_or(5000),
+        100,
+    );
     print(args, &r, || {
         let cores = match (r.cpu_s, r.run_queue_wait_s) {
             (Some(cpu), Some(wait)) => {
@@ -271,9 +355,9 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
         let m = whatif_bench::measure_snapshot(
             kind,
             nodes,
-            args.pods_per_node,
+            args.pods_per_node(),
             changed,
-            args.repetitions,
+            args.repetitions(),
             Some(alloc_counter::allocations),
         )?;
         print(
@@ -319,7 +403,7 @@ fn cluster_snapshot(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// The Cluster Autoscaler's binpacking benchmark (51,000 pods, 2,595 nodes).
 fn estimate(args: &BenchArgs) -> anyhow::Result<()> {
-    let runs = args.repetitions.clamp(1, 7);
+    let runs = args.repetitions().clamp(1, 7);
     let m = whatif_bench::measure_estimate(StoreKind::Delta, runs);
     anyhow::ensure!(
         m.nodes_needed == whatif_bench::AutoscalerBenchmark::EXPECTED_NODES,

@@ -108,6 +108,12 @@ pub(crate) fn templates(
     let mut out = Vec::new();
     for file in files {
         let objects = load::manifests(std::slice::from_ref(file), release)?;
+        load::note_unread(
+            &objects,
+            &format!("--node-template {}", file.display()),
+            &["Node", "ResourceSlice"],
+            "the pods to place go in --cluster or --pods",
+        );
         anyhow::ensure!(
             !objects.nodes.is_empty(),
             "{}: no Node in the template file",

@@ -11,7 +11,7 @@ use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::{ClaimSource, DraObjects, ResourceClaim, ResourceClaimTemplate};
 use gantry_api::{Pod, Sym};
 use gantry_cache::{Cache, Snapshot};
-use gantry_framework::{ApiObjects, Code, Status};
+use gantry_framework::{ApiObjects, Code, Profile, Status};
 use gantry_scheduler::explain::{Choice, Explanation, NodeVerdict, Outcome, explain};
 use serde_json::{Value, json};
 
@@ -151,6 +151,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     cache.update_snapshot(&mut snapshot)?;
 
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
+    let held_back = held_back(profile, &pod);
     // For a pending pod: what would change that.
     let what_if = match explanation.outcome {
         Outcome::Unschedulable { .. } => Some(crate::counterfactual::compute(
@@ -163,6 +164,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     };
     if args.json {
         let mut json = output::with_release(to_json(&explanation, &pod, args.seed), release);
+        json["pre_enqueue"] = held_back
+            .iter()
+            .map(|(plugin, message)| json!({"plugin": plugin, "message": message}))
+            .collect();
         if let Some(c) = &what_if {
             json["counterfactuals"] = crate::counterfactual::to_json(c);
         }
@@ -170,7 +175,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     } else {
         output::to_stdout(|out| {
             writeln!(out, "gantry explain: decided as Kubernetes {release}")?;
-            print_human(out, &explanation, &pod, args.seed)?;
+            print_human(out, &explanation, &pod, args.seed, &held_back)?;
             match &what_if {
                 Some(c) => crate::counterfactual::print(out, c),
                 None => Ok(()),
@@ -179,7 +184,26 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     }
 }
 
-fn print_human(out: &mut dyn Write, e: &Explanation, pod: &Pod, seed: u64) -> std::io::Result<()> {
+/// The profile's PreEnqueue rejections of the pod (a scheduling gate): kube-scheduler
+/// does not try such a pod at all, so the cycle explained is the one it would get after.
+fn held_back(profile: &Profile, pod: &Pod) -> Vec<(&'static str, String)> {
+    profile
+        .pre_enqueue
+        .iter()
+        .filter_map(|plugin| {
+            let status = plugin.pre_enqueue(pod);
+            (!status.is_success()).then(|| (plugin.name(), status.message().to_string()))
+        })
+        .collect()
+}
+
+fn print_human(
+    out: &mut dyn Write,
+    e: &Explanation,
+    pod: &Pod,
+    seed: u64,
+    held_back: &[(&str, String)],
+) -> std::io::Result<()> {
     writeln!(
         out,
         "gantry explain: pod {} (schedulerName {}), {} nodes",
@@ -187,12 +211,23 @@ fn print_human(out: &mut dyn Write, e: &Explanation, pod: &Pod, seed: u64) -> st
         pod.scheduler_name,
         e.nodes.len()
     )?;
+    for (plugin, message) in held_back {
+        writeln!(
+            out,
+            "PreEnqueue: {plugin}: {message}: the pod is not tried until that changes; below, \
+             the cycle it would get then"
+        )?;
+    }
     print_pre_filter(out, e)?;
     print_filters(out, e)?;
     print_details(out, e)?;
     print_scores(out, e)?;
     writeln!(out)?;
-    print_outcome(out, e, seed)
+    print_outcome(out, e, seed)?;
+    if let Some((_, message)) = held_back.first() {
+        writeln!(out, "until then it stays pending: {message}")?;
+    }
+    Ok(())
 }
 
 fn print_pre_filter(out: &mut dyn Write, e: &Explanation) -> std::io::Result<()> {

@@ -118,3 +118,42 @@ pub fn print_notes(objects: &ClusterObjects) {
         list.join(", ")
     );
 }
+
+/// How many objects of each kind the scheduler reads `objects` holds.
+fn kind_counts(objects: &ClusterObjects) -> [(&'static str, usize); 15] {
+    let dra = &objects.dra;
+    [
+        ("Node", objects.nodes.len()),
+        ("Pod", objects.pods.len()),
+        ("Namespace", objects.namespaces.len()),
+        ("PriorityClass", objects.priority_classes.len()),
+        ("Service", objects.services.len()),
+        ("controller", objects.controllers.len()),
+        ("PersistentVolume", objects.pvs.len()),
+        ("PersistentVolumeClaim", objects.pvcs.len()),
+        ("StorageClass", objects.storage_classes.len()),
+        ("CSINode", objects.csi_nodes.len()),
+        ("PodDisruptionBudget", objects.pdbs.len()),
+        ("DeviceClass", dra.device_classes.len()),
+        ("ResourceSlice", dra.slices.len()),
+        ("ResourceClaim", dra.claims.len()),
+        ("ResourceClaimTemplate", dra.templates.len()),
+    ]
+}
+
+/// Says on stderr which objects a flag's files hold that it does not read (`reads` are
+/// the kinds it does), rather than dropping them without a word.
+pub fn note_unread(objects: &ClusterObjects, flag: &str, reads: &[&str], advice: &str) {
+    let unread: Vec<String> = kind_counts(objects)
+        .into_iter()
+        .filter(|(kind, n)| *n > 0 && !reads.contains(kind))
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    if !unread.is_empty() {
+        eprintln!(
+            "warning: {flag}: not read: {} (only {} are read from it; {advice})",
+            unread.join(", "),
+            reads.join(", ")
+        );
+    }
+}

@@ -50,8 +50,12 @@ enum Command {
 /// Errors are the user's to read: one line with its causes, never a backtrace. A reader
 /// that closed stdout early (`| head`) is not an error: the program stops quietly.
 fn main() -> std::process::ExitCode {
+    // Without RUST_LOG, what kube-scheduler prints at its default verbosity: Gantry's own
+    // info lines (leases, binds that failed) and every warning (objects skipped).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,gantry_kube=info"));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let result = match Cli::parse().command {

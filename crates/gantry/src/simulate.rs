@@ -54,7 +54,7 @@ pub struct SimulateArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_LATENCY_MS))]
     bind_latency_ms: Option<u64>,
     /// Share of binds the simulated API refuses at random (0 to 1).
-    #[arg(long, default_value_t = 0.0, value_parser = share)]
+    #[arg(long, default_value_t = 0.0, value_parser = share, allow_negative_numbers = true)]
     bind_failure_rate: f64,
     /// Let the simulated API refuse binds that would over-commit a node.
     #[arg(long)]
@@ -91,7 +91,7 @@ fn share(text: &str) -> Result<f64, String> {
     if !(0.0..=1.0).contains(&value) {
         return Err(format!("{text} is not between 0 and 1"));
     }
-    Ok(value)
+    Ok(value.abs()) // `-0` is 0, not a rate printed as -0%
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -106,6 +106,19 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     load::print_notes(&cluster);
     let mut pending = load::manifests(&args.pods, release)?;
     load::print_notes(&pending);
+    load::note_unread(
+        &pending,
+        "--pods",
+        &[
+            "Pod",
+            "PriorityClass",
+            "DeviceClass",
+            "ResourceSlice",
+            "ResourceClaim",
+            "ResourceClaimTemplate",
+        ],
+        "put the cluster's other objects in --cluster",
+    );
     // Claims, templates, classes and slices may come with the pods as well.
     cluster.dra.extend(std::mem::take(&mut pending.dra));
     cluster.admit_with(&mut pending)?;

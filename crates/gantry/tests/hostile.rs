@@ -549,6 +549,174 @@ fn hostile_inputs() -> Vec<Hostile> {
             first_stderr_line: "error: pod default/p: claim default/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit",
             stdout_has: "",
         },
+        Hostile {
+            name: "a flag the workload does not read",
+            files: vec![],
+            args: &["bench", "basic", "--nodes", "5"],
+            code: 1,
+            first_stderr_line: "error: --nodes does not apply to bench basic: only snapshot, multi, gpu-share, clustersnapshot read it",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "bench basic with several schedulers",
+            files: vec![],
+            args: &["bench", "basic", "--schedulers", "8"],
+            code: 1,
+            first_stderr_line: "error: --schedulers does not apply to bench basic: only multi read it",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a bind failure rate of -0",
+            files: vec![("cluster.yaml", node_and(&[pending("p", "{name: c}")]))],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--bind-failure-rate", "-0", "--json"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#""scheduled":1"#,
+        },
+        Hostile {
+            name: "a shard of 2^32 instances",
+            files: vec![],
+            args: &["run", "--shard", "0/4294967296"],
+            code: 2,
+            first_stderr_line: "error: invalid value '0/4294967296' for '--shard <SHARD>': \"0/4294967296\": the number of instances must be 1 to 1024, not 4294967296",
+            stdout_has: "",
+        },
+        Hostile {
+            // serde_json keeps the last of two keys; kube-apiserver's strict decoding refuses.
+            name: "JSON with a key twice",
+            files: vec![(
+                "cluster.json",
+                r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"cpu":"4","cpu":"400"}}}]}"#.to_string(),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.json"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.json: not valid YAML or JSON: document 1 items[0]: duplicate field \"cpu\" at line 1 column 87",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "JSON documents separated as YAML documents are",
+            files: vec![(
+                "cluster.json",
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"},\"status\":{\"allocatable\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"pods\":\"10\"}}}\n---\n{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"default\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}\n".to_string(),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.json", "--json"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#""scheduled":1"#,
+        },
+        Hostile {
+            name: "a Latin-1 byte in a manifest",
+            files: vec![("cluster.latin1.yaml", one_node_and("# café\n"))],
+            args: &["simulate", "--cluster", "{dir}/cluster.latin1.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.latin1.yaml: not valid YAML or JSON: the byte at offset 96 is not UTF-8 text (YAML and JSON are UTF-8; was the file saved as Latin-1?)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a configuration with a key twice",
+            files: vec![(
+                "config.json",
+                r#"{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"KubeSchedulerConfiguration","kind":"KubeSchedulerConfiguration"}"#.to_string(),
+            )],
+            args: &["simulate", "--config", "{dir}/config.json"],
+            code: 1,
+            first_stderr_line: "error: {dir}/config.json: duplicate field \"kind\" at line 1, column 84",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a kubeconfig with a key twice",
+            files: vec![("kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\nclusters: []\n".to_string())],
+            args: &["run", "--kubeconfig", "{dir}/kubeconfig"],
+            code: 1,
+            first_stderr_line: "error: --kubeconfig {dir}/kubeconfig: duplicate field \"clusters\" at line 4, column 1",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "one node in two files",
+            files: vec![("a.yaml", one_node_and("")), ("b.yaml", one_node_and(""))],
+            args: &["simulate", "--cluster", "{dir}/a.yaml", "--cluster", "{dir}/b.yaml"],
+            code: 1,
+            first_stderr_line: "error: Node n1: metadata.name: nodes \"n1\" already exists: the input has two Node objects of that name (in {dir}/a.yaml and {dir}/b.yaml)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a Node in a --pods file",
+            files: vec![
+                ("cluster.yaml", one_node_and("")),
+                ("pods.yaml", node_and(&[pending("p", "{name: c}")]).replace("name: n1", "name: n2")),
+            ],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--pods", "{dir}/pods.yaml"],
+            code: 0,
+            first_stderr_line: "warning: --pods: not read: 1 Node (only Pod, PriorityClass, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate are read from it; put the cluster's other objects in --cluster)",
+            stdout_has: "1 scheduled",
+        },
+        Hostile {
+            name: "a Pod in a --node-template file",
+            files: vec![
+                ("cluster.yaml", node_and(&[pending("p", "{name: c, resources: {requests: {cpu: '8'}}}")])),
+                ("template.yaml", node_and(&[pending("q", "{name: c}")]).replace("cpu: '4'", "cpu: '16'")),
+            ],
+            args: &["estimate", "--cluster", "{dir}/cluster.yaml", "--node-template", "{dir}/template.yaml"],
+            code: 0,
+            first_stderr_line: "warning: --node-template {dir}/template.yaml: not read: 1 Pod (only Node, ResourceSlice are read from it; the pods to place go in --cluster or --pods)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "explain of a pod held back by a scheduling gate",
+            files: vec![
+                ("cluster.yaml", one_node_and("")),
+                ("pod.yaml", pod("gated", "schedulingGates: [{name: example.com/later}], ")),
+            ],
+            args: &["explain", "--cluster", "{dir}/cluster.yaml", "--pod", "{dir}/pod.yaml"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "until then it stays pending: waiting for scheduling gates: [example.com/later]",
+        },
+        Hostile {
+            name: "a scenario deleting more nodes than its group has",
+            files: vec![(
+                "scenario.yaml",
+                "nodeGroups:\n- {name: pool, count: 2, allocatable: {cpu: '4', memory: 8Gi, pods: '10'}}\nevents:\n- {at: 1s, deleteNodes: {group: pool, count: 3}}\n".to_string(),
+            )],
+            args: &["simulate", "--scenario", "{dir}/scenario.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/scenario.yaml: events[0].deleteNodes.count: 3 nodes asked for, but group pool has 2 by then",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a ReplicaSet whose selector does not match its template",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web, namespace: default}\nspec: {selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: api}}, spec: {containers: [{name: c}]}}}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: ReplicaSet default/web: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a matchLabelKeys key also in the selector",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["kind: Pod\nmetadata: {name: p, namespace: default, labels: {app: web}}\nspec: {containers: [{name: c}], topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [app]}]}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Pod default/p: spec.topologySpreadConstraints[0].matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "memory of 1Ei, which int64 holds",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&[pending("p", "{name: c, resources: {requests: {memory: 1Ei}}}")])
+                    .replace("memory: 8Gi", "memory: 1Ei"),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--json"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#""scheduled":1"#,
+        },
     ]
 }
 
@@ -559,7 +727,13 @@ fn hostile_inputs_end_as_the_table_says() {
         let dir = tempfile::tempdir().unwrap();
         let at = dir.path().to_str().unwrap();
         for (file, text) in &case.files {
-            write(dir.path(), file, text);
+            if file.contains(".latin1.") {
+                // Saved as Latin-1: one byte per character, not UTF-8.
+                let bytes: Vec<u8> = text.chars().map(|c| c as u8).collect();
+                std::fs::write(dir.path().join(file), bytes).unwrap();
+            } else {
+                write(dir.path(), file, text);
+            }
         }
         let args: Vec<String> = case.args.iter().map(|a| a.replace("{dir}", at)).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

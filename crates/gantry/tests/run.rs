@@ -73,3 +73,29 @@ fn the_deployed_configuration_loads() {
     let example = std::fs::read_to_string(root.join("pod-example.yaml")).unwrap();
     assert!(example.contains("schedulerName: gantry-scheduler"));
 }
+
+/// Without RUST_LOG, warnings reach the user: an API server that cannot be reached is
+/// said, not retried in silence (as objects `run` cannot decode are said, at the same level).
+#[test]
+fn warnings_are_printed_at_the_default_log_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let mut child = common::command(&["run", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    child.kill().ok();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains("WARN") && err.contains("watch failed; retrying"),
+        "{err}"
+    );
+}

@@ -209,13 +209,88 @@ fn merge_label_keys(
         return Ok(());
     }
     let Some(selector) = selector else {
-        return Err(field_error(
-            object,
-            field,
-            "may not be set when labelSelector is not set",
-        ));
+        return Err(field_error(object, field, NO_SELECTOR));
     };
     require_pod_label_values(selector, keys, op, pod_labels);
+    Ok(())
+}
+
+/// Upstream's message for label keys without a selector to narrow.
+const NO_SELECTOR: &str = "must not be specified when labelSelector is not set";
+
+/// Upstream's check of `matchLabelKeys` against the selector they narrow
+/// (`ValidateMatchLabelKeysAndMismatchLabelKeys`), on the selector as the API server
+/// holds it after merging the keys in: a key the pod has that the selector already
+/// names gives a second requirement on it. `merged` is false where the API server does
+/// not merge (spread constraints before v1.34): then any key the selector names is
+/// refused (`ValidateMatchLabelKeysInTopologySpread`). The index of the key refused.
+fn label_key_also_in_selector(
+    keys: &[String],
+    selector: &meta::LabelSelector,
+    pod_labels: &Labels,
+    merged: bool,
+) -> Option<usize> {
+    let expressions = selector.match_expressions.iter().flatten();
+    let mut named: Vec<&str> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !merged {
+        named.extend(expressions.map(|e| e.key.as_str()));
+        return keys.iter().position(|k| named.contains(&k.as_str()));
+    }
+    let pod_keys = keys.iter().filter(|k| pod_labels.get_str(k).is_some());
+    for key in expressions
+        .map(|e| e.key.as_str())
+        .chain(pod_keys.map(String::as_str))
+    {
+        // Upstream keeps each key's last index.
+        let listed = keys.iter().rposition(|k| k == key);
+        if let Some(i) = listed
+            && named.contains(&key)
+        {
+            return Some(i);
+        }
+        named.push(key);
+    }
+    None
+}
+
+/// Refuses label keys the selector already names, and a key in both matchLabelKeys and
+/// mismatchLabelKeys, with upstream's messages.
+fn check_label_keys(
+    selector: Option<&meta::LabelSelector>,
+    match_keys: &[String],
+    mismatch_keys: &[String],
+    pod_labels: &Labels,
+    merged: bool,
+    object: &str,
+    field: &str,
+) -> Result<(), ObjectError> {
+    if let Some(selector) = selector
+        && let Some(i) = label_key_also_in_selector(match_keys, selector, pod_labels, merged)
+    {
+        return Err(field_error(
+            object,
+            format!("{field}.matchLabelKeys[{i}]"),
+            validation::invalid(
+                &match_keys[i],
+                "exists in both matchLabelKeys and labelSelector",
+            ),
+        ));
+    }
+    if let Some(i) = match_keys.iter().position(|k| mismatch_keys.contains(k)) {
+        return Err(field_error(
+            object,
+            format!("{field}.matchLabelKeys[{i}]"),
+            validation::invalid(
+                &match_keys[i],
+                "exists in both matchLabelKeys and mismatchLabelKeys",
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -272,6 +347,15 @@ fn pod_affinity_term(
         &format!("{field}.labelSelector"),
     )?;
     let empty = Vec::new();
+    check_label_keys(
+        t.label_selector.as_ref(),
+        t.match_label_keys.as_ref().unwrap_or(&empty),
+        t.mismatch_label_keys.as_ref().unwrap_or(&empty),
+        pod_labels,
+        true,
+        object,
+        field,
+    )?;
     merge_label_keys(
         &mut label_selector,
         t.match_label_keys.as_ref().unwrap_or(&empty),
@@ -318,9 +402,13 @@ fn inclusion_policy(
     }
 }
 
+/// A topology spread constraint; `merges_keys` when the API server merges `matchLabelKeys`
+/// into the selector (MatchLabelKeysInPodTopologySpreadSelectorMerge), which changes how
+/// it validates them.
 pub(super) fn spread_constraint(
     c: &k8s::TopologySpreadConstraint,
     pod_labels: &Labels,
+    merges_keys: bool,
     object: &str,
     field: &str,
 ) -> Result<TopologySpreadConstraint, ObjectError> {
@@ -357,8 +445,24 @@ pub(super) fn spread_constraint(
         object,
         &format!("{field}.labelSelector"),
     )?;
-    if let Some(keys) = &c.match_label_keys {
-        let selector = label_selector.get_or_insert_with(LabelSelector::default);
+    if let Some(keys) = c.match_label_keys.as_ref().filter(|keys| !keys.is_empty()) {
+        let Some(selector) = &mut label_selector else {
+            return Err(field_error(
+                object,
+                format!("{field}.matchLabelKeys"),
+                NO_SELECTOR,
+            ));
+        };
+        let written = c.label_selector.as_ref().expect("decoded above");
+        check_label_keys(
+            Some(written),
+            keys,
+            &[],
+            pod_labels,
+            merges_keys,
+            object,
+            field,
+        )?;
         require_pod_label_values(selector, keys, SelectorOp::In, pod_labels);
     }
     Ok(TopologySpreadConstraint {

@@ -5,9 +5,11 @@
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as k8s;
 
-use super::ObjectError;
-use super::object::namespace;
+use std::collections::BTreeMap;
+
+use super::object::{labels, namespace};
 use super::validation::{self, NameRule};
+use super::{ObjectError, field_error};
 use crate::labels::LabelSelector;
 use crate::{OwnerRef, Sym};
 
@@ -48,15 +50,54 @@ pub(super) fn convert_replication_controller(
     object: &str,
 ) -> Result<PodController, ObjectError> {
     validation::object_meta(&rc.metadata, object, NameRule::Dns1123Subdomain)?;
-    let selector = rc.spec.as_ref().and_then(|s| s.selector.as_ref());
+    let spec = rc.spec.as_ref();
+    let template = spec.and_then(|s| s.template.as_ref());
+    let template_labels = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref());
+    // Defaulting: a controller without a selector selects its template's labels.
+    let pairs = spec
+        .and_then(|s| s.selector.as_ref())
+        .filter(|pairs| !pairs.is_empty())
+        .or(template_labels)
+        .filter(|pairs| !pairs.is_empty())
+        .ok_or_else(|| field_error(object, "spec.selector", validation::required("")))?;
+    let selector = LabelSelector::from_pairs(pairs.iter().map(|(k, v)| (Sym::new(k), Sym::new(v))));
+    if template.is_some() {
+        check_template_labels(&selector, template_labels, object)?;
+    }
     Ok(PodController {
         kind: ControllerKind::ReplicationController,
         namespace: namespace(&rc.metadata),
         name: Sym::new(rc.metadata.name.as_deref().unwrap_or_default()),
-        selector: selector.map(|pairs| {
-            LabelSelector::from_pairs(pairs.iter().map(|(k, v)| (Sym::new(k), Sym::new(v))))
-        }),
+        selector: Some(selector),
     })
+}
+
+/// The template's pods must be the controller's own (`ValidatePodTemplateSpecForReplicaSet`
+/// and its kin): a selector that does not match the template's labels is refused.
+fn check_template_labels(
+    selector: &LabelSelector,
+    template_labels: Option<&BTreeMap<String, String>>,
+    object: &str,
+) -> Result<(), ObjectError> {
+    if selector.is_empty() || selector.matches(&labels(template_labels)) {
+        return Ok(());
+    }
+    // Go prints the labels with %#v: `map[string]string{"a":"b", "c":"d"}`.
+    let shown: Vec<String> = template_labels
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k:?}:{v:?}"))
+        .collect();
+    Err(field_error(
+        object,
+        "spec.template.metadata.labels",
+        format!(
+            "Invalid value: map[string]string{{{}}}: `selector` does not match template `labels`",
+            shown.join(", ")
+        ),
+    ))
 }
 
 pub(super) fn convert_replica_set(
@@ -67,6 +108,7 @@ pub(super) fn convert_replica_set(
         ControllerKind::ReplicaSet,
         &rs.metadata,
         &rs.spec.selector,
+        rs.spec.template.as_ref(),
         object,
     )
 }
@@ -79,6 +121,7 @@ pub(super) fn convert_stateful_set(
         ControllerKind::StatefulSet,
         &ss.metadata,
         &ss.spec.selector,
+        Some(&ss.spec.template),
         object,
     )
 }
@@ -87,13 +130,33 @@ fn convert_set(
     kind: ControllerKind,
     metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    template: Option<&k8s::PodTemplateSpec>,
     object: &str,
 ) -> Result<PodController, ObjectError> {
     validation::object_meta(metadata, object, NameRule::Dns1123Subdomain)?;
+    let written = selector.match_labels.as_ref().map_or(0, BTreeMap::len)
+        + selector.match_expressions.as_ref().map_or(0, Vec::len);
+    if written == 0 {
+        let kind = match kind {
+            ControllerKind::StatefulSet => "statefulset",
+            _ => "deployment", // upstream's ReplicaSet message says so
+        };
+        return Err(field_error(
+            object,
+            "spec.selector",
+            format!("empty selector is invalid for {kind}"),
+        ));
+    }
+    let selector = super::label_selector(selector, object, "spec.selector")?;
+    // A dump trimmed of templates still says which pods the controller owns.
+    if let Some(template) = template {
+        let template_labels = template.metadata.as_ref().and_then(|m| m.labels.as_ref());
+        check_template_labels(&selector, template_labels, object)?;
+    }
     Ok(PodController {
         kind,
         namespace: namespace(metadata),
         name: Sym::new(metadata.name.as_deref().unwrap_or_default()),
-        selector: Some(super::label_selector(selector, object, "spec.selector")?),
+        selector: Some(selector),
     })
 }

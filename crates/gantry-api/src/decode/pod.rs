@@ -12,7 +12,7 @@ use super::object::{annotations, labels, namespace, resources};
 use super::validation::{self, NameRule};
 use super::{ObjectError, field_error, preemption_policy};
 use crate::pod::*;
-use crate::{OwnerRef, ResourceName, Sym, TaintEffect};
+use crate::{Gate, OwnerRef, ResourceName, Sym, TaintEffect};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 /// Converts a pod, validated as the API server validates it, with what it says about its
@@ -108,6 +108,8 @@ pub(super) fn convert_pod(
     if let Some(affinity) = &spec.affinity {
         out.affinity = convert_affinity(affinity, &out.labels, object)?;
     }
+    let merges_spread_keys = release.enabled(Gate::MatchLabelKeysInPodTopologySpread)
+        && release.enabled(Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge);
     out.topology_spread_constraints = spec
         .topology_spread_constraints
         .iter()
@@ -117,6 +119,7 @@ pub(super) fn convert_pod(
             spread_constraint(
                 c,
                 &out.labels,
+                merges_spread_keys,
                 object,
                 &format!("spec.topologySpreadConstraints[{i}]"),
             )
