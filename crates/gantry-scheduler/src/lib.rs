@@ -12,6 +12,7 @@ pub mod queue;
 mod rng;
 mod scheduler;
 pub mod shard;
+mod unschedulable_pods;
 
 pub use binding::BindingCycle;
 pub use fit_error::FitError;

@@ -4,12 +4,14 @@
 //! back by PreEnqueue (gated). Time is passed in, so a simulation can run on a virtual clock.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::Pod;
 use gantry_framework::{ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile};
+
+use crate::unschedulable_pods::UnschedulablePods;
 
 /// Pods unschedulable for longer than this are retried anyway (upstream's
 /// `podMaxInUnschedulablePodsDuration`).
@@ -112,8 +114,8 @@ pub struct SchedulingQueue {
     entries: HashMap<Arc<str>, Entry>,
     active: BinaryHeap<ActiveKey>,
     backoff: BinaryHeap<BackoffKey>,
-    /// The pods waiting for an event, so that events need not look at every pod.
-    unschedulable: HashSet<Arc<str>>,
+    /// The pods waiting for an event, grouped so that events need not look at every pod.
+    unschedulable: UnschedulablePods,
     initial_backoff: Duration,
     max_backoff: Duration,
     /// PreEnqueue plugins per scheduler name.
@@ -164,7 +166,7 @@ impl SchedulingQueue {
             entries: HashMap::new(),
             active: BinaryHeap::new(),
             backoff: BinaryHeap::new(),
-            unschedulable: HashSet::new(),
+            unschedulable: UnschedulablePods::default(),
             initial_backoff,
             max_backoff,
             pre_enqueue: profiles
@@ -281,16 +283,9 @@ impl SchedulingQueue {
     /// help move to backoff (if still backing off) or activeQ.
     pub fn on_event(&mut self, event: ClusterEvent, now: Duration) {
         self.move_request_cycle = self.scheduling_cycle;
-        let movable: Vec<Arc<str>> = self
+        let movable = self
             .unschedulable
-            .iter()
-            .filter(|uid| {
-                self.entries
-                    .get(*uid)
-                    .is_some_and(|e| self.may_help(&e.queued, &event))
-            })
-            .cloned()
-            .collect();
+            .helped(|plugins| self.may_help(plugins, &event));
         self.move_to_active_or_backoff(movable, now);
     }
 
@@ -368,10 +363,10 @@ impl SchedulingQueue {
         self.entries.values().map(|e| &e.queued)
     }
 
-    fn may_help(&self, queued: &QueuedPod, event: &ClusterEvent) -> bool {
+    fn may_help(&self, rejecting_plugins: &[&'static str], event: &ClusterEvent) -> bool {
         // A pod rejected by no plugin in particular (an error) is moved by any event.
-        queued.unschedulable_plugins.is_empty()
-            || queued.unschedulable_plugins.iter().any(|p| {
+        rejecting_plugins.is_empty()
+            || rejecting_plugins.iter().any(|p| {
                 self.registrations
                     .get(p)
                     .is_none_or(|events| events.iter().any(|r| r.covers(event)))
@@ -465,7 +460,8 @@ impl SchedulingQueue {
             Location::Unschedulable | Location::Gated => {}
         }
         if location == Location::Unschedulable {
-            self.unschedulable.insert(uid.clone());
+            self.unschedulable
+                .insert(uid.clone(), &queued.unschedulable_plugins);
         } else {
             self.unschedulable.remove(&uid);
         }
@@ -545,6 +541,71 @@ mod tests {
         );
         assert_eq!(q.pending().active, 1);
         assert_eq!(q.pop(secs(5)).unwrap().attempts, 2);
+    }
+
+    /// Grouping pods by their rejecting plugins moves exactly the pods that asking each
+    /// pod's plugins would: every subset of five plugins, against every kind of event.
+    #[test]
+    fn an_event_moves_exactly_the_pods_a_rejecting_plugin_registered_it_for() {
+        let profile = default_profile("default-scheduler");
+        let plugins = [
+            "NodeResourcesFit",
+            "NodeAffinity",
+            "TaintToleration",
+            "InterPodAffinity",
+            "VolumeBinding",
+        ];
+        let registered = |name: &str| -> Vec<ClusterEvent> {
+            let filter = profile
+                .filter
+                .iter()
+                .map(|p| (p.name(), p.events_to_register()));
+            let pre_filter = profile
+                .pre_filter
+                .iter()
+                .map(|p| (p.name(), p.events_to_register()));
+            filter
+                .chain(pre_filter)
+                .filter(|(n, _)| *n == name)
+                .flat_map(|(_, events)| events.iter().copied())
+                .collect()
+        };
+        let resources = [
+            EventResource::AssignedPod,
+            EventResource::Node,
+            EventResource::UnscheduledPod,
+            EventResource::ResourceClaim,
+        ];
+        let actions = [ActionType::ADD, ActionType::UPDATE, ActionType::DELETE];
+        for resource in resources {
+            for action in actions {
+                let event = ClusterEvent::new(resource, action);
+                let mut q = queue();
+                let mut expected = Vec::new();
+                for subset in 0u32..32 {
+                    let rejecting: Vec<&'static str> = (0..5)
+                        .filter(|i| subset & (1 << i) != 0)
+                        .map(|i| plugins[i])
+                        .collect();
+                    let name = format!("p{subset}");
+                    if rejecting.is_empty()
+                        || rejecting
+                            .iter()
+                            .any(|p| registered(p).iter().any(|r| r.covers(&event)))
+                    {
+                        expected.push(name.clone());
+                    }
+                    q.add(pod(&name, 0), T0);
+                    let popped = q.pop(T0).unwrap();
+                    q.add_unschedulable(popped, rejecting, T0);
+                }
+                q.on_event(event, secs(60));
+                let moved: Vec<String> = std::iter::from_fn(|| q.pop(secs(60)))
+                    .map(|p| p.pod.name.to_string())
+                    .collect();
+                assert_eq!(moved, expected, "{event:?}");
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,15 @@ use crate::{alloc_counter, output};
 /// workload's million resident pods, twice over.
 const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 
+/// `bench multi`'s largest cluster: 50,000 nodes and their 200,000 pods take 50 s with one
+/// instance on this project's 2-core machine (twice the nodes take four times as long: a
+/// cycle looks at a share of the nodes, and there are four pods per node).
+const MAX_MULTI_NODES: usize = 50_000;
+
+/// `bench multi`'s instances × nodes: every instance caches every node (about 1.5 KB
+/// each), so 20 × 50,000 peaks near 2 GB.
+const MAX_MULTI_NODE_COPIES: usize = 1_000_000;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
@@ -37,8 +46,9 @@ pub struct BenchArgs {
     /// Divide every count by this (quick runs; 1 to 1000) [default: 1].
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: Option<usize>,
-    /// snapshot: nodes in the cache; multi: nodes in the cluster (1 to 100000, default 5000);
-    /// gpu-share: GPU nodes (1 to 20000, default 128).
+    /// snapshot: nodes in the cache (1 to 100000, default 5000); multi: nodes in the cluster
+    /// (1 to 50000, default 5000; --schedulers × --nodes at most 1000000); gpu-share: GPU
+    /// nodes (1 to 20000, default 128).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     nodes: Option<usize>,
     /// multi: scheduler instances, each on its own thread with its own cache (1 to 64)
@@ -321,11 +331,18 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// Several instances sharing one in-process API (`gantry_sim::multi_bench`).
 fn multi(args: &BenchArgs) -> anyhow::Result<()> {
-    let r = gantry_sim::multi_bench::run(
-        args.schedulers.unwrap_or(1),
-        args.nodes.unwrap_or(5000),
-        100,
+    let (schedulers, nodes) = (args.schedulers.unwrap_or(1), args.nodes.unwrap_or(5000));
+    anyhow::ensure!(
+        nodes <= MAX_MULTI_NODES,
+        "--nodes must be 1 to {MAX_MULTI_NODES} for multi, not {nodes}"
     );
+    let copies = schedulers as usize * nodes;
+    anyhow::ensure!(
+        copies <= MAX_MULTI_NODE_COPIES,
+        "--schedulers {schedulers} × --nodes {nodes} is {copies} cached nodes, over the \
+         {MAX_MULTI_NODE_COPIES} bench multi may hold (each instance caches every node)"
+    );
+    let r = gantry_sim::multi_bench::run(schedulers, nodes, 100);
     print(args, &r, || {
         let cores = match (r.cpu_s, r.run_queue_wait_s) {
             (Some(cpu), Some(wait)) => {

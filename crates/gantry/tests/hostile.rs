@@ -558,6 +558,23 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: "",
         },
         Hostile {
+            // 64 caches of 100,000 nodes ran out of memory at 5.8 GB.
+            name: "bench multi past the nodes it may cache",
+            files: vec![],
+            args: &["bench", "multi", "--schedulers", "64", "--nodes", "20000"],
+            code: 1,
+            first_stderr_line: "error: --schedulers 64 × --nodes 20000 is 1280000 cached nodes, over the 1000000 bench multi may hold (each instance caches every node)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "bench multi past a minute's nodes",
+            files: vec![],
+            args: &["bench", "multi", "--nodes", "100000"],
+            code: 1,
+            first_stderr_line: "error: --nodes must be 1 to 50000 for multi, not 100000",
+            stdout_has: "",
+        },
+        Hostile {
             name: "bench basic with several schedulers",
             files: vec![],
             args: &["bench", "basic", "--schedulers", "8"],
