@@ -69,8 +69,43 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) if output::is_broken_pipe(&error) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", one_line(&error));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes on one line, each cause once: some libraries' messages
+/// already end with their cause's text, which the chain would then print again.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_said_is_not_said_again() {
+        let error = anyhow::anyhow!("bad base64: Invalid symbol 33")
+            .context("failed to load certificate authority: bad base64: Invalid symbol 33")
+            .context("--kubeconfig kc.yaml");
+        assert_eq!(
+            one_line(&error),
+            "--kubeconfig kc.yaml: failed to load certificate authority: bad base64: Invalid symbol 33"
+        );
+        let multi = anyhow::anyhow!("line one\nline two").context("reading x");
+        assert_eq!(one_line(&multi), "reading x: line one line two");
     }
 }

@@ -641,11 +641,42 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: "",
         },
         Hostile {
+            name: "a configuration of two documents",
+            files: vec![(
+                "config.yaml",
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n---\napiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n".to_string(),
+            )],
+            args: &["simulate", "--config", "{dir}/config.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/config.yaml: a second YAML document at line 4, column 1: this file holds one",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a scenario nested past the parser's depth",
+            files: vec![("scenario.yaml", format!("nodeGroups: {}{}\n", "[".repeat(70), "]".repeat(70)))],
+            args: &["simulate", "--scenario", "{dir}/scenario.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/scenario.yaml: nested more than 64 levels deep at line 1, column 76",
+            stdout_has: "",
+        },
+        Hostile {
             name: "a kubeconfig with a key twice",
             files: vec![("kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\nclusters: []\n".to_string())],
             args: &["run", "--kubeconfig", "{dir}/kubeconfig"],
             code: 1,
             first_stderr_line: "error: --kubeconfig {dir}/kubeconfig: duplicate field \"clusters\" at line 4, column 1",
+            stdout_has: "",
+        },
+        Hostile {
+            // kube's message already ends with its cause, which the chain printed twice more.
+            name: "a kubeconfig whose certificate is not base64",
+            files: vec![(
+                "kubeconfig",
+                "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9', certificate-authority-data: '!!!'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n".to_string(),
+            )],
+            args: &["run", "--kubeconfig", "{dir}/kubeconfig"],
+            code: 1,
+            first_stderr_line: "error: --kubeconfig {dir}/kubeconfig: failed to load certificate authority: failed to decode base64 data: Invalid symbol 33, offset 0.",
             stdout_has: "",
         },
         Hostile {

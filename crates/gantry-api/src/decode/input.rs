@@ -392,6 +392,10 @@ pub(super) fn plain_parser_error(message: &str) -> String {
             .unwrap_or((duplicate, ""));
         return format!("duplicate field {key:?}{position}");
     }
+    if let Some(rest) = message.strip_prefix("multiple YAML documents detected; ") {
+        let position = rest.find(" at line ").map_or("", |at| &rest[at..]);
+        return format!("a second YAML document{position}: this file holds one");
+    }
     let Some(breach) = message.strip_prefix("budget breached: ") else {
         return message.to_string();
     };
