@@ -360,12 +360,16 @@ fn find_places(
     snapshot.remove_node(node).map_err(internal)?;
     snapshot.add_node(ghost).map_err(internal)?;
     let eligible = |info: &NodeInfo| !candidates.contains(&info.name());
+    let destinations = crate::Destinations {
+        accepts: &eligible,
+        others_are: "being drained",
+    };
     let mut moves = Vec::with_capacity(pods.len());
     for pod in pods {
         let mut moving = Pod::clone(pod);
         moving.node_name = None;
         let moving = Arc::new(moving);
-        match snapshot.schedule_anywhere(&moving, None, &eligible) {
+        match snapshot.schedule_anywhere(&moving, None, &destinations) {
             Ok(to) => moves.push((pod.clone(), to)),
             Err(SchedulingError::Unschedulable(fit)) => {
                 return Err(Placement::NoPlace(pod.clone(), fit.to_string()));

@@ -204,7 +204,11 @@ fn binpack(
         while let Some((pod, tail)) = rest.split_first() {
             let new_nodes = &state.new_nodes;
             let eligible = |info: &NodeInfo| new_nodes.contains(&info.name());
-            match snapshot.schedule_anywhere(pod, None, &eligible) {
+            let destinations = crate::Destinations {
+                accepts: &eligible,
+                others_are: "not a new node",
+            };
+            match snapshot.schedule_anywhere(pod, None, &destinations) {
                 Ok(node) => {
                     state.with_pods.insert(node);
                     out.scheduled.push((pod.clone(), node));

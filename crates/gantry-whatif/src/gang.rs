@@ -36,7 +36,7 @@ fn place_all(
 ) -> Result<GangOutcome, SchedulingError> {
     let mut placements = Vec::with_capacity(pods.len());
     for pod in pods {
-        match snapshot.schedule_anywhere(pod, None, &|_| true) {
+        match snapshot.schedule_anywhere(pod, None, &crate::Destinations::ANY) {
             Ok(node) => placements.push((pod.clone(), node)),
             Err(SchedulingError::Unschedulable(fit)) => {
                 return Ok(GangOutcome::DoesNotFit {

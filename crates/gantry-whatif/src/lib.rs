@@ -16,5 +16,5 @@ mod store;
 
 pub use basic::BasicStore;
 pub use delta::DeltaStore;
-pub use snapshot::{ClusterSnapshot, SchedulingError, with_dynamic_resources};
+pub use snapshot::{ClusterSnapshot, Destinations, SchedulingError, with_dynamic_resources};
 pub use store::{DraCatalog, SnapshotStore, StoreError, StoreKind};

@@ -58,6 +58,21 @@ pub struct ClusterSnapshot {
     next_start: usize,
 }
 
+/// The nodes a what-if placement may use, and what the others are called when a pod
+/// fits nowhere (`2 being drained`).
+pub struct Destinations<'a> {
+    pub accepts: &'a dyn Fn(&NodeInfo) -> bool,
+    pub others_are: &'static str,
+}
+
+impl Destinations<'_> {
+    /// Every node.
+    pub const ANY: Destinations<'static> = Destinations {
+        accepts: &|_| true,
+        others_are: "",
+    };
+}
+
 impl ClusterSnapshot {
     /// An empty snapshot; `profile` decides what fits (add DynamicResources to it for
     /// pods with claims, see [`with_dynamic_resources`]).
@@ -267,13 +282,14 @@ impl ClusterSnapshot {
     }
 
     /// Places the pod on the first node, in the scheduler's order from a rotating start,
-    /// that `eligible` accepts and Filter allows; `hint` is tried first. Returns the node.
+    /// that `destinations` accepts and Filter allows; `hint` is tried first. Returns the node.
     pub fn schedule_anywhere(
         &mut self,
         pod: &Arc<Pod>,
         hint: Option<Sym>,
-        eligible: &dyn Fn(&NodeInfo) -> bool,
+        destinations: &Destinations,
     ) -> Result<Sym, SchedulingError> {
+        let eligible = destinations.accepts;
         let (state, candidates) = self.pre_filter_state(pod)?;
         let filters = PodFilters::new(&self.profile, &state);
         let cluster = &*self.store;
@@ -300,6 +316,12 @@ impl ClusterSnapshot {
                 let position = (self.next_start + offset) % total;
                 let info = cluster.node_at(position);
                 if !allowed(info) {
+                    if !eligible(info) {
+                        // Said, so that a pod that fits nowhere is not `0/N nodes are
+                        // available:` and nothing after.
+                        let why = Status::unresolvable(destinations.others_are);
+                        statuses.push((info.name(), why));
+                    }
                     continue;
                 }
                 let status = filters.run(&state, pod, info);

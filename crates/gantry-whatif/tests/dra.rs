@@ -46,7 +46,7 @@ fn training_pods() -> Vec<Arc<Pod>> {
 }
 
 fn anywhere(s: &mut ClusterSnapshot, pod: &Arc<Pod>) -> Result<Sym, SchedulingError> {
-    s.schedule_anywhere(pod, None, &|_| true)
+    s.schedule_anywhere(pod, None, &gantry_whatif::Destinations::ANY)
 }
 
 fn claim_key(name: &str) -> ClaimKey {

@@ -150,7 +150,7 @@ fn scale_up(
     let mut fits_existing = Vec::new();
     let mut remaining = Vec::new();
     for pod in &pending {
-        match snapshot.schedule_anywhere(pod, None, &|_| true) {
+        match snapshot.schedule_anywhere(pod, None, &gantry_whatif::Destinations::ANY) {
             Ok(node) => fits_existing.push((pod.clone(), node)),
             Err(e) if e.fit_error().is_some() => remaining.push(pod.clone()),
             Err(e) => return Err(e.into()),

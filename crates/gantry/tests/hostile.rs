@@ -680,6 +680,27 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: "",
         },
         Hostile {
+            name: "a drain of every node",
+            files: vec![(
+                "cluster.yaml",
+                format!(
+                    "{}---\n{}",
+                    one_node_and(&format!(
+                        "---\n{}",
+                        bound("a", "cpu: '1'").replace(
+                            "namespace: default}",
+                            "namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: u1, controller: true}]}"
+                        )
+                    )),
+                    one_node_and("").replace("name: n1", "name: n2")
+                ),
+            )],
+            args: &["estimate", "--cluster", "{dir}/cluster.yaml", "--drain", "n1,n2"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "n1: not removable, NoPlaceToMovePods: default/a fits nowhere else: 0/2 nodes are available: 2 being drained.",
+        },
+        Hostile {
             name: "one node in two files",
             files: vec![("a.yaml", one_node_and("")), ("b.yaml", one_node_and(""))],
             args: &["simulate", "--cluster", "{dir}/a.yaml", "--cluster", "{dir}/b.yaml"],
