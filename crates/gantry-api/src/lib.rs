@@ -1,6 +1,9 @@
 //! Gantry's object model: the parts of Kubernetes nodes and pods a scheduler reads, in
 //! compact form (interned strings, fixed resource vectors), and decoding of real Kubernetes
 //! JSON/YAML into it.
+//!
+//! It owns the types every other crate shares, and depends on no Gantry crate: it is the
+//! bottom of the stack.
 
 pub mod decode;
 pub mod dra;

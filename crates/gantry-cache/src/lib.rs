@@ -1,6 +1,9 @@
 //! The scheduler cache: NodeInfos stamped with generations from one global counter, kept
 //! in a recency-ordered list so that each cycle's snapshot copies only the nodes that
 //! changed since the previous one; pods assumed onto nodes before they are bound.
+//!
+//! It owns NodeInfos, the cache, snapshots and the DRA store. It depends on `gantry-api`
+//! only: never on the framework, the scheduler or a front end.
 
 /// `Clone` field by field, with a `clone_from` that clones each field into the old
 /// value's own (reusing its buffers and tables, where a derived `clone_from` drops them and

@@ -1,5 +1,8 @@
 //! The scheduling framework: extension points, cycle state, statuses, profiles, and
 //! kube-scheduler's default plugins (one file each under `plugins/`).
+//!
+//! It owns what a plugin sees and decides. It depends on `gantry-api` and `gantry-cache`
+//! only: plugins never reach the queue, the binder or an API client.
 
 pub mod config;
 mod cycle_state;

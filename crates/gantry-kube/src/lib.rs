@@ -7,6 +7,10 @@
 //! cluster optimistically, each binder re-checking its decisions against its latest cache.
 //! Dynamic resource allocation (resource.k8s.io/v1) is watched when a profile runs
 //! DynamicResources; binders write the claims' allocations before the binding.
+//!
+//! It owns everything that talks to a real API server. It depends on `gantry-api`,
+//! `gantry-cache`, `gantry-framework` and `gantry-scheduler` (its tests also on `gantry-sim`,
+//! to compare with the simulation); nothing but the command line depends on it.
 
 mod claim_writes;
 mod dra;

@@ -1,4 +1,8 @@
 //! Scheduling and binding cycles, preemption, and why pods did not fit.
+//!
+//! It owns the queue, the cycles, preemption and the messages of a failed fit. It depends
+//! on `gantry-api`, `gantry-cache` and `gantry-framework`; the API it binds through is a
+//! trait its callers implement, so it never depends on `gantry-sim` or `gantry-kube`.
 
 mod binding;
 pub mod explain;

@@ -1,5 +1,9 @@
 //! Simulation: a cluster loaded from manifests, driven through the real scheduler with an
 //! in-process API standing in for Kubernetes, on a virtual clock.
+//!
+//! It owns the simulated API, the discrete-event loop, scenarios and benchmarks. It depends
+//! on the crates below the scheduler and on `gantry-scheduler`; never on `gantry-kube`,
+//! `gantry-whatif` or the command line.
 
 mod api;
 pub mod bench;

@@ -1,4 +1,7 @@
 //! The `gantry` command line.
+//!
+//! It owns flags, files, output and reports, and may depend on every crate; no crate
+//! depends on it.
 
 mod alloc_counter;
 mod bench;
