@@ -116,7 +116,7 @@ impl BindingCycle {
         gantry_framework::plugins::dynamic_resources::bound_claims(&self.state)
     }
 
-    /// Concludes the cycle with the bind's result (see [`conclude`]).
+    /// Concludes the cycle with the bind's result (see `conclude`).
     pub fn finish(mut self, bound: Result<(), String>) -> Result<(), BindFailure> {
         conclude(
             self.profile.as_ref(),

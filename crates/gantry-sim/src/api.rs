@@ -254,7 +254,7 @@ impl SimulatedApi {
     }
 
     /// Takes over the input's DRA objects: claims and templates live here, classes and
-    /// slices are read by every cache (see [`load_dra_catalog`]). Call before
+    /// slices are read by every cache (see `load_dra_catalog`). Call before
     /// [`enable_admission`](Self::enable_admission).
     pub fn load_dra(&mut self, dra: &DraObjects, seed: u64) {
         self.claims = ClaimStore::new(&dra.claims, &dra.templates, seed);

@@ -374,7 +374,7 @@ impl Allocator {
 }
 
 impl Allocator {
-    /// Where each allocation can be used (see [`node_selector`]), from the slices of its
+    /// Where each allocation can be used (see `node_selector`), from the slices of its
     /// devices among those the node reaches.
     pub fn fill_node_selectors(
         &self,

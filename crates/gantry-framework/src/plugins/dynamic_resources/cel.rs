@@ -6,7 +6,7 @@
 //! converts a quantity string the same way, so that upstream's
 //! `device.capacity[d].memory.compareTo(quantity("1Gi")) >= 0` reads as written (as do
 //! `isGreaterThan`, `isLessThan` and `asInteger`). Version attributes are semantic
-//! versions, with the semver library's functions (see [`super::semver`]).
+//! versions, with the semver library's functions (see the `semver` module).
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
