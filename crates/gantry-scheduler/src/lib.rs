@@ -24,7 +24,7 @@ pub use placement_check::check_placement;
 // The extension-point runners, for anything that runs the plugins on a cluster view of its
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};
-pub use framework_runner::{PluginTimer, PodFilters, run_pre_filter, run_reserve};
+pub use framework_runner::{PluginTimer, PodFilters, run_annotations, run_pre_filter, run_reserve};
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
 pub use scheduler::{

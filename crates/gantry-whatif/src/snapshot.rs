@@ -12,7 +12,8 @@ use gantry_cache::{ClusterState, NodeInfo, NodeTree};
 use gantry_framework::plugins::dynamic_resources;
 use gantry_framework::{ApiObjects, Cluster, CycleState, Profile, Status};
 use gantry_scheduler::{
-    FitError, PluginTimer, PodFilters, run_pre_bind, run_pre_filter, run_reserve, unreserve,
+    FitError, PluginTimer, PodFilters, run_annotations, run_pre_bind, run_pre_filter, run_reserve,
+    unreserve,
 };
 use thiserror::Error;
 
@@ -392,6 +393,18 @@ impl ClusterSnapshot {
         let info = self.store.node(node).ok_or_else(|| {
             SchedulingError::internal(pod, format!("node {node} is not in the snapshot"))
         })?;
+        // The pod as the live cycle assumes it: bound to the node, with what the Filter
+        // plugins write on it (GPUShare: the cards it holds, which count only on the node
+        // written); a fork has no clock, so the time written is 0.
+        let written = run_annotations(&self.profile, &state, pod, info, 0)
+            .map_err(|status| SchedulingError::internal(pod, status.message()))?;
+        let pod = &{
+            let mut placed = pod.bound_to(node);
+            if !written.is_empty() {
+                placed.bind_annotations = Some(written.into());
+            }
+            Arc::new(placed)
+        };
         run_reserve(&self.binding, &mut state, pod, info)
             .map_err(|m| SchedulingError::internal(pod, m))?;
         if let Err(message) = run_pre_bind(Some(&self.binding), &mut state, pod, node) {

@@ -298,3 +298,41 @@ fn drain_takes_a_comma_separated_list() {
     );
     assert!(!text.contains("NoNodeInfo"), "{text}");
 }
+
+/// A fork places a pod as the live cycle does, cards included (GPUShare writes the cards
+/// it gives): three pods of 16,000 MiB need a 24 GiB card each, whether `simulate`
+/// places them, `estimate` sizes for them or `--gang` asks if they fit at once.
+#[test]
+fn forks_count_the_cards_a_placed_pod_holds() {
+    let simulated = json(&gantry(&[
+        "simulate",
+        "--cluster",
+        &data("hami-node.yaml"),
+        "--pods",
+        &data("hami-pods.yaml"),
+        "--json",
+    ]));
+    assert_eq!(simulated["scheduled"], 1);
+    let estimate = json(&gantry(&[
+        "estimate",
+        "--cluster",
+        &data("hami-node.yaml"),
+        "--pods",
+        &data("hami-pods.yaml"),
+        "--node-template",
+        &data("hami-template.yaml"),
+        "--json",
+    ]));
+    assert_eq!(estimate["fit_existing_nodes"], 1, "{estimate}");
+    assert_eq!(estimate["templates"][0]["nodes_needed"], 2, "{estimate}");
+    let gang = json(&gantry(&[
+        "estimate",
+        "--cluster",
+        &data("hami-node.yaml"),
+        "--gang",
+        &data("hami-pods.yaml"),
+        "--json",
+    ]));
+    assert_eq!(gang["gang"]["fits"], false, "{gang}");
+    assert_eq!(gang["gang"]["placed_before_failure"], 1, "{gang}");
+}
