@@ -282,6 +282,22 @@ mod tests {
         );
         let elsewhere = pod("e", 0, "gpu-1,NVIDIA,0,100:;", "n1");
         assert_eq!(usage.overfilled_by(&elsewhere), None);
+        // Each limit on its own: compute past 100% with memory and slots to spare...
+        let busy = pod("f", 0, "gpu-0,NVIDIA,1000,95:;", "n1");
+        assert_eq!(usage.overfilled_by(&busy), Some("gpu-0"), "105% of compute");
+        // ...and an eleventh share of a card split ten ways.
+        let mut shares = DeviceUsage::new(devices());
+        for i in 0..10 {
+            let tiny = pod(&format!("s{i}"), 0, "gpu-1,NVIDIA,10,1:;", "n1");
+            assert_eq!(shares.overfilled_by(&tiny), None, "share {i}");
+            shares.account(&tiny, 1);
+        }
+        let eleventh = pod("s10", 0, "gpu-1,NVIDIA,10,1:;", "n1");
+        assert_eq!(
+            shares.overfilled_by(&eleventh),
+            Some("gpu-1"),
+            "11 of 10 shares"
+        );
     }
 
     #[test]
