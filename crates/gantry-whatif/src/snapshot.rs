@@ -199,8 +199,19 @@ impl ClusterSnapshot {
         self.store.add_node(info)
     }
 
+    /// Removes a node and its pods, and gives back the pods' claims as [`Self::remove_pod`]
+    /// does (the autoscaler's `RemoveNodeInfo`: the claims its pods own go with them).
     pub fn remove_node(&mut self, name: Sym) -> Result<(), StoreError> {
-        self.store.remove_node(name)
+        let pods: Vec<Arc<Pod>> = self
+            .store
+            .node(name)
+            .map(|info| info.pods().to_vec())
+            .unwrap_or_default();
+        self.store.remove_node(name)?;
+        for pod in &pods {
+            self.release_claims(pod);
+        }
+        Ok(())
     }
 
     /// Accounts a pod on a node without checking anything (a pod already running there).
@@ -213,6 +224,13 @@ impl ClusterSnapshot {
     /// template is deleted (as the claim controller does).
     pub fn remove_pod(&mut self, node: Sym, pod: &Pod) -> Result<Arc<Pod>, StoreError> {
         let removed = self.store.remove_pod(node, &pod.uid)?;
+        self.release_claims(pod);
+        Ok(removed)
+    }
+
+    /// The claims of a pod that left: those it owns deleted, the others without its
+    /// reservation, and deallocated when no pod holds them any more.
+    fn release_claims(&mut self, pod: &Pod) {
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
@@ -232,7 +250,6 @@ impl ClusterSnapshot {
             }
             self.store.set_claim(Arc::new(updated));
         }
-        Ok(removed)
     }
 
     /// Makes the pod's template claims and runs PreFilter: the cycle state, and the nodes

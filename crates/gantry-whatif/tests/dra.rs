@@ -115,6 +115,24 @@ fn removing_a_pod_frees_its_devices() {
     }
 }
 
+/// The autoscaler's `RemoveNodeInfo`: the claims the node's pods own go with the node.
+#[test]
+fn removing_a_node_deletes_the_claims_its_pods_own() {
+    for kind in KINDS {
+        let cluster = cluster();
+        let mut s = snapshot(kind, &cluster);
+        let pods = training_pods();
+        let node = anywhere(&mut s, &pods[0]).unwrap();
+        assert!(s.store().claim(claim_key("train-0-gpu")).is_some());
+        s.remove_node(node).unwrap();
+        assert!(
+            s.store().claim(claim_key("train-0-gpu")).is_none(),
+            "{kind:?}: the pod's own claim went with its node"
+        );
+        assert!(s.store().allocated_devices().is_empty(), "{kind:?}");
+    }
+}
+
 #[test]
 fn a_shared_claim_is_allocated_once_and_pins_its_users_to_the_node() {
     let users = pods(
