@@ -36,6 +36,11 @@ pub struct EstimateArgs {
     /// At most this many new nodes per template.
     #[arg(long)]
     max_nodes: Option<usize>,
+    /// With --node-template: pack every pending pod onto new nodes, as the autoscaler's
+    /// BinpackingEstimator does when called on its own, without first placing the pods
+    /// that fit the existing nodes (the autoscaler's filter-out-schedulable step).
+    #[arg(long, requires = "node_template")]
+    estimator_only: bool,
     /// Nodes to check for removal (space- or comma-separated).
     #[arg(long, num_args = 1.., value_delimiter = ',')]
     drain: Vec<String>,
@@ -150,6 +155,10 @@ fn scale_up(
     let mut fits_existing = Vec::new();
     let mut remaining = Vec::new();
     for pod in &pending {
+        if args.estimator_only {
+            remaining.push(pod.clone());
+            continue;
+        }
         match snapshot.schedule_anywhere(pod, None, &gantry_whatif::Destinations::ANY) {
             Ok(node) => fits_existing.push((pod.clone(), node)),
             Err(e) if e.fit_error().is_some() => remaining.push(pod.clone()),

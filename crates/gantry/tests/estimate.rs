@@ -325,6 +325,23 @@ fn forks_count_the_cards_a_placed_pod_holds() {
     ]));
     assert_eq!(estimate["fit_existing_nodes"], 1, "{estimate}");
     assert_eq!(estimate["templates"][0]["nodes_needed"], 2, "{estimate}");
+    // The estimator on its own, as the autoscaler's tests call it: every pod on new nodes.
+    let estimator_only = json(&gantry(&[
+        "estimate",
+        "--cluster",
+        &data("hami-node.yaml"),
+        "--pods",
+        &data("hami-pods.yaml"),
+        "--node-template",
+        &data("hami-template.yaml"),
+        "--estimator-only",
+        "--json",
+    ]));
+    assert_eq!(estimator_only["fit_existing_nodes"], 0, "{estimator_only}");
+    assert_eq!(
+        estimator_only["templates"][0]["nodes_needed"], 3,
+        "{estimator_only}"
+    );
     let gang = json(&gantry(&[
         "estimate",
         "--cluster",
