@@ -267,3 +267,76 @@ fn revert_undoes_and_commit_keeps_nested_changes() {
         assert!(store.revert().is_err(), "no fork left");
     }
 }
+
+/// The merges a commit makes, each driven where a broken one (a change below overwritten
+/// rather than added to) shows: two levels change the same count or claim, the inner one
+/// is committed, and then a step that only the sum survives. The random sequences above
+/// reach these by chance; these reach them every run.
+#[test]
+fn nested_commits_add_to_the_changes_below() {
+    let node0 = Op::AddNode(0);
+    let sequences: [(&str, Vec<Op>); 3] = [
+        (
+            // pods 0 and 8 both use pvc-0.
+            "a PVC used in two levels",
+            vec![
+                node0.clone(),
+                Op::Fork,
+                Op::AddPod { node: 0, pod: 0 },
+                Op::Fork,
+                Op::AddPod { node: 0, pod: 8 },
+                Op::Commit,
+                Op::RemovePod { node: 0, pod: 0 },
+            ],
+        ),
+        (
+            "pods added in two levels",
+            vec![
+                node0.clone(),
+                Op::Fork,
+                Op::AddPod { node: 0, pod: 1 },
+                Op::Fork,
+                Op::AddPod { node: 0, pod: 2 },
+                Op::Commit,
+                Op::RemovePod { node: 0, pod: 1 },
+            ],
+        ),
+        (
+            // gpu-1 passes from claim 0 to claim 1 in the inner level: a net change of
+            // zero there, on top of the outer level's one.
+            "a device allocated in two levels",
+            vec![
+                Op::Fork,
+                Op::SetClaim {
+                    claim: 0,
+                    devices: vec![1],
+                },
+                Op::Fork,
+                Op::RemoveClaim(0),
+                Op::SetClaim {
+                    claim: 1,
+                    devices: vec![1],
+                },
+                Op::Commit,
+            ],
+        ),
+    ];
+    let pods = pods();
+    for (what, ops) in sequences {
+        let mut basic = BasicStore::new(Arc::new(DraCatalog::default()));
+        let mut delta = DeltaStore::new(Arc::new(DraCatalog::default()));
+        for (step, op) in ops.iter().enumerate() {
+            let a = apply(&mut basic, op, &pods);
+            let b = apply(&mut delta, op, &pods);
+            assert_eq!(a, b, "{what}: step {step}: {op:?}");
+            assert_same(&basic, &delta, step);
+        }
+        assert!(
+            basic.is_pvc_used(PvcKey {
+                namespace: Sym::new("ns"),
+                claim: Sym::new("pvc-0"),
+            }) || what != "a PVC used in two levels",
+            "{what}: pod 8 still uses pvc-0"
+        );
+    }
+}
