@@ -1,0 +1,267 @@
+//! PreFilter and Filter: the pod's bound volumes and its unbound WaitForFirstConsumer
+//! claims' candidates, gathered once, then each node's plan for them.
+
+use std::sync::Arc;
+
+use gantry_api::storage::{ClaimPhase, ClaimRef, VolumeBindingMode};
+use gantry_api::{Labels, PersistentVolume, PersistentVolumeClaim, Pod, Sym};
+use gantry_cache::NodeInfo;
+use smallvec::SmallVec;
+
+use super::{
+    Assumed, HOSTNAME_LABEL, NAME, PreFilterState, REASON_BIND_CONFLICT, REASON_NODE_CONFLICT,
+    REASON_PV_NODE_AFFINITY, REASON_PV_NOT_EXIST, REASON_UNBOUND_IMMEDIATE, UnboundClaim,
+    VolumeBinding, claim_ref,
+};
+use crate::objects::ephemeral_claim_is_for_pod;
+use crate::plugins::volume_restrictions::claim_not_found;
+use crate::{Cluster, CycleState, FilterPlugin, PreFilterPlugin, PreFilterResult, Status};
+
+/// Upstream's `GetLocalPersistentVolumeNodeNames`: per required term, the intersection of
+/// its `kubernetes.io/hostname In` values; the union over the terms.
+fn local_volume_node_names(pv: &PersistentVolume) -> Vec<Sym> {
+    let Some(affinity) = &pv.node_affinity else {
+        return Vec::new();
+    };
+    let hostname = Sym::new(HOSTNAME_LABEL);
+    let mut union = Vec::new();
+    for term in &affinity.terms {
+        union.extend(term.admitted_values(hostname, false).unwrap_or_default());
+    }
+    union.sort_unstable();
+    union.dedup();
+    union
+}
+
+/// Upstream's `GetEligibleNodes`: the nodes every bound local volume names, or `None`
+/// (all nodes) when none names nodes or a volume is missing (Filter reports that).
+fn eligible_nodes(bound: &[Option<Arc<PersistentVolume>>]) -> Option<Vec<Sym>> {
+    let mut eligible: Option<Vec<Sym>> = None;
+    for pv in bound {
+        let names = local_volume_node_names(pv.as_ref()?);
+        if names.is_empty() {
+            continue;
+        }
+        eligible = Some(match eligible {
+            None => names,
+            Some(previous) => previous.into_iter().filter(|n| names.contains(n)).collect(),
+        });
+    }
+    eligible
+}
+
+impl PreFilterPlugin for VolumeBinding {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status) {
+        let storage = cluster.objects.storage();
+        let mut claims: Vec<&PersistentVolumeClaim> = Vec::new();
+        for (volume, claim) in storage.claims_of(pod) {
+            let name = volume.claim_name.as_deref().unwrap_or_default();
+            let Some(claim) = claim else {
+                // Normal for an ephemeral volume just after the pod was created.
+                let message = if volume.ephemeral {
+                    format!(
+                        "waiting for ephemeral volume controller to create the persistentvolumeclaim {name:?}"
+                    )
+                } else {
+                    claim_not_found(name)
+                };
+                return (None, Status::unresolvable(message));
+            };
+            if claim.phase == ClaimPhase::Lost {
+                let volume = claim.volume_name.map_or("", |v| v.as_str());
+                return (
+                    None,
+                    Status::unresolvable(format!(
+                        "persistentvolumeclaim {name:?} bound to non-existent persistentvolume {volume:?}"
+                    )),
+                );
+            }
+            if claim.terminating {
+                return (
+                    None,
+                    Status::unresolvable(format!(
+                        "persistentvolumeclaim {name:?} is being deleted"
+                    )),
+                );
+            }
+            if volume.ephemeral
+                && let Err(message) = ephemeral_claim_is_for_pod(claim, pod)
+            {
+                return (None, Status::unresolvable(message));
+            }
+            claims.push(claim);
+        }
+        if claims.is_empty() {
+            return (None, Status::skip());
+        }
+        let assumed = self.assumed.lock();
+        let mut bound = Vec::new();
+        let mut unbound: Vec<(i64, UnboundClaim)> = Vec::new();
+        for claim in claims {
+            if claim.is_bound() {
+                bound.push(claim.volume_name.and_then(|v| storage.pv(v)).cloned());
+                continue;
+            }
+            // A claim without a (known) class binds immediately, as does one naming its
+            // volume in advance: either way the PV controller should have bound it.
+            let class = claim.storage_class.and_then(|c| storage.storage_class(c));
+            let Some(class) = class.filter(|c| {
+                c.binding_mode == VolumeBindingMode::WaitForFirstConsumer
+                    && claim.volume_name.is_none()
+            }) else {
+                return (None, Status::unresolvable(REASON_UNBOUND_IMMEDIATE));
+            };
+            let this = claim_ref(claim);
+            let candidates = storage
+                .pvs_of_class(claim.storage_class)
+                .filter_map(|pv| {
+                    let promised = pv.claim_ref.or_else(|| assumed.volume_claim(pv.name));
+                    match promised {
+                        None => Some((pv.clone(), false)),
+                        Some(c) if c == this => Some((pv.clone(), true)),
+                        Some(_) => None,
+                    }
+                })
+                .filter(|(pv, reserved)| {
+                    pv.capacity >= claim.requested
+                        && (*reserved
+                            || claim
+                                .access_modes
+                                .iter()
+                                .all(|m| pv.access_modes.contains(m)))
+                })
+                .collect();
+            unbound.push((
+                claim.requested,
+                UnboundClaim {
+                    claim: this,
+                    class: class.clone(),
+                    candidates,
+                    selected_node: assumed.selected_node(this),
+                },
+            ));
+        }
+        drop(assumed);
+        unbound.sort_by_key(|(requested, _)| *requested);
+        let eligible = if self.narrows_to_hostnames {
+            eligible_nodes(&bound)
+        } else {
+            None
+        };
+        state.write(
+            NAME,
+            PreFilterState {
+                bound,
+                unbound: unbound.into_iter().map(|(_, c)| c).collect(),
+                reserved: Assumed::default(),
+            },
+        );
+        (eligible, Status::success())
+    }
+}
+
+impl UnboundClaim {
+    /// Upstream's `FindMatchingVolume` on one node: a volume promised to the claim decides
+    /// alone; otherwise the smallest reachable one wins (the first of equals). `chosen`
+    /// holds the volumes the pod's earlier claims took on this node. The flag says the
+    /// volume was already promised to the claim.
+    fn find_match(&self, labels: &Labels, chosen: &[Sym]) -> Option<(&PersistentVolume, bool)> {
+        let mut best: Option<&PersistentVolume> = None;
+        for (pv, reserved) in &self.candidates {
+            if chosen.contains(&pv.name) {
+                continue;
+            }
+            let fits = pv.fits_node(labels);
+            if *reserved {
+                return fits.then_some((pv, true));
+            }
+            if fits && best.is_none_or(|b| pv.capacity < b.capacity) {
+                best = Some(pv);
+            }
+        }
+        best.map(|pv| (pv, false))
+    }
+
+    /// Upstream's `checkVolumeProvisions` (capacity tracking aside).
+    fn can_provision_on(&self, labels: &Labels) -> bool {
+        self.class.can_provision() && self.class.allows_node(labels)
+    }
+}
+
+/// How the pod's unbound claims would be served on one node.
+pub(super) enum Plan {
+    /// Volumes to promise to claims (`None`: the claim's volume was promised already),
+    /// and claims to provision, per claim in order.
+    Fits(
+        SmallVec<[(ClaimRef, Option<Sym>); 4]>,
+        SmallVec<[ClaimRef; 4]>,
+    ),
+    Conflict,
+}
+
+impl PreFilterState {
+    /// Upstream's `findMatchingVolumes` then `checkVolumeProvisions` for one node.
+    pub(super) fn plan(&self, node: &gantry_api::Node) -> Plan {
+        let mut chosen: SmallVec<[Sym; 4]> = SmallVec::new();
+        let mut bindings = SmallVec::new();
+        let mut provisions = SmallVec::new();
+        for claim in &self.unbound {
+            if claim.selected_node.is_some_and(|n| n != node.name) {
+                return Plan::Conflict;
+            }
+            match claim.find_match(&node.labels, &chosen) {
+                Some((pv, already_promised)) => {
+                    chosen.push(pv.name);
+                    bindings.push((claim.claim, (!already_promised).then_some(pv.name)));
+                }
+                None if claim.can_provision_on(&node.labels) => provisions.push(claim.claim),
+                None => return Plan::Conflict,
+            }
+        }
+        Plan::Fits(bindings, provisions)
+    }
+}
+
+impl FilterPlugin for VolumeBinding {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(NAME) else {
+            return Status::error(format!("cannot read {NAME:?} PreFilter state"));
+        };
+        let Some(node) = node.node() else {
+            return Status::unresolvable("node not found");
+        };
+        // Upstream's `checkBoundClaims` stops at the first missing or unreachable volume.
+        let mut node_conflict = false;
+        let mut pv_missing = false;
+        for pv in &s.bound {
+            match pv {
+                None => pv_missing = true,
+                Some(pv) => node_conflict = !pv.fits_node(&node.labels),
+            }
+            if pv_missing || node_conflict {
+                break;
+            }
+        }
+        let bind_conflict = matches!(s.plan(node), Plan::Conflict);
+        let node_conflict_reason = if self.says_pv_node_affinity {
+            REASON_PV_NODE_AFFINITY
+        } else {
+            REASON_NODE_CONFLICT
+        };
+        let reasons = [
+            (node_conflict, node_conflict_reason),
+            (bind_conflict, REASON_BIND_CONFLICT),
+            (pv_missing, REASON_PV_NOT_EXIST),
+        ];
+        let mut failed = reasons.iter().filter(|(f, _)| *f).map(|(_, r)| *r);
+        let Some(first) = failed.next() else {
+            return Status::success();
+        };
+        failed.fold(Status::unresolvable(first), Status::with_reason)
+    }
+}

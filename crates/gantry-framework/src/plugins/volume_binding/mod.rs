@@ -1,0 +1,140 @@
+//! VolumeBinding: a bound claim's volume must be reachable from the node (its node
+//! affinity), and each unbound WaitForFirstConsumer claim must find an available volume the
+//! node can reach, or be provisionable there.
+//!
+//! Until v1.31, PreFilter narrows the nodes to the hostnames that bound local volumes name
+//! (`GetEligibleNodes`, which takes `kubernetes.io/hostname` values for node names; removed
+//! by kubernetes#125398, as hostnames need not be node names). Reserve
+//! assumes the bindings chosen for the pod's node, as upstream's assume cache does, so that
+//! the next pod cannot take a volume a pod just got; Unreserve gives them back.
+//!
+//! Left out: PreBind (writing the bindings to the API; the simulation has no PV
+//! controller), storage-capacity checks (CSIStorageCapacity), claims already carrying a
+//! selected-node annotation, claim label selectors, volume modes and PV phases (a volume
+//! without a claimRef counts as available), and the optional Score.
+
+use std::sync::Arc;
+
+use gantry_api::storage::ClaimRef;
+use gantry_api::{PersistentVolume, PersistentVolumeClaim, StorageClass, Sym};
+use parking_lot::Mutex;
+
+use crate::Plugin;
+use crate::events::{ActionType, ClusterEvent, EventResource};
+
+mod filter;
+mod reserve;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
+
+pub const NAME: &str = "VolumeBinding";
+pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// v1.28 to v1.32; [`REASON_PV_NODE_AFFINITY`] from v1.33 (kubernetes#129887).
+pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+pub const REASON_PV_NODE_AFFINITY: &str = "node(s) didn't match PersistentVolume's node affinity";
+pub const REASON_PV_NOT_EXIST: &str =
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+
+/// The label whose values v1.28 takes for node names when a local volume names its node.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+const ADD_OR_UPDATE: ActionType = ActionType::ADD.or(ActionType::UPDATE);
+
+/// Upstream v1.28: new or changed volumes, claims, classes, nodes and CSINodes.
+const EVENTS: &[ClusterEvent] = &[
+    ClusterEvent::new(EventResource::PersistentVolume, ADD_OR_UPDATE),
+    ClusterEvent::new(EventResource::PersistentVolumeClaim, ADD_OR_UPDATE),
+    ClusterEvent::new(EventResource::StorageClass, ADD_OR_UPDATE),
+    ClusterEvent::new(EventResource::Node, ADD_OR_UPDATE),
+    ClusterEvent::new(EventResource::CsiNode, ADD_OR_UPDATE),
+];
+
+/// The plugin, with the bindings it assumed for pods it reserved (upstream's assume
+/// caches): volumes promised to a claim, and claims to be provisioned on a node.
+pub struct VolumeBinding {
+    assumed: Mutex<Assumed>,
+    /// PreFilter narrows the nodes to bound local volumes' hostnames (until v1.31).
+    pub narrows_to_hostnames: bool,
+    /// Say [`REASON_PV_NODE_AFFINITY`] rather than [`REASON_NODE_CONFLICT`] (v1.33 on).
+    pub says_pv_node_affinity: bool,
+}
+
+impl Default for VolumeBinding {
+    /// As the newest release has it.
+    fn default() -> VolumeBinding {
+        VolumeBinding::new(false, true)
+    }
+}
+
+impl VolumeBinding {
+    pub fn new(narrows_to_hostnames: bool, says_pv_node_affinity: bool) -> VolumeBinding {
+        VolumeBinding {
+            assumed: Mutex::default(),
+            narrows_to_hostnames,
+            says_pv_node_affinity,
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct Assumed {
+    /// Volume name and the claim it is promised to.
+    volumes: Vec<(Sym, ClaimRef)>,
+    /// Claim and the node it is to be provisioned on (upstream's selected-node annotation).
+    provisioned: Vec<(ClaimRef, Sym)>,
+}
+
+impl Assumed {
+    fn volume_claim(&self, pv: Sym) -> Option<ClaimRef> {
+        self.volumes.iter().find(|(v, _)| *v == pv).map(|(_, c)| *c)
+    }
+
+    fn selected_node(&self, claim: ClaimRef) -> Option<Sym> {
+        self.provisioned
+            .iter()
+            .find(|(c, _)| *c == claim)
+            .map(|(_, n)| *n)
+    }
+}
+
+fn claim_ref(claim: &PersistentVolumeClaim) -> ClaimRef {
+    ClaimRef {
+        namespace: claim.namespace,
+        name: claim.name,
+    }
+}
+
+/// An unbound WaitForFirstConsumer claim and the volumes that could be bound to it.
+#[derive(Clone)]
+struct UnboundClaim {
+    claim: ClaimRef,
+    class: StorageClass,
+    /// Volumes of the claim's class, big enough and not promised to another claim, in
+    /// upstream's scan order; `.1` says the volume is promised to this very claim.
+    candidates: Vec<(Arc<PersistentVolume>, bool)>,
+    /// A node an earlier pod's Reserve chose to provision the claim on.
+    selected_node: Option<Sym>,
+}
+
+#[derive(Clone)]
+struct PreFilterState {
+    /// The volumes of the bound claims, in the pod's order; `None` when missing.
+    bound: Vec<Option<Arc<PersistentVolume>>>,
+    /// Sorted by increasing request, so the smallest claims pick first.
+    unbound: Vec<UnboundClaim>,
+    /// What Reserve assumed for this pod, for Unreserve to give back.
+    reserved: Assumed,
+}
+
+impl Plugin for VolumeBinding {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events_to_register(&self) -> &'static [ClusterEvent] {
+        EVENTS
+    }
+}

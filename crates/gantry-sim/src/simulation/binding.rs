@@ -1,0 +1,345 @@
+//! A scheduling attempt and its bind: the binder's re-check, the API's admission, conflicts
+//! counted by the plugin that refused, failures retried or given up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use gantry_api::dra::{ClaimKey, ResourceClaim};
+use gantry_api::{Pod, Sym};
+use gantry_framework::CycleState;
+use gantry_scheduler::queue::QueuedPod;
+use gantry_scheduler::{Attempt, Binder};
+
+use super::{Event, MAX_FAILED_ATTEMPTS, Simulation};
+use crate::SimulatedApi;
+use crate::api::BindRefusal;
+use crate::claims::ClaimChange;
+use crate::instance::WatchEvent;
+use crate::records::PodStatus;
+
+impl Simulation {
+    /// One scheduling cycle of `instance` for a popped pod, and what follows from its
+    /// outcome.
+    pub(super) fn attempt(&mut self, instance: usize, queued: QueuedPod) {
+        self.attempts += 1;
+        let Some(index) = self.records.index(&queued.pod.uid) else {
+            tracing::error!(pod = %queued.pod.key(), "a queued pod the simulation never created");
+            return;
+        };
+        self.records.history_mut(index).attempts += 1;
+        self.instances[instance].scheduler.now = self.clock.as_secs() as i64;
+        let started = Instant::now();
+        let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
+        self.latencies_us.push(started.elapsed().as_micros() as u64);
+        let now = self.clock;
+        if let Attempt::Unschedulable { fit_error, .. } = &attempt
+            && let Some(claim) = &fit_error.claim_to_deallocate
+            && let Some(change) = self.api.claims.deallocate(claim)
+        {
+            // DynamicResources' PostFilter freed a claim that kept the pod off a node.
+            self.publish_claims(vec![change]);
+        }
+        match attempt {
+            Attempt::Scheduled { pod, state, .. } => {
+                let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+                self.records.placement_mut(index).annotations = written(&pod);
+                self.push(
+                    // Saturating: the clock may stand at the end of time (a backoff of
+                    // i64::MAX seconds has expired).
+                    now.saturating_add(latency),
+                    Event::BindDue {
+                        instance,
+                        pod,
+                        state,
+                        attempts: queued.attempts,
+                    },
+                );
+            }
+            Attempt::Unschedulable {
+                fit_error,
+                nominated: Some((node, victims)),
+            } => {
+                for victim in &victims {
+                    self.delete_bound(&victim.uid);
+                    self.preempted += 1;
+                    if let Some(v) = self.records.index(&victim.uid) {
+                        self.records.history_mut(v).preempted = true;
+                    }
+                    self.records.placement_mut(index).evicted.push(victim.key());
+                }
+                self.records.set_reason(index, fit_error.to_string());
+                let mut retry = queued.clone();
+                let mut nominated = Pod::clone(&queued.pod);
+                nominated.nominated_node_name = Some(node);
+                retry.pod = Arc::new(nominated);
+                self.instances[instance].queue.add_unschedulable(
+                    retry,
+                    fit_error.rejecting_plugins(),
+                    now,
+                );
+            }
+            Attempt::Unschedulable {
+                fit_error,
+                nominated: None,
+            } => {
+                self.records.set_reason(index, fit_error.to_string());
+                if self.options.sequential {
+                    self.withdraw(instance, &queued.pod);
+                } else {
+                    self.instances[instance].queue.add_unschedulable(
+                        queued,
+                        fit_error.rejecting_plugins(),
+                        now,
+                    );
+                }
+            }
+            Attempt::Error(message) => {
+                if self.options.sequential {
+                    self.records.set_reason(index, message);
+                    self.withdraw(instance, &queued.pod);
+                } else {
+                    self.fail(instance, index, queued, message);
+                }
+            }
+        }
+    }
+
+    /// An attempt errored or its bind failed: back off and retry, or give the pod up once
+    /// it has failed `MAX_FAILED_ATTEMPTS` times.
+    fn fail(&mut self, instance: usize, index: usize, queued: QueuedPod, reason: String) {
+        let history = self.records.history_mut(index);
+        history.failures += 1;
+        if history.failures < MAX_FAILED_ATTEMPTS {
+            self.records.set_reason(index, reason);
+            self.instances[instance]
+                .queue
+                .add_backoff(queued, self.clock);
+            return;
+        }
+        self.records.set_pending(
+            index,
+            PodStatus::GivenUp,
+            format!("given up after {MAX_FAILED_ATTEMPTS} failed attempts; the last: {reason}"),
+        );
+        self.withdraw(instance, &queued.pod);
+    }
+
+    /// The pod is no longer worked on: it holds nothing, and sequential mode moves on.
+    fn withdraw(&mut self, instance: usize, pod: &Pod) {
+        self.instances[instance].scheduler.clear_nomination(pod);
+        if self.current.as_deref() == Some(&*pod.uid) {
+            self.current = None;
+        }
+    }
+
+    /// The binding cycle of a pod `instance` decided earlier. With several instances the
+    /// binder first re-checks the placement against the instance's latest cache. A bound
+    /// pod goes out on the watch; a refused one is forgotten and retried after backoff.
+    pub(super) fn finish_bind(
+        &mut self,
+        instance: usize,
+        pod: Arc<Pod>,
+        mut state: Box<CycleState>,
+        attempts: u32,
+    ) {
+        let now = self.clock;
+        let Some(index) = self.records.index(&pod.uid) else {
+            tracing::error!(pod = %pod.key(), "a bind for a pod the simulation never created");
+            return;
+        };
+        let shared = self.instances.len() > 1;
+        let binder_instance = &mut self.instances[instance];
+        let check = match pod.node_name {
+            Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
+                |status| {
+                    let message = status.message();
+                    let message = format!(
+                        "re-checked against the latest cache, node {node} no longer fits: {message}"
+                    );
+                    (status.plugin(), message)
+                },
+            ),
+            _ => Ok(()),
+        };
+        let mut binder = ApiBinder {
+            api: &mut self.api,
+            check,
+            refused: None,
+            claims_written: Vec::new(),
+        };
+        let bound = binder_instance
+            .scheduler
+            .bind(&pod, &mut state, &mut binder);
+        let refused = binder.refused.take();
+        let claims_written = std::mem::take(&mut binder.claims_written);
+        let wrote_claims = !claims_written.is_empty();
+        for change in claims_written {
+            self.broadcast(WatchEvent::Claim(change));
+        }
+        if bound.is_err() && wrote_claims {
+            // Unreserve takes the pod out of the claims it was written into (their
+            // allocations stay, as upstream's do, until the pod's PostFilter frees them).
+            let changes = self.api.claims.unreserve(&pod);
+            self.publish_claims(changes);
+        }
+        match bound {
+            Ok(()) => {
+                if let Some(node) = pod.node_name {
+                    self.records.set_bound(index, node, now);
+                }
+                if self.current.as_deref() == Some(&*pod.uid) {
+                    self.current = None;
+                }
+                self.broadcast(WatchEvent::PodBound(pod));
+            }
+            Err(failure) => {
+                self.count_conflict(&pod, refused);
+                let binder_instance = &mut self.instances[instance];
+                if failure.forgotten {
+                    binder_instance.queue.assumed_pod_forgotten(now);
+                }
+                let deleted = binder_instance.take_deleted_in_flight(&pod.uid);
+                // Back as submitted: the next attempt writes its own annotations.
+                self.records.placement_mut(index).annotations.clear();
+                if deleted {
+                    self.withdraw(instance, &pod);
+                    return;
+                }
+                let mut pending = Pod::clone(&pod);
+                pending.node_name = None;
+                pending.bind_annotations = None;
+                let queued = QueuedPod {
+                    pod: Arc::new(pending),
+                    timestamp: now,
+                    attempts,
+                    initial_attempt: Some(now),
+                    unschedulable_plugins: Vec::new(),
+                    cycle: 0,
+                };
+                self.fail(
+                    instance,
+                    index,
+                    queued,
+                    format!("binding rejected: {failure}"),
+                );
+            }
+        }
+    }
+
+    /// Counts a refused bind as a conflict when its decision was outdated (the binder's
+    /// re-check or the API's admission refused it, or the API found no room left on the
+    /// node), under the plugin that refused it.
+    fn count_conflict(&mut self, pod: &Pod, refused: Option<Refused>) {
+        let (plugin, would_overcommit) = match refused {
+            Some(Refused::ByBinder(plugin)) => {
+                self.conflicts.binder += 1;
+                let over = pod
+                    .node_name
+                    .is_some_and(|node| self.api.would_overcommit(pod, node));
+                (plugin, over)
+            }
+            Some(Refused::ByApi(BindRefusal::OverCommit { .. })) => {
+                self.conflicts.api += 1;
+                ("capacity", true)
+            }
+            Some(Refused::ByApi(BindRefusal::Constraint { plugin, .. })) => {
+                self.conflicts.api += 1;
+                let over = pod
+                    .node_name
+                    .is_some_and(|node| self.api.would_overcommit(pod, node));
+                (plugin, over)
+            }
+            Some(Refused::ByApi(_)) | None => return,
+        };
+        let plugin = if plugin.is_empty() { "other" } else { plugin };
+        *self
+            .conflicts
+            .by_plugin
+            .entry(plugin.to_string())
+            .or_default() += 1;
+        if would_overcommit {
+            self.conflicts.overcommits_prevented += 1;
+        }
+    }
+}
+
+/// The annotations the scheduler wrote on the pod when it assumed it.
+fn written(assumed: &Pod) -> BTreeMap<String, String> {
+    assumed
+        .bind_annotations
+        .iter()
+        .flat_map(|written| written.iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Who refused a bind.
+enum Refused {
+    /// The binder's re-check against its instance's latest cache, by this plugin (empty
+    /// when none spoke).
+    ByBinder(&'static str),
+    ByApi(BindRefusal),
+}
+
+/// The scheduler's Binder over the simulated API, which first applies the binder's own
+/// verdict on the placement (reached before the bind): a refused placement never reaches
+/// the API.
+struct ApiBinder<'a> {
+    api: &'a mut SimulatedApi,
+    /// The binder's verdict: the refusing plugin and the message.
+    check: Result<(), (&'static str, String)>,
+    refused: Option<Refused>,
+    /// Claim statuses PreBind wrote, for the watch.
+    claims_written: Vec<ClaimChange>,
+}
+
+impl Binder for ApiBinder<'_> {
+    fn write_claims(
+        &mut self,
+        pod: &Arc<Pod>,
+        claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
+    ) -> Result<(), String> {
+        if let Err((plugin, message)) = &self.check {
+            self.refused = Some(Refused::ByBinder(plugin));
+            return Err(message.clone());
+        }
+        if self.api.was_deleted(&pod.uid) {
+            // Its claims went with it; the bind would be refused for the same reason.
+            let refusal = BindRefusal::Deleted(pod.key());
+            let message = refusal.to_string();
+            self.refused = Some(Refused::ByApi(refusal));
+            return Err(message);
+        }
+        match self.api.claims.write(claims, allocated_now) {
+            Ok(changes) => {
+                self.api.admit_claim_changes(&changes);
+                self.claims_written.extend(changes);
+                Ok(())
+            }
+            Err(refusal) => {
+                let message = refusal.to_string();
+                self.refused = Some(Refused::ByApi(BindRefusal::Constraint {
+                    pod: pod.key(),
+                    node: pod.node_name.unwrap_or_else(|| Sym::new("")),
+                    plugin: gantry_framework::plugins::dynamic_resources::NAME,
+                    message: message.clone(),
+                }));
+                Err(message)
+            }
+        }
+    }
+
+    fn bind(&mut self, pod: &Arc<Pod>, _node: Sym) -> Result<(), String> {
+        if let Err((plugin, message)) = &self.check {
+            self.refused = Some(Refused::ByBinder(plugin));
+            return Err(message.clone());
+        }
+        self.api.bind(pod).map_err(|refusal| {
+            let message = refusal.to_string();
+            self.refused = Some(Refused::ByApi(refusal));
+            message
+        })
+    }
+}
