@@ -123,3 +123,32 @@ fn the_readme_is_at_most_200_lines() {
         readme.lines().count()
     );
 }
+
+/// A file a newcomer can read: no source file over 1,000 lines outside tests (a module's
+/// unit tests live in its own `tests.rs`).
+#[test]
+fn no_source_file_passes_1000_lines() {
+    fn visit(dir: &std::path::Path, long: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                visit(&path, long);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > 1000 {
+                    long.push(format!("{}: {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    let mut long = Vec::new();
+    for krate in std::fs::read_dir(repo_root().join("crates")).unwrap() {
+        let src = krate.unwrap().path().join("src");
+        if src.is_dir() {
+            visit(&src, &mut long);
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}

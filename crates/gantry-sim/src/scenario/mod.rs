@@ -1,5 +1,5 @@
 //! Scenario files: node groups, workloads that arrive over virtual time, and timed
-//! cluster events, in a small YAML format (see the README). Pod templates are ordinary
+//! cluster events, in a small YAML format (see docs/simulate.md). Pod templates are ordinary
 //! Kubernetes Pod manifests, decoded like any other.
 //!
 //! ```yaml
