@@ -19,6 +19,8 @@ use gantry_api::dra::{ResourceSlice, SliceNodes};
 use gantry_api::{Node, Pod, ResourceName, Sym};
 use gantry_cache::NodeInfo;
 
+use gantry_framework::plugins::pod_topology_spread;
+
 use crate::snapshot::{ClusterSnapshot, SchedulingError};
 
 /// Pods with the same controller and the same spec: one pod's fate predicts the others'.
@@ -234,13 +236,22 @@ fn binpack(
                         out.scheduled.push((pod.clone(), last));
                         continue;
                     }
-                    Err(SchedulingError::Unschedulable(fit))
-                        if !state.with_pods.contains(&last) =>
-                    {
-                        // The last node is empty and the pod does not fit it: no copy helps.
-                        stop_reason = Some(fit.to_string());
+                    Err(SchedulingError::Unschedulable(fit)) => {
+                        if spread_by_hostname_refused(pod, &fit)
+                            && let Some(node) = place_elsewhere(snapshot, pod, last)?
+                        {
+                            // As upstream's `trackScheduledPod`, which counts the node
+                            // among the new nodes with pods even when it is an existing one.
+                            state.with_pods.insert(node);
+                            out.scheduled.push((pod.clone(), node));
+                            continue;
+                        }
+                        if !state.with_pods.contains(&last) {
+                            // The last node is empty and the pod does not fit it: no copy
+                            // helps.
+                            stop_reason = Some(fit.to_string());
+                        }
                     }
-                    Err(SchedulingError::Unschedulable(_)) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -281,6 +292,41 @@ fn binpack(
     }
     out.nodes_needed = state.with_pods.len();
     Ok(out)
+}
+
+/// Whether the pod spreads over hostnames and the last new node refused it for the spread
+/// (the autoscaler's `isPodUsingHostNameTopologyKey` and `hasTopologyConstraintError`):
+/// another node, an older new one or an existing one, may still take it.
+fn spread_by_hostname_refused(pod: &Pod, fit: &gantry_scheduler::FitError) -> bool {
+    let by_hostname = pod
+        .topology_spread_constraints
+        .iter()
+        .any(|c| c.topology_key.as_str() == "kubernetes.io/hostname");
+    by_hostname
+        && fit.node_statuses.iter().any(|(_, status)| {
+            status
+                .reasons()
+                .any(|r| r == pod_topology_spread::REASON_CONSTRAINTS_NOT_MATCH)
+        })
+}
+
+/// The autoscaler's fallback (#8181) for a pod the last new node refused for its hostname
+/// spread: any node but that one.
+fn place_elsewhere(
+    snapshot: &mut ClusterSnapshot,
+    pod: &Arc<Pod>,
+    last: Sym,
+) -> Result<Option<Sym>, SchedulingError> {
+    let others = |info: &NodeInfo| info.name() != last;
+    let destinations = crate::Destinations {
+        accepts: &others,
+        others_are: "the last new node",
+    };
+    match snapshot.schedule_anywhere(pod, None, &destinations) {
+        Ok(node) => Ok(Some(node)),
+        Err(SchedulingError::Unschedulable(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The Cluster Autoscaler's least-waste score of an estimate: the unused share of the new

@@ -57,7 +57,8 @@ fn with_host_port(pod: Pod, port: i32) -> Pod {
     pod.with_container(container)
 }
 
-fn with_max_skew(mut pod: Pod, max_skew: i32, key: &str) -> Pod {
+/// Upstream's `WithMaxSkew(maxSkew, key, minDomains)`.
+fn with_max_skew(mut pod: Pod, max_skew: i32, key: &str, min_domains: i32) -> Pod {
     pod.topology_spread_constraints
         .push(TopologySpreadConstraint {
             max_skew,
@@ -67,7 +68,7 @@ fn with_max_skew(mut pod: Pod, max_skew: i32, key: &str) -> Pod {
                 Sym::new("app"),
                 Sym::new("estimatee"),
             )])),
-            min_domains: None,
+            min_domains: Some(min_domains),
             node_affinity_policy: InclusionPolicy::Honor,
             node_taints_policy: InclusionPolicy::Ignore,
         });
@@ -163,6 +164,7 @@ fn cases() -> Vec<Case> {
                     build_pod("estimatee", 200, 200),
                     2,
                     "kubernetes.io/hostname",
+                    1,
                 ),
                 8,
             )],
@@ -179,11 +181,31 @@ fn cases() -> Vec<Case> {
                     build_pod("estimatee", 20, 100),
                     2,
                     "topology.kubernetes.io/zone",
+                    1,
                 ),
                 8,
             )],
             nodes: 1,
             pods: 2,
+        },
+        Case {
+            // Autoscaler #8181: a pod the last new node refuses for its hostname spread
+            // is tried on the nodes before it.
+            name: "hostname topology spreading with maxSkew=1 with a large scaleup handles scheduling pods retroactively",
+            milli_cpu: 1000,
+            memory_mib: 5000,
+            max_nodes: None,
+            groups: vec![group(
+                with_max_skew(
+                    build_pod("estimatee", 20, 100),
+                    1,
+                    "kubernetes.io/hostname",
+                    3,
+                ),
+                12,
+            )],
+            nodes: 3,
+            pods: 12,
         },
     ]
 }
