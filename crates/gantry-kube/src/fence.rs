@@ -1,17 +1,29 @@
-//! Binds to one node, serialised across instances. Several instances decide
-//! optimistically, each on its own cache, which lags the others' binds by the watch
-//! latency; re-checking against that cache alone cannot see a bind another instance made
-//! a millisecond ago. So each node has a fence: a Lease whose annotation names the last
-//! pod bound there. A binder reads the fence, waits until its own cache has seen that pod
-//! bound, and its resource claims as that pod's binder wrote them (then its cache includes
-//! every earlier bind to the node, and every device allocated with it), re-checks the
-//! placement, and moves the fence to its own pod with an update conditioned on the
-//! fence's resourceVersion (a concurrent binder gets 409 and starts over). Only then does
-//! it write the pod's claims and bind. A failed bind moves the fence back.
+//! Binds serialised across instances. Several instances decide optimistically, each on
+//! its own cache, which lags the others' binds by the watch latency; re-checking against
+//! that cache alone cannot see a bind another instance made a millisecond ago. So binds
+//! that could change each other's Filter verdicts share a fence ([`fence_scope`] says
+//! which: the node's, and the topology domains' its constraints reach): a Lease whose
+//! annotation names the last pod bound behind it.
+//!
+//! A binder reads its fences (in one order, so that no two binders wait on each other in
+//! a cycle), waits until its own watch has delivered each fence's last pod bound, with
+//! the claims its binder wrote (then, the watch being ordered by resourceVersion, its
+//! cache holds every bind serialised before), re-checks the placement, and moves each
+//! fence to its own pod with an update conditioned on the resourceVersion it read (a
+//! concurrent binder gets 409 and starts over). Only then does it write the pod's claims
+//! and bind. A failed bind moves the fences back.
+//!
+//! No wall clock orders anything. A fence whose last pod never shows up bound (its binder
+//! crashed between the fence and the binding) is passed after [`SETTLED_AFTER`] of this
+//! binder's own monotonic time since it first read that version, as client-go's leader
+//! election measures a lease; and a binder binds only within [`BIND_DEADLINE`] of its
+//! own time after it moved its fences, or gives the placement up, so a waiter never
+//! passes a bind that is still coming.
+//!
+//! [`fence_scope`]: crate::fence_scope
 
 use std::time::{Duration, Instant};
 
-use gantry_api::Sym;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -20,12 +32,19 @@ use kube::{Api, Client};
 
 use crate::writes::api_message;
 
-/// The annotation naming the UID of the last pod bound to the node.
+/// The annotation naming the UID of the last pod bound behind the fence.
 pub const LAST_BOUND: &str = "gantry.dev/last-bound-pod";
-/// A fence older than this is taken as settled: its bind either landed long ago or failed.
+/// How long a waiter waits, by its own clock from when it first read a fence's version,
+/// for that fence's last pod to show up bound before taking the bind as abandoned.
 pub const SETTLED_AFTER: Duration = Duration::from_secs(5);
-/// Attempts to move a fence before the placement counts as a conflict.
+/// How long after moving its fences (by its own clock, from before the first write) a
+/// binder may still send the binding: well inside [`SETTLED_AFTER`], which a waiter
+/// counts from a later moment (its read of the moved fence).
+pub const BIND_DEADLINE: Duration = Duration::from_millis(2500);
+/// Attempts to move the fences before the placement counts as a conflict.
 const ATTEMPTS: usize = 5;
+/// How often a waiter asks its cache again.
+const POLL: Duration = Duration::from_millis(5);
 
 /// Where the fences live.
 #[derive(Clone)]
@@ -34,10 +53,19 @@ pub struct Fences {
     identity: String,
 }
 
-/// A fence this binder moved: what it held before, to put back if the bind fails.
+/// The fences a binder moved: what each held before, to put back if the bind fails, and
+/// when the binder started moving them.
 pub struct Held {
-    name: String,
-    previous: Option<String>,
+    pod: String,
+    moved: Vec<(String, Option<String>)>,
+    since: Instant,
+}
+
+impl Held {
+    /// Whether the binding may still be sent ([`BIND_DEADLINE`]).
+    pub fn may_bind(&self) -> bool {
+        self.since.elapsed() < BIND_DEADLINE
+    }
 }
 
 /// What the binder needs from the scheduling loop while it holds a node's turn.
@@ -49,16 +77,11 @@ pub trait Loop {
     fn check(&self) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-fn lease_name(node: Sym) -> String {
-    let name = format!("gantry-bind-{node}");
-    if name.len() <= 253 {
-        name
-    } else {
-        format!(
-            "gantry-bind-{:016x}",
-            gantry_scheduler::shard::owner(node.as_str(), u32::MAX)
-        )
-    }
+/// A fence as read: the lease (to write back), and the pod it names.
+struct Read {
+    name: String,
+    lease: Lease,
+    previous: Option<String>,
 }
 
 impl Fences {
@@ -69,110 +92,151 @@ impl Fences {
         }
     }
 
-    /// Takes the node's turn for `pod_uid`: returns the fence held, or why not (a
-    /// conflict: the placement no longer fits, or the node stayed contended).
+    /// Takes the turn behind every fence in `names` (sorted) for `pod_uid`: returns the
+    /// fences held, or why not (a conflict: the placement no longer fits, or the fences
+    /// stayed contended).
     pub async fn acquire(
         &self,
-        node: Sym,
+        names: &[String],
         pod_uid: &str,
         binder: &impl Loop,
     ) -> Result<Held, String> {
-        let name = lease_name(node);
-        for _ in 0..ATTEMPTS {
-            let current = self.api.get_opt(&name).await.map_err(api_message)?;
-            let (mut lease, previous, set_at) = match current {
-                Some(lease) => {
-                    let previous = lease
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(LAST_BOUND))
-                        .cloned();
-                    let set_at = lease.spec.as_ref().and_then(|s| s.renew_time.clone());
-                    (lease, previous, set_at)
+        'attempt: for _ in 0..ATTEMPTS {
+            let mut read = Vec::with_capacity(names.len());
+            for name in names {
+                let fence = self.read(name).await?;
+                if let Some(previous) = fence.previous.as_deref() {
+                    wait_until_seen(previous, Instant::now() + SETTLED_AFTER, binder).await;
                 }
-                None => (self.fresh(&name), None, None),
-            };
-            if let Some(previous) = previous.as_deref() {
-                self.wait_until_seen(previous, set_at, binder).await;
+                read.push(fence);
             }
             binder.check().await?;
-            lease
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(LAST_BOUND.into(), pod_uid.into());
-            lease.spec = Some(self.spec());
-            let written = if lease.metadata.resource_version.is_some() {
-                self.api
-                    .replace(&name, &PostParams::default(), &lease)
-                    .await
-            } else {
-                self.api.create(&PostParams::default(), &lease).await
+            let mut held = Held {
+                pod: pod_uid.into(),
+                moved: Vec::with_capacity(read.len()),
+                since: Instant::now(),
             };
-            match written {
-                Ok(_) => return Ok(Held { name, previous }),
-                // Another binder moved the fence (or created it) first: read it again.
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(error) => return Err(api_message(error)),
+            for fence in read {
+                match self.write(fence.lease, &fence.name, Some(pod_uid)).await {
+                    Ok(()) => held.moved.push((fence.name, fence.previous)),
+                    Err(WriteError::Moved) => {
+                        // Another binder moved it first: put back what this attempt
+                        // moved, and read everything again.
+                        self.release_failed(held).await;
+                        continue 'attempt;
+                    }
+                    Err(WriteError::Other(message)) => {
+                        self.release_failed(held).await;
+                        return Err(message);
+                    }
+                }
             }
+            return Ok(held);
         }
-        Err(format!("node {node} stayed contended by other binders"))
+        Err("its node stayed contended by other binders".into())
     }
 
-    /// Puts the fence back after a failed bind, so that others do not wait for a pod
-    /// that will never show up bound (best effort: a fence also settles with time).
-    pub async fn release_failed(&self, held: Held) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&held.name).await else {
-            return;
-        };
-        let annotations = lease
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
-        match held.previous {
-            Some(previous) => annotations.insert(LAST_BOUND.into(), previous),
-            None => annotations.remove(LAST_BOUND),
-        };
-        if let Err(error) = self
-            .api
-            .replace(&held.name, &PostParams::default(), &lease)
-            .await
-        {
-            tracing::debug!(fence = %held.name, error = %api_message(error), "fence left to settle");
-        }
-    }
-
-    fn fresh(&self, name: &str) -> Lease {
-        Lease {
+    async fn read(&self, name: &str) -> Result<Read, String> {
+        let lease = self.api.get_opt(name).await.map_err(api_message)?;
+        let lease = lease.unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 ..ObjectMeta::default()
             },
             spec: None,
-        }
+        });
+        let previous = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LAST_BOUND))
+            .cloned();
+        Ok(Read {
+            name: name.into(),
+            lease,
+            previous,
+        })
     }
 
-    fn spec(&self) -> LeaseSpec {
-        LeaseSpec {
+    /// Writes the fence naming `last` (or no pod), conditioned on the version read.
+    async fn write(
+        &self,
+        mut lease: Lease,
+        name: &str,
+        last: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let annotations = lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        match last {
+            Some(uid) => annotations.insert(LAST_BOUND.into(), uid.into()),
+            None => annotations.remove(LAST_BOUND),
+        };
+        // For people reading the lease: who moved it, and when by that one's clock.
+        lease.spec = Some(LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             renew_time: Some(MicroTime(Timestamp::now())),
             ..LeaseSpec::default()
+        });
+        let written = if lease.metadata.resource_version.is_some() {
+            self.api.replace(name, &PostParams::default(), &lease).await
+        } else {
+            self.api.create(&PostParams::default(), &lease).await
+        };
+        match written {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteError::Moved),
+            Err(error) => Err(WriteError::Other(api_message(error))),
         }
     }
 
-    /// Waits until the cache has seen the previous pod bound, for at most what is left
-    /// of the fence's settling time.
-    async fn wait_until_seen(&self, pod_uid: &str, set_at: Option<MicroTime>, binder: &impl Loop) {
-        let age = set_at
-            .and_then(|t| Timestamp::now().duration_since(t.0).try_into().ok())
-            .unwrap_or(SETTLED_AFTER);
-        let deadline = Instant::now() + SETTLED_AFTER.saturating_sub(age);
-        while Instant::now() < deadline {
-            if binder.has_seen(pod_uid).await {
-                return;
+    /// Puts the fences back after a failed bind, so that others do not wait for a pod
+    /// that will never show up bound (best effort: a fence also settles with time). A
+    /// fence another binder moved since is left to it.
+    pub async fn release_failed(&self, held: Held) {
+        for (name, previous) in held.moved {
+            let Ok(read) = self.read(&name).await else {
+                continue;
+            };
+            if read.previous.as_deref() != Some(held.pod.as_str()) {
+                continue;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            if self
+                .write(read.lease, &name, previous.as_deref())
+                .await
+                .is_err()
+            {
+                tracing::debug!(fence = %name, "fence left to settle");
+            }
         }
+    }
+}
+
+impl Fences {
+    /// Deletes the fence of a node that is gone (every instance that sees the deletion
+    /// tries; the first wins, the others find nothing), so fences do not outlive nodes.
+    pub async fn delete(&self, name: &str) {
+        match self.api.delete(name, &Default::default()).await {
+            Ok(_) => tracing::debug!(fence = %name, "deleted the fence of a deleted node"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => tracing::debug!(fence = %name, error = %api_message(error), "fence left"),
+        }
+    }
+}
+
+enum WriteError {
+    /// 409: another binder moved the fence since it was read.
+    Moved,
+    Other(String),
+}
+
+/// Waits until the cache has seen `pod_uid` bound (or gone), until `deadline` at most.
+async fn wait_until_seen(pod_uid: &str, deadline: Instant, binder: &impl Loop) {
+    while Instant::now() < deadline {
+        if binder.has_seen(pod_uid).await {
+            return;
+        }
+        tokio::time::sleep(POLL).await;
     }
 }

@@ -67,9 +67,11 @@ impl Elector {
     /// releasing the lease if it holds it.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut stop: watch::Receiver<bool>) {
         let retry = self.config.retry_period;
-        // Campaign.
+        // Campaign: an attempt that hangs is given up after the renew deadline.
         loop {
-            if self.try_acquire_or_renew().await {
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
+            if attempt.await == Ok(true) {
                 break;
             }
             if sleep_or_stop(retry, &mut stop).await {
@@ -86,8 +88,17 @@ impl Elector {
             }
             let deadline = Instant::now() + self.config.renew_deadline;
             loop {
-                if self.try_acquire_or_renew().await {
+                // A request that hangs must not keep this instance leading past the
+                // deadline (client-go bounds the renewal by it the same way).
+                let left = deadline.saturating_duration_since(Instant::now());
+                let renewed = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
+                if renewed == Ok(true) {
                     break;
+                }
+                if renewed.is_err() {
+                    tracing::error!(identity = %self.identity, "renewing the leader lease timed out");
+                    let _ = leading.send(false);
+                    return;
                 }
                 if Instant::now() + retry > deadline {
                     tracing::error!(identity = %self.identity, "could not renew the leader lease in time");

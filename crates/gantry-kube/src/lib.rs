@@ -15,6 +15,7 @@
 mod claim_writes;
 mod dra;
 mod fence;
+mod fence_scope;
 mod http;
 mod leader;
 mod metrics;
@@ -271,6 +272,7 @@ pub async fn run(
         dra,
         pods: HashMap::new(),
         nodes: HashMap::new(),
+        reaching: HashMap::new(),
         binding: HashMap::new(),
         reported: HashMap::new(),
         synced: HashSet::new(),

@@ -17,6 +17,7 @@ use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
 use gantry_scheduler::{Attempt, Scheduler};
 
 use crate::dra::DraMirror;
+use crate::fence_scope;
 use crate::objects::ObjectMirror;
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
@@ -48,6 +49,9 @@ pub struct SchedulingLoop {
     /// Every pod the watch reported, by UID (to find what a relist no longer lists).
     pub pods: HashMap<Arc<str>, Arc<Pod>>,
     pub nodes: HashMap<Sym, Arc<Node>>,
+    /// With several instances: the pods whose required anti-affinity or DoNotSchedule
+    /// spread reaches across nodes, which decide the fences other pods' binds take.
+    pub reaching: HashMap<Arc<str>, Arc<Pod>>,
     /// Pods whose bind is in flight, with their queue history (for a requeue).
     pub binding: HashMap<Arc<str>, QueuedPod>,
     /// The `PodScheduled=False` message last written per pod, not to write it twice.
@@ -296,6 +300,7 @@ impl SchedulingLoop {
         if let Err(error) = self.cache.remove_node(name) {
             tracing::warn!(node = %name, %error, "deleted node was not in the cache");
         }
+        self.writer.delete_node_fence(name);
         self.queue.on_event(
             ClusterEvent::new(EventResource::Node, ActionType::DELETE),
             self.now(),
@@ -311,12 +316,28 @@ impl SchedulingLoop {
     fn pod_applied(&mut self, pod: Arc<Pod>) {
         let pod = self.with_priority(pod);
         let old = self.pods.insert(pod.uid.clone(), pod.clone());
+        if self.shard.is_shared() {
+            if fence_scope::reaches_across_nodes(&pod) {
+                self.reaching.insert(pod.uid.clone(), pod.clone());
+            } else {
+                self.reaching.remove(&pod.uid);
+            }
+        }
         if pod.node_name.is_some() {
             self.assigned_pod_applied(pod, old);
             return;
         }
         if !self.responsible_for(&pod) || self.cache.is_assumed(&pod.uid) {
-            // Someone else's pod, or ours while its bind is in flight.
+            // Someone else's pod, or ours while its bind is in flight. Another
+            // instance's preemptor keeps the room it freed from this one too.
+            let nomination_changed =
+                old.as_ref().map(|o| o.nominated_node_name) != Some(pod.nominated_node_name);
+            if self.scheduler_names.contains(&pod.scheduler_name)
+                && !self.shard.owns(&pod.uid)
+                && nomination_changed
+            {
+                self.scheduler.note_nomination(pod);
+            }
             return;
         }
         if pod.terminating {
@@ -375,6 +396,7 @@ impl SchedulingLoop {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
+        self.reaching.remove(uid);
         self.queue.delete(uid);
         self.reported.remove(uid);
         self.scheduler.clear_nomination(&pod);
@@ -418,8 +440,9 @@ impl SchedulingLoop {
                 let uid = pod.uid.clone();
                 match self.scheduler.binding_cycle(pod, state) {
                     Some(cycle) => {
+                        let fences = self.fences_for(cycle.pod(), cycle.node());
                         self.binding.insert(uid, queued);
-                        self.writer.bind(cycle);
+                        self.writer.bind(cycle, fences);
                     }
                     None => self.queue.add_backoff(queued, now),
                 }
@@ -451,6 +474,18 @@ impl SchedulingLoop {
                 self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
                 self.queue.add_backoff(queued, now);
             }
+        }
+    }
+
+    /// The fences the bind of `pod` on `node` takes when instances share the cluster
+    /// ([`fence_scope`]); none alone.
+    fn fences_for(&self, pod: &Pod, node: Sym) -> Vec<String> {
+        if !self.shard.is_shared() {
+            return Vec::new();
+        }
+        match self.nodes.get(&node) {
+            Some(info) => fence_scope::fences_for(pod, info, self.reaching.values().map(|p| &**p)),
+            None => vec![fence_scope::node_fence(node)],
         }
     }
 

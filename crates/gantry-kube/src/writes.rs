@@ -156,16 +156,16 @@ impl ApiWriter {
         });
     }
 
-    /// The binding cycle's API part: PreBind, the re-check when instances share the
-    /// cluster, then `POST pods/{name}/binding`. The result goes back to the loop.
-    pub fn bind(&self, mut cycle: BindingCycle) {
+    /// The binding cycle's API part: PreBind, the re-check behind `fences` when instances
+    /// share the cluster, then `POST pods/{name}/binding`. The result goes back to the loop.
+    pub fn bind(&self, mut cycle: BindingCycle, fences: Vec<String>) {
         let writer = self.clone();
         self.runtime.spawn(async move {
             let Ok(_permit) = writer.permits.clone().acquire_owned().await else {
                 return;
             };
             let start = Instant::now();
-            let result = writer.run_bind(&mut cycle).await;
+            let result = writer.run_bind(&mut cycle, &fences).await;
             writer.metrics.bind(result.is_ok());
             if result.is_ok() {
                 let pod = cycle.pod();
@@ -193,10 +193,18 @@ impl ApiWriter {
         });
     }
 
-    async fn run_bind(&self, cycle: &mut BindingCycle) -> Result<(), BindFailure> {
+    async fn run_bind(
+        &self,
+        cycle: &mut BindingCycle,
+        fence_names: &[String],
+    ) -> Result<(), BindFailure> {
         let failure = |message: String| BindFailure {
             message,
             conflict: false,
+        };
+        let conflict = |message: String| BindFailure {
+            message: format!("placement no longer fits: {message}"),
+            conflict: true,
         };
         cycle.pre_bind().map_err(failure)?;
         let mut held = None;
@@ -205,14 +213,11 @@ impl ApiWriter {
                 inputs: self.inputs.clone(),
                 pod: cycle.pod().clone(),
             };
-            match fences.acquire(cycle.node(), &cycle.pod().uid, &asker).await {
+            match fences.acquire(fence_names, &cycle.pod().uid, &asker).await {
                 Ok(fence) => held = Some(fence),
                 Err(message) => {
                     self.metrics.conflict();
-                    return Err(BindFailure {
-                        message: format!("placement no longer fits: {message}"),
-                        conflict: true,
-                    });
+                    return Err(conflict(message));
                 }
             }
         }
@@ -225,10 +230,24 @@ impl ApiWriter {
                 .claims
                 .reserve(&pod, &claims, &mut reserved)
                 .await
-                .map_err(|e| format!("running PreBind plugin {:?}: {e}", dynamic_resources::NAME));
+                .map_err(|e| {
+                    failure(format!(
+                        "running PreBind plugin {:?}: {e}",
+                        dynamic_resources::NAME
+                    ))
+                });
+        }
+        if bound.is_ok() && held.as_ref().is_some_and(|h| !h.may_bind()) {
+            // Waiters pass a fence after a while: a binding sent later could land
+            // unseen by them.
+            self.metrics.conflict();
+            bound = Err(conflict(format!(
+                "its fences were held longer than {:?} before the binding",
+                fence::BIND_DEADLINE
+            )));
         }
         if bound.is_ok() {
-            bound = self.post_binding(cycle).await;
+            bound = self.post_binding(cycle).await.map_err(failure);
         }
         if bound.is_err() {
             // Upstream's Unreserve, before the pod is forgotten and retried.
@@ -237,7 +256,16 @@ impl ApiWriter {
                 fences.release_failed(held).await;
             }
         }
-        bound.map_err(failure)
+        bound
+    }
+
+    /// A node was deleted: its fence goes too (in the background).
+    pub fn delete_node_fence(&self, node: Sym) {
+        if let Some(fences) = self.fences.clone() {
+            let name = crate::fence_scope::node_fence(node);
+            self.runtime
+                .spawn(async move { fences.delete(&name).await });
+        }
     }
 
     /// DynamicResources' PostFilter freed a claim: its status is written without the

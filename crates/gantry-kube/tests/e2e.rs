@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{NODES, PODS, REPLICA_SETS};
+use apiserver::resources::{LEASES, NODES, PODS, REPLICA_SETS};
 use common::*;
 use gantry_kube::Shard;
 use serde_json::{Value, json};
@@ -285,6 +285,52 @@ async fn preemption_nominates_the_node_and_deletes_the_victim_through_the_api() 
     instance.stop().await.unwrap();
 }
 
+/// Issue 18 F1: while its first victim is still terminating, a preemptor waits for it
+/// (`not eligible due to a terminating pod on the nominated node.`) rather than evicting
+/// a victim on another node each time it is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.hold_terminating_pods();
+    for i in 0..3 {
+        api.put(NODES, node(&format!("node-{i}"), 1000, "a"));
+        let mut low = pod(&format!("low-{i}"), 700);
+        low["spec"]["nodeName"] = json!(format!("node-{i}"));
+        api.put(PODS, low);
+    }
+    let mut high = pod("high", 800);
+    high["spec"]["priority"] = json!(1000);
+    api.put(PODS, high);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("the first victim terminating", WAIT, || {
+        api.terminating_pods().len() == 1
+    })
+    .await;
+    // A node growing retries the preemptor, which still fits nowhere.
+    for i in 0..3 {
+        api.put(NODES, node(&format!("node-{i}"), 1001, "a"));
+    }
+    let message = "preemption: not eligible due to a terminating pod on the nominated node.";
+    wait_for("the preemptor told to wait for its victim", WAIT, || {
+        condition(&api, "high", "PodScheduled")
+            .is_some_and(|c| c["message"].as_str().is_some_and(|m| m.ends_with(message)))
+    })
+    .await;
+    // It evicted nobody else meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let terminating = api.terminating_pods();
+    assert_eq!(terminating.len(), 1, "{terminating:?}");
+    let nominated =
+        api.get(PODS, "default", "high").unwrap()["status"]["nominatedNodeName"].clone();
+    api.finish_termination();
+    wait_for("high bound", WAIT, || node_of(&api, "high").is_some()).await;
+    assert_eq!(json!(node_of(&api, "high")), nominated);
+    assert!(api.terminating_pods().is_empty());
+    assert!(overcommitted_nodes(&api).is_empty());
+    instance.stop().await.unwrap();
+}
+
 fn election() -> gantry_kube::LeaderElection {
     gantry_kube::LeaderElection {
         lease_duration: Duration::from_secs(2),
@@ -292,6 +338,70 @@ fn election() -> gantry_kube::LeaderElection {
         retry_period: Duration::from_millis(200),
         ..gantry_kube::LeaderElection::new("gantry-system", "gantry")
     }
+}
+
+/// Two contenders take over an expired lease at the same moment, their updates both in
+/// flight: the update conditioned on the resourceVersion read lets exactly one win, and
+/// at no moment do both lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_racing_for_an_expired_lease_never_both_lead() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 8000, "a"));
+    api.put(
+        LEASES,
+        json!({
+            "metadata": {"name": "gantry", "namespace": "gantry-system"},
+            "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 1, "leaseTransitions": 0},
+        }),
+    );
+    // Every lease write waits, so both takeovers are read before either is written.
+    api.slow_writes("/leases/gantry", Duration::from_millis(300), 2);
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard::WHOLE, Some(election())),
+        start(&api, "b", Shard::WHOLE, Some(election())),
+    );
+    let leads = |i: &Instance| i.running.shared.kube.is_leader();
+    let until = std::time::Instant::now() + Duration::from_secs(4);
+    let mut someone_led = false;
+    while std::time::Instant::now() < until {
+        assert!(!(leads(&a) && leads(&b)), "both lead");
+        someone_led |= leads(&a) || leads(&b);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(someone_led);
+    let lease = api.get(LEASES, "gantry-system", "gantry").unwrap();
+    assert_eq!(lease["spec"]["leaseTransitions"], 1, "one takeover");
+    a.stop().await.ok();
+    b.stop().await.ok();
+}
+
+/// A leader whose renewal hangs steps down by its renew deadline, before its lease can
+/// expire for the others: it never leads beside a successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewal_hangs_steps_down_before_its_lease_expires() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 8000, "a"));
+    let leader = start(&api, "a", Shard::WHOLE, Some(election())).await;
+    wait_for("leading", WAIT, || leader.running.shared.kube.is_leader()).await;
+    api.slow_writes("/leases/gantry", Duration::from_secs(10), 100);
+    let hung_at = std::time::Instant::now();
+    wait_for("stepped down", WAIT, || {
+        !leader.running.shared.kube.is_leader()
+    })
+    .await;
+    let election = election();
+    assert!(
+        hung_at.elapsed()
+            < election.retry_period + election.renew_deadline + Duration::from_millis(200),
+        "stepped down after {:?}",
+        hung_at.elapsed()
+    );
+    assert!(matches!(
+        leader.stop().await,
+        Err(gantry_kube::RunError::LostLeadership)
+    ));
 }
 
 /// Scheduled events by the instance that wrote them.
@@ -390,6 +500,137 @@ async fn a_bind_in_flight_elsewhere_is_seen_at_the_fence_and_never_overcommits()
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(api.binds().len(), 1, "{:?}", api.binds());
     assert!(overcommitted_nodes(&api).is_empty());
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// A node's fence as another binder left it: naming `pod_uid` as the last pod bound
+/// there, with `renewTime` by a clock `skew_ms` off this machine's.
+fn fence_left_by_another_binder(node: &str, pod_uid: &str, skew_ms: i64) -> Value {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let renew = now
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(skew_ms))
+        .unwrap();
+    json!({
+        "metadata": {"name": format!("gantry-bind-{node}"), "namespace": "gantry-system",
+            "annotations": {"gantry.dev/last-bound-pod": pod_uid}},
+        "spec": {"holderIdentity": "elsewhere",
+            "renewTime": renew.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
+    })
+}
+
+/// Fences order binds by what the watch delivered, never by wall clocks: a fence moved
+/// by a binder whose clock runs 20 ms ahead, or a minute behind, is waited for until the
+/// bind it announced shows up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_is_waited_for_whatever_the_clock_of_its_writer() {
+    init_tracing();
+    for skew_ms in [20, -60_000] {
+        let api = TestApiServer::start().await;
+        api.put(NODES, node("node-0", 1000, "a"));
+        // `first` belongs to an instance not started here, which has moved the node's
+        // fence to it and is about to bind it.
+        let mut first = pod("first", 700);
+        first["metadata"]["uid"] = json!(uid_owned_by(1, 2, "first"));
+        let first_uid = first["metadata"]["uid"].as_str().unwrap().to_string();
+        api.put(PODS, first.clone());
+        api.put(
+            LEASES,
+            fence_left_by_another_binder("node-0", &first_uid, skew_ms),
+        );
+        let mut second = pod("second", 700);
+        second["metadata"]["uid"] = json!(uid_owned_by(0, 2, "second"));
+        api.put(PODS, second);
+        let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        first["spec"]["nodeName"] = json!("node-0");
+        api.put(PODS, first);
+        wait_for("second refused at the fence", WAIT, || {
+            instance.running.shared.kube.conflicts() >= 1
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(node_of(&api, "second"), None, "skew {skew_ms} ms");
+        assert!(overcommitted_nodes(&api).is_empty(), "skew {skew_ms} ms");
+        instance.stop().await.unwrap();
+    }
+}
+
+/// A binder that took longer than the deadline to move its fences does not bind:
+/// waiters pass a fence after a while, and a late binding could land unseen by them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binder_held_up_at_its_fences_gives_the_placement_up() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    let mut only = pod("only", 100);
+    only["metadata"]["uid"] = json!(uid_owned_by(0, 2, "only"));
+    api.put(PODS, only);
+    api.slow_writes("/leases", Duration::from_millis(2600), 1);
+    let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+    wait_for("bound on the second try", WAIT, || {
+        node_of(&api, "only").is_some()
+    })
+    .await;
+    assert_eq!(instance.running.shared.kube.conflicts(), 1);
+    assert_eq!(api.binds().len(), 1, "the late binding was never sent");
+    instance.stop().await.unwrap();
+}
+
+/// Two instances place two pods that must not share a zone on two nodes of one zone at
+/// once: the zone's fence serialises them, and the second is refused and placed in the
+/// other zone. A node's fence alone would have let both through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_anti_affinity_holds_across_instances_binding_at_once() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    // Zone a has the roomier nodes, so both pods prefer it.
+    for (name, cpu, zone) in [
+        ("a1", 8000, "a"),
+        ("a2", 8000, "a"),
+        ("b1", 2000, "b"),
+        ("b2", 2000, "b"),
+    ] {
+        api.put(NODES, node(name, cpu, zone));
+    }
+    for (index, (name, nodes)) in [("web-0", ["a1", "b1"]), ("web-1", ["a2", "b2"])]
+        .into_iter()
+        .enumerate()
+    {
+        let mut web = pod(name, 100);
+        web["metadata"]["uid"] = json!(uid_owned_by(index as u32, 2, name));
+        web["spec"]["affinity"] = json!({
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "topologyKey": "topology.kubernetes.io/zone"}]},
+        });
+        // Each bind takes long enough that both are decided before either lands.
+        api.slow_bind(&format!("default/{name}"), Duration::from_millis(600));
+        api.put(PODS, web);
+    }
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard { index: 0, count: 2 }, None),
+        start(&api, "b", Shard { index: 1, count: 2 }, None),
+    );
+    wait_for("both bound", WAIT, || {
+        node_of(&api, "web-0").is_some() && node_of(&api, "web-1").is_some()
+    })
+    .await;
+    let zone = |pod: &str| node_of(&api, pod).unwrap()[..1].to_string();
+    assert_ne!(zone("web-0"), zone("web-1"), "{:?}", api.binds());
+    let conflicts = a.running.shared.kube.conflicts() + b.running.shared.kube.conflicts();
+    assert!(conflicts >= 1, "the second was refused at the zone's fence");
+    // A deleted node's fence goes with it.
+    let used = node_of(&api, "web-0").unwrap();
+    let fence = format!("gantry-bind-{used}");
+    assert!(api.get(LEASES, "gantry-system", &fence).is_some());
+    api.delete(NODES, "", &used);
+    wait_for("the deleted node's fence deleted", WAIT, || {
+        api.get(LEASES, "gantry-system", &fence).is_none()
+    })
+    .await;
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }

@@ -16,6 +16,7 @@ use crate::rng::Rng;
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const POLICY_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+pub const VICTIM_TERMINATING: &str = "not eligible due to a terminating pod on the nominated node.";
 
 pub enum Outcome {
     Nominated {
@@ -102,6 +103,9 @@ impl Preemption<'_> {
             .iter()
             .map(|(n, s)| (*n, s))
             .collect();
+        if self.awaits_its_victims(pod, &statuses) {
+            return Outcome::Failed(VICTIM_TERMINATING.to_string());
+        }
         // Until v1.30 every node not rejected for good may help; from v1.31 only those
         // rejected as Unschedulable (`NodesForStatusCode`), so not the nodes a PreFilter
         // result left out.
@@ -148,6 +152,30 @@ impl Preemption<'_> {
             node: best.node,
             victims: best.victims,
         }
+    }
+
+    /// Upstream's `PodEligibleToPreemptOthers` past the policy: a pod nominated to a node
+    /// where a lower-priority pod is still terminating as a preemption victim waits for it
+    /// to go rather than evicting more (unless filters now reject that node for good).
+    fn awaits_its_victims(
+        &self,
+        pod: &Pod,
+        statuses: &HashMap<Sym, &Status, foldhash::fast::RandomState>,
+    ) -> bool {
+        let Some(nominated) = pod.nominated_node_name else {
+            return false;
+        };
+        if statuses
+            .get(&nominated)
+            .is_some_and(|s| s.code() == Code::UnschedulableAndUnresolvable)
+        {
+            return false;
+        }
+        self.snapshot.node(nominated).is_some_and(|node| {
+            node.pods()
+                .iter()
+                .any(|p| p.priority < pod.priority && p.terminating && p.preempted_by_scheduler)
+        })
     }
 
     /// Upstream's `DryRunPreemption` (one worker): tries the nodes from `offset` on, until
@@ -672,6 +700,79 @@ mod tests {
                 filters.run(&trial_state, &incoming, node),
                 Status::success(),
                 "{case}: the state counts no cache pod after the run"
+            );
+        }
+    }
+
+    /// Upstream's `TestPodEligibleToPreemptOthers` (v1.28; v1.35's reads the same with
+    /// `PodDisruptionConditions` always on), past the policy case: (its name, the nominated
+    /// node's status, the pod on node1, whether the preemptor may preempt).
+    #[test]
+    fn a_pod_waits_for_the_victims_still_terminating_on_its_nominated_node() {
+        let victim = |priority: i32, terminating: bool, condition: bool| {
+            let mut p = pod("p1", priority, &[], 0);
+            p.terminating = terminating;
+            p.preempted_by_scheduler = condition;
+            p
+        };
+        let unresolvable = Status::unresolvable("node(s) had untolerated taint(s)");
+        let unschedulable = Status::unschedulable("Insufficient cpu");
+        type Case<'a> = (&'a str, Option<&'a Status>, Option<Pod>, bool, bool);
+        let cases: [Case; 6] = [
+            (
+                "Pod with nominated node",
+                Some(&unresolvable),
+                Some(victim(0, true, true)),
+                true,
+                true,
+            ),
+            (
+                "Pod with nominated node, but without nominated node status",
+                None,
+                Some(victim(0, true, true)),
+                true,
+                false,
+            ),
+            ("Pod without nominated node", None, None, false, true),
+            (
+                "victim Pods terminating",
+                Some(&unschedulable),
+                Some(victim(0, true, true)),
+                true,
+                false,
+            ),
+            (
+                "non-victim Pods terminating",
+                None,
+                Some(victim(0, true, false)),
+                true,
+                true,
+            ),
+            // Gantry's own: a victim of higher priority is not the preemptor's to wait for.
+            (
+                "higher-priority victim terminating",
+                None,
+                Some(victim(HIGH + 1, true, true)),
+                true,
+                true,
+            ),
+        ];
+        for (name, status, on_node, nominated, eligible) in cases {
+            let pods = on_node.into_iter().map(|p| ("node1", p)).collect();
+            let c = test_cluster(vec![node("node1", 1000, 1000, 10)], pods, 10, 100);
+            let mut preemptor = pod("p", HIGH, &[], 0);
+            preemptor.nominated_node_name = nominated.then(|| Sym::new("node1"));
+            let preemption = Preemption {
+                profile: &c.profile,
+                snapshot: &c.snapshot,
+                nominated: &Nominations::default(),
+                budgets: &[],
+            };
+            let statuses = status.map(|s| (Sym::new("node1"), s)).into_iter().collect();
+            assert_eq!(
+                !preemption.awaits_its_victims(&preemptor, &statuses),
+                eligible,
+                "{name}"
             );
         }
     }

@@ -206,7 +206,24 @@ impl Scheduler {
 
     /// Forgets a nomination (the pod was deleted or bound).
     pub fn clear_nomination(&mut self, pod: &Pod) {
-        self.nominated.forget(&pod.uid);
+        self.forget_nomination(&pod.uid);
+    }
+
+    /// Forgets the nomination of the pod with this UID.
+    pub fn forget_nomination(&mut self, uid: &str) {
+        self.nominated.forget(uid);
+    }
+
+    /// Honours the nomination on a pending pod another instance schedules, as its watch
+    /// shows it (`status.nominatedNodeName`; none forgets it). Upstream's nominator holds
+    /// the nomination of every pod of its profiles; instances sharing a cluster split
+    /// those pods, not the room preemption freed for them, so every instance leaves it to
+    /// the preemptor.
+    pub fn note_nomination(&mut self, pod: Arc<Pod>) {
+        match pod.nominated_node_name {
+            Some(node) => self.nominated.nominate(pod, node),
+            None => self.nominated.forget(&pod.uid),
+        }
     }
 
     /// One scheduling cycle for `pod`, recorded in the metrics.

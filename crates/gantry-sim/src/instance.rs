@@ -24,6 +24,8 @@ pub(crate) enum WatchEvent {
     PodCreated(Arc<Pod>),
     /// A pod was bound (it names its node).
     PodBound(Arc<Pod>),
+    /// Preemption nominated a pending pod to a node (`status.nominatedNodeName`).
+    PodNominated(Arc<Pod>),
     /// A pod that was not bound was deleted.
     PendingPodDeleted(Arc<str>),
     /// A bound pod was deleted (by a scenario, a drain or preemption).
@@ -94,7 +96,13 @@ impl Instance {
                     self.queue.add(pod.clone(), now);
                 }
             }
+            WatchEvent::PodNominated(pod) => {
+                if !self.shard.owns(&pod.uid) {
+                    self.scheduler.note_nomination(pod.clone());
+                }
+            }
             WatchEvent::PodBound(pod) => {
+                self.scheduler.clear_nomination(pod);
                 // New to this cache, or the confirmation of a pod this instance assumed.
                 if let Err(e) = self.cache.add_pod(pod.clone()) {
                     tracing::error!(pod = %pod.key(), error = %e, "watch event for a bound pod was refused by the cache");
@@ -102,6 +110,7 @@ impl Instance {
                 self.on_event(EventResource::AssignedPod, ActionType::ADD, now);
             }
             WatchEvent::PendingPodDeleted(uid) => {
+                self.scheduler.forget_nomination(uid);
                 if self.shard.owns(uid) && !self.queue.delete(uid) {
                     self.deleted_in_flight.insert(uid.clone());
                 }

@@ -342,3 +342,43 @@ fn stale_instances_never_share_a_gpu_card_beyond_what_it_has() {
     assert_eq!(summary.scheduled, 16, "{summary:?}");
     assert!(summary.conflicts > summary.binder_conflicts, "{summary:?}");
 }
+
+/// Issue 18: a nomination is every instance's to honour. Instance 0's critical pod
+/// preempts the only node's low-priority pod; a small pod instance 1 owns arrives once the
+/// nomination has reached instance 1's watch. It must leave the freed room to the
+/// preemptor (kube-scheduler's nominator counts it), not take it and be preempted in turn.
+#[test]
+fn another_instances_nomination_keeps_the_room_it_freed() {
+    let mut cluster = ClusterObjects::default();
+    cluster.nodes = vec![node("n1", 1)];
+    cluster.pods = vec![
+        Pod::new("default", "low")
+            .with_requests(700, GIB)
+            .on_node("n1"),
+    ];
+    let profiles = vec![default_profile("default-scheduler")];
+    let mut sim = Simulation::new(cluster, profiles, options(2, 10, 50)).unwrap();
+    let owned_by = |instance: u32, prefix: &str, milli_cpu: i64, priority: i32| {
+        (0..)
+            .map(|i| {
+                Pod::new("default", &format!("{prefix}-{i}"))
+                    .with_requests(milli_cpu, GIB)
+                    .with_priority(priority)
+            })
+            .find(|pod| owner(&pod.uid, 2) == instance)
+            .unwrap()
+    };
+    create(&mut sim, 100, owned_by(0, "critical", 800, 1000));
+    create(&mut sim, 300, owned_by(1, "small", 300, 0));
+    let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    let node_of = |prefix: &str| {
+        sim.placements()
+            .iter()
+            .find(|p| p.pod.starts_with(&format!("default/{prefix}")))
+            .and_then(|p| p.node.clone())
+    };
+    assert_eq!(node_of("critical").as_deref(), Some("n1"));
+    assert_eq!(node_of("small"), None, "the room was the preemptor's");
+    assert_eq!(summary.preempted, 1, "nobody preempted twice");
+}

@@ -41,6 +41,12 @@ pub(super) fn convert_pod(
     out.resource_claims = crate::dra_decode::pod_resource_claims(pod, object)?.into();
     out.claim_statuses = crate::dra_decode::pod_claim_statuses(pod);
     let status = pod.status.as_ref();
+    out.preempted_by_scheduler = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .is_some_and(|c| {
+            c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+        });
     out.phase = phase(status.and_then(|s| s.phase.as_deref()), object)?;
     out.start_time = status
         .and_then(|s| s.start_time.as_ref())

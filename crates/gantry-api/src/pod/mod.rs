@@ -85,6 +85,10 @@ pub struct Pod {
     pub nominated_node_name: Option<Sym>,
     /// Set when the pod has a deletion timestamp.
     pub terminating: bool,
+    /// Its first `DisruptionTarget` condition is `True` with reason
+    /// `PreemptionByScheduler`: a scheduler chose it as a preemption victim (upstream's
+    /// `podTerminatingByPreemption` reads it, with `terminating`).
+    pub preempted_by_scheduler: bool,
     /// Succeeded and Failed pods hold nothing: see [`Pod::is_finished`].
     pub phase: PodPhase,
     /// `status.startTime` in seconds since the epoch (preemption prefers younger victims).
@@ -162,6 +166,7 @@ impl Pod {
             node_name: None,
             nominated_node_name: None,
             terminating: false,
+            preempted_by_scheduler: false,
             phase: PodPhase::Pending,
             start_time: None,
             bind_annotations: None,

@@ -52,6 +52,13 @@ pub struct Faults {
     /// The next status write of these claims (namespace/name) comes after another
     /// client's write of the claim: this merge patch, applied first.
     pub before_status_write: HashMap<String, Value>,
+    /// A deleted pod bound to a node stays, with a `deletionTimestamp`, until
+    /// [`TestApiServer::finish_termination`]: kube-apiserver's graceful deletion, with a
+    /// kubelet that has not stopped the pod yet.
+    pub graceful_pod_deletion: bool,
+    /// Writes whose path contains the text wait this long before they are handled, this
+    /// many times.
+    pub slow_writes: Vec<(String, Duration, u32)>,
 }
 
 struct Inner {
@@ -247,6 +254,44 @@ impl TestApiServer {
             .insert(claim.to_string(), patch);
     }
 
+    /// The next `times` writes whose path contains `text` wait `delay` first.
+    pub fn slow_writes(&self, text: &str, delay: Duration, times: u32) {
+        self.inner
+            .faults
+            .lock()
+            .slow_writes
+            .push((text.to_string(), delay, times));
+    }
+
+    /// Deleted pods bound to a node stay terminating until [`Self::finish_termination`].
+    pub fn hold_terminating_pods(&self) {
+        self.inner.faults.lock().graceful_pod_deletion = true;
+    }
+
+    /// The pods being deleted: `namespace/name`.
+    pub fn terminating_pods(&self) -> Vec<String> {
+        self.list(resources::PODS)
+            .iter()
+            .filter(|p| !p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| {
+                let m = &p["metadata"];
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
+    /// The kubelet has stopped every terminating pod: they go.
+    pub fn finish_termination(&self) {
+        for pod in self.terminating_pods() {
+            let (namespace, name) = pod.split_once('/').unwrap();
+            self.delete(resources::PODS, namespace, name);
+        }
+    }
+
     pub fn clear_failures(&self) {
         self.inner.faults.lock().fail.clear();
     }
@@ -311,6 +356,17 @@ fn injected_failure(inner: &Inner, path: &str) -> Option<Response> {
     ))
 }
 
+/// Takes a matching delay, if one is armed for this write.
+fn injected_delay(inner: &Inner, path: &str) -> Option<Duration> {
+    let mut faults = inner.faults.lock();
+    let (_, delay, times) = faults
+        .slow_writes
+        .iter_mut()
+        .find(|(p, _, times)| *times > 0 && path.contains(p.as_str()))?;
+    *times -= 1;
+    Some(*delay)
+}
+
 async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     inner.requests.fetch_add(1, Ordering::Relaxed);
     let method = request.method().clone();
@@ -330,6 +386,11 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     }
     if let Some(failure) = injected_failure(&inner, &path_and_query) {
         return failure;
+    }
+    if method != Method::GET
+        && let Some(delay) = injected_delay(&inner, &path_and_query)
+    {
+        tokio::time::sleep(delay).await;
     }
     let Some(target) = resources::parse(uri.path()) else {
         return status(
@@ -685,6 +746,17 @@ fn delete(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response 
             current["metadata"]["uid"].as_str().unwrap_or("")
         );
         return conflict(&target.resource.qualified(), name, &cause);
+    }
+    let graceful = inner.faults.lock().graceful_pod_deletion;
+    if graceful && target.resource == resources::PODS && current["spec"]["nodeName"].is_string() {
+        let mut terminating = current;
+        if terminating["metadata"]["deletionTimestamp"].is_null() {
+            terminating["metadata"]["deletionTimestamp"] = json!(now());
+            terminating["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        }
+        let (stored, change) = store.write(key, terminating, EventType::Modified);
+        let _ = inner.changes.send(change);
+        return axum::Json(stored).into_response();
     }
     let (stored, change) = store.write(key, current, EventType::Deleted);
     let _ = inner.changes.send(change);

@@ -73,6 +73,9 @@ impl Simulation {
                 let mut nominated = Pod::clone(&queued.pod);
                 nominated.nominated_node_name = Some(node);
                 retry.pod = Arc::new(nominated);
+                if self.instances.len() > 1 {
+                    self.broadcast(WatchEvent::PodNominated(retry.pod.clone()));
+                }
                 self.instances[instance].queue.add_unschedulable(
                     retry,
                     fit_error.rejecting_plugins(),
