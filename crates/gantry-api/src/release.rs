@@ -178,6 +178,8 @@ struct Rules {
     read_write_once_pod_message: u8,
     /// #132040.
     sidecar_host_ports: u8,
+    /// #119971.
+    preempted_event_names_preemptor: u8,
     /// #127878.
     non_zero_requests_count_sidecars: u8,
     /// #134711: DynamicResources scores `firstAvailable` subrequests, weight 2.
@@ -201,6 +203,7 @@ const RULES: Rules = Rules {
     pv_node_affinity_message: 33,
     read_write_once_pod_message: 34,
     sidecar_host_ports: 34,
+    preempted_event_names_preemptor: 29,
     non_zero_requests_count_sidecars: 32,
     dynamic_resources_scores: 35,
 };
@@ -427,6 +430,12 @@ impl Release {
     /// pod`.
     pub fn read_write_once_pod_message(self) -> bool {
         self.at_least(RULES.read_write_once_pod_message)
+    }
+
+    /// The victim's `Preempted` event names the preemptor's UID (`Preempted by pod <uid>
+    /// on node <node>`); before, `Preempted by a pod on node <node>`.
+    pub fn preempted_event_names_preemptor(self) -> bool {
+        self.at_least(RULES.preempted_event_names_preemptor)
     }
 
     /// NodePorts counts the host ports of sidecars (restartable init containers).

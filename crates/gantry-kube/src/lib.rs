@@ -14,6 +14,7 @@
 
 mod claim_writes;
 mod dra;
+mod events;
 mod fence;
 mod fence_scope;
 mod http;
@@ -53,7 +54,7 @@ use crate::claim_writes::ClaimWriter;
 use crate::dra::{ClaimStore, DraMirror};
 use crate::objects::ObjectMirror;
 use crate::scheduling_loop::{LoopEnd, SchedulingLoop};
-use crate::writes::{ApiWriter, BindDone};
+use crate::writes::{ApiWriter, BindDone, WriterSetup};
 
 /// What reaches the scheduling loop.
 pub(crate) enum Input {
@@ -138,7 +139,12 @@ pub struct RunOptions {
     pub seed: u64,
     /// With several shards: the namespace of the per-node bind fences (Leases).
     pub fence_namespace: String,
+    /// The pause between tries of an event write ([`DEFAULT_EVENT_RETRY`], as client-go).
+    pub event_retry: Duration,
 }
+
+/// client-go's pause between tries of an event write.
+pub const DEFAULT_EVENT_RETRY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -241,22 +247,23 @@ pub async fn run(
         ApiObjects::default(),
         options.seed,
     );
-    let writer = ApiWriter::new(
-        options.client.clone(),
-        tokio::runtime::Handle::current(),
-        inputs.clone(),
-        &scheduler_names,
-        &options.identity,
-        kube_metrics.clone(),
-        options.shard.is_shared().then(|| {
+    let writer = ApiWriter::new(WriterSetup {
+        client: options.client.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        inputs: inputs.clone(),
+        identity: options.identity.clone(),
+        metrics: kube_metrics.clone(),
+        fences: options.shard.is_shared().then(|| {
             fence::Fences::new(
                 options.client.clone(),
                 &options.fence_namespace,
                 &options.identity,
             )
         }),
-        ClaimWriter::new(options.client.clone(), claims.clone()),
-    );
+        claims: ClaimWriter::new(options.client.clone(), claims.clone()),
+        release: options.config.release,
+        event_retry: options.event_retry,
+    });
     let dra = DraMirror::new(cache.clone(), claims);
     let scheduling = SchedulingLoop {
         scheduler,

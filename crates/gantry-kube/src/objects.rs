@@ -43,7 +43,7 @@ impl ObjectMirror {
         }
         match object {
             Object::Node(_)
-            | Object::Pod(_)
+            | Object::Pod(..)
             | Object::DeviceClass(..)
             | Object::ResourceSlice(_)
             | Object::ResourceClaim(..) => return Some(object),

@@ -212,8 +212,11 @@ impl SchedulingLoop {
         match (object, deleted) {
             (Object::Node(node), false) => self.node_applied(node),
             (Object::Node(node), true) => self.node_deleted(node.name),
-            (Object::Pod(pod), false) => self.pod_applied(pod),
-            (Object::Pod(pod), true) => self.pod_deleted(&pod.uid),
+            (Object::Pod(pod, version), false) => {
+                self.writer.versions.note(&pod.uid, version);
+                self.pod_applied(pod)
+            }
+            (Object::Pod(pod, _), true) => self.pod_deleted(&pod.uid),
             (object, deleted) => {
                 let event = self.dra.apply(object, deleted);
                 self.dra_event(event);
@@ -262,7 +265,7 @@ impl SchedulingLoop {
         let listed: HashSet<Arc<str>> = objects
             .iter()
             .filter_map(|o| match o {
-                Object::Pod(p) => Some(p.uid.clone()),
+                Object::Pod(p, _) => Some(p.uid.clone()),
                 _ => None,
             })
             .collect();
@@ -276,7 +279,8 @@ impl SchedulingLoop {
             self.pod_deleted(&uid);
         }
         for object in objects {
-            if let Object::Pod(pod) = object {
+            if let Object::Pod(pod, version) = object {
+                self.writer.versions.note(&pod.uid, version);
                 self.pod_applied(pod);
             }
         }
@@ -397,6 +401,7 @@ impl SchedulingLoop {
             return;
         };
         self.reaching.remove(uid);
+        self.writer.versions.forget(uid);
         self.queue.delete(uid);
         self.reported.remove(uid);
         self.scheduler.clear_nomination(&pod);

@@ -37,7 +37,8 @@ pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Fail
 #[derive(Debug, Clone)]
 pub enum Object {
     Node(Arc<Node>),
-    Pod(Arc<Pod>),
+    /// With its `resourceVersion`, which events about it name.
+    Pod(Arc<Pod>, Option<Arc<str>>),
     Namespace(Namespace),
     PriorityClass(PriorityClass),
     Service(Service),
@@ -183,7 +184,10 @@ pub fn spawn_all(
         ctx(Kind::Pod),
         Api::<core::Pod>::all(all(client)),
         pods_config,
-        move |o| from_k8s::pod(o, release).map(|(p, _)| Object::Pod(Arc::new(p))),
+        move |o| {
+            let version = o.metadata.resource_version.as_deref().map(Arc::from);
+            from_k8s::pod(o, release).map(|(p, _)| Object::Pod(Arc::new(p), version))
+        },
     );
     spawn(
         ctx(Kind::Namespace),

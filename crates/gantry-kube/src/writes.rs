@@ -5,19 +5,17 @@
 //! (their `DisruptionTarget` condition, a `Preempted` event, then their deletion). Each
 //! write is a task on the runtime, so the scheduling loop never waits for the network.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use gantry_api::dra::ResourceClaim;
-use gantry_api::{Pod, Sym};
+use gantry_api::{Pod, Release, Sym};
 use gantry_framework::plugins::dynamic_resources;
 use gantry_scheduler::BindingCycle;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::runtime::Handle;
@@ -25,6 +23,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 use crate::Input;
 use crate::claim_writes::ClaimWriter;
+use crate::events::{EventRecord, Events, PodVersions};
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 
@@ -58,7 +57,11 @@ pub struct ApiWriter {
     runtime: Handle,
     inputs: Sender<Input>,
     permits: Arc<Semaphore>,
-    recorders: Arc<HashMap<Sym, Recorder>>,
+    events: Events,
+    /// The pods' `resourceVersion`s as the watch last showed them (the loop notes them).
+    pub versions: PodVersions,
+    /// Decides the text of the `Preempted` event.
+    release: Release,
     metrics: Arc<KubeMetrics>,
     /// With several instances: re-check each placement against the latest cache, at
     /// the node's fence, before binding.
@@ -92,50 +95,53 @@ impl fence::Loop for AskLoop {
     }
 }
 
-fn reference(pod: &Pod) -> ObjectReference {
+/// The pod as an event's `regarding` or `related` object, at `version`.
+fn reference(pod: &Pod, version: Option<String>) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
         namespace: Some(pod.namespace.to_string()),
         name: Some(pod.name.to_string()),
         uid: Some(pod.uid.to_string()),
+        resource_version: version,
         ..ObjectReference::default()
     }
 }
 
+/// How the binders and the loop's writes reach the API.
+pub struct WriterSetup {
+    pub client: Client,
+    pub runtime: Handle,
+    pub inputs: Sender<Input>,
+    /// Names this instance in events' `reportingInstance`.
+    pub identity: String,
+    pub metrics: Arc<KubeMetrics>,
+    pub fences: Option<Fences>,
+    pub claims: ClaimWriter,
+    pub release: Release,
+    /// The pause between tries of an event write (client-go: 10 s).
+    pub event_retry: Duration,
+}
+
 impl ApiWriter {
-    /// `identity` names this instance in events' `reportingInstance`; each profile reports
-    /// as its scheduler name, as kube-scheduler's per-profile recorders do.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        client: Client,
-        runtime: Handle,
-        inputs: Sender<Input>,
-        scheduler_names: &[Sym],
-        identity: &str,
-        metrics: Arc<KubeMetrics>,
-        fences: Option<Fences>,
-        claims: ClaimWriter,
-    ) -> ApiWriter {
-        let recorders = scheduler_names
-            .iter()
-            .map(|&name| {
-                let reporter = Reporter {
-                    controller: name.to_string(),
-                    instance: Some(format!("{name}-{identity}")),
-                };
-                (name, Recorder::new(client.clone(), reporter))
-            })
-            .collect();
+    /// Each profile reports its pods' events as its scheduler name, as kube-scheduler's
+    /// per-profile recorders do.
+    pub fn new(setup: WriterSetup) -> ApiWriter {
+        let events = {
+            let _entered = setup.runtime.enter();
+            Events::start(setup.client.clone(), &setup.identity, setup.event_retry)
+        };
         ApiWriter {
-            client,
-            runtime,
-            inputs,
+            client: setup.client,
+            runtime: setup.runtime,
+            inputs: setup.inputs,
             permits: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
-            recorders: Arc::new(recorders),
-            metrics,
-            fences,
-            claims,
+            events,
+            versions: PodVersions::default(),
+            release: setup.release,
+            metrics: setup.metrics,
+            fences: setup.fences,
+            claims: setup.claims,
         }
     }
 
@@ -143,16 +149,22 @@ impl ApiWriter {
         Api::namespaced(self.client.clone(), pod.namespace.as_str())
     }
 
-    /// Publishes an event about `pod` through its profile's recorder.
-    fn event(&self, pod: &Pod, event: Event) {
-        let Some(recorder) = self.recorders.get(&pod.scheduler_name).cloned() else {
-            return;
-        };
-        let regarding = reference(pod);
-        self.runtime.spawn(async move {
-            if let Err(error) = recorder.publish(&event, &regarding).await {
-                tracing::warn!(pod = ?regarding.name, %error, reason = %event.reason, "could not write event");
-            }
+    /// Queues an event about `pod` (at `version`), reported by its profile.
+    fn event(
+        &self,
+        pod: &Pod,
+        version: Option<String>,
+        what: EventText,
+        related: Option<ObjectReference>,
+    ) {
+        self.events.record(EventRecord {
+            type_: what.type_,
+            reason: what.reason,
+            action: what.action,
+            note: what.note,
+            regarding: reference(pod, version),
+            related,
+            controller: pod.scheduler_name.to_string(),
         });
     }
 
@@ -160,6 +172,8 @@ impl ApiWriter {
     /// share the cluster, then `POST pods/{name}/binding`. The result goes back to the loop.
     pub fn bind(&self, mut cycle: BindingCycle, fences: Vec<String>) {
         let writer = self.clone();
+        // The event names the pod as it was decided (kube-scheduler: the assumed pod).
+        let version = self.versions.of(&cycle.pod().uid);
         self.runtime.spawn(async move {
             let Ok(_permit) = writer.permits.clone().acquire_owned().await else {
                 return;
@@ -170,18 +184,15 @@ impl ApiWriter {
             if result.is_ok() {
                 let pod = cycle.pod();
                 let node = cycle.node();
+                let note = format!(
+                    "Successfully assigned {}/{} to {node}",
+                    pod.namespace, pod.name
+                );
                 writer.event(
                     pod,
-                    Event {
-                        type_: EventType::Normal,
-                        reason: "Scheduled".into(),
-                        note: Some(format!(
-                            "Successfully assigned {}/{} to {node}",
-                            pod.namespace, pod.name
-                        )),
-                        action: "Binding".into(),
-                        secondary: None,
-                    },
+                    version,
+                    EventText::normal("Scheduled", "Binding", note),
+                    None,
                 );
             }
             let took = start.elapsed();
@@ -324,16 +335,13 @@ impl ApiWriter {
         nominated: Option<Sym>,
         write_condition: bool,
     ) {
-        self.event(
-            pod,
-            Event {
-                type_: EventType::Warning,
-                reason: "FailedScheduling".into(),
-                note: Some(truncate_note(message)),
-                action: "Scheduling".into(),
-                secondary: None,
-            },
-        );
+        let what = EventText {
+            type_: "Warning",
+            reason: "FailedScheduling",
+            action: "Scheduling",
+            note: truncate_note(message),
+        };
+        self.event(pod, self.versions.of(&pod.uid), what, None);
         if !write_condition {
             return;
         }
@@ -381,15 +389,18 @@ impl ApiWriter {
         }]}});
         let mut event_about = Pod::clone(victim);
         event_about.scheduler_name = preemptor.scheduler_name;
+        let note = if self.release.preempted_event_names_preemptor() {
+            format!("Preempted by pod {} on node {node}", preemptor.uid)
+        } else {
+            format!("Preempted by a pod on node {node}")
+        };
+        let related = reference(preemptor, self.versions.of(&preemptor.uid));
+        let what = EventText::normal("Preempted", "Preempting", note);
         self.event(
             &event_about,
-            Event {
-                type_: EventType::Normal,
-                reason: "Preempted".into(),
-                note: Some(format!("Preempted by pod {} on node {node}", preemptor.uid)),
-                action: "Preempting".into(),
-                secondary: Some(reference(preemptor)),
-            },
+            self.versions.of(&victim.uid),
+            what,
+            Some(related),
         );
         let api = self.pods(victim);
         let name = victim.name.to_string();
@@ -413,6 +424,25 @@ impl ApiWriter {
                 }
             }
         });
+    }
+}
+
+/// What an event says.
+struct EventText {
+    type_: &'static str,
+    reason: &'static str,
+    action: &'static str,
+    note: String,
+}
+
+impl EventText {
+    fn normal(reason: &'static str, action: &'static str, note: String) -> EventText {
+        EventText {
+            type_: "Normal",
+            reason,
+            action,
+            note,
+        }
     }
 }
 

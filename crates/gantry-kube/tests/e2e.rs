@@ -331,6 +331,89 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
     instance.stop().await.unwrap();
 }
 
+/// Issue 18 F5: a pod that changed between two failures gets a second event with the
+/// new message (the event names the pod's resourceVersion, as kube-scheduler's does),
+/// rather than a series of the first one still showing the old message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_failure_message_is_a_new_event() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(PODS, pod("big", 4000));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    let notes = |api: &TestApiServer| -> Vec<String> {
+        events_about(api, "big", "FailedScheduling")
+            .iter()
+            .filter_map(|e| e["note"].as_str().map(String::from))
+            .collect()
+    };
+    wait_for("the first failure", WAIT, || notes(&api).len() == 1).await;
+    assert!(
+        notes(&api)[0].starts_with("0/1 nodes are available"),
+        "{:?}",
+        notes(&api)
+    );
+    api.put(NODES, node("node-1", 1000, "a"));
+    wait_for("a second event with the new message", WAIT, || {
+        notes(&api)
+            .iter()
+            .any(|n| n.starts_with("0/2 nodes are available"))
+    })
+    .await;
+    let events = events_about(&api, "big", "FailedScheduling");
+    let versions: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["regarding"]["resourceVersion"])
+        .collect();
+    assert!(versions.iter().all(|v| v.is_string()), "{versions:?}");
+    assert_ne!(versions[0], versions[1]);
+    instance.stop().await.unwrap();
+}
+
+/// Issue 18 F6: event writes the API server fails are retried, so a pod bound while the
+/// events endpoint was failing still gets its `Scheduled` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_that_fail_to_write_are_retried() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.fail_requests("/events", 3);
+    api.put(PODS, pod("web", 100));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
+    wait_for(
+        "the Scheduled event, after three failed writes",
+        WAIT,
+        || !events_about(&api, "web", "Scheduled").is_empty(),
+    )
+    .await;
+    instance.stop().await.unwrap();
+}
+
+/// The `Preempted` event's text as the release named writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preempted_event_reads_as_the_release_writes_it() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    let mut low = pod("low", 700);
+    low["spec"]["nodeName"] = json!("node-0");
+    api.put(PODS, low);
+    let mut high = pod("high", 800);
+    high["spec"]["priority"] = json!(1000);
+    api.put(PODS, high);
+    let mut config = config();
+    config.release = gantry_api::Release::at(28);
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, config).await;
+    wait_for("the Preempted event", WAIT, || {
+        !events_about(&api, "low", "Preempted").is_empty()
+    })
+    .await;
+    let preempted = &events_about(&api, "low", "Preempted")[0];
+    assert_eq!(preempted["note"], "Preempted by a pod on node node-0");
+    instance.stop().await.unwrap();
+}
+
 fn election() -> gantry_kube::LeaderElection {
     gantry_kube::LeaderElection {
         lease_duration: Duration::from_secs(2),

@@ -175,6 +175,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             shard: args.shard,
             seed: args.seed,
             fence_namespace: args.lease_namespace.clone(),
+            event_retry: gantry_kube::DEFAULT_EVENT_RETRY,
         };
         gantry_kube::run(options, stop_signal(), None).await?;
         Ok(())

@@ -136,6 +136,7 @@ pub async fn start_with(
         shard,
         seed: 7,
         fence_namespace: "gantry-system".into(),
+        event_retry: Duration::from_millis(50),
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (started_tx, started_rx) = oneshot::channel();

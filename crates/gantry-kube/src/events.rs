@@ -1,0 +1,389 @@
+//! Events (`events.k8s.io/v1`) written as kube-scheduler's client-go broadcaster writes
+//! them (`tools/events/event_broadcaster.go`): an event names the pod it is about with the
+//! pod's `resourceVersion`, so a pod that changed between two failures gets a new event
+//! (with the new message) rather than a series of the first; an event like a cached one
+//! (same type, reason, action, reporter, regarding and related objects) becomes a series,
+//! written at its second occurrence, then refreshed every 30 minutes and finished after 6
+//! quiet minutes; a write that fails for want of a server is retried (12 tries, 10 s
+//! apart, jittered); and the queue in front of the writer is bounded (1,000 events, the
+//! newest dropped when full) so that an API outage never grows memory without end.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// client-go's `maxQueuedEvents`.
+pub const MAX_QUEUED: usize = 1000;
+/// client-go's `maxTriesPerEvent`.
+const MAX_TRIES: u32 = 12;
+/// client-go's `finishTime` and `refreshTime`.
+const FINISH_AFTER: Duration = Duration::from_secs(6 * 60);
+const REFRESH_EVERY: Duration = Duration::from_secs(30 * 60);
+
+/// One event to write.
+#[derive(Debug, Clone)]
+pub struct EventRecord {
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+    pub regarding: ObjectReference,
+    pub related: Option<ObjectReference>,
+    /// The profile's scheduler name, which reports it.
+    pub controller: String,
+}
+
+/// What makes two events the same (client-go's `eventKey`: not the note).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    type_: &'static str,
+    action: &'static str,
+    reason: &'static str,
+    controller: String,
+    regarding: String,
+    related: Option<String>,
+}
+
+fn reference_key(r: &ObjectReference) -> String {
+    format!(
+        "{:?}/{:?}/{:?}/{:?}/{:?}/{:?}/{:?}",
+        r.api_version, r.kind, r.namespace, r.name, r.uid, r.resource_version, r.field_path
+    )
+}
+
+/// An event as last written (or about to be), and when its series was last seen.
+struct Cached {
+    event: Event,
+    last_seen: Instant,
+}
+
+/// The `resourceVersion` of every pod as the watch last showed it, which the events
+/// about the pod name (kube-scheduler names the pod object its informer gave it).
+#[derive(Clone, Default)]
+pub struct PodVersions(Arc<Mutex<HashMap<Arc<str>, Arc<str>>>>);
+
+impl PodVersions {
+    pub fn note(&self, uid: &Arc<str>, version: Option<Arc<str>>) {
+        let mut versions = self.0.lock();
+        match version {
+            Some(version) => versions.insert(uid.clone(), version),
+            None => versions.remove(uid),
+        };
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.0.lock().remove(uid);
+    }
+
+    pub fn of(&self, uid: &str) -> Option<String> {
+        self.0.lock().get(uid).map(|v| v.to_string())
+    }
+}
+
+/// The writer's queue: `record` never waits.
+#[derive(Clone)]
+pub struct Events {
+    queue: mpsc::Sender<EventRecord>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Events {
+    /// Starts the writer on the current runtime. `instance` names this instance in each
+    /// event's `reportingInstance` (`<scheduler name>-<instance>`, as kube-scheduler's
+    /// `<name>-<hostname>`); `retry` is the pause between tries (10 s upstream).
+    pub fn start(client: Client, instance: &str, retry: Duration) -> Events {
+        let (queue, received) = mpsc::channel(MAX_QUEUED);
+        let writer = Writer {
+            client,
+            instance: instance.into(),
+            retry,
+            cache: Arc::new(Mutex::new(HashMap::new())),
+        };
+        tokio::spawn(writer.run(received));
+        Events {
+            queue,
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Queues the event; drops it (counted, and said once per thousand) when the queue is
+    /// full, as client-go's broadcaster drops when its channel is.
+    pub fn record(&self, event: EventRecord) {
+        if self.queue.try_send(event).is_err() {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
+            if dropped.is_multiple_of(1000) {
+                tracing::warn!(
+                    dropped = dropped + 1,
+                    "event queue full ({MAX_QUEUED}): events dropped while the API server is slow or away"
+                );
+            }
+        }
+    }
+
+    /// Events dropped because the queue was full.
+    #[cfg(test)]
+    fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone)]
+struct Writer {
+    client: Client,
+    instance: String,
+    retry: Duration,
+    cache: Arc<Mutex<HashMap<Key, Cached>>>,
+}
+
+impl Writer {
+    async fn run(self, mut received: mpsc::Receiver<EventRecord>) {
+        let mut refresh = tokio::time::interval(REFRESH_EVERY);
+        let mut finish = tokio::time::interval(FINISH_AFTER);
+        refresh.tick().await;
+        finish.tick().await;
+        loop {
+            tokio::select! {
+                record = received.recv() => match record {
+                    Some(record) => self.take(record),
+                    None => return,
+                },
+                _ = refresh.tick() => self.rewrite_series(false),
+                _ = finish.tick() => self.rewrite_series(true),
+            }
+        }
+    }
+
+    /// client-go's `recordToSink`: a new event is cached and created; the second of a
+    /// kind starts a series (written now); later ones only count.
+    fn take(&self, record: EventRecord) {
+        let key = Key {
+            type_: record.type_,
+            action: record.action,
+            reason: record.reason,
+            controller: record.controller.clone(),
+            regarding: reference_key(&record.regarding),
+            related: record.related.as_ref().map(reference_key),
+        };
+        let to_write = {
+            let mut cache = self.cache.lock();
+            match cache.get_mut(&key) {
+                Some(cached) => {
+                    cached.last_seen = Instant::now();
+                    let now = MicroTime(Timestamp::now());
+                    match &mut cached.event.series {
+                        Some(series) => {
+                            series.count += 1;
+                            series.last_observed_time = now;
+                            None
+                        }
+                        None => {
+                            cached.event.series = Some(EventSeries {
+                                count: 2,
+                                last_observed_time: now,
+                            });
+                            Some(cached.event.clone())
+                        }
+                    }
+                }
+                None => {
+                    let event = self.new_event(record);
+                    cache.insert(
+                        key,
+                        Cached {
+                            event: event.clone(),
+                            last_seen: Instant::now(),
+                        },
+                    );
+                    Some(event)
+                }
+            }
+        };
+        if let Some(event) = to_write {
+            let writer = self.clone();
+            tokio::spawn(async move { writer.write_with_retries(event).await });
+        }
+    }
+
+    fn new_event(&self, record: EventRecord) -> Event {
+        let now = Timestamp::now();
+        let name = record.regarding.name.clone().unwrap_or_default();
+        let namespace = record
+            .regarding
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into());
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            reporting_instance: Some(format!("{}-{}", record.controller, self.instance)),
+            reporting_controller: Some(record.controller),
+            action: Some(record.action.into()),
+            reason: Some(record.reason.into()),
+            note: Some(record.note),
+            type_: Some(record.type_.into()),
+            regarding: Some(record.regarding),
+            related: record.related,
+            ..Event::default()
+        }
+    }
+
+    /// client-go's `refreshExistingEventSeries` (every series written again) and
+    /// `finishSeries` (a series quiet for 6 minutes written one last time and forgotten;
+    /// a single event forgotten).
+    fn rewrite_series(&self, finishing: bool) {
+        let mut cache = self.cache.lock();
+        let mut to_write = Vec::new();
+        cache.retain(|_, cached| {
+            let quiet = cached.last_seen.elapsed() >= FINISH_AFTER;
+            if cached.event.series.is_some() && (!finishing || quiet) {
+                to_write.push(cached.event.clone());
+            }
+            !(finishing && quiet)
+        });
+        drop(cache);
+        for event in to_write {
+            let writer = self.clone();
+            tokio::spawn(async move { writer.write_with_retries(event).await });
+        }
+    }
+
+    /// client-go's `attemptRecording`.
+    async fn write_with_retries(&self, event: Event) {
+        for attempt in 1..=MAX_TRIES {
+            match self.write(&event).await {
+                Outcome::Written | Outcome::Abandoned => return,
+                Outcome::Retry(error) if attempt == MAX_TRIES => {
+                    tracing::warn!(event = ?event.metadata.name, %error, "could not write event (retry limit exceeded)");
+                }
+                Outcome::Retry(error) => {
+                    tracing::debug!(event = ?event.metadata.name, %error, "could not write event; retrying");
+                    tokio::time::sleep(jittered(self.retry, attempt)).await;
+                }
+            }
+        }
+    }
+
+    /// client-go's `recordEvent`: a series is patched (created if it was deleted), a new
+    /// event created; a refusal by the server is final, except a creation racing a series.
+    async fn write(&self, event: &Event) -> Outcome {
+        let namespace = event.metadata.namespace.as_deref().unwrap_or("default");
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let series = event.series.is_some();
+        if let Some(series) = &event.series {
+            let patch = json!({ "series": series });
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => return Outcome::Written,
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Outcome::from_error(error, false),
+            }
+        }
+        let mut fresh = event.clone();
+        fresh.metadata.resource_version = None;
+        match api.create(&PostParams::default(), &fresh).await {
+            Ok(_) => Outcome::Written,
+            Err(error) => Outcome::from_error(error, series),
+        }
+    }
+}
+
+enum Outcome {
+    Written,
+    /// The server refused the event itself: it would refuse it again.
+    Abandoned,
+    /// No answer, or one that may change: try again later.
+    Retry(String),
+}
+
+impl Outcome {
+    /// A 409 is worth a retry only for a series whose patch found nothing (its creation
+    /// was racing). Upstream retries transport errors only; Gantry also retries 429 and
+    /// 5xx, which an API server answers while it starts or sheds load.
+    fn from_error(error: kube::Error, retry_conflict: bool) -> Outcome {
+        match error {
+            kube::Error::Api(status) if status.code == 409 && retry_conflict => {
+                Outcome::Retry(status.message)
+            }
+            kube::Error::Api(status) if status.code < 500 && status.code != 429 => {
+                tracing::warn!(message = %status.message, "the API server refused an event (not retried)");
+                Outcome::Abandoned
+            }
+            other => Outcome::Retry(other.to_string()),
+        }
+    }
+}
+
+/// `base` give or take a quarter (client-go's `wait.Jitter(d, 0.25)` adds up to a quarter):
+/// instances coming back from an outage do not all write at once. The spread comes from
+/// the attempt and the clock's nanoseconds, which is all it needs.
+fn jittered(base: Duration, attempt: u32) -> Duration {
+    let nanos = Timestamp::now().subsec_nanosecond().unsigned_abs();
+    let fraction = f64::from((nanos ^ attempt.wrapping_mul(2_654_435_761)) % 1000) / 4000.0;
+    base + base.mul_f64(fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str) -> EventRecord {
+        EventRecord {
+            type_: "Warning",
+            reason: "FailedScheduling",
+            action: "Scheduling",
+            note: "0/1 nodes are available".into(),
+            regarding: ObjectReference {
+                name: Some(name.into()),
+                ..ObjectReference::default()
+            },
+            related: None,
+            controller: "gantry".into(),
+        }
+    }
+
+    /// With the writer unable to run (one thread, never yielded to), the queue takes
+    /// 1,000 events and drops the rest rather than growing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_queue_is_bounded_and_drops_when_full() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let events = Events::start(
+            Client::try_from(config).unwrap(),
+            "test",
+            Duration::from_secs(1),
+        );
+        for i in 0..MAX_QUEUED + 5 {
+            events.record(record(&format!("p{i}")));
+        }
+        assert_eq!(events.dropped(), 5);
+    }
+
+    #[test]
+    fn a_pod_changed_since_is_another_events_regarding() {
+        let mut old = record("p").regarding;
+        old.resource_version = Some("7".into());
+        let mut new = old.clone();
+        assert_eq!(reference_key(&old), reference_key(&new));
+        new.resource_version = Some("8".into());
+        assert_ne!(reference_key(&old), reference_key(&new));
+    }
+}
