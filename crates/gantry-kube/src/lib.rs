@@ -22,6 +22,7 @@ mod leader;
 mod metrics;
 mod objects;
 mod scheduling_loop;
+mod volume_writes;
 mod watch;
 mod writes;
 

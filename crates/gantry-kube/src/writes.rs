@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gantry_api::dra::ResourceClaim;
 use gantry_api::{Pod, Release, Sym};
-use gantry_framework::plugins::dynamic_resources;
+use gantry_framework::plugins::{dynamic_resources, volume_binding};
 use gantry_scheduler::BindingCycle;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,6 +26,7 @@ use crate::claim_writes::ClaimWriter;
 use crate::events::{EventRecord, Events, PodVersions};
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
+use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
 
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
@@ -67,6 +68,7 @@ pub struct ApiWriter {
     /// the node's fence, before binding.
     fences: Option<Fences>,
     claims: ClaimWriter,
+    volumes: VolumeWriter,
 }
 
 /// The binder's questions to the scheduling loop, for one pod.
@@ -132,6 +134,7 @@ impl ApiWriter {
             Events::start(setup.client.clone(), &setup.identity, setup.event_retry)
         };
         ApiWriter {
+            volumes: VolumeWriter::new(setup.client.clone(), Duration::from_secs(1), BIND_TIMEOUT),
             client: setup.client,
             runtime: setup.runtime,
             inputs: setup.inputs,
@@ -218,6 +221,21 @@ impl ApiWriter {
             conflict: true,
         };
         cycle.pre_bind().map_err(failure)?;
+        // VolumeBinding's PreBind: before the fences, as it may wait long for a
+        // provisioner (volumes are the pod's own; a volume another pod's binder took
+        // meanwhile fails the conditioned update).
+        let volumes = cycle.volumes_to_write();
+        if !volumes.is_empty() {
+            self.volumes
+                .bind(cycle.pod(), cycle.node(), &volumes)
+                .await
+                .map_err(|e| {
+                    failure(format!(
+                        "running PreBind plugin {:?}: {e}",
+                        volume_binding::NAME
+                    ))
+                })?;
+        }
         let mut held = None;
         if let Some(fences) = &self.fences {
             let asker = AskLoop {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{LEASES, NODES, PODS, REPLICA_SETS};
+use apiserver::resources::{LEASES, NODES, PODS, PVCS, PVS, REPLICA_SETS, STORAGE_CLASSES};
 use common::*;
 use gantry_kube::Shard;
 use serde_json::{Value, json};
@@ -411,6 +411,96 @@ async fn the_preempted_event_reads_as_the_release_writes_it() {
     .await;
     let preempted = &events_about(&api, "low", "Preempted")[0];
     assert_eq!(preempted["note"], "Preempted by a pod on node node-0");
+    instance.stop().await.unwrap();
+}
+
+/// A WaitForFirstConsumer class, a claim of it, and a pod using the claim.
+fn pod_with_unbound_claim(api: &TestApiServer) {
+    api.put(
+        STORAGE_CLASSES,
+        json!({"metadata": {"name": "wffc"},
+        "provisioner": "example.com/disk", "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    api.put(
+        PVCS,
+        json!({"metadata": {"name": "data", "namespace": "default"},
+        "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    let mut web = pod("web", 100);
+    web["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+    api.put(PODS, web);
+}
+
+/// The PV controller's part: the claim names its volume and is marked bound.
+fn complete_claim_binding(api: &TestApiServer, volume: &str) {
+    let mut pvc = api.get(PVCS, "default", "data").unwrap();
+    pvc["spec"]["volumeName"] = json!(volume);
+    pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = json!("yes");
+    pvc["status"] = json!({"phase": "Bound"});
+    api.put(PVCS, pvc);
+}
+
+/// Issue 18 F2: a pod whose claim waits for its first consumer is bound only after its
+/// claim was given the node (`volume.kubernetes.io/selected-node`) and the provisioner and
+/// PV controller bound it, as kube-scheduler's VolumeBinding PreBind does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_to_provision_is_given_the_node_and_bound_before_the_pod() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    pod_with_unbound_claim(&api);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    let selected = |api: &TestApiServer| {
+        api.get(PVCS, "default", "data").unwrap()["metadata"]["annotations"]
+            ["volume.kubernetes.io/selected-node"]
+            .clone()
+    };
+    wait_for("the claim given the node", WAIT, || {
+        selected(&api) == "node-0"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(node_of(&api, "web"), None, "not bound before its claim is");
+    // The provisioner makes the volume; the PV controller binds the claim.
+    let uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
+    api.put(
+        PVS,
+        json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+        "csi": {"driver": "example.com/disk", "volumeHandle": "h"},
+        "claimRef": {"namespace": "default", "name": "data", "uid": uid}}}),
+    );
+    complete_claim_binding(&api, "pv-data");
+    wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
+    instance.stop().await.unwrap();
+}
+
+/// VolumeBinding's PreBind for a volume Reserve matched: the volume is pre-bound to the
+/// claim (`claimRef` with the claim's UID), and the pod bound once the claim is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matched_volume_is_bound_to_the_claim_before_the_pod() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(
+        PVS,
+        json!({"metadata": {"name": "pv-0"}, "spec": {"capacity": {"storage": "5Gi"},
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+        "csi": {"driver": "example.com/disk", "volumeHandle": "h0"}},
+        "status": {"phase": "Available"}}),
+    );
+    pod_with_unbound_claim(&api);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    let claim_uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
+    wait_for("the volume pre-bound to the claim", WAIT, || {
+        api.get(PVS, "", "pv-0").unwrap()["spec"]["claimRef"]["uid"] == claim_uid
+    })
+    .await;
+    assert_eq!(node_of(&api, "web"), None, "not bound before its claim is");
+    complete_claim_binding(&api, "pv-0");
+    wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
     instance.stop().await.unwrap();
 }
 

@@ -116,6 +116,12 @@ impl BindingCycle {
         gantry_framework::plugins::dynamic_resources::bound_claims(&self.state)
     }
 
+    /// The volumes Reserve promised to the pod's claims and the claims to provision on
+    /// its node, which the binder writes before the bind; empty for most pods.
+    pub fn volumes_to_write(&self) -> gantry_framework::plugins::volume_binding::VolumeWrites {
+        gantry_framework::plugins::volume_binding::volume_writes(&self.state)
+    }
+
     /// Concludes the cycle with the bind's result (see `conclude`).
     pub fn finish(mut self, bound: Result<(), String>) -> Result<(), BindFailure> {
         conclude(

@@ -8,8 +8,9 @@
 //! assumes the bindings chosen for the pod's node, as upstream's assume cache does, so that
 //! the next pod cannot take a volume a pod just got; Unreserve gives them back.
 //!
-//! Left out: PreBind (writing the bindings to the API; the simulation has no PV
-//! controller), storage-capacity checks (CSIStorageCapacity), claims already carrying a
+//! PreBind's writes (upstream's `BindPodVolumes`) are the binder's: [`volume_writes`]
+//! gives `gantry run` what Reserve assumed, to write to the API and wait for; the
+//! simulation has no PV controller and binds at once. Left out: storage-capacity checks (CSIStorageCapacity), claims already carrying a
 //! selected-node annotation, claim label selectors, volume modes and PV phases (a volume
 //! without a claimRef counts as available), and the optional Score.
 
@@ -98,6 +99,35 @@ impl Assumed {
             .find(|(c, _)| *c == claim)
             .map(|(_, n)| *n)
     }
+}
+
+/// What Reserve assumed for a pod, which PreBind writes to the API (upstream's
+/// `BindPodVolumes`): volumes to bind to claims (`claimRef`), and claims to be provisioned
+/// on the node (the `volume.kubernetes.io/selected-node` annotation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeWrites {
+    /// Volume name and the claim it goes to.
+    pub bind: Vec<(Sym, ClaimRef)>,
+    /// Claim and the node to provision it on.
+    pub provision: Vec<(ClaimRef, Sym)>,
+}
+
+impl VolumeWrites {
+    pub fn is_empty(&self) -> bool {
+        self.bind.is_empty() && self.provision.is_empty()
+    }
+}
+
+/// The volume writes of the pod whose cycle this is (after Reserve); empty for a pod
+/// with no unbound claims.
+pub fn volume_writes(state: &crate::CycleState) -> VolumeWrites {
+    state
+        .read::<PreFilterState>(NAME)
+        .map(|s| VolumeWrites {
+            bind: s.reserved.volumes.clone(),
+            provision: s.reserved.provisioned.clone(),
+        })
+        .unwrap_or_default()
 }
 
 fn claim_ref(claim: &PersistentVolumeClaim) -> ClaimRef {
