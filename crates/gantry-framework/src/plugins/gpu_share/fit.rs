@@ -124,11 +124,10 @@ pub fn check_card_room(
     pod: &PodRequest,
     request: &CardRequest,
 ) -> Result<i32, Reason> {
-    let uuid_ok = match (&pod.use_uuids, &pod.nouse_uuids) {
-        (Some(use_list), _) => use_list.iter().any(|u| **u == *card.id),
-        (None, Some(nouse)) => !nouse.iter().any(|u| **u == *card.id),
-        (None, None) => true,
-    };
+    // HAMi's `CheckUUID`: both lists apply (an empty one is none).
+    let listed =
+        |list: &Option<Vec<Box<str>>>| list.as_ref().map(|l| l.iter().any(|u| **u == *card.id));
+    let uuid_ok = listed(&pod.use_uuids) != Some(false) && listed(&pod.nouse_uuids) != Some(true);
     if !uuid_ok {
         return Err(Reason::CardUuidMismatch);
     }
@@ -138,21 +137,21 @@ pub fn check_card_room(
     if pod.gpu_policy.mutex && used.used > 0 {
         return Err(Reason::ExclusiveDeviceAllocateConflict);
     }
-    if !(0..=100).contains(&request.cores) {
-        return Err(Reason::CardInsufficientCore);
-    }
+    // "core limit can't exceed 100": HAMi's Fit clamps (its card scores read the raw
+    // request).
+    let cores = request.granted_cores();
     let memory = request.memory_on(card.memory_mib);
     // In i64: the usage sums are (HAMi's int32 difference would wrap).
     if i64::from(card.memory_mib) - used.memory_mib < i64::from(memory) {
         return Err(Reason::CardInsufficientMemory);
     }
-    if i64::from(card.cores) - used.cores < i64::from(request.cores) {
+    if i64::from(card.cores) - used.cores < i64::from(cores) {
         return Err(Reason::CardInsufficientCore);
     }
-    if card.cores == 100 && request.cores == 100 && used.used > 0 {
+    if card.cores == 100 && cores == 100 && used.used > 0 {
         return Err(Reason::ExclusiveDeviceAllocateConflict);
     }
-    if card.cores != 0 && used.cores == i64::from(card.cores) && request.cores == 0 {
+    if card.cores != 0 && used.cores == i64::from(card.cores) && cores == 0 {
         return Err(Reason::CardComputeUnitsExhausted);
     }
     // MIG instances are not modelled: a mig-mode card offers no profile that fits.
@@ -244,7 +243,7 @@ fn walk(
                     given.push(Given {
                         card: position as usize,
                         memory_mib,
-                        cores: request.cores,
+                        cores: request.granted_cores(),
                     });
                 }
                 if left == 0 && !topology {
@@ -594,8 +593,8 @@ pub(crate) mod tests {
         );
         assert_eq!(
             fit(&p, &one(1280, &[]), req(1, 512, 0, 120)),
-            Err("1/1 CardInsufficientCore".into()),
-            "core limit out of range"
+            Ok(vec!["dev-0"]),
+            "fit success: but core limit can't exceed 100"
         );
         assert_eq!(
             fit(&p, &one(1280, &[(20, 0, 0)]), req(1, 512, 0, 100)),
@@ -705,22 +704,159 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn every_core_request_out_of_range_is_refused() {
-        // HAMi's TestFit_CoresValidation.
+    fn compute_above_a_whole_card_is_clamped_to_it() {
+        // HAMi's Fit ("core limit can't exceed 100"; its TestFit_CoresValidation of
+        // earlier releases refused such requests): the container gets the whole card's
+        // compute, so a card with any compute used refuses it, and the clamped 100 asks
+        // for the card alone.
         let p = pod("spread");
-        let u = usage(vec![card("GPU-1", 10, 8000, 100, 0, true)], &[]);
-        for (cores, ok) in [
-            (0, true),
-            (50, true),
-            (100, true),
-            (101, false),
-            (150, false),
-            (-1, false),
-        ] {
-            assert_eq!(
-                fit(&p, &u, req(1, 1000, NO_PERCENTAGE, cores)).is_ok(),
-                ok,
+        let idle = usage(vec![card("GPU-1", 10, 8000, 100, 0, true)], &[]);
+        for cores in [0, 50, 100, 101, 150, i32::MAX] {
+            assert!(
+                fit(&p, &idle, req(1, 1000, NO_PERCENTAGE, cores)).is_ok(),
                 "{cores}"
+            );
+        }
+        let some_used = usage(vec![card("GPU-1", 10, 8000, 100, 0, true)], &[(1, 0, 10)]);
+        assert_eq!(
+            fit(&p, &some_used, req(1, 1000, NO_PERCENTAGE, 150)),
+            Err("1/1 CardInsufficientCore".into())
+        );
+        let shared = usage(vec![card("GPU-1", 10, 8000, 100, 0, true)], &[(1, 0, 0)]);
+        assert_eq!(
+            fit(&p, &shared, req(1, 1000, NO_PERCENTAGE, 150)),
+            Err("1/1 ExclusiveDeviceAllocateConflict".into())
+        );
+        assert_eq!(req(1, 1000, NO_PERCENTAGE, 150).granted_cores(), 100);
+    }
+
+    /// The binder's re-check of the cards written on a pod runs the Filter's card rules on
+    /// the node's usage now: (case, policy, usage of GPU-1 as (pods, memory, cores), the
+    /// container's request, the written assignment, the verdict).
+    #[test]
+    fn the_written_cards_are_checked_by_every_card_rule() {
+        let written = "GPU-1,NVIDIA,1000,30:;";
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            (i32, i32, i32),
+            CardRequest,
+            &'a str,
+            Result<(), &'a str>,
+        );
+        let cases: [Case; 8] = [
+            (
+                "fits",
+                "spread",
+                (1, 1000, 30),
+                req(1, 1000, NO_PERCENTAGE, 30),
+                written,
+                Ok(()),
+            ),
+            (
+                "memory taken meanwhile",
+                "spread",
+                (1, 7500, 0),
+                req(1, 1000, NO_PERCENTAGE, 30),
+                written,
+                Err("GPU card GPU-1: CardInsufficientMemory"),
+            ),
+            (
+                "compute taken meanwhile",
+                "spread",
+                (1, 0, 80),
+                req(1, 1000, NO_PERCENTAGE, 30),
+                written,
+                Err("GPU card GPU-1: CardInsufficientCore"),
+            ),
+            (
+                "the mutex policy, once a pod uses the card",
+                "mutex",
+                (1, 0, 0),
+                req(1, 1000, NO_PERCENTAGE, 30),
+                written,
+                Err("GPU card GPU-1: ExclusiveDeviceAllocateConflict"),
+            ),
+            (
+                "a whole card's compute, once a pod uses it",
+                "spread",
+                (1, 0, 0),
+                req(1, 1000, NO_PERCENTAGE, 100),
+                "GPU-1,NVIDIA,1000,100:;",
+                Err("GPU card GPU-1: ExclusiveDeviceAllocateConflict"),
+            ),
+            (
+                "no compute asked of a card whose compute is gone",
+                "spread",
+                (1, 0, 100),
+                req(1, 1000, NO_PERCENTAGE, 0),
+                "GPU-1,NVIDIA,1000,0:;",
+                Err("GPU card GPU-1: CardComputeUnitsExhausted"),
+            ),
+            (
+                "every time slice taken",
+                "spread",
+                (10, 0, 0),
+                req(1, 1000, NO_PERCENTAGE, 0),
+                "GPU-1,NVIDIA,1000,0:;",
+                Err("GPU card GPU-1: CardTimeSlicingExhausted"),
+            ),
+            (
+                "a card gone from the node",
+                "spread",
+                (0, 0, 0),
+                req(1, 1000, NO_PERCENTAGE, 30),
+                "GPU-9,NVIDIA,1000,30:;",
+                Err("GPU card GPU-9 is no longer registered on the node"),
+            ),
+        ];
+        for (case, policy, (pods, memory, cores), request, assignment, verdict) in cases {
+            let mut p = pod(policy);
+            p.containers.push(Some(request));
+            let u = usage(
+                vec![card("GPU-1", 10, 8000, 100, 0, true)],
+                &[(pods, memory, cores)],
+            );
+            assert_eq!(
+                assigned_cards_fit(&p, &u, assignment),
+                verdict.map_err(String::from),
+                "{case}"
+            );
+        }
+    }
+
+    /// HAMi's TestCheckUUID: (case, use list, no-use list, whether dev-0 may be used).
+    #[test]
+    fn use_and_no_use_lists_both_apply_trimmed() {
+        let p = pod("spread");
+        let list = super::super::request::uuid_list;
+        let cases = [
+            ("no annotations", None, None, true),
+            ("use list names it", Some("dev-0,123"), None, true),
+            ("use list does not", Some("1dev-0,123"), None, false),
+            ("no-use list names it", None, Some("dev-0,123"), false),
+            ("no-use list does not", None, Some("1dev-0,123"), true),
+            ("in both lists", Some("dev-0,123"), Some("dev-0"), false),
+            (
+                "in use, not in no-use",
+                Some("dev-0,123"),
+                Some("456"),
+                true,
+            ),
+            ("spaces around", Some(" dev-0 , 123 "), None, true),
+            ("empty use list", Some(""), None, true),
+            ("spaces-only use list", Some("   "), None, true),
+            ("empty no-use list", None, Some(""), true),
+        ];
+        for (case, use_list, nouse_list, ok) in cases {
+            let mut q = p.clone();
+            q.use_uuids = list(use_list);
+            q.nouse_uuids = list(nouse_list);
+            let u = usage(vec![card("dev-0", 10, 8000, 100, 0, true)], &[]);
+            assert_eq!(
+                fit(&q, &u, req(1, 1000, NO_PERCENTAGE, 0)).is_ok(),
+                ok,
+                "{case}"
             );
         }
     }

@@ -35,6 +35,12 @@ impl CardRequest {
             0
         }
     }
+
+    /// The compute the container takes on a card: HAMi's Fit clamps the request to 100
+    /// ("core limit can't exceed 100"), while its card scores read the request as given.
+    pub fn granted_cores(&self) -> i32 {
+        self.cores.min(100)
+    }
 }
 
 /// Everything HAMi reads of a pod that asks for cards, computed once per cycle.
@@ -110,10 +116,7 @@ pub fn pod_request(pod: &Pod, args: &GpuShare) -> Result<Option<PodRequest>, Str
         Some(value) => Weights::parse(value)?,
         None => Weights::default(),
     };
-    let list = |key: &str| -> Option<Vec<Box<str>>> {
-        pod.annotation(key)
-            .map(|v| v.split(',').map(Box::from).collect())
-    };
+    let list = |key: &str| uuid_list(pod.annotation(key));
     let types = |key: &str| -> Vec<Box<str>> {
         pod.annotation(key)
             .into_iter()
@@ -142,6 +145,14 @@ pub fn pod_request(pod: &Pod, args: &GpuShare) -> Result<Option<PodRequest>, Str
     }))
 }
 
+/// A use or no-use list of card UUIDs, as HAMi's `CheckUUID` reads it: entries trimmed,
+/// and a value of nothing but spaces is no list at all.
+pub(crate) fn uuid_list(value: Option<&str>) -> Option<Vec<Box<str>>> {
+    value
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|u| Box::from(u.trim())).collect())
+}
+
 /// Go's `strconv.ParseBool` yielding true.
 fn go_parse_bool_true(value: &str) -> bool {
     matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True")
@@ -153,17 +164,14 @@ fn container_request(c: &Container, args: &GpuShare) -> Result<Option<CardReques
     let n = &*NAMES;
     let named = |r: Sym| c.names_resource(r);
     let value = |r: Sym| c.requests.scalar(r);
-    for (resource, name) in [
-        (n.percentage, gpu::GPU_MEMORY_PERCENTAGE),
-        (n.cores, gpu::GPU_CORES),
-    ] {
-        if named(resource) && !(0..=100).contains(&value(resource)) {
-            return Err(format!(
-                "invalid {name} value {} in container {}: must be an integer between 0 and 100",
-                value(resource),
-                c.name
-            ));
-        }
+    // `validateMemoryPercentage`; compute above 100 is admitted and clamped by Fit.
+    if named(n.percentage) && !(0..=100).contains(&value(n.percentage)) {
+        return Err(format!(
+            "invalid {} value {} in container {}: must be an integer between 0 and 100",
+            gpu::GPU_MEMORY_PERCENTAGE,
+            value(n.percentage),
+            c.name
+        ));
     }
     let mut count = named(n.count).then(|| value(n.count));
     if count.is_none()
@@ -225,6 +233,7 @@ fn container_request(c: &Container, args: &GpuShare) -> Result<Option<CardReques
     let cores = if exclusive {
         100
     } else if named(n.cores) {
+        // Go's int32(corenums); quantities are never negative.
         value(n.cores) as i32
     } else {
         args.default_cores
@@ -329,16 +338,18 @@ mod tests {
     }
 
     #[test]
-    fn the_webhook_rejects_shares_out_of_range() {
-        // HAMi's Test_MutateAdmission_CoresValidation and _MemoryPercentageValidation.
+    fn the_webhook_rejects_memory_shares_out_of_range_and_admits_any_compute() {
+        // HAMi's Test_MutateAdmission_MemoryPercentageValidation; its webhook no longer
+        // validates gpucores (Fit clamps it: TestFit "core limit can't exceed 100").
         for bad in [101, 150, -1] {
-            let message = request(&[(GPU, 1), (CORES, bad)]).unwrap_err();
+            let message = request(&[(GPU, 1), (PCT, bad)]).unwrap_err();
             assert!(
                 message.contains("must be an integer between 0 and 100"),
                 "{message}"
             );
-            assert!(request(&[(GPU, 1), (PCT, bad)]).is_err());
         }
+        let over = request(&[(GPU, 1), (CORES, 150)]).unwrap().unwrap();
+        assert_eq!((over.cores, over.granted_cores()), (150, 100));
         assert!(request(&[(GPU, 1), (CORES, 100)]).is_ok());
         assert!(request(&[(GPU, 1), (PCT, 100)]).is_ok());
     }
