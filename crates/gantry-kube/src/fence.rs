@@ -13,6 +13,10 @@
 //! concurrent binder gets 409 and starts over). Only then does it write the pod's claims
 //! and bind. A failed bind moves the fences back.
 //!
+//! Passing a fence costs one request in the common case: the fences are watched, so the
+//! version to condition the update on is known without reading it; a stale one gets 409,
+//! and the fence is read again.
+//!
 //! No wall clock orders anything. A fence whose last pod never shows up bound (its binder
 //! crashed between the fence and the binding) is passed after [`SETTLED_AFTER`] of this
 //! binder's own monotonic time since it first read that version, as client-go's leader
@@ -22,13 +26,18 @@
 //!
 //! [`fence_scope`]: crate::fence_scope
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use parking_lot::Mutex;
 
 use crate::writes::api_message;
 
@@ -46,11 +55,20 @@ const ATTEMPTS: usize = 5;
 /// How often a waiter asks its cache again.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Where the fences live.
+/// The label every fence carries, which the fence watch selects.
+const FENCE_LABEL: &str = "gantry.dev/fence";
+
+/// Where the fences live, and the newest version of each this instance has seen (its own
+/// writes' responses and a watch of the fences), so that passing a fence costs one
+/// request, the conditioned update, unless another binder moved it meanwhile.
 #[derive(Clone)]
 pub struct Fences {
     api: Api<Lease>,
     identity: String,
+    known: Arc<Mutex<HashMap<String, Lease>>>,
+    /// One turn per fence among this instance's own binders: they queue here rather
+    /// than race each other through the API.
+    turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// The fences a binder moved: what each held before, to put back if the bind fails, and
@@ -85,10 +103,67 @@ struct Read {
 }
 
 impl Fences {
-    pub fn new(client: Client, namespace: &str, identity: &str) -> Fences {
-        Fences {
+    /// Fences in `namespace`, watched until `stop`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        identity: &str,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Fences {
+        let fences = Fences {
             api: Api::namespaced(client, namespace),
             identity: identity.into(),
+            known: Arc::default(),
+            turns: Arc::default(),
+        };
+        tokio::spawn(fences.clone().watch(stop));
+        fences
+    }
+
+    /// Keeps `known` current from a watch of the fences (a stale entry costs one 409).
+    async fn watch(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let config = watcher::Config::default().labels(FENCE_LABEL);
+        let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match event {
+                Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
+                    self.remember(lease)
+                }
+                Some(Ok(watcher::Event::Delete(lease))) => {
+                    if let Some(name) = &lease.metadata.name {
+                        self.known.lock().remove(name);
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => tracing::debug!(%error, "fence watch failed; retrying"),
+                None => return,
+            }
+        }
+    }
+
+    /// Keeps the newer of the known version and `lease` (resourceVersions of one
+    /// object grow; a watch event older than a write's response is ignored).
+    fn remember(&self, lease: Lease) {
+        let Some(name) = lease.metadata.name.clone() else {
+            return;
+        };
+        let version = |l: &Lease| {
+            l.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let mut known = self.known.lock();
+        let newer = match known.get(&name) {
+            Some(old) => version(&lease) >= version(old),
+            None => true,
+        };
+        if newer {
+            known.insert(name, lease);
         }
     }
 
@@ -101,6 +176,12 @@ impl Fences {
         pod_uid: &str,
         binder: &impl Loop,
     ) -> Result<Held, String> {
+        // This instance's turn at each fence, in the fences' order.
+        let mut turns = Vec::with_capacity(names.len());
+        for name in names {
+            let turn = self.turns.lock().entry(name.clone()).or_default().clone();
+            turns.push(turn.lock_owned().await);
+        }
         'attempt: for _ in 0..ATTEMPTS {
             let mut read = Vec::with_capacity(names.len());
             for name in names {
@@ -136,15 +217,22 @@ impl Fences {
         Err("its node stayed contended by other binders".into())
     }
 
+    /// The fence as last seen, or as the API has it when this instance has not seen it.
     async fn read(&self, name: &str) -> Result<Read, String> {
-        let lease = self.api.get_opt(name).await.map_err(api_message)?;
-        let lease = lease.unwrap_or_else(|| Lease {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-        });
+        let known = self.known.lock().get(name).cloned();
+        let lease = match known {
+            Some(lease) => lease,
+            None => {
+                let lease = self.api.get_opt(name).await.map_err(api_message)?;
+                lease.unwrap_or_else(|| Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: None,
+                })
+            }
+        };
         let previous = lease
             .metadata
             .annotations
@@ -165,6 +253,11 @@ impl Fences {
         name: &str,
         last: Option<&str>,
     ) -> Result<(), WriteError> {
+        lease
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(FENCE_LABEL.into(), "bind".into());
         let annotations = lease
             .metadata
             .annotations
@@ -185,8 +278,15 @@ impl Fences {
             self.api.create(&PostParams::default(), &lease).await
         };
         match written {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteError::Moved),
+            Ok(written) => {
+                self.remember(written);
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                // Known no longer: read it from the API next time.
+                self.known.lock().remove(name);
+                Err(WriteError::Moved)
+            }
             Err(error) => Err(WriteError::Other(api_message(error))),
         }
     }
@@ -217,6 +317,7 @@ impl Fences {
     /// Deletes the fence of a node that is gone (every instance that sees the deletion
     /// tries; the first wins, the others find nothing), so fences do not outlive nodes.
     pub async fn delete(&self, name: &str) {
+        self.turns.lock().remove(name);
         match self.api.delete(name, &Default::default()).await {
             Ok(_) => tracing::debug!(fence = %name, "deleted the fence of a deleted node"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}

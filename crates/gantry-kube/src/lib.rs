@@ -259,6 +259,7 @@ pub async fn run(
                 options.client.clone(),
                 &options.fence_namespace,
                 &options.identity,
+                stop_rx.clone(),
             )
         }),
         claims: ClaimWriter::new(options.client.clone(), claims.clone()),

@@ -147,11 +147,15 @@ impl SchedulingLoop {
             }
             Input::Seen { uid, reply } => {
                 // Bound (or gone), and its claims seen as its binder wrote them before
-                // the binding (the claims' watch is not ordered with the pods').
+                // the binding (the claims' watch is not ordered with the pods'). A pod
+                // of this instance's own, assumed, is in the cache already: everything
+                // serialised before it was seen by its binder, and so by this cache.
                 let with_claims = self.watched.contains(&Kind::ResourceClaim);
-                let seen = self.pods.get(&uid).is_none_or(|p| {
-                    p.node_name.is_some() && (!with_claims || self.dra.store.all_reserved_for(p))
-                });
+                let seen = self.cache.is_assumed(&uid)
+                    || self.pods.get(&uid).is_none_or(|p| {
+                        p.node_name.is_some()
+                            && (!with_claims || self.dra.store.all_reserved_for(p))
+                    });
                 let _ = reply.send(seen);
             }
             Input::Leader(true) => {

@@ -750,6 +750,33 @@ async fn a_binder_held_up_at_its_fences_gives_the_placement_up() {
     instance.stop().await.unwrap();
 }
 
+/// Issue 18 F9: passing a node's fence costs one request per bind once the instance
+/// knows the fence (its watch and its own writes keep the version to condition on), not
+/// a read and a write each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passing_a_known_fence_costs_one_request() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 8000, "a"));
+    let pods = 10;
+    for i in 0..pods {
+        let name = format!("p-{i}");
+        let mut p = pod(&name, 100);
+        p["metadata"]["uid"] = json!(uid_owned_by(0, 2, &name));
+        api.put(PODS, p);
+    }
+    let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+    wait_for("every pod bound", WAIT, || api.binds().len() == pods).await;
+    let fence_requests = api.requests_matching("/leases/gantry-bind-node-0");
+    // The first bind reads the fence (absent) and creates it; each later one updates it.
+    assert!(
+        fence_requests.len() <= pods + 1,
+        "{} fence requests for {pods} binds: {fence_requests:?}",
+        fence_requests.len()
+    );
+    instance.stop().await.unwrap();
+}
+
 /// Two instances place two pods that must not share a zone on two nodes of one zone at
 /// once: the zone's fence serialises them, and the second is refused and placed in the
 /// other zone. A node's fence alone would have let both through.

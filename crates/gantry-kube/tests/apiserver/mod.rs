@@ -72,6 +72,8 @@ struct Inner {
     binds: Mutex<Vec<(String, String)>>,
     /// Every write request, in order: `METHOD path`.
     writes: Mutex<Vec<String>>,
+    /// Every request, in order: `METHOD path?query`.
+    all: Mutex<Vec<String>>,
     requests: AtomicU64,
 }
 
@@ -134,6 +136,7 @@ impl TestApiServer {
             bookmark_every,
             binds: Mutex::new(Vec::new()),
             writes: Mutex::new(Vec::new()),
+            all: Mutex::new(Vec::new()),
             requests: AtomicU64::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -215,6 +218,17 @@ impl TestApiServer {
     /// `PUT /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status`).
     pub fn writes(&self) -> Vec<String> {
         self.inner.writes.lock().clone()
+    }
+
+    /// The requests (any method) whose path and query contain `text`.
+    pub fn requests_matching(&self, text: &str) -> Vec<String> {
+        self.inner
+            .all
+            .lock()
+            .iter()
+            .filter(|r| r.contains(text))
+            .cloned()
+            .collect()
     }
 
     pub fn requests(&self) -> u64 {
@@ -384,6 +398,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     if method != Method::GET {
         inner.writes.lock().push(format!("{method} {}", uri.path()));
     }
+    inner.all.lock().push(format!("{method} {path_and_query}"));
     if let Some(failure) = injected_failure(&inner, &path_and_query) {
         return failure;
     }
