@@ -58,10 +58,12 @@ fn may_select(owner: &Pod, term: &PodAffinityTerm, pod: &Pod) -> bool {
             .is_some_and(|s| s.matches(&pod.labels))
 }
 
-/// Whether a pod has terms that reach across nodes: the scheduling loop keeps such pods
-/// indexed, so that a bind looks only at them.
+/// Whether a pod has required terms that reach across nodes (affinity, anti-affinity,
+/// DoNotSchedule spread): the scheduling loop keeps such pods indexed, so that a bind
+/// looks only at them.
 pub fn reaches_across_nodes(pod: &Pod) -> bool {
     !pod.affinity.pod_anti_affinity.required.is_empty()
+        || !pod.affinity.pod_affinity.required.is_empty()
         || pod
             .topology_spread_constraints
             .iter()
@@ -72,7 +74,8 @@ pub fn reaches_across_nodes(pod: &Pod) -> bool {
 /// so that two binders never wait on each other in a cycle): the node's, the domains of
 /// `node` for the keys `pod`'s own required terms and DoNotSchedule constraints use and
 /// for the keys of `others`' required anti-affinity terms and DoNotSchedule constraints
-/// that select `pod`, and the first-pod fences of `pod`'s self-selecting affinity terms.
+/// that select `pod`, and the first-pod fences of the self-selecting affinity terms, its
+/// own and others' that select it.
 pub fn fences_for<'a>(
     pod: &Pod,
     node: &Node,
@@ -103,6 +106,12 @@ pub fn fences_for<'a>(
         for term in &other.affinity.pod_anti_affinity.required {
             if may_select(other, term, pod) {
                 keys.insert(term.topology_key);
+            }
+        }
+        // A pod another may be placed "first" beside: binding it ends that.
+        for term in &other.affinity.pod_affinity.required {
+            if may_select(other, term, other) && may_select(other, term, pod) {
+                fences.insert(first_pod_fence(other, term));
             }
         }
         for constraint in &other.topology_spread_constraints {
@@ -301,5 +310,115 @@ mod tests {
             name.len() <= 253 && name.starts_with("gantry-bind-"),
             "{name}"
         );
+    }
+
+    /// An independent statement of when one bind can change another's Filter verdict,
+    /// from the constraints' definitions: the same node; a required anti-affinity term
+    /// of either selecting the other with both nodes in one domain of its key; a
+    /// DoNotSchedule constraint of either counting the other in one domain; a
+    /// self-selecting affinity term of either (the first-pod rule) selecting the other.
+    fn could_interact(p: &Pod, on_p: &Node, q: &Pod, on_q: &Node) -> bool {
+        let same_domain = |key: Sym| {
+            let (a, b) = (on_p.labels.get(key), on_q.labels.get(key));
+            a.is_some() && a == b
+        };
+        let one_way = |a: &Pod, b: &Pod| {
+            let anti = a.affinity.pod_anti_affinity.required.iter();
+            let spread = a.topology_spread_constraints.iter();
+            let first = a.affinity.pod_affinity.required.iter();
+            anti.clone()
+                .any(|t| may_select(a, t, b) && same_domain(t.topology_key))
+                || spread.clone().any(|c| {
+                    c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule
+                        && a.namespace == b.namespace
+                        && c.label_selector
+                            .as_ref()
+                            .is_some_and(|s| s.matches(&b.labels))
+                        && same_domain(c.topology_key)
+                })
+                || first
+                    .clone()
+                    .any(|t| may_select(a, t, a) && may_select(a, t, b))
+        };
+        on_p.name == on_q.name || one_way(p, q) || one_way(q, p)
+    }
+
+    fn arbitrary_pod(name: &'static str) -> impl proptest::strategy::Strategy<Value = Pod> {
+        use proptest::prelude::*;
+        let keys = prop::sample::select(vec![ZONE, HOSTNAME, "rack"]);
+        let apps = prop::sample::select(vec!["web", "db"]);
+        let scope = prop::sample::select(vec![0u8, 1, 2]);
+        let term = (keys.clone(), apps.clone(), scope).prop_map(|(key, selects, scope)| {
+            let mut t = term(key, app(selects));
+            match scope {
+                1 => t.namespaces = vec![Sym::new("other")],
+                2 => t.namespace_selector = Some(LabelSelector::default()),
+                _ => {}
+            }
+            t
+        });
+        let spread = (keys, apps.clone(), any::<bool>()).prop_map(|(key, selects, hard)| {
+            TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: Sym::new(key),
+                when_unsatisfiable: if hard {
+                    WhenUnsatisfiable::DoNotSchedule
+                } else {
+                    WhenUnsatisfiable::ScheduleAnyway
+                },
+                label_selector: Some(app(selects)),
+                min_domains: None,
+                node_affinity_policy: InclusionPolicy::Honor,
+                node_taints_policy: InclusionPolicy::Ignore,
+            }
+        });
+        (
+            apps,
+            any::<bool>(),
+            prop::collection::vec(term.clone(), 0..2),
+            prop::collection::vec(term, 0..2),
+            prop::collection::vec(spread, 0..2),
+        )
+            .prop_map(move |(label, elsewhere, anti, affinity, spread)| {
+                let mut p = pod(name, label);
+                if elsewhere {
+                    p.namespace = Sym::new("other");
+                }
+                p.affinity.pod_anti_affinity.required = anti;
+                p.affinity.pod_affinity.required = affinity;
+                p.topology_spread_constraints = spread;
+                p
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// Two binds that could change each other's verdicts always share a fence, when
+        /// each binder's cache knows the other pod (what remains is said in
+        /// docs/shared-state.md).
+        #[test]
+        fn binds_that_could_interact_share_a_fence(
+            p in arbitrary_pod("p"),
+            q in arbitrary_pod("q"),
+            (np, nq) in (0usize..4, 0usize..4),
+        ) {
+            // Four nodes: two zones, two racks across them.
+            let node_at = |i: usize| {
+                let mut n = node(&format!("n{i}"), ["a", "b"][i / 2]);
+                let mut labels: Vec<(&str, String)> = n.labels.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect();
+                labels.push(("rack", ["r1", "r2"][i % 2].to_string()));
+                n.labels = gantry_api::Labels::from_strs(labels.iter().map(|(k, v)| (*k, v.as_str())));
+                n
+            };
+            let (on_p, on_q) = (node_at(np), node_at(nq));
+            let fp = fences_for(&p, &on_p, std::iter::once(&q));
+            let fq = fences_for(&q, &on_q, std::iter::once(&p));
+            let shared = fp.iter().any(|f| fq.contains(f));
+            proptest::prop_assert!(
+                !could_interact(&p, &on_p, &q, &on_q) || shared,
+                "no fence in common: {fp:?} / {fq:?}"
+            );
+        }
     }
 }
