@@ -31,7 +31,34 @@ const ATTEMPTS: usize = 5;
 #[derive(Clone)]
 pub struct Fences {
     api: Api<Lease>,
+    namespace: String,
     identity: String,
+}
+
+/// Why a binder could not take a node's turn.
+#[derive(Debug)]
+pub enum Refused {
+    /// The placement no longer fits by the latest cache, or the node stayed contended.
+    Conflict(String),
+    /// The API failed (retried as any failed bind).
+    Failed(String),
+    /// Gantry may not write its fences: no retry mends that.
+    Forbidden(String),
+}
+
+impl Fences {
+    fn refused(&self, error: kube::Error) -> Refused {
+        match error {
+            kube::Error::Api(status) if status.code == 403 => {
+                Refused::Forbidden(crate::failure::lease_forbidden(
+                    "the bind fences",
+                    &self.namespace,
+                    &status.message,
+                ))
+            }
+            other => Refused::Failed(api_message(other)),
+        }
+    }
 }
 
 /// A fence this binder moved: what it held before, to put back if the bind fails.
@@ -65,6 +92,7 @@ impl Fences {
     pub fn new(client: Client, namespace: &str, identity: &str) -> Fences {
         Fences {
             api: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
             identity: identity.into(),
         }
     }
@@ -76,10 +104,10 @@ impl Fences {
         node: Sym,
         pod_uid: &str,
         binder: &impl Loop,
-    ) -> Result<Held, String> {
+    ) -> Result<Held, Refused> {
         let name = lease_name(node);
         for _ in 0..ATTEMPTS {
-            let current = self.api.get_opt(&name).await.map_err(api_message)?;
+            let current = self.api.get_opt(&name).await.map_err(|e| self.refused(e))?;
             let (mut lease, previous, set_at) = match current {
                 Some(lease) => {
                     let previous = lease
@@ -96,7 +124,7 @@ impl Fences {
             if let Some(previous) = previous.as_deref() {
                 self.wait_until_seen(previous, set_at, binder).await;
             }
-            binder.check().await?;
+            binder.check().await.map_err(Refused::Conflict)?;
             lease
                 .metadata
                 .annotations
@@ -114,10 +142,12 @@ impl Fences {
                 Ok(_) => return Ok(Held { name, previous }),
                 // Another binder moved the fence (or created it) first: read it again.
                 Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(error) => return Err(api_message(error)),
+                Err(error) => return Err(self.refused(error)),
             }
         }
-        Err(format!("node {node} stayed contended by other binders"))
+        Err(Refused::Conflict(format!(
+            "node {node} stayed contended by other binders"
+        )))
     }
 
     /// Puts the fence back after a failed bind, so that others do not wait for a pod

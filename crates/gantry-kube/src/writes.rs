@@ -25,12 +25,17 @@ use tokio::sync::{Semaphore, oneshot};
 
 use crate::Input;
 use crate::claim_writes::ClaimWriter;
+use crate::failure::Outage;
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
 pub const MAX_BINDS_IN_FLIGHT: usize = 64;
+/// Other writes in flight at once (events, pod conditions, preemption): a backlog's
+/// thousands of events wait for a slot rather than each taking a task and, over plain
+/// HTTP, a connection.
+pub const MAX_WRITES_IN_FLIGHT: usize = 16;
 
 /// `PodScheduled=False` reasons, as kube-scheduler writes them.
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
@@ -58,12 +63,15 @@ pub struct ApiWriter {
     runtime: Handle,
     inputs: Sender<Input>,
     permits: Arc<Semaphore>,
+    /// Slots for the writes other than binds.
+    writes: Arc<Semaphore>,
     recorders: Arc<HashMap<Sym, Recorder>>,
     metrics: Arc<KubeMetrics>,
     /// With several instances: re-check each placement against the latest cache, at
     /// the node's fence, before binding.
     fences: Option<Fences>,
     claims: ClaimWriter,
+    outage: Arc<Outage>,
 }
 
 /// The binder's questions to the scheduling loop, for one pod.
@@ -116,6 +124,7 @@ impl ApiWriter {
         metrics: Arc<KubeMetrics>,
         fences: Option<Fences>,
         claims: ClaimWriter,
+        outage: Arc<Outage>,
     ) -> ApiWriter {
         let recorders = scheduler_names
             .iter()
@@ -132,10 +141,12 @@ impl ApiWriter {
             runtime,
             inputs,
             permits: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
+            writes: Arc::new(Semaphore::new(MAX_WRITES_IN_FLIGHT)),
             recorders: Arc::new(recorders),
             metrics,
             fences,
             claims,
+            outage,
         }
     }
 
@@ -149,9 +160,19 @@ impl ApiWriter {
             return;
         };
         let regarding = reference(pod);
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
         self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
             if let Err(error) = recorder.publish(&event, &regarding).await {
-                tracing::warn!(pod = ?regarding.name, %error, reason = %event.reason, "could not write event");
+                let what = format!(
+                    "could not write the {} event of pod {}",
+                    event.reason,
+                    regarding.name.as_deref().unwrap_or("")
+                );
+                write_failed(&outage, &what, error);
             }
         });
     }
@@ -207,12 +228,19 @@ impl ApiWriter {
             };
             match fences.acquire(cycle.node(), &cycle.pod().uid, &asker).await {
                 Ok(fence) => held = Some(fence),
-                Err(message) => {
+                Err(fence::Refused::Conflict(message)) => {
                     self.metrics.conflict();
                     return Err(BindFailure {
                         message: format!("placement no longer fits: {message}"),
                         conflict: true,
                     });
+                }
+                Err(fence::Refused::Failed(message)) => {
+                    return Err(failure(format!("at the node's bind fence: {message}")));
+                }
+                Err(fence::Refused::Forbidden(message)) => {
+                    let _ = self.inputs.send(Input::Fatal(message.clone()));
+                    return Err(failure(message));
                 }
             }
         }
@@ -328,10 +356,22 @@ impl ApiWriter {
     fn patch_status(&self, pod: &Pod, patch: serde_json::Value) {
         let api = self.pods(pod);
         let name = pod.name.to_string();
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
         self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
             let params = PatchParams::default();
-            if let Err(error) = api.patch_status(&name, &params, &Patch::Strategic(&patch)).await {
-                tracing::warn!(pod = %name, error = %api_message(error), "could not update pod status");
+            if let Err(error) = api
+                .patch_status(&name, &params, &Patch::Strategic(&patch))
+                .await
+            {
+                write_failed(
+                    &outage,
+                    &format!("could not update the status of pod {name}"),
+                    error,
+                );
             }
         });
     }
@@ -373,18 +413,43 @@ impl ApiWriter {
             ..DeleteParams::default()
         };
         // In this order, as upstream: the condition tells the victim's controller why.
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
         self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
             let patch = Patch::Strategic(&condition);
-            if let Err(error) = api.patch_status(&name, &PatchParams::default(), &patch).await {
-                tracing::warn!(pod = %name, error = %api_message(error), "could not mark preemption victim");
+            if let Err(error) = api
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+            {
+                write_failed(
+                    &outage,
+                    &format!("could not mark preemption victim {name}"),
+                    error,
+                );
             }
             match api.delete(&name, &params).await {
                 Ok(_) => tracing::info!(pod = %name, "deleted preemption victim"),
-                Err(error) => {
-                    tracing::warn!(pod = %name, error = %api_message(error), "could not delete preemption victim")
-                }
+                Err(error) => write_failed(
+                    &outage,
+                    &format!("could not delete preemption victim {name}"),
+                    error,
+                ),
             }
         });
+    }
+}
+
+/// A write the API refused is logged with its message; one that did not reach the API
+/// server goes to the outage report (one line a minute, however many writes fail).
+fn write_failed(outage: &Outage, what: &str, error: kube::Error) {
+    match error {
+        kube::Error::Api(status) => tracing::warn!("{what}: {}", status.message),
+        other => {
+            outage.failed(what, &other);
+        }
     }
 }
 
