@@ -38,7 +38,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(15);
 
 static SKIPPED_VERIFICATION: Once = Once::new();
 
-/// A client for `config`'s server; `server` names it in the one warning it may print.
+/// A client for `config`'s server.
 pub fn build(mut config: Config) -> Result<Client, kube::Error> {
     if let Some(proxy) = &config.proxy_url {
         return Err(kube::Error::ProxyProtocolUnsupported {

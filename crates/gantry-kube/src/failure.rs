@@ -194,7 +194,8 @@ pub async fn probe(client: &Client, server: &str, startup: &Startup) -> Result<(
     let params = ListParams::default().limit(1);
     let mut backoff = startup.backoff;
     let attempts = startup.attempts.max(1);
-    for attempt in 1..=attempts {
+    let mut attempt = 1;
+    loop {
         let failure = match tokio::time::timeout(startup.timeout, pods.list_metadata(&params)).await
         {
             Ok(Ok(_)) => return Ok(()),
@@ -223,8 +224,8 @@ pub async fn probe(client: &Client, server: &str, startup: &Startup) -> Result<(
         );
         tokio::time::sleep(backoff).await;
         backoff *= 2;
+        attempt += 1;
     }
-    unreachable!("the last attempt returns")
 }
 
 /// A running instance's failures to use the API server (watches and writes all retry
