@@ -64,11 +64,23 @@ const FENCE_LABEL: &str = "gantry.dev/fence";
 #[derive(Clone)]
 pub struct Fences {
     api: Api<Lease>,
+    namespace: String,
     identity: String,
     known: Arc<Mutex<HashMap<String, Lease>>>,
     /// One turn per fence among this instance's own binders: they queue here rather
     /// than race each other through the API.
     turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+/// Why a binder could not take its turn behind its fences.
+#[derive(Debug)]
+pub enum Refused {
+    /// The placement no longer fits by the latest cache, or the fences stayed contended.
+    Conflict(String),
+    /// The API failed (retried as any failed bind).
+    Failed(String),
+    /// Gantry may not write its fences: no retry mends that.
+    Forbidden(String),
 }
 
 /// The fences a binder moved: what each held before, to put back if the bind fails, and
@@ -112,6 +124,7 @@ impl Fences {
     ) -> Fences {
         let fences = Fences {
             api: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
             identity: identity.into(),
             known: Arc::default(),
             turns: Arc::default(),
@@ -167,15 +180,23 @@ impl Fences {
         }
     }
 
+    fn refused(&self, error: kube::Error) -> Refused {
+        match error {
+            kube::Error::Api(status) if status.code == 403 => Refused::Forbidden(
+                crate::failure::lease_forbidden("the bind fences", &self.namespace, &status.message),
+            ),
+            other => Refused::Failed(api_message(other)),
+        }
+    }
+
     /// Takes the turn behind every fence in `names` (sorted) for `pod_uid`: returns the
-    /// fences held, or why not (a conflict: the placement no longer fits, or the fences
-    /// stayed contended).
+    /// fences held, or why not.
     pub async fn acquire(
         &self,
         names: &[String],
         pod_uid: &str,
         binder: &impl Loop,
-    ) -> Result<Held, String> {
+    ) -> Result<Held, Refused> {
         // This instance's turn at each fence, in the fences' order.
         let mut turns = Vec::with_capacity(names.len());
         for name in names {
@@ -191,7 +212,7 @@ impl Fences {
                 }
                 read.push(fence);
             }
-            binder.check().await?;
+            binder.check().await.map_err(Refused::Conflict)?;
             let mut held = Held {
                 pod: pod_uid.into(),
                 moved: Vec::with_capacity(read.len()),
@@ -206,24 +227,26 @@ impl Fences {
                         self.release_failed(held).await;
                         continue 'attempt;
                     }
-                    Err(WriteError::Other(message)) => {
+                    Err(WriteError::Other(error)) => {
                         self.release_failed(held).await;
-                        return Err(message);
+                        return Err(self.refused(error));
                     }
                 }
             }
             return Ok(held);
         }
-        Err("its node stayed contended by other binders".into())
+        Err(Refused::Conflict(
+            "its node stayed contended by other binders".into(),
+        ))
     }
 
     /// The fence as last seen, or as the API has it when this instance has not seen it.
-    async fn read(&self, name: &str) -> Result<Read, String> {
+    async fn read(&self, name: &str) -> Result<Read, Refused> {
         let known = self.known.lock().get(name).cloned();
         let lease = match known {
             Some(lease) => lease,
             None => {
-                let lease = self.api.get_opt(name).await.map_err(api_message)?;
+                let lease = self.api.get_opt(name).await.map_err(|e| self.refused(e))?;
                 lease.unwrap_or_else(|| Lease {
                     metadata: ObjectMeta {
                         name: Some(name.into()),
@@ -287,7 +310,7 @@ impl Fences {
                 self.known.lock().remove(name);
                 Err(WriteError::Moved)
             }
-            Err(error) => Err(WriteError::Other(api_message(error))),
+            Err(error) => Err(WriteError::Other(error)),
         }
     }
 
@@ -329,7 +352,7 @@ impl Fences {
 enum WriteError {
     /// 409: another binder moved the fence since it was read.
     Moved,
-    Other(String),
+    Other(kube::Error),
 }
 
 /// Waits until the cache has seen `pod_uid` bound (or gone), until `deadline` at most.

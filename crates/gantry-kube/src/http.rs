@@ -1,4 +1,4 @@
-//! `/metrics` (Prometheus text: the scheduler's metrics under kube-scheduler's names, then
+//! `/metrics` (Prometheus text format 0.0.4: the scheduler's metrics under kube-scheduler's names, then
 //! the backend's counters), `/healthz` (the process serves), `/readyz` (every watch has
 //! listed its resource once, so decisions rest on a complete cache).
 
@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use crate::Shared;
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> ([(&'static str, &'static str); 1], String) {
+    // Prometheus text 0.0.4, as declared (no OpenMetrics `# EOF`).
     let mut text = shared.scheduler_metrics();
     text.push_str(&shared.kube.render());
-    text.push_str("# EOF\n");
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         text,

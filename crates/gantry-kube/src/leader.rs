@@ -19,6 +19,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use crate::failure::lease_forbidden;
 use crate::writes::api_message;
 
 /// kube-scheduler's defaults.
@@ -65,17 +66,23 @@ impl Elector {
     /// Campaigns until it leads (then sends `true`), renews while it leads, and sends
     /// `false` if a renewal does not succeed within the deadline. Ends on `stop`,
     /// releasing the lease if it holds it.
-    pub async fn run(mut self, leading: watch::Sender<bool>, mut stop: watch::Receiver<bool>) {
+    /// Ends with an error (one line) if Gantry may not use the lease (403): retrying
+    /// would leave a replica that is ready but never schedules.
+    pub async fn run(
+        mut self,
+        leading: watch::Sender<bool>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<(), String> {
         let retry = self.config.retry_period;
         // Campaign: an attempt that hangs is given up after the renew deadline.
         loop {
             let attempt =
                 tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
-            if attempt.await == Ok(true) {
+            if attempt.await.unwrap_or(Ok(false))? {
                 break;
             }
             if sleep_or_stop(retry, &mut stop).await {
-                return;
+                return Ok(());
             }
         }
         tracing::info!(identity = %self.identity, lease = %self.config.lease_name, "acquired the leader lease");
@@ -84,29 +91,29 @@ impl Elector {
         loop {
             if sleep_or_stop(retry, &mut stop).await {
                 self.release().await;
-                return;
+                return Ok(());
             }
             let deadline = Instant::now() + self.config.renew_deadline;
             loop {
                 // A request that hangs must not keep this instance leading past the
                 // deadline (client-go bounds the renewal by it the same way).
                 let left = deadline.saturating_duration_since(Instant::now());
-                let renewed = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
-                if renewed == Ok(true) {
-                    break;
-                }
-                if renewed.is_err() {
+                let Ok(renewed) = tokio::time::timeout(left, self.try_acquire_or_renew()).await
+                else {
                     tracing::error!(identity = %self.identity, "renewing the leader lease timed out");
                     let _ = leading.send(false);
-                    return;
+                    return Ok(());
+                };
+                if renewed? {
+                    break;
                 }
                 if Instant::now() + retry > deadline {
                     tracing::error!(identity = %self.identity, "could not renew the leader lease in time");
                     let _ = leading.send(false);
-                    return;
+                    return Ok(());
                 }
                 if sleep_or_stop(retry, &mut stop).await {
-                    return;
+                    return Ok(());
                 }
             }
         }
@@ -123,15 +130,31 @@ impl Elector {
         }
     }
 
-    /// One attempt, as client-go's `tryAcquireOrRenew`.
-    async fn try_acquire_or_renew(&mut self) -> bool {
+    /// A 403 on the lease: the line `run` ends with.
+    fn forbidden(&self, error: &kube::Error) -> Option<String> {
+        match error {
+            kube::Error::Api(status) if status.code == 403 => Some(lease_forbidden(
+                &format!("the leader lease {}", self.config.lease_name),
+                &self.config.namespace,
+                &status.message,
+            )),
+            _ => None,
+        }
+    }
+
+    /// One attempt, as client-go's `tryAcquireOrRenew`: whether this candidate holds the
+    /// lease now; an error if it may never.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, String> {
         let now = Timestamp::now();
         let name = self.config.lease_name.clone();
         let current = match self.api.get_opt(&name).await {
             Ok(current) => current,
             Err(error) => {
+                if let Some(forbidden) = self.forbidden(&error) {
+                    return Err(forbidden);
+                }
                 tracing::warn!(lease = %name, error = %api_message(error), "could not read the leader lease");
-                return false;
+                return Ok(false);
             }
         };
         let Some(mut lease) = current else {
@@ -146,12 +169,15 @@ impl Elector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
                     self.observe(created.spec.unwrap_or_default());
-                    true
+                    Ok(true)
                 }
-                Err(error) => {
-                    tracing::debug!(error = %api_message(error), "lease created by someone else first");
-                    false
-                }
+                Err(error) => match self.forbidden(&error) {
+                    Some(forbidden) => Err(forbidden),
+                    None => {
+                        tracing::debug!(error = %api_message(error), "lease created by someone else first");
+                        Ok(false)
+                    }
+                },
             };
         };
         let record = lease.spec.clone().unwrap_or_default();
@@ -161,7 +187,7 @@ impl Elector {
         let duration =
             Duration::from_secs(record.lease_duration_seconds.unwrap_or(0).max(0) as u64);
         if !holder.is_empty() && !held_by_me && observed_at.elapsed() < duration {
-            return false;
+            return Ok(false);
         }
         let transitions = record.lease_transitions.unwrap_or(0);
         lease.spec = Some(if held_by_me {
@@ -179,12 +205,15 @@ impl Elector {
         {
             Ok(updated) => {
                 self.observe(updated.spec.unwrap_or_default());
-                true
+                Ok(true)
             }
-            Err(error) => {
-                tracing::debug!(error = %api_message(error), "lease update lost a race");
-                false
-            }
+            Err(error) => match self.forbidden(&error) {
+                Some(forbidden) => Err(forbidden),
+                None => {
+                    tracing::debug!(error = %api_message(error), "lease update lost a race");
+                    Ok(false)
+                }
+            },
         }
     }
 

@@ -13,8 +13,10 @@
 //! to compare with the simulation); nothing but the command line depends on it.
 
 mod claim_writes;
+mod client;
 mod dra;
 mod events;
+mod failure;
 mod fence;
 mod fence_scope;
 mod http;
@@ -45,17 +47,24 @@ use parking_lot::Mutex;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+pub use client::{USER_AGENT, build as build_client};
+pub use failure::{Failure, Startup, describe};
 pub use gantry_scheduler::shard::{Shard, owner};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
 pub use watch::POD_FIELD_SELECTOR;
-pub use writes::{MAX_BINDS_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
+pub use writes::{
+    MAX_BINDS_IN_FLIGHT, MAX_WRITES_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
+};
 
 use crate::claim_writes::ClaimWriter;
 use crate::dra::{ClaimStore, DraMirror};
 use crate::objects::ObjectMirror;
 use crate::scheduling_loop::{LoopEnd, SchedulingLoop};
 use crate::writes::{ApiWriter, BindDone, WriterSetup};
+
+/// A running instance's failures to reach the API server are logged at most this often.
+const OUTAGE_REPORT_EVERY: Duration = Duration::from_secs(60);
 
 /// What reaches the scheduling loop.
 pub(crate) enum Input {
@@ -73,6 +82,8 @@ pub(crate) enum Input {
         reply: oneshot::Sender<bool>,
     },
     Leader(bool),
+    /// Something no retry mends (Gantry may not write its leases): end with this line.
+    Fatal(String),
     /// Stop taking pods; finish (or, after a grace period, forget) the binds in flight.
     Stop,
     /// End at once: `run` was dropped before it finished (its runtime is going away).
@@ -126,6 +137,10 @@ impl Shared {
 /// How to run.
 pub struct RunOptions {
     pub client: Client,
+    /// The API server's address, as messages name it.
+    pub server: String,
+    /// How long to try the API server at start before giving up.
+    pub startup: Startup,
     /// Profiles (their scheduler names select the pods), backoff.
     pub config: SchedulerConfig,
     /// Names this instance in events and in the lease.
@@ -156,6 +171,9 @@ pub enum RunError {
     },
     #[error("lost the leader lease; restarting is the safe way back")]
     LostLeadership,
+    /// The API server cannot be used (at start), or refuses what Gantry must do.
+    #[error("{0}")]
+    Server(String),
     #[error("the scheduling loop failed: {0}")]
     Loop(String),
 }
@@ -193,6 +211,13 @@ pub async fn run(
         server = Some(handle);
     }
 
+    // Nothing starts before the server answers, takes the credentials and lets Gantry
+    // list pods: otherwise one line says why, and `run` ends.
+    failure::probe(&options.client, &options.server, &options.startup)
+        .await
+        .map_err(RunError::Server)?;
+    let outage = Arc::new(failure::Outage::new(&options.server, OUTAGE_REPORT_EVERY));
+
     // The resource.k8s.io/v1 kinds only when scheduling needs them: a cluster that does
     // not serve them would otherwise never be listed in full.
     let with_dra = options.config.profiles.iter().any(|p| {
@@ -205,6 +230,7 @@ pub async fn run(
         &inputs,
         &kube_metrics,
         &stop_rx,
+        &outage,
         options.config.release,
         with_dra,
     );
@@ -215,7 +241,12 @@ pub async fn run(
     if let Some(config) = options.leader_election {
         let (leading_tx, mut leading_rx) = tokio::sync::watch::channel(false);
         let candidate = leader::Elector::new(options.client.clone(), config, &options.identity);
-        elector = Some(tokio::spawn(candidate.run(leading_tx, stop_rx.clone())));
+        let (stop, fatal) = (stop_rx.clone(), inputs.clone());
+        elector = Some(tokio::spawn(async move {
+            if let Err(message) = candidate.run(leading_tx, stop).await {
+                let _ = fatal.send(Input::Fatal(message));
+            }
+        }));
         let inputs = inputs.clone();
         let kube_metrics = kube_metrics.clone();
         tokio::spawn(async move {
@@ -265,6 +296,7 @@ pub async fn run(
         claims: ClaimWriter::new(options.client.clone(), claims.clone()),
         release: options.config.release,
         event_retry: options.event_retry,
+        outage,
     });
     let dra = DraMirror::new(cache.clone(), claims);
     let scheduling = SchedulingLoop {
@@ -319,6 +351,7 @@ pub async fn run(
     match end {
         Ok(Ok(LoopEnd::Stopped)) => Ok(()),
         Ok(Ok(LoopEnd::LostLeadership)) => Err(RunError::LostLeadership),
+        Ok(Ok(LoopEnd::Fatal(message))) => Err(RunError::Server(message)),
         Ok(Err(_)) => Err(RunError::Loop("the scheduling thread panicked".into())),
         Err(e) => Err(RunError::Loop(e.to_string())),
     }

@@ -1,132 +1,124 @@
-//! The backend's own counters (binds, conflicts, watch failures and relists, leadership),
-//! in a prometheus-client registry; `/metrics` serves them after the scheduler's metrics,
-//! which keep kube-scheduler's names.
+//! The backend's own counters (binds, conflicts, watch failures and relists, leadership);
+//! `/metrics` serves them after the scheduler's metrics, which keep kube-scheduler's
+//! names. Written in the Prometheus text format 0.0.4 that `/metrics` declares (as
+//! kube-scheduler's are): a counter's `# TYPE` line names its samples, `_total` included.
+//! (prometheus-client's encoder writes OpenMetrics only, whose `# TYPE` names a counter
+//! without `_total` and whose text ends with `# EOF`: read as 0.0.4, those samples have
+//! no type.)
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::watch::Kind;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabel {
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResourceLabel {
-    resource: &'static str,
-}
-
+#[derive(Default)]
 pub struct KubeMetrics {
-    registry: Registry,
-    binds: Family<ResultLabel, Counter>,
-    conflicts: Counter,
-    watch_errors: Family<ResourceLabel, Counter>,
-    relists: Family<ResourceLabel, Counter>,
-    leader: Gauge,
+    bound: AtomicU64,
+    failed: AtomicU64,
+    conflicts: AtomicU64,
+    /// Per kind, in [`Kind::ALL`]'s order.
+    watch_errors: [AtomicU64; Kind::ALL.len()],
+    relists: [AtomicU64; Kind::ALL.len()],
+    leader: AtomicBool,
 }
 
-impl Default for KubeMetrics {
-    fn default() -> KubeMetrics {
-        let mut registry = Registry::default();
-        let binds = Family::<ResultLabel, Counter>::default();
-        let conflicts = Counter::default();
-        let watch_errors = Family::<ResourceLabel, Counter>::default();
-        let relists = Family::<ResourceLabel, Counter>::default();
-        let leader = Gauge::default();
-        registry.register(
-            "gantry_binds",
-            "Binds written through pods/binding, by result",
-            binds.clone(),
-        );
-        registry.register(
-            "gantry_bind_conflicts",
-            "Placements the binder refused because the latest cache no longer fits them",
-            conflicts.clone(),
-        );
-        registry.register(
-            "gantry_watch_errors",
-            "Watch or list failures, retried with backoff",
-            watch_errors.clone(),
-        );
-        registry.register(
-            "gantry_watch_relists",
-            "Complete lists of a resource (at start, and after 410 Gone)",
-            relists.clone(),
-        );
-        registry.register(
-            "gantry_leader",
-            "1 while this instance holds the leader lease (or runs without election)",
-            leader.clone(),
-        );
-        KubeMetrics {
-            registry,
-            binds,
-            conflicts,
-            watch_errors,
-            relists,
-            leader,
-        }
-    }
+fn index(kind: Kind) -> usize {
+    Kind::ALL
+        .iter()
+        .position(|&k| k == kind)
+        .expect("every kind is in Kind::ALL")
+}
+
+/// `# HELP` and `# TYPE` of one family.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 impl KubeMetrics {
     pub fn bind(&self, ok: bool) {
-        let result = if ok { "bound" } else { "failed" };
-        self.binds.get_or_create(&ResultLabel { result }).inc();
+        let counter = if ok { &self.bound } else { &self.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn conflict(&self) {
-        self.conflicts.inc();
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn conflicts(&self) -> u64 {
-        self.conflicts.get()
+        self.conflicts.load(Ordering::Relaxed)
     }
 
     pub fn watch_error(&self, kind: Kind) {
-        let resource = kind.name();
-        self.watch_errors
-            .get_or_create(&ResourceLabel { resource })
-            .inc();
+        self.watch_errors[index(kind)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn relisted(&self, kind: Kind) {
-        let resource = kind.name();
-        self.relists
-            .get_or_create(&ResourceLabel { resource })
-            .inc();
+        self.relists[index(kind)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Complete lists of a resource so far (by its plural, e.g. `pods`).
     pub fn relists_of(&self, resource: &str) -> u64 {
-        let Some(kind) = Kind::ALL.into_iter().find(|k| k.name() == resource) else {
-            return 0;
-        };
-        let resource = kind.name();
-        self.relists
-            .get_or_create(&ResourceLabel { resource })
-            .get()
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == resource)
+            .map_or(0, |kind| self.relists[index(kind)].load(Ordering::Relaxed))
     }
 
     pub fn is_leader(&self) -> bool {
-        self.leader.get() == 1
+        self.leader.load(Ordering::Relaxed)
     }
 
     pub fn set_leader(&self, leader: bool) {
-        self.leader.set(i64::from(leader));
+        self.leader.store(leader, Ordering::Relaxed);
     }
 
-    /// The counters in Prometheus text format (without the closing `# EOF`, so that the
-    /// text can follow the scheduler's metrics).
+    /// The counters in the Prometheus text format, every label value present from the
+    /// start (a series that appears late breaks `rate()`).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode_registry(&mut out, &self.registry).is_err() {
-            tracing::error!("could not encode the backend metrics");
+        header(
+            &mut out,
+            "gantry_binds_total",
+            "counter",
+            "Binds written through pods/binding, by result.",
+        );
+        for (result, counter) in [("bound", &self.bound), ("failed", &self.failed)] {
+            let value = counter.load(Ordering::Relaxed);
+            let _ = writeln!(out, "gantry_binds_total{{result=\"{result}\"}} {value}");
         }
+        header(
+            &mut out,
+            "gantry_bind_conflicts_total",
+            "counter",
+            "Placements the binder refused because the latest cache no longer fits them.",
+        );
+        let _ = writeln!(out, "gantry_bind_conflicts_total {}", self.conflicts());
+        for (name, help, counters) in [
+            (
+                "gantry_watch_errors_total",
+                "Watch or list failures, retried with backoff.",
+                &self.watch_errors,
+            ),
+            (
+                "gantry_watch_relists_total",
+                "Complete lists of a resource (at start, and after 410 Gone).",
+                &self.relists,
+            ),
+        ] {
+            header(&mut out, name, "counter", help);
+            for (kind, counter) in Kind::ALL.iter().zip(counters) {
+                let value = counter.load(Ordering::Relaxed);
+                let _ = writeln!(out, "{name}{{resource=\"{}\"}} {value}", kind.name());
+            }
+        }
+        header(
+            &mut out,
+            "gantry_leader",
+            "gauge",
+            "1 while this instance holds the leader lease (or runs without election).",
+        );
+        let _ = writeln!(out, "gantry_leader {}", u8::from(self.is_leader()));
         out
     }
 }

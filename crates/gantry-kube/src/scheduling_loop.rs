@@ -67,6 +67,8 @@ pub struct SchedulingLoop {
 pub enum LoopEnd {
     Stopped,
     LostLeadership,
+    /// Something no retry mends, in one line.
+    Fatal(String),
 }
 
 impl SchedulingLoop {
@@ -167,6 +169,10 @@ impl SchedulingLoop {
                 self.leader = false;
                 self.forget_binds_in_flight();
                 return Some(LoopEnd::LostLeadership);
+            }
+            Input::Fatal(message) => {
+                self.forget_binds_in_flight();
+                return Some(LoopEnd::Fatal(message));
             }
             Input::Abort => return Some(LoopEnd::Stopped),
             Input::Stop => {

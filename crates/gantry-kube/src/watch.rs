@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::Input;
 use crate::dra;
+use crate::failure::Outage;
 use crate::metrics::KubeMetrics;
 
 /// kube-scheduler's pod watch leaves out pods that finished: they hold nothing.
@@ -162,6 +163,7 @@ pub fn spawn_all(
     inputs: &Sender<Input>,
     metrics: &Arc<KubeMetrics>,
     stop: &watch::Receiver<bool>,
+    outage: &Arc<Outage>,
     release: gantry_api::Release,
     with_dra: bool,
 ) -> Vec<Kind> {
@@ -173,6 +175,7 @@ pub fn spawn_all(
         inputs: inputs.clone(),
         metrics: metrics.clone(),
         stop: stop.clone(),
+        outage: outage.clone(),
     };
     spawn(
         ctx(Kind::Node),
@@ -289,6 +292,7 @@ struct WatchContext {
     inputs: Sender<Input>,
     metrics: Arc<KubeMetrics>,
     stop: watch::Receiver<bool>,
+    outage: Arc<Outage>,
 }
 
 fn spawn<K>(
@@ -305,6 +309,7 @@ fn spawn<K>(
             inputs,
             metrics,
             mut stop,
+            outage,
         } = ctx;
         // Retries every failure (500s, dropped connections) with exponential backoff;
         // 410 Gone restarts with a fresh list.
@@ -319,7 +324,7 @@ fn spawn<K>(
             let change = match event {
                 Err(error) => {
                     metrics.watch_error(kind);
-                    tracing::warn!(resource = kind.name(), %error, "watch failed; retrying");
+                    report(&outage, kind, error);
                     continue;
                 }
                 Ok(watcher::Event::Init) => {
@@ -366,5 +371,22 @@ fn converted<K>(
             tracing::warn!(%error, "ignoring an object that does not decode");
             None
         }
+    }
+}
+
+/// A failed list or watch (retried with backoff), through the outage report: at most
+/// one line a minute however many watches fail.
+fn report(outage: &Outage, kind: Kind, error: watcher::Error) {
+    let what = format!("listing and watching {}", kind.name());
+    match error {
+        watcher::Error::InitialListFailed(error)
+        | watcher::Error::WatchStartFailed(error)
+        | watcher::Error::WatchFailed(error) => {
+            outage.failed(&what, &error);
+        }
+        watcher::Error::WatchError(status) => {
+            outage.failed(&what, &kube::Error::Api(status));
+        }
+        other => tracing::warn!(resource = kind.name(), error = %other, "watch failed; retrying"),
     }
 }

@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::Input;
 use crate::claim_writes::ClaimWriter;
 use crate::events::{EventRecord, Events, PodVersions};
+use crate::failure::Outage;
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
@@ -31,6 +32,10 @@ use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
 pub const MAX_BINDS_IN_FLIGHT: usize = 64;
+/// Other writes in flight at once (events, pod conditions, preemption): a backlog's
+/// thousands of events wait for a slot rather than each taking a task and, over plain
+/// HTTP, a connection.
+pub const MAX_WRITES_IN_FLIGHT: usize = 16;
 
 /// `PodScheduled=False` reasons, as kube-scheduler writes them.
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
@@ -63,12 +68,15 @@ pub struct ApiWriter {
     pub versions: PodVersions,
     /// Decides the text of the `Preempted` event.
     release: Release,
+    /// Slots for the writes other than binds and events.
+    writes: Arc<Semaphore>,
     metrics: Arc<KubeMetrics>,
     /// With several instances: re-check each placement against the latest cache, at
     /// the node's fence, before binding.
     fences: Option<Fences>,
     claims: ClaimWriter,
     volumes: VolumeWriter,
+    outage: Arc<Outage>,
 }
 
 /// The binder's questions to the scheduling loop, for one pod.
@@ -123,6 +131,8 @@ pub struct WriterSetup {
     pub release: Release,
     /// The pause between tries of an event write (client-go: 10 s).
     pub event_retry: Duration,
+    /// Where writes that did not reach the API server are reported.
+    pub outage: Arc<Outage>,
 }
 
 impl ApiWriter {
@@ -145,6 +155,8 @@ impl ApiWriter {
             metrics: setup.metrics,
             fences: setup.fences,
             claims: setup.claims,
+            writes: Arc::new(Semaphore::new(MAX_WRITES_IN_FLIGHT)),
+            outage: setup.outage,
         }
     }
 
@@ -244,9 +256,16 @@ impl ApiWriter {
             };
             match fences.acquire(fence_names, &cycle.pod().uid, &asker).await {
                 Ok(fence) => held = Some(fence),
-                Err(message) => {
+                Err(fence::Refused::Conflict(message)) => {
                     self.metrics.conflict();
                     return Err(conflict(message));
+                }
+                Err(fence::Refused::Failed(message)) => {
+                    return Err(failure(format!("at the node's bind fence: {message}")));
+                }
+                Err(fence::Refused::Forbidden(message)) => {
+                    let _ = self.inputs.send(Input::Fatal(message.clone()));
+                    return Err(failure(message));
                 }
             }
         }
@@ -382,10 +401,22 @@ impl ApiWriter {
     fn patch_status(&self, pod: &Pod, patch: serde_json::Value) {
         let api = self.pods(pod);
         let name = pod.name.to_string();
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
         self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
             let params = PatchParams::default();
-            if let Err(error) = api.patch_status(&name, &params, &Patch::Strategic(&patch)).await {
-                tracing::warn!(pod = %name, error = %api_message(error), "could not update pod status");
+            if let Err(error) = api
+                .patch_status(&name, &params, &Patch::Strategic(&patch))
+                .await
+            {
+                write_failed(
+                    &outage,
+                    &format!("could not update the status of pod {name}"),
+                    error,
+                );
             }
         });
     }
@@ -430,16 +461,30 @@ impl ApiWriter {
             ..DeleteParams::default()
         };
         // In this order, as upstream: the condition tells the victim's controller why.
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
         self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
             let patch = Patch::Strategic(&condition);
-            if let Err(error) = api.patch_status(&name, &PatchParams::default(), &patch).await {
-                tracing::warn!(pod = %name, error = %api_message(error), "could not mark preemption victim");
+            if let Err(error) = api
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+            {
+                write_failed(
+                    &outage,
+                    &format!("could not mark preemption victim {name}"),
+                    error,
+                );
             }
             match api.delete(&name, &params).await {
                 Ok(_) => tracing::info!(pod = %name, "deleted preemption victim"),
-                Err(error) => {
-                    tracing::warn!(pod = %name, error = %api_message(error), "could not delete preemption victim")
-                }
+                Err(error) => write_failed(
+                    &outage,
+                    &format!("could not delete preemption victim {name}"),
+                    error,
+                ),
             }
         });
     }
@@ -460,6 +505,17 @@ impl EventText {
             reason,
             action,
             note,
+        }
+    }
+}
+
+/// A write the API refused is logged with its message; one that did not reach the API
+/// server goes to the outage report (one line a minute, however many writes fail).
+fn write_failed(outage: &Outage, what: &str, error: kube::Error) {
+    match error {
+        kube::Error::Api(status) => tracing::warn!("{what}: {}", status.message),
+        other => {
+            outage.failed(what, &other);
         }
     }
 }

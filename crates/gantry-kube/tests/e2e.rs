@@ -967,3 +967,47 @@ async fn a_shared_gpu_pod_is_bound_with_the_cards_hami_would_write() {
     );
     instance.stop().await.unwrap();
 }
+
+/// `/metrics` read whole by a strict reader of the format it declares (Prometheus text
+/// 0.0.4), once the scheduler's counters and histograms and the backend's have samples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_valid_prometheus_text() {
+    // The reader refuses what `/metrics` used to serve: a counter typed apart from its
+    // samples' name, as OpenMetrics writes it.
+    let openmetrics = "# HELP gantry_binds Binds.\n# TYPE gantry_binds counter\ngantry_binds_total{result=\"bound\"} 1\n# EOF\n";
+    assert!(!exposition::check(openmetrics).is_empty());
+
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    for i in 0..3 {
+        api.put(PODS, pod(&format!("web-{i}"), 100));
+    }
+    api.put(PODS, pod("too-big", 5000));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    let addr = instance.running.metrics_addr.unwrap();
+    let mut body = String::new();
+    let mut head = String::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while !(body.contains("gantry_binds_total{result=\"bound\"} 3")
+        && body.contains("result=\"unschedulable\"} 1"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "metrics never showed the binds: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (head, body) = http_get(addr, "/metrics").await;
+    }
+    assert!(
+        head.to_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let problems = exposition::check(&body);
+    assert!(problems.is_empty(), "{}\n\n{body}", problems.join("\n"));
+    assert!(
+        !body.contains("# EOF"),
+        "OpenMetrics' terminator in Prometheus text"
+    );
+    instance.stop().await.unwrap();
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use gantry_api::Sym;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile_for;
-use gantry_kube::{LeaderElection, RunOptions, Shard};
+use gantry_kube::{LeaderElection, RunOptions, Shard, Startup};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::load;
@@ -33,9 +33,10 @@ pub struct RunArgs {
     /// Active-passive replicas: only the holder of the Lease schedules.
     #[arg(long)]
     leader_elect: bool,
-    /// Namespace of the leader Lease (and of the bind fences when sharded).
-    #[arg(long, default_value = "kube-system")]
-    lease_namespace: String,
+    /// Namespace of the leader Lease (and of the bind fences when sharded); by default
+    /// the namespace Gantry runs in (its ServiceAccount's), or the kubeconfig context's.
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    lease_namespace: Option<String>,
     /// Name of the leader Lease.
     #[arg(long, default_value = DEFAULT_NAME)]
     lease_name: String,
@@ -74,7 +75,8 @@ fn scheduler_config(args: &RunArgs) -> anyhow::Result<SchedulerConfig> {
     Ok(config)
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+/// The client, and the server's address as messages name it.
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<(kube::Client, String)> {
     let config = match kubeconfig {
         Some(path) => {
             // Bounded and parsed first (`/dev/zero` is refused at its first byte, a syntax
@@ -95,7 +97,20 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
             .await
             .context("no cluster to talk to (in-cluster, KUBECONFIG or ~/.kube/config)")?,
     };
-    kube::Client::try_from(config).context("cannot build the Kubernetes client")
+    let server = config.cluster_url.to_string();
+    let server = server.trim_end_matches('/').to_string();
+    let client = gantry_kube::build_client(config)
+        .with_context(|| format!("cannot build a client for {server}"))?;
+    Ok((client, server))
+}
+
+/// `--lease-namespace`, else the client's default namespace: in a pod, its
+/// ServiceAccount's (where deploy/gantry.yaml grants the Leases); from a kubeconfig, its
+/// context's (`default` when the context names none).
+fn lease_namespace(args: &RunArgs, client: &kube::Client) -> String {
+    args.lease_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string())
 }
 
 /// This process's name in the lease and in events: the host name and a unique suffix,
@@ -147,7 +162,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let client = client(args.kubeconfig.as_ref()).await?;
+        let (client, server) = client(args.kubeconfig.as_ref()).await?;
+        let lease_namespace = lease_namespace(&args, &client);
         let identity = identity();
         let names: Vec<String> = config
             .profiles
@@ -166,18 +182,68 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
         let options = RunOptions {
             client,
+            server,
+            startup: Startup::default(),
             config,
             identity,
             leader_election: args
                 .leader_elect
-                .then(|| LeaderElection::new(&args.lease_namespace, &args.lease_name)),
+                .then(|| LeaderElection::new(&lease_namespace, &args.lease_name)),
             metrics_addr: Some(args.metrics_addr),
             shard: args.shard,
             seed: args.seed,
-            fence_namespace: args.lease_namespace.clone(),
+            fence_namespace: lease_namespace,
             event_retry: gantry_kube::DEFAULT_EVENT_RETRY,
         };
         gantry_kube::run(options, stop_signal(), None).await?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    /// A kubeconfig whose context names namespace `team-a`.
+    fn kubeconfig(dir: &std::path::Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{name: k, cluster: {server: 'https://10.0.0.1:6443'}}]\n\
+             users: [{name: u, user: {token: t}}]\n\
+             contexts: [{name: c, context: {cluster: k, user: u, namespace: team-a}}]\n",
+        )
+        .unwrap();
+        path
+    }
+
+    /// Without `--lease-namespace`, the leases go where Gantry runs (the kubeconfig
+    /// context's namespace here; in a pod, its ServiceAccount's), not to kube-system,
+    /// which deploy/gantry.yaml does not grant.
+    #[test]
+    fn the_lease_namespace_defaults_to_the_clients() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let path = kubeconfig(dir.path());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (client, server) = runtime.block_on(client(Some(&path))).unwrap();
+        assert_eq!(server, "https://10.0.0.1:6443");
+        let args = Cli::try_parse_from(["run", "--leader-elect"]).unwrap().run;
+        assert_eq!(lease_namespace(&args, &client), "team-a");
+        let named = Cli::try_parse_from(["run", "--lease-namespace", "gantry-system"])
+            .unwrap()
+            .run;
+        assert_eq!(lease_namespace(&named, &client), "gantry-system");
+        assert!(Cli::try_parse_from(["run", "--lease-namespace", ""]).is_err());
+    }
 }

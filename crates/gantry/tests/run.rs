@@ -95,7 +95,77 @@ fn warnings_are_printed_at_the_default_log_level() {
     let out = child.wait_with_output().unwrap();
     let err = stderr(&out);
     assert!(
-        err.contains("WARN") && err.contains("watch failed; retrying"),
+        err.contains("WARN") && err.contains("refused the connection") && err.contains("retrying"),
         "{err}"
     );
+}
+
+/// A kubeconfig naming a local port nothing listens on.
+fn unreachable_kubeconfig(dir: &std::path::Path) -> (String, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("http://127.0.0.1:{port}");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{{name: k, cluster: {{server: '{server}'}}}}]\n\
+         users: [{{name: u, user: {{token: t}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n"
+    );
+    (common::write(dir, "kubeconfig", &text), server)
+}
+
+/// A server that refuses connections: a warning per attempt, then one error line naming
+/// it and a non-zero exit; logs written to a pipe carry no colour codes, and
+/// `--log-format json` writes one JSON object per log line.
+#[test]
+fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, server) = unreachable_kubeconfig(dir.path());
+    // Both at once: each takes the start-up check's 15 s of backoff.
+    let run = |format: &str| {
+        common::command(&[
+            "run",
+            "--kubeconfig",
+            &kubeconfig,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            format,
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs")
+    };
+    let (text, json) = (run("text"), run("json"));
+    let out = text.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(!err.contains('\u{1b}'), "no colour codes in a pipe: {err}");
+    let last = err.trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("error: {server} refused the connection"))
+            && last.ends_with("gave up after 5 attempts"),
+        "{err}"
+    );
+    let retries = err.lines().filter(|l| l.contains("retrying in")).count();
+    assert_eq!(retries, 4, "{err}");
+
+    let out = json.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    let logged: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let warnings: Vec<&serde_json::Value> =
+        logged.iter().filter(|l| l["level"] == "WARN").collect();
+    assert_eq!(warnings.len(), 4, "{err}");
+    let message = warnings[0]["fields"]["message"].as_str().unwrap();
+    assert!(message.contains("refused the connection"), "{message}");
 }

@@ -16,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod resources;
+pub mod serve;
 pub mod store;
 
 use std::collections::HashMap;
@@ -59,6 +60,10 @@ pub struct Faults {
     /// Writes whose path contains the text wait this long before they are handled, this
     /// many times.
     pub slow_writes: Vec<(String, Duration, u32)>,
+    /// Every request is refused with 401, as for a token the server does not know.
+    pub unauthorized: bool,
+    /// Requests whose path contains one of these are refused with 403, as RBAC refuses.
+    pub forbid: Vec<String>,
 }
 
 struct Inner {
@@ -75,12 +80,16 @@ struct Inner {
     /// Every request, in order: `METHOD path?query`.
     all: Mutex<Vec<String>>,
     requests: AtomicU64,
+    /// Every `User-Agent` seen (`""` for a request without one).
+    user_agents: Mutex<std::collections::BTreeSet<String>>,
+    connections: Arc<serve::Connections>,
 }
 
 #[derive(Clone)]
 pub struct TestApiServer {
     inner: Arc<Inner>,
     pub addr: SocketAddr,
+    tls: bool,
 }
 
 fn status(code: StatusCode, reason: &str, message: String) -> Response {
@@ -126,6 +135,16 @@ impl TestApiServer {
     }
 
     pub async fn with_log(log_capacity: usize, bookmark_every: Duration) -> TestApiServer {
+        TestApiServer::serving(log_capacity, bookmark_every, false).await
+    }
+
+    /// Over TLS (a certificate of the test CA, [`serve::CA_PEM`]), offering HTTP/2 and
+    /// HTTP/1.1 by ALPN as kube-apiserver does.
+    pub async fn start_tls() -> TestApiServer {
+        TestApiServer::serving(10_000, Duration::from_millis(200), true).await
+    }
+
+    async fn serving(log_capacity: usize, bookmark_every: Duration, tls: bool) -> TestApiServer {
         let (changes, _) = broadcast::channel(65_536);
         let (drops, _) = broadcast::channel(16);
         let inner = Arc::new(Inner {
@@ -138,24 +157,58 @@ impl TestApiServer {
             writes: Mutex::new(Vec::new()),
             all: Mutex::new(Vec::new()),
             requests: AtomicU64::new(0),
+            user_agents: Mutex::new(Default::default()),
+            connections: Default::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = Router::new().fallback(handle).with_state(inner.clone());
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        TestApiServer { inner, addr }
+        serve::spawn(listener, app, tls, inner.connections.clone());
+        TestApiServer { inner, addr, tls }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// A kube client for this server.
+    /// A client configuration for this server (trusting the test CA over TLS).
+    pub fn config(&self) -> kube::Config {
+        let mut config = kube::Config::new(self.url().parse().unwrap());
+        if self.tls {
+            config.root_cert = Some(vec![serve::der(serve::CA_PEM)]);
+        }
+        config
+    }
+
+    /// The client `gantry run` builds, for this server.
     pub fn client(&self) -> kube::Client {
-        let config = kube::Config::new(self.url().parse().unwrap());
-        kube::Client::try_from(config).unwrap()
+        gantry_kube::build_client(self.config()).unwrap()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections_accepted(&self) -> u64 {
+        self.inner.connections.accepted.load(Ordering::SeqCst)
+    }
+
+    /// The most connections open at once so far.
+    pub fn peak_connections(&self) -> u64 {
+        self.inner.connections.peak.load(Ordering::SeqCst)
+    }
+
+    /// Every `User-Agent` requests carried (`""`: none).
+    pub fn user_agents(&self) -> Vec<String> {
+        self.inner.user_agents.lock().iter().cloned().collect()
+    }
+
+    /// Refuses every request with 401 from now on (`false`: accepts them again).
+    pub fn refuse_credentials(&self, refuse: bool) {
+        self.inner.faults.lock().unauthorized = refuse;
+    }
+
+    /// Refuses requests whose path contains `text` with 403, as RBAC does.
+    pub fn forbid(&self, text: &str) {
+        self.inner.faults.lock().forbid.push(text.to_string());
     }
 
     // ---- direct access, as tests and "other controllers" use it -------------------
@@ -355,9 +408,42 @@ fn prepare(
     }
 }
 
-/// Takes a matching 500 fault, if one is armed for this path.
-fn injected_failure(inner: &Inner, path: &str) -> Option<Response> {
+/// Takes a matching 500 fault, if one is armed for this path; refuses the credentials or
+/// the permission as kube-apiserver does when told to.
+fn injected_failure(inner: &Inner, method: &Method, path: &str) -> Option<Response> {
     let mut faults = inner.faults.lock();
+    if faults.unauthorized {
+        return Some(status(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized".into(),
+        ));
+    }
+    if faults.forbid.iter().any(|f| path.contains(f.as_str())) {
+        let target = resources::parse(path.split('?').next().unwrap_or(path));
+        let (resource, group, namespace) = target.map_or(("", "", String::new()), |t| {
+            (
+                t.resource.plural,
+                t.resource.group,
+                t.namespace.unwrap_or_default(),
+            )
+        });
+        let verb = match *method {
+            Method::GET => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "use",
+        };
+        return Some(status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!(
+                "{resource} is forbidden: User \"system:serviceaccount:gantry-system:gantry-scheduler\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{namespace}\""
+            ),
+        ));
+    }
     let fault = faults
         .fail
         .iter_mut()
@@ -399,7 +485,12 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         inner.writes.lock().push(format!("{method} {}", uri.path()));
     }
     inner.all.lock().push(format!("{method} {path_and_query}"));
-    if let Some(failure) = injected_failure(&inner, &path_and_query) {
+    let agent = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    inner.user_agents.lock().insert(agent.to_string());
+    if let Some(failure) = injected_failure(&inner, &method, &path_and_query) {
         return failure;
     }
     if method != Method::GET

@@ -3,13 +3,15 @@
 
 #![allow(dead_code)]
 
+pub mod exposition;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile;
-use gantry_kube::{LeaderElection, RunError, RunOptions, Running, Shard};
+use gantry_kube::{LeaderElection, RunError, RunOptions, Running, Shard, Startup};
 use gantry_sim::{Placement, SimOptions, Simulation};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -128,16 +130,35 @@ pub async fn start_with(
     config: SchedulerConfig,
 ) -> Instance {
     let options = RunOptions {
-        client: api.client(),
-        config,
         identity: identity.into(),
         leader_election,
-        metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
         shard,
+        config,
+        ..options(api.client(), &api.url())
+    };
+    launch(options).await
+}
+
+/// How the tests run an instance: alone, on the default profile, fences in gantry-system.
+pub fn options(client: kube::Client, server: &str) -> RunOptions {
+    RunOptions {
+        client,
+        server: server.into(),
+        startup: Startup::default(),
+        config: config(),
+        identity: "solo".into(),
+        leader_election: None,
+        metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+        shard: Shard::WHOLE,
         seed: 7,
         fence_namespace: "gantry-system".into(),
         event_retry: Duration::from_millis(50),
-    };
+    }
+}
+
+/// Starts an instance with these options.
+pub async fn launch(options: RunOptions) -> Instance {
+    let identity = options.identity.clone();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (started_tx, started_rx) = oneshot::channel();
     let handle = tokio::spawn(gantry_kube::run(
@@ -152,8 +173,16 @@ pub async fn start_with(
         stop: Some(stop_tx),
         handle,
         running,
-        identity: identity.into(),
+        identity,
     }
+}
+
+/// Runs an instance that is expected to end by itself (within `within`): how it ended.
+pub async fn run_to_end(options: RunOptions, within: Duration) -> Result<(), RunError> {
+    let run = gantry_kube::run(options, std::future::pending(), None);
+    tokio::time::timeout(within, run)
+        .await
+        .unwrap_or_else(|_| panic!("gantry run did not end within {within:?}"))
 }
 
 /// Polls `condition` every 20 ms until it holds; panics with `what` after `timeout`.
@@ -276,4 +305,16 @@ pub fn init_tracing() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// `GET path` from an instance's metrics server: (the response head, the body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.to_string(), body.to_string())
 }

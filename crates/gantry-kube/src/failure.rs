@@ -1,0 +1,329 @@
+//! What to tell a person when the API server cannot be used: one line naming the server
+//! and what to check (the credentials, the permissions, the certificate, the address),
+//! rather than a transport error's bare chain. At start, [`probe`] makes one request
+//! with a deadline, retries what may pass (a refused connection, a silence, a 5xx) a
+//! bounded number of times, and gives up at once on what will not (401, 403, a
+//! certificate not trusted). Once running, [`Outage`] keeps the retries going and says
+//! so at most once per interval.
+
+use std::error::Error as StdError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use parking_lot::Mutex;
+
+/// The start-up check's bounds.
+#[derive(Debug, Clone)]
+pub struct Startup {
+    /// Requests made before giving up on a server that refuses connections or stays silent.
+    pub attempts: u32,
+    /// How long one request may take.
+    pub timeout: Duration,
+    /// The wait after the first failure; doubled after each.
+    pub backoff: Duration,
+}
+
+impl Default for Startup {
+    /// Five requests of at most 10 s, 1 + 2 + 4 + 8 s apart: a server that never
+    /// answers ends `gantry run` in about a minute.
+    fn default() -> Startup {
+        Startup {
+            attempts: 5,
+            timeout: Duration::from_secs(10),
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a request failed, and whether trying again can help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub message: String,
+    pub permanent: bool,
+}
+
+/// One line about `error` from `server`.
+pub fn describe(server: &str, error: &kube::Error) -> Failure {
+    if let kube::Error::Api(status) = error {
+        return describe_status(server, status.code, &status.reason, &status.message);
+    }
+    let causes = causes(error);
+    for cause in &causes {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return describe_tls(server, tls);
+        }
+    }
+    for cause in &causes {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            let (message, permanent) = match io.kind() {
+                ConnectionRefused => (
+                    format!(
+                        "{server} refused the connection (nothing listens there): check the server address in the kubeconfig and that the API server runs"
+                    ),
+                    false,
+                ),
+                TimedOut => (
+                    format!(
+                        "{server} did not accept a connection in time: check the server address in the kubeconfig and the network to it"
+                    ),
+                    false,
+                ),
+                ConnectionReset | ConnectionAborted | UnexpectedEof | BrokenPipe => (
+                    format!(
+                        "{server} closed the connection ({io}): check that the address is the API server's (https, its port)"
+                    ),
+                    false,
+                ),
+                _ => continue,
+            };
+            return Failure { message, permanent };
+        }
+    }
+    if let Some(dns) = causes.iter().position(|c| c.to_string() == "dns error") {
+        let detail = causes
+            .get(dns + 1)
+            .map_or_else(String::new, |c| format!(" ({c})"));
+        return Failure {
+            message: format!(
+                "cannot resolve the host of {server}{detail}: check the server address in the kubeconfig"
+            ),
+            permanent: false,
+        };
+    }
+    let mut chain = String::new();
+    for cause in &causes {
+        let text = cause.to_string();
+        if !chain.ends_with(&text) {
+            if !chain.is_empty() {
+                chain.push_str(": ");
+            }
+            chain.push_str(&text);
+        }
+    }
+    Failure {
+        message: format!("cannot reach {server}: {chain}"),
+        permanent: false,
+    }
+}
+
+/// `error` and its causes, outermost first. `io::Error::source` skips the error an
+/// `io::Error` wraps (a TLS error inside one, inside another): those are looked into too.
+fn causes<'a>(error: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 'static)> {
+    let mut causes = Vec::new();
+    let mut next = vec![error];
+    while let Some(current) = next.pop() {
+        if causes.len() == 32 {
+            break;
+        }
+        causes.push(current);
+        if let Some(source) = current.source() {
+            next.push(source);
+        }
+        if let Some(inner) = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            next.push(inner);
+        }
+    }
+    causes
+}
+
+fn describe_status(server: &str, code: u16, reason: &str, message: &str) -> Failure {
+    let (message, permanent) = match code {
+        401 => (
+            format!(
+                "{server} refused the credentials (401 Unauthorized): check the token or client certificate of the kubeconfig's user (in a pod: its ServiceAccount token)"
+            ),
+            true,
+        ),
+        403 => (
+            format!(
+                "{server} forbids it (403 Forbidden): {message}: grant it to Gantry's user (deploy/gantry.yaml lists the rules Gantry needs)"
+            ),
+            true,
+        ),
+        _ => (
+            format!("{server} answered {code} {reason}: {message}"),
+            !(code == 429 || code >= 500),
+        ),
+    };
+    Failure { message, permanent }
+}
+
+fn describe_tls(server: &str, error: &rustls::Error) -> Failure {
+    use rustls::CertificateError::*;
+    let problem = match error {
+        rustls::Error::InvalidCertificate(certificate) => match certificate {
+            UnknownIssuer => "its certificate is signed by an unknown authority".to_string(),
+            NotValidForName | NotValidForNameContext { .. } => {
+                "its certificate is not valid for this host name".to_string()
+            }
+            Expired | ExpiredContext { .. } => "its certificate has expired".to_string(),
+            NotValidYet | NotValidYetContext { .. } => {
+                "its certificate is not valid yet (check the clock)".to_string()
+            }
+            other => format!("its certificate is not accepted ({other:?})"),
+        },
+        other => format!("the TLS handshake failed ({other})"),
+    };
+    Failure {
+        message: format!(
+            "{server}: {problem}: check certificate-authority-data (or certificate-authority) of the kubeconfig's cluster, and the server address"
+        ),
+        permanent: true,
+    }
+}
+
+/// The one line for a 403 on Gantry's own Leases (`what`: the leader lease, the bind
+/// fences), which no retry mends.
+pub fn lease_forbidden(what: &str, namespace: &str, message: &str) -> String {
+    format!(
+        "Gantry may not write {what} in namespace {namespace} (403 Forbidden: {message}): grant get, create and update on coordination.k8s.io leases there (deploy/gantry.yaml's Role does, in gantry-system), or pass --lease-namespace"
+    )
+}
+
+/// Checks, before anything starts, that `server` answers, accepts the credentials and
+/// lets Gantry list pods; retries what may pass, within `startup`'s bounds.
+pub async fn probe(client: &Client, server: &str, startup: &Startup) -> Result<(), String> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let params = ListParams::default().limit(1);
+    let mut backoff = startup.backoff;
+    let attempts = startup.attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        let failure = match tokio::time::timeout(startup.timeout, pods.list_metadata(&params)).await
+        {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(error)) => describe(server, &error),
+            Err(_) => Failure {
+                message: format!(
+                    "{server} did not answer within {} s: check that the address is the API server's and the network to it",
+                    startup.timeout.as_secs_f64()
+                ),
+                permanent: false,
+            },
+        };
+        if failure.permanent {
+            return Err(failure.message);
+        }
+        if attempt == attempts {
+            return Err(format!(
+                "{}; gave up after {attempts} attempts",
+                failure.message
+            ));
+        }
+        tracing::warn!(
+            "{}; retrying in {} s",
+            failure.message,
+            backoff.as_secs_f64()
+        );
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+        attempt += 1;
+    }
+}
+
+/// A running instance's failures to use the API server (watches and writes all retry
+/// with backoff): reported at most once per `every`, with how many were not.
+pub struct Outage {
+    server: String,
+    every: Duration,
+    last: Mutex<Option<Instant>>,
+    unreported: AtomicU64,
+}
+
+impl Outage {
+    pub fn new(server: &str, every: Duration) -> Outage {
+        Outage {
+            server: server.into(),
+            every,
+            last: Mutex::new(None),
+            unreported: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a failure of `what` (`watch pods`, `bind`); logs it if nothing was
+    /// logged for `every`. Returns whether it logged.
+    pub fn failed(&self, what: &str, error: &kube::Error) -> bool {
+        {
+            let mut last = self.last.lock();
+            if last.is_some_and(|at| at.elapsed() < self.every) {
+                self.unreported.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        let others = self.unreported.swap(0, Ordering::Relaxed);
+        let failure = describe(&self.server, error);
+        tracing::warn!(
+            "{what}: {}; retrying with backoff ({others} other failures since the last report, reported at most every {} s)",
+            failure.message,
+            self.every.as_secs()
+        );
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn credentials_and_permissions_are_named_and_not_retried() {
+        let server = "https://10.0.0.1:6443";
+        let unauthorized = describe(server, &api_error(401, "Unauthorized", "Unauthorized"));
+        assert!(unauthorized.permanent);
+        assert!(
+            unauthorized
+                .message
+                .starts_with("https://10.0.0.1:6443 refused the credentials (401 Unauthorized)"),
+            "{}",
+            unauthorized.message
+        );
+        let forbidden = describe(
+            server,
+            &api_error(
+                403,
+                "Forbidden",
+                "pods is forbidden: User \"x\" cannot list",
+            ),
+        );
+        assert!(forbidden.permanent);
+        assert!(
+            forbidden
+                .message
+                .contains("403 Forbidden): pods is forbidden")
+        );
+        let busy = describe(server, &api_error(503, "ServiceUnavailable", "try later"));
+        assert!(!busy.permanent, "a 503 may pass");
+    }
+
+    #[test]
+    fn an_outage_is_reported_at_most_once_per_interval() {
+        let outage = Outage::new("https://10.0.0.1:6443", Duration::from_millis(200));
+        let error = api_error(500, "InternalError", "boom");
+        let logged = (0..100)
+            .filter(|_| outage.failed("watch pods", &error))
+            .count();
+        assert_eq!(logged, 1, "a burst of failures makes one line");
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(
+            outage.failed("watch pods", &error),
+            "the next interval reports again"
+        );
+        assert!(!outage.failed("watch pods", &error));
+    }
+}

@@ -1,0 +1,217 @@
+//! `gantry run` against a server it cannot use: refused credentials, missing permissions,
+//! an untrusted certificate, an unknown host, nothing listening, a server that never
+//! answers, and Leases it may not write. Each ends the run with one line naming the
+//! server and what to check, after a bounded number of attempts, rather than retrying
+//! in silence.
+
+mod apiserver;
+mod common;
+
+use std::time::{Duration, Instant};
+
+use apiserver::TestApiServer;
+use apiserver::resources::{NODES, PODS};
+use apiserver::serve::{OTHER_CA_PEM, der};
+use common::*;
+use gantry_kube::{LeaderElection, RunError, RunOptions, Shard, Startup};
+
+/// Small bounds, so that a server that never answers ends the test quickly.
+fn quick() -> Startup {
+    Startup {
+        attempts: 3,
+        timeout: Duration::from_millis(300),
+        backoff: Duration::from_millis(50),
+    }
+}
+
+async fn failure_of(options: RunOptions) -> String {
+    match run_to_end(options, Duration::from_secs(20)).await {
+        Err(RunError::Server(message)) => message,
+        other => panic!("expected the server to be refused, got {other:?}"),
+    }
+}
+
+fn assert_one_line(message: &str, parts: &[&str]) {
+    assert!(!message.contains('\n'), "one line: {message}");
+    for part in parts {
+        assert!(message.contains(part), "{message:?} should say {part:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_end_the_run_at_once() {
+    let api = TestApiServer::start().await;
+    api.refuse_credentials(true);
+    let started = Instant::now();
+    let message = failure_of(options(api.client(), &api.url())).await;
+    assert_one_line(
+        &message,
+        &[
+            &api.url(),
+            "refused the credentials (401 Unauthorized)",
+            "token",
+        ],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no retries of a 401"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_is_named() {
+    let api = TestApiServer::start().await;
+    api.forbid("/api/v1/pods");
+    let message = failure_of(options(api.client(), &api.url())).await;
+    assert_one_line(
+        &message,
+        &[&api.url(), "403 Forbidden", "cannot get resource \"pods\""],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_certificate_is_named_and_not_retried() {
+    let api = TestApiServer::start_tls().await;
+    let mut config = api.config();
+    config.root_cert = Some(vec![der(OTHER_CA_PEM)]);
+    let client = gantry_kube::build_client(config).unwrap();
+    let message = failure_of(options(client, &api.url())).await;
+    assert_one_line(
+        &message,
+        &[
+            &api.url(),
+            "signed by an unknown authority",
+            "certificate-authority-data",
+        ],
+    );
+    assert_eq!(
+        api.connections_accepted(),
+        1,
+        "a certificate is not retried"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_ends_after_bounded_retries() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let server = format!("http://127.0.0.1:{port}");
+    let client = gantry_kube::build_client(kube::Config::new(server.parse().unwrap())).unwrap();
+    let message = failure_of(RunOptions {
+        startup: quick(),
+        ..options(client, &server)
+    })
+    .await;
+    assert_one_line(
+        &message,
+        &[
+            &server,
+            "refused the connection",
+            "gave up after 3 attempts",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_ends_the_run() {
+    // Accepts connections and reads nothing, answers nothing.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let client = gantry_kube::build_client(kube::Config::new(server.parse().unwrap())).unwrap();
+    let started = Instant::now();
+    let message = failure_of(RunOptions {
+        startup: quick(),
+        ..options(client, &server)
+    })
+    .await;
+    assert_one_line(
+        &message,
+        &[
+            &server,
+            "did not answer within 0.3 s",
+            "gave up after 3 attempts",
+        ],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_host_is_named() {
+    let server = "https://gantry-test.invalid:6443";
+    let client = gantry_kube::build_client(kube::Config::new(server.parse().unwrap())).unwrap();
+    let message = failure_of(RunOptions {
+        startup: quick(),
+        ..options(client, server)
+    })
+    .await;
+    assert_one_line(&message, &["cannot resolve the host of", server]);
+}
+
+/// A leader lease in a namespace Gantry may not write: the run ends with one line naming
+/// the namespace, instead of a replica that is ready and never schedules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_leader_lease_ends_the_run() {
+    let api = TestApiServer::start().await;
+    api.forbid("/namespaces/kube-system/leases");
+    let message = failure_of(RunOptions {
+        leader_election: Some(LeaderElection::new("kube-system", "gantry")),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    assert_one_line(
+        &message,
+        &[
+            "may not write the leader lease gantry in namespace kube-system",
+            "403 Forbidden",
+            "--lease-namespace",
+        ],
+    );
+}
+
+/// Bind fences in a namespace Gantry may not write: the 403 is not a conflict (nothing is
+/// counted as one), the pod is not bound, and the run ends with one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_bind_fence_is_not_a_conflict_and_ends_the_run() {
+    let api = TestApiServer::start().await;
+    api.forbid("/namespaces/gantry-system/leases");
+    api.put(NODES, node("node-0", 4000, "a"));
+    // Shard 0 of 2 uses the fences; this pod's UID is its.
+    let shard = Shard::parse("0/2").unwrap();
+    let uid = (0..)
+        .map(|i| format!("uid-{i}"))
+        .find(|uid| shard.owns(uid))
+        .unwrap();
+    let mut web = pod("web-0", 100);
+    web["metadata"]["uid"] = serde_json::json!(uid);
+    api.put(PODS, web);
+    let instance = launch(RunOptions {
+        shard,
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    let kube = instance.running.shared.kube.clone();
+    let end = tokio::time::timeout(Duration::from_secs(20), instance.handle)
+        .await
+        .expect("the run ends by itself")
+        .expect("the run task does not panic");
+    let Err(RunError::Server(message)) = end else {
+        panic!("expected the fence's 403 to end the run, got {end:?}");
+    };
+    assert_one_line(
+        &message,
+        &[
+            "may not write the bind fences in namespace gantry-system",
+            "403 Forbidden",
+        ],
+    );
+    assert_eq!(kube.conflicts(), 0, "a 403 is not a conflict");
+    assert!(node_of(&api, "web-0").is_none());
+}
