@@ -12,6 +12,7 @@ pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod node_volume_limits;
+pub mod openb;
 pub mod pod_topology_spread;
 pub mod scheduling_gates;
 mod scored_resources;

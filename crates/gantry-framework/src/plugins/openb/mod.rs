@@ -1,0 +1,13 @@
+//! The FGD simulator's six scoring policies (hkust-adsl/kubernetes-scheduler-simulator,
+//! the artifact of "Beware of Fragmentation", USENIX ATC '23) on its node model: Random,
+//! DotProduct, GpuClustering, GpuPacking, BestFit and FGD (fragmentation gradient
+//! descent). `model` and `policy` hold the formulas as pure functions; `gantry sweep`
+//! runs them over a compact cluster state.
+
+pub mod model;
+pub mod policy;
+#[cfg(test)]
+mod tests;
+
+pub use model::{Frag, NodeRes, PodRes, TypicalPods};
+pub use policy::{Affinity, CardChoice, Policy};
