@@ -36,7 +36,7 @@ pub struct SweepArgs {
     out: PathBuf,
     /// Run only experiment I, I+N, I+2N, ... of the sweep's canonical order (0-based);
     /// the index defaults to $JOB_COMPLETION_INDEX when given as `-/N`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     shard: Option<String>,
     /// Join the result directories of shards into --out instead of running.
     #[arg(long, num_args = 1.., conflicts_with_all = ["nodes", "pods", "shard"])]
