@@ -74,6 +74,11 @@ impl Workload {
 
     /// Arrival order for `seed`: shuffled tasks, then the tuning copies (indices into the
     /// name-sorted tasks); and each node's place in the tie order (its rank-prefixed name).
+    /// The nodes and tasks in name order: what `arrivals` indexes.
+    pub fn trace(&self) -> (&[TraceNode], &[TracePod]) {
+        (&self.nodes, &self.pods)
+    }
+
     pub fn arrivals(&self, seed: u64, inflation: f64) -> (Vec<u32>, Vec<u32>) {
         let mut rng = Rng::new(seed);
         let mut order: Vec<u32> = (0..self.pods.len() as u32).collect();

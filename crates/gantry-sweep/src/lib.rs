@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod engine;
+pub mod manifests;
 pub mod output;
 pub mod report;
 pub mod sweep;

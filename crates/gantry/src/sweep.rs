@@ -45,6 +45,10 @@ pub struct SweepArgs {
     /// policy's mean curve from it (deviation.csv, and on stderr).
     #[arg(long)]
     compare: Option<PathBuf>,
+    /// Write the first pod trace, as the first seed orders and tunes it, and the nodes as
+    /// Kubernetes YAML (HAMi cards) for `gantry simulate --cluster`, instead of sweeping.
+    #[arg(long)]
+    manifests: Option<PathBuf>,
     /// Worker threads (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -124,6 +128,20 @@ pub fn run(args: SweepArgs) -> Result<()> {
             );
         }
         let mut sweep = Sweep::new(&nodes, &pods, policies, seeds(&args.seeds)?, args.inflation);
+        if let Some(path) = &args.manifests {
+            let w = &sweep.workloads[0];
+            let (order, _) = w.arrivals(sweep.seeds[0], sweep.inflation);
+            let (n, p) = w.trace();
+            std::fs::write(path, gantry_sweep::manifests::yaml(n, p, &order))
+                .with_context(|| path.display().to_string())?;
+            println!(
+                "gantry sweep: {} nodes and {} pods in {}",
+                n.len(),
+                order.len(),
+                path.display()
+            );
+            return Ok(());
+        }
         sweep.shard = args.shard.as_deref().map(shard).transpose()?;
         let total = sweep.plan().len();
         let bar = indicatif::ProgressBar::new(total as u64).with_style(

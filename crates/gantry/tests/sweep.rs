@@ -177,3 +177,75 @@ fn bad_input_is_one_line_naming_file_line_and_field() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }
+
+#[test]
+fn the_six_policies_run_in_simulate_on_an_exported_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = tmp.path().join("tiny.yaml");
+    let out = sweep(
+        &["--seeds", "1", "--manifests", cluster.to_str().unwrap()],
+        &tmp.path().join("x"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let base = std::fs::read_to_string(repo_root().join("testdata/openb/fgd-config.yaml")).unwrap();
+    let mut placements = Vec::new();
+    for name in [
+        "RandomScore",
+        "DotProductScore",
+        "GpuClusteringScore",
+        "GpuPackingScore",
+        "BestFitScore",
+        "FGDScore",
+    ] {
+        let config = tmp.path().join(format!("{name}.yaml"));
+        std::fs::write(&config, base.replace("FGDScore", name)).unwrap();
+        let placed = tmp.path().join(format!("{name}.jsonl"));
+        let out = command(&[
+            "simulate",
+            "--cluster",
+            cluster.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--sequential",
+            "--placements",
+            placed.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&placed).unwrap();
+        assert_eq!(text.lines().count(), 46, "{name}");
+        assert!(
+            text.contains("hami.io/vgpu-devices-allocated"),
+            "{name}: cards given"
+        );
+        placements.push(text);
+    }
+    // The policies decide: not all six place every pod alike.
+    assert!(placements.iter().any(|p| p != &placements[0]));
+
+    // FGDScore's typical pods are checked, the field named.
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        format!(
+            "{base}  - name: FGDScore\n    args: {{typicalPods: [{{cpuMilli: 1000, gpuMilli: 500, gpuCount: 1, frequency: 2}}]}}\n"
+        ),
+    )
+    .unwrap();
+    let out = command(&[
+        "simulate",
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--config",
+        bad.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("typicalPods") && err.contains("frequency must be 0 to 1"),
+        "{err}"
+    );
+}
