@@ -8,6 +8,9 @@ use std::fmt::Write;
 use crate::analysis::COLUMNS;
 use crate::output::{Kind, Results};
 
+/// A policy's mean allocation curve and, when written, its fragment curve.
+type Curves<'a> = Vec<(&'a str, &'a Vec<f64>, Option<&'a Vec<f64>>)>;
+
 const COLORS: [&str; 6] = [
     "#7f7f7f", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#d62728",
 ];
@@ -70,8 +73,7 @@ fn chart(title: &str, y_label: &str, curves: &[(&str, &Vec<f64>)], y_max: f64) -
 pub fn html(results: &Results, deviations: &[crate::output::Deviation]) -> String {
     let alloc = results.means(Kind::Allocation);
     let frag = results.means(Kind::FragAmount);
-    let mut by_workload: BTreeMap<&str, Vec<(&str, &Vec<f64>, Option<&Vec<f64>>)>> =
-        BTreeMap::new();
+    let mut by_workload: BTreeMap<&str, Curves<'_>> = BTreeMap::new();
     for ((w, p), v) in &alloc {
         by_workload
             .entry(w)
