@@ -383,7 +383,7 @@ profiles:
   - name: GPUShare
     args: {nodeSchedulerPolicy: mutex}
 ",
-            r#"profiles[0].pluginConfig[0].args.nodeSchedulerPolicy: must be binpack or spread, not "mutex""#,
+            r#"profiles[0].pluginConfig[0].args.nodeSchedulerPolicy: must be binpack, spread or none, not "mutex""#,
         ),
         (
             "

@@ -15,6 +15,7 @@ mod release_args;
 mod report;
 mod run;
 mod simulate;
+mod sweep;
 
 use std::io::IsTerminal;
 
@@ -75,6 +76,9 @@ enum Command {
     /// pods need (--node-template), whether nodes can be drained (--drain), whether a
     /// gang of pods fits at once (--gang).
     Estimate(estimate::EstimateArgs),
+    /// The FGD paper's experiments: policies × openb traces × seeds, written as the
+    /// published allocation and fragmentation curves (shards, merges, a report page).
+    Sweep(sweep::SweepArgs),
 }
 
 /// Errors are the user's to read: one line with its causes, never a backtrace. A reader
@@ -88,6 +92,7 @@ fn main() -> std::process::ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Run(args) => run::run(args),
         Command::Estimate(args) => estimate::run(args),
+        Command::Sweep(args) => sweep::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -58,6 +58,12 @@ pub(super) fn parse(configs: &[RawPluginConfig], at: &str) -> Checked<ProfileArg
                 out.plugins.gpu_share = GpuShare::from_args(typed(args, &at)?)
                     .or_else(|(field, message)| fail(format!("{at}.{field}"), message))?;
             }
+            "FGDScore" => {
+                let args: crate::plugins::openb::FgdArgs = typed(args, &at)?;
+                out.plugins.fgd_typical = args
+                    .typical()
+                    .or_else(|(field, message)| fail(format!("{at}.{field}"), message))?;
+            }
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
                 let percentage = format!("{at}.minCandidateNodesPercentage");
@@ -541,6 +547,7 @@ mod tests {
             GpuShare {
                 gpu_scheduler_policy: "binpack,numa".into(),
                 node_scheduler_policy: crate::plugins::gpu_share::NodePolicy::Spread,
+                chooses_node: true,
                 default_memory: 2048,
                 default_cores: 10,
                 default_gpu_num: 2,

@@ -12,6 +12,7 @@ pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod node_volume_limits;
+pub mod openb;
 pub mod pod_topology_spread;
 pub mod scheduling_gates;
 mod scored_resources;
@@ -150,6 +151,8 @@ pub struct PluginArgs {
     pub spread: pod_topology_spread::PodTopologySpread,
     pub pod_affinity: inter_pod_affinity::InterPodAffinity,
     pub gpu_share: gpu_share::GpuShare,
+    /// FGDScore's typical pods, when configured.
+    pub fgd_typical: Option<Arc<openb::TypicalPods>>,
 }
 
 /// One plugin name a profile may use, and what it runs at each extension point.
@@ -335,6 +338,21 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             .score(images),
         Registered::builtin("DefaultBinder", &[Point::Bind]),
     ];
+    // The FGD simulator's policies: not in the default profile, enabled by name.
+    for policy in openb::Policy::ALL {
+        let p = Arc::new(openb::OpenbScore {
+            policy,
+            typical: args
+                .fgd_typical
+                .clone()
+                .filter(|_| policy == openb::Policy::Fgd),
+        });
+        registry.push(
+            Registered::new(policy.plugin_name())
+                .pre_score(p.clone())
+                .score(p),
+        );
+    }
     if release.registers_in_tree_volume_limits() {
         // In-tree volume limits, superseded by CSI (NodeVolumeLimits): accepted in
         // configurations, as v1.28 still lists them (CinderLimits registered though no

@@ -7,7 +7,7 @@
 
 mod fit;
 mod policy;
-mod request;
+pub(crate) mod request;
 mod score;
 mod topology;
 
@@ -50,6 +50,10 @@ pub struct GpuShare {
     pub gpu_scheduler_policy: String,
     /// `--node-scheduler-policy`: which node is chosen (default binpack).
     pub node_scheduler_policy: NodePolicy,
+    /// `nodeSchedulerPolicy: none` (Gantry's): GPUShare filters and assigns cards but
+    /// leaves the choice of node to the score plugins (the FGD simulator's Open-Gpu-Share
+    /// does so; its policies are score plugins, see plugins/openb).
+    pub chooses_node: bool,
     /// `defaultMemory`: MiB per card when a container names neither memory nor share.
     pub default_memory: i32,
     /// `defaultCores`: compute per card when a container names none.
@@ -63,6 +67,7 @@ impl Default for GpuShare {
         GpuShare {
             gpu_scheduler_policy: "spread".into(),
             node_scheduler_policy: NodePolicy::Binpack,
+            chooses_node: true,
             default_memory: 0,
             default_cores: 0,
             default_gpu_num: 1,
@@ -97,11 +102,15 @@ impl GpuShare {
             }
             out.gpu_scheduler_policy = p.trim().to_string();
         }
-        if let Some(p) = args.node_scheduler_policy {
+        if let Some(p) = args.node_scheduler_policy.filter(|p| {
+            let none = p.trim() == "none";
+            out.chooses_node &= !none;
+            !none
+        }) {
             out.node_scheduler_policy = policy::node_policy(&p).ok_or_else(|| {
                 (
                     "nodeSchedulerPolicy",
-                    format!("must be binpack or spread, not {p:?}"),
+                    format!("must be binpack, spread or none, not {p:?}"),
                 )
             })?;
         }
@@ -180,6 +189,9 @@ impl FilterPlugin for GpuShare {
     /// scoring decides among them. Nodes without HAMi take part only when no HAMi node
     /// fits.
     fn choose(&self, state: &CycleState, _pod: &Pod, nodes: &[&NodeInfo]) -> Option<Vec<usize>> {
+        if !self.chooses_node {
+            return None;
+        }
         let request = self.request(state)?;
         let mut best: Option<f32> = None;
         let mut kept = Vec::new();

@@ -1,0 +1,200 @@
+//! `gantry sweep`: the FGD artifact's experiments (six policies × traces × seeds) on
+//! Gantry's implementation, written as the published curve files, in shards if asked,
+//! and merged back byte for byte.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use gantry_framework::plugins::openb::Policy;
+use gantry_sweep::output::{self, Kind, Results};
+use gantry_sweep::{Sweep, report, trace};
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// Node CSV (`sn,cpu_milli,memory_mib,gpu,model`); the published runs use
+    /// openb_node_list_gpu_node.csv.
+    #[arg(long, required_unless_present = "merge")]
+    nodes: Option<PathBuf>,
+    /// Pod CSVs (`name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`); the file
+    /// stem is the `workload` column.
+    #[arg(long, num_args = 1.., required_unless_present = "merge")]
+    pods: Vec<PathBuf>,
+    /// Policies: Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD (default: all).
+    #[arg(long, num_args = 1..)]
+    policy: Vec<String>,
+    /// Seeds, `A-B` inclusive or one number.
+    #[arg(long, default_value = "42-51")]
+    seeds: String,
+    /// Workload tuning ratio: tasks are removed or copied until this many times the
+    /// cluster's GPUs are requested.
+    #[arg(long, default_value_t = 1.3)]
+    inflation: f64,
+    /// Output directory: allocation.csv, analysis_frag_discrete.csv,
+    /// analysis_frag_ratio_discrete.csv, report.html.
+    #[arg(long)]
+    out: PathBuf,
+    /// Run only experiment I, I+N, I+2N, ... of the sweep's canonical order (0-based);
+    /// the index defaults to $JOB_COMPLETION_INDEX when given as `-/N`.
+    #[arg(long, allow_hyphen_values = true)]
+    shard: Option<String>,
+    /// Join the result directories of shards into --out instead of running.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["nodes", "pods", "shard"])]
+    merge: Vec<PathBuf>,
+    /// A published analysis_allo_discrete.csv: report the largest deviation of each
+    /// policy's mean curve from it (deviation.csv, and on stderr).
+    #[arg(long)]
+    compare: Option<PathBuf>,
+    /// Write the first pod trace, as the first seed orders and tunes it, and the nodes as
+    /// Kubernetes YAML (HAMi cards) for `gantry simulate --cluster`, instead of sweeping.
+    #[arg(long)]
+    manifests: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+fn seeds(s: &str) -> Result<Vec<u64>> {
+    let bad = || format!("--seeds {s:?}: expected A-B or a number");
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (a.trim().parse::<u64>(), b.trim().parse::<u64>()),
+        None => (s.trim().parse(), s.trim().parse()),
+    };
+    let (a, b) = (a.with_context(bad)?, b.with_context(bad)?);
+    if a > b || b - a >= 100_000 {
+        bail!("--seeds {s:?}: A must not be above B, and at most 100000 seeds");
+    }
+    Ok((a..=b).collect())
+}
+
+fn shard(s: &str) -> Result<(usize, usize)> {
+    let bad = || format!("--shard {s:?}: expected I/N with 0 <= I < N");
+    let (i, n) = s.split_once('/').with_context(bad)?;
+    let n: usize = n.trim().parse().with_context(bad)?;
+    let i: usize = if i.trim() == "-" {
+        std::env::var("JOB_COMPLETION_INDEX")
+            .with_context(|| format!("--shard {s:?}: JOB_COMPLETION_INDEX is not set"))?
+            .trim()
+            .parse()
+            .with_context(bad)?
+    } else {
+        i.trim().parse().with_context(bad)?
+    };
+    if n == 0 || i >= n {
+        bail!(bad());
+    }
+    Ok((i, n))
+}
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    if let Some(j) = args.jobs {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(j.max(1))
+            .build_global()
+            .context("--jobs")?;
+    }
+    let results = if !args.merge.is_empty() {
+        let mut all = Results::default();
+        for dir in &args.merge {
+            all.read_into(dir)?;
+        }
+        all
+    } else {
+        let (Some(nodes), false) = (&args.nodes, args.pods.is_empty()) else {
+            bail!("--nodes and --pods are needed unless --merge is given");
+        };
+        let nodes = trace::read_nodes(nodes)?;
+        let pods = args
+            .pods
+            .iter()
+            .map(|p| trace::read_pods(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let policies = if args.policy.is_empty() {
+            Policy::ALL.to_vec()
+        } else {
+            args.policy
+                .iter()
+                .map(|p| {
+                    Policy::parse(p).with_context(|| {
+                        format!("--policy {p:?}: not one of Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        if !(args.inflation.is_finite() && args.inflation >= 0.0 && args.inflation <= 100.0) {
+            bail!(
+                "--inflation {}: expected a ratio from 0 to 100",
+                args.inflation
+            );
+        }
+        let mut sweep = Sweep::new(&nodes, &pods, policies, seeds(&args.seeds)?, args.inflation);
+        if let Some(path) = &args.manifests {
+            let w = &sweep.workloads[0];
+            let (order, _) = w.arrivals(sweep.seeds[0], sweep.inflation);
+            let (n, p) = w.trace();
+            std::fs::write(path, gantry_sweep::manifests::yaml(n, p, &order))
+                .with_context(|| path.display().to_string())?;
+            println!(
+                "gantry sweep: {} nodes and {} pods in {}",
+                n.len(),
+                order.len(),
+                path.display()
+            );
+            return Ok(());
+        }
+        sweep.shard = args.shard.as_deref().map(shard).transpose()?;
+        let total = sweep.plan().len();
+        let bar = indicatif::ProgressBar::new(total as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} experiments, {elapsed} ({eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let results = sweep.run(&|done, _| bar.set_position(done as u64));
+        bar.finish_and_clear();
+        results
+    };
+    results.write(&args.out)?;
+    let mut devs = Vec::new();
+    if let Some(published) = &args.compare {
+        let text = std::fs::read_to_string(published)
+            .with_context(|| format!("--compare {}", published.display()))?;
+        let theirs = output::means_of(text.lines().skip(1), true);
+        devs = output::deviations(&results.means(Kind::Allocation), &theirs);
+        let mut csv = String::from("workload,sc_policy,max_abs_pp,at,ours,published\n");
+        for d in &devs {
+            csv.push_str(&format!(
+                "{},{},{:.2},{},{:.2},{:.2}\n",
+                d.workload, d.policy, d.max_abs, d.at, d.ours_at, d.published_at
+            ));
+        }
+        let path = args.out.join("deviation.csv");
+        std::fs::write(&path, &csv).with_context(|| path.display().to_string())?;
+        eprint!("{csv}");
+    }
+    let path = args.out.join("report.html");
+    std::fs::write(&path, report::html(&results, &devs))
+        .with_context(|| path.display().to_string())?;
+    let rows = results.rows.get(&Kind::Allocation).map_or(0, |r| r.len());
+    println!(
+        "gantry sweep: {rows} experiments in {}",
+        args.out.join(Kind::Allocation.file()).display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_and_shard_arguments() {
+        assert_eq!(seeds("42-44").unwrap(), vec![42, 43, 44]);
+        assert_eq!(seeds("7").unwrap(), vec![7]);
+        assert!(seeds("5-3").is_err());
+        assert!(seeds("x").is_err());
+        assert_eq!(shard("1/3").unwrap(), (1, 3));
+        assert!(shard("3/3").is_err());
+        assert!(shard("1").is_err());
+    }
+}
