@@ -182,9 +182,13 @@ impl Fences {
 
     fn refused(&self, error: kube::Error) -> Refused {
         match error {
-            kube::Error::Api(status) if status.code == 403 => Refused::Forbidden(
-                crate::failure::lease_forbidden("the bind fences", &self.namespace, &status.message),
-            ),
+            kube::Error::Api(status) if status.code == 403 => {
+                Refused::Forbidden(crate::failure::lease_forbidden(
+                    "the bind fences",
+                    &self.namespace,
+                    &status.message,
+                ))
+            }
             other => Refused::Failed(api_message(other)),
         }
     }

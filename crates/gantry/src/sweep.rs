@@ -93,6 +93,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
             .build_global()
             .context("--jobs")?;
     }
+    let started = std::time::Instant::now();
     let results = if !args.merge.is_empty() {
         let mut all = Results::default();
         for dir in &args.merge {
@@ -180,6 +181,15 @@ pub fn run(args: SweepArgs) -> Result<()> {
         "gantry sweep: {rows} experiments in {}",
         args.out.join(Kind::Allocation.file()).display()
     );
+    if args.merge.is_empty() && rows > 0 {
+        // The published simulator takes about 10 minutes per experiment on 2 vCPUs.
+        let wall = started.elapsed().as_secs_f64();
+        println!(
+            "  took {wall:.2} s wall on {} threads, {:.3} s per experiment",
+            rayon::current_num_threads(),
+            wall / rows as f64
+        );
+    }
     Ok(())
 }
 
