@@ -389,6 +389,8 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
 pub struct GpuShareResult {
     pub workload: &'static str,
     pub nodes: usize,
+    /// The percentageOfNodesToScore used; `null`: upstream's adaptive default.
+    pub percentage_of_nodes_to_score: Option<u32>,
     pub resident_pods: usize,
     /// Measured pods per round.
     pub measured_pods: usize,
@@ -457,7 +459,9 @@ fn gpu_pod(namespace: &str, name: &str) -> Pod {
 /// HAMi's benchmark (the seed): `nodes` nodes of 8 cards × 10 shares, 4 resident pods per
 /// card placed by HAMi before (their annotations say which card), then 500 new pods each
 /// asking for one card, 1,024 MiB and 10% of compute; spread within nodes (HAMi's
-/// default), every node scored (`percentageOfNodesToScore: 100`). `rounds` rounds, each
+/// default). Nodes are searched as kube-scheduler searches them before HAMi's extender
+/// sees any (`percentageOfNodesToScore`, upstream's adaptive default unless the options
+/// give one: HAMi scores the feasible nodes kube-scheduler found). `rounds` rounds, each
 /// on a fresh cluster: throughput is their median (the seed reports medians of rounds),
 /// latencies pool every round's attempts, allocations are averaged.
 pub fn run_gpu_share(
@@ -479,6 +483,7 @@ pub fn run_gpu_share(
     };
     Ok(GpuShareResult {
         workload: "gpu-share",
+        percentage_of_nodes_to_score: options.percentage_of_nodes_to_score,
         nodes,
         resident_pods: rounds[0].resident_pods,
         measured_pods: GPU_MEASURED_PODS,
@@ -527,7 +532,7 @@ fn gpu_share_round(nodes: usize, options: &BenchOptions) -> Result<GpuShareRound
     }
     let resident_pods = cluster.pods.len();
     let mut profile = default_profile("default-scheduler");
-    profile.percentage_of_nodes_to_score = Some(100);
+    profile.percentage_of_nodes_to_score = options.percentage_of_nodes_to_score;
     let mut sim = Simulation::new(cluster, vec![profile], SimOptions::default())
         .expect("a synthetic cluster loads");
     sim.run_until(Duration::ZERO)?;

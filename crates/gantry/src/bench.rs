@@ -125,7 +125,7 @@ impl BenchArgs {
             (
                 "--percentage-of-nodes-to-score",
                 self.percentage_of_nodes_to_score.is_some(),
-                &[SCHEDULING],
+                &[SCHEDULING, "gpu-share"],
             ),
             ("--no-assume", self.no_assume, &[SCHEDULING]),
         ];
@@ -232,6 +232,7 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
     let options = BenchOptions {
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
+        percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
         ..BenchOptions::default()
     };
     let r = run_gpu_share(nodes, GPU_SHARE_ROUNDS, &options)?;
