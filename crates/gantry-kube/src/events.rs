@@ -25,6 +25,10 @@ use tokio::sync::mpsc;
 
 /// client-go's `maxQueuedEvents`.
 pub const MAX_QUEUED: usize = 1000;
+/// Event writes in flight (each retried up to 12 times): past them the writer waits, the
+/// queue fills, and new events are dropped, so an API outage holds a bounded number of
+/// events (client-go starts a goroutine per event instead).
+const MAX_IN_FLIGHT: usize = 64;
 /// client-go's `maxTriesPerEvent`.
 const MAX_TRIES: u32 = 12;
 /// client-go's `finishTime` and `refreshTime`.
@@ -110,6 +114,7 @@ impl Events {
             instance: instance.into(),
             retry,
             cache: Arc::new(Mutex::new(HashMap::new())),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         };
         tokio::spawn(writer.run(received));
         Events {
@@ -145,6 +150,7 @@ struct Writer {
     instance: String,
     retry: Duration,
     cache: Arc<Mutex<HashMap<Key, Cached>>>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Writer {
@@ -156,18 +162,42 @@ impl Writer {
         loop {
             tokio::select! {
                 record = received.recv() => match record {
-                    Some(record) => self.take(record),
+                    Some(record) => {
+                        if let Some(event) = self.take(record) {
+                            self.write_in_background(event).await;
+                        }
+                    }
                     None => return,
                 },
-                _ = refresh.tick() => self.rewrite_series(false),
-                _ = finish.tick() => self.rewrite_series(true),
+                _ = refresh.tick() => {
+                    for event in self.series_to_rewrite(false) {
+                        self.write_in_background(event).await;
+                    }
+                }
+                _ = finish.tick() => {
+                    for event in self.series_to_rewrite(true) {
+                        self.write_in_background(event).await;
+                    }
+                }
             }
         }
     }
 
+    /// Writes the event on a task of its own once one of the in-flight slots is free.
+    async fn write_in_background(&self, event: Event) {
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let writer = self.clone();
+        tokio::spawn(async move {
+            writer.write_with_retries(event).await;
+            drop(slot);
+        });
+    }
+
     /// client-go's `recordToSink`: a new event is cached and created; the second of a
-    /// kind starts a series (written now); later ones only count.
-    fn take(&self, record: EventRecord) {
+    /// kind starts a series (written now); later ones only count. Returns what to write.
+    fn take(&self, record: EventRecord) -> Option<Event> {
         let key = Key {
             type_: record.type_,
             action: record.action,
@@ -176,7 +206,7 @@ impl Writer {
             regarding: reference_key(&record.regarding),
             related: record.related.as_ref().map(reference_key),
         };
-        let to_write = {
+        {
             let mut cache = self.cache.lock();
             match cache.get_mut(&key) {
                 Some(cached) => {
@@ -209,10 +239,6 @@ impl Writer {
                     Some(event)
                 }
             }
-        };
-        if let Some(event) = to_write {
-            let writer = self.clone();
-            tokio::spawn(async move { writer.write_with_retries(event).await });
         }
     }
 
@@ -247,7 +273,7 @@ impl Writer {
     /// client-go's `refreshExistingEventSeries` (every series written again) and
     /// `finishSeries` (a series quiet for 6 minutes written one last time and forgotten;
     /// a single event forgotten).
-    fn rewrite_series(&self, finishing: bool) {
+    fn series_to_rewrite(&self, finishing: bool) -> Vec<Event> {
         let mut cache = self.cache.lock();
         let mut to_write = Vec::new();
         cache.retain(|_, cached| {
@@ -257,11 +283,7 @@ impl Writer {
             }
             !(finishing && quiet)
         });
-        drop(cache);
-        for event in to_write {
-            let writer = self.clone();
-            tokio::spawn(async move { writer.write_with_retries(event).await });
-        }
+        to_write
     }
 
     /// client-go's `attemptRecording`.
@@ -375,6 +397,30 @@ mod tests {
             events.record(record(&format!("p{i}")));
         }
         assert_eq!(events.dropped(), 5);
+    }
+
+    /// With the API unreachable, at most MAX_IN_FLIGHT writes are retrying and MAX_QUEUED
+    /// wait: whatever comes beyond them is dropped, however long the outage.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_outage_holds_a_bounded_number_of_events() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let events = Events::start(client, "test", Duration::from_secs(60));
+        for round in 0..3 {
+            for i in 0..MAX_QUEUED {
+                events.record(record(&format!("p{round}-{i}")));
+            }
+            // The writer takes what it may while the test sleeps.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // 3,000 events: the writes hold at most MAX_IN_FLIGHT, the writer one more (taken,
+        // waiting for a slot), the queue MAX_QUEUED.
+        let held = MAX_QUEUED + MAX_IN_FLIGHT + 1;
+        assert!(
+            events.dropped() >= (3 * MAX_QUEUED - held) as u64,
+            "dropped {}",
+            events.dropped()
+        );
     }
 
     #[test]
