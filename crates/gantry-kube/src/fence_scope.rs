@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
+use gantry_api::rng::fnv1a;
 use gantry_api::{Node, Pod, PodAffinityTerm, Sym, WhenUnsatisfiable};
-use gantry_scheduler::shard::stable_hash;
 
 /// The hostname key: its domain is the node, which the node's fence already covers.
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -22,21 +22,21 @@ pub fn node_fence(node: Sym) -> String {
     if name.len() <= 253 {
         name
     } else {
-        format!("gantry-bind-{:016x}", stable_hash(node.as_str()))
+        format!("gantry-bind-{:016x}", fnv1a(node.as_str().bytes()))
     }
 }
 
 fn domain_fence(key: Sym, value: Sym) -> String {
     format!(
         "gantry-domain-{:016x}",
-        stable_hash(&format!("{key}={value}"))
+        fnv1a(format!("{key}={value}").bytes())
     )
 }
 
 fn first_pod_fence(pod: &Pod, term: &PodAffinityTerm) -> String {
     format!(
         "gantry-first-{:016x}",
-        stable_hash(&format!("{}/{term:?}", pod.namespace))
+        fnv1a(format!("{}/{term:?}", pod.namespace).bytes())
     )
 }
 

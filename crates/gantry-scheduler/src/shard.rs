@@ -53,32 +53,14 @@ impl Shard {
     }
 }
 
-/// The instance (of `count`) that owns the pod with this UID.
+/// The instance (of `count`) that owns the pod with this UID (FNV-1a, stable everywhere).
 pub fn owner(uid: &str, count: u32) -> u32 {
-    (stable_hash(uid) % u64::from(count.max(1))) as u32
-}
-
-/// FNV-1a of the text: the same in every process, release and run, so that instances
-/// that never talk agree on it (shard owners, the names of bind fences).
-pub fn stable_hash(text: &str) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    text.bytes()
-        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+    (gantry_api::rng::fnv1a(uid.bytes()) % u64::from(count.max(1))) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// FNV-1a's published 64-bit test vectors: every build, on every machine, names
-    /// owners and fences alike.
-    #[test]
-    fn the_hash_is_fnv_1a() {
-        assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(stable_hash("foobar"), 0x8594_4171_f739_67e8);
-    }
 
     #[test]
     fn every_pod_has_exactly_one_owner_and_the_split_is_even() {

@@ -183,17 +183,13 @@ fn affinity(node: &NodeInfo) -> Affinity {
 
 /// A stable hash of the pod's key: Random's pick, the same on every run.
 fn pick(pod: &Pod, n: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in pod
+    let key = pod
         .namespace
         .as_str()
         .bytes()
         .chain([b'/'])
-        .chain(pod.name.bytes())
-    {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    (h % n as u64) as usize
+        .chain(pod.name.bytes());
+    (gantry_api::rng::fnv1a(key) % n as u64) as usize
 }
 
 impl Plugin for OpenbScore {
