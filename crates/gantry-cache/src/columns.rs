@@ -8,7 +8,7 @@
 
 use gantry_api::{Resources, Sym, TaintEffect};
 
-use crate::NodeInfo;
+use crate::{CardSummary, DeviceUsage, NodeInfo};
 
 /// Facts about a node that let a plugin settle it without reading its NodeInfo.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,6 +80,8 @@ pub struct NodeColumns {
     /// without it holds zeros.
     scalars: Vec<ScalarColumns>,
     flags: Vec<NodeFlags>,
+    /// HAMi-registered cards at a glance; `None` for a node without them.
+    cards: Vec<Option<CardSummary>>,
     /// How many nodes have each flag (by bit).
     flag_counts: [usize; 8],
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
@@ -120,6 +122,8 @@ impl NodeColumns {
         self.scalars.clear();
         self.flags.clear();
         self.flags.resize(n, NodeFlags::default());
+        self.cards.clear();
+        self.cards.resize(n, None);
         self.flag_counts = [0; 8];
         self.largest = 0;
         for (position, info) in nodes.enumerate() {
@@ -148,6 +152,7 @@ impl NodeColumns {
             *count = *count + usize::from(flags.0 >> bit & 1) - usize::from(had);
         }
         self.flags[position] = flags;
+        self.cards[position] = info.gpus().map(DeviceUsage::summary);
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }
@@ -246,6 +251,11 @@ impl NodeColumns {
         &self.flags
     }
 
+    /// Per node, its HAMi-registered cards at a glance (`None`: it has none).
+    pub fn card_summaries(&self) -> &[Option<CardSummary>] {
+        &self.cards
+    }
+
     /// Whether any node has this flag.
     pub fn any(&self, flag: NodeFlags) -> bool {
         let bit = flag.0.trailing_zeros() as usize;
@@ -258,6 +268,7 @@ impl NodeColumns {
         let names = self.scalars.iter().chain(&other.scalars).map(|s| s.name);
         self.amounts() == other.amounts()
             && self.flags == other.flags
+            && self.cards == other.cards
             && self.flag_counts == other.flag_counts
             && names.into_iter().all(|name| {
                 let resource = gantry_api::ResourceName::Scalar(name);
@@ -366,5 +377,46 @@ mod tests {
         assert!(columns.any(NodeFlags::IMAGES));
         columns.set(0, &plain);
         assert!(!columns.any(NodeFlags::IMAGES) && !columns.any(NodeFlags::UNSCHEDULABLE));
+    }
+
+    #[test]
+    fn card_summaries_follow_the_cards_usage() {
+        use gantry_api::gpu;
+        let register = r#"[{"id":"g0","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA","health":true},{"id":"g1","count":4,"devmem":8000,"devcore":100,"type":"NVIDIA","health":false}]"#;
+        let mut node = Node::new("n", Resources::new(1000, 1 << 30));
+        node.annotations = Arc::from([(Arc::from(gpu::REGISTER_ANNOTATION), Arc::from(register))]);
+        node.gpus = gpu::parse_node_devices(&node.annotations)
+            .unwrap()
+            .map(Arc::new);
+        let mut gpu_node = NodeInfo::new(Arc::new(node));
+        let plain = info("p", 1000, &[]);
+        let mut columns = NodeColumns::default();
+        columns.rebuild([&gpu_node, &plain].into_iter());
+        let open = |free_shares, free_memory_mib, free_cores| {
+            Some(CardSummary {
+                cards: 2,
+                open: 1,
+                min_free_shares: free_shares,
+                min_free_memory_mib: free_memory_mib,
+                min_free_cores: free_cores,
+            })
+        };
+        assert_eq!(columns.card_summaries(), [open(10, 8000, 100), None]);
+        let mut p = Pod::new("ns", "a").on_node("n");
+        p.annotations = [
+            (gpu::ASSIGNED_NODE, "n"),
+            (gpu::DEVICES_ALLOCATED, "g0,NVIDIA,3000,30:;"),
+        ]
+        .iter()
+        .map(|(k, v)| (Arc::from(*k), Arc::from(*v)))
+        .collect();
+        gpu_node.add_pod(Arc::new(p));
+        columns.set(0, &gpu_node);
+        assert_eq!(columns.card_summaries()[0], open(9, 5000, 70));
+        let mut fresh = NodeColumns::default();
+        fresh.rebuild([&gpu_node, &plain].into_iter());
+        assert!(columns.same_values(&fresh));
+        fresh.cards[0] = open(10, 8000, 100);
+        assert!(!columns.same_values(&fresh), "the summaries are compared");
     }
 }

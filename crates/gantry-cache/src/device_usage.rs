@@ -38,6 +38,23 @@ impl CardUsage {
     }
 }
 
+/// A node's cards at a glance, kept in the snapshot's columns so that a Filter can pass a
+/// node without visiting its cards: the open cards (healthy, not cordoned, not split into
+/// MIG instances) and the least any of them has free. A container asking for at most
+/// `open` cards, each with one share, this much memory and this much compute, finds them
+/// here whatever order the cards are walked in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CardSummary {
+    /// Cards registered on the node.
+    pub cards: u32,
+    /// Cards healthy, not cordoned and not in MIG mode.
+    pub open: u32,
+    /// The least free shares, memory and compute of an open card (0 without one).
+    pub min_free_shares: i64,
+    pub min_free_memory_mib: i64,
+    pub min_free_cores: i64,
+}
+
 /// A node's cards and their usage. Shared between a NodeInfo and its snapshot copies
 /// until one of them changes (copy on write).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +113,34 @@ impl DeviceUsage {
     /// Pods holding at least one card of the node.
     pub fn gpu_pods(&self) -> u32 {
         self.pods
+    }
+
+    /// What every open card of the node has free at least (see [`CardSummary`]).
+    pub fn summary(&self) -> CardSummary {
+        let mut summary = CardSummary {
+            cards: self.cards.len() as u32,
+            ..CardSummary::default()
+        };
+        let open = self
+            .devices
+            .cards
+            .iter()
+            .zip(&self.cards)
+            .filter(|(card, _)| card.health && !card.cordoned && &*card.mode != "mig");
+        for (card, used) in open {
+            let free_shares = i64::from(card.count).saturating_sub(used.used);
+            let free_memory = i64::from(card.memory_mib).saturating_sub(used.memory_mib);
+            let free_cores = i64::from(card.cores).saturating_sub(used.cores);
+            if summary.open == 0 {
+                (summary.min_free_shares, summary.min_free_memory_mib) = (free_shares, free_memory);
+                summary.min_free_cores = free_cores;
+            }
+            summary.open += 1;
+            summary.min_free_shares = summary.min_free_shares.min(free_shares);
+            summary.min_free_memory_mib = summary.min_free_memory_mib.min(free_memory);
+            summary.min_free_cores = summary.min_free_cores.min(free_cores);
+        }
+        summary
     }
 
     /// The first card `pod` (naming this node, with its cards written) would overfill if

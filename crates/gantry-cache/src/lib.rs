@@ -53,7 +53,7 @@ pub use cache::{Cache, CacheError};
 pub use cluster_state::ClusterState;
 pub use columns::{Amount, NodeColumns, NodeFlags};
 pub use declared_terms::{DeclaredTerm, DeclaredTerms};
-pub use device_usage::{CardUsage, DeviceUsage};
+pub use device_usage::{CardSummary, CardUsage, DeviceUsage};
 pub use domain_counts::{DomainCounts, PodsPerDomain, SelectionCounts};
 pub use dra_cache::DraCache;
 pub use dra_state::{AllocatedView, DeviceUse, DraState};

@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock};
 
 use gantry_api::Pod;
 use gantry_api::gpu::{self, AssignedCard};
-use gantry_cache::NodeInfo;
+use gantry_cache::{NodeColumns, NodeInfo};
 use serde::Deserialize;
 
 pub use fit::{NODE_INSUFFICIENT_DEVICE, NODE_UNREGISTERED};
@@ -182,6 +182,32 @@ impl FilterPlugin for GpuShare {
             None if !request.needs_hami => Status::success(),
             None => Status::unschedulable(NODE_UNREGISTERED),
         }
+    }
+
+    /// A node is proven when its card summary shows that every open card has room for
+    /// each container (`SummaryNeed`); a node without HAMi when the pod needs no shares.
+    fn filter_columns(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        columns: &NodeColumns,
+        positions: &[usize],
+        proven: &mut [bool],
+    ) -> bool {
+        let Some(request) = self.request(state) else {
+            return false;
+        };
+        let Some(need) = fit::SummaryNeed::of(request) else {
+            return false;
+        };
+        let summaries = columns.card_summaries();
+        for (proof, &position) in proven.iter_mut().zip(positions) {
+            *proof = match &summaries[position] {
+                Some(summary) => need.met_by(summary),
+                None => !request.needs_hami,
+            };
+        }
+        true
     }
 
     /// HAMi's extender returns the one node it scored best; where HAMi's scores tie (its
