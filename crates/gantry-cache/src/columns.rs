@@ -112,6 +112,13 @@ impl NodeColumns {
         self.flags.is_empty()
     }
 
+    /// The columns of `nodes`, in order (a snapshot keeps its own up to date).
+    pub fn of<'a>(nodes: impl ExactSizeIterator<Item = &'a NodeInfo>) -> NodeColumns {
+        let mut columns = NodeColumns::default();
+        columns.rebuild(nodes);
+        columns
+    }
+
     /// Rewrites every column from the nodes, in order.
     pub(crate) fn rebuild<'a>(&mut self, nodes: impl ExactSizeIterator<Item = &'a NodeInfo>) {
         let n = nodes.len();
@@ -381,6 +388,7 @@ mod tests {
 
     #[test]
     fn card_summaries_follow_the_cards_usage() {
+        use crate::CardUsage;
         use gantry_api::gpu;
         let register = r#"[{"id":"g0","count":10,"devmem":8000,"devcore":100,"type":"NVIDIA","health":true},{"id":"g1","count":4,"devmem":8000,"devcore":100,"type":"NVIDIA","health":false}]"#;
         let mut node = Node::new("n", Resources::new(1000, 1 << 30));
@@ -392,16 +400,26 @@ mod tests {
         let plain = info("p", 1000, &[]);
         let mut columns = NodeColumns::default();
         columns.rebuild([&gpu_node, &plain].into_iter());
-        let open = |free_shares, free_memory_mib, free_cores| {
+        let open = |free_shares, free_memory_mib, free_cores, total| {
             Some(CardSummary {
                 cards: 2,
                 open: 1,
                 min_free_shares: free_shares,
                 min_free_memory_mib: free_memory_mib,
                 min_free_cores: free_cores,
+                total,
+                capacity: CardUsage {
+                    used: 14,
+                    memory_mib: 16000,
+                    cores: 200,
+                    exclusive: 0,
+                },
             })
         };
-        assert_eq!(columns.card_summaries(), [open(10, 8000, 100), None]);
+        assert_eq!(
+            columns.card_summaries(),
+            [open(10, 8000, 100, CardUsage::default()), None]
+        );
         let mut p = Pod::new("ns", "a").on_node("n");
         p.annotations = [
             (gpu::ASSIGNED_NODE, "n"),
@@ -412,11 +430,17 @@ mod tests {
         .collect();
         gpu_node.add_pod(Arc::new(p));
         columns.set(0, &gpu_node);
-        assert_eq!(columns.card_summaries()[0], open(9, 5000, 70));
+        let held = CardUsage {
+            used: 1,
+            memory_mib: 3000,
+            cores: 30,
+            exclusive: 0,
+        };
+        assert_eq!(columns.card_summaries()[0], open(9, 5000, 70, held));
         let mut fresh = NodeColumns::default();
         fresh.rebuild([&gpu_node, &plain].into_iter());
         assert!(columns.same_values(&fresh));
-        fresh.cards[0] = open(10, 8000, 100);
+        fresh.cards[0] = open(10, 8000, 100, held);
         assert!(!columns.same_values(&fresh), "the summaries are compared");
     }
 }

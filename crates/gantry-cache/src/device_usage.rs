@@ -53,6 +53,10 @@ pub struct CardSummary {
     pub min_free_shares: i64,
     pub min_free_memory_mib: i64,
     pub min_free_cores: i64,
+    /// What all the cards hold and offer ([`DeviceUsage::total`] and `capacity`): a
+    /// node score reads them.
+    pub total: CardUsage,
+    pub capacity: CardUsage,
 }
 
 /// A node's cards and their usage. Shared between a NodeInfo and its snapshot copies
@@ -119,6 +123,8 @@ impl DeviceUsage {
     pub fn summary(&self) -> CardSummary {
         let mut summary = CardSummary {
             cards: self.cards.len() as u32,
+            total: self.total,
+            capacity: self.capacity,
             ..CardSummary::default()
         };
         let open = self

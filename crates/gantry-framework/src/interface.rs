@@ -63,6 +63,15 @@ pub trait PreFilterPlugin: Plugin {
     }
 }
 
+/// The feasible nodes a plugin chooses among (`FilterPlugin::choose`): their NodeInfos
+/// and, when the snapshot keeps columns, the snapshot's columns with each node's position
+/// in them.
+#[derive(Clone, Copy)]
+pub struct FeasibleNodes<'a> {
+    pub infos: &'a [&'a NodeInfo],
+    pub columns: Option<(&'a NodeColumns, &'a [usize])>,
+}
+
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
 
@@ -85,10 +94,17 @@ pub trait FilterPlugin: Plugin {
 
     /// Once every node was filtered, a plugin may choose among the feasible ones itself,
     /// as a kube-scheduler extender's filter verb does (it sees them all at once; HAMi's
-    /// GPU scheduler returns the node it picked): the positions in `nodes` to keep, or
-    /// `None` to keep them all. Not asked when the plugin's PreFilter said Skip.
-    fn choose(&self, _state: &CycleState, _pod: &Pod, _nodes: &[&NodeInfo]) -> Option<Vec<usize>> {
-        None
+    /// GPU scheduler returns the node it picked): writes the indices in `nodes.infos` to
+    /// keep into `kept` (cleared, ascending) and returns true, or returns false to keep
+    /// them all. Not asked when the plugin's PreFilter said Skip.
+    fn choose(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _nodes: FeasibleNodes<'_>,
+        _kept: &mut Vec<usize>,
+    ) -> bool {
+        false
     }
 
     /// Annotations the plugin writes on the pod once it is assumed on `node` (HAMi's card

@@ -245,7 +245,16 @@ pub fn explain(
         .collect();
     let mut scored = scored.to_vec();
     let mut nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
-    let chooser = run_choose(profile, &state, pod, &mut scored, &mut nodes);
+    let columns = snapshot.columns();
+    let chooser = run_choose(
+        profile,
+        &state,
+        pod,
+        columns,
+        &mut scored,
+        &mut nodes,
+        &mut Vec::new(),
+    );
     if let Some(plugin) = chooser {
         explanation.chosen_by = Some((plugin, nodes.iter().map(|n| n.name()).collect()));
     }

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
-    Cluster, Code, CycleState, FilterPlugin, Profile, Status, WeightedScorePlugin,
+    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, Profile, Status, WeightedScorePlugin,
 };
 
 use gantry_framework::config::Point;
@@ -406,23 +406,36 @@ pub fn run_choose(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
+    columns: Option<&NodeColumns>,
     positions: &mut Vec<usize>,
     nodes: &mut Vec<&NodeInfo>,
+    kept: &mut Vec<usize>,
 ) -> Option<&'static str> {
     let mut chooser = None;
     for plugin in &profile.filter {
         if state.is_filter_skipped(plugin.name()) {
             continue;
         }
-        let Some(kept) = plugin.choose(state, pod, nodes) else {
-            continue;
+        let feasible = FeasibleNodes {
+            infos: nodes,
+            columns: columns.map(|c| (c, positions.as_slice())),
         };
-        let kept: Vec<usize> = kept.into_iter().filter(|&i| i < nodes.len()).collect();
+        if !plugin.choose(state, pod, feasible, kept) {
+            continue;
+        }
+        kept.retain(|&i| i < nodes.len());
+        kept.sort_unstable();
+        kept.dedup();
         if kept.is_empty() {
             continue;
         }
-        *positions = kept.iter().map(|&i| positions[i]).collect();
-        *nodes = kept.iter().map(|&i| nodes[i]).collect();
+        // Ascending: each kept node moves down to its place, in the buffers it is in.
+        for (to, &from) in kept.iter().enumerate() {
+            positions[to] = positions[from];
+            nodes[to] = nodes[from];
+        }
+        positions.truncate(kept.len());
+        nodes.truncate(kept.len());
         chooser = Some(plugin.name());
     }
     chooser
@@ -675,5 +688,59 @@ mod tests {
             let result = run_score_per_plugin(&profile, &CycleState::new(), &pod, &infos);
             assert_eq!(result.is_ok(), valid, "score {score}");
         }
+    }
+
+    /// Keeps nodes 3 and 1 (said twice, out of order, with an index past the end).
+    struct Picky;
+
+    impl gantry_framework::Plugin for Picky {
+        fn name(&self) -> &'static str {
+            "Picky"
+        }
+    }
+
+    impl FilterPlugin for Picky {
+        fn filter(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Status {
+            Status::success()
+        }
+
+        fn choose(
+            &self,
+            _: &CycleState,
+            _: &Pod,
+            _: FeasibleNodes<'_>,
+            kept: &mut Vec<usize>,
+        ) -> bool {
+            kept.clear();
+            kept.extend([3, 1, 3, 9]);
+            true
+        }
+    }
+
+    #[test]
+    fn a_choice_keeps_the_chosen_nodes_in_order_in_both_buffers() {
+        let nodes: Vec<NodeInfo> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|name| NodeInfo::new(Arc::new(Node::new(name, Resources::new(1, 1)))))
+            .collect();
+        let mut infos: Vec<&NodeInfo> = nodes.iter().collect();
+        let mut positions = vec![10, 11, 12, 13, 14];
+        let mut profile = Profile::empty("default-scheduler");
+        profile.filter.push(Arc::new(Picky));
+        let pod = Pod::new("ns", "p");
+        let (state, mut kept) = (CycleState::new(), Vec::new());
+        let chooser = run_choose(
+            &profile,
+            &state,
+            &pod,
+            None,
+            &mut positions,
+            &mut infos,
+            &mut kept,
+        );
+        assert_eq!(chooser, Some("Picky"));
+        assert_eq!(positions, [11, 13]);
+        let names: Vec<&str> = infos.iter().map(|n| n.name().as_str()).collect();
+        assert_eq!(names, ["b", "d"]);
     }
 }

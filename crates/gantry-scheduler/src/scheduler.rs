@@ -99,6 +99,8 @@ struct CycleBuffers {
     feasible: Vec<usize>,
     /// The feasible nodes' NodeInfos; empty between cycles (see `recycle`).
     nodes: Vec<&'static NodeInfo>,
+    /// The indices a plugin's `choose` keeps.
+    kept: Vec<usize>,
     scores: ScoreBuffers,
     timer: PluginTimer,
 }
@@ -317,7 +319,17 @@ impl Scheduler {
         let profile = &self.profiles[profile_index];
         let mut nodes = recycle(std::mem::take(&mut self.buffers.nodes));
         nodes.extend(feasible.iter().map(|&i| self.snapshot.node_at(i)));
-        run_choose(profile, &state, pod, &mut feasible, &mut nodes);
+        let columns = self.snapshot.columns();
+        let kept = &mut self.buffers.kept;
+        run_choose(
+            profile,
+            &state,
+            pod,
+            columns,
+            &mut feasible,
+            &mut nodes,
+            kept,
+        );
         let chosen = if feasible.len() == 1 {
             feasible[0]
         } else {

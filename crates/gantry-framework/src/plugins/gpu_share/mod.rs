@@ -23,7 +23,8 @@ pub use policy::NodePolicy;
 use request::PodRequest;
 
 use crate::{
-    Cluster, CycleState, Detail, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status,
+    Cluster, CycleState, Detail, FeasibleNodes, FilterPlugin, Plugin, PreFilterPlugin,
+    PreFilterResult, Status,
 };
 
 pub const NAME: &str = "GPUShare";
@@ -213,18 +214,21 @@ impl FilterPlugin for GpuShare {
     /// HAMi's extender returns the one node it scored best; where HAMi's scores tie (its
     /// own order is that of its goroutines), the tied nodes stay and kube-scheduler's
     /// scoring decides among them. Nodes without HAMi take part only when no HAMi node
-    /// fits.
-    fn choose(&self, state: &CycleState, _pod: &Pod, nodes: &[&NodeInfo]) -> Option<Vec<usize>> {
-        if !self.chooses_node {
-            return None;
-        }
-        let request = self.request(state)?;
+    /// fits. The scores are read from the columns' card summaries when there are columns
+    /// (the same sums, without visiting each NodeInfo).
+    fn choose(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: FeasibleNodes<'_>,
+        kept: &mut Vec<usize>,
+    ) -> bool {
+        let Some(request) = self.request(state).filter(|_| self.chooses_node) else {
+            return false;
+        };
+        kept.clear();
         let mut best: Option<f32> = None;
-        let mut kept = Vec::new();
-        for (i, node) in nodes.iter().enumerate() {
-            let Some(score) = node.gpus().map(node_score) else {
-                continue;
-            };
+        let mut consider = |i: usize, score: f32| {
             if best.is_none_or(|b| request.node_policy.prefers(score, b)) {
                 best = Some(score);
                 kept.clear();
@@ -232,8 +236,25 @@ impl FilterPlugin for GpuShare {
             if best == Some(score) {
                 kept.push(i);
             }
+        };
+        match nodes.columns {
+            Some((columns, positions)) => {
+                let summaries = columns.card_summaries();
+                for (i, &position) in positions.iter().enumerate() {
+                    if let Some(s) = &summaries[position] {
+                        consider(i, score::node_score_of(&s.total, &s.capacity));
+                    }
+                }
+            }
+            None => {
+                for (i, node) in nodes.infos.iter().enumerate() {
+                    if let Some(usage) = node.gpus() {
+                        consider(i, node_score(usage));
+                    }
+                }
+            }
         }
-        best.map(|_| kept)
+        best.is_some()
     }
 
     fn annotations(
@@ -436,17 +457,39 @@ mod tests {
         let idle2 = gpu_info("idle2", &[]);
         let plain = NodeInfo::new(Arc::new(Node::new("plain", Resources::new(1000, 1 << 30))));
         let nodes = [&busy, &idle, &plain, &idle2];
-        let plugin = GpuShare::default();
-        let (state, _) = pre_filtered(&gpu_pod(None));
-        assert_eq!(plugin.choose(&state, &gpu_pod(None), &nodes), Some(vec![0]));
+        // What the plugin keeps, asked with the NodeInfos and with the columns (the
+        // answers must agree).
+        let choose = |pod: &Pod, nodes: &[&NodeInfo]| {
+            let plugin = GpuShare::default();
+            let (state, _) = pre_filtered(pod);
+            let mut kept = vec![7];
+            let infos = FeasibleNodes {
+                infos: nodes,
+                columns: None,
+            };
+            let by_infos = plugin
+                .choose(&state, pod, infos, &mut kept)
+                .then(|| kept.clone());
+            let columns = NodeColumns::of(nodes.iter().copied());
+            let positions: Vec<usize> = (0..nodes.len()).collect();
+            let with_columns = FeasibleNodes {
+                infos: nodes,
+                columns: Some((&columns, &positions)),
+            };
+            let by_columns = plugin
+                .choose(&state, pod, with_columns, &mut kept)
+                .then_some(kept);
+            assert_eq!(by_infos, by_columns);
+            by_infos
+        };
+        assert_eq!(choose(&gpu_pod(None), &nodes), Some(vec![0]));
         let spread = gpu_pod(Some("spread"));
-        let (state, _) = pre_filtered(&spread);
         assert_eq!(
-            plugin.choose(&state, &spread, &nodes),
+            choose(&spread, &nodes),
             Some(vec![1, 3]),
             "HAMi's tie: both idle nodes stay, kube-scheduler's scores decide"
         );
-        assert_eq!(plugin.choose(&state, &spread, &[&plain]), None);
+        assert_eq!(choose(&spread, &[&plain]), None);
     }
 
     #[test]

@@ -37,7 +37,11 @@ pub fn card_score(card: &Card, used: &CardUsage, request: &CardRequest, w: &Weig
 /// A node's score before the pod: shares, compute and memory in use over all its cards,
 /// as fractions, summed and weighted.
 pub fn node_score(usage: &DeviceUsage) -> f32 {
-    let (used, offered) = (usage.total(), usage.capacity());
+    node_score_of(usage.total(), usage.capacity())
+}
+
+/// `node_score` from what the cards hold and offer in all.
+pub fn node_score_of(used: &CardUsage, offered: &CardUsage) -> f32 {
     WEIGHT
         * (used.used as f32 / offered.used as f32
             + used.cores as f32 / offered.cores as f32
