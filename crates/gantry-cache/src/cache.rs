@@ -44,9 +44,18 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 #[derive(Debug)]
 struct Entry {
     name: Sym,
-    info: NodeInfo,
+    /// Shared with the snapshots that copied it; a change copies it first (copy on
+    /// write), so a snapshot update copies pointers, and a NodeInfo is copied once per
+    /// change, not once per snapshot that takes it.
+    info: Arc<NodeInfo>,
     prev: Option<u32>,
     next: Option<u32>,
+}
+
+impl Entry {
+    fn info_mut(&mut self) -> &mut NodeInfo {
+        Arc::make_mut(&mut self.info)
+    }
 }
 
 /// A cached pod as the key of the pod map, hashed and compared by its uid (and looked up
@@ -165,7 +174,7 @@ impl Cache {
         }
         let images = s.add_node_images(&node);
         let slices = s.local_slices.get(&node.name).cloned().unwrap_or_default();
-        let info = &mut s.entry_mut(index).info;
+        let info = s.entry_mut(index).info_mut();
         info.set_image_states(images);
         if info.resource_slices() != slices.as_slice() {
             info.set_resource_slices(slices);
@@ -253,7 +262,7 @@ impl Cache {
         if s.entry(index).info.pods().is_empty() {
             s.delete_entry(index);
         } else {
-            s.entry_mut(index).info.remove_node();
+            s.entry_mut(index).info_mut().remove_node();
             s.move_to_head(index);
         }
         Ok(())
@@ -428,7 +437,7 @@ impl Cache {
         let s = &mut *s;
         s.refresh_changed_image_counts(snapshot.generation());
         // Inline: a cycle usually finds one or two nodes changed since the last.
-        let mut changed: SmallVec<[&NodeInfo; 8]> = SmallVec::new();
+        let mut changed: SmallVec<[&Arc<NodeInfo>; 8]> = SmallVec::new();
         let mut cursor = s.head;
         while let Some(index) = cursor {
             let entry = s.entries[index as usize]
@@ -528,7 +537,7 @@ impl CacheState {
         if self.entry(index).info.node().is_none() {
             return;
         }
-        self.entry_mut(index).info.set_resource_slices(slices);
+        self.entry_mut(index).info_mut().set_resource_slices(slices);
         self.move_to_head(index);
     }
 
@@ -551,7 +560,7 @@ impl CacheState {
         }
         let entry = Entry {
             name,
-            info: NodeInfo::default(),
+            info: Arc::default(),
             prev: None,
             next: None,
         };
@@ -622,7 +631,7 @@ impl CacheState {
     fn add_pod_to_node(&mut self, node: Sym, pod: Arc<Pod>) {
         self.record_claims(&pod, 1);
         let index = self.entry_for(node);
-        self.entry_mut(index).info.add_pod(pod);
+        self.entry_mut(index).info_mut().add_pod(pod);
         self.move_to_head(index);
     }
 
@@ -631,7 +640,7 @@ impl CacheState {
             tracing::error!(%node, pod = uid, "pod's node is missing from the cache");
             return;
         };
-        let Some(pod) = self.entry_mut(index).info.remove_pod(uid) else {
+        let Some(pod) = self.entry_mut(index).info_mut().remove_pod(uid) else {
             tracing::error!(%node, pod = uid, "pod is missing from its node in the cache");
             return;
         };
@@ -670,7 +679,7 @@ impl CacheState {
             }
             if entry.info.has_images() {
                 let images = &self.images;
-                entry.info.refresh_image_counts(|name| {
+                entry.info_mut().refresh_image_counts(|name| {
                     images.get(&name).map_or(0, |i| i.nodes.len() as u32)
                 });
             }

@@ -8,7 +8,7 @@
 
 use gantry_api::{Resources, Sym, TaintEffect};
 
-use crate::{CardSummary, DeviceUsage, NodeInfo};
+use crate::{CardSummary, NodeInfo};
 
 /// Facts about a node that let a plugin settle it without reading its NodeInfo.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -159,7 +159,7 @@ impl NodeColumns {
             *count = *count + usize::from(flags.0 >> bit & 1) - usize::from(had);
         }
         self.flags[position] = flags;
-        self.cards[position] = info.gpus().map(DeviceUsage::summary);
+        self.cards[position] = info.gpus().map(|usage| *usage.summary());
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }

@@ -72,6 +72,9 @@ pub struct DeviceUsage {
     capacity: CardUsage,
     /// Pods holding at least one card here.
     pods: u32,
+    /// Kept with the usage (the cards are at hand when it changes), so that reading it,
+    /// as the snapshot's columns do for every node, touches no card.
+    summary: CardSummary,
 }
 
 impl DeviceUsage {
@@ -82,13 +85,16 @@ impl DeviceUsage {
             capacity.memory_mib += i64::from(card.memory_mib);
             capacity.cores += i64::from(card.cores);
         }
-        DeviceUsage {
+        let mut usage = DeviceUsage {
             cards: SmallVec::from_elem(CardUsage::default(), devices.cards.len()),
             devices,
             total: CardUsage::default(),
             capacity,
             pods: 0,
-        }
+            summary: CardSummary::default(),
+        };
+        usage.summary = usage.summarise();
+        usage
     }
 
     pub fn devices(&self) -> &Arc<NodeDevices> {
@@ -120,7 +126,12 @@ impl DeviceUsage {
     }
 
     /// What every open card of the node has free at least (see [`CardSummary`]).
-    pub fn summary(&self) -> CardSummary {
+    #[inline]
+    pub fn summary(&self) -> &CardSummary {
+        &self.summary
+    }
+
+    fn summarise(&self) -> CardSummary {
         let mut summary = CardSummary {
             cards: self.cards.len() as u32,
             total: self.total,
@@ -179,6 +190,7 @@ impl DeviceUsage {
             self.total.add(usage, sign);
         }
         self.pods = self.pods.saturating_add_signed(sign as i32);
+        self.summary = self.summarise();
     }
 }
 

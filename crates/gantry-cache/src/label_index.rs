@@ -23,7 +23,7 @@ pub struct PodLabelIndex {
 }
 
 // Field by field, so that `clone_from` reuses the maps' tables (a NodeInfo copied over
-// another, as the snapshot and preemption's dry run do).
+// another, as preemption's dry run does).
 clone_field_by_field!(PodLabelIndex {
     values,
     keys,

@@ -69,9 +69,9 @@ pub struct NodeInfo {
     generation: u64,
 }
 
-// Field by field, so that `clone_from` (how the snapshot copies a changed node over its
-// old copy) reuses the copy's buffers instead of allocating new ones: the pod list of the
-// node a pod was just assumed on, once per cycle. The small inline lists of plain values
+// Field by field, so that `clone_from` (how preemption's dry run copies each node it
+// tries over its scratch copy) reuses the copy's buffers instead of allocating new ones:
+// the pod list, once per node tried. The small inline lists of plain values
 // are copied with `copy_into` (nothing to do when both are empty, as most are).
 clone_field_by_field!(NodeInfo {
     node,

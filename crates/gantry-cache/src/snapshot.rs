@@ -23,7 +23,7 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 /// What one `update_snapshot` did: the work it cost, for tests and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SnapshotUpdate {
-    /// NodeInfos copied from the cache.
+    /// Changed NodeInfos taken from the cache (shared, not copied).
     pub cloned: usize,
     /// The node list and affinity sub-lists were rebuilt.
     pub lists_rebuilt: bool,
@@ -44,16 +44,18 @@ pub struct SnapshotError {
     pub mapped: usize,
 }
 
-/// NodeInfos live in stable slots: an update overwrites a slot in place (reusing its
-/// allocations), so the lists, which hold slot numbers, stay valid and are rebuilt only
-/// when nodes come or go or a node starts or stops holding affinity pods. The columns
+/// NodeInfos live in stable slots, shared with the cache: an update points a slot at the
+/// cache's current NodeInfo (the cache copies a NodeInfo a snapshot holds before it changes
+/// it, so a change is copied once and a first snapshot of 5,000 nodes copies pointers, not
+/// nodes and their pod lists). The lists, which hold slot numbers, stay valid and are
+/// rebuilt only when nodes come or go or a node starts or stops holding affinity pods. The columns
 /// follow the list: the changed nodes' entries are written again, all of them when the
 /// list is rebuilt.
 #[derive(Debug)]
 pub struct Snapshot {
     id: u64,
     generation: u64,
-    slots: Vec<NodeInfo>,
+    slots: Vec<Arc<NodeInfo>>,
     free: Vec<u32>,
     by_name: Map<Sym, u32>,
     /// Slots in zone-interleaved order.
@@ -121,7 +123,7 @@ impl Snapshot {
 
     /// Builds a snapshot from every NodeInfo (ghosts included, for their claims).
     pub(crate) fn from_nodes<'a>(
-        nodes: impl Iterator<Item = &'a NodeInfo>,
+        nodes: impl Iterator<Item = &'a Arc<NodeInfo>>,
         tree: &NodeTree,
     ) -> Snapshot {
         let mut snapshot = Snapshot::new();
@@ -129,7 +131,7 @@ impl Snapshot {
         snapshot
     }
 
-    fn fill_from<'a>(&mut self, nodes: impl Iterator<Item = &'a NodeInfo>, tree: &NodeTree) {
+    fn fill_from<'a>(&mut self, nodes: impl Iterator<Item = &'a Arc<NodeInfo>>, tree: &NodeTree) {
         let id = self.id;
         // The selections asked for stay asked for; their counts are taken afresh.
         let selections = std::mem::take(&mut self.selections);
@@ -154,18 +156,19 @@ impl Snapshot {
         self.generation = generation;
         self.rebuild_lists(tree);
         let slots = &self.slots;
-        self.declared = DeclaredTerms::counted(slots.iter());
-        self.selections.recount(|| slots.iter());
-        self.selections.finish_update(|| slots.iter());
+        self.declared = DeclaredTerms::counted(slots.iter().map(Arc::as_ref));
+        self.selections.recount(|| slots.iter().map(Arc::as_ref));
+        self.selections
+            .finish_update(|| slots.iter().map(Arc::as_ref));
     }
 
     /// Applies the changed NodeInfos (newest first) from the cache. Two checks guard the
     /// shortcuts, as upstream's `UpdateSnapshot`: claim counts that would go negative are
     /// recounted from every node (with the lists), and a node list that disagrees with the
     /// cache's node tree rebuilds everything and fails the update.
-    pub(crate) fn apply<'a, I: Iterator<Item = &'a NodeInfo>>(
+    pub(crate) fn apply<'a, I: Iterator<Item = &'a Arc<NodeInfo>>>(
         &mut self,
-        changed: impl IntoIterator<Item = &'a NodeInfo>,
+        changed: impl IntoIterator<Item = &'a Arc<NodeInfo>>,
         head_generation: u64,
         tree: &NodeTree,
         tree_version: u64,
@@ -188,7 +191,7 @@ impl Snapshot {
                     }
                     self.declared.node_changed(Some(existing), Some(info));
                     self.selections.node_changed(Some(existing), Some(info));
-                    existing.clone_from(info);
+                    *existing = info.clone();
                     self.changed_slots.push(slot);
                 }
                 None => {
@@ -223,7 +226,7 @@ impl Snapshot {
                     .node_changed(Some(&self.slots[slot as usize]), None);
                 self.selections
                     .node_changed(Some(&self.slots[slot as usize]), None);
-                self.slots[slot as usize] = NodeInfo::default();
+                self.slots[slot as usize] = Arc::default();
                 self.free.push(slot);
             }
             relist = true;
@@ -236,7 +239,7 @@ impl Snapshot {
                 update.claims_recounted = true;
                 relist = true;
             }
-            self.recount_claims(all_nodes());
+            self.recount_claims(all_nodes().map(Arc::as_ref));
         }
         if relist {
             self.rebuild_lists(tree);
@@ -263,7 +266,8 @@ impl Snapshot {
             return Err(error);
         }
         let slots = &self.slots;
-        self.selections.finish_update(|| slots.iter());
+        self.selections
+            .finish_update(|| slots.iter().map(Arc::as_ref));
         Ok(update)
     }
 
@@ -317,7 +321,7 @@ impl Snapshot {
         }
         let slots = &self.slots;
         self.columns
-            .rebuild(self.list.iter().map(|&slot| &slots[slot as usize]));
+            .rebuild(self.list.iter().map(|&slot| &*slots[slot as usize]));
     }
 
     /// Puts the slot's node into, or takes it out of, the affinity sub-lists (sorted by
@@ -344,8 +348,8 @@ impl Snapshot {
     /// taken from scratch over the snapshot's nodes.
     pub fn topology_counts_agree(&self) -> bool {
         let slots = &self.slots;
-        self.declared == DeclaredTerms::counted(slots.iter())
-            && self.selections.agree_with(|| slots.iter())
+        self.declared == DeclaredTerms::counted(slots.iter().map(Arc::as_ref))
+            && self.selections.agree_with(|| slots.iter().map(Arc::as_ref))
     }
 
     /// Number of pod selections whose domain counts the snapshot keeps.

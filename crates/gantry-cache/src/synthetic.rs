@@ -64,8 +64,11 @@ pub struct SnapshotMeasurement {
     pub nodes: usize,
     pub pods_per_node: usize,
     pub changed: usize,
-    /// NodeInfos the incremental update cloned (equals `changed`).
+    /// Changed NodeInfos the incremental update took (equals `changed`).
     pub cloned: usize,
+    /// The cache's changes before each update (a pod added to each changed node): where a
+    /// changed NodeInfo is copied, once, since snapshots share the cache's NodeInfos.
+    pub changes_ns: u64,
     pub incremental_ns: u64,
     pub full_rebuild_ns: u64,
 }
@@ -82,9 +85,12 @@ pub fn measure_snapshot(
     cache.update_snapshot(&mut snapshot).expect(consistent);
     let mut incremental = Vec::with_capacity(repetitions);
     let mut full = Vec::with_capacity(repetitions);
+    let mut changes = Vec::with_capacity(repetitions);
     let mut cloned = 0;
     for round in 0..repetitions.max(1) {
+        let start = Instant::now();
         touch_nodes(&cache, nodes, changed, round);
+        changes.push(start.elapsed().as_nanos() as u64);
         let start = Instant::now();
         cloned = cache
             .update_snapshot(&mut snapshot)
@@ -101,6 +107,7 @@ pub fn measure_snapshot(
         pods_per_node,
         changed,
         cloned,
+        changes_ns: median(&mut changes),
         incremental_ns: median(&mut incremental),
         full_rebuild_ns: median(&mut full),
     }

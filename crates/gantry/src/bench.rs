@@ -310,6 +310,7 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
             "pods_per_node": m.pods_per_node,
             "changed": m.changed,
             "cloned": m.cloned,
+            "changes_ns": m.changes_ns,
             "incremental_ns": m.incremental_ns,
             "full_rebuild_ns": m.full_rebuild_ns,
             "speedup": (speedup * 10.0).round() / 10.0,
@@ -317,10 +318,11 @@ fn snapshot(args: &BenchArgs) -> anyhow::Result<()> {
         }),
         || {
             format!(
-                "{} nodes x {} pods, {} changed: incremental update {} ns (cloned {}), full rebuild {} ns: {:.1}x cheaper",
+                "{} nodes x {} pods, {} changed in {} ns (each changed node copied once): incremental update {} ns (took {}), full rebuild {} ns: {:.1}x cheaper",
                 m.nodes,
                 m.pods_per_node,
                 m.changed,
+                m.changes_ns,
                 m.incremental_ns,
                 m.cloned,
                 m.full_rebuild_ns,
