@@ -1038,20 +1038,20 @@ pub(crate) mod tests {
         };
         // The bench's shape: every card shared by four pods.
         let busy = usage(cards(), &[(4, 4096, 40), (4, 4096, 40), (10, 8192, 100)]);
-        assert!(need.met_by(&busy.summary()) && fits(&p, &busy).is_ok());
+        assert!(need.met_by(busy.summary()) && fits(&p, &busy).is_ok());
         // One open card full: the summary does not tell, the walk decides.
         let full = usage(cards(), &[(10, 0, 0), (0, 0, 0), (0, 0, 0)]);
-        assert!(!need.met_by(&full.summary()));
+        assert!(!need.met_by(full.summary()));
         // Too few open cards: the unhealthy one does not count.
         p.containers[0] = Some(req(3, 1024, NO_PERCENTAGE, 10));
         let need = SummaryNeed::of(&p).unwrap();
-        assert!(!need.met_by(&busy.summary()) && fits(&p, &busy).is_err());
+        assert!(!need.met_by(busy.summary()) && fits(&p, &busy).is_err());
     }
 
     #[test]
     fn a_summary_does_not_vouch_where_a_card_rule_reads_more_than_free_amounts() {
         let vouches = |p: &PodRequest, u: &DeviceUsage| {
-            SummaryNeed::of(p).is_some_and(|need| need.met_by(&u.summary()))
+            SummaryNeed::of(p).is_some_and(|need| need.met_by(u.summary()))
         };
         let one_card =
             |used: (i32, i32, i32)| usage(vec![card("a", 10, 8192, 100, 0, true)], &[used]);
@@ -1160,7 +1160,7 @@ pub(crate) mod tests {
             p.init_containers = init_containers.min(p.containers.len());
             if let Some(need) = SummaryNeed::of(&p) {
                 proptest::prop_assert!(
-                    !need.met_by(&u.summary()) || fits(&p, &u).is_ok(),
+                    !need.met_by(u.summary()) || fits(&p, &u).is_ok(),
                     "{need:?} met by {:?}, but {:?}", u.summary(), fits(&p, &u)
                 );
             }
