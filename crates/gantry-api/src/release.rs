@@ -184,6 +184,8 @@ struct Rules {
     non_zero_requests_count_sidecars: u8,
     /// #134711: DynamicResources scores `firstAvailable` subrequests, weight 2.
     dynamic_resources_scores: u8,
+    /// #128748.
+    backoff_counts_failures: u8,
 }
 
 const RULES: Rules = Rules {
@@ -206,6 +208,7 @@ const RULES: Rules = Rules {
     preempted_event_names_preemptor: 29,
     non_zero_requests_count_sidecars: 32,
     dynamic_resources_scores: 35,
+    backoff_counts_failures: 34,
 };
 
 /// What becomes of the nodes a PreFilter result leaves out when the pod fits nowhere.
@@ -436,6 +439,13 @@ impl Release {
     /// on node <node>`); before, `Preempted by a pod on node <node>`.
     pub fn preempted_event_names_preemptor(self) -> bool {
         self.at_least(RULES.preempted_event_names_preemptor)
+    }
+
+    /// A pod's backoff doubles with its unschedulable attempts, or with its consecutive
+    /// errors when the last attempt was one (`UnschedulableCount`,
+    /// `ConsecutiveErrorsCount`); before, with every attempt (`Attempts`).
+    pub fn backoff_counts_failures(self) -> bool {
+        self.at_least(RULES.backoff_counts_failures)
     }
 
     /// NodePorts counts the host ports of sidecars (restartable init containers).

@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_api::Pod;
+use gantry_api::{Pod, Release};
 use gantry_framework::{ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile};
 
 use crate::unschedulable_pods::UnschedulablePods;
@@ -29,6 +29,11 @@ pub struct QueuedPod {
     pub timestamp: Duration,
     /// Scheduling attempts so far.
     pub attempts: u32,
+    /// Attempts that ended unschedulable (rejected by a plugin), and errors (a failed
+    /// bind, an API error) since the last such attempt: upstream's `UnschedulableCount`
+    /// and `ConsecutiveErrorsCount`, which set the backoff from v1.34 on.
+    pub unschedulable_count: u32,
+    pub consecutive_errors: u32,
     /// When it was first popped, for end-to-end latency.
     pub initial_attempt: Option<Duration>,
     /// The plugins that rejected it in its last attempt.
@@ -118,6 +123,8 @@ pub struct SchedulingQueue {
     unschedulable: UnschedulablePods,
     initial_backoff: Duration,
     max_backoff: Duration,
+    /// The release each scheduler name decides as (its backoff rule).
+    releases: Vec<(gantry_api::Sym, Release)>,
     /// PreEnqueue plugins per scheduler name.
     pre_enqueue: Vec<(gantry_api::Sym, Vec<Arc<dyn PreEnqueuePlugin>>)>,
     /// The events each plugin registered.
@@ -169,6 +176,10 @@ impl SchedulingQueue {
             unschedulable: UnschedulablePods::default(),
             initial_backoff,
             max_backoff,
+            releases: profiles
+                .iter()
+                .map(|p| (p.scheduler_name, p.release))
+                .collect(),
             pre_enqueue: profiles
                 .iter()
                 .map(|p| (p.scheduler_name, p.pre_enqueue.clone()))
@@ -187,6 +198,8 @@ impl SchedulingQueue {
             pod,
             timestamp: now,
             attempts: 0,
+            unschedulable_count: 0,
+            consecutive_errors: 0,
             initial_attempt: None,
             unschedulable_plugins: Vec::new(),
             cycle: 0,
@@ -263,6 +276,13 @@ impl SchedulingQueue {
         plugins: Vec<&'static str>,
         now: Duration,
     ) {
+        // Upstream's `AddUnschedulableIfNotPresent`: no rejecting plugin means an error.
+        if plugins.is_empty() {
+            queued.consecutive_errors += 1;
+        } else {
+            queued.unschedulable_count += 1;
+            queued.consecutive_errors = 0;
+        }
         queued.unschedulable_plugins = plugins;
         queued.timestamp = now;
         let location = if self.move_request_cycle >= queued.cycle {
@@ -275,6 +295,7 @@ impl SchedulingQueue {
 
     /// A popped pod failed for another reason (an error, a failed bind): back off and retry.
     pub fn add_backoff(&mut self, mut queued: QueuedPod, now: Duration) {
+        queued.consecutive_errors += 1;
         queued.timestamp = now;
         self.place(queued, Location::Backoff);
     }
@@ -408,10 +429,14 @@ impl SchedulingQueue {
         }
     }
 
-    /// Upstream's `calculateBackoffDuration`: initial, doubled per extra attempt, capped.
-    fn backoff_duration(&self, attempts: u32) -> Duration {
+    /// Upstream's `calculateBackoffDuration`: none for a count of 0, else initial, doubled
+    /// per count past the first, capped.
+    fn backoff_duration(&self, count: u32) -> Duration {
+        if count == 0 {
+            return Duration::ZERO;
+        }
         let mut duration = self.initial_backoff;
-        for _ in 1..attempts {
+        for _ in 1..count {
             duration = duration.saturating_mul(2);
             if duration >= self.max_backoff {
                 return self.max_backoff;
@@ -425,7 +450,24 @@ impl SchedulingQueue {
         // through) ends at the end of time, not in an overflow.
         queued
             .timestamp
-            .saturating_add(self.backoff_duration(queued.attempts))
+            .saturating_add(self.backoff_duration(self.backoff_count(queued)))
+    }
+
+    /// What the backoff doubles with: every attempt before v1.34; from v1.34 the errors
+    /// in a row when the last attempt ended in one, else the unschedulable attempts.
+    fn backoff_count(&self, queued: &QueuedPod) -> u32 {
+        let release = self
+            .releases
+            .iter()
+            .find(|(name, _)| *name == queued.pod.scheduler_name)
+            .map_or_else(Release::default, |(_, release)| *release);
+        if !release.backoff_counts_failures() {
+            queued.attempts
+        } else if queued.consecutive_errors > 0 {
+            queued.consecutive_errors
+        } else {
+            queued.unschedulable_count
+        }
     }
 
     fn passes_pre_enqueue(&self, queued: &QueuedPod) -> bool {
@@ -490,6 +532,43 @@ mod tests {
     }
 
     const T0: Duration = Duration::ZERO;
+
+    /// A pod that failed to bind (an error), then was found unschedulable (it preempted),
+    /// then failed to bind again: its backoff after each, by release. Before v1.34 every
+    /// attempt doubles it (1, 2, 4 s); from v1.34 the unschedulable attempts do, or the
+    /// errors in a row after an error (1, 1, 1 s), as upstream's `getBackoffTime` counts
+    /// `UnschedulableCount` and `ConsecutiveErrorsCount` (#128748).
+    #[test]
+    fn backoff_counts_attempts_before_v1_34_and_failures_of_the_last_kind_after() {
+        for (minor, wanted) in [(33, [1, 2, 4]), (34, [1, 1, 1]), (35, [1, 1, 1])] {
+            let mut profile = default_profile("default-scheduler");
+            profile.release = Release::at(minor);
+            let mut q = SchedulingQueue::new(&[profile]);
+            q.add(pod("p", 0), T0);
+            let mut now = T0;
+            let mut waited = Vec::new();
+            for step in 0..3 {
+                let popped = q.pop(now).expect("due");
+                if step == 1 {
+                    q.add_unschedulable(popped, vec!["NodeResourcesFit"], now);
+                    q.on_event(
+                        ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+                        now,
+                    );
+                } else {
+                    q.add_backoff(popped, now);
+                }
+                let due = q.next_backoff_expiry().expect("backing off");
+                waited.push((due - now).as_secs());
+                assert!(
+                    q.pop(due - Duration::from_millis(1)).is_none(),
+                    "v1.{minor}"
+                );
+                now = due;
+            }
+            assert_eq!(waited, wanted, "v1.{minor}");
+        }
+    }
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

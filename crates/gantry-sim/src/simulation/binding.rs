@@ -52,7 +52,7 @@ impl Simulation {
                         instance,
                         pod,
                         state,
-                        attempts: queued.attempts,
+                        queued,
                     },
                 );
             }
@@ -144,7 +144,7 @@ impl Simulation {
         instance: usize,
         pod: Arc<Pod>,
         mut state: Box<CycleState>,
-        attempts: u32,
+        popped: QueuedPod,
     ) {
         let now = self.clock;
         let Some(index) = self.records.index(&pod.uid) else {
@@ -215,10 +215,10 @@ impl Simulation {
                 let queued = QueuedPod {
                     pod: Arc::new(pending),
                     timestamp: now,
-                    attempts,
                     initial_attempt: Some(now),
                     unschedulable_plugins: Vec::new(),
                     cycle: 0,
+                    ..popped
                 };
                 self.fail(
                     instance,

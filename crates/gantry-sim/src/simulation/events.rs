@@ -29,8 +29,8 @@ impl Simulation {
                     instance,
                     pod,
                     state,
-                    attempts,
-                } => self.finish_bind(instance, pod, state, attempts),
+                    queued,
+                } => self.finish_bind(instance, pod, state, queued),
                 Event::Watch(change) => self.deliver(&change),
             }
         }

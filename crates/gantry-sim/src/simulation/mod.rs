@@ -161,7 +161,8 @@ enum Event {
         instance: usize,
         pod: Arc<Pod>,
         state: Box<CycleState>,
-        attempts: u32,
+        /// The pod as popped, with its attempts and failures so far.
+        queued: QueuedPod,
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),
