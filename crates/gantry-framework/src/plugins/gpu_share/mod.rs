@@ -9,6 +9,7 @@ mod fit;
 mod policy;
 pub(crate) mod request;
 mod score;
+mod summary;
 mod topology;
 
 use std::sync::{Arc, LazyLock};
@@ -198,7 +199,7 @@ impl FilterPlugin for GpuShare {
         let Some(request) = self.request(state) else {
             return false;
         };
-        let Some(need) = fit::SummaryNeed::of(request) else {
+        let Some(need) = summary::SummaryNeed::of(request) else {
             return false;
         };
         let summaries = columns.card_summaries();
