@@ -15,6 +15,56 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// The RBAC reading of requests, and a request the deployment does not grant.
+#[test]
+fn the_deployments_roles_are_read_as_rbac_reads_them() {
+    let access = |r: &str| rbac::access(r).map(|a| (a.verb, a.group, a.resource, a.namespace));
+    let owned = |s: &str| s.to_string();
+    assert_eq!(
+        access("POST /api/v1/namespaces/default/pods/web-0/binding"),
+        Some((
+            owned("create"),
+            owned(""),
+            owned("pods/binding"),
+            Some(owned("default"))
+        ))
+    );
+    assert_eq!(
+        access(
+            "GET /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases?watch=true&resourceVersion=5"
+        ),
+        Some((
+            owned("watch"),
+            owned("coordination.k8s.io"),
+            owned("leases"),
+            Some(owned("gantry-system"))
+        ))
+    );
+    assert_eq!(
+        access("GET /api/v1/namespaces?limit=500"),
+        Some((owned("list"), owned(""), owned("namespaces"), None))
+    );
+    let granted = [
+        "POST /api/v1/namespaces/default/pods/web-0/binding",
+        "PATCH /api/v1/namespaces/default/pods/web-0/status",
+        "PUT /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases/fence-node-1",
+        "GET /api/v1/nodes?watch=true",
+        "GET /version",
+    ]
+    .map(String::from);
+    assert_eq!(
+        rbac::refused(&granted, "gantry-system"),
+        Vec::<String>::new()
+    );
+    let not_granted = [
+        "PATCH /api/v1/namespaces/default/pods/web-0",
+        "PUT /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/gantry",
+        "DELETE /api/v1/nodes/node-1",
+    ]
+    .map(String::from);
+    assert_eq!(rbac::refused(&not_granted, "gantry-system").len(), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_are_bound_where_the_simulation_puts_them() {
     init_tracing();
@@ -72,6 +122,7 @@ async fn pods_are_bound_where_the_simulation_puts_them() {
     assert_eq!(scheduled[0]["action"], "Binding");
     assert_eq!(scheduled[0]["reportingController"], SCHEDULER);
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// The ReplicaSet watch feeds the default topology spread: a pod its ReplicaSet controls
@@ -283,6 +334,7 @@ async fn preemption_nominates_the_node_and_deletes_the_victim_through_the_api() 
     );
     assert!(overcommitted_nodes(&api).is_empty());
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Issue 18 F1: while its first victim is still terminating, a preemptor waits for it
@@ -329,6 +381,7 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
     assert!(api.terminating_pods().is_empty());
     assert!(overcommitted_nodes(&api).is_empty());
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Issue 18 F5: a pod that changed between two failures gets a second event with the
@@ -368,6 +421,7 @@ async fn a_changed_failure_message_is_a_new_event() {
     assert!(versions.iter().all(|v| v.is_string()), "{versions:?}");
     assert_ne!(versions[0], versions[1]);
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Issue 18 F6: event writes the API server fails are retried, so a pod bound while the
@@ -475,6 +529,7 @@ async fn a_claim_to_provision_is_given_the_node_and_bound_before_the_pod() {
     complete_claim_binding(&api, "pv-data");
     wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// VolumeBinding's PreBind for a volume Reserve matched: the volume is pre-bound to the
@@ -502,6 +557,7 @@ async fn a_matched_volume_is_bound_to_the_claim_before_the_pod() {
     complete_claim_binding(&api, "pv-0");
     wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 fn election() -> gantry_kube::LeaderElection {
@@ -637,6 +693,7 @@ async fn two_leader_elect_instances_never_both_schedule() {
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
     assert_eq!(api.binds().len(), 20);
     follower.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A UID that `owner` assigns to `shard` of `count`.
@@ -675,6 +732,7 @@ async fn a_bind_in_flight_elsewhere_is_seen_at_the_fence_and_never_overcommits()
     assert!(overcommitted_nodes(&api).is_empty());
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A node's fence as another binder left it: naming `pod_uid` as the last pod bound
@@ -833,6 +891,7 @@ async fn zone_anti_affinity_holds_across_instances_binding_at_once() {
     .await;
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -873,6 +932,7 @@ async fn optimistic_instances_never_double_bind_nor_overcommit() {
     for instance in instances {
         instance.stop().await.unwrap();
     }
+    assert_deployable(&api);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -966,6 +1026,7 @@ async fn a_shared_gpu_pod_is_bound_with_the_cards_hami_would_write() {
         "the wall clock, not the simulation's"
     );
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// `/metrics` read whole by a strict reader of the format it declares (Prometheus text

@@ -126,6 +126,7 @@ async fn a_claim_is_allocated_and_reserved_before_the_binding_and_a_claim_withou
     assert!(node_of(&api, "second").is_none());
     assert!(claim_of(&api, "second-gpu")["status"]["allocation"].is_null());
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,6 +195,7 @@ async fn two_instances_never_give_one_device_to_two_claims() {
     assert_eq!(holders.len(), 6, "{holders:?}");
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Another client writes the claim between the scheduler's read and its status write:
@@ -234,6 +236,7 @@ async fn a_claim_changed_meanwhile_is_read_again_and_written() {
     );
     assert_eq!(api.binds().len(), 1);
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Another scheduler allocates the claim between the scheduler's read and its status

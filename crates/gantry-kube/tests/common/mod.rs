@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod exposition;
+pub mod rbac;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -317,4 +318,15 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String
     stream.read_to_string(&mut response).await.unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
     (head.to_string(), body.to_string())
+}
+
+/// Fails, listing them, if the deployment's roles (`deploy/gantry.yaml`) would refuse any
+/// request the test's instances made to `api` (leases and fences in `gantry-system`).
+pub fn assert_deployable(api: &TestApiServer) {
+    let refused = rbac::refused(&api.requests_matching(""), "gantry-system");
+    assert!(
+        refused.is_empty(),
+        "deploy/gantry.yaml does not grant:\n{}",
+        refused.join("\n")
+    );
 }
