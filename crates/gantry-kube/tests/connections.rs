@@ -111,3 +111,36 @@ async fn skipped_certificate_verification_is_warned_about_once() {
     assert_eq!(api.connections_accepted(), 3);
     assert_eq!(warnings.load(Ordering::SeqCst), 1);
 }
+
+/// Pod condition writes (and the other writes besides binds and events) take one of
+/// `MAX_WRITES_IN_FLIGHT` slots: with every `PodScheduled=False` patch held 100 ms, the
+/// 200 unschedulable pods' patches never have more than 16 in flight at once, and do have
+/// several.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn condition_writes_in_flight_are_bounded() {
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    let names: Vec<String> = (0..200).map(|i| format!("big-{i:03}")).collect();
+    for name in &names {
+        api.put(PODS, pod(name, 4000));
+    }
+    api.slow_writes("/status", Duration::from_millis(100), 10_000);
+    let in_flight = api.gauge_writes("/status");
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for(
+        "every pod's PodScheduled condition",
+        Duration::from_secs(60),
+        || {
+            names
+                .iter()
+                .all(|name| condition(&api, name, "PodScheduled").is_some())
+        },
+    )
+    .await;
+    instance.stop().await.unwrap();
+    let peak = in_flight.peak.load(Ordering::SeqCst);
+    assert!(
+        (2..=gantry_kube::MAX_WRITES_IN_FLIGHT as u64).contains(&peak),
+        "at most {peak} condition writes in flight at once"
+    );
+}

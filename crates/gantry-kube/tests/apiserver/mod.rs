@@ -83,6 +83,36 @@ struct Inner {
     /// Every `User-Agent` seen (`""` for a request without one).
     user_agents: Mutex<std::collections::BTreeSet<String>>,
     connections: Arc<serve::Connections>,
+    /// Writes whose path contains the text, counted while in flight: (text, now, peak).
+    write_gauges: Mutex<Vec<(String, Arc<InFlight>)>>,
+}
+
+/// Requests in flight now, and the most at once.
+#[derive(Default)]
+pub struct InFlight {
+    now: AtomicU64,
+    pub peak: AtomicU64,
+}
+
+/// One request counted in its gauges until it is answered.
+struct Counted(Vec<Arc<InFlight>>);
+
+impl Counted {
+    fn start(gauges: Vec<Arc<InFlight>>) -> Counted {
+        for gauge in &gauges {
+            let now = gauge.now.fetch_add(1, Ordering::SeqCst) + 1;
+            gauge.peak.fetch_max(now, Ordering::SeqCst);
+        }
+        Counted(gauges)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        for gauge in &self.0 {
+            gauge.now.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -159,6 +189,7 @@ impl TestApiServer {
             requests: AtomicU64::new(0),
             user_agents: Mutex::new(Default::default()),
             connections: Default::default(),
+            write_gauges: Mutex::new(Vec::new()),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -321,6 +352,17 @@ impl TestApiServer {
             .insert(claim.to_string(), patch);
     }
 
+    /// Counts the writes whose path contains `text` while they are in flight (from their
+    /// arrival to their answer, injected delays included).
+    pub fn gauge_writes(&self, text: &str) -> Arc<InFlight> {
+        let gauge = Arc::new(InFlight::default());
+        self.inner
+            .write_gauges
+            .lock()
+            .push((text.to_string(), gauge.clone()));
+        gauge
+    }
+
     /// The next `times` writes whose path contains `text` wait `delay` first.
     pub fn slow_writes(&self, text: &str, delay: Duration, times: u32) {
         self.inner
@@ -481,9 +523,15 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         })
         .unwrap_or_default();
     let path_and_query = uri.path_and_query().map_or("", |p| p.as_str()).to_string();
+    let mut gauges = Vec::new();
     if method != Method::GET {
         inner.writes.lock().push(format!("{method} {}", uri.path()));
+        gauges = (inner.write_gauges.lock().iter())
+            .filter(|(text, _)| path_and_query.contains(text.as_str()))
+            .map(|(_, gauge)| gauge.clone())
+            .collect();
     }
+    let _counted = Counted::start(gauges);
     inner.all.lock().push(format!("{method} {path_and_query}"));
     let agent = headers
         .get(axum::http::header::USER_AGENT)
