@@ -63,9 +63,9 @@ pub trait PreFilterPlugin: Plugin {
     }
 }
 
-/// The feasible nodes a plugin chooses among (`FilterPlugin::choose`): their NodeInfos
-/// and, when the snapshot keeps columns, the snapshot's columns with each node's position
-/// in them.
+/// The feasible nodes a plugin chooses among (`FilterPlugin::choose`) or the runner scores:
+/// their NodeInfos and, when the snapshot keeps columns, the snapshot's columns with each
+/// node's position in them (the plugins' column loops read them).
 #[derive(Clone, Copy)]
 pub struct FeasibleNodes<'a> {
     pub infos: &'a [&'a NodeInfo],

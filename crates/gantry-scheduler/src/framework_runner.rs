@@ -484,14 +484,6 @@ pub fn run_pre_score(
     Ok(())
 }
 
-/// The nodes to score: their NodeInfos and, when the cluster view keeps columns, their
-/// positions there (the plugins' column loops read them).
-#[derive(Clone, Copy)]
-pub struct ScoredNodes<'a> {
-    pub infos: &'a [&'a NodeInfo],
-    pub columns: Option<(&'a NodeColumns, &'a [usize])>,
-}
-
 /// Buffers for scoring, kept between cycles so that scoring allocates nothing.
 #[derive(Default)]
 pub struct ScoreBuffers {
@@ -506,7 +498,7 @@ pub fn run_score(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: ScoredNodes<'_>,
+    nodes: FeasibleNodes<'_>,
     timer: &mut PluginTimer,
     buffers: &mut ScoreBuffers,
 ) -> Result<(), Status> {
@@ -559,7 +551,7 @@ pub fn run_score_per_plugin(
         })
         .collect();
     let mut timer = PluginTimer::default();
-    let nodes = ScoredNodes {
+    let nodes = FeasibleNodes {
         infos: nodes,
         columns: None,
     };
@@ -594,7 +586,7 @@ fn score_each_plugin(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: ScoredNodes<'_>,
+    nodes: FeasibleNodes<'_>,
     timer: &mut PluginTimer,
     scores: &mut Vec<i64>,
     mut raw: Option<&mut Vec<i64>>,

@@ -342,7 +342,7 @@ impl Scheduler {
             self.metrics
                 .observe_extension_point(Point::PreScore, phase.elapsed());
             let phase = Instant::now();
-            let scored = ScoredNodes {
+            let scored = gantry_framework::FeasibleNodes {
                 infos: &nodes,
                 columns: self.snapshot.columns().map(|c| (c, feasible.as_slice())),
             };
