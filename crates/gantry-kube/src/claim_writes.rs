@@ -203,12 +203,13 @@ impl ClaimWriter {
     }
 
     /// DynamicResources' PostFilter freed `claim`: its status loses the allocation, the
-    /// reservations and the devices' status (one update on the version last seen, as
-    /// upstream's; a conflict means the claim changed and the pod is retried anyway).
+    /// reservations and the devices' status (one update on the version the cycle saw, as
+    /// upstream's; if the claim changed since, or the update conflicts, it stays as it
+    /// is and the pod is retried anyway).
     pub async fn deallocate(&self, claim: &ResourceClaim) {
         let name = named(claim);
-        let Some(seen) = self.store.latest(claim.key()) else {
-            tracing::warn!(claim = %name, "cannot clear status.allocation of a claim no longer known");
+        let Some(seen) = self.store.latest_if_unchanged(claim) else {
+            tracing::info!(claim = %name, "not deallocating the claim: it changed since the scheduling cycle saw it");
             return;
         };
         let mut current = Value::clone(&seen);

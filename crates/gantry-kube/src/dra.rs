@@ -274,6 +274,17 @@ impl ClaimStore {
         self.claims.lock().get(&key).map(|s| s.object.clone())
     }
 
+    /// The claim's JSON as last seen, if that is still the claim `seen` (what a
+    /// scheduling cycle decided on): PostFilter's deallocation is written on the version
+    /// the cycle saw, as upstream's, never on one where a pod has reserved it since.
+    pub fn latest_if_unchanged(&self, seen: &ResourceClaim) -> Option<Arc<Value>> {
+        self.claims
+            .lock()
+            .get(&seen.key())
+            .filter(|latest| *latest.claim == *seen)
+            .map(|latest| latest.object.clone())
+    }
+
     /// Whether every claim of the pod has been seen reserved for it: its binder wrote
     /// them before the binding, so another instance waits for them as for the binding.
     pub fn all_reserved_for(&self, pod: &Pod) -> bool {
@@ -511,6 +522,22 @@ mod tests {
             Some(ActionType::UPDATE)
         );
         assert!(!allocated_in_cache(&cache));
+    }
+
+    /// PostFilter deallocates the claim a cycle saw; once a pod has reserved it since
+    /// (the watch delivered the reservation), there is nothing to write on.
+    #[test]
+    fn a_deallocation_is_written_only_on_the_claim_the_cycle_saw() {
+        let cache = Arc::new(Cache::new());
+        let store = ClaimStore::new(cache.clone(), Release::default());
+        observe(&store, claim_json("5", true));
+        let seen = cache.dra().claims()[0].clone();
+        assert!(store.latest_if_unchanged(&seen).is_some());
+        let mut reserved = claim_json("6", true);
+        reserved["status"]["reservedFor"] =
+            json!([{"resource": "pods", "name": "p", "uid": "pod-1"}]);
+        observe(&store, reserved);
+        assert!(store.latest_if_unchanged(&seen).is_none());
     }
 
     #[test]

@@ -24,8 +24,9 @@ pub struct FitError {
     pub post_filter_message: Option<String>,
     /// The release whose message format and rules apply.
     pub release: Release,
-    /// A claim DynamicResources' PostFilter freed (its allocation removed), for the
-    /// caller to write back, as upstream writes it before the pod is retried.
+    /// A claim DynamicResources' PostFilter frees, as the cycle saw it: the caller
+    /// writes it without allocation and reservations, conditioned on that version, as
+    /// upstream writes it before the pod is retried.
     pub claim_to_deallocate: Option<Arc<ResourceClaim>>,
 }
 

@@ -251,10 +251,16 @@ impl ClaimStore {
         Ok(changes)
     }
 
-    /// A claim freed by a scheduler's PostFilter (no allocation, no reservation).
-    pub fn deallocate(&mut self, claim: &ResourceClaim) -> Option<ClaimChange> {
-        let key = claim.key();
+    /// A claim freed by a scheduler's PostFilter (no allocation, no reservation), written
+    /// on the version that scheduler saw, as upstream's `UpdateStatus` of the claim from
+    /// its cycle state: refused (`None`) if the claim changed since, e.g. a pod the
+    /// scheduler has not seen yet reserved it.
+    pub fn deallocate(&mut self, seen: &ResourceClaim) -> Option<ClaimChange> {
+        let key = seen.key();
         let current = self.claims.get(&key)?;
+        if **current != *seen {
+            return None;
+        }
         let mut freed = ResourceClaim::clone(current);
         freed.allocation = None;
         freed.reserved_for.clear();
@@ -457,6 +463,26 @@ mod tests {
                 .is_ok()
         );
         assert_eq!(store.check(), Ok(()));
+    }
+
+    /// PostFilter's deallocation is conditioned on the claim as the scheduler saw it: a
+    /// reservation written meanwhile (a pod bound with it) makes it a conflict.
+    #[test]
+    fn deallocation_is_refused_when_the_claim_changed_since_it_was_seen() {
+        let seen = claim("shared", Some("gpu-0"));
+        let mut store = ClaimStore::new(&[(*seen).clone()], &[], 1);
+        let mut reserved = ResourceClaim::clone(&seen);
+        reserved.reserved_for.push(gantry_api::dra::ClaimConsumer {
+            uid: Arc::from("pod-1"),
+            name: Arc::from("p1"),
+        });
+        store.write(&[Arc::new(reserved)], &[]).unwrap();
+        assert!(store.deallocate(&seen).is_none());
+        let now = store.claims().next().unwrap().clone();
+        assert!(now.allocation.is_some() && now.is_reserved_for("pod-1"));
+        // On the claim as it is now, it goes through.
+        assert!(store.deallocate(&now).is_some());
+        assert!(store.claims().next().unwrap().allocation.is_none());
     }
 
     #[test]

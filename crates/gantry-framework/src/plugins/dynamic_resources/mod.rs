@@ -132,7 +132,9 @@ pub enum ClaimsPostFilter {
     /// The pod has no claims, or PreFilter rejected them.
     NoNewClaims,
     /// An allocated claim that kept the pod off some node, used by no other pod, is
-    /// freed: this is the claim as written back (no allocation, no reservation).
+    /// freed: this is the claim as the cycle saw it, which the write is conditioned on
+    /// (upstream's `UpdateStatus` carries its resourceVersion); the writer clears its
+    /// allocation and reservations.
     Deallocate(Arc<ResourceClaim>),
     /// Nothing to free.
     StillNotSchedulable,
@@ -178,10 +180,7 @@ pub fn post_filter(state: &CycleState, pod: &Pod) -> ClaimsPostFilter {
             _ => false,
         };
         if only_this_pod {
-            let mut freed = ResourceClaim::clone(claim);
-            freed.allocation = None;
-            freed.reserved_for.clear();
-            return ClaimsPostFilter::Deallocate(Arc::new(freed));
+            return ClaimsPostFilter::Deallocate(claim.clone());
         }
     }
     ClaimsPostFilter::StillNotSchedulable
