@@ -204,16 +204,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints one measurement: as JSON under `--json`, otherwise as the sentence.
+/// Prints one measurement: as JSON under `--json`, otherwise as the sentence; either
+/// says the release the benchmarks decide as (the default one: they take no
+/// `--emulated-version`).
 fn print(
     args: &BenchArgs,
     figures: &impl Serialize,
     sentence: impl FnOnce() -> String,
 ) -> anyhow::Result<()> {
+    let release = gantry_api::Release::default();
     let line = if args.json {
-        serde_json::to_string(figures)?
+        serde_json::to_string(&output::with_release(
+            serde_json::to_value(figures)?,
+            release,
+        ))?
     } else {
-        sentence()
+        format!("{}, as Kubernetes {release}", sentence())
     };
     output::to_stdout(|out| writeln!(out, "{line}"))
 }

@@ -92,6 +92,15 @@ fn the_gpu_share_benchmark_reports_its_keys() {
         (Some("gpu-share"), Some(16))
     );
     assert_eq!(r["scheduled"], 500);
+    assert_eq!(r["kubernetes_release"], "v1.35");
+    let sentence = gantry(&["bench", "gpu-share", "--nodes", "16"]);
+    assert!(
+        stdout(&sentence)
+            .trim_end()
+            .ends_with("as Kubernetes v1.35"),
+        "{}",
+        stdout(&sentence)
+    );
     let bad = gantry(&["bench", "gpu-share", "--nodes", "30000"]);
     assert!(!bad.status.success());
     assert_stderr_contains(&bad, "--nodes must be 1 to 20000");
