@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 use parking_lot::Mutex;
 
@@ -226,6 +226,63 @@ pub async fn probe(client: &Client, server: &str, startup: &Startup) -> Result<(
         backoff *= 2;
         attempt += 1;
     }
+}
+
+/// Checks, before anything starts and when a profile runs DynamicResources, that
+/// `server` serves the resource.k8s.io/v1 kinds it reads and lets Gantry list them. A
+/// server of a release before v1.34 (or with the API turned off) answers 404: its
+/// watches would retry for ever and every pod of the profile stay pending in silence,
+/// so the run ends at once with one line saying which release to decide as. Other
+/// failures are left to the watches, which retry and report them.
+pub async fn probe_dra(
+    client: &Client,
+    server: &str,
+    release: gantry_api::Release,
+    startup: &Startup,
+) -> Result<(), String> {
+    let params = ListParams::default().limit(1);
+    for kind in crate::watch::Kind::DRA {
+        let api: Api<DynamicObject> =
+            Api::all_with(client.clone(), &crate::dra::api_resource(kind));
+        let Ok(Err(kube::Error::Api(status))) =
+            tokio::time::timeout(startup.timeout, api.list_metadata(&params)).await
+        else {
+            continue;
+        };
+        match status.code {
+            404 => {
+                let info = tokio::time::timeout(startup.timeout, client.apiserver_version())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                let running = info.as_ref().map_or_else(String::new, |info| {
+                    format!(" (it runs Kubernetes {})", info.git_version)
+                });
+                // `minor` may carry a suffix (`28+` on some providers).
+                let hint = info
+                    .map(|info| {
+                        info.minor
+                            .trim_end_matches(|c: char| !c.is_ascii_digit())
+                            .to_owned()
+                    })
+                    .filter(|minor| !minor.is_empty())
+                    .map_or_else(String::new, |minor| {
+                        format!(" (--emulated-version 1.{minor})")
+                    });
+                return Err(format!(
+                    "{server} does not serve {}/{} {}{running}, which the DynamicResources plugin reads when deciding as Kubernetes {release}: pass --emulated-version with the server's release{hint}, or leave DynamicResources out of the profile",
+                    crate::dra::GROUP,
+                    crate::dra::VERSION,
+                    kind.name(),
+                ));
+            }
+            403 => {
+                return Err(describe_status(server, 403, &status.reason, &status.message).message);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A running instance's failures to use the API server (watches and writes all retry

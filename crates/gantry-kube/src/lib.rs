@@ -225,6 +225,16 @@ pub async fn run(
             .iter()
             .any(|plugin| plugin.name() == dynamic_resources::NAME)
     });
+    if with_dra {
+        failure::probe_dra(
+            &options.client,
+            &options.server,
+            options.config.release,
+            &options.startup,
+        )
+        .await
+        .map_err(RunError::Server)?;
+    }
     let watched = watch::spawn_all(
         &options.client,
         &inputs,

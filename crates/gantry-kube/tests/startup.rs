@@ -215,3 +215,35 @@ async fn a_forbidden_bind_fence_is_not_a_conflict_and_ends_the_run() {
     assert_eq!(kube.conflicts(), 0, "a 403 is not a conflict");
     assert!(node_of(&api, "web-0").is_none());
 }
+
+/// A server of a release without resource.k8s.io/v1 (here v1.28), asked by a profile that
+/// runs DynamicResources (v1.35's default): the run ends at once, saying which release to
+/// decide as, rather than waiting in silence for a watch that can never start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_the_dra_api_ends_the_run_naming_its_release() {
+    let api = TestApiServer::start().await;
+    api.unserve("/apis/resource.k8s.io/v1");
+    api.set_version("v1.28.0");
+    let started = Instant::now();
+    let message = failure_of(options(api.client(), &api.url())).await;
+    assert_one_line(
+        &message,
+        &[
+            &api.url(),
+            "does not serve resource.k8s.io/v1 deviceclasses",
+            "it runs Kubernetes v1.28.0",
+            "deciding as Kubernetes v1.35",
+            "--emulated-version 1.28",
+        ],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "no retries of a 404");
+}
+
+/// Missing permissions on the DRA kinds end the run at once too, naming the resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_dra_kind_ends_the_run() {
+    let api = TestApiServer::start().await;
+    api.forbid("/apis/resource.k8s.io/v1/resourceclaims");
+    let message = failure_of(options(api.client(), &api.url())).await;
+    assert_one_line(&message, &[&api.url(), "403 Forbidden", "resourceclaims"]);
+}

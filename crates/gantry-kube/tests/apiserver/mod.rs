@@ -64,6 +64,11 @@ pub struct Faults {
     pub unauthorized: bool,
     /// Requests whose path contains one of these are refused with 403, as RBAC refuses.
     pub forbid: Vec<String>,
+    /// Paths starting with one of these are not served: 404 with kube-apiserver's plain
+    /// `404 page not found`, as for an API group an older release does not have.
+    pub unserved: Vec<String>,
+    /// What `GET /version` answers (`gitVersion`), if anything.
+    pub version: Option<String>,
 }
 
 struct Inner {
@@ -240,6 +245,17 @@ impl TestApiServer {
     /// Refuses requests whose path contains `text` with 403, as RBAC does.
     pub fn forbid(&self, text: &str) {
         self.inner.faults.lock().forbid.push(text.to_string());
+    }
+
+    /// Serves no path under `prefix` (`/apis/resource.k8s.io/v1`), as a server of a
+    /// release without that API.
+    pub fn unserve(&self, prefix: &str) {
+        self.inner.faults.lock().unserved.push(prefix.to_string());
+    }
+
+    /// Answers `GET /version` with this `gitVersion` (`v1.28.0`).
+    pub fn set_version(&self, git_version: &str) {
+        self.inner.faults.lock().version = Some(git_version.to_string());
     }
 
     // ---- direct access, as tests and "other controllers" use it -------------------
@@ -498,6 +514,24 @@ fn injected_failure(inner: &Inner, method: &Method, path: &str) -> Option<Respon
     ))
 }
 
+/// `GET /version`, and the paths of an API the server does not serve.
+fn version_or_unserved(inner: &Inner, path: &str) -> Option<Response> {
+    let faults = inner.faults.lock();
+    if faults.unserved.iter().any(|p| path.starts_with(p.as_str())) {
+        return Some((StatusCode::NOT_FOUND, "404 page not found").into_response());
+    }
+    let git_version = faults.version.as_deref().filter(|_| path == "/version")?;
+    let minor = git_version.split('.').nth(1).unwrap_or("0");
+    Some(
+        axum::Json(json!({
+            "major": "1", "minor": minor, "gitVersion": git_version,
+            "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
+            "goVersion": "", "compiler": "gc", "platform": "linux/amd64",
+        }))
+        .into_response(),
+    )
+}
+
 /// Takes a matching delay, if one is armed for this write.
 fn injected_delay(inner: &Inner, path: &str) -> Option<Duration> {
     let mut faults = inner.faults.lock();
@@ -540,6 +574,9 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     inner.user_agents.lock().insert(agent.to_string());
     if let Some(failure) = injected_failure(&inner, &method, &path_and_query) {
         return failure;
+    }
+    if let Some(answer) = version_or_unserved(&inner, uri.path()) {
+        return answer;
     }
     if method != Method::GET
         && let Some(delay) = injected_delay(&inner, &path_and_query)
