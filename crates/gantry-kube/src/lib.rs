@@ -287,7 +287,7 @@ pub async fn run(
         cache.clone(),
         options.config.profiles,
         ApiObjects::default(),
-        options.seed,
+        options.shard.tie_break_seed(options.seed),
     );
     let writer = ApiWriter::new(WriterSetup {
         client: options.client.clone(),

@@ -13,8 +13,6 @@ use common::*;
 use gantry_kube::Shard;
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(20);
-
 /// The RBAC reading of requests, and a request the deployment does not grant.
 #[test]
 fn the_deployments_roles_are_read_as_rbac_reads_them() {
@@ -694,14 +692,6 @@ async fn two_leader_elect_instances_never_both_schedule() {
     assert_eq!(api.binds().len(), 20);
     follower.stop().await.unwrap();
     assert_deployable(&api);
-}
-
-/// A UID that `owner` assigns to `shard` of `count`.
-fn uid_owned_by(shard: u32, count: u32, seed: &str) -> String {
-    (0..)
-        .map(|k| format!("{seed}-{k}"))
-        .find(|uid| gantry_kube::owner(uid, count) == shard)
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,8 +14,6 @@ use common::*;
 use gantry_kube::Shard;
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(20);
-
 fn claim_of(api: &TestApiServer, name: &str) -> Value {
     api.get(RESOURCE_CLAIMS, "default", name).unwrap()
 }
@@ -409,12 +407,4 @@ async fn resource_k8s_io_is_read_only_when_a_profile_runs_dynamic_resources() {
     wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
     assert!(without.running.shared.is_synced());
     without.stop().await.unwrap();
-}
-
-/// A UID that `owner` assigns to `shard` of `count`.
-fn uid_owned_by(shard: u32, count: u32, seed: &str) -> String {
-    (0..)
-        .map(|k| format!("{seed}-{k}"))
-        .find(|uid| gantry_kube::owner(uid, count) == shard)
-        .unwrap()
 }

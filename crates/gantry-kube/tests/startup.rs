@@ -236,7 +236,10 @@ async fn a_server_without_the_dra_api_ends_the_run_naming_its_release() {
             "--emulated-version 1.28",
         ],
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "no retries of a 404");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no retries of a 404"
+    );
 }
 
 /// Missing permissions on the DRA kinds end the run at once too, naming the resource.

@@ -47,6 +47,16 @@ impl Shard {
         self.count <= 1 || owner(uid, self.count) == self.index
     }
 
+    /// The seed this instance breaks ties among equally scored nodes with. Instances
+    /// share one `seed` and, within a watch latency, one view of the cluster: with one
+    /// random stream they would pick the same node at the same moment, again and again,
+    /// and pile pods onto it (found against a real API server: 4 pods on a node where one
+    /// instance put 2). Each instance's stream differs; instance 0's is `seed` itself, so a
+    /// single instance decides exactly as it always has.
+    pub fn tie_break_seed(self, seed: u64) -> u64 {
+        seed ^ u64::from(self.index).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
     /// Whether several instances share the cluster (the binder then re-checks placements).
     pub fn is_shared(self) -> bool {
         self.count > 1

@@ -62,8 +62,8 @@ pub(crate) struct InstanceConfig<'a> {
 }
 
 impl Instance {
-    /// Instance `shard.index` of `shard.count`, with an empty cache. Instance 0 breaks ties
-    /// with `seed` itself, so a single instance decides exactly as before instances existed.
+    /// Instance `shard.index` of `shard.count`, with an empty cache, breaking ties with
+    /// [`Shard::tie_break_seed`].
     pub fn new(shard: Shard, config: &InstanceConfig<'_>, seed: u64) -> Instance {
         let cache = Arc::new(Cache::new());
         let queue = SchedulingQueue::with_backoff(
@@ -71,12 +71,11 @@ impl Instance {
             config.initial_backoff,
             config.max_backoff,
         );
-        let seed = seed ^ u64::from(shard.index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut scheduler = Scheduler::new(
             cache.clone(),
             config.profiles.to_vec(),
             config.objects.clone(),
-            seed,
+            shard.tie_break_seed(seed),
         );
         scheduler.assume = config.assume;
         Instance {

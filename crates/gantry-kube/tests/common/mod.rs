@@ -36,6 +36,17 @@ pub fn node(name: &str, milli_cpu: i64, zone: &str) -> Value {
     })
 }
 
+/// How long a test waits for what it expects.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A UID that `owner` assigns to `shard` of `count`.
+pub fn uid_owned_by(shard: u32, count: u32, seed: &str) -> String {
+    (0..)
+        .map(|k| format!("{seed}-{k}"))
+        .find(|uid| gantry_kube::owner(uid, count) == shard)
+        .unwrap()
+}
+
 pub fn pod(name: &str, milli_cpu: i64) -> Value {
     json!({
         "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
