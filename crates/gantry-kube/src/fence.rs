@@ -14,8 +14,9 @@
 //! and bind. A failed bind moves the fences back.
 //!
 //! Passing a fence costs one request in the common case: the fences are watched, so the
-//! version to condition the update on is known without reading it; a stale one gets 409,
-//! and the fence is read again.
+//! version to condition the update on is known without reading it (and a fence the
+//! watch's list did not show is created without reading it); a stale one gets 409, and
+//! the fence is read again.
 //!
 //! No wall clock orders anything. A fence whose last pod never shows up bound (its binder
 //! crashed between the fence and the binding) is passed after [`SETTLED_AFTER`] of this
@@ -26,7 +27,7 @@
 //!
 //! [`fence_scope`]: crate::fence_scope
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,9 @@ pub const SETTLED_AFTER: Duration = Duration::from_secs(5);
 pub const BIND_DEADLINE: Duration = Duration::from_millis(2500);
 /// Attempts to move the fences before the placement counts as a conflict.
 const ATTEMPTS: usize = 5;
+/// How long a binder waits for the fence watch's first list before reading a fence it
+/// does not know from the API instead.
+const FIRST_LIST: Duration = Duration::from_secs(2);
 /// How often a waiter asks its cache again.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -67,6 +71,12 @@ pub struct Fences {
     namespace: String,
     identity: String,
     known: Arc<Mutex<HashMap<String, Lease>>>,
+    /// Whether the watch has listed every fence: from then on a fence not in `known`
+    /// does not exist, unless a write found otherwise (`must_read`), and the first bind
+    /// behind it creates it without reading it first.
+    listed: tokio::sync::watch::Receiver<bool>,
+    /// Fences a write found changed: read from the API before the next write.
+    must_read: Arc<Mutex<HashSet<String>>>,
     /// One turn per fence among this instance's own binders: they queue here rather
     /// than race each other through the API.
     turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
@@ -122,19 +132,27 @@ impl Fences {
         identity: &str,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Fences {
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let fences = Fences {
             api: Api::namespaced(client, namespace),
             namespace: namespace.into(),
             identity: identity.into(),
             known: Arc::default(),
+            listed,
+            must_read: Arc::default(),
             turns: Arc::default(),
         };
-        tokio::spawn(fences.clone().watch(stop));
+        tokio::spawn(fences.clone().watch(listed_tx, stop));
         fences
     }
 
-    /// Keeps `known` current from a watch of the fences (a stale entry costs one 409).
-    async fn watch(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+    /// Keeps `known` current from a watch of the fences (a stale entry costs one 409),
+    /// and says when its first list is in.
+    async fn watch(
+        self,
+        listed: tokio::sync::watch::Sender<bool>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
         let config = watcher::Config::default().labels(FENCE_LABEL);
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         loop {
@@ -150,6 +168,9 @@ impl Fences {
                     if let Some(name) = &lease.metadata.name {
                         self.known.lock().remove(name);
                     }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    listed.send_replace(true);
                 }
                 Some(Ok(_)) => {}
                 Some(Err(error)) => tracing::debug!(%error, "fence watch failed; retrying"),
@@ -178,6 +199,15 @@ impl Fences {
         if newer {
             known.insert(name, lease);
         }
+    }
+
+    /// Whether the watch has listed the fences, waiting a little for its first list
+    /// (a fresh instance's first binds).
+    async fn is_listed(&self) -> bool {
+        let mut listed = self.listed.clone();
+        tokio::time::timeout(FIRST_LIST, listed.wait_for(|l| *l))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     fn refused(&self, error: kube::Error) -> Refused {
@@ -244,20 +274,23 @@ impl Fences {
         ))
     }
 
-    /// The fence as last seen, or as the API has it when this instance has not seen it.
+    /// The fence as last seen; as absent if the watch has listed the fences without it
+    /// (and no write found it since); otherwise as the API has it.
     async fn read(&self, name: &str) -> Result<Read, Refused> {
         let known = self.known.lock().get(name).cloned();
+        let absent = || Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+        };
         let lease = match known {
             Some(lease) => lease,
+            None if self.is_listed().await && !self.must_read.lock().remove(name) => absent(),
             None => {
                 let lease = self.api.get_opt(name).await.map_err(|e| self.refused(e))?;
-                lease.unwrap_or_else(|| Lease {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: None,
-                })
+                lease.unwrap_or_else(absent)
             }
         };
         let previous = lease
@@ -310,8 +343,10 @@ impl Fences {
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                // Known no longer: read it from the API next time.
+                // Known no longer (moved, or created by another binder): read it from the
+                // API next time.
                 self.known.lock().remove(name);
+                self.must_read.lock().insert(name.into());
                 Err(WriteError::Moved)
             }
             Err(error) => Err(WriteError::Other(error)),

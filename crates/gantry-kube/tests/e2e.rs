@@ -816,11 +816,14 @@ async fn passing_a_known_fence_costs_one_request() {
     let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
     wait_for("every pod bound", WAIT, || api.binds().len() == pods).await;
     let fence_requests = api.requests_matching("/leases/gantry-bind-node-0");
-    // The first bind reads the fence (absent) and creates it; each later one updates it.
-    assert!(
-        fence_requests.len() <= pods + 1,
-        "{} fence requests for {pods} binds: {fence_requests:?}",
-        fence_requests.len()
+    let creates =
+        api.requests_matching("POST /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases");
+    // The first bind creates the fence (the watch listed none, so it is not read first);
+    // each later one updates it.
+    assert_eq!(
+        (fence_requests.len(), creates.len()),
+        (pods - 1, 1),
+        "fence requests for {pods} binds: {fence_requests:?} {creates:?}",
     );
     instance.stop().await.unwrap();
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{NODES, PODS};
+use apiserver::resources::{LEASES, NODES, PODS};
 use common::*;
 use gantry_kube::Shard;
 use serde_json::json;
@@ -58,4 +58,50 @@ async fn shards_do_not_break_ties_alike() {
     );
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+}
+
+/// A fence another binder created after this instance's watch listed the fences, and that
+/// the watch has not delivered (here: the fence watch is blind): the create finds it there
+/// (409), and the next attempt reads it instead of creating it again, then moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_created_unseen_is_read_after_the_create_fails() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    // The fences are listed (none), then never watched.
+    api.fail_requests(
+        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
+        1_000_000,
+    );
+    let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    api.put(
+        LEASES,
+        json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
+            "labels": {"gantry.dev/fence": "bind"}}}),
+    );
+    let mut p = pod("web", 100);
+    p["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
+    api.put(PODS, p);
+    wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
+    let writes: Vec<String> = api
+        .requests_matching("/namespaces/gantry-system/leases")
+        .into_iter()
+        .filter(|r| {
+            !r.contains("watch=")
+                && !r.starts_with(
+                    "GET /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases?",
+                )
+        })
+        .collect();
+    assert_eq!(
+        writes
+            .iter()
+            .map(|r| r.split(' ').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["POST", "GET", "PUT"],
+        "{writes:?}"
+    );
+    assert_eq!(instance.running.shared.kube.conflicts(), 0);
+    instance.stop().await.unwrap();
 }
