@@ -35,7 +35,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use parking_lot::Mutex;
@@ -53,6 +53,13 @@ pub const SETTLED_AFTER: Duration = Duration::from_secs(5);
 pub const BIND_DEADLINE: Duration = Duration::from_millis(2500);
 /// Attempts to move the fences before the placement counts as a conflict.
 const ATTEMPTS: usize = 5;
+/// How often unmoved fences are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How many times longer a fence another instance moved last stays before this one
+/// deletes it.
+const IDLE_OTHERS: u32 = 5;
+/// Deletes of unmoved fences in flight at once.
+const SWEEP_DELETES_IN_FLIGHT: usize = 4;
 /// How long a binder waits for the fence watch's first list before reading a fence it
 /// does not know from the API instead.
 const FIRST_LIST: Duration = Duration::from_secs(2);
@@ -77,6 +84,12 @@ pub struct Fences {
     listed: tokio::sync::watch::Receiver<bool>,
     /// Fences a write found changed: read from the API before the next write.
     must_read: Arc<Mutex<HashSet<String>>>,
+    /// When this instance first saw each fence's current version (its own monotonic
+    /// time): a fence unmoved for long is garbage ([`Fences::sweep`]).
+    unmoved_since: Arc<Mutex<HashMap<String, Instant>>>,
+    /// How long a fence this instance moved last stays unmoved before it deletes it;
+    /// another instance's waits [`IDLE_OTHERS`] times as long.
+    idle: Duration,
     /// One turn per fence among this instance's own binders: they queue here rather
     /// than race each other through the API.
     turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
@@ -125,11 +138,12 @@ struct Read {
 }
 
 impl Fences {
-    /// Fences in `namespace`, watched until `stop`.
+    /// Fences in `namespace`, watched until `stop`, and deleted once unmoved for `idle`.
     pub fn new(
         client: Client,
         namespace: &str,
         identity: &str,
+        idle: Duration,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Fences {
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
@@ -140,9 +154,12 @@ impl Fences {
             known: Arc::default(),
             listed,
             must_read: Arc::default(),
+            unmoved_since: Arc::default(),
+            idle,
             turns: Arc::default(),
         };
-        tokio::spawn(fences.clone().watch(listed_tx, stop));
+        tokio::spawn(fences.clone().watch(listed_tx, stop.clone()));
+        tokio::spawn(fences.clone().sweep_every(stop));
         fences
     }
 
@@ -166,7 +183,7 @@ impl Fences {
                 }
                 Some(Ok(watcher::Event::Delete(lease))) => {
                     if let Some(name) = &lease.metadata.name {
-                        self.known.lock().remove(name);
+                        self.forget(name);
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
@@ -192,13 +209,26 @@ impl Fences {
                 .and_then(|v| v.parse::<u64>().ok())
         };
         let mut known = self.known.lock();
-        let newer = match known.get(&name) {
-            Some(old) => version(&lease) >= version(old),
-            None => true,
+        let (newer, moved) = match known.get(&name) {
+            Some(old) => (
+                version(&lease) >= version(old),
+                version(&lease) > version(old),
+            ),
+            None => (true, true),
         };
+        if moved {
+            self.unmoved_since
+                .lock()
+                .insert(name.clone(), Instant::now());
+        }
         if newer {
             known.insert(name, lease);
         }
+    }
+
+    fn forget(&self, name: &str) {
+        self.known.lock().remove(name);
+        self.unmoved_since.lock().remove(name);
     }
 
     /// Whether the watch has listed the fences, waiting a little for its first list
@@ -332,7 +362,8 @@ impl Fences {
             renew_time: Some(MicroTime(Timestamp::now())),
             ..LeaseSpec::default()
         });
-        let written = if lease.metadata.resource_version.is_some() {
+        let is_update = lease.metadata.resource_version.is_some();
+        let written = if is_update {
             self.api.replace(name, &PostParams::default(), &lease).await
         } else {
             self.api.create(&PostParams::default(), &lease).await
@@ -342,9 +373,11 @@ impl Fences {
                 self.remember(written);
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                // Known no longer (moved, or created by another binder): read it from the
-                // API next time.
+            Err(kube::Error::Api(status))
+                if status.code == 409 || (status.code == 404 && is_update) =>
+            {
+                // Known no longer (moved, created by another binder, or deleted as
+                // garbage): read it from the API next time.
                 self.known.lock().remove(name);
                 self.must_read.lock().insert(name.into());
                 Err(WriteError::Moved)
@@ -385,6 +418,72 @@ impl Fences {
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(error) => tracing::debug!(fence = %name, error = %api_message(error), "fence left"),
         }
+    }
+}
+
+impl Fences {
+    /// Sweeps for garbage every [`SWEEP_EVERY`] until `stop`.
+    async fn sweep_every(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(SWEEP_EVERY.min(self.idle)) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            self.sweep().await;
+        }
+    }
+
+    /// Deletes the fences left unmoved: those this instance moved last after `idle` of
+    /// its own time since it saw that version, any other after [`IDLE_OTHERS`] times
+    /// that (its instance may be gone). Each delete is conditioned on the version seen,
+    /// so a fence moved meanwhile stays. Safe as a waiter's [`SETTLED_AFTER`] is: any bind
+    /// behind that version was sent long before, and a binder that finds the fence gone
+    /// creates it again. Fences so never outlive their use by long, whoever stops.
+    pub async fn sweep(&self) {
+        let due: Vec<(String, String)> = {
+            let known = self.known.lock();
+            let since = self.unmoved_since.lock();
+            known
+                .iter()
+                .filter_map(|(name, lease)| {
+                    let mine = lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.as_deref())
+                        == Some(self.identity.as_str());
+                    let idle = if mine {
+                        self.idle
+                    } else {
+                        self.idle * IDLE_OTHERS
+                    };
+                    let version = lease.metadata.resource_version.clone()?;
+                    since
+                        .get(name)
+                        .is_some_and(|at| at.elapsed() >= idle)
+                        .then(|| (name.clone(), version))
+                })
+                .collect()
+        };
+        let deletes = futures::stream::iter(due).map(|(name, version)| async move {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(version),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self.api.delete(&name, &params).await {
+                Ok(_) => self.forget(&name),
+                Err(kube::Error::Api(status)) if status.code == 404 => self.forget(&name),
+                Err(error) => {
+                    tracing::debug!(fence = %name, error = %api_message(error), "unmoved fence left")
+                }
+            }
+        });
+        deletes
+            .buffer_unordered(SWEEP_DELETES_IN_FLIGHT)
+            .collect::<()>()
+            .await;
     }
 }
 

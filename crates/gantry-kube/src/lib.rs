@@ -155,12 +155,19 @@ pub struct RunOptions {
     pub seed: u64,
     /// With several shards: the namespace of the per-node bind fences (Leases).
     pub fence_namespace: String,
+    /// With several shards: how long a bind fence this instance moved last stays unmoved
+    /// before the instance deletes it ([`DEFAULT_FENCE_IDLE`]; other instances' fences,
+    /// five times as long).
+    pub fence_idle: Duration,
     /// The pause between tries of an event write ([`DEFAULT_EVENT_RETRY`], as client-go).
     pub event_retry: Duration,
 }
 
 /// client-go's pause between tries of an event write.
 pub const DEFAULT_EVENT_RETRY: Duration = Duration::from_secs(10);
+/// A bind fence unmoved this long is garbage to the instance that moved it last: every
+/// bind behind it is long done.
+pub const DEFAULT_FENCE_IDLE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -300,6 +307,7 @@ pub async fn run(
                 options.client.clone(),
                 &options.fence_namespace,
                 &options.identity,
+                options.fence_idle,
                 stop_rx.clone(),
             )
         }),

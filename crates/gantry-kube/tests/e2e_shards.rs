@@ -9,7 +9,7 @@ use std::time::Duration;
 use apiserver::TestApiServer;
 use apiserver::resources::{LEASES, NODES, PODS};
 use common::*;
-use gantry_kube::Shard;
+use gantry_kube::{RunOptions, Shard};
 use serde_json::json;
 
 /// Two shards start together on identical empty nodes, each owning a few pods. Before
@@ -103,5 +103,137 @@ async fn a_fence_created_unseen_is_read_after_the_create_fails() {
         "{writes:?}"
     );
     assert_eq!(instance.running.shared.kube.conflicts(), 0);
+    instance.stop().await.unwrap();
+}
+
+/// Fences are garbage once unmoved: the instance that moved one last deletes it after
+/// `fence_idle` (conditioned on the version it saw); another instance's waits five times
+/// as long, for an instance that may be gone; a node's next bind creates its fence again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmoved_fences_are_deleted() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(NODES, node("node-1", 4000, "a"));
+    // node-1's fence was moved by an instance not running here.
+    api.put(
+        LEASES,
+        json!({"metadata": {"name": "gantry-bind-node-1", "namespace": "gantry-system",
+            "labels": {"gantry.dev/fence": "bind"}},
+            "spec": {"holderIdentity": "elsewhere"}}),
+    );
+    let idle = Duration::from_millis(300);
+    let instance = launch(RunOptions {
+        identity: "a".into(),
+        shard: Shard { index: 0, count: 2 },
+        fence_idle: idle,
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    let fence = |node: &str| api.get(LEASES, "gantry-system", &format!("gantry-bind-{node}"));
+    let mut web = pod("web", 100);
+    web["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
+    web["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-0"]}]}]}}});
+    api.put(PODS, web);
+    wait_for("web bound", WAIT, || node_of(&api, "web").is_some()).await;
+    assert!(fence("node-0").is_some(), "the bind moved node-0's fence");
+    wait_for("this instance's unmoved fence deleted", WAIT, || {
+        fence("node-0").is_none()
+    })
+    .await;
+    // The other instance's fence outlives this instance's by far, then goes too.
+    assert!(
+        fence("node-1").is_some(),
+        "another instance's fence waits longer"
+    );
+    wait_for("another instance's unmoved fence deleted", WAIT, || {
+        fence("node-1").is_none()
+    })
+    .await;
+    // The node's next bind creates its fence again.
+    let mut next = pod("next", 100);
+    next["metadata"]["uid"] = json!(uid_owned_by(0, 2, "next"));
+    api.put(PODS, next);
+    wait_for("next bound", WAIT, || node_of(&api, "next").is_some()).await;
+    assert_eq!(instance.running.shared.kube.conflicts(), 0);
+    instance.stop().await.unwrap();
+}
+
+/// A fence moved since this instance saw it (its watch is blind here) is not deleted:
+/// the delete is conditioned on the version seen, and the API refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_moved_since_it_was_seen_is_not_deleted() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    let fence = json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
+        "labels": {"gantry.dev/fence": "bind"}},
+        "spec": {"holderIdentity": "elsewhere"}});
+    api.put(LEASES, fence.clone());
+    api.fail_requests(
+        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
+        1_000_000,
+    );
+    let instance = launch(RunOptions {
+        identity: "a".into(),
+        shard: Shard { index: 0, count: 2 },
+        fence_idle: Duration::from_millis(100),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    // Another binder moves it; this instance never hears of it.
+    let mut moved = fence;
+    moved["spec"]["holderIdentity"] = json!("elsewhere-again");
+    api.put(LEASES, moved);
+    let deletes = || {
+        api.requests_matching("DELETE /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases/gantry-bind-node-0")
+    };
+    wait_for("a delete tried", WAIT, || !deletes().is_empty()).await;
+    assert!(
+        api.get(LEASES, "gantry-system", "gantry-bind-node-0")
+            .is_some(),
+        "the moved fence stays"
+    );
+    instance.stop().await.unwrap();
+}
+
+/// A fence another instance deleted as garbage while this one still knew it (its watch is
+/// blind here): the update finds it gone (404), and the next attempt reads it and creates
+/// it, without failing the bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_deleted_unseen_is_created_again() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(
+        LEASES,
+        json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
+            "labels": {"gantry.dev/fence": "bind"}}}),
+    );
+    api.fail_requests(
+        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
+        1_000_000,
+    );
+    let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+    wait_for("the fences listed", WAIT, || {
+        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(api.delete(LEASES, "gantry-system", "gantry-bind-node-0"));
+    let mut p = pod("web", 100);
+    p["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
+    api.put(PODS, p);
+    wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
+    let requests: Vec<String> = api
+        .requests_matching("/namespaces/gantry-system/leases")
+        .into_iter()
+        .filter(|r| !r.contains("labelSelector="))
+        .map(|r| r.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(requests, ["PUT", "GET", "POST"]);
+    assert_eq!(api.binds().len(), 1, "bound at the first try");
     instance.stop().await.unwrap();
 }

@@ -193,6 +193,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             shard: args.shard,
             seed: args.seed,
             fence_namespace: lease_namespace,
+            fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,
             event_retry: gantry_kube::DEFAULT_EVENT_RETRY,
         };
         gantry_kube::run(options, stop_signal(), None).await?;

@@ -938,6 +938,17 @@ fn delete(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response 
         );
         return conflict(&target.resource.qualified(), name, &cause);
     }
+    if let Some(version) = options["preconditions"]["resourceVersion"].as_str()
+        && current["metadata"]["resourceVersion"] != version
+    {
+        let cause = format!(
+            "Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {}",
+            current["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+        );
+        return conflict(&target.resource.qualified(), name, &cause);
+    }
     let graceful = inner.faults.lock().graceful_pod_deletion;
     if graceful && target.resource == resources::PODS && current["spec"]["nodeName"].is_string() {
         let mut terminating = current;

@@ -164,6 +164,7 @@ pub fn options(client: kube::Client, server: &str) -> RunOptions {
         shard: Shard::WHOLE,
         seed: 7,
         fence_namespace: "gantry-system".into(),
+        fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,
         event_retry: Duration::from_millis(50),
     }
 }
