@@ -218,7 +218,8 @@ async fn a_fence_deleted_unseen_is_created_again() {
     );
     let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
     wait_for("the fences listed", WAIT, || {
-        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit").is_empty()
+        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
+            .is_empty()
     })
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
