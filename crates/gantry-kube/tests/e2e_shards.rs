@@ -34,7 +34,7 @@ async fn shards_do_not_break_ties_alike() {
         }
     }
     // Binds take a while, so that neither shard sees the other's pods when it decides.
-    api.set_bind_delay(Duration::from_millis(1000));
+    api.set_bind_delay(Duration::from_millis(2000));
     let (a, b) = tokio::join!(
         start(&api, "a", Shard { index: 0, count: 2 }, None),
         start(&api, "b", Shard { index: 1, count: 2 }, None),
@@ -74,7 +74,12 @@ async fn a_fence_created_unseen_is_read_after_the_create_fails() {
         1_000_000,
     );
     let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for("the fences listed", WAIT, || {
+        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     api.put(
         LEASES,
         json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
@@ -183,6 +188,12 @@ async fn a_fence_moved_since_it_was_seen_is_not_deleted() {
         ..options(api.client(), &api.url())
     })
     .await;
+    wait_for("the fences listed", WAIT, || {
+        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     // Another binder moves it; this instance never hears of it.
     let mut moved = fence;
     moved["spec"]["holderIdentity"] = json!("elsewhere-again");
