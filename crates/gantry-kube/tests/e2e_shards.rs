@@ -12,6 +12,39 @@ use common::*;
 use gantry_kube::{RunOptions, Shard};
 use serde_json::json;
 
+/// The fence watch lists, then never watches: what others do to the fences after the
+/// list stays unknown to the instance.
+fn blind_the_fence_watch(api: &TestApiServer) {
+    api.fail_requests(
+        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
+        1_000_000,
+    );
+}
+
+/// Waits until the instance has listed the fences (the test API server answers a list
+/// as it receives it).
+async fn fences_listed(api: &TestApiServer) {
+    wait_for("the fences listed", WAIT, || {
+        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// A node's fence as another binder created it, naming no pod.
+fn fence_of(node: &str) -> serde_json::Value {
+    json!({"metadata": {"name": format!("gantry-bind-{node}"), "namespace": "gantry-system",
+        "labels": {"gantry.dev/fence": "bind"}}})
+}
+
+/// A 100m pod that shard `shard` of 2 owns.
+fn owned_pod(name: &str, shard: u32) -> serde_json::Value {
+    let mut p = pod(name, 100);
+    p["metadata"]["uid"] = json!(uid_owned_by(shard, 2, name));
+    p
+}
+
 /// Two shards start together on identical empty nodes, each owning a few pods. Before
 /// either sees the other's binds, both break ties among equal nodes: with one random
 /// stream they would choose the same nodes in the same order and pile two pods on each
@@ -27,10 +60,7 @@ async fn shards_do_not_break_ties_alike() {
     const PER_SHARD: usize = 6;
     for shard in 0..2 {
         for i in 0..PER_SHARD {
-            let name = format!("s{shard}-{i}");
-            let mut p = pod(&name, 100);
-            p["metadata"]["uid"] = json!(uid_owned_by(shard, 2, &name));
-            api.put(PODS, p);
+            api.put(PODS, owned_pod(&format!("s{shard}-{i}"), shard));
         }
     }
     // Binds take a while, so that neither shard sees the other's pods when it decides.
@@ -69,25 +99,11 @@ async fn a_fence_created_unseen_is_read_after_the_create_fails() {
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 4000, "a"));
     // The fences are listed (none), then never watched.
-    api.fail_requests(
-        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
-        1_000_000,
-    );
+    blind_the_fence_watch(&api);
     let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
-    wait_for("the fences listed", WAIT, || {
-        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
-            .is_empty()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    api.put(
-        LEASES,
-        json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
-            "labels": {"gantry.dev/fence": "bind"}}}),
-    );
-    let mut p = pod("web", 100);
-    p["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
-    api.put(PODS, p);
+    fences_listed(&api).await;
+    api.put(LEASES, fence_of("node-0"));
+    api.put(PODS, owned_pod("web", 0));
     wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
     let writes: Vec<String> = api
         .requests_matching("/namespaces/gantry-system/leases")
@@ -121,12 +137,9 @@ async fn unmoved_fences_are_deleted() {
     api.put(NODES, node("node-0", 4000, "a"));
     api.put(NODES, node("node-1", 4000, "a"));
     // node-1's fence was moved by an instance not running here.
-    api.put(
-        LEASES,
-        json!({"metadata": {"name": "gantry-bind-node-1", "namespace": "gantry-system",
-            "labels": {"gantry.dev/fence": "bind"}},
-            "spec": {"holderIdentity": "elsewhere"}}),
-    );
+    let mut elsewhere = fence_of("node-1");
+    elsewhere["spec"] = json!({"holderIdentity": "elsewhere"});
+    api.put(LEASES, elsewhere);
     let idle = Duration::from_millis(300);
     let instance = launch(RunOptions {
         identity: "a".into(),
@@ -136,8 +149,7 @@ async fn unmoved_fences_are_deleted() {
     })
     .await;
     let fence = |node: &str| api.get(LEASES, "gantry-system", &format!("gantry-bind-{node}"));
-    let mut web = pod("web", 100);
-    web["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
+    let mut web = owned_pod("web", 0);
     web["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
         {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-0"]}]}]}}});
@@ -158,9 +170,7 @@ async fn unmoved_fences_are_deleted() {
     })
     .await;
     // The node's next bind creates its fence again.
-    let mut next = pod("next", 100);
-    next["metadata"]["uid"] = json!(uid_owned_by(0, 2, "next"));
-    api.put(PODS, next);
+    api.put(PODS, owned_pod("next", 0));
     wait_for("next bound", WAIT, || node_of(&api, "next").is_some()).await;
     assert_eq!(instance.running.shared.kube.conflicts(), 0);
     instance.stop().await.unwrap();
@@ -173,14 +183,10 @@ async fn a_fence_moved_since_it_was_seen_is_not_deleted() {
     init_tracing();
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 4000, "a"));
-    let fence = json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
-        "labels": {"gantry.dev/fence": "bind"}},
-        "spec": {"holderIdentity": "elsewhere"}});
+    let mut fence = fence_of("node-0");
+    fence["spec"] = json!({"holderIdentity": "elsewhere"});
     api.put(LEASES, fence.clone());
-    api.fail_requests(
-        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
-        1_000_000,
-    );
+    blind_the_fence_watch(&api);
     let instance = launch(RunOptions {
         identity: "a".into(),
         shard: Shard { index: 0, count: 2 },
@@ -188,12 +194,7 @@ async fn a_fence_moved_since_it_was_seen_is_not_deleted() {
         ..options(api.client(), &api.url())
     })
     .await;
-    wait_for("the fences listed", WAIT, || {
-        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
-            .is_empty()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    fences_listed(&api).await;
     // Another binder moves it; this instance never hears of it.
     let mut moved = fence;
     moved["spec"]["holderIdentity"] = json!("elsewhere-again");
@@ -218,26 +219,12 @@ async fn a_fence_deleted_unseen_is_created_again() {
     init_tracing();
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 4000, "a"));
-    api.put(
-        LEASES,
-        json!({"metadata": {"name": "gantry-bind-node-0", "namespace": "gantry-system",
-            "labels": {"gantry.dev/fence": "bind"}}}),
-    );
-    api.fail_requests(
-        "watch=true&timeoutSeconds=290&labelSelector=gantry.dev%2Ffence",
-        1_000_000,
-    );
+    api.put(LEASES, fence_of("node-0"));
+    blind_the_fence_watch(&api);
     let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
-    wait_for("the fences listed", WAIT, || {
-        !api.requests_matching("labelSelector=gantry.dev%2Ffence&limit")
-            .is_empty()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    fences_listed(&api).await;
     assert!(api.delete(LEASES, "gantry-system", "gantry-bind-node-0"));
-    let mut p = pod("web", 100);
-    p["metadata"]["uid"] = json!(uid_owned_by(0, 2, "web"));
-    api.put(PODS, p);
+    api.put(PODS, owned_pod("web", 0));
     wait_for("the pod bound", WAIT, || node_of(&api, "web").is_some()).await;
     let requests: Vec<String> = api
         .requests_matching("/namespaces/gantry-system/leases")
