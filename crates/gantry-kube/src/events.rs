@@ -130,8 +130,8 @@ impl Events {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
             if dropped.is_multiple_of(1000) {
                 tracing::warn!(
-                    dropped = dropped + 1,
-                    "event queue full ({MAX_QUEUED}): events dropped while the API server is slow or away"
+                    dropped_so_far = dropped + 1,
+                    "event queue full ({MAX_QUEUED}): events dropped while the API server is slow or away (said again after every 1000 more)"
                 );
             }
         }
