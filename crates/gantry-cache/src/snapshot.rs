@@ -17,6 +17,8 @@ use crate::{
 };
 
 static SNAPSHOT_IDS: AtomicU64 = AtomicU64::new(1);
+/// Versions of snapshots' node lists, unique in the process.
+static LISTS_VERSIONS: AtomicU64 = AtomicU64::new(1);
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -69,6 +71,9 @@ pub struct Snapshot {
     changed_slots: Vec<u32>,
     used_pvcs: Map<PvcKey, i64>,
     tree_version: Option<u64>,
+    /// Which build of the node lists this is, unique among all snapshots: positions
+    /// computed from the lists stay valid while it stays the same.
+    lists_version: u64,
     /// The pods' (anti-)affinity terms with the declaring pods per topology domain.
     declared: DeclaredTerms,
     /// The cache's DRA store, read live (as upstream reads its claims).
@@ -99,6 +104,7 @@ impl Snapshot {
             changed_slots: Vec::new(),
             used_pvcs: Map::default(),
             tree_version: None,
+            lists_version: 0,
             declared: DeclaredTerms::default(),
             selections: SelectionCounts::default(),
             dra: None,
@@ -119,6 +125,12 @@ impl Snapshot {
     /// The generation of the newest change this snapshot holds.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Which build of the node lists the positions refer to: unchanged, every node is
+    /// where it was (a node's own changes keep its position).
+    pub fn lists_version(&self) -> u64 {
+        self.lists_version
     }
 
     /// Builds a snapshot from every NodeInfo (ghosts included, for their claims).
@@ -299,6 +311,7 @@ impl Snapshot {
     }
 
     fn rebuild_lists(&mut self, tree: &NodeTree) {
+        self.lists_version = LISTS_VERSIONS.fetch_add(1, Ordering::Relaxed);
         self.list.clear();
         self.with_affinity.clear();
         self.with_required_anti_affinity.clear();

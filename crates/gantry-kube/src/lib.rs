@@ -49,7 +49,7 @@ use tokio::sync::oneshot;
 
 pub use client::{USER_AGENT, build as build_client};
 pub use failure::{Failure, Startup, describe};
-pub use gantry_scheduler::shard::{Shard, owner};
+pub use gantry_scheduler::shard::{Divide, Shard, owner};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
 pub use watch::POD_FIELD_SELECTOR;
@@ -151,6 +151,8 @@ pub struct RunOptions {
     pub metrics_addr: Option<SocketAddr>,
     /// This instance's share of the pods when several schedule the same cluster.
     pub shard: Shard,
+    /// What shards divide: the pods (each behind node fences) or the nodes.
+    pub divide: Divide,
     /// Seeds tie-breaking among equally scored nodes.
     pub seed: u64,
     /// With several shards: the namespace of the per-node bind fences (Leases).
@@ -290,12 +292,15 @@ pub async fn run(
         Duration::from_secs(options.config.pod_initial_backoff_seconds),
         Duration::from_secs(options.config.pod_max_backoff_seconds),
     );
-    let scheduler = Scheduler::new(
+    let mut scheduler = Scheduler::new(
         cache.clone(),
         options.config.profiles,
         ApiObjects::default(),
         options.shard.tie_break_seed(options.seed),
     );
+    if options.divide == Divide::Nodes {
+        scheduler.divide_nodes(options.shard);
+    }
     let writer = ApiWriter::new(WriterSetup {
         client: options.client.clone(),
         runtime: tokio::runtime::Handle::current(),
@@ -325,6 +330,7 @@ pub async fn run(
         inputs: inputs_rx,
         shared: shared.clone(),
         shard: options.shard,
+        divide: options.divide,
         scheduler_names,
         leader: leading_from_start,
         mirror: ObjectMirror::default(),
@@ -334,6 +340,7 @@ pub async fn run(
         reaching: HashMap::new(),
         binding: HashMap::new(),
         reported: HashMap::new(),
+        rounds_reported: HashMap::new(),
         synced: HashSet::new(),
         watched,
         start: Instant::now(),

@@ -16,6 +16,7 @@ pub struct KubeMetrics {
     bound: AtomicU64,
     failed: AtomicU64,
     conflicts: AtomicU64,
+    handed_on: AtomicU64,
     /// Per kind, in [`Kind::ALL`]'s order.
     watch_errors: [AtomicU64; Kind::ALL.len()],
     relists: [AtomicU64; Kind::ALL.len()],
@@ -43,6 +44,16 @@ impl KubeMetrics {
 
     pub fn conflict(&self) {
         self.conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A pod that fits none of this shard's nodes was handed on to the next shard.
+    pub fn handed_on(&self) {
+        self.handed_on.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pods this shard handed on so far.
+    pub fn handoffs(&self) -> u64 {
+        self.handed_on.load(Ordering::Relaxed)
     }
 
     pub fn conflicts(&self) -> u64 {
@@ -94,6 +105,13 @@ impl KubeMetrics {
             "Placements the binder refused because the latest cache no longer fits them.",
         );
         let _ = writeln!(out, "gantry_bind_conflicts_total {}", self.conflicts());
+        header(
+            &mut out,
+            "gantry_shard_handoffs_total",
+            "counter",
+            "Pods handed on to the next shard, fitting none of this shard's nodes (shards dividing the nodes).",
+        );
+        let _ = writeln!(out, "gantry_shard_handoffs_total {}", self.handoffs());
         for (name, help, counters) in [
             (
                 "gantry_watch_errors_total",

@@ -22,7 +22,7 @@ use crate::objects::ObjectMirror;
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
-use gantry_scheduler::shard::Shard;
+use gantry_scheduler::shard::{self, Divide, Shard};
 
 /// How long the loop sleeps when it has nothing to do (it wakes at once for any input).
 const IDLE_WAIT: Duration = Duration::from_millis(500);
@@ -39,6 +39,7 @@ pub struct SchedulingLoop {
     pub inputs: Receiver<Input>,
     pub shared: Arc<Shared>,
     pub shard: Shard,
+    pub divide: Divide,
     /// The profiles' scheduler names: only their pods are queued.
     pub scheduler_names: Vec<Sym>,
     /// Without leader election the loop schedules at once.
@@ -56,6 +57,9 @@ pub struct SchedulingLoop {
     pub binding: HashMap<Arc<str>, QueuedPod>,
     /// The `PodScheduled=False` message last written per pod, not to write it twice.
     pub reported: HashMap<Arc<str>, String>,
+    /// Shards dividing the nodes: the hop count at which this shard, the last of the
+    /// pod's round, reported the pod unschedulable (its next failure here hands it on).
+    pub rounds_reported: HashMap<Arc<str>, u64>,
     /// Kinds listed at least once; the loop schedules only once all watched are.
     pub synced: HashSet<Kind>,
     pub watched: Vec<Kind>,
@@ -314,7 +318,9 @@ impl SchedulingLoop {
         if let Err(error) = self.cache.remove_node(name) {
             tracing::warn!(node = %name, %error, "deleted node was not in the cache");
         }
-        self.writer.delete_node_fence(name);
+        if self.divide == Divide::Pods {
+            self.writer.delete_node_fence(name);
+        }
         self.queue.on_event(
             ClusterEvent::new(EventResource::Node, ActionType::DELETE),
             self.now(),
@@ -322,9 +328,37 @@ impl SchedulingLoop {
     }
 
     /// Whether this instance schedules the pod: its scheduler name is one of the
-    /// profiles', and (with several instances) its UID hashes to this instance.
+    /// profiles', and this shard holds it.
     fn responsible_for(&self, pod: &Pod) -> bool {
-        self.scheduler_names.contains(&pod.scheduler_name) && self.shard.owns(&pod.uid)
+        self.scheduler_names.contains(&pod.scheduler_name) && self.holds(pod)
+    }
+
+    /// Whether this shard holds the pod: its UID hashes to it, or (shards dividing the
+    /// nodes) it was handed on to it.
+    fn holds(&self, pod: &Pod) -> bool {
+        match self.divide {
+            Divide::Pods => self.shard.owns(&pod.uid),
+            Divide::Nodes => self.shard.holds(&pod.uid, shard::hops(pod)),
+        }
+    }
+
+    /// Shards dividing the nodes: whether a pod that fits none of this shard's nodes goes
+    /// on to the next shard (unreported, without preemption) rather than being reported
+    /// here. Every shard of a round but the last hands it on; the last reports it, and
+    /// hands it on (a new round) when it fails again, unless preemption made room for it
+    /// on a node of this shard.
+    fn hands_on(&self, pod: &Pod) -> bool {
+        if self.divide != Divide::Nodes || !self.shard.is_shared() {
+            return false;
+        }
+        if pod
+            .nominated_node_name
+            .is_some_and(|node| self.shard.owns_node(node.as_str()))
+        {
+            return false;
+        }
+        let hops = shard::hops(pod);
+        !self.shard.ends_round(hops) || self.rounds_reported.get(&pod.uid) == Some(&hops)
     }
 
     fn pod_applied(&mut self, pod: Arc<Pod>) {
@@ -347,10 +381,13 @@ impl SchedulingLoop {
             let nomination_changed =
                 old.as_ref().map(|o| o.nominated_node_name) != Some(pod.nominated_node_name);
             if self.scheduler_names.contains(&pod.scheduler_name)
-                && !self.shard.owns(&pod.uid)
+                && !self.holds(&pod)
                 && nomination_changed
             {
-                self.scheduler.note_nomination(pod);
+                self.scheduler.note_nomination(pod.clone());
+            }
+            if !self.holds(&pod) && self.queue.delete(&pod.uid) {
+                tracing::debug!(pod = %pod.key(), "pod handed on to another shard");
             }
             return;
         }
@@ -381,6 +418,7 @@ impl SchedulingLoop {
             tracing::debug!(pod = %pod.key(), "pod was bound by someone else");
         }
         self.reported.remove(&pod.uid);
+        self.rounds_reported.remove(&pod.uid);
         self.scheduler.clear_nomination(&pod);
         let known = self.cache.pod(&pod.uid).is_some();
         let result = if known && !self.cache.is_assumed(&pod.uid) {
@@ -411,6 +449,7 @@ impl SchedulingLoop {
             return;
         };
         self.reaching.remove(uid);
+        self.rounds_reported.remove(uid);
         self.writer.versions.forget(uid);
         self.queue.delete(uid);
         self.reported.remove(uid);
@@ -450,6 +489,8 @@ impl SchedulingLoop {
         self.scheduler.now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
+        let hands_on = self.hands_on(&queued.pod);
+        self.scheduler.may_preempt = !hands_on;
         match self.scheduler.schedule_one(&queued.pod) {
             Attempt::Scheduled { pod, state, .. } => {
                 let uid = pod.uid.clone();
@@ -468,6 +509,18 @@ impl SchedulingLoop {
             } => {
                 if let Some(claim) = &fit_error.claim_to_deallocate {
                     self.writer.deallocate(claim.clone());
+                }
+                if hands_on {
+                    // Gone from this queue once the watch shows it handed on; should the
+                    // write be refused, its retry here hands it on again.
+                    let hops = shard::hops(&queued.pod).wrapping_add(1);
+                    self.writer.hand_off(&queued.pod, hops);
+                    self.queue.add_backoff(queued, now);
+                    return;
+                }
+                if self.divide == Divide::Nodes && self.shard.is_shared() {
+                    let hops = shard::hops(&queued.pod);
+                    self.rounds_reported.insert(queued.pod.uid.clone(), hops);
                 }
                 let message = fit_error.to_string();
                 let plugins = fit_error.rejecting_plugins();
@@ -498,10 +551,16 @@ impl SchedulingLoop {
         if !self.shard.is_shared() {
             return Vec::new();
         }
-        match self.nodes.get(&node) {
+        let mut fences = match self.nodes.get(&node) {
             Some(info) => fence_scope::fences_for(pod, info, self.reaching.values().map(|p| &**p)),
             None => vec![fence_scope::node_fence(node)],
+        };
+        if self.divide == Divide::Nodes {
+            // This shard is the only one binding onto its nodes.
+            let own = fence_scope::node_fence(node);
+            fences.retain(|fence| *fence != own);
         }
+        fences
     }
 
     /// The binder's re-check at the node's fence ([`Scheduler::check_placement`], which

@@ -13,6 +13,7 @@ use gantry_api::dra::ResourceClaim;
 use gantry_api::{Pod, Release, Sym};
 use gantry_framework::plugins::{dynamic_resources, volume_binding};
 use gantry_scheduler::BindingCycle;
+use gantry_scheduler::shard::HOPS_ANNOTATION;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -249,7 +250,7 @@ impl ApiWriter {
                 })?;
         }
         let mut held = None;
-        if let Some(fences) = &self.fences {
+        if let Some(fences) = self.fences.as_ref().filter(|_| !fence_names.is_empty()) {
             let asker = AskLoop {
                 inputs: self.inputs.clone(),
                 pod: cycle.pod().clone(),
@@ -305,6 +306,46 @@ impl ApiWriter {
             }
         }
         bound
+    }
+
+    /// Hands a pod that fits none of this shard's nodes on to the next shard (shards
+    /// dividing the nodes): `hops` is written on the pod, conditioned on the version the
+    /// watch last showed, so that a view gone stale hands nothing on twice (a refused
+    /// write leaves the pod here; its retry hands it on again).
+    pub fn hand_off(&self, pod: &Pod, hops: u64) {
+        let mut metadata = json!({
+            "uid": pod.uid.as_ref(),
+            "annotations": { HOPS_ANNOTATION: hops.to_string() },
+        });
+        if let Some(version) = self.versions.of(&pod.uid) {
+            metadata["resourceVersion"] = json!(version);
+        }
+        let api = self.pods(pod);
+        let name = pod.name.to_string();
+        let key = pod.key();
+        let slots = self.writes.clone();
+        let outage = self.outage.clone();
+        let metrics = self.metrics.clone();
+        self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
+            let patch = json!({ "metadata": metadata });
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => metrics.handed_on(),
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    tracing::debug!(pod = %key, "pod changed before it was handed on; it is tried again here");
+                }
+                Err(error) => write_failed(
+                    &outage,
+                    &format!("could not hand pod {key} on to the next shard"),
+                    error,
+                ),
+            }
+        });
     }
 
     /// A node was deleted: its fence goes too (in the background).

@@ -45,6 +45,7 @@ fn the_deployments_roles_are_read_as_rbac_reads_them() {
     let granted = [
         "POST /api/v1/namespaces/default/pods/web-0/binding",
         "PATCH /api/v1/namespaces/default/pods/web-0/status",
+        "PATCH /api/v1/namespaces/default/pods/web-0",
         "PUT /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases/fence-node-1",
         "GET /api/v1/nodes?watch=true",
         "GET /version",
@@ -55,7 +56,7 @@ fn the_deployments_roles_are_read_as_rbac_reads_them() {
         Vec::<String>::new()
     );
     let not_granted = [
-        "PATCH /api/v1/namespaces/default/pods/web-0",
+        "PUT /api/v1/namespaces/default/pods/web-0",
         "PUT /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/gantry",
         "DELETE /api/v1/nodes/node-1",
     ]

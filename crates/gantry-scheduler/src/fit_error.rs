@@ -81,14 +81,15 @@ impl FitError {
         }
     }
 
-    /// The nodes a PreFilter result left out (those not at `searched`, sorted snapshot
-    /// positions), where the release reports them: v1.30 as `node is filtered out by the
+    /// The nodes a PreFilter result left out (those of `scope` not at `searched`, both
+    /// sorted snapshot positions), where the release reports them: v1.30 as `node is filtered out by the
     /// prefilter result`, v1.32 on as `node(s) didn't satisfy plugin(s) [...]`. Either
     /// way they count in the message, and preemption leaves them alone (as it does from
     /// v1.31, when they go unreported; see [`Release::left_out_nodes`]).
     pub fn add_nodes_left_out(
         &mut self,
         snapshot: &Snapshot,
+        scope: &[usize],
         searched: &[usize],
         plugins: &[&'static str],
     ) {
@@ -108,7 +109,7 @@ impl FitError {
             }
         };
         let mut searched = searched.iter().peekable();
-        for position in 0..snapshot.num_nodes() {
+        for &position in scope {
             if searched.next_if_eq(&&position).is_none() {
                 self.node_statuses
                     .push((snapshot.node_at(position).name(), status.clone()));

@@ -10,6 +10,7 @@ mod fit_error;
 mod framework_runner;
 pub mod metrics;
 mod nominations;
+mod own_nodes;
 mod placement_check;
 mod preemption;
 pub mod queue;
@@ -25,6 +26,7 @@ pub use placement_check::check_placement;
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};
 pub use framework_runner::{PluginTimer, PodFilters, run_annotations, run_pre_filter, run_reserve};
+pub use own_nodes::OTHER_SHARD;
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
 pub use scheduler::{

@@ -15,9 +15,11 @@ use crate::fit_error::FitError;
 use crate::framework_runner::*;
 use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
+use crate::own_nodes::{self, OwnNodes};
 use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
+use crate::shard::Shard;
 use gantry_framework::config::Point;
 use gantry_framework::plugins::dynamic_resources;
 
@@ -157,6 +159,12 @@ pub struct Scheduler {
     pub now: i64,
     cycles: u64,
     buffers: CycleBuffers,
+    /// With shards dividing the nodes: this shard's nodes, the only candidates.
+    own_nodes: Option<OwnNodes>,
+    /// Whether PostFilter may preempt. A shard that hands a pod on to the next (shards
+    /// dividing the nodes) does not preempt for it: another shard's nodes may fit it as
+    /// they are.
+    pub may_preempt: bool,
 }
 
 /// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
@@ -196,7 +204,15 @@ impl Scheduler {
             now: 0,
             cycles: 0,
             buffers: CycleBuffers::default(),
+            own_nodes: None,
+            may_preempt: true,
         }
+    }
+
+    /// From now on, places pods on `shard`'s own nodes only (shards dividing the nodes);
+    /// every node still counts for the pods' constraints.
+    pub fn divide_nodes(&mut self, shard: Shard) {
+        self.own_nodes = shard.is_shared().then(|| OwnNodes::new(shard));
     }
 
     /// The profile that schedules this pod, if any.
@@ -296,6 +312,17 @@ impl Scheduler {
             }
             Err(status) => return Attempt::Error(status.message()),
         };
+        let own = self
+            .own_nodes
+            .as_mut()
+            .map(|own| own.positions(&self.snapshot));
+        let candidates = match (candidates, &own) {
+            (candidates, None) => candidates,
+            (Candidates::All(_), Some(own)) => Candidates::Narrowed(own.to_vec(), Vec::new()),
+            (Candidates::Narrowed(positions, plugins), Some(own)) => {
+                Candidates::Narrowed(own_nodes::intersect(&positions, own), plugins)
+            }
+        };
 
         let phase = Instant::now();
         let mut feasible = std::mem::take(&mut self.buffers.feasible);
@@ -311,8 +338,17 @@ impl Scheduler {
             .observe_extension_point(Point::Filter, phase.elapsed());
         if feasible.is_empty() {
             self.buffers.feasible = feasible;
-            if let Candidates::Narrowed(positions, plugins) = &candidates {
-                fit_error.add_nodes_left_out(&self.snapshot, positions, plugins);
+            let scope: Vec<usize> = match &own {
+                Some(own) => {
+                    own_nodes::add_other_shards_nodes(&mut fit_error, &self.snapshot, own);
+                    own.to_vec()
+                }
+                None => (0..self.snapshot.num_nodes()).collect(),
+            };
+            if let Candidates::Narrowed(positions, plugins) = &candidates
+                && !plugins.is_empty()
+            {
+                fit_error.add_nodes_left_out(&self.snapshot, &scope, positions, plugins);
             }
             return self.fail(profile_index, &state, pod, fit_error);
         }
@@ -466,6 +502,10 @@ impl Scheduler {
         // A pod nominated by an earlier preemption tries its node first.
         if let Some(node) = pod.nominated_node_name
             && let Some(position) = snapshot.position(node)
+            && self
+                .own_nodes
+                .as_ref()
+                .is_none_or(|own| own.shard().owns_node(node.as_str()))
         {
             let info = snapshot.node_at(position);
             let status = filters.run_with_nominated(
@@ -592,7 +632,7 @@ impl Scheduler {
             return Attempt::Error(message);
         }
         let preemption_runs = fit_error.run_claims_post_filter(profile, pod, state);
-        if !profile.preemption || !preemption_runs {
+        if !profile.preemption || !preemption_runs || !self.may_preempt {
             return Attempt::Unschedulable {
                 fit_error,
                 nominated: None,

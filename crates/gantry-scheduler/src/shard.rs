@@ -1,7 +1,45 @@
 //! Which instance owns a pod when several share a cluster (`gantry run --shard`, and the
 //! simulation's and benchmark's instances): a stable hash of the pod's UID
 //! (FNV-1a, the same in every process and every run), so every pod has exactly one owner
-//! without the instances talking to each other.
+//! without the instances talking to each other. Shards may instead divide the nodes
+//! ([`Divide::Nodes`]): each binds onto its own nodes only, and a pod that fits none of
+//! them is handed on to the next shard by a count on the pod ([`HOPS_ANNOTATION`]).
+
+use gantry_api::Pod;
+
+/// What instances sharing a cluster divide between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Divide {
+    /// Every shard places its pods (a hash of the UID) on any node, behind a fence per
+    /// node (docs/shared-state.md).
+    #[default]
+    Pods,
+    /// Every shard places pods on its own nodes (a hash of the name) only: the only
+    /// writer on them, it needs no node fence. A pod starts at the shard its UID hashes
+    /// to and moves on, shard by shard, while it fits none of the holder's nodes.
+    Nodes,
+}
+
+impl Divide {
+    pub fn parse(text: &str) -> Result<Divide, String> {
+        match text {
+            "pods" => Ok(Divide::Pods),
+            "nodes" => Ok(Divide::Nodes),
+            other => Err(format!("{other:?}: shards divide pods or nodes")),
+        }
+    }
+}
+
+/// The pod annotation that counts how often a pod was handed on to the next shard when
+/// shards divide the nodes: the pod is held by shard `(hash(uid) + hops) % count`.
+pub const HOPS_ANNOTATION: &str = "gantry.dev/shard-hops";
+
+/// How often `pod` was handed on ([`HOPS_ANNOTATION`]; none, or not a number, is 0).
+pub fn hops(pod: &Pod) -> u64 {
+    pod.annotation(HOPS_ANNOTATION)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
 
 /// This instance's share of the pods: `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +85,26 @@ impl Shard {
         self.count <= 1 || owner(uid, self.count) == self.index
     }
 
+    /// Whether this shard places pods on `node` when shards divide the nodes.
+    pub fn owns_node(self, node: &str) -> bool {
+        self.count <= 1 || owner(node, self.count) == self.index
+    }
+
+    /// Whether this shard holds the pod with this UID, handed on `hops` times, when
+    /// shards divide the nodes.
+    pub fn holds(self, uid: &str, hops: u64) -> bool {
+        self.count <= 1
+            || (u64::from(owner(uid, self.count)) + hops % u64::from(self.count))
+                % u64::from(self.count)
+                == u64::from(self.index)
+    }
+
+    /// Whether a pod handed on `hops` times is at the last shard of its round: every
+    /// shard has had it since it last started at the one its UID hashes to.
+    pub fn ends_round(self, hops: u64) -> bool {
+        hops % u64::from(self.count.max(1)) == u64::from(self.count.max(1)) - 1
+    }
+
     /// The seed this instance breaks ties among equally scored nodes with. Instances
     /// share one `seed` and, within a watch latency, one view of the cluster: with one
     /// random stream they would pick the same node at the same moment, again and again,
@@ -87,6 +145,59 @@ mod tests {
             per_shard[owners[0] as usize] += 1;
         }
         assert!(per_shard.iter().all(|&n| n > 850), "{per_shard:?}");
+    }
+
+    #[test]
+    fn a_pod_handed_on_visits_every_shard_once_per_round_then_starts_again() {
+        let shards: Vec<Shard> = (0..3).map(|index| Shard { index, count: 3 }).collect();
+        let uid = "6f1c0a2e-0001-4c1e-9d7a-1b2c3d4e5f60";
+        let holder = |hops: u64| -> Vec<u32> {
+            shards
+                .iter()
+                .filter(|s| s.holds(uid, hops))
+                .map(|s| s.index)
+                .collect()
+        };
+        let round: Vec<u32> = (0..3).map(|h| holder(h)[0]).collect();
+        assert_eq!(holder(0), [owner(uid, 3)]);
+        let mut visited = round.clone();
+        visited.sort_unstable();
+        assert_eq!(visited, [0, 1, 2]);
+        assert_eq!((3..6).map(|h| holder(h)[0]).collect::<Vec<_>>(), round);
+        // The count wraps rather than overflowing; every count has one holder.
+        assert_eq!(holder(u64::MAX).len(), 1);
+        let last = Shard { index: 0, count: 3 };
+        assert_eq!(
+            (0..4).map(|h| last.ends_round(h)).collect::<Vec<_>>(),
+            [false, false, true, false]
+        );
+        assert!(Shard::WHOLE.ends_round(0) && Shard::WHOLE.holds(uid, 5));
+    }
+
+    #[test]
+    fn shards_divide_the_nodes_by_name() {
+        let shards: Vec<Shard> = (0..2).map(|index| Shard { index, count: 2 }).collect();
+        for i in 0..100 {
+            let node = format!("node-{i}");
+            assert_eq!(shards.iter().filter(|s| s.owns_node(&node)).count(), 1);
+        }
+        assert!(Shard::WHOLE.owns_node("any"));
+    }
+
+    #[test]
+    fn the_hop_count_is_read_from_the_annotation_and_nonsense_is_zero() {
+        let with = |value: &str| {
+            let mut pod = Pod::new("default", "web");
+            pod.annotations = std::sync::Arc::from([(HOPS_ANNOTATION.into(), value.into())]);
+            hops(&pod)
+        };
+        assert_eq!(hops(&Pod::new("default", "web")), 0);
+        assert_eq!(with("3"), 3);
+        assert_eq!(with("18446744073709551615"), u64::MAX);
+        assert_eq!(with("-1"), 0);
+        assert_eq!(with("x"), 0);
+        assert_eq!(Divide::parse("nodes"), Ok(Divide::Nodes));
+        assert!(Divide::parse("zones").is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use clap::Args;
 use gantry_api::Sym;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile_for;
-use gantry_kube::{LeaderElection, RunOptions, Shard, Startup};
+use gantry_kube::{Divide, LeaderElection, RunOptions, Shard, Startup};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::load;
@@ -46,6 +46,12 @@ pub struct RunArgs {
     /// This instance's share when several schedule the same pods: I/N (0-based).
     #[arg(long, default_value = "0/1", value_parser = Shard::parse)]
     shard: Shard,
+    /// What shards divide: `pods` (each shard places its pods on any node, behind a bind
+    /// fence per node: one more write per bind) or `nodes` (each shard places pods on its
+    /// own nodes only, with no node fence; a pod that fits none is handed on to the next
+    /// shard). Every shard must be given the same.
+    #[arg(long, default_value = "pods", value_parser = Divide::parse)]
+    shard_by: Divide,
     /// Seeds tie-breaking among equally scored nodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -191,6 +197,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 .then(|| LeaderElection::new(&lease_namespace, &args.lease_name)),
             metrics_addr: Some(args.metrics_addr),
             shard: args.shard,
+            divide: args.shard_by,
             seed: args.seed,
             fence_namespace: lease_namespace,
             fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,

@@ -901,6 +901,16 @@ fn patch(
         );
         return conflict(&target.resource.qualified(), name, &cause);
     }
+    // A resourceVersion in the patch is a precondition, as kube-apiserver takes it.
+    if let Some(version) = patch["metadata"]["resourceVersion"].as_str()
+        && object["metadata"]["resourceVersion"] != version
+    {
+        return conflict(
+            &target.resource.qualified(),
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        );
+    }
     let current = object.clone();
     merge_patch(&mut object, &patch, strategic);
     if target.resource == RESOURCE_CLAIMS {

@@ -162,6 +162,7 @@ pub fn options(client: kube::Client, server: &str) -> RunOptions {
         leader_election: None,
         metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
         shard: Shard::WHOLE,
+        divide: gantry_kube::Divide::Pods,
         seed: 7,
         fence_namespace: "gantry-system".into(),
         fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,
