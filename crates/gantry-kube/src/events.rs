@@ -6,7 +6,11 @@
 //! written at its second occurrence, then refreshed every 30 minutes and finished after 6
 //! quiet minutes; a write that fails for want of a server is retried (12 tries, 10 s
 //! apart, jittered); and the queue in front of the writer is bounded (1,000 events, the
-//! newest dropped when full) so that an API outage never grows memory without end.
+//! newest dropped when full) so that an API outage never grows memory without end. Normal
+//! events (`Scheduled`, `Preempted`) queue apart from warnings and go first: binds that
+//! failed during an outage each queue a `FailedScheduling`, and those must not crowd out
+//! the `Scheduled` events of the binds after it (measured against a real API server: 44
+//! of 2,000 bound pods were left without one).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,7 +103,8 @@ impl PodVersions {
 /// The writer's queue: `record` never waits.
 #[derive(Clone)]
 pub struct Events {
-    queue: mpsc::Sender<EventRecord>,
+    normal: mpsc::Sender<EventRecord>,
+    warnings: mpsc::Sender<EventRecord>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -108,7 +113,8 @@ impl Events {
     /// event's `reportingInstance` (`<scheduler name>-<instance>`, as kube-scheduler's
     /// `<name>-<hostname>`); `retry` is the pause between tries (10 s upstream).
     pub fn start(client: Client, instance: &str, retry: Duration) -> Events {
-        let (queue, received) = mpsc::channel(MAX_QUEUED);
+        let (normal, normal_received) = mpsc::channel(MAX_QUEUED);
+        let (warnings, warnings_received) = mpsc::channel(MAX_QUEUED);
         let writer = Writer {
             client,
             instance: instance.into(),
@@ -116,17 +122,23 @@ impl Events {
             cache: Arc::new(Mutex::new(HashMap::new())),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         };
-        tokio::spawn(writer.run(received));
+        tokio::spawn(writer.run(normal_received, warnings_received));
         Events {
-            queue,
+            normal,
+            warnings,
             dropped: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// Queues the event; drops it (counted, and said once per thousand) when the queue is
+    /// Queues the event; drops it (counted, and said once per thousand) when its queue is
     /// full, as client-go's broadcaster drops when its channel is.
     pub fn record(&self, event: EventRecord) {
-        if self.queue.try_send(event).is_err() {
+        let queue = if event.type_ == "Normal" {
+            &self.normal
+        } else {
+            &self.warnings
+        };
+        if queue.try_send(event).is_err() {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
             if dropped.is_multiple_of(1000) {
                 tracing::warn!(
@@ -154,14 +166,27 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(self, mut received: mpsc::Receiver<EventRecord>) {
+    async fn run(
+        self,
+        mut normal: mpsc::Receiver<EventRecord>,
+        mut warnings: mpsc::Receiver<EventRecord>,
+    ) {
         let mut refresh = tokio::time::interval(REFRESH_EVERY);
         let mut finish = tokio::time::interval(FINISH_AFTER);
         refresh.tick().await;
         finish.tick().await;
         loop {
             tokio::select! {
-                record = received.recv() => match record {
+                biased;
+                record = normal.recv() => match record {
+                    Some(record) => {
+                        if let Some(event) = self.take(record) {
+                            self.write_in_background(event).await;
+                        }
+                    }
+                    None => return,
+                },
+                record = warnings.recv() => match record {
                     Some(record) => {
                         if let Some(event) = self.take(record) {
                             self.write_in_background(event).await;
@@ -368,6 +393,16 @@ fn jittered(base: Duration, attempt: u32) -> Duration {
 mod tests {
     use super::*;
 
+    fn scheduled(name: &str) -> EventRecord {
+        EventRecord {
+            type_: "Normal",
+            reason: "Scheduled",
+            action: "Binding",
+            note: format!("Successfully assigned default/{name} to node-0"),
+            ..record(name)
+        }
+    }
+
     fn record(name: &str) -> EventRecord {
         EventRecord {
             type_: "Warning",
@@ -397,6 +432,13 @@ mod tests {
             events.record(record(&format!("p{i}")));
         }
         assert_eq!(events.dropped(), 5);
+        // Warnings filling their queue leave room for the Scheduled events.
+        for i in 0..MAX_QUEUED {
+            events.record(scheduled(&format!("s{i}")));
+        }
+        assert_eq!(events.dropped(), 5);
+        events.record(scheduled("one-too-many"));
+        assert_eq!(events.dropped(), 6);
     }
 
     /// With the API unreachable, at most MAX_IN_FLIGHT writes are retrying and MAX_QUEUED

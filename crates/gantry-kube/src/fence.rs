@@ -440,6 +440,26 @@ impl Fences {
     /// behind that version was sent long before, and a binder that finds the fence gone
     /// creates it again. Fences so never outlive their use by long, whoever stops.
     pub async fn sweep(&self) {
+        self.delete_unmoved(self.idle, Some(self.idle * IDLE_OTHERS))
+            .await;
+    }
+
+    /// At a graceful stop, once the scheduling loop has ended: deletes the fences this
+    /// instance moved last as soon as a waiter would pass them anyway ([`SETTLED_AFTER`]
+    /// after the last move; every binder of this instance has bound or given up by then,
+    /// [`BIND_DEADLINE`]), so that fences do not outlive the instances that stopped.
+    /// Other instances' fences are left to their sweeps.
+    pub async fn delete_own_at_stop(&self) {
+        let newest_move = self.unmoved_since.lock().values().max().copied();
+        if let Some(at) = newest_move {
+            tokio::time::sleep(SETTLED_AFTER.saturating_sub(at.elapsed())).await;
+        }
+        self.delete_unmoved(SETTLED_AFTER, None).await;
+    }
+
+    /// Deletes the fences unmoved for `mine` (moved last by this instance) or `others`
+    /// (by another; `None`: never), each conditioned on the version seen.
+    async fn delete_unmoved(&self, mine_after: Duration, others_after: Option<Duration>) {
         let due: Vec<(String, String)> = {
             let known = self.known.lock();
             let since = self.unmoved_since.lock();
@@ -451,11 +471,7 @@ impl Fences {
                         .as_ref()
                         .and_then(|s| s.holder_identity.as_deref())
                         == Some(self.identity.as_str());
-                    let idle = if mine {
-                        self.idle
-                    } else {
-                        self.idle * IDLE_OTHERS
-                    };
+                    let idle = if mine { mine_after } else { others_after? };
                     let version = lease.metadata.resource_version.clone()?;
                     since
                         .get(name)

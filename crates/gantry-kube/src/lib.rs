@@ -301,21 +301,22 @@ pub async fn run(
     if options.divide == Divide::Nodes {
         scheduler.divide_nodes(options.shard);
     }
+    let fences = options.shard.is_shared().then(|| {
+        fence::Fences::new(
+            options.client.clone(),
+            &options.fence_namespace,
+            &options.identity,
+            options.fence_idle,
+            stop_rx.clone(),
+        )
+    });
     let writer = ApiWriter::new(WriterSetup {
         client: options.client.clone(),
         runtime: tokio::runtime::Handle::current(),
         inputs: inputs.clone(),
         identity: options.identity.clone(),
         metrics: kube_metrics.clone(),
-        fences: options.shard.is_shared().then(|| {
-            fence::Fences::new(
-                options.client.clone(),
-                &options.fence_namespace,
-                &options.identity,
-                options.fence_idle,
-                stop_rx.clone(),
-            )
-        }),
+        fences: fences.clone(),
         claims: ClaimWriter::new(options.client.clone(), claims.clone()),
         release: options.config.release,
         event_retry: options.event_retry,
@@ -341,6 +342,7 @@ pub async fn run(
         binding: HashMap::new(),
         reported: HashMap::new(),
         rounds_reported: HashMap::new(),
+        maybe_bound: HashMap::new(),
         synced: HashSet::new(),
         watched,
         start: Instant::now(),
@@ -367,6 +369,18 @@ pub async fn run(
         end = &mut joined => end,
     };
     let _ = stop_tx.send(true);
+    if let (Some(fences), Ok(Ok(LoopEnd::Stopped))) = (&fences, &end) {
+        // Bounded: an API server gone at stop leaves the fences to the others' sweeps.
+        let within = fence::SETTLED_AFTER + Duration::from_secs(10);
+        if tokio::time::timeout(within, fences.delete_own_at_stop())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "stopped before deleting every bind fence it moved; other instances' sweeps will"
+            );
+        }
+    }
     if let Some(elector) = elector {
         let _ = tokio::time::timeout(Duration::from_secs(5), elector).await;
     }

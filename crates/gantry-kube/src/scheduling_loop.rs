@@ -60,6 +60,10 @@ pub struct SchedulingLoop {
     /// Shards dividing the nodes: the hop count at which this shard, the last of the
     /// pod's round, reported the pod unschedulable (its next failure here hands it on).
     pub rounds_reported: HashMap<Arc<str>, u64>,
+    /// Pods whose binding was sent to a node but never answered (the connection failed):
+    /// if the watch shows one bound there, that binding was written, and its `Scheduled`
+    /// event is owed.
+    pub maybe_bound: HashMap<Arc<str>, Sym>,
     /// Kinds listed at least once; the loop schedules only once all watched are.
     pub synced: HashSet<Kind>,
     pub watched: Vec<Kind>,
@@ -420,6 +424,9 @@ impl SchedulingLoop {
         self.reported.remove(&pod.uid);
         self.rounds_reported.remove(&pod.uid);
         self.scheduler.clear_nomination(&pod);
+        if !self.binding.contains_key(&pod.uid) {
+            self.owe_scheduled_event(&pod);
+        }
         let known = self.cache.pod(&pod.uid).is_some();
         let result = if known && !self.cache.is_assumed(&pod.uid) {
             if old.as_deref() == Some(&*pod) {
@@ -450,6 +457,7 @@ impl SchedulingLoop {
         };
         self.reaching.remove(uid);
         self.rounds_reported.remove(uid);
+        self.maybe_bound.remove(uid);
         self.writer.versions.forget(uid);
         self.queue.delete(uid);
         self.reported.remove(uid);
@@ -598,13 +606,25 @@ impl SchedulingLoop {
             .metrics
             .observe_extension_point(Point::Bind, took);
         let pod = cycle.pod().clone();
+        let node = cycle.node();
         let queued = self.binding.remove(&pod.uid);
         let failure = result.as_ref().err().cloned();
         let concluded = cycle.finish(result.map_err(|f| f.message));
         let (Err(message), Some(failure)) = (concluded, failure) else {
+            self.maybe_bound.remove(&pod.uid);
             return;
         };
-        tracing::info!(pod = %pod.key(), %message, conflict = failure.conflict, "bind failed; the pod goes back to the queue");
+        if failure.outcome_unknown {
+            // The outage is reported once a minute by the writer, not once per pod.
+            tracing::debug!(pod = %pod.key(), %message, "bind unanswered; the pod goes back to the queue");
+            self.maybe_bound.insert(pod.uid.clone(), node);
+        } else {
+            tracing::info!(pod = %pod.key(), %message, conflict = failure.conflict, "bind failed; the pod goes back to the queue");
+        }
+        if let Some(bound) = self.pods.get(&pod.uid).cloned() {
+            // The watch showed the pod bound while this bind was on the wire.
+            self.owe_scheduled_event(&bound);
+        }
         // The watch may already have shown the pod bound (by another instance) or
         // deleted: then there is nothing to retry.
         let still_pending = self
@@ -621,9 +641,19 @@ impl SchedulingLoop {
         let Some(mut queued) = queued else { return };
         let current = self.pods[&pod.uid].clone();
         queued.pod = current;
-        let message = format!("binding rejected: {message}");
-        self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
+        self.report(&queued.pod, message.message, REASON_SCHEDULER_ERROR, None);
         self.queue.add_backoff(queued, self.now());
+    }
+
+    /// Writes the `Scheduled` event of a pod the watch shows bound to the node an
+    /// unanswered binding of this instance named: that binding was written.
+    fn owe_scheduled_event(&mut self, pod: &Pod) {
+        let Some(node) = pod.node_name else { return };
+        if self.maybe_bound.get(&pod.uid) == Some(&node) {
+            self.maybe_bound.remove(&pod.uid);
+            let version = self.writer.versions.of(&pod.uid);
+            self.writer.scheduled(pod, node, version);
+        }
     }
 
     /// Forgets the assumed pods whose binds are still in flight (stopping, or no longer

@@ -48,6 +48,9 @@ pub struct BindFailure {
     pub message: String,
     /// The binder's re-check refused the placement (another instance took the room).
     pub conflict: bool,
+    /// The binding was sent but no answer came back (the connection failed): it may
+    /// have been written.
+    pub outcome_unknown: bool,
 }
 
 /// The outcome of one binding cycle's API part, sent back to the scheduling loop, which
@@ -184,6 +187,20 @@ impl ApiWriter {
         });
     }
 
+    /// The `Scheduled` event of a pod bound to `node` (named at `version`).
+    pub fn scheduled(&self, pod: &Pod, node: Sym, version: Option<String>) {
+        let note = format!(
+            "Successfully assigned {}/{} to {node}",
+            pod.namespace, pod.name
+        );
+        self.event(
+            pod,
+            version,
+            EventText::normal("Scheduled", "Binding", note),
+            None,
+        );
+    }
+
     /// The binding cycle's API part: PreBind, the re-check behind `fences` when instances
     /// share the cluster, then `POST pods/{name}/binding`. The result goes back to the loop.
     pub fn bind(&self, mut cycle: BindingCycle, fences: Vec<String>) {
@@ -198,18 +215,7 @@ impl ApiWriter {
             let result = writer.run_bind(&mut cycle, &fences).await;
             writer.metrics.bind(result.is_ok());
             if result.is_ok() {
-                let pod = cycle.pod();
-                let node = cycle.node();
-                let note = format!(
-                    "Successfully assigned {}/{} to {node}",
-                    pod.namespace, pod.name
-                );
-                writer.event(
-                    pod,
-                    version,
-                    EventText::normal("Scheduled", "Binding", note),
-                    None,
-                );
+                writer.scheduled(cycle.pod(), cycle.node(), version);
             }
             let took = start.elapsed();
             let _ = writer.inputs.send(Input::BindDone(Box::new(BindDone {
@@ -228,10 +234,12 @@ impl ApiWriter {
         let failure = |message: String| BindFailure {
             message,
             conflict: false,
+            outcome_unknown: false,
         };
         let conflict = |message: String| BindFailure {
             message: format!("placement no longer fits: {message}"),
             conflict: true,
+            outcome_unknown: false,
         };
         cycle.pre_bind().map_err(failure)?;
         // VolumeBinding's PreBind: before the fences, as it may wait long for a
@@ -296,7 +304,22 @@ impl ApiWriter {
             )));
         }
         if bound.is_ok() {
-            bound = self.post_binding(cycle).await.map_err(failure);
+            // Upstream's wording for a failed Bind plugin.
+            bound = self.post_binding(cycle).await.map_err(|error| {
+                let outcome_unknown = !matches!(error, kube::Error::Api(_));
+                if outcome_unknown {
+                    // Said once a minute while the server is away, not once per pod.
+                    self.outage
+                        .failed(&format!("could not bind pod {}", pod.key()), &error);
+                }
+                BindFailure {
+                    outcome_unknown,
+                    ..failure(format!(
+                        "running Bind plugin \"DefaultBinder\": {}",
+                        api_message(error)
+                    ))
+                }
+            });
         }
         if bound.is_err() {
             // Upstream's Unreserve, before the pod is forgotten and retried.
@@ -366,7 +389,7 @@ impl ApiWriter {
     }
 
     /// `POST pods/{name}/binding`, with the pod's UID as a precondition.
-    async fn post_binding(&self, cycle: &BindingCycle) -> Result<(), String> {
+    async fn post_binding(&self, cycle: &BindingCycle) -> Result<(), kube::Error> {
         let pod = cycle.pod();
         let binding = Binding {
             metadata: ObjectMeta {
@@ -398,7 +421,6 @@ impl ApiWriter {
             )
             .await
             .map(|_| ())
-            .map_err(api_message)
     }
 
     /// What kube-scheduler writes when a pod could not be scheduled: a `FailedScheduling`

@@ -1066,3 +1066,34 @@ async fn metrics_are_valid_prometheus_text() {
     );
     instance.stop().await.unwrap();
 }
+
+/// A binding written but never answered (the connection failed after the API server
+/// applied it) is a failure to the binder; when the watch then shows the pod bound to that
+/// node, the binding was written, and its `Scheduled` event is written too (against a
+/// real API server restarted mid-backlog: 16 of 2,000 bound pods had none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_whose_answer_was_lost_gets_its_scheduled_event() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.lose_bind_answer("default/web");
+    api.put(PODS, pod("web", 100));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("the Scheduled event", WAIT, || {
+        !events_about(&api, "web", "Scheduled").is_empty()
+    })
+    .await;
+    assert_eq!(node_of(&api, "web").as_deref(), Some("node-0"));
+    assert_eq!(api.binds().len(), 1);
+    let failed = events_about(&api, "web", "FailedScheduling");
+    assert!(
+        failed.iter().all(|e| e["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("running Bind plugin \"DefaultBinder\": ")),
+        "{failed:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(events_about(&api, "web", "Scheduled").len(), 1);
+    instance.stop().await.unwrap();
+}

@@ -286,7 +286,7 @@ async fn a_claim_allocated_elsewhere_meanwhile_fails_the_binding_and_the_pod_is_
     .await;
     assert_eq!(
         events_about(&api, "p", "FailedScheduling")[0]["note"],
-        "binding rejected: running PreBind plugin \"DynamicResources\": claim default/c got allocated elsewhere in the meantime"
+        "running PreBind plugin \"DynamicResources\": claim default/c got allocated elsewhere in the meantime"
     );
     assert_eq!(api.binds(), vec![("default/p".into(), "node-0".into())]);
     instance.stop().await.unwrap();

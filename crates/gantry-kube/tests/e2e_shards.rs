@@ -236,3 +236,28 @@ async fn a_fence_deleted_unseen_is_created_again() {
     assert_eq!(api.binds().len(), 1, "bound at the first try");
     instance.stop().await.unwrap();
 }
+
+/// A shard stopping deletes the fences it moved last, once a waiter would pass them anyway,
+/// rather than leaving them for a minute to other instances (or for ever, if none runs);
+/// another instance's fence stays for that instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_shard_deletes_the_fences_it_moved() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    let mut elsewhere = fence_of("node-1");
+    elsewhere["spec"] = json!({"holderIdentity": "elsewhere"});
+    api.put(LEASES, elsewhere);
+    let instance = start(&api, "a", Shard { index: 0, count: 2 }, None).await;
+    fences_listed(&api).await;
+    api.put(PODS, owned_pod("web", 0));
+    wait_for("web bound", WAIT, || node_of(&api, "web").is_some()).await;
+    let fence = || api.get(LEASES, "gantry-system", "gantry-bind-node-0");
+    assert!(fence().is_some(), "the bind moved node-0's fence");
+    instance.stop().await.unwrap();
+    assert!(fence().is_none(), "the fence outlived the instance");
+    assert!(
+        api.get(LEASES, "gantry-system", "gantry-bind-node-1")
+            .is_some()
+    );
+}

@@ -46,10 +46,15 @@ enum LogFormat {
 }
 
 /// Without RUST_LOG, what kube-scheduler prints at its default verbosity: Gantry's own
-/// info lines (leases, binds that failed) and every warning (objects skipped).
+/// info lines (`run`'s start and stop, leases, binds that failed) and every warning
+/// (objects skipped). kube-runtime's watcher dumps a 403 it meets as a warning: Gantry
+/// says each watch failure itself, in one line naming what to grant.
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,gantry_kube=info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,gantry_kube=info,gantry::run=info,kube_runtime::watcher=error",
+        )
+    });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -158,7 +158,8 @@ async fn stop_signal() {
     {
         let _ = ctrl_c.await;
     }
-    eprintln!("gantry run: stopping (binds in flight finish first)");
+    // Log lines, not plain text, so that `--log-format json` is JSON throughout.
+    tracing::info!("stopping (binds in flight finish first)");
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -176,8 +177,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .iter()
             .map(|p| p.scheduler_name.to_string())
             .collect();
-        eprintln!(
-            "gantry run: {identity} schedules pods named {}{}, deciding as Kubernetes {}",
+        tracing::info!(
+            "{identity} schedules pods named {}{}, deciding as Kubernetes {}",
             names.join(", "),
             if args.leader_elect {
                 " once it holds the leader lease"

@@ -74,6 +74,35 @@ fn the_deployed_configuration_loads() {
     assert!(example.contains("schedulerName: gantry-scheduler"));
 }
 
+/// Every manifest runs the image the Containerfile builds for this version, and none asks
+/// it for a shell it does not have (`FROM scratch`).
+#[test]
+fn the_deployed_containers_run_this_versions_image_without_a_shell() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let image = format!("gantry:{}", env!("CARGO_PKG_VERSION"));
+    let mut containers = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        for document in &documents {
+            let spec = &document["spec"]["template"]["spec"];
+            for container in spec["containers"].as_array().into_iter().flatten() {
+                if !container["image"].as_str().unwrap().starts_with("gantry:") {
+                    continue;
+                }
+                containers += 1;
+                assert_eq!(container["image"], image.as_str(), "{}", path.display());
+                assert!(container["command"].is_null(), "{}", path.display());
+            }
+        }
+    }
+    assert_eq!(
+        containers, 2,
+        "gantry.yaml's Deployment and sweep-job.yaml's Job"
+    );
+}
+
 /// Without RUST_LOG, warnings reach the user: an API server that cannot be reached is
 /// said, not retried in silence (as objects `run` cannot decode are said, at the same level).
 #[test]
@@ -119,7 +148,7 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> (String, String) {
 
 /// A server that refuses connections: a warning per attempt, then one error line naming
 /// it and a non-zero exit; logs written to a pipe carry no colour codes, and
-/// `--log-format json` writes one JSON object per log line.
+/// `--log-format json` writes nothing but JSON objects before the closing error line.
 #[test]
 fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -158,11 +187,26 @@ fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     let out = json.wait_with_output().unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
-    let logged: Vec<serde_json::Value> = err
+    // Every line is a log object (the start line, naming the release, too) but the
+    // closing error line.
+    let (last, lines) = err
+        .trim_end()
         .lines()
-        .filter(|l| l.starts_with('{'))
+        .collect::<Vec<_>>()
+        .split_last()
+        .map(|(l, r)| (*l, r.to_vec()))
+        .unwrap();
+    assert!(last.starts_with("error: "), "{err}");
+    let logged: Vec<serde_json::Value> = lines
+        .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
+    assert!(
+        logged.iter().any(|l| l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deciding as Kubernetes v1.35"))),
+        "{err}"
+    );
     let warnings: Vec<&serde_json::Value> =
         logged.iter().filter(|l| l["level"] == "WARN").collect();
     assert_eq!(warnings.len(), 4, "{err}");

@@ -69,6 +69,9 @@ pub struct Faults {
     pub unserved: Vec<String>,
     /// What `GET /version` answers (`gitVersion`), if anything.
     pub version: Option<String>,
+    /// Binds of these pods (namespace/name) are applied, then the connection fails
+    /// before the answer is read, as when an API server dies after writing to etcd.
+    pub lose_bind_answer: Vec<String>,
 }
 
 struct Inner {
@@ -419,6 +422,15 @@ impl TestApiServer {
 
     pub fn clear_failures(&self) {
         self.inner.faults.lock().fail.clear();
+    }
+
+    /// The next bind of `namespace/name` is applied, and its answer lost.
+    pub fn lose_bind_answer(&self, pod: &str) {
+        self.inner
+            .faults
+            .lock()
+            .lose_bind_answer
+            .push(pod.to_string());
     }
 
     /// Binds of `namespace/name` wait `delay` before they are applied.
@@ -1063,7 +1075,22 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
     merge_patch(&mut pod, &scheduled, true);
     let (_, change) = store.write(pod_key, pod, EventType::Modified);
     let _ = inner.changes.send(change);
-    inner.binds.lock().push((full_name, node.to_string()));
+    inner
+        .binds
+        .lock()
+        .push((full_name.clone(), node.to_string()));
+    let lost = {
+        let mut faults = inner.faults.lock();
+        let before = faults.lose_bind_answer.len();
+        faults.lose_bind_answer.retain(|p| *p != full_name);
+        faults.lose_bind_answer.len() != before
+    };
+    if lost {
+        let broken = futures::stream::once(async {
+            Err::<Bytes, std::io::Error>(std::io::Error::other("connection reset"))
+        });
+        return Response::new(Body::from_stream(broken));
+    }
     (
         StatusCode::CREATED,
         axum::Json(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})),
