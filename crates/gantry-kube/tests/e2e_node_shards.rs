@@ -250,3 +250,87 @@ async fn a_nomination_to_another_shards_node_is_not_followed() {
     assert_eq!(node_of(&api, "web"), Some(own));
     a.stop().await.unwrap();
 }
+
+/// A pod labelled `app` asking, per kind: one host port, required anti-affinity over the
+/// zone, or DoNotSchedule spread over the zone with skew 1.
+fn constrained(name: &str, app: &str) -> Value {
+    let mut p = pod(name, 100);
+    p["metadata"]["labels"] = json!({ "app": app });
+    let selector = json!({"matchLabels": {"app": app}});
+    match app {
+        "port" => {
+            p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}])
+        }
+        "alone" => {
+            p["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "topology.kubernetes.io/zone"}]}})
+        }
+        _ => {
+            p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector}])
+        }
+    }
+    p
+}
+
+/// Shards dividing the nodes still serialise what reaches across nodes: with every bind
+/// slow, both shards decide on the same empty zones at once, yet no zone holds two pods of
+/// an anti-affine set, the spread's zones differ by at most one, and no node has the host
+/// port twice (checked on the bound state, not with Gantry's plugins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constraints_across_nodes_hold_when_shards_divide_the_nodes() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let zones = ["a", "b", "c"];
+    for shard in 0..SHARDS {
+        for k in 0..6 {
+            api.put(NODES, node(&node_owned_by(shard, k), 8000, zones[k % 3]));
+        }
+    }
+    api.set_bind_delay(std::time::Duration::from_millis(300));
+    let apps = [("port", 16), ("alone", 6), ("spread", 12)];
+    for (app, count) in apps {
+        for i in 0..count {
+            api.put(PODS, constrained(&format!("{app}-{i}"), app));
+        }
+    }
+    let (a, b) = tokio::join!(start_dividing_nodes(&api, 0), start_dividing_nodes(&api, 1));
+    // 12 nodes hold 12 port pods, 3 zones 3 anti-affine ones; everything else fits.
+    wait_for("every pod that can be bound bound", WAIT, || {
+        api.binds().len() == 12 + 3 + 12
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let zone_of = |node: &str| {
+        api.get(NODES, "", node).unwrap()["metadata"]["labels"]["topology.kubernetes.io/zone"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let placed = |app: &str, count: usize| -> Vec<String> {
+        (0..count)
+            .filter_map(|i| node_of(&api, &format!("{app}-{i}")))
+            .collect()
+    };
+    let ports = placed("port", 16);
+    let mut distinct = ports.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((ports.len(), distinct.len()), (12, 12), "{ports:?}");
+    let mut alone: Vec<String> = placed("alone", 6).iter().map(|n| zone_of(n)).collect();
+    alone.sort();
+    assert_eq!(alone, ["a", "b", "c"]);
+    let spread = placed("spread", 12);
+    let per_zone: Vec<usize> = zones
+        .iter()
+        .map(|z| spread.iter().filter(|n| zone_of(n) == *z).count())
+        .collect();
+    assert_eq!(spread.len(), 12);
+    assert!(
+        per_zone.iter().max().unwrap() - per_zone.iter().min().unwrap() <= 1,
+        "{per_zone:?}"
+    );
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
