@@ -119,6 +119,20 @@ fn lease_namespace(args: &RunArgs, client: &kube::Client) -> String {
         .unwrap_or_else(|| client.default_namespace().to_string())
 }
 
+/// The leader Lease's name: `--lease-name`, and with several shards the shard too
+/// (`gantry-1-of-2`), so that each shard elects its own leader among its replicas rather
+/// than all shards one.
+fn lease_name(args: &RunArgs) -> String {
+    if args.shard.is_shared() {
+        format!(
+            "{}-{}-of-{}",
+            args.lease_name, args.shard.index, args.shard.count
+        )
+    } else {
+        args.lease_name.clone()
+    }
+}
+
 /// This process's name in the lease and in events: the host name and a unique suffix,
 /// as client-go's leader election names candidates.
 fn identity() -> String {
@@ -195,7 +209,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             identity,
             leader_election: args
                 .leader_elect
-                .then(|| LeaderElection::new(&lease_namespace, &args.lease_name)),
+                .then(|| LeaderElection::new(&lease_namespace, &lease_name(&args))),
             metrics_addr: Some(args.metrics_addr),
             shard: args.shard,
             divide: args.shard_by,
@@ -254,5 +268,21 @@ mod tests {
             .run;
         assert_eq!(lease_namespace(&named, &client), "gantry-system");
         assert!(Cli::try_parse_from(["run", "--lease-namespace", ""]).is_err());
+    }
+
+    /// Replicas of one shard share a lease; shards do not.
+    #[test]
+    fn each_shard_elects_its_own_leader() {
+        use clap::Parser;
+        let name = |argv: &[&str]| lease_name(&Cli::try_parse_from(argv).unwrap().run);
+        assert_eq!(name(&["run", "--leader-elect"]), DEFAULT_NAME);
+        assert_eq!(
+            name(&["run", "--leader-elect", "--shard", "1/2"]),
+            format!("{DEFAULT_NAME}-1-of-2")
+        );
+        assert_eq!(
+            name(&["run", "--lease-name", "x", "--shard", "0/3"]),
+            "x-0-of-3"
+        );
     }
 }
