@@ -40,6 +40,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use parking_lot::Mutex;
 
+use crate::Input;
+use crate::fence_scope::NODE_FENCE_PREFIX;
 use crate::writes::api_message;
 
 /// The annotation naming the UID of the last pod bound behind the fence.
@@ -93,6 +95,9 @@ pub struct Fences {
     /// One turn per fence among this instance's own binders: they queue here rather
     /// than race each other through the API.
     turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Shards dividing the nodes: where to say that another instance moved a node fence
+    /// (it divides the pods, and may bind onto this shard's nodes unseen).
+    mixed_modes: Option<std::sync::mpsc::Sender<Input>>,
 }
 
 /// Why a binder could not take its turn behind its fences.
@@ -145,6 +150,7 @@ impl Fences {
         identity: &str,
         idle: Duration,
         stop: tokio::sync::watch::Receiver<bool>,
+        mixed_modes: Option<std::sync::mpsc::Sender<Input>>,
     ) -> Fences {
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let fences = Fences {
@@ -157,6 +163,7 @@ impl Fences {
             unmoved_since: Arc::default(),
             idle,
             turns: Arc::default(),
+            mixed_modes,
         };
         tokio::spawn(fences.clone().watch(listed_tx, stop.clone()));
         tokio::spawn(fences.clone().sweep_every(stop));
@@ -178,7 +185,9 @@ impl Fences {
                 _ = stop.wait_for(|s| *s) => return,
             };
             match event {
-                Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
+                Some(Ok(watcher::Event::InitApply(lease))) => self.remember(lease),
+                Some(Ok(watcher::Event::Apply(lease))) => {
+                    self.check_mode(&lease);
                     self.remember(lease)
                 }
                 Some(Ok(watcher::Event::Delete(lease))) => {
@@ -193,6 +202,27 @@ impl Fences {
                 Some(Err(error)) => tracing::debug!(%error, "fence watch failed; retrying"),
                 None => return,
             }
+        }
+    }
+
+    /// Shards dividing the nodes move no node fence: one moved now (not one left from
+    /// before, which the first list shows) is a live instance dividing the pods, which
+    /// may bind onto this shard's nodes unseen. Nothing safe is left to do but stop.
+    fn check_mode(&self, lease: &Lease) {
+        let Some(mixed_modes) = &self.mixed_modes else {
+            return;
+        };
+        let name = lease.metadata.name.as_deref().unwrap_or("");
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            .unwrap_or("");
+        if name.starts_with(NODE_FENCE_PREFIX) && holder != self.identity {
+            let _ = mixed_modes.send(Input::Fatal(format!(
+                "instance {holder:?} moved the bind fence {}/{name}: it divides the pods (--shard-by pods) where this one divides the nodes; give every shard the same --shard-by, or two may bind onto one node",
+                self.namespace
+            )));
         }
     }
 

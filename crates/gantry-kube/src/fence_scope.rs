@@ -15,10 +15,13 @@ use gantry_api::{Node, Pod, PodAffinityTerm, Sym, WhenUnsatisfiable};
 /// The hostname key: its domain is the node, which the node's fence already covers.
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
+/// What every node fence's name starts with.
+pub const NODE_FENCE_PREFIX: &str = "gantry-bind-";
+
 /// The fence of one node (the name kept from the first fences, so that an upgrade
 /// serialises with instances still running the older release).
 pub fn node_fence(node: Sym) -> String {
-    let name = format!("gantry-bind-{node}");
+    let name = format!("{NODE_FENCE_PREFIX}{node}");
     if name.len() <= 253 {
         name
     } else {

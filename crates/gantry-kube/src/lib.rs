@@ -308,6 +308,7 @@ pub async fn run(
             &options.identity,
             options.fence_idle,
             stop_rx.clone(),
+            (options.divide == Divide::Nodes).then(|| inputs.clone()),
         )
     });
     let writer = ApiWriter::new(WriterSetup {

@@ -334,3 +334,35 @@ async fn constraints_across_nodes_hold_when_shards_divide_the_nodes() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+/// A shard dividing the nodes that sees another instance move a node fence (an instance
+/// dividing the pods, which may bind onto its nodes unseen) stops with one line saying
+/// so; a fence left from before, which its first list shows, is no such sign.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_dividing_the_nodes_stops_beside_one_dividing_the_pods() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    let fence = |node: &str| {
+        json!({"metadata": {"name": format!("gantry-bind-{node}"), "namespace": "gantry-system",
+            "labels": {"gantry.dev/fence": "bind"}}, "spec": {"holderIdentity": "elsewhere"}})
+    };
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(apiserver::resources::LEASES, fence("node-0"));
+    let a = start_dividing_nodes(&api, 0).await;
+    api.put(PODS, pod_starting_at("web", 100, 0));
+    wait_for("web bound", WAIT, || node_of(&api, "web").is_some()).await;
+    assert!(
+        !a.handle.is_finished(),
+        "a fence left from before stopped it"
+    );
+    api.put(apiserver::resources::LEASES, fence("node-0"));
+    let ended = tokio::time::timeout(WAIT, a.handle)
+        .await
+        .expect("it stops");
+    let message = ended.unwrap().unwrap_err().to_string();
+    assert!(
+        message.contains("\"elsewhere\" moved the bind fence gantry-system/gantry-bind-node-0")
+            && message.contains("give every shard the same --shard-by"),
+        "{message}"
+    );
+}
