@@ -8,11 +8,10 @@
 use gantry_api::Pod;
 
 /// What instances sharing a cluster divide between them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Divide {
     /// Every shard places its pods (a hash of the UID) on any node, behind a fence per
     /// node (docs/shared-state.md).
-    #[default]
     Pods,
     /// Every shard places pods on its own nodes (a hash of the name) only: the only
     /// writer on them, it needs no node fence. A pod starts at the shard its UID hashes

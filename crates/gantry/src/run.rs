@@ -46,11 +46,11 @@ pub struct RunArgs {
     /// This instance's share when several schedule the same pods: I/N (0-based).
     #[arg(long, default_value = "0/1", value_parser = Shard::parse)]
     shard: Shard,
-    /// What shards divide: `pods` (each shard places its pods on any node, behind a bind
-    /// fence per node: one more write per bind) or `nodes` (each shard places pods on its
-    /// own nodes only, with no node fence; a pod that fits none is handed on to the next
-    /// shard). Every shard must be given the same.
-    #[arg(long, default_value = "pods", value_parser = Divide::parse)]
+    /// What shards divide: `nodes` (each shard places pods on its own nodes only, with no
+    /// node fence; a pod that fits none is handed on to the next shard) or `pods` (each
+    /// shard places its pods on any node, behind a bind fence per node: one more write
+    /// per bind). Every shard must be given the same.
+    #[arg(long, default_value = "nodes", value_parser = Divide::parse)]
     shard_by: Divide,
     /// Seeds tie-breaking among equally scored nodes.
     #[arg(long, default_value_t = 0)]

@@ -114,11 +114,17 @@ fn warnings_are_printed_at_the_default_log_level() {
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
     )
     .unwrap();
-    let mut child = common::command(&["run", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .env_remove("RUST_LOG")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::command(&[
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .env_remove("RUST_LOG")
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
     child.kill().ok();
     let out = child.wait_with_output().unwrap();
