@@ -106,7 +106,12 @@ pub struct Events {
     normal: mpsc::Sender<EventRecord>,
     warnings: mpsc::Sender<EventRecord>,
     dropped: Arc<AtomicU64>,
+    /// When a drop was last said: at most once a minute, however many are dropped.
+    said: Arc<Mutex<Option<Instant>>>,
 }
+
+/// How often dropped events are said while they are being dropped.
+const SAY_DROPS_EVERY: Duration = Duration::from_secs(60);
 
 impl Events {
     /// Starts the writer on the current runtime. `instance` names this instance in each
@@ -127,11 +132,12 @@ impl Events {
             normal,
             warnings,
             dropped: Arc::new(AtomicU64::new(0)),
+            said: Arc::default(),
         }
     }
 
-    /// Queues the event; drops it (counted, and said once per thousand) when its queue is
-    /// full, as client-go's broadcaster drops when its channel is.
+    /// Queues the event; drops it (counted, and said at most once a minute) when its
+    /// queue is full, as client-go's broadcaster drops when its channel is.
     pub fn record(&self, event: EventRecord) {
         let queue = if event.type_ == "Normal" {
             &self.normal
@@ -139,11 +145,13 @@ impl Events {
             &self.warnings
         };
         if queue.try_send(event).is_err() {
-            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
-            if dropped.is_multiple_of(1000) {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut said = self.said.lock();
+            if said.is_none_or(|at| at.elapsed() >= SAY_DROPS_EVERY) {
+                *said = Some(Instant::now());
                 tracing::warn!(
-                    dropped_so_far = dropped + 1,
-                    "event queue full ({MAX_QUEUED}): events dropped while the API server is slow or away (said again after every 1000 more)"
+                    dropped_so_far = dropped,
+                    "event queue full ({MAX_QUEUED}): events dropped while the API server is slow or away (said at most once a minute)"
                 );
             }
         }
@@ -349,6 +357,11 @@ impl Writer {
         fresh.metadata.resource_version = None;
         match api.create(&PostParams::default(), &fresh).await {
             Ok(_) => Outcome::Written,
+            // A try whose answer was lost had written it (its name is its own).
+            Err(kube::Error::Api(status)) if status.code == 409 && !series => {
+                tracing::debug!(event = %name, "event already written");
+                Outcome::Written
+            }
             Err(error) => Outcome::from_error(error, series),
         }
     }

@@ -183,7 +183,7 @@ fn describe_tls(server: &str, error: &rustls::Error) -> Failure {
 /// fences), which no retry mends.
 pub fn lease_forbidden(what: &str, namespace: &str, message: &str) -> String {
     format!(
-        "Gantry may not write {what} in namespace {namespace} (403 Forbidden: {message}): grant get, create and update on coordination.k8s.io leases there (deploy/gantry.yaml's Role does, in gantry-system), or pass --lease-namespace"
+        "Gantry may not {what} in namespace {namespace} (403 Forbidden: {message}): grant get, list, watch, create, update and delete on coordination.k8s.io leases there (deploy/gantry.yaml's Role does, in gantry-system), or pass --lease-namespace"
     )
 }
 

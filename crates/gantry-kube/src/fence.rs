@@ -95,9 +95,11 @@ pub struct Fences {
     /// One turn per fence among this instance's own binders: they queue here rather
     /// than race each other through the API.
     turns: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-    /// Shards dividing the nodes: where to say that another instance moved a node fence
-    /// (it divides the pods, and may bind onto this shard's nodes unseen).
-    mixed_modes: Option<std::sync::mpsc::Sender<Input>>,
+    /// Where to say what no retry mends: the fences may not be read (403), or (shards
+    /// dividing the nodes) another instance moved a node fence.
+    fatal: std::sync::mpsc::Sender<Input>,
+    /// Whether this shard divides the nodes (it moves no node fence of its own).
+    divides_nodes: bool,
 }
 
 /// Why a binder could not take its turn behind its fences.
@@ -150,7 +152,8 @@ impl Fences {
         identity: &str,
         idle: Duration,
         stop: tokio::sync::watch::Receiver<bool>,
-        mixed_modes: Option<std::sync::mpsc::Sender<Input>>,
+        fatal: std::sync::mpsc::Sender<Input>,
+        divides_nodes: bool,
     ) -> Fences {
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let fences = Fences {
@@ -163,7 +166,8 @@ impl Fences {
             unmoved_since: Arc::default(),
             idle,
             turns: Arc::default(),
-            mixed_modes,
+            fatal,
+            divides_nodes,
         };
         tokio::spawn(fences.clone().watch(listed_tx, stop.clone()));
         tokio::spawn(fences.clone().sweep_every(stop));
@@ -199,6 +203,19 @@ impl Fences {
                     listed.send_replace(true);
                 }
                 Some(Ok(_)) => {}
+                // At start, not at the first bind that needs a fence (with shards
+                // dividing the nodes, only cross-node constraints need one).
+                Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status))))
+                    if status.code == 403 =>
+                {
+                    let forbidden = crate::failure::lease_forbidden(
+                        "list the bind fences",
+                        &self.namespace,
+                        &status.message,
+                    );
+                    let _ = self.fatal.send(Input::Fatal(forbidden));
+                    return;
+                }
                 Some(Err(error)) => tracing::debug!(%error, "fence watch failed; retrying"),
                 None => return,
             }
@@ -209,9 +226,9 @@ impl Fences {
     /// before, which the first list shows) is a live instance dividing the pods, which
     /// may bind onto this shard's nodes unseen. Nothing safe is left to do but stop.
     fn check_mode(&self, lease: &Lease) {
-        let Some(mixed_modes) = &self.mixed_modes else {
+        if !self.divides_nodes {
             return;
-        };
+        }
         let name = lease.metadata.name.as_deref().unwrap_or("");
         let holder = lease
             .spec
@@ -219,7 +236,7 @@ impl Fences {
             .and_then(|s| s.holder_identity.as_deref())
             .unwrap_or("");
         if name.starts_with(NODE_FENCE_PREFIX) && holder != self.identity {
-            let _ = mixed_modes.send(Input::Fatal(format!(
+            let _ = self.fatal.send(Input::Fatal(format!(
                 "instance {holder:?} moved the bind fence {}/{name}: it divides the pods (--shard-by pods) where this one divides the nodes; give every shard the same --shard-by, or two may bind onto one node",
                 self.namespace
             )));
@@ -274,7 +291,7 @@ impl Fences {
         match error {
             kube::Error::Api(status) if status.code == 403 => {
                 Refused::Forbidden(crate::failure::lease_forbidden(
-                    "the bind fences",
+                    "write the bind fences",
                     &self.namespace,
                     &status.message,
                 ))

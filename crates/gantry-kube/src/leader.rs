@@ -134,7 +134,7 @@ impl Elector {
     fn forbidden(&self, error: &kube::Error) -> Option<String> {
         match error {
             kube::Error::Api(status) if status.code == 403 => Some(lease_forbidden(
-                &format!("the leader lease {}", self.config.lease_name),
+                &format!("write the leader lease {}", self.config.lease_name),
                 &self.config.namespace,
                 &status.message,
             )),

@@ -308,7 +308,8 @@ pub async fn run(
             &options.identity,
             options.fence_idle,
             stop_rx.clone(),
-            (options.divide == Divide::Nodes).then(|| inputs.clone()),
+            inputs.clone(),
+            options.divide == Divide::Nodes,
         )
     });
     let writer = ApiWriter::new(WriterSetup {

@@ -48,8 +48,8 @@ pub struct BindFailure {
     pub message: String,
     /// The binder's re-check refused the placement (another instance took the room).
     pub conflict: bool,
-    /// The binding was sent but no answer came back (the connection failed): it may
-    /// have been written.
+    /// The binding was sent but no answer came back (the connection failed), or the
+    /// server failed it (5xx: a timeout, a restart): it may have been written.
     pub outcome_unknown: bool,
 }
 
@@ -306,7 +306,10 @@ impl ApiWriter {
         if bound.is_ok() {
             // Upstream's wording for a failed Bind plugin.
             bound = self.post_binding(cycle).await.map_err(|error| {
-                let outcome_unknown = !matches!(error, kube::Error::Api(_));
+                let outcome_unknown = match &error {
+                    kube::Error::Api(status) => status.code >= 500,
+                    _ => true,
+                };
                 if outcome_unknown {
                     // Said once a minute while the server is away, not once per pod.
                     self.outage

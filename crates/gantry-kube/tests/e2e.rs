@@ -1068,15 +1068,22 @@ async fn metrics_are_valid_prometheus_text() {
 }
 
 /// A binding written but never answered (the connection failed after the API server
-/// applied it) is a failure to the binder; when the watch then shows the pod bound to that
-/// node, the binding was written, and its `Scheduled` event is written too (against a
-/// real API server restarted mid-backlog: 16 of 2,000 bound pods had none).
+/// applied it), or answered with a 500 though written, is a failure to the binder; when
+/// the watch then shows the pod bound to that node, the binding was written, and its
+/// `Scheduled` event is written too (against a real API server killed and restarted
+/// mid-backlog: 16, then 51, of 2,000 bound pods had none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_whose_answer_was_lost_gets_its_scheduled_event() {
+    for as_500 in [false, true] {
+        a_bind_whose_answer_was_lost_gets_its_scheduled_event_when(as_500).await;
+    }
+}
+
+async fn a_bind_whose_answer_was_lost_gets_its_scheduled_event_when(as_500: bool) {
     init_tracing();
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 4000, "a"));
-    api.lose_bind_answer("default/web");
+    api.lose_bind_answer("default/web", as_500);
     api.put(PODS, pod("web", 100));
     let instance = start(&api, "solo", Shard::WHOLE, None).await;
     wait_for("the Scheduled event", WAIT, || {

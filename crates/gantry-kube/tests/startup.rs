@@ -181,10 +181,13 @@ async fn a_forbidden_leader_lease_ends_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_bind_fence_is_not_a_conflict_and_ends_the_run() {
     let api = TestApiServer::start().await;
-    api.forbid("/namespaces/gantry-system/leases");
+    // Listed and watched, not written.
+    api.forbid("POST /namespaces/gantry-system/leases");
+    api.forbid("PUT /namespaces/gantry-system/leases");
     api.put(NODES, node("node-0", 4000, "a"));
     // Shard 0 of 2 uses the fences; this pod's UID is its.
     let shard = Shard::parse("0/2").unwrap();
+    let divide = gantry_kube::Divide::Pods;
     let uid = (0..)
         .map(|i| format!("uid-{i}"))
         .find(|uid| shard.owns(uid))
@@ -194,6 +197,7 @@ async fn a_forbidden_bind_fence_is_not_a_conflict_and_ends_the_run() {
     api.put(PODS, web);
     let instance = launch(RunOptions {
         shard,
+        divide,
         ..options(api.client(), &api.url())
     })
     .await;
@@ -249,4 +253,26 @@ async fn a_forbidden_dra_kind_ends_the_run() {
     api.forbid("/apis/resource.k8s.io/v1/resourceclaims");
     let message = failure_of(options(api.client(), &api.url())).await;
     assert_one_line(&message, &[&api.url(), "403 Forbidden", "resourceclaims"]);
+}
+
+/// Bind fences Gantry may not even list: the run ends at start, with one line, even when
+/// shards divide the nodes and no pod yet needs a fence (it would fail at the first pod
+/// with a constraint across nodes, much later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_that_may_not_be_listed_end_the_run_at_start() {
+    let api = TestApiServer::start().await;
+    api.forbid("/namespaces/gantry-system/leases");
+    let message = failure_of(RunOptions {
+        shard: Shard::parse("1/2").unwrap(),
+        divide: gantry_kube::Divide::Nodes,
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    assert_one_line(
+        &message,
+        &[
+            "may not list the bind fences in namespace gantry-system",
+            "403 Forbidden",
+        ],
+    );
 }

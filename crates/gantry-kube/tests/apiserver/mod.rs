@@ -62,7 +62,8 @@ pub struct Faults {
     pub slow_writes: Vec<(String, Duration, u32)>,
     /// Every request is refused with 401, as for a token the server does not know.
     pub unauthorized: bool,
-    /// Requests whose path contains one of these are refused with 403, as RBAC refuses.
+    /// Requests whose path contains one of these (`METHOD text`: of that method) are
+    /// refused with 403, as RBAC refuses.
     pub forbid: Vec<String>,
     /// Paths starting with one of these are not served: 404 with kube-apiserver's plain
     /// `404 page not found`, as for an API group an older release does not have.
@@ -70,8 +71,9 @@ pub struct Faults {
     /// What `GET /version` answers (`gitVersion`), if anything.
     pub version: Option<String>,
     /// Binds of these pods (namespace/name) are applied, then the connection fails
-    /// before the answer is read, as when an API server dies after writing to etcd.
-    pub lose_bind_answer: Vec<String>,
+    /// before the answer is read (`false`), as when an API server dies after writing to
+    /// etcd, or the answer is a 500 (`true`), as for a write that timed out yet landed.
+    pub lose_bind_answer: Vec<(String, bool)>,
 }
 
 struct Inner {
@@ -424,13 +426,14 @@ impl TestApiServer {
         self.inner.faults.lock().fail.clear();
     }
 
-    /// The next bind of `namespace/name` is applied, and its answer lost.
-    pub fn lose_bind_answer(&self, pod: &str) {
+    /// The next bind of `namespace/name` is applied, and its answer lost (or, with
+    /// `as_500`, answered with a 500).
+    pub fn lose_bind_answer(&self, pod: &str, as_500: bool) {
         self.inner
             .faults
             .lock()
             .lose_bind_answer
-            .push(pod.to_string());
+            .push((pod.to_string(), as_500));
     }
 
     /// Binds of `namespace/name` wait `delay` before they are applied.
@@ -489,7 +492,12 @@ fn injected_failure(inner: &Inner, method: &Method, path: &str) -> Option<Respon
             "Unauthorized".into(),
         ));
     }
-    if faults.forbid.iter().any(|f| path.contains(f.as_str())) {
+    let forbidden = |f: &String| match f.split_once(' ') {
+        // `METHOD path`: that method only.
+        Some((verb, text)) => method.as_str() == verb && path.contains(text),
+        None => path.contains(f.as_str()),
+    };
+    if faults.forbid.iter().any(forbidden) {
         let target = resources::parse(path.split('?').next().unwrap_or(path));
         let (resource, group, namespace) = target.map_or(("", "", String::new()), |t| {
             (
@@ -1081,15 +1089,27 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
         .push((full_name.clone(), node.to_string()));
     let lost = {
         let mut faults = inner.faults.lock();
-        let before = faults.lose_bind_answer.len();
-        faults.lose_bind_answer.retain(|p| *p != full_name);
-        faults.lose_bind_answer.len() != before
+        let lost = faults
+            .lose_bind_answer
+            .iter()
+            .position(|(p, _)| *p == full_name);
+        lost.map(|i| faults.lose_bind_answer.remove(i).1)
     };
-    if lost {
-        let broken = futures::stream::once(async {
-            Err::<Bytes, std::io::Error>(std::io::Error::other("connection reset"))
-        });
-        return Response::new(Body::from_stream(broken));
+    match lost {
+        Some(true) => {
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "Internal error occurred: context deadline exceeded".into(),
+            );
+        }
+        Some(false) => {
+            let broken = futures::stream::once(async {
+                Err::<Bytes, std::io::Error>(std::io::Error::other("connection reset"))
+            });
+            return Response::new(Body::from_stream(broken));
+        }
+        None => {}
     }
     (
         StatusCode::CREATED,
