@@ -60,10 +60,12 @@ pub struct SchedulingLoop {
     /// Shards dividing the nodes: the hop count at which this shard, the last of the
     /// pod's round, reported the pod unschedulable (its next failure here hands it on).
     pub rounds_reported: HashMap<Arc<str>, u64>,
-    /// Pods whose binding was sent to a node but never answered (the connection failed):
-    /// if the watch shows one bound there, that binding was written, and its `Scheduled`
-    /// event is owed.
-    pub maybe_bound: HashMap<Arc<str>, Sym>,
+    /// Pods whose bindings were sent but never answered (the connection failed), with
+    /// every node they named: if the watch shows one bound to any of them, that binding
+    /// was written, and its `Scheduled` event is owed. Every node, not the last: the
+    /// retries of an outage fail unanswered too, on other nodes, after the first landed
+    /// (against a real API server killed mid-backlog, 46 of 2,000 went without).
+    pub maybe_bound: HashMap<Arc<str>, Vec<Sym>>,
     /// Kinds listed at least once; the loop schedules only once all watched are.
     pub synced: HashSet<Kind>,
     pub watched: Vec<Kind>,
@@ -617,7 +619,10 @@ impl SchedulingLoop {
         if failure.outcome_unknown {
             // The outage is reported once a minute by the writer, not once per pod.
             tracing::debug!(pod = %pod.key(), %message, "bind unanswered; the pod goes back to the queue");
-            self.maybe_bound.insert(pod.uid.clone(), node);
+            let nodes = self.maybe_bound.entry(pod.uid.clone()).or_default();
+            if !nodes.contains(&node) {
+                nodes.push(node);
+            }
         } else {
             tracing::info!(pod = %pod.key(), %message, conflict = failure.conflict, "bind failed; the pod goes back to the queue");
         }
@@ -649,7 +654,11 @@ impl SchedulingLoop {
     /// unanswered binding of this instance named: that binding was written.
     fn owe_scheduled_event(&mut self, pod: &Pod) {
         let Some(node) = pod.node_name else { return };
-        if self.maybe_bound.get(&pod.uid) == Some(&node) {
+        if self
+            .maybe_bound
+            .get(&pod.uid)
+            .is_some_and(|nodes| nodes.contains(&node))
+        {
             self.maybe_bound.remove(&pod.uid);
             let version = self.writer.versions.of(&pod.uid);
             self.writer.scheduled(pod, node, version);

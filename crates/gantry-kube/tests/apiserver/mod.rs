@@ -74,6 +74,12 @@ pub struct Faults {
     /// before the answer is read (`false`), as when an API server dies after writing to
     /// etcd, or the answer is a 500 (`true`), as for a write that timed out yet landed.
     pub lose_bind_answer: Vec<(String, bool)>,
+    /// Changes of these pods (namespace/name), their binds included, are applied but kept
+    /// from the watches until [`TestApiServer::reveal_hidden`], as a watch closed by a
+    /// restart shows them late.
+    pub hide_bind: Vec<String>,
+    /// The changes so kept.
+    pub hidden: Vec<Change>,
 }
 
 struct Inner {
@@ -95,6 +101,24 @@ struct Inner {
     connections: Arc<serve::Connections>,
     /// Writes whose path contains the text, counted while in flight: (text, now, peak).
     write_gauges: Mutex<Vec<(String, Arc<InFlight>)>>,
+}
+
+impl Inner {
+    /// Sends a change to the watches, unless it is of a pod kept from them.
+    fn broadcast(&self, change: Change) {
+        if change.resource == resources::PODS {
+            let mut faults = self.faults.lock();
+            let name = change.object["metadata"]["name"].as_str().unwrap_or("");
+            if faults
+                .hide_bind
+                .contains(&format!("{}/{name}", change.namespace))
+            {
+                faults.hidden.push(change);
+                return;
+            }
+        }
+        let _ = self.changes.send(change);
+    }
 }
 
 /// Requests in flight now, and the most at once.
@@ -287,7 +311,7 @@ impl TestApiServer {
             kind == EventType::Added,
         );
         let (stored, change) = store.write(key, object, kind);
-        let _ = self.inner.changes.send(change);
+        self.inner.broadcast(change);
         stored
     }
 
@@ -310,7 +334,7 @@ impl TestApiServer {
             return false;
         };
         let (_, change) = store.write(key, object, EventType::Deleted);
-        let _ = self.inner.changes.send(change);
+        self.inner.broadcast(change);
         true
     }
 
@@ -424,6 +448,24 @@ impl TestApiServer {
 
     pub fn clear_failures(&self) {
         self.inner.faults.lock().fail.clear();
+    }
+
+    /// Changes of `namespace/name` (its binds included) are applied without the watches
+    /// seeing them, until [`Self::reveal_hidden`].
+    pub fn hide_bind(&self, pod: &str) {
+        self.inner.faults.lock().hide_bind.push(pod.to_string());
+    }
+
+    /// The watches see the changes kept from them, and every change from now on.
+    pub fn reveal_hidden(&self) {
+        let hidden = {
+            let mut faults = self.inner.faults.lock();
+            faults.hide_bind.clear();
+            std::mem::take(&mut faults.hidden)
+        };
+        for change in hidden {
+            self.inner.broadcast(change);
+        }
     }
 
     /// The next bind of `namespace/name` is applied, and its answer lost (or, with
@@ -758,7 +800,7 @@ fn create(inner: &Inner, target: &Target, body: &Bytes) -> Response {
     }
     prepare(&mut store, target.resource, &namespace, &mut object, true);
     let (stored, change) = store.write(key, object, EventType::Added);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     (StatusCode::CREATED, axum::Json(stored)).into_response()
 }
 
@@ -793,7 +835,7 @@ fn replace(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response
     }
     prepare(&mut store, target.resource, &namespace, &mut object, false);
     let (stored, change) = store.write(key, object, EventType::Modified);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     axum::Json(stored).into_response()
 }
 
@@ -860,7 +902,7 @@ fn replace_claim_status(inner: &Inner, target: &Target, name: &str, body: &Bytes
     {
         merge_patch(&mut other, &patch, false);
         let (_, change) = store.write(key.clone(), other, EventType::Modified);
-        let _ = inner.changes.send(change);
+        inner.broadcast(change);
     }
     let Some(current) = store.objects.get(&key).cloned() else {
         return not_found(target, name);
@@ -879,7 +921,7 @@ fn replace_claim_status(inner: &Inner, target: &Target, name: &str, body: &Bytes
         return invalid(target, name, &cause);
     }
     let (stored, change) = store.write(key, object, EventType::Modified);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     axum::Json(stored).into_response()
 }
 
@@ -948,7 +990,7 @@ fn patch(
     }
     prepare(&mut store, target.resource, &namespace, &mut object, false);
     let (stored, change) = store.write(key, object, EventType::Modified);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     axum::Json(stored).into_response()
 }
 
@@ -987,11 +1029,11 @@ fn delete(inner: &Inner, target: &Target, name: &str, body: &Bytes) -> Response 
             terminating["metadata"]["deletionGracePeriodSeconds"] = json!(30);
         }
         let (stored, change) = store.write(key, terminating, EventType::Modified);
-        let _ = inner.changes.send(change);
+        inner.broadcast(change);
         return axum::Json(stored).into_response();
     }
     let (stored, change) = store.write(key, current, EventType::Deleted);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     axum::Json(stored).into_response()
 }
 
@@ -1035,7 +1077,7 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
     {
         pod["spec"]["nodeName"] = json!(other_node);
         let (_, change) = store.write(pod_key.clone(), pod, EventType::Modified);
-        let _ = inner.changes.send(change);
+        inner.broadcast(change);
         inner.binds.lock().push((full_name.clone(), other_node));
     }
     let Some(mut pod) = store.objects.get(&pod_key).cloned() else {
@@ -1082,7 +1124,7 @@ async fn bind(inner: &Arc<Inner>, target: &Target, name: &str, body: &Bytes) -> 
     let scheduled = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
     merge_patch(&mut pod, &scheduled, true);
     let (_, change) = store.write(pod_key, pod, EventType::Modified);
-    let _ = inner.changes.send(change);
+    inner.broadcast(change);
     inner
         .binds
         .lock()
