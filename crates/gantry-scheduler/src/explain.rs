@@ -229,8 +229,7 @@ pub fn explain(
             claim_to_deallocate: None,
         };
         if !narrowing.is_empty() {
-            let scope: Vec<usize> = (0..snapshot.num_nodes()).collect();
-            fit_error.add_nodes_left_out(snapshot, &scope, &candidates, &narrowing);
+            fit_error.add_nodes_left_out(snapshot, None, &candidates, &narrowing);
         }
         explanation.outcome =
             unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed);

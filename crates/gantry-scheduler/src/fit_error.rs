@@ -81,15 +81,15 @@ impl FitError {
         }
     }
 
-    /// The nodes a PreFilter result left out (those of `scope` not at `searched`, both
-    /// sorted snapshot positions), where the release reports them: v1.30 as `node is filtered out by the
+    /// The nodes a PreFilter result left out (those of `scope`, every node if `None`,
+    /// not at `searched`; sorted snapshot positions), where the release reports them: v1.30 as `node is filtered out by the
     /// prefilter result`, v1.32 on as `node(s) didn't satisfy plugin(s) [...]`. Either
     /// way they count in the message, and preemption leaves them alone (as it does from
     /// v1.31, when they go unreported; see [`Release::left_out_nodes`]).
     pub fn add_nodes_left_out(
         &mut self,
         snapshot: &Snapshot,
-        scope: &[usize],
+        scope: Option<&[usize]>,
         searched: &[usize],
         plugins: &[&'static str],
     ) {
@@ -109,11 +109,15 @@ impl FitError {
             }
         };
         let mut searched = searched.iter().peekable();
-        for &position in scope {
+        let mut add = |position: usize| {
             if searched.next_if_eq(&&position).is_none() {
                 self.node_statuses
                     .push((snapshot.node_at(position).name(), status.clone()));
             }
+        };
+        match scope {
+            Some(scope) => scope.iter().copied().for_each(&mut add),
+            None => (0..snapshot.num_nodes()).for_each(&mut add),
         }
     }
 

@@ -338,17 +338,14 @@ impl Scheduler {
             .observe_extension_point(Point::Filter, phase.elapsed());
         if feasible.is_empty() {
             self.buffers.feasible = feasible;
-            let scope: Vec<usize> = match &own {
-                Some(own) => {
-                    own_nodes::add_other_shards_nodes(&mut fit_error, &self.snapshot, own);
-                    own.to_vec()
-                }
-                None => (0..self.snapshot.num_nodes()).collect(),
-            };
+            if let Some(own) = &own {
+                own_nodes::add_other_shards_nodes(&mut fit_error, &self.snapshot, own);
+            }
             if let Candidates::Narrowed(positions, plugins) = &candidates
                 && !plugins.is_empty()
             {
-                fit_error.add_nodes_left_out(&self.snapshot, &scope, positions, plugins);
+                let scope = own.as_deref();
+                fit_error.add_nodes_left_out(&self.snapshot, scope, positions, plugins);
             }
             return self.fail(profile_index, &state, pod, fit_error);
         }
