@@ -32,6 +32,14 @@ pub enum CacheError {
         cached: Sym,
         requested: Sym,
     },
+    /// The pod was seen bound to another node than the one asked for: an earlier try's
+    /// bind landed (its answer lost) while a later try on another node was refused.
+    #[error("pod {pod} is bound to node {bound}, not node {requested}: an earlier bind landed")]
+    BoundElsewhere {
+        pod: String,
+        bound: Sym,
+        requested: Sym,
+    },
     #[error("pod {pod} names no node")]
     PodWithoutNode { pod: String },
     #[error("node {node} is not in the cache")]
@@ -304,16 +312,26 @@ impl Cache {
             .pods
             .get(&*pod.uid)
             .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
+        let assumed = s.assumed.contains_key(&*pod.uid);
         if let Some(requested) = pod.node_name
             && requested != node
         {
-            return Err(CacheError::NodeMismatch {
-                pod: pod_name(pod),
-                cached: node,
-                requested,
+            let pod = pod_name(pod);
+            return Err(if assumed {
+                CacheError::NodeMismatch {
+                    pod,
+                    cached: node,
+                    requested,
+                }
+            } else {
+                CacheError::BoundElsewhere {
+                    pod,
+                    bound: node,
+                    requested,
+                }
             });
         }
-        if !s.assumed.contains_key(&*pod.uid) {
+        if !assumed {
             return Err(CacheError::PodNotAssumed { pod: pod_name(pod) });
         }
         s.remove_pod_from_node(node, &pod.uid);

@@ -74,6 +74,11 @@ fn assume_confirm_forget_and_errors() {
         cache.forget_pod(&landed),
         Err(CacheError::PodNotAssumed { .. })
     ));
+    // A later try of p on n1 refused after the watch showed it bound to n2.
+    assert!(matches!(
+        cache.forget_pod(&pod("p", "n1")),
+        Err(CacheError::BoundElsewhere { .. })
+    ));
 
     let q = pod("q", "n1");
     assert!(matches!(

@@ -61,6 +61,11 @@ pub(crate) fn conclude(
             let forgotten = assume
                 && match cache.forget_pod(pod) {
                     Ok(()) => true,
+                    // Its room is taken, where it is bound: nothing to free.
+                    Err(landed @ gantry_cache::CacheError::BoundElsewhere { .. }) => {
+                        tracing::info!(pod = %pod.key(), "{landed}");
+                        false
+                    }
                     Err(forget) => {
                         tracing::error!(pod = %pod.key(), error = %forget, "could not forget assumed pod");
                         false
