@@ -96,6 +96,19 @@ pub fn describe(server: &str, error: &kube::Error) -> Failure {
     }
     let mut chain = String::new();
     for cause in &causes {
+        // A stream's read error names no cause (kube's `ServiceError` has no source), only
+        // its text: a connection closed under a watch is said as that.
+        let text = cause.to_string();
+        if let Some(closed) = CLOSED_MID_STREAM.iter().find(|t| text.contains(**t)) {
+            return Failure {
+                message: format!(
+                    "{server} closed the connection while Gantry read from it ({closed}): the API server stopped or restarted, or something between dropped the connection"
+                ),
+                permanent: false,
+            };
+        }
+    }
+    for cause in &causes {
         let text = cause.to_string();
         if !chain.ends_with(&text) {
             if !chain.is_empty() {
@@ -109,6 +122,12 @@ pub fn describe(server: &str, error: &kube::Error) -> Failure {
         permanent: false,
     }
 }
+
+/// What a read error's text says when the connection was closed under it (rustls, hyper).
+const CLOSED_MID_STREAM: [&str; 2] = [
+    "peer closed connection without sending TLS close_notify",
+    "connection closed before message completed",
+];
 
 /// `error` and its causes, outermost first. `io::Error::source` skips the error an
 /// `io::Error` wraps (a TLS error inside one, inside another): those are looked into too.
@@ -366,6 +385,43 @@ mod tests {
         );
         let busy = describe(server, &api_error(503, "ServiceUnavailable", "try later"));
         assert!(!busy.permanent, "a 503 may pass");
+    }
+
+    /// A watch whose API server was killed, as kube reports it (measured against a real
+    /// API server: the text, its causes unreachable behind kube's `ServiceError`), over
+    /// TLS and over plain HTTP (hyper's words).
+    #[test]
+    fn a_watch_cut_by_a_stopping_server_is_one_short_line() {
+        #[derive(Debug)]
+        struct BodyError(&'static str);
+        impl std::fmt::Display for BodyError {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "error reading a body from connection: {}", self.0)
+            }
+        }
+        impl StdError for BodyError {}
+        for (text, said) in [
+            (
+                "peer closed connection without sending TLS close_notify: https://docs.rs/rustls/latest/rustls/manual/_03_howto/index.html#unexpected-eof",
+                "peer closed connection without sending TLS close_notify",
+            ),
+            (
+                "connection closed before message completed",
+                "connection closed before message completed",
+            ),
+        ] {
+            let error = kube::Error::ReadEvents(std::io::Error::other(kube::Error::Service(
+                Box::new(BodyError(text)),
+            )));
+            let failure = describe("https://127.0.0.1:6443", &error);
+            assert_eq!(
+                failure.message,
+                format!(
+                    "https://127.0.0.1:6443 closed the connection while Gantry read from it ({said}): the API server stopped or restarted, or something between dropped the connection"
+                )
+            );
+            assert!(!failure.permanent);
+        }
     }
 
     #[test]
