@@ -124,9 +124,10 @@ pub fn describe(server: &str, error: &kube::Error) -> Failure {
 }
 
 /// What a read error's text says when the connection was closed under it (rustls, hyper).
-const CLOSED_MID_STREAM: [&str; 2] = [
+const CLOSED_MID_STREAM: [&str; 3] = [
     "peer closed connection without sending TLS close_notify",
     "connection closed before message completed",
+    "error reading a body from connection: connection reset",
 ];
 
 /// `error` and its causes, outermost first. `io::Error::source` skips the error an
@@ -389,7 +390,7 @@ mod tests {
 
     /// A watch whose API server was killed, as kube reports it (measured against a real
     /// API server: the text, its causes unreachable behind kube's `ServiceError`), over
-    /// TLS and over plain HTTP (hyper's words).
+    /// TLS, over plain HTTP (hyper's words), and reset.
     #[test]
     fn a_watch_cut_by_a_stopping_server_is_one_short_line() {
         #[derive(Debug)]
@@ -408,6 +409,10 @@ mod tests {
             (
                 "connection closed before message completed",
                 "connection closed before message completed",
+            ),
+            (
+                "connection reset",
+                "error reading a body from connection: connection reset",
             ),
         ] {
             let error = kube::Error::ReadEvents(std::io::Error::other(kube::Error::Service(
