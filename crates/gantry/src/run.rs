@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 use gantry_api::Sym;
+use gantry_api::decode::validation;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile_for;
 use gantry_kube::{Divide, LeaderElection, RunOptions, Shard, Startup};
@@ -35,10 +36,10 @@ pub struct RunArgs {
     leader_elect: bool,
     /// Namespace of the leader Lease (and of the bind fences when sharded); by default
     /// the namespace Gantry runs in (its ServiceAccount's), or the kubeconfig context's.
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    #[arg(long, value_parser = namespace_name)]
     lease_namespace: Option<String>,
     /// Name of the leader Lease.
-    #[arg(long, default_value = DEFAULT_NAME)]
+    #[arg(long, default_value = DEFAULT_NAME, value_parser = lease_object_name)]
     lease_name: String,
     /// Where /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "0.0.0.0:10251")]
@@ -57,6 +58,26 @@ pub struct RunArgs {
     seed: u64,
     #[command(flatten)]
     release: crate::release_args::ReleaseArgs,
+}
+
+/// A namespace as the API server validates it (a DNS-1123 label): the value becomes a
+/// segment of request paths, so `../..` or `Bad NS!` must never reach a request.
+fn namespace_name(value: &str) -> Result<String, String> {
+    checked_name(value, validation::dns1123_label(value))
+}
+
+/// A Lease's name as the API server validates it (a DNS-1123 subdomain), for the same
+/// reason; with shards the name gains `-I-of-N`, checked again once known.
+fn lease_object_name(value: &str) -> Result<String, String> {
+    checked_name(value, validation::dns1123_subdomain(value))
+}
+
+fn checked_name(value: &str, errors: Vec<String>) -> Result<String, String> {
+    if errors.is_empty() {
+        Ok(value.to_string())
+    } else {
+        Err(errors.join(", "))
+    }
 }
 
 /// The profiles, with `--scheduler-name` applied.
@@ -113,24 +134,33 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<(kube::Client, S
 /// `--lease-namespace`, else the client's default namespace: in a pod, its
 /// ServiceAccount's (where deploy/gantry.yaml grants the Leases); from a kubeconfig, its
 /// context's (`default` when the context names none).
-fn lease_namespace(args: &RunArgs, client: &kube::Client) -> String {
-    args.lease_namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string())
+fn lease_namespace(args: &RunArgs, client: &kube::Client) -> anyhow::Result<String> {
+    match &args.lease_namespace {
+        Some(namespace) => Ok(namespace.clone()),
+        None => {
+            let namespace = client.default_namespace();
+            namespace_name(namespace).map_err(|e| {
+                anyhow::anyhow!(
+                    "the client's namespace {namespace:?} (the kubeconfig context's, or the pod's ServiceAccount's) cannot name the leases: {e}; give --lease-namespace"
+                )
+            })
+        }
+    }
 }
 
 /// The leader Lease's name: `--lease-name`, and with several shards the shard too
 /// (`gantry-1-of-2`), so that each shard elects its own leader among its replicas rather
 /// than all shards one.
-fn lease_name(args: &RunArgs) -> String {
-    if args.shard.is_shared() {
-        format!(
-            "{}-{}-of-{}",
-            args.lease_name, args.shard.index, args.shard.count
-        )
-    } else {
-        args.lease_name.clone()
+fn lease_name(args: &RunArgs) -> anyhow::Result<String> {
+    if !args.shard.is_shared() {
+        return Ok(args.lease_name.clone());
     }
+    let name = format!(
+        "{}-{}-of-{}",
+        args.lease_name, args.shard.index, args.shard.count
+    );
+    lease_object_name(&name)
+        .map_err(|e| anyhow::anyhow!("--lease-name with --shard makes the Lease {name:?}: {e}"))
 }
 
 /// This process's name in the lease and in events: the host name and a unique suffix,
@@ -178,13 +208,14 @@ async fn stop_signal() {
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = scheduler_config(&args)?;
+    let lease_name = lease_name(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
         let (client, server) = client(args.kubeconfig.as_ref()).await?;
-        let lease_namespace = lease_namespace(&args, &client);
+        let lease_namespace = lease_namespace(&args, &client)?;
         let identity = identity();
         let names: Vec<String> = config
             .profiles
@@ -209,7 +240,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             identity,
             leader_election: args
                 .leader_elect
-                .then(|| LeaderElection::new(&lease_namespace, &lease_name(&args))),
+                .then(|| LeaderElection::new(&lease_namespace, &lease_name)),
             metrics_addr: Some(args.metrics_addr),
             shard: args.shard,
             divide: args.shard_by,
@@ -262,11 +293,11 @@ mod tests {
         let (client, server) = runtime.block_on(client(Some(&path))).unwrap();
         assert_eq!(server, "https://10.0.0.1:6443");
         let args = Cli::try_parse_from(["run", "--leader-elect"]).unwrap().run;
-        assert_eq!(lease_namespace(&args, &client), "team-a");
+        assert_eq!(lease_namespace(&args, &client).unwrap(), "team-a");
         let named = Cli::try_parse_from(["run", "--lease-namespace", "gantry-system"])
             .unwrap()
             .run;
-        assert_eq!(lease_namespace(&named, &client), "gantry-system");
+        assert_eq!(lease_namespace(&named, &client).unwrap(), "gantry-system");
         assert!(Cli::try_parse_from(["run", "--lease-namespace", ""]).is_err());
     }
 
@@ -274,7 +305,7 @@ mod tests {
     #[test]
     fn each_shard_elects_its_own_leader() {
         use clap::Parser;
-        let name = |argv: &[&str]| lease_name(&Cli::try_parse_from(argv).unwrap().run);
+        let name = |argv: &[&str]| lease_name(&Cli::try_parse_from(argv).unwrap().run).unwrap();
         assert_eq!(name(&["run", "--leader-elect"]), DEFAULT_NAME);
         assert_eq!(
             name(&["run", "--leader-elect", "--shard", "1/2"]),

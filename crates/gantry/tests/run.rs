@@ -219,3 +219,98 @@ fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     let message = warnings[0]["fields"]["message"].as_str().unwrap();
     assert!(message.contains("refused the connection"), "{message}");
 }
+
+/// Flags that become segments of request paths are checked at start as the API server
+/// checks the names they become: a hostile value is one line naming the flag, and no
+/// request reaches the server (a listener counts every connection).
+#[test]
+fn names_that_reach_request_paths_are_refused_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    let kubeconfig_with = |name: &str, namespace: &str| {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: k, cluster: {{server: '{server}'}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u, namespace: '{namespace}'}}}}]\n"
+        );
+        common::write(dir.path(), name, &text)
+    };
+    let good = kubeconfig_with("good", "team-a");
+    let long_name = "a".repeat(250);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "--lease-namespace",
+                "../../../api/v1/namespaces/default/pods/p1",
+            ],
+            "--lease-namespace",
+        ),
+        (&["--lease-namespace", "Bad NS!"], "--lease-namespace"),
+        (&["--lease-namespace", ""], "--lease-namespace"),
+        (&["--lease-namespace", "a.b"], "--lease-namespace"),
+        (&["--lease-name", ""], "--lease-name"),
+        (&["--lease-name", "../x"], "--lease-name"),
+        (&["--lease-name", "a/b"], "--lease-name"),
+        (&["--lease-name", "Gantry"], "--lease-name"),
+        (
+            &[
+                "--lease-name",
+                &long_name,
+                "--shard",
+                "1/2",
+                "--leader-elect",
+            ],
+            "--lease-name with --shard",
+        ),
+    ];
+    for (flags, named) in cases {
+        let mut argv = vec![
+            "run",
+            "--kubeconfig",
+            &good,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
+        argv.extend_from_slice(flags);
+        let out = common::gantry_within(&argv, std::time::Duration::from_secs(30));
+        assert!(!out.status.success(), "{flags:?}");
+        let err = stderr(&out);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(named),
+            "{flags:?}: {err}"
+        );
+        // The line, and at most clap's pointer to --help.
+        assert!(
+            err.lines()
+                .skip(1)
+                .all(|l| l.is_empty() || l.starts_with("For more information")),
+            "{flags:?}: {err}"
+        );
+    }
+    // The kubeconfig context's namespace is a default for the same segment.
+    let hostile = kubeconfig_with("hostile", "../../x");
+    let out = common::gantry_within(
+        &[
+            "run",
+            "--kubeconfig",
+            &hostile,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("the client's namespace \"../../x\"") && err.contains("--lease-namespace"),
+        "{err}"
+    );
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("a request reached the server: {other:?}"),
+    }
+}
