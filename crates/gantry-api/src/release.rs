@@ -294,9 +294,10 @@ impl Release {
                 return Err(fail(format!("missing bool value for {item}")));
             };
             let (name, value) = (name.trim(), value.trim());
+            // Go's strconv.ParseBool, which kube-scheduler's flag parsing uses.
             let on = match value {
-                "true" => true,
-                "false" => false,
+                "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
+                "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
                 _ => {
                     return Err(fail(format!(
                         "invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax"
@@ -554,6 +555,29 @@ mod tests {
         );
         let r = Release::parse(Some("v1.28"), Some("SidecarContainers=true")).unwrap();
         assert!(r.enabled(Gate::SidecarContainers));
+        // Every spelling Go's strconv.ParseBool takes, and only those.
+        for (value, on) in [
+            ("1", true),
+            ("t", true),
+            ("T", true),
+            ("TRUE", true),
+            ("True", true),
+            ("0", false),
+            ("f", false),
+            ("F", false),
+            ("FALSE", false),
+            ("False", false),
+        ] {
+            let r =
+                Release::parse(Some("1.34"), Some(&format!("PodLevelResources={value}"))).unwrap();
+            assert_eq!(r.enabled(Gate::PodLevelResources), on, "{value}");
+        }
+        for value in ["yes", "tRUE", "on", "2", ""] {
+            assert!(
+                Release::parse(None, Some(&format!("PodLevelResources={value}"))).is_err(),
+                "{value}"
+            );
+        }
     }
 
     #[test]
