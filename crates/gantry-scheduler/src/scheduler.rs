@@ -647,6 +647,10 @@ impl Scheduler {
             .observe_extension_point(Point::PostFilter, phase.elapsed());
         match outcome {
             preemption::Outcome::Nominated { node, victims } => {
+                // Upstream's RunPostFilterPlugins returns the first successful plugin's
+                // status and drops the reasons gathered before it (DynamicResources' `no
+                // new claims to deallocate`): the message ends at the Filter reasons.
+                fit_error.post_filter_message = None;
                 let mut nominated_pod = Pod::clone(pod);
                 nominated_pod.nominated_node_name = Some(node);
                 self.nominated.nominate(Arc::new(nominated_pod), node);

@@ -279,6 +279,29 @@ fn pods_go_to_the_least_allocated_node_and_report_why_not() {
     assert_eq!(fit_error.rejecting_plugins(), ["NodeResourcesFit"]);
 }
 
+/// After a preemption that nominates a node, the message ends at the Filter reasons:
+/// upstream's RunPostFilterPlugins returns the successful plugin's status and drops what
+/// DynamicResources' PostFilter said before it (`no new claims to deallocate`).
+#[test]
+fn a_successful_preemption_drops_the_earlier_post_filter_reasons() {
+    let cache = cluster(&[("n1", 1000)]);
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 7);
+    placed(&mut scheduler, &pod("low", 800));
+    let high = Arc::new(Pod::clone(&pod("high", 800)).with_priority(10));
+    let Attempt::Unschedulable {
+        fit_error,
+        nominated,
+    } = scheduler.schedule_one(&high)
+    else {
+        panic!()
+    };
+    assert_eq!(nominated.map(|(node, _)| node), Some(Sym::new("n1")));
+    assert_eq!(
+        fit_error.to_string(),
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+}
+
 #[test]
 fn unknown_scheduler_name_is_an_error() {
     let cache = cluster(&[("n1", 1000)]);
