@@ -48,6 +48,8 @@ fn the_deployments_roles_are_read_as_rbac_reads_them() {
         "PATCH /api/v1/namespaces/default/pods/web-0",
         "PUT /apis/coordination.k8s.io/v1/namespaces/gantry-system/leases/fence-node-1",
         "GET /api/v1/nodes?watch=true",
+        "PUT /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status",
+        "PATCH /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status",
         "GET /version",
     ]
     .map(String::from);
@@ -88,7 +90,7 @@ async fn pods_are_bound_where_the_simulation_puts_them() {
     }
     let expected: BTreeMap<String, Option<String>> = simulated(&nodes, &pods)
         .into_iter()
-        .map(|(pod, placement)| (pod, placement.node))
+        .map(|(pod, placement)| (pod, placement.node.as_deref().map(String::from)))
         .collect();
     let instance = start(&api, "solo", Shard::WHOLE, None).await;
     wait_for("every pod bound", WAIT, || {

@@ -117,7 +117,25 @@ pub fn refused(requests: &[String], lease_namespace: &str) -> Vec<String> {
     requests
         .iter()
         .filter_map(|r| access(r).map(|a| (r, a)))
+        .flat_map(|(r, a)| {
+            let binding = server_side_binding_check(&a);
+            std::iter::once((r, a)).chain(binding.map(|b| (r, b)))
+        })
         .filter(|(_, a)| !rules.iter().any(|rule| allows(rule, a)))
         .map(|(r, a)| format!("{r}: {} {}/{} refused", a.verb, a.group, a.resource))
         .collect()
+}
+
+/// The check a v1.36 API server adds on its own (DRAResourceClaimGranularStatusAuthorization):
+/// writing a claim's status (its allocation and reservations) also needs the same verb on
+/// `resourceclaims/binding`, refused as 422 Invalid rather than 403.
+fn server_side_binding_check(access: &Access) -> Option<Access> {
+    (access.group == "resource.k8s.io" && access.resource == "resourceclaims/status").then(|| {
+        Access {
+            verb: access.verb.clone(),
+            group: access.group.clone(),
+            resource: "resourceclaims/binding".to_string(),
+            namespace: access.namespace.clone(),
+        }
+    })
 }
