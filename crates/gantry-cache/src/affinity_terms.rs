@@ -4,6 +4,7 @@
 //! instead of once per pod.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
 use gantry_api::{Pod, PodAffinityTerm, Sym};
@@ -22,8 +23,15 @@ pub struct InternedTerm {
     pub owner_namespace: Option<Sym>,
 }
 
-type Table =
-    HashMap<(PodAffinityTerm, Option<Sym>), Arc<InternedTerm>, foldhash::fast::RandomState>;
+/// Interned terms by the hash of (term, owner namespace): a lookup hashes the borrowed
+/// term and compares, so a term already seen is found without copying it (adding a pod
+/// to a node looks its terms up on every assume and confirm).
+#[derive(Default)]
+struct Table {
+    hasher: foldhash::fast::FixedState,
+    by_hash: HashMap<u64, SmallVec<[Arc<InternedTerm>; 1]>, foldhash::fast::FixedState>,
+    count: u32,
+}
 
 static TERMS: LazyLock<Mutex<Table>> = LazyLock::new(Mutex::default);
 
@@ -31,17 +39,23 @@ fn intern(term: &PodAffinityTerm, declared_in: Sym) -> Arc<InternedTerm> {
     let owner_namespace =
         (term.namespaces.is_empty() && term.namespace_selector.is_none()).then_some(declared_in);
     let mut table = TERMS.lock();
-    let next = table.len() as u32;
-    table
-        .entry((term.clone(), owner_namespace))
-        .or_insert_with(|| {
-            Arc::new(InternedTerm {
-                id: next,
-                term: term.clone(),
-                owner_namespace,
-            })
-        })
-        .clone()
+    let table = &mut *table;
+    let hash = table.hasher.hash_one((term, owner_namespace));
+    let same = table.by_hash.entry(hash).or_default();
+    if let Some(found) = same
+        .iter()
+        .find(|t| t.owner_namespace == owner_namespace && t.term == *term)
+    {
+        return found.clone();
+    }
+    let interned = Arc::new(InternedTerm {
+        id: table.count,
+        term: term.clone(),
+        owner_namespace,
+    });
+    table.count += 1;
+    same.push(interned.clone());
+    interned
 }
 
 /// How a term of an existing pod takes part in scheduling another pod.
