@@ -39,8 +39,9 @@ pub struct Preemption<'a> {
 /// A node where evicting `victims` makes room for the pod.
 struct Candidate {
     node: Sym,
-    /// Most important first.
-    victims: Vec<Arc<Pod>>,
+    /// Most important first; inline up to four, since a dry run keeps up to a hundred
+    /// candidates per preemptor and only the chosen one's victims outlive it.
+    victims: SmallVec<[Arc<Pod>; 4]>,
     /// Victims whose eviction a PodDisruptionBudget does not allow.
     pdb_violations: usize,
 }
@@ -150,7 +151,7 @@ impl Preemption<'_> {
         let best = pick_one_node(dry_run.candidates);
         Outcome::Nominated {
             node: best.node,
-            victims: best.victims,
+            victims: best.victims.into_vec(),
         }
     }
 
@@ -270,7 +271,7 @@ impl Preemption<'_> {
         let in_reprieve_order = flagged()
             .filter(|(_, violates)| *violates)
             .chain(flagged().filter(|(_, violates)| !*violates));
-        let mut victims = Vec::new();
+        let mut victims: SmallVec<[Arc<Pod>; 4]> = SmallVec::new();
         let mut pdb_violations = 0;
         for (candidate, violates) in in_reprieve_order {
             info.add_pod(Arc::clone(candidate));
