@@ -5,6 +5,7 @@
 //! on the crates below the scheduler and on `gantry-scheduler`; never on `gantry-kube`,
 //! `gantry-whatif` or the command line.
 
+pub mod alloc_counter;
 mod api;
 pub mod bench;
 mod claims;
@@ -20,7 +21,7 @@ mod simulation;
 pub use api::{BindRefusal, ClusterTotals, SimulatedApi};
 pub use gpu_report::GpuReport;
 pub use latency::BindLatency;
-pub use records::{DuplicatePod, Placement, PodHistory, PodStatus};
+pub use records::{DuplicatePod, NodeName, Placement, PodHistory, PodName, PodStatus};
 pub use simulation::{
     GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, MAX_SCHEDULERS, Sample,
     SimError, SimEvent, SimOptions, Simulation, Summary,

@@ -3,17 +3,19 @@
 //! order the pods arrived.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Pod, Sym};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Where one pod went, in the format of the parity scenarios' `expected.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Placement {
-    pub pod: String,
-    pub node: Option<String>,
+    pub pod: PodName,
+    pub node: Option<NodeName>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -21,6 +23,101 @@ pub struct Placement {
     /// The annotations the scheduler wrote on the pod (HAMi's card assignment).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+}
+
+/// A pod's `namespace/name` in a placement line, kept as the parts the pod already
+/// shares: recording a pod's arrival copies no string.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PodName {
+    pub namespace: Sym,
+    pub name: Arc<str>,
+}
+
+impl PodName {
+    pub fn of(pod: &Pod) -> PodName {
+        PodName {
+            namespace: pod.namespace,
+            name: pod.name.clone(),
+        }
+    }
+}
+
+impl From<&str> for PodName {
+    /// `namespace/name` (a name alone is in `default`), as placement lines write it.
+    fn from(key: &str) -> PodName {
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        PodName {
+            namespace: Sym::new(namespace),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for PodName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl fmt::Debug for PodName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+impl PartialEq<str> for PodName {
+    fn eq(&self, key: &str) -> bool {
+        key.split_once('/')
+            .is_some_and(|(namespace, name)| self.namespace == *namespace && *self.name == *name)
+    }
+}
+
+impl PartialEq<&str> for PodName {
+    fn eq(&self, key: &&str) -> bool {
+        *self == **key
+    }
+}
+
+impl Serialize for PodName {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A node's name in a placement line: interned, so recording a binding copies nothing.
+/// It reads as the name (`placement.node.as_deref()` is an `Option<&str>`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeName(pub Sym);
+
+impl Deref for NodeName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl From<&str> for NodeName {
+    fn from(name: &str) -> NodeName {
+        NodeName(Sym::new(name))
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl fmt::Debug for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl Serialize for NodeName {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self)
+    }
 }
 
 /// Where a pod stands at the end of a run.
@@ -89,7 +186,7 @@ impl PodRecords {
         self.by_uid.insert(pod.uid.clone(), index);
         self.uids.push(pod.uid.clone());
         self.placements.push(Placement {
-            pod: pod.key(),
+            pod: PodName::of(pod),
             node: None,
             reason: None,
             evicted: Vec::new(),
@@ -130,7 +227,7 @@ impl PodRecords {
 
     pub fn set_bound(&mut self, index: usize, node: Sym, at: Duration) {
         let placement = &mut self.placements[index];
-        placement.node = Some(node.to_string());
+        placement.node = Some(NodeName(node));
         placement.reason = None;
         let history = &mut self.histories[index];
         history.status = PodStatus::Bound;

@@ -178,12 +178,12 @@ proptest! {
         // rack's slice or take a variable number).
         let mut used: BTreeMap<String, u32> = BTreeMap::new();
         for (placement, history) in sim.placements().iter().zip(sim.histories()) {
-            let (Some(node), Some(i)) = (&placement.node, placement.pod.strip_prefix("default/p")) else {
+            let (Some(node), Some(i)) = (&placement.node, placement.pod.name.strip_prefix('p')) else {
                 continue;
             };
             let spec = &pods[i.parse::<usize>().unwrap()];
             if spec.deleted_after_ms.is_none() && !history.preempted && spec.claim < 2 {
-                *used.entry(node.clone()).or_default() += u32::from(spec.claim) + 1;
+                *used.entry(node.to_string()).or_default() += u32::from(spec.claim) + 1;
             }
         }
         for (node, count) in used {

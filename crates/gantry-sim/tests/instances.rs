@@ -375,8 +375,8 @@ fn another_instances_nomination_keeps_the_room_it_freed() {
     let node_of = |prefix: &str| {
         sim.placements()
             .iter()
-            .find(|p| p.pod.starts_with(&format!("default/{prefix}")))
-            .and_then(|p| p.node.clone())
+            .find(|p| p.pod.name.starts_with(prefix))
+            .and_then(|p| p.node)
     };
     assert_eq!(node_of("critical").as_deref(), Some("n1"));
     assert_eq!(node_of("small"), None, "the room was the preemptor's");

@@ -55,7 +55,7 @@ fn check_scenario(dir: &Path, release: Release) -> Vec<String> {
     assert_eq!(expected.len(), sim.placements().len());
     for (want, got) in expected.iter().zip(sim.placements()) {
         let name = want["pod"].as_str().unwrap();
-        assert_eq!(name, got.pod);
+        assert_eq!(got.pod, name);
         let want_node = want["node"].as_str();
         if want_node != got.node.as_deref() {
             problems.push(format!(

@@ -35,12 +35,15 @@ fn a_failed_bind_wakes_the_pods_its_pod_kept_out() {
     sim.run_until(Duration::from_secs(1)).unwrap();
     sim.api.failure_rate = 0.0;
     sim.run().unwrap();
-    let placed: Vec<(&str, Option<&str>)> = sim
+    let placed: Vec<(String, Option<&str>)> = sim
         .placements()
         .iter()
-        .map(|p| (p.pod.as_str(), p.node.as_deref()))
+        .map(|p| (p.pod.to_string(), p.node.as_deref()))
         .collect();
     // b was retried as soon as a was forgotten and took the room, while a backed off.
-    assert_eq!(placed, [("default/a", None), ("default/b", Some("n1"))]);
+    assert_eq!(
+        placed,
+        [("default/a".into(), None), ("default/b".into(), Some("n1"))]
+    );
     assert_eq!(sim.api.bind_failures, 1);
 }

@@ -65,10 +65,10 @@ fn simulate(text: &str, seed: u64) -> (Summary, Simulation) {
 fn bound_per_node(sim: &Simulation, workload: &str) -> HashMap<String, usize> {
     let mut per_node = HashMap::new();
     for p in sim.placements() {
-        if p.pod.starts_with(workload)
+        if p.pod.to_string().starts_with(workload)
             && let Some(node) = &p.node
         {
-            *per_node.entry(node.clone()).or_default() += 1;
+            *per_node.entry(node.to_string()).or_default() += 1;
         }
     }
     per_node
@@ -141,7 +141,11 @@ fn pods_with_claims_land_only_where_devices_are_free() {
         .collect();
     assert_eq!(pending.len(), 2);
     for p in pending {
-        assert!(p.pod.starts_with("ml/train-"), "{} pending", p.pod);
+        assert!(
+            p.pod.to_string().starts_with("ml/train-"),
+            "{} pending",
+            p.pod
+        );
         let reason = p.reason.as_deref().unwrap_or_default();
         assert!(reason.contains("cannot allocate all claims"), "{reason}");
     }

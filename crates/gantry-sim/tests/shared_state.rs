@@ -401,11 +401,7 @@ fn run(case: &Case) -> Result<(Vec<Option<usize>>, Vec<Placement>), String> {
     let placements = sim.placements().to_vec();
     let mut nodes = vec![None; case.pods.len()];
     for placement in &placements {
-        let index: usize = placement
-            .pod
-            .trim_start_matches("default/p")
-            .parse()
-            .unwrap();
+        let index: usize = placement.pod.name.trim_start_matches('p').parse().unwrap();
         nodes[index] = placement
             .node
             .as_deref()
@@ -549,8 +545,8 @@ fn violations(case: &Case, on: &[Option<usize>], placements: &[Placement]) -> Ve
         cores: i64,
     }
     let mut cards: BTreeMap<String, CardUse> = BTreeMap::new();
-    let by_name: BTreeMap<&str, &Placement> =
-        placements.iter().map(|p| (p.pod.as_str(), p)).collect();
+    let by_name: BTreeMap<String, &Placement> =
+        placements.iter().map(|p| (p.pod.to_string(), p)).collect();
     for &(p, n) in &bound {
         let Some(gpu) = &pods[p].gpu else { continue };
         let name = format!("default/{}", pod_name(p));
@@ -747,8 +743,8 @@ fn the_checker_finds_each_kind_of_violation() {
         })
     };
     let on_card = |pod: usize, node: usize| Placement {
-        pod: format!("default/p{pod}"),
-        node: Some(node_name(node)),
+        pod: format!("default/p{pod}").as_str().into(),
+        node: Some(node_name(node).as_str().into()),
         reason: None,
         evicted: Vec::new(),
         annotations: [(

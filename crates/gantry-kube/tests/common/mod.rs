@@ -94,7 +94,12 @@ pub fn simulated_with(
     sim.run().unwrap();
     sim.placements()
         .iter()
-        .map(|p| (p.pod.trim_start_matches("default/").to_string(), p.clone()))
+        .map(|p| {
+            (
+                p.pod.to_string().trim_start_matches("default/").to_string(),
+                p.clone(),
+            )
+        })
         .collect()
 }
 

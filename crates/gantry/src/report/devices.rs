@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn only_reasons_of_the_dynamic_resources_plugin_are_kept() {
         let pending = |reason: &str| Placement {
-            pod: format!("default/{reason}"),
+            pod: format!("default/{reason}").as_str().into(),
             node: None,
             reason: Some(reason.to_string()),
             evicted: Vec::new(),

@@ -235,13 +235,13 @@ fn reason_table(
     html.push_str(
         "<table><thead><tr><th>pods</th><th>reason</th><th>for example</th></tr></thead><tbody>",
     );
-    let mut examples: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut examples: HashMap<&str, Vec<String>> = HashMap::new();
     for p in placements.iter().filter(|p| p.node.is_none()) {
         let pods = examples
             .entry(p.reason.as_deref().unwrap_or(tables::NO_REASON))
             .or_default();
         if pods.len() < EXAMPLES_PER_REASON {
-            pods.push(p.pod.as_str());
+            pods.push(p.pod.to_string());
         }
     }
     for (reason, count) in reasons {
@@ -413,9 +413,10 @@ fn pods(html: &mut String, sim: &Simulation) -> std::fmt::Result {
             PodStatus::OtherScheduler => "other scheduler",
             PodStatus::GivenUp => "given up",
         };
+        let pod = p.pod.to_string();
         rows.push(json!([
-            p.pod,
-            tables::workload_of(&p.pod),
+            pod,
+            tables::workload_of(&pod),
             status,
             p.node,
             seconds(h.arrived),

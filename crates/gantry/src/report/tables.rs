@@ -93,9 +93,10 @@ pub struct WorkloadRow {
 
 /// Pods per workload, in name order.
 pub fn workloads(placements: &[Placement], histories: &[PodHistory]) -> Vec<(String, WorkloadRow)> {
-    let mut rows: BTreeMap<&str, (WorkloadRow, Vec<Duration>)> = BTreeMap::new();
+    let mut rows: BTreeMap<String, (WorkloadRow, Vec<Duration>)> = BTreeMap::new();
     for (placement, history) in placements.iter().zip(histories) {
-        let (row, to_bind) = rows.entry(workload_of(&placement.pod)).or_default();
+        let key = placement.pod.to_string();
+        let (row, to_bind) = rows.entry(workload_of(&key).to_string()).or_default();
         row.submitted += 1;
         if history.status == PodStatus::Bound {
             row.scheduled += 1;
@@ -212,7 +213,7 @@ mod tests {
     fn workload_rows_count_and_time_the_binds() {
         let placement = |pod: &str, node: Option<&str>| Placement {
             pod: pod.into(),
-            node: node.map(str::to_string),
+            node: node.map(Into::into),
             reason: node.is_none().then(|| "no room".to_string()),
             evicted: Vec::new(),
             annotations: Default::default(),
