@@ -115,6 +115,8 @@ pub struct BenchResult {
     pub overcommitted_nodes: usize,
     /// Heap allocations per measured pod (`null` without a counting allocator).
     pub allocs_per_pod: Option<f64>,
+    /// Bytes those allocations asked for, per measured pod (`null` likewise).
+    pub bytes_allocated_per_pod: Option<f64>,
     /// Peak resident memory of the process (`null` where /proc is not available).
     pub peak_rss_mib: Option<f64>,
     pub percentage_of_nodes_to_score: Option<u32>,
@@ -359,10 +361,15 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
         }
     }
     let allocations_before = options.allocations.map(|f| f());
-    let summary = sim.run()?;
+    let bytes_before = options.bytes_allocated.map(|f| f());
+    let summary = run_measured(&mut sim)?;
     let allocations = options
         .allocations
         .zip(allocations_before)
+        .map(|(f, before)| f() - before);
+    let bytes = options
+        .bytes_allocated
+        .zip(bytes_before)
         .map(|(f, before)| f() - before);
     let measured_attempts = (summary.attempts - attempts_before).max(1);
     Ok(BenchResult {
@@ -379,9 +386,18 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
         preempted: summary.preempted - preempted_before,
         overcommitted_nodes: summary.overcommitted_nodes,
         allocs_per_pod: allocations.map(|a| a as f64 / measured_pods.max(1) as f64),
+        bytes_allocated_per_pod: bytes.map(|b| b as f64 / measured_pods.max(1) as f64),
         peak_rss_mib: peak_rss_mib(),
         percentage_of_nodes_to_score: options.percentage_of_nodes_to_score,
     })
+}
+
+/// The measured part of a scheduling workload, in a function of its own so that an
+/// instruction count can be limited to it (`valgrind --tool=callgrind
+/// --toggle-collect='*bench::run_measured*'`, as `tests/budgets.rs` does).
+#[inline(never)]
+fn run_measured(sim: &mut Simulation) -> Result<crate::Summary, SimError> {
+    sim.run()
 }
 
 /// `gantry bench gpu-share`: HAMi's shape (the seed's benchmark of its scheduler).

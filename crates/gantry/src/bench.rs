@@ -10,7 +10,9 @@ use gantry_whatif::bench as whatif_bench;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::{alloc_counter, output};
+use gantry_sim::alloc_counter;
+
+use crate::output;
 
 /// `bench snapshot` holds at most this many pods (nodes × pods per node): the `scale`
 /// workload's million resident pods, twice over.
@@ -189,7 +191,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let r = run_workload(workload, &options)?;
         print(&args, &r, || {
             format!(
-                "{:<23} {:>6} nodes {:>6} measured pods: {:>8.0} pods/s, p50 {} µs, p99 {} µs, {:.0} allocations/pod, peak RSS {:.0} MiB",
+                "{:<23} {:>6} nodes {:>6} measured pods: {:>8.0} pods/s, p50 {} µs, p99 {} µs, {:.1} allocations and {:.0} bytes/pod, peak RSS {:.0} MiB",
                 r.workload,
                 r.nodes,
                 r.measured_pods,
@@ -197,6 +199,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 r.p50_us,
                 r.p99_us,
                 r.allocs_per_pod.unwrap_or(f64::NAN),
+                r.bytes_allocated_per_pod.unwrap_or(f64::NAN),
                 r.peak_rss_mib.unwrap_or(f64::NAN),
             )
         })?;

@@ -3,7 +3,6 @@
 //! It owns flags, files, output and reports, and may depend on every crate; no crate
 //! depends on it.
 
-mod alloc_counter;
 mod bench;
 mod counterfactual;
 mod drain;
@@ -22,7 +21,8 @@ use std::io::IsTerminal;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[global_allocator]
-static ALLOCATOR: alloc_counter::CountingAllocator = alloc_counter::CountingAllocator;
+static ALLOCATOR: gantry_sim::alloc_counter::CountingAllocator =
+    gantry_sim::alloc_counter::CountingAllocator;
 
 #[derive(Parser)]
 #[command(

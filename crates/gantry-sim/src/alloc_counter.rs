@@ -1,6 +1,6 @@
 //! A global allocator that counts allocations and the bytes they ask for, so benchmarks
 //! can report both per pod. It forwards to the system allocator; counting is two relaxed
-//! atomic adds.
+//! atomic adds. The `gantry` binary and the budget test (`tests/budgets.rs`) install it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
