@@ -173,11 +173,7 @@ impl Workload {
     /// Copies are drawn until the next would pass the target; a draw of a task that asks
     /// for no GPU adds nothing, so [`MAX_TASKS`] bounds the draws ([`Workload::new`] made
     /// sure some task asks for a GPU, so the target is reached).
-    pub fn arrivals(
-        &self,
-        seed: u64,
-        inflation: f64,
-    ) -> Result<(Vec<u32>, Vec<u32>), TraceError> {
+    pub fn arrivals(&self, seed: u64, inflation: f64) -> Result<(Vec<u32>, Vec<u32>), TraceError> {
         self.arrivals_within(seed, inflation, MAX_TASKS)
     }
 
@@ -580,8 +576,14 @@ mod tests {
         .unwrap();
         let (order, _) = mixed.arrivals(7, 1.3).unwrap();
         let tasks = mixed.trace().1;
-        let gpu = order.iter().filter(|&&i| tasks[i as usize].name == "g").count();
-        assert_eq!(gpu, 7, "the task and six copies: 7 of the 7.8 GPUs 1.3 × 6 is");
+        let gpu = order
+            .iter()
+            .filter(|&&i| tasks[i as usize].name == "g")
+            .count();
+        assert_eq!(
+            gpu, 7,
+            "the task and six copies: 7 of the 7.8 GPUs 1.3 × 6 is"
+        );
         assert!(order.len() > gpu, "tasks without GPUs copied along");
     }
 

@@ -219,7 +219,10 @@ impl<'a> Table<'a> {
         let v = match s.parse::<i64>() {
             Ok(v) => v,
             Err(e) if *e.kind() == IntErrorKind::PosOverflow => {
-                return Err(bad(&format!("too large (out of range: at most {})", i64::MAX)));
+                return Err(bad(&format!(
+                    "too large (out of range: at most {})",
+                    i64::MAX
+                )));
             }
             Err(e) if *e.kind() == IntErrorKind::NegOverflow => -1,
             Err(_) => match s.parse::<f64>() {
@@ -268,7 +271,9 @@ impl Table<'_> {
             message,
         };
         if name.is_empty() {
-            return Err(err(format!("field `{field}`: empty, expected the {what}'s name")));
+            return Err(err(format!(
+                "field `{field}`: empty, expected the {what}'s name"
+            )));
         }
         if let Some(first) = seen.insert(name, row.0) {
             return Err(err(format!(
@@ -576,7 +581,11 @@ mod tests {
         };
         // Stems alone when they differ: the published names.
         assert_eq!(
-            names(&["/d/openb_pod_list_default.csv", "/e/openb_pod_list_cpu250.csv"]).unwrap(),
+            names(&[
+                "/d/openb_pod_list_default.csv",
+                "/e/openb_pod_list_cpu250.csv"
+            ])
+            .unwrap(),
             ["openb_pod_list_default", "openb_pod_list_cpu250"]
         );
         // Alike stems under as many directories as tell them apart; the others as they are.

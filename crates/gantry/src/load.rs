@@ -103,17 +103,15 @@ fn open(file: &Path) -> std::io::Result<std::fs::File> {
             let (send, receive) = std::sync::mpsc::channel();
             let path = file.to_path_buf();
             std::thread::spawn(move || send.send(std::fs::File::open(path)));
-            return receive
-                .recv_timeout(FIFO_WRITER_WAIT)
-                .unwrap_or_else(|_| {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "a named pipe (FIFO) that no writer opened within {} s",
-                            FIFO_WRITER_WAIT.as_secs()
-                        ),
-                    ))
-                });
+            return receive.recv_timeout(FIFO_WRITER_WAIT).unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "a named pipe (FIFO) that no writer opened within {} s",
+                        FIFO_WRITER_WAIT.as_secs()
+                    ),
+                ))
+            });
         }
     }
     std::fs::File::open(file)

@@ -133,8 +133,8 @@ fn read_pod_traces(paths: &[PathBuf]) -> Result<Vec<trace::PodTrace>> {
 fn read_part(dir: &Path) -> Result<[(PathBuf, String); 3]> {
     let read = |kind: Kind| -> Result<(PathBuf, String)> {
         let path = dir.join(kind.file());
-        let text = read_limited(&path, MAX_RESULT_BYTES, "sweep result file", "CSV")
-            .context("--merge")?;
+        let text =
+            read_limited(&path, MAX_RESULT_BYTES, "sweep result file", "CSV").context("--merge")?;
         Ok((path, text))
     };
     Ok([
@@ -149,8 +149,7 @@ type Curves = BTreeMap<(String, String), Vec<f64>>;
 /// The published mean curves of `--compare FILE` (an allocation file's layout), refused
 /// when the file holds none.
 fn read_published(path: &Path) -> Result<Curves> {
-    let text = read_limited(path, MAX_RESULT_BYTES, "curve file", "CSV")
-        .context("--compare")?;
+    let text = read_limited(path, MAX_RESULT_BYTES, "curve file", "CSV").context("--compare")?;
     let curves = output::means_of(text.lines().skip(1), true);
     if curves.is_empty() {
         bail!(

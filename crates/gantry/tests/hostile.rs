@@ -245,8 +245,14 @@ fn numeric_flags_have_limits() {
             "--event-latency-ms",
         ),
         // 100,000 threads took 169 s to start before the sweep failed.
-        (&["sweep", "--out", "x", "--merge", "x", "--jobs", "100000"], "--jobs"),
-        (&["sweep", "--out", "x", "--merge", "x", "--jobs", "0"], "--jobs"),
+        (
+            &["sweep", "--out", "x", "--merge", "x", "--jobs", "100000"],
+            "--jobs",
+        ),
+        (
+            &["sweep", "--out", "x", "--merge", "x", "--jobs", "0"],
+            "--jobs",
+        ),
     ];
     for (args, flag) in cases {
         let out = gantry_within(args, LIMIT);
@@ -804,7 +810,10 @@ fn tiny_pods() -> String {
 fn result_file(allocation: bool, experiments: &[&str]) -> String {
     let columns: Vec<String> = (0..=130).map(|c| c.to_string()).collect();
     let total = if allocation { ",total_gpus" } else { "" };
-    let mut text = format!("workload,sc_policy,tune,seed{total},{}\n", columns.join(","));
+    let mut text = format!(
+        "workload,sc_policy,tune,seed{total},{}\n",
+        columns.join(",")
+    );
     for e in experiments {
         let total = if allocation { ",14" } else { "" };
         text.push_str(&format!("{e}{total}{}\n", ",".repeat(131)));
@@ -818,7 +827,10 @@ fn part(dir: &'static str, [a, f, r]: [&[&str]; 3]) -> Vec<(&'static str, String
     vec![
         (path("allocation.csv"), result_file(true, a)),
         (path("analysis_frag_discrete.csv"), result_file(false, f)),
-        (path("analysis_frag_ratio_discrete.csv"), result_file(false, r)),
+        (
+            path("analysis_frag_ratio_discrete.csv"),
+            result_file(false, r),
+        ),
     ]
 }
 
@@ -836,8 +848,18 @@ fn hostile_sweeps() -> Vec<Hostile> {
                 ("y/trace.csv", tiny_pods().replace("tiny-pod", "other-pod")),
             ],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/x/trace.csv", "{dir}/y/trace.csv",
-                "--seeds", "1", "--policy", "FGD", "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/x/trace.csv",
+                "{dir}/y/trace.csv",
+                "--seeds",
+                "1",
+                "--policy",
+                "FGD",
+                "--out",
+                "{dir}/out",
             ],
             code: 0,
             first_stderr_line: "",
@@ -847,8 +869,14 @@ fn hostile_sweeps() -> Vec<Hostile> {
             name: "one pod trace given twice",
             files: vec![("x/trace.csv", tiny_pods())],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/x/trace.csv", "{dir}/x/../x/trace.csv",
-                "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/x/trace.csv",
+                "{dir}/x/../x/trace.csv",
+                "--out",
+                "{dir}/out",
             ],
             code: 1,
             first_stderr_line: "error: --pods {dir}/x/../x/trace.csv: the same file as {dir}/x/trace.csv, given before",
@@ -857,7 +885,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             name: "a workload name the result CSVs cannot hold",
             files: vec![("a,b.csv", tiny_pods())],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/a,b.csv", "--out", "{dir}/out"],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/a,b.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/a,b.csv: the workload name \"a,b\" holds a comma, a quote or a line break, which the result CSVs cannot hold: rename the file",
             stdout_has: "",
@@ -865,16 +901,38 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             // Copies of tasks without GPUs never reach 1.3 × the GPUs: it ran until 8 GiB.
             name: "a pod trace where no task asks for a GPU",
-            files: vec![("p.csv", format!("{POD_HEADER}p0,1000,100,0,0\np1,1000,100,1,0\n"))],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}p0,1000,100,0,0\np1,1000,100,1,0\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv: no task asks for a GPU (`num_gpu` and `gpu_milli` above 0): the curves are over arrived GPU workload",
             stdout_has: "",
         },
         Hostile {
             name: "a node trace without GPUs",
-            files: vec![("n.csv", format!("{NODE_HEADER}a,64000,262144,0,\n")), ("p.csv", format!("{POD_HEADER}{one}"))],
-            args: &["sweep", "--nodes", "{dir}/n.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![
+                ("n.csv", format!("{NODE_HEADER}a,64000,262144,0,\n")),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/n.csv: no node has a GPU (column `gpu`): the curves are of GPU allocation",
             stdout_has: "",
@@ -882,8 +940,19 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             // num_gpu × gpu_milli wrapped negative, and the tuning never ended.
             name: "num_gpu of i64::MAX",
-            files: vec![("p.csv", format!("{POD_HEADER}{one}p1,1000,100,9223372036854775807,1000\n"))],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}{one}p1,1000,100,9223372036854775807,1000\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv:3: field `num_gpu`: too large (out of range: 9223372036854775807 cards of 1000 milli-GPU are more than 9223372036854775807 milli-GPU)",
             stdout_has: "",
@@ -893,8 +962,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
             name: "--inflation 100 with tasks of 1 milli-GPU",
             files: vec![("p.csv", format!("{POD_HEADER}p0,1000,100,1,1\n"))],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--inflation", "100",
-                "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--inflation",
+                "100",
+                "--out",
+                "{dir}/out",
             ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv: --inflation 100: reaching 100 × 14 GPUs takes some 1400000 tasks (the trace's 1 ask for 1 milli-GPU), more than the 1000000 an experiment may place",
@@ -902,8 +978,19 @@ fn hostile_sweeps() -> Vec<Hostile> {
         },
         Hostile {
             name: "a cpu request of 2^63 in a trace",
-            files: vec![("p.csv", format!("{POD_HEADER}{one}p1,9223372036854775808,100,1,500\n"))],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}{one}p1,9223372036854775808,100,1,500\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv:3: field `cpu_milli`: too large (out of range: at most 9223372036854775807), found \"9223372036854775808\"",
             stdout_has: "",
@@ -912,7 +999,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
             // Read whole: /dev/zero reached 4 GB.
             name: "/dev/zero as a pod trace",
             files: vec![],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "/dev/zero", "--out", "{dir}/out"],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "/dev/zero",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: /dev/zero: binary data (a NUL byte at offset 0), not a CSV pod trace",
             stdout_has: "",
@@ -921,8 +1016,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
             name: "/dev/zero as published curves",
             files: vec![],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "testdata/openb/tiny_pods.csv",
-                "--compare", "/dev/zero", "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "/dev/zero",
+                "--out",
+                "{dir}/out",
             ],
             code: 1,
             first_stderr_line: "error: --compare: /dev/zero: binary data (a NUL byte at offset 0), not a CSV curve file",
@@ -930,16 +1032,38 @@ fn hostile_sweeps() -> Vec<Hostile> {
         },
         Hostile {
             name: "an empty node trace",
-            files: vec![("n.csv", String::new()), ("p.csv", format!("{POD_HEADER}{one}"))],
-            args: &["sweep", "--nodes", "{dir}/n.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![
+                ("n.csv", String::new()),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/n.csv:1: empty file, expected a header line",
             stdout_has: "",
         },
         Hostile {
             name: "a node trace of a header alone",
-            files: vec![("n.csv", NODE_HEADER.to_string()), ("p.csv", format!("{POD_HEADER}{one}"))],
-            args: &["sweep", "--nodes", "{dir}/n.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            files: vec![
+                ("n.csv", NODE_HEADER.to_string()),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/n.csv: no nodes after the header line",
             stdout_has: "",
@@ -947,7 +1071,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             name: "a pod trace of a header alone",
             files: vec![("p.csv", POD_HEADER.to_string())],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv: no tasks after the header line",
             stdout_has: "",
@@ -955,10 +1087,23 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             name: "two nodes of one name",
             files: vec![
-                ("n.csv", format!("{NODE_HEADER}a,64000,262144,2,T4\nb,64000,262144,2,T4\na,32000,131072,1,T4\n")),
+                (
+                    "n.csv",
+                    format!(
+                        "{NODE_HEADER}a,64000,262144,2,T4\nb,64000,262144,2,T4\na,32000,131072,1,T4\n"
+                    ),
+                ),
                 ("p.csv", format!("{POD_HEADER}{one}")),
             ],
-            args: &["sweep", "--nodes", "{dir}/n.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/n.csv:4: field `sn`: node \"a\" is also on line 2: names must be unique",
             stdout_has: "",
@@ -966,7 +1111,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             name: "two tasks of one name",
             files: vec![("p.csv", format!("{POD_HEADER}{one}{one}"))],
-            args: &["sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "{dir}/p.csv", "--out", "{dir}/out"],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
             code: 1,
             first_stderr_line: "error: {dir}/p.csv:3: field `name`: task \"p0\" is also on line 2: names must be unique",
             stdout_has: "",
@@ -974,10 +1127,20 @@ fn hostile_sweeps() -> Vec<Hostile> {
         Hostile {
             // deviation.csv came out empty and the sweep exited 0.
             name: "--compare with no curve of a workload swept",
-            files: vec![("published.csv", result_file(true, &["openb_pod_list_default,06-FGD,1.3,42"]))],
+            files: vec![(
+                "published.csv",
+                result_file(true, &["openb_pod_list_default,06-FGD,1.3,42"]),
+            )],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "testdata/openb/tiny_pods.csv",
-                "--compare", "{dir}/published.csv", "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "{dir}/published.csv",
+                "--out",
+                "{dir}/out",
             ],
             code: 1,
             first_stderr_line: "error: --compare {dir}/published.csv: none of its curves is of a workload and policy swept here (its workloads: openb_pod_list_default; swept: tiny_pods)",
@@ -987,8 +1150,15 @@ fn hostile_sweeps() -> Vec<Hostile> {
             name: "--compare of a header alone",
             files: vec![("published.csv", result_file(true, &[]))],
             args: &[
-                "sweep", "--nodes", "testdata/openb/tiny_nodes.csv", "--pods", "testdata/openb/tiny_pods.csv",
-                "--compare", "{dir}/published.csv", "--out", "{dir}/out",
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "{dir}/published.csv",
+                "--out",
+                "{dir}/out",
             ],
             code: 1,
             first_stderr_line: "error: --compare {dir}/published.csv: no curve in it (rows of `workload,sc_policy,tune,seed,total_gpus,0,...,130` after a header line)",
@@ -996,7 +1166,14 @@ fn hostile_sweeps() -> Vec<Hostile> {
         },
         Hostile {
             name: "a --merge part whose three files hold other experiments",
-            files: part("p", [&[&format!("{t},1"), &format!("{t},2")], &[&format!("{t},1")], &[&format!("{t},1"), &format!("{t},2")]]),
+            files: part(
+                "p",
+                [
+                    &[&format!("{t},1"), &format!("{t},2")],
+                    &[&format!("{t},1")],
+                    &[&format!("{t},1"), &format!("{t},2")],
+                ],
+            ),
             args: &["sweep", "--merge", "{dir}/p", "--out", "{dir}/out"],
             code: 1,
             first_stderr_line: "error: {dir}/p/allocation.csv:3: experiment tiny_pods 06-FGD 1.3 2 is not in {dir}/p/analysis_frag_discrete.csv: a part's three files hold the same experiments",
@@ -1107,8 +1284,14 @@ fn a_bad_job_completion_index_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
     for (index, want) in [
-        ("x", "JOB_COMPLETION_INDEX=\"x\" is not an index from 0 to 2"),
-        ("3", "JOB_COMPLETION_INDEX=\"3\" is not an index from 0 to 2"),
+        (
+            "x",
+            "JOB_COMPLETION_INDEX=\"x\" is not an index from 0 to 2",
+        ),
+        (
+            "3",
+            "JOB_COMPLETION_INDEX=\"3\" is not an index from 0 to 2",
+        ),
     ] {
         let child = command(&[
             "sweep",
