@@ -25,7 +25,8 @@ pub struct SweepArgs {
     #[arg(long, required_unless_present = "merge")]
     nodes: Option<PathBuf>,
     /// Pod CSVs (`name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`); the file
-    /// stem is the `workload` column.
+    /// stem is the `workload` column, under as many parent folders as tell alike stems
+    /// apart (`x/trace`, `y/trace`).
     #[arg(long, num_args = 1.., required_unless_present = "merge")]
     pods: Vec<PathBuf>,
     /// Policies: Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD (default: all).
