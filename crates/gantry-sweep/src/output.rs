@@ -56,6 +56,10 @@ pub fn format_row(kind: Kind, key: &Key, total_gpus: i64, values: &[f64]) -> Str
     s
 }
 
+/// The most one result file (of a part to merge, or published curves to compare with) may
+/// hold: some 250,000 experiments' rows.
+pub const MAX_RESULT_BYTES: u64 = 256 << 20;
+
 /// The rows of the three files, by key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Results {
@@ -107,15 +111,13 @@ impl Results {
         Ok(())
     }
 
-    /// Reads a directory a sweep (or shard) wrote and adds its rows; a row already
-    /// present (the same experiment in two parts) is an error naming both.
-    pub fn read_into(&mut self, dir: &Path) -> Result<(), OutputError> {
-        for kind in Kind::ALL {
-            let path = dir.join(kind.file());
-            let text = std::fs::read_to_string(&path).map_err(|source| OutputError::Io {
-                path: path.clone(),
-                source,
-            })?;
+    /// Adds the rows of one part (a directory a sweep or shard wrote): `files` are its
+    /// three files, path and text, in [`Kind::ALL`] order (the caller reads them, within
+    /// [`MAX_RESULT_BYTES`]). A row already present (the same experiment in two parts) is
+    /// an error naming both; so are three files that do not hold the same experiments.
+    pub fn add_part(&mut self, files: &[(PathBuf, String); 3]) -> Result<(), OutputError> {
+        let mut part: Vec<BTreeMap<Key, (usize, &str)>> = Vec::new();
+        for (kind, (path, text)) in Kind::ALL.into_iter().zip(files) {
             let err = |line: usize, message: String| OutputError::Format {
                 path: path.clone(),
                 line,
@@ -127,6 +129,7 @@ impl Results {
                 _ => return Err(err(1, format!("header is not `{}`", kind.header()))),
             }
             let fields = 4 + usize::from(kind == Kind::Allocation) + COLUMNS;
+            let mut rows = BTreeMap::new();
             for (i, line) in lines {
                 let parts: Vec<&str> = line.split(',').collect();
                 if parts.len() != fields {
@@ -141,15 +144,50 @@ impl Results {
                     parts[2].to_string(),
                     parts[3].to_string(),
                 );
-                if self.insert(kind, key.clone(), line.to_string()).is_some() {
+                let (w, p, t, s) = &key;
+                if self.rows.get(&kind).is_some_and(|r| r.contains_key(&key)) {
                     return Err(err(
                         i + 1,
-                        format!(
-                            "experiment {} {} {} {} is already in another part",
-                            key.0, key.1, key.2, key.3
-                        ),
+                        format!("experiment {w} {p} {t} {s} is already in another part"),
                     ));
                 }
+                if rows.insert(key.clone(), (i + 1, line)).is_some() {
+                    return Err(err(
+                        i + 1,
+                        format!("experiment {w} {p} {t} {s} is already on an earlier line"),
+                    ));
+                }
+            }
+            part.push(rows);
+        }
+        let (first, first_path) = (&part[0], &files[0].0);
+        for (rows, (path, _)) in part.iter().zip(files).skip(1) {
+            let stray = rows.iter().find(|(k, _)| !first.contains_key(*k));
+            if let Some(((w, p, t, s), (line, _))) = stray {
+                return Err(OutputError::Format {
+                    path: path.clone(),
+                    line: *line,
+                    message: format!(
+                        "experiment {w} {p} {t} {s} is not in {}: a part's three files hold the same experiments",
+                        first_path.display()
+                    ),
+                });
+            }
+            let missing = first.iter().find(|(k, _)| !rows.contains_key(*k));
+            if let Some(((w, p, t, s), (line, _))) = missing {
+                return Err(OutputError::Format {
+                    path: first_path.clone(),
+                    line: *line,
+                    message: format!(
+                        "experiment {w} {p} {t} {s} is not in {}: a part's three files hold the same experiments",
+                        path.display()
+                    ),
+                });
+            }
+        }
+        for (kind, rows) in Kind::ALL.into_iter().zip(part) {
+            for (key, (_, line)) in rows {
+                self.insert(kind, key, line.to_string());
             }
         }
         Ok(())

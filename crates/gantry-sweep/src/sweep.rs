@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::analysis;
 use crate::engine::{self, Workload};
 use crate::output::{Key, Kind, Results, format_row};
-use crate::trace::{NodeTrace, PodTrace};
+use crate::trace::{NodeTrace, PodTrace, TraceError};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -33,20 +33,30 @@ pub struct Planned {
 }
 
 impl Sweep {
+    /// The sweep, refusing (before anything runs) traces it cannot measure or tune: see
+    /// [`Workload::new`] and [`Workload::check_tuning`].
     pub fn new(
         nodes: &NodeTrace,
         pods: &[PodTrace],
         policies: Vec<Policy>,
         seeds: Vec<u64>,
         inflation: f64,
-    ) -> Sweep {
-        Sweep {
-            workloads: pods.iter().map(|p| Workload::new(nodes, p)).collect(),
+    ) -> Result<Sweep, TraceError> {
+        let workloads = pods
+            .iter()
+            .map(|p| {
+                let w = Workload::new(nodes, p)?;
+                w.check_tuning(inflation)?;
+                Ok(w)
+            })
+            .collect::<Result<Vec<_>, TraceError>>()?;
+        Ok(Sweep {
+            workloads,
             policies,
             seeds,
             inflation,
             shard: None,
-        }
+        })
     }
 
     /// The `tune` column: the ratio as Python prints it (`1.3`).
@@ -90,7 +100,8 @@ impl Sweep {
     }
 
     /// Runs the planned experiments on rayon's pool; `progress(done, total)` after each.
-    pub fn run(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Results {
+    /// An experiment whose tuning passes [`engine::MAX_TASKS`] is an error.
+    pub fn run(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Results, TraceError> {
         let plan = self.plan();
         let total = plan.len();
         let done = AtomicUsize::new(0);
@@ -98,7 +109,7 @@ impl Sweep {
             .par_iter()
             .map(|p| {
                 let wl = &self.workloads[p.workload];
-                let lines = engine::run(wl, p.policy, p.seed, self.inflation);
+                let lines = engine::run(wl, p.policy, p.seed, self.inflation)?;
                 let g = wl.total_gpus;
                 let rows = [
                     format_row(
@@ -116,15 +127,15 @@ impl Sweep {
                     format_row(Kind::FragRatio, &p.key, g, &analysis::frag_ratio(&lines, g)),
                 ];
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                (p.key.clone(), rows)
+                Ok((p.key.clone(), rows))
             })
-            .collect();
+            .collect::<Result<_, TraceError>>()?;
         let mut out = Results::default();
         for (key, [a, f, r]) in rows {
             out.insert(Kind::Allocation, key.clone(), a);
             out.insert(Kind::FragAmount, key.clone(), f);
             out.insert(Kind::FragRatio, key, r);
         }
-        out
+        Ok(out)
     }
 }

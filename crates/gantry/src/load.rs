@@ -49,9 +49,20 @@ pub const MAX_KUBECONFIG_BYTES: u64 = 16 << 20;
 /// once the limit is passed, binary data at its first NUL byte, and invalid UTF-8 with
 /// its offset, each as one line naming the file.
 pub fn read_text(file: &Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    read_limited(file, limit, what, "YAML or JSON")
+}
+
+/// How long a named pipe (FIFO) may wait for a writer before it is refused: opening one
+/// blocks until a writer comes, which for a FIFO nobody writes is forever.
+pub const FIFO_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// [`read_text`] for text of any `format` ("CSV"): binary data is refused as not a
+/// `format` `what`. A named pipe is read as it streams in, once a writer has opened it
+/// within [`FIFO_WRITER_WAIT`].
+pub fn read_limited(file: &Path, limit: u64, what: &str, format: &str) -> anyhow::Result<String> {
     use std::io::Read;
     let name = file.display();
-    let opened = std::fs::File::open(file).with_context(|| format!("cannot read {name}"))?;
+    let opened = open(file).with_context(|| format!("cannot read {name}"))?;
     let mut bytes = Vec::new();
     let mut reader = opened.take(limit + 1);
     let mut chunk = [0u8; 64 * 1024];
@@ -64,7 +75,7 @@ pub fn read_text(file: &Path, limit: u64, what: &str) -> anyhow::Result<String> 
         }
         if let Some(i) = chunk[..n].iter().position(|&b| b == 0) {
             anyhow::bail!(
-                "{name}: binary data (a NUL byte at offset {}), not a YAML or JSON {what}",
+                "{name}: binary data (a NUL byte at offset {}), not a {format} {what}",
                 bytes.len() + i
             );
         }
@@ -80,6 +91,30 @@ pub fn read_text(file: &Path, limit: u64, what: &str) -> anyhow::Result<String> 
             e.utf8_error().valid_up_to()
         )
     })
+}
+
+/// Opens `file` for reading; a FIFO on a thread of its own, given up (the thread left
+/// blocked) when no writer has come within [`FIFO_WRITER_WAIT`].
+fn open(file: &Path) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if std::fs::metadata(file)?.file_type().is_fifo() {
+            let (send, receive) = std::sync::mpsc::channel();
+            let path = file.to_path_buf();
+            std::thread::spawn(move || send.send(std::fs::File::open(path)));
+            return receive.recv_timeout(FIFO_WRITER_WAIT).unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "a named pipe (FIFO) that no writer opened within {} s",
+                        FIFO_WRITER_WAIT.as_secs()
+                    ),
+                ))
+            });
+        }
+    }
+    std::fs::File::open(file)
 }
 
 /// Says on stderr what the input holds that the scheduler reads past: fields it does not

@@ -2,13 +2,21 @@
 //! Gantry's implementation, written as the published curve files, in shards if asked,
 //! and merged back byte for byte.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use gantry_framework::plugins::openb::Policy;
-use gantry_sweep::output::{self, Kind, Results};
+use gantry_sweep::output::{self, Kind, MAX_RESULT_BYTES, Results};
+use gantry_sweep::trace::MAX_TRACE_BYTES;
 use gantry_sweep::{Sweep, report, trace};
+
+use crate::load::read_limited;
+
+/// The most worker threads `--jobs` may ask for (each is a thread of its own, started
+/// before anything runs).
+const MAX_JOBS: u64 = 256;
 
 #[derive(Args)]
 pub struct SweepArgs {
@@ -17,7 +25,8 @@ pub struct SweepArgs {
     #[arg(long, required_unless_present = "merge")]
     nodes: Option<PathBuf>,
     /// Pod CSVs (`name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`); the file
-    /// stem is the `workload` column.
+    /// stem is the `workload` column, under as many parent folders as tell alike stems
+    /// apart (`x/trace`, `y/trace`).
     #[arg(long, num_args = 1.., required_unless_present = "merge")]
     pods: Vec<PathBuf>,
     /// Policies: Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD (default: all).
@@ -49,9 +58,9 @@ pub struct SweepArgs {
     /// Kubernetes YAML (HAMi cards) for `gantry simulate --cluster`, instead of sweeping.
     #[arg(long)]
     manifests: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    jobs: Option<usize>,
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_JOBS))]
+    jobs: Option<u64>,
 }
 
 fn seeds(s: &str) -> Result<Vec<u64>> {
@@ -72,11 +81,15 @@ fn shard(s: &str) -> Result<(usize, usize)> {
     let (i, n) = s.split_once('/').with_context(bad)?;
     let n: usize = n.trim().parse().with_context(bad)?;
     let i: usize = if i.trim() == "-" {
-        std::env::var("JOB_COMPLETION_INDEX")
-            .with_context(|| format!("--shard {s:?}: JOB_COMPLETION_INDEX is not set"))?
-            .trim()
-            .parse()
-            .with_context(bad)?
+        let index = std::env::var("JOB_COMPLETION_INDEX")
+            .with_context(|| format!("--shard {s:?}: JOB_COMPLETION_INDEX is not set"))?;
+        match index.trim().parse() {
+            Ok(i) if i < n => i,
+            _ => bail!(
+                "--shard {s:?}: JOB_COMPLETION_INDEX={index:?} is not an index from 0 to {}",
+                n.saturating_sub(1)
+            ),
+        }
     } else {
         i.trim().parse().with_context(bad)?
     };
@@ -86,30 +99,131 @@ fn shard(s: &str) -> Result<(usize, usize)> {
     Ok((i, n))
 }
 
+/// A trace CSV, read within [`MAX_TRACE_BYTES`].
+fn read_trace(path: &Path, what: &str) -> Result<String> {
+    read_limited(path, MAX_TRACE_BYTES, what, "CSV")
+}
+
+/// The pod traces, each named by [`trace::workload_names`]; one file given twice is an
+/// error naming both spellings.
+fn read_pod_traces(paths: &[PathBuf]) -> Result<Vec<trace::PodTrace>> {
+    let mut traces = Vec::new();
+    let mut canonical: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        // A pipe (`<(...)`) has no path to tell it by: its own name stands.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        if let Some(i) = canonical.iter().position(|c| *c == real) {
+            bail!(
+                "--pods {}: the same file as {}, given before",
+                path.display(),
+                paths[i].display()
+            );
+        }
+        let text = read_trace(path, "pod trace")?;
+        traces.push(trace::parse_pods(path, &text)?);
+        canonical.push(real);
+    }
+    let names = trace::workload_names(&canonical)?;
+    for (pods, name) in traces.iter_mut().zip(names) {
+        pods.stem = name;
+    }
+    Ok(traces)
+}
+
+/// A part of `--merge`: its three files, each read within [`MAX_RESULT_BYTES`].
+fn read_part(dir: &Path) -> Result<[(PathBuf, String); 3]> {
+    let read = |kind: Kind| -> Result<(PathBuf, String)> {
+        let path = dir.join(kind.file());
+        let text =
+            read_limited(&path, MAX_RESULT_BYTES, "sweep result file", "CSV").context("--merge")?;
+        Ok((path, text))
+    };
+    Ok([
+        read(Kind::Allocation)?,
+        read(Kind::FragAmount)?,
+        read(Kind::FragRatio)?,
+    ])
+}
+
+type Curves = BTreeMap<(String, String), Vec<f64>>;
+
+/// The published mean curves of `--compare FILE` (an allocation file's layout), refused
+/// when the file holds none.
+fn read_published(path: &Path) -> Result<Curves> {
+    let text = read_limited(path, MAX_RESULT_BYTES, "curve file", "CSV").context("--compare")?;
+    let curves = output::means_of(text.lines().skip(1), true);
+    if curves.is_empty() {
+        bail!(
+            "--compare {}: no curve in it (rows of `workload,sc_policy,tune,seed,total_gpus,0,...,130` after a header line)",
+            path.display()
+        );
+    }
+    Ok(curves)
+}
+
+/// Refuses a `--compare` file none of whose curves is of a (workload, policy) swept.
+fn check_comparable<'a>(
+    path: &Path,
+    published: &Curves,
+    ours: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<()> {
+    let ours: Vec<(&str, &str)> = ours.collect();
+    if ours.is_empty()
+        || ours
+            .iter()
+            .any(|(w, p)| published.contains_key(&(w.to_string(), p.to_string())))
+    {
+        return Ok(());
+    }
+    let list = |names: Vec<&str>| {
+        let mut names = names;
+        names.sort_unstable();
+        names.dedup();
+        let more = names.len().saturating_sub(5);
+        let mut s = names.into_iter().take(5).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+        s
+    };
+    bail!(
+        "--compare {}: none of its curves is of a workload and policy swept here (its workloads: {}; swept: {})",
+        path.display(),
+        list(published.keys().map(|(w, _)| w.as_str()).collect()),
+        list(ours.iter().map(|(w, _)| *w).collect())
+    )
+}
+
 pub fn run(args: SweepArgs) -> Result<()> {
     if let Some(j) = args.jobs {
         rayon::ThreadPoolBuilder::new()
-            .num_threads(j.max(1))
+            .num_threads(j as usize)
             .build_global()
             .context("--jobs")?;
     }
     let started = std::time::Instant::now();
+    let published = args.compare.as_deref().map(read_published).transpose()?;
     let results = if !args.merge.is_empty() {
         let mut all = Results::default();
         for dir in &args.merge {
-            all.read_into(dir)?;
+            all.add_part(&read_part(dir)?)?;
+        }
+        if all.rows.values().all(|r| r.is_empty()) {
+            bail!("--merge: the parts hold no experiment");
+        }
+        if let (Some(path), Some(published)) = (&args.compare, &published) {
+            let ours = all.means(Kind::Allocation);
+            check_comparable(
+                path,
+                published,
+                ours.keys().map(|(w, p)| (w.as_str(), p.as_str())),
+            )?;
         }
         all
     } else {
         let (Some(nodes), false) = (&args.nodes, args.pods.is_empty()) else {
             bail!("--nodes and --pods are needed unless --merge is given");
         };
-        let nodes = trace::read_nodes(nodes)?;
-        let pods = args
-            .pods
-            .iter()
-            .map(|p| trace::read_pods(p))
-            .collect::<Result<Vec<_>, _>>()?;
         let policies = if args.policy.is_empty() {
             Policy::ALL.to_vec()
         } else {
@@ -128,10 +242,14 @@ pub fn run(args: SweepArgs) -> Result<()> {
                 args.inflation
             );
         }
-        let mut sweep = Sweep::new(&nodes, &pods, policies, seeds(&args.seeds)?, args.inflation);
+        let seeds = seeds(&args.seeds)?;
+        let shard = args.shard.as_deref().map(shard).transpose()?;
+        let nodes = trace::parse_nodes(nodes, &read_trace(nodes, "node trace")?)?;
+        let pods = read_pod_traces(&args.pods)?;
+        let mut sweep = Sweep::new(&nodes, &pods, policies, seeds, args.inflation)?;
         if let Some(path) = &args.manifests {
             let w = &sweep.workloads[0];
-            let (order, _) = w.arrivals(sweep.seeds[0], sweep.inflation);
+            let (order, _) = w.arrivals(sweep.seeds[0], sweep.inflation)?;
             let (n, p) = w.trace();
             std::fs::write(path, gantry_sweep::manifests::yaml(n, p, &order))
                 .with_context(|| path.display().to_string())?;
@@ -143,9 +261,16 @@ pub fn run(args: SweepArgs) -> Result<()> {
             );
             return Ok(());
         }
-        sweep.shard = args.shard.as_deref().map(shard).transpose()?;
-        let total = sweep.plan().len();
-        let bar = indicatif::ProgressBar::new(total as u64).with_style(
+        sweep.shard = shard;
+        let plan = sweep.plan();
+        if let (Some(path), Some(published)) = (&args.compare, &published) {
+            check_comparable(
+                path,
+                published,
+                plan.iter().map(|p| (p.key.0.as_str(), p.key.1.as_str())),
+            )?;
+        }
+        let bar = indicatif::ProgressBar::new(plan.len() as u64).with_style(
             indicatif::ProgressStyle::with_template(
                 "{bar:40} {pos}/{len} experiments, {elapsed} ({eta} left)",
             )
@@ -153,15 +278,12 @@ pub fn run(args: SweepArgs) -> Result<()> {
         );
         let results = sweep.run(&|done, _| bar.set_position(done as u64));
         bar.finish_and_clear();
-        results
+        results?
     };
     results.write(&args.out)?;
     let mut devs = Vec::new();
-    if let Some(published) = &args.compare {
-        let text = std::fs::read_to_string(published)
-            .with_context(|| format!("--compare {}", published.display()))?;
-        let theirs = output::means_of(text.lines().skip(1), true);
-        devs = output::deviations(&results.means(Kind::Allocation), &theirs);
+    if let Some(published) = &published {
+        devs = output::deviations(&results.means(Kind::Allocation), published);
         let mut csv = String::from("workload,sc_policy,max_abs_pp,at,ours,published\n");
         for d in &devs {
             csv.push_str(&format!(

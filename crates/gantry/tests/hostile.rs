@@ -209,7 +209,7 @@ fn a_full_stdout_is_one_clear_error() {
 
 #[test]
 fn numeric_flags_have_limits() {
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 15] = [
         (
             &["bench", "snapshot", "--pods-per-node", "100000000"],
             "--pods-per-node",
@@ -243,6 +243,15 @@ fn numeric_flags_have_limits() {
         (
             &["simulate", "--event-latency-ms", "99999999999"],
             "--event-latency-ms",
+        ),
+        // 100,000 threads took 169 s to start before the sweep failed.
+        (
+            &["sweep", "--out", "x", "--merge", "x", "--jobs", "100000"],
+            "--jobs",
+        ),
+        (
+            &["sweep", "--out", "x", "--merge", "x", "--jobs", "0"],
+            "--jobs",
         ),
     ];
     for (args, flag) in cases {
@@ -789,13 +798,542 @@ fn hostile_inputs() -> Vec<Hostile> {
     ]
 }
 
+const NODE_HEADER: &str = "sn,cpu_milli,memory_mib,gpu,model\n";
+const POD_HEADER: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+
+fn tiny_pods() -> String {
+    std::fs::read_to_string(common::repo_root().join("testdata/openb/tiny_pods.csv")).unwrap()
+}
+
+/// A result file of `gantry sweep` (allocation.csv when `allocation`) holding the rows of
+/// these experiments (`workload,policy,tune,seed`), their columns empty.
+fn result_file(allocation: bool, experiments: &[&str]) -> String {
+    let columns: Vec<String> = (0..=130).map(|c| c.to_string()).collect();
+    let total = if allocation { ",total_gpus" } else { "" };
+    let mut text = format!(
+        "workload,sc_policy,tune,seed{total},{}\n",
+        columns.join(",")
+    );
+    for e in experiments {
+        let total = if allocation { ",14" } else { "" };
+        text.push_str(&format!("{e}{total}{}\n", ",".repeat(131)));
+    }
+    text
+}
+
+/// A part to merge whose three files hold these experiments each.
+fn part(dir: &'static str, [a, f, r]: [&[&str]; 3]) -> Vec<(&'static str, String)> {
+    let path = |file: &str| &*format!("{dir}/{file}").leak();
+    vec![
+        (path("allocation.csv"), result_file(true, a)),
+        (path("analysis_frag_discrete.csv"), result_file(false, f)),
+        (
+            path("analysis_frag_ratio_discrete.csv"),
+            result_file(false, r),
+        ),
+    ]
+}
+
+/// What `gantry sweep` once ran forever on, ran out of memory on, or wrote empty or
+/// partial files for and exited 0 (issue 33).
+fn hostile_sweeps() -> Vec<Hostile> {
+    let one = "p0,1000,100,1,500\n";
+    let t = "tiny_pods,06-FGD,1.3";
+    vec![
+        Hostile {
+            // Both named `trace`: one's results stood in for the other's.
+            name: "two pod traces of one file name in two folders",
+            files: vec![
+                ("x/trace.csv", tiny_pods()),
+                ("y/trace.csv", tiny_pods().replace("tiny-pod", "other-pod")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/x/trace.csv",
+                "{dir}/y/trace.csv",
+                "--seeds",
+                "1",
+                "--policy",
+                "FGD",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: "gantry sweep: 2 experiments in",
+        },
+        Hostile {
+            name: "one pod trace given twice",
+            files: vec![("x/trace.csv", tiny_pods())],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/x/trace.csv",
+                "{dir}/x/../x/trace.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: --pods {dir}/x/../x/trace.csv: the same file as {dir}/x/trace.csv, given before",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a workload name the result CSVs cannot hold",
+            files: vec![("a,b.csv", tiny_pods())],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/a,b.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/a,b.csv: the workload name \"a,b\" holds a comma, a quote or a line break, which the result CSVs cannot hold: rename the file",
+            stdout_has: "",
+        },
+        Hostile {
+            // Copies of tasks without GPUs never reach 1.3 × the GPUs: it ran until 8 GiB.
+            name: "a pod trace where no task asks for a GPU",
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}p0,1000,100,0,0\np1,1000,100,1,0\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv: no task asks for a GPU (`num_gpu` and `gpu_milli` above 0): the curves are over arrived GPU workload",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a node trace without GPUs",
+            files: vec![
+                ("n.csv", format!("{NODE_HEADER}a,64000,262144,0,\n")),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/n.csv: no node has a GPU (column `gpu`): the curves are of GPU allocation",
+            stdout_has: "",
+        },
+        Hostile {
+            // num_gpu × gpu_milli wrapped negative, and the tuning never ended.
+            name: "num_gpu of i64::MAX",
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}{one}p1,1000,100,9223372036854775807,1000\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv:3: field `num_gpu`: too large (out of range: 9223372036854775807 cards of 1000 milli-GPU are more than 9223372036854775807 milli-GPU)",
+            stdout_has: "",
+        },
+        Hostile {
+            // 1.4 million copies per experiment, on every thread at once.
+            name: "--inflation 100 with tasks of 1 milli-GPU",
+            files: vec![("p.csv", format!("{POD_HEADER}p0,1000,100,1,1\n"))],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--inflation",
+                "100",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv: --inflation 100: reaching 100 × 14 GPUs takes some 1400000 tasks (the trace's 1 ask for 1 milli-GPU), more than the 1000000 an experiment may place",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a cpu request of 2^63 in a trace",
+            files: vec![(
+                "p.csv",
+                format!("{POD_HEADER}{one}p1,9223372036854775808,100,1,500\n"),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv:3: field `cpu_milli`: too large (out of range: at most 9223372036854775807), found \"9223372036854775808\"",
+            stdout_has: "",
+        },
+        Hostile {
+            // Read whole: /dev/zero reached 4 GB.
+            name: "/dev/zero as a pod trace",
+            files: vec![],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "/dev/zero",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: /dev/zero: binary data (a NUL byte at offset 0), not a CSV pod trace",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "/dev/zero as published curves",
+            files: vec![],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "/dev/zero",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: --compare: /dev/zero: binary data (a NUL byte at offset 0), not a CSV curve file",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "an empty node trace",
+            files: vec![
+                ("n.csv", String::new()),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/n.csv:1: empty file, expected a header line",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a node trace of a header alone",
+            files: vec![
+                ("n.csv", NODE_HEADER.to_string()),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/n.csv: no nodes after the header line",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a pod trace of a header alone",
+            files: vec![("p.csv", POD_HEADER.to_string())],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv: no tasks after the header line",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "two nodes of one name",
+            files: vec![
+                (
+                    "n.csv",
+                    format!(
+                        "{NODE_HEADER}a,64000,262144,2,T4\nb,64000,262144,2,T4\na,32000,131072,1,T4\n"
+                    ),
+                ),
+                ("p.csv", format!("{POD_HEADER}{one}")),
+            ],
+            args: &[
+                "sweep",
+                "--nodes",
+                "{dir}/n.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/n.csv:4: field `sn`: node \"a\" is also on line 2: names must be unique",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "two tasks of one name",
+            files: vec![("p.csv", format!("{POD_HEADER}{one}{one}"))],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "{dir}/p.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: {dir}/p.csv:3: field `name`: task \"p0\" is also on line 2: names must be unique",
+            stdout_has: "",
+        },
+        Hostile {
+            // deviation.csv came out empty and the sweep exited 0.
+            name: "--compare with no curve of a workload swept",
+            files: vec![(
+                "published.csv",
+                result_file(true, &["openb_pod_list_default,06-FGD,1.3,42"]),
+            )],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "{dir}/published.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: --compare {dir}/published.csv: none of its curves is of a workload and policy swept here (its workloads: openb_pod_list_default; swept: tiny_pods)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "--compare of a header alone",
+            files: vec![("published.csv", result_file(true, &[]))],
+            args: &[
+                "sweep",
+                "--nodes",
+                "testdata/openb/tiny_nodes.csv",
+                "--pods",
+                "testdata/openb/tiny_pods.csv",
+                "--compare",
+                "{dir}/published.csv",
+                "--out",
+                "{dir}/out",
+            ],
+            code: 1,
+            first_stderr_line: "error: --compare {dir}/published.csv: no curve in it (rows of `workload,sc_policy,tune,seed,total_gpus,0,...,130` after a header line)",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a --merge part whose three files hold other experiments",
+            files: part(
+                "p",
+                [
+                    &[&format!("{t},1"), &format!("{t},2")],
+                    &[&format!("{t},1")],
+                    &[&format!("{t},1"), &format!("{t},2")],
+                ],
+            ),
+            args: &["sweep", "--merge", "{dir}/p", "--out", "{dir}/out"],
+            code: 1,
+            first_stderr_line: "error: {dir}/p/allocation.csv:3: experiment tiny_pods 06-FGD 1.3 2 is not in {dir}/p/analysis_frag_discrete.csv: a part's three files hold the same experiments",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "--merge of parts without experiments",
+            files: part("p", [&[], &[], &[]]),
+            args: &["sweep", "--merge", "{dir}/p", "--out", "{dir}/out"],
+            code: 1,
+            first_stderr_line: "error: --merge: the parts hold no experiment",
+            stdout_has: "",
+        },
+    ]
+}
+
+#[test]
+fn a_fifo_nobody_writes_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pods.csv");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let out_dir = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let out = gantry_within(
+        &[
+            "sweep",
+            "--nodes",
+            "testdata/openb/tiny_nodes.csv",
+            "--pods",
+            fifo,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_one_line_error(
+        &out,
+        &[&format!(
+            "error: cannot read {fifo}: a named pipe (FIFO) that no writer opened within 5 s"
+        )],
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // A FIFO with a writer is read as it streams in.
+    let writer = {
+        let fifo = fifo.to_string();
+        std::thread::spawn(move || std::fs::write(fifo, tiny_pods()).unwrap())
+    };
+    let out = gantry_within(
+        &[
+            "sweep",
+            "--nodes",
+            "testdata/openb/tiny_nodes.csv",
+            "--pods",
+            fifo,
+            "--seeds",
+            "1",
+            "--policy",
+            "FGD",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    if !out.status.success() {
+        // Let the writer, still waiting for a reader, end.
+        std::io::Read::read_to_end(&mut File::open(fifo).unwrap(), &mut Vec::new()).unwrap();
+    }
+    writer.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("gantry sweep: 1 experiments"));
+}
+
+#[test]
+fn a_trace_past_its_limit_is_refused_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.csv");
+    let mut text = tiny_pods().into_bytes();
+    text.resize((64 << 20) + 1, b'\n');
+    std::fs::write(&path, text).unwrap();
+    let out = gantry_within(
+        &[
+            "sweep",
+            "--nodes",
+            "testdata/openb/tiny_nodes.csv",
+            "--pods",
+            path.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_one_line_error(
+        &out,
+        &[&format!(
+            "error: {}: larger than 67108864 bytes, more than a pod trace holds",
+            path.display()
+        )],
+    );
+}
+
+#[test]
+fn a_bad_job_completion_index_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    for (index, want) in [
+        (
+            "x",
+            "JOB_COMPLETION_INDEX=\"x\" is not an index from 0 to 2",
+        ),
+        (
+            "3",
+            "JOB_COMPLETION_INDEX=\"3\" is not an index from 0 to 2",
+        ),
+    ] {
+        let child = command(&[
+            "sweep",
+            "--nodes",
+            "testdata/openb/tiny_nodes.csv",
+            "--pods",
+            "testdata/openb/tiny_pods.csv",
+            "--shard",
+            "-/3",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .env("JOB_COMPLETION_INDEX", index)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let out = wait_within(child, LIMIT, &["sweep", "--shard", "-/3"]);
+        assert_one_line_error(&out, &["--shard \"-/3\"", want]);
+    }
+}
+
 #[test]
 fn hostile_inputs_end_as_the_table_says() {
+    run_table(hostile_inputs());
+}
+
+#[test]
+fn hostile_sweeps_end_as_the_table_says() {
+    run_table(hostile_sweeps());
+}
+
+/// Runs each case, then fails listing every case that did not end as its row says.
+fn run_table(cases: Vec<Hostile>) {
     let mut failures = Vec::new();
-    for case in hostile_inputs() {
+    for case in cases {
         let dir = tempfile::tempdir().unwrap();
         let at = dir.path().to_str().unwrap();
         for (file, text) in &case.files {
+            if let Some(parent) = dir.path().join(file).parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
             if file.contains(".latin1.") {
                 // Saved as Latin-1: one byte per character, not UTF-8.
                 let bytes: Vec<u8> = text.chars().map(|c| c as u8).collect();
