@@ -14,6 +14,7 @@ mod allocator;
 pub mod cel;
 pub mod device_report;
 mod first_path;
+pub mod library;
 pub mod score;
 mod semver;
 
