@@ -905,8 +905,9 @@ fn check_host(host: &str) -> Result<(), String> {
             None => (host, ""),
         }
     };
-    if !port.is_empty() && !(port.starts_with(':') && port[1..].bytes().all(|b| b.is_ascii_digit()))
-    {
+    let valid_port =
+        port.is_empty() || port.starts_with(':') && port[1..].bytes().all(|b| b.is_ascii_digit());
+    if !valid_port {
         return Err(format!("invalid port {port:?} after host"));
     }
     check_escapes(name)?;
