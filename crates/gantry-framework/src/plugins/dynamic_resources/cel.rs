@@ -492,6 +492,44 @@ fn estimate(e: &IdedExpr, scope: &mut Vec<(String, Shape, bool)>) -> Estimate {
                     shapes[1].clone().max(shapes[2].clone())
                 }
                 operators::LOGICAL_AND | operators::LOGICAL_OR => Shape::scalar(),
+                name if name.starts_with(|c: char| c.is_ascii_alphabetic()) => {
+                    // Library functions walk the collections they are given (as
+                    // library/cost.go and cel-go's ext libraries charge them): the sets
+                    // functions and `distinct` compare every element with every other.
+                    let walked: Vec<u64> = shapes
+                        .iter()
+                        .filter(|s| s.is_collection())
+                        .map(Shape::cells)
+                        .collect();
+                    let sets = matches!(
+                        call.target.as_deref().map(|t| &t.expr),
+                        Some(Expr::Ident(namespace)) if namespace == "sets"
+                    );
+                    let walk = if sets || name == "distinct" {
+                        walked.iter().fold(1u64, |a, b| a.saturating_mul(*b))
+                    } else {
+                        walked.iter().fold(0u64, |a, b| a.saturating_add(*b))
+                    };
+                    cost = cost.saturating_add(if walked.is_empty() { 0 } else { walk });
+                    match name {
+                        // Lists made of the target's elements.
+                        "sort" | "reverse" | "distinct" | "slice" | "flatten"
+                            if shapes.first().is_some_and(Shape::is_collection) =>
+                        {
+                            shapes[0].clone()
+                        }
+                        // Lists of pieces of the target string.
+                        "split" | "findAll" => {
+                            let len = shapes.first().map_or(0, |s| s.len);
+                            Shape::collection(len, Shape::string(len))
+                        }
+                        _ => shapes
+                            .first()
+                            .filter(|s| !s.is_collection())
+                            .cloned()
+                            .unwrap_or_default(),
+                    }
+                }
                 _ => Shape::scalar(),
             };
             Estimate { cost, shape }
@@ -880,6 +918,11 @@ mod tests {
             list(1000)
         ));
         assert!(strings > 1_000_000, "{strings}");
+        // Library functions are charged the collections they walk.
+        let sets = cost(&format!("sets.intersects({0}, {0})", list(1000)));
+        assert!(sets >= 1_000_000, "{sets}");
+        let sorted = cost(&format!("{}.isSorted()", list(1000)));
+        assert!((1000..10_000).contains(&sorted), "{sorted}");
     }
 
     #[test]
