@@ -490,7 +490,9 @@ pub fn with_dynamic_resources(mut profile: Profile) -> Profile {
     if profile.filter.iter().any(|p| p.name() == name) {
         return profile;
     }
-    let plugin = Arc::new(dynamic_resources::DynamicResources::default());
+    let plugin = Arc::new(dynamic_resources::DynamicResources::for_release(
+        profile.release,
+    ));
     profile.pre_filter.push(plugin.clone());
     profile.filter.push(plugin.clone());
     profile.reserve.push(plugin.clone());

@@ -278,7 +278,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
     let volume_restrictions = Arc::new(volume_restrictions::VolumeRestrictions {
         says_in_use: release.read_write_once_pod_message(),
     });
-    let dra = Arc::new(dynamic_resources::DynamicResources::default());
+    let dra = Arc::new(dynamic_resources::DynamicResources::for_release(release));
     let gpu_share = Arc::new(args.gpu_share);
     let mut registry = vec![
         Registered::new(scheduling_gates::NAME)

@@ -10,19 +10,21 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use foldhash::fast::RandomState;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::{Key, Map};
-use cel::{Context, ExecutionError, Program, Value};
+use cel::{Context, Env, ExecutionError, Program, Value};
 use gantry_api::dra::{
     AttributeValue, CEL_SELECTOR_EXPRESSION_MAX_COST, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH, Device,
     MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, ResourceSlice, selector_too_long,
 };
-use gantry_api::{Quantity, Sym};
+use gantry_api::release::{NEWEST_MINOR, OLDEST_MINOR};
+use gantry_api::{Quantity, Release, Sym};
 
+use super::library;
 use super::semver::Semver;
 
 /// The deepest nesting an expression may have: cel-go's default `maxRecursionDepth`,
@@ -56,6 +58,9 @@ pub enum Verdict {
 /// A compiled selector, shared between the pods that use the same expression.
 pub struct Selector {
     program: Program,
+    /// The minor release whose CEL environment the expression compiled in (and is
+    /// evaluated in).
+    minor: u8,
     /// Nesting of the expression, at most [`MAX_DEPTH`].
     depth: usize,
     /// Verdicts on every device of a slice, by the slice's address: a device's verdict
@@ -77,13 +82,22 @@ impl Selector {
     /// `CELSelectorExpressionMaxLength`), nested at most [`MAX_DEPTH`] deep, and a
     /// worst-case cost within `CELSelectorExpressionMaxCost` (see [`estimated_cost`]).
     /// The error reads as the API server's `field.Error` body, on one line; a panic in
-    /// the parser is caught and reported as an error.
+    /// the parser is caught and reported as an error. The environment is the newest
+    /// release's; see [`compile_for`](Self::compile_for).
     pub fn compile(expression: &str) -> Result<Selector, String> {
+        Self::compile_for(expression, Release::default())
+    }
+
+    /// [`compile`](Self::compile) in the CEL environment of `release`: the functions
+    /// of the libraries it has (see the `library` module); a call to any other is
+    /// refused as cel-go's checker refuses it, "undeclared reference".
+    pub fn compile_for(expression: &str, release: Release) -> Result<Selector, String> {
         if let Some(message) = selector_too_long(expression) {
             return Err(message);
         }
+        let minor = release.minor().clamp(OLDEST_MINOR, NEWEST_MINOR);
         stacker::grow(COMPILE_STACK, || {
-            catch_unwind(|| compile_within_limits(expression)).unwrap_or_else(|panic| {
+            catch_unwind(|| compile_within_limits(expression, minor)).unwrap_or_else(|panic| {
                 Err(format!(
                     "Invalid value: compilation failed: the CEL parser failed: {}",
                     panic_text(&*panic)
@@ -150,8 +164,8 @@ impl Selector {
     }
 
     fn evaluate(&self, driver: Sym, device: &Device) -> Result<bool, String> {
-        ROOT.with(|root| {
-            let mut scope = root.new_inner_scope();
+        ROOTS.with(|roots| {
+            let mut scope = roots[usize::from(self.minor - OLDEST_MINOR)].new_inner_scope();
             scope.add_variable_from_value("device", device_value(driver, device));
             match self.program.execute(&scope) {
                 Ok(Value::Bool(b)) => Ok(b),
@@ -162,10 +176,12 @@ impl Selector {
     }
 }
 
-/// Parses and checks the limits; runs on the deep compile stack.
-fn compile_within_limits(expression: &str) -> Result<Selector, String> {
+/// Parses and checks the functions called and the limits; runs on the deep compile
+/// stack.
+fn compile_within_limits(expression: &str, minor: u8) -> Result<Selector, String> {
     let failed = |detail: &str| format!("Invalid value: compilation failed: {detail}");
-    let program = match catch_unwind(|| Program::compile(expression)) {
+    let env = &ENVS[usize::from(minor - OLDEST_MINOR)];
+    let program = match catch_unwind(AssertUnwindSafe(|| env.compile(expression))) {
         Ok(Ok(program)) => program,
         Ok(Err(errors)) => {
             // The crate's recursion limit comes wrapped in an ANTLR error: say it plainly.
@@ -199,14 +215,39 @@ fn compile_within_limits(expression: &str) -> Result<Selector, String> {
     if depth > MAX_DEPTH {
         return Err(failed("max recursion depth exceeded"));
     }
+    if let Some((name, id)) = library::undeclared_call(program.expression(), minor) {
+        let (line, column) = position(&program, id);
+        return Err(failed(&format!(
+            "ERROR: <input>:{line}:{column}: undeclared reference to '{name}' (in container '')"
+        )));
+    }
     if estimated_cost(program.expression()) > CEL_SELECTOR_EXPRESSION_MAX_COST {
         return Err("Forbidden: too complex, exceeds cost limit".to_string());
     }
     Ok(Selector {
         program,
+        minor,
         depth,
         remembered: Mutex::default(),
     })
+}
+
+/// Line and column (from 1) of expression `id` in the source, as the crate's own errors
+/// place them.
+fn position(program: &Program, id: u64) -> (usize, usize) {
+    let info = program.source_info();
+    let Some((start, _)) = info.offset_for(id) else {
+        return (1, 1);
+    };
+    let start = start as usize;
+    let mut offset = 0;
+    for (i, line) in info.source.split_inclusive('\n').enumerate() {
+        if start < offset + line.len() {
+            return (i + 1, start - offset + 1);
+        }
+        offset += line.len();
+    }
+    (1, 1)
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -218,7 +259,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The children of an expression node, in no particular order.
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+pub(super) fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
     match &e.expr {
         Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
         Expr::Comprehension(c) => vec![
@@ -451,6 +492,44 @@ fn estimate(e: &IdedExpr, scope: &mut Vec<(String, Shape, bool)>) -> Estimate {
                     shapes[1].clone().max(shapes[2].clone())
                 }
                 operators::LOGICAL_AND | operators::LOGICAL_OR => Shape::scalar(),
+                name if name.starts_with(|c: char| c.is_ascii_alphabetic()) => {
+                    // Library functions walk the collections they are given (as
+                    // library/cost.go and cel-go's ext libraries charge them): the sets
+                    // functions and `distinct` compare every element with every other.
+                    let walked: Vec<u64> = shapes
+                        .iter()
+                        .filter(|s| s.is_collection())
+                        .map(Shape::cells)
+                        .collect();
+                    let sets = matches!(
+                        call.target.as_deref().map(|t| &t.expr),
+                        Some(Expr::Ident(namespace)) if namespace == "sets"
+                    );
+                    let walk = if sets || name == "distinct" {
+                        walked.iter().fold(1u64, |a, b| a.saturating_mul(*b))
+                    } else {
+                        walked.iter().fold(0u64, |a, b| a.saturating_add(*b))
+                    };
+                    cost = cost.saturating_add(if walked.is_empty() { 0 } else { walk });
+                    match name {
+                        // Lists made of the target's elements.
+                        "sort" | "reverse" | "distinct" | "slice" | "flatten"
+                            if shapes.first().is_some_and(Shape::is_collection) =>
+                        {
+                            shapes[0].clone()
+                        }
+                        // Lists of pieces of the target string.
+                        "split" | "findAll" => {
+                            let len = shapes.first().map_or(0, |s| s.len);
+                            Shape::collection(len, Shape::string(len))
+                        }
+                        _ => shapes
+                            .first()
+                            .filter(|s| !s.is_collection())
+                            .cloned()
+                            .unwrap_or_default(),
+                    }
+                }
                 _ => Shape::scalar(),
             };
             Estimate { cost, shape }
@@ -501,14 +580,23 @@ fn estimate(e: &IdedExpr, scope: &mut Vec<(String, Shape, bool)>) -> Estimate {
     }
 }
 
+/// Each release's environment (see the `library` module), from the oldest on.
+static ENVS: LazyLock<Vec<Arc<Env>>> = LazyLock::new(|| {
+    (OLDEST_MINOR..=NEWEST_MINOR)
+        .map(|minor| Arc::new(library::env(minor)))
+        .collect()
+});
+
 thread_local! {
-    /// The standard environment plus the quantity functions, built once per thread.
-    static ROOT: Context<'static, 'static> = root_context();
+    /// Each release's environment with the functions of Kubernetes' libraries, from the
+    /// oldest on, built once per thread.
+    static ROOTS: Vec<Context<'static, 'static>> = ENVS.iter().map(|env| root_context(env.clone())).collect();
 }
 
-fn root_context() -> Context<'static, 'static> {
+fn root_context(env: Arc<Env>) -> Context<'static, 'static> {
     use cel::extractors::{Arguments, This};
-    let mut context = Context::default();
+    let mut context = Context::with_env(env);
+    library::add_functions(&mut context);
     let declare = |result: Result<(), cel::DeclarationError>| {
         result.expect("the quantity functions do not clash with CEL's standard library")
     };
@@ -781,7 +869,7 @@ mod tests {
         // Past column 65,535 the crate's error formatting panics; the length limit keeps
         // expressions short of that, and the compiler catches it anyway.
         let later = format!("1 == {})", " ".repeat(70_000));
-        let error = compile_within_limits(&later).err().unwrap();
+        let error = compile_within_limits(&later, NEWEST_MINOR).err().unwrap();
         assert!(
             error.starts_with("Invalid value: compilation failed:"),
             "{error}"
@@ -830,6 +918,11 @@ mod tests {
             list(1000)
         ));
         assert!(strings > 1_000_000, "{strings}");
+        // Library functions are charged the collections they walk.
+        let sets = cost(&format!("sets.intersects({0}, {0})", list(1000)));
+        assert!(sets >= 1_000_000, "{sets}");
+        let sorted = cost(&format!("{}.isSorted()", list(1000)));
+        assert!((1000..10_000).contains(&sorted), "{sorted}");
     }
 
     #[test]

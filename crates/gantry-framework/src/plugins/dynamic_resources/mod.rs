@@ -14,6 +14,7 @@ mod allocator;
 pub mod cel;
 pub mod device_report;
 mod first_path;
+pub mod library;
 pub mod score;
 mod semver;
 
@@ -50,6 +51,18 @@ pub const REASON_NOT_TRACKED: &str =
 #[derive(Default)]
 pub struct DynamicResources {
     selectors: Mutex<HashMap<Arc<str>, Compiled, RandomState>>,
+    /// The release whose CEL environment selectors compile in (the default: the newest).
+    release: gantry_api::Release,
+}
+
+impl DynamicResources {
+    /// The plugin of `release`: its selectors get that release's CEL libraries.
+    pub fn for_release(release: gantry_api::Release) -> DynamicResources {
+        DynamicResources {
+            selectors: Mutex::default(),
+            release,
+        }
+    }
 }
 
 /// A selector compiled, or why it does not compile.
@@ -200,9 +213,9 @@ impl DynamicResources {
             .iter()
             .enumerate()
             .map(|(i, expression)| {
-                let compiled = cache
-                    .entry(expression.clone())
-                    .or_insert_with(|| Selector::compile(expression).map(Arc::new));
+                let compiled = cache.entry(expression.clone()).or_insert_with(|| {
+                    Selector::compile_for(expression, self.release).map(Arc::new)
+                });
                 compiled.clone().map_err(|e| {
                     Status::error(format!("{owner}: {field}[{i}].cel.expression: {e}"))
                 })
