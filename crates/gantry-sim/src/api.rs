@@ -52,7 +52,9 @@ impl NodeUsage {
         }
     }
 
-    /// Whether one more pod, `pod`, would exceed what the node has.
+    /// Whether one more pod, `pod`, would exceed what the node has, in a resource the pod
+    /// asks for (or in pods): as NodeResourcesFit checks only what the pod requests, a
+    /// resource the input already over-fills is the cluster's state, not this bind's doing.
     fn overcommitted_by(&self, pod: &Pod) -> bool {
         let mut after = self.requested.clone();
         let saturated = after.add(pod.requests()) || self.saturated;
@@ -61,6 +63,7 @@ impl NodeUsage {
             saturated,
             self.pods.len() + 1,
             &self.node.allocatable,
+            pod.requests(),
         )
     }
 
@@ -531,15 +534,30 @@ impl SimulatedApi {
 /// Whether `requested` (and `pods` pods) exceeds `allocatable` in any resource.
 /// Whether `requested` (by `pods` pods) is more than `allocatable`. With `saturated`, an
 /// amount at i64::MAX stands for a true sum beyond it, more than any node has.
-fn exceeds(requested: &Resources, saturated: bool, pods: usize, allocatable: &Resources) -> bool {
-    let over = |amount: i64, has: i64| amount > has || (saturated && amount == i64::MAX);
-    over(requested.milli_cpu, allocatable.milli_cpu)
-        || over(requested.memory, allocatable.memory)
-        || over(requested.ephemeral_storage, allocatable.ephemeral_storage)
+/// Whether `requested` (with `pods` pods) exceeds `allocatable` in a resource `asked`
+/// requests, or in pods.
+fn exceeds(
+    requested: &Resources,
+    saturated: bool,
+    pods: usize,
+    allocatable: &Resources,
+    asked: &Resources,
+) -> bool {
+    let over = |amount: i64, has: i64, asked: i64| {
+        asked > 0 && (amount > has || (saturated && amount == i64::MAX))
+    };
+    over(requested.milli_cpu, allocatable.milli_cpu, asked.milli_cpu)
+        || over(requested.memory, allocatable.memory, asked.memory)
+        || over(
+            requested.ephemeral_storage,
+            allocatable.ephemeral_storage,
+            asked.ephemeral_storage,
+        )
         || pods as i64 > allocatable.pods
         || requested.scalars().any(|(name, amount)| {
             // HAMi's shares of a card are not node resources: its scheduler accounts them.
-            !gantry_api::gpu::ignored_by_scheduler(name) && over(amount, allocatable.scalar(name))
+            !gantry_api::gpu::ignored_by_scheduler(name)
+                && over(amount, allocatable.scalar(name), asked.scalar(name))
         })
 }
 
@@ -567,6 +585,32 @@ mod tests {
         assert_eq!(api.bind_failures, 2);
         assert!(api.delete_pod("ns/b").is_some());
         assert_eq!(api.delete_node(Sym::new("n1")).len(), 1);
+    }
+
+    /// A node the input already over-fills in memory takes a pod that asks for cpu only,
+    /// as NodeResourcesFit lets it: that bind over-commits nothing.
+    #[test]
+    fn only_what_the_pod_asks_for_counts() {
+        let mut api = SimulatedApi::new(1);
+        let mut allocatable = Resources::new(4000, 1 << 30);
+        allocatable.pods = 10;
+        api.add_node(Arc::new(Node::new("n1", allocatable.clone())));
+        let heavy = Arc::new(
+            Pod::new("ns", "heavy")
+                .with_requests(100, 2 << 30)
+                .on_node("n1"),
+        );
+        api.bind(&heavy).unwrap();
+        assert_eq!(api.overcommitted_nodes(), 1, "the memory is over");
+        let mut api = SimulatedApi::new(1);
+        api.add_node(Arc::new(Node::new("n1", allocatable)));
+        api.add_bound_pod(heavy);
+        let cpu_only = Arc::new(Pod::new("ns", "cpu").with_requests(500, 0).on_node("n1"));
+        api.bind(&cpu_only).unwrap();
+        assert_eq!(api.overcommitted_nodes(), 0);
+        let memory = Arc::new(Pod::new("ns", "mem").with_requests(0, 1).on_node("n1"));
+        api.bind(&memory).unwrap();
+        assert_eq!(api.overcommitted_nodes(), 1);
     }
 
     #[test]
