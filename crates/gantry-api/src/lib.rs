@@ -12,6 +12,7 @@ pub mod gpu;
 mod intern;
 pub mod labels;
 mod node;
+pub mod node_features;
 mod pod;
 pub mod policy;
 pub mod quantity;

@@ -63,6 +63,8 @@ pub struct Node {
     pub annotations: Arc<[(Arc<str>, Arc<str>)]>,
     /// The cards HAMi registered on the node (`hami.io/node-nvidia-register`), if any.
     pub gpus: Option<Arc<NodeDevices>>,
+    /// The known features of `status.declaredFeatures` (NodeDeclaredFeatures).
+    pub declared_features: crate::node_features::NodeFeatures,
 }
 
 impl Node {
@@ -80,6 +82,7 @@ impl Node {
             ready: true,
             annotations: Arc::from([]),
             gpus: None,
+            declared_features: Default::default(),
         }
     }
 

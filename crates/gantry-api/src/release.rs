@@ -1,16 +1,21 @@
 //! The Kubernetes release Gantry decides as: an emulated version (KEP-4330's
 //! `--emulated-version`) and the feature gates in force, with kube-scheduler's
 //! `--feature-gates` syntax. Each gate's default follows upstream's versioned feature
-//! specs (`pkg/features/kube_features.go` at v1.35.4); rules tied to a release rather than a
-//! gate (message texts, the default plugin list) are read from [`Release::minor`].
+//! specs (`pkg/features/kube_features.go` at v1.35.4 and v1.36.3, and for v1.37 at
+//! kubernetes/kubernetes ead35706 with `staging/src/k8s.io/kube-scheduler/pkg/features`);
+//! rules tied to a release rather than a gate (message texts, the default plugin list) are
+//! read from [`Release::minor`].
 
 use std::fmt;
 
 /// The oldest and newest minor releases of Kubernetes 1.x Gantry decides as.
 pub const OLDEST_MINOR: u8 = 28;
-pub const NEWEST_MINOR: u8 = 35;
-/// What Gantry decides as when the user names no release.
-pub const DEFAULT_MINOR: u8 = NEWEST_MINOR;
+pub const NEWEST_MINOR: u8 = 37;
+/// What Gantry decides as when the user names no release: the newest whose decisions are
+/// checked against recordings of its real scheduler (v1.36.3). v1.37 follows its feature
+/// gates as read from its source; its scheduling code has not been recorded (see
+/// docs/compatibility.md).
+pub const DEFAULT_MINOR: u8 = 36;
 
 /// A feature gate whose setting changes what Gantry decides or says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,13 +44,18 @@ pub enum Gate {
     /// Cluster events requeue pods through per-plugin hints: it changes when a pending pod
     /// is retried, never what a cycle decides.
     SchedulerQueueingHints,
+    /// NodeDeclaredFeatures in the default profile: a pod that needs a node feature
+    /// (`status.declaredFeatures`) goes only where a node declares it.
+    NodeDeclaredFeatures,
 }
 
-/// One step of a gate's history: from `minor` on, its default, and whether it is locked.
+/// One step of a gate's history: from `minor` on, its default, and whether it is locked
+/// (or removed: the feature stays as its last default, and the gate is no longer known).
 struct Spec {
     minor: u8,
     default: bool,
     locked: bool,
+    removed: bool,
 }
 
 const fn spec(minor: u8, default: bool) -> Spec {
@@ -53,6 +63,7 @@ const fn spec(minor: u8, default: bool) -> Spec {
         minor,
         default,
         locked: false,
+        removed: false,
     }
 }
 
@@ -61,6 +72,17 @@ const fn locked(minor: u8, default: bool) -> Spec {
         minor,
         default,
         locked: true,
+        removed: false,
+    }
+}
+
+/// The gate is gone from `minor` on; the feature is always as it was last.
+const fn removed(minor: u8, default: bool) -> Spec {
+    Spec {
+        minor,
+        default,
+        locked: true,
+        removed: true,
     }
 }
 
@@ -69,7 +91,12 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
     (
         Gate::SidecarContainers,
         "SidecarContainers",
-        &[spec(28, false), spec(29, true), locked(33, true)],
+        &[
+            spec(28, false),
+            spec(29, true),
+            locked(33, true),
+            removed(37, true),
+        ],
     ),
     (
         Gate::PodLevelResources,
@@ -89,7 +116,12 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
     (
         Gate::DRAPrioritizedList,
         "DRAPrioritizedList",
-        &[spec(33, false), spec(34, true)],
+        &[
+            spec(33, false),
+            spec(34, true),
+            spec(36, true),
+            locked(37, true),
+        ],
     ),
     (
         Gate::MatchLabelKeysInPodAffinity,
@@ -114,12 +146,27 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
     (
         Gate::PodSchedulingReadiness,
         "PodSchedulingReadiness",
-        &[spec(26, false), spec(27, true), locked(30, true)],
+        &[
+            spec(26, false),
+            spec(27, true),
+            locked(30, true),
+            removed(37, true),
+        ],
     ),
     (
         Gate::SchedulerQueueingHints,
         "SchedulerQueueingHints",
-        &[spec(28, false), spec(32, true), locked(34, true)],
+        &[
+            spec(28, false),
+            spec(32, true),
+            locked(34, true),
+            removed(37, true),
+        ],
+    ),
+    (
+        Gate::NodeDeclaredFeatures,
+        "NodeDeclaredFeatures",
+        &[spec(35, false), spec(36, true), locked(37, true)],
     ),
 ];
 
@@ -186,6 +233,15 @@ struct Rules {
     dynamic_resources_scores: u8,
     /// #128748.
     backoff_counts_failures: u8,
+    /// #135573.
+    balanced_allocation_scores_change: u8,
+    /// #130231.
+    image_locality_counts_image_volumes: u8,
+    /// NodeDeclaredFeatures' v1.36 rewrite (`node(s) didn't match Pod's required features`).
+    declared_features_aggregate_message: u8,
+    /// DynamicResources' v1.36 `computeScore` (claims allocated before the cycle read
+    /// from their own allocation; no score while DRAPrioritizedList is off).
+    dynamic_resources_scores_allocated_claims: u8,
 }
 
 const RULES: Rules = Rules {
@@ -209,6 +265,10 @@ const RULES: Rules = Rules {
     non_zero_requests_count_sidecars: 32,
     dynamic_resources_scores: 35,
     backoff_counts_failures: 34,
+    balanced_allocation_scores_change: 36,
+    image_locality_counts_image_volumes: 36,
+    declared_features_aggregate_message: 36,
+    dynamic_resources_scores_allocated_claims: 36,
 };
 
 /// What becomes of the nodes a PreFilter result leaves out when the pod fits nowhere.
@@ -320,6 +380,13 @@ impl Release {
                     self.minor
                 )));
             };
+            if spec.removed {
+                return Err(fail(format!(
+                    "unrecognized feature gate: {name} (removed in Kubernetes 1.{}, which always has it {})",
+                    spec.minor,
+                    if spec.default { "on" } else { "off" }
+                )));
+            }
             if spec.locked && on != spec.default {
                 return Err(fail(format!(
                     "cannot set feature gate {name} to {on}, feature is locked to {}",
@@ -384,6 +451,32 @@ impl Release {
     /// NodeResourcesBalancedAllocation scores BestEffort pods 0 on every node.
     pub fn balanced_allocation_skips_best_effort(self) -> bool {
         self.at_least(RULES.balanced_allocation_skips_best_effort)
+    }
+
+    /// NodeResourcesBalancedAllocation scores how the pod changes the node's balance,
+    /// `50 + (50 + B(with the pod) - B(without)) / 2`, rather than the balance with it.
+    pub fn balanced_allocation_scores_change(self) -> bool {
+        self.at_least(RULES.balanced_allocation_scores_change)
+    }
+
+    /// ImageLocality adds the images of `volumes[].image` to the sum (not to the
+    /// threshold, which still grows with the containers only).
+    pub fn image_locality_counts_image_volumes(self) -> bool {
+        self.at_least(RULES.image_locality_counts_image_volumes)
+    }
+
+    /// NodeDeclaredFeatures says `node(s) didn't match Pod's required features` rather than
+    /// naming the unsatisfied features.
+    pub fn declared_features_aggregate_message(self) -> bool {
+        self.at_least(RULES.declared_features_aggregate_message)
+    }
+
+    /// DynamicResources' Score reads a claim allocated before the cycle from its own
+    /// allocation (v1.35 paired the pod's claims with Filter's allocations by position and
+    /// failed the cycle when some were allocated), and scores nothing while
+    /// DRAPrioritizedList is off.
+    pub fn dynamic_resources_scores_allocated_claims(self) -> bool {
+        self.at_least(RULES.dynamic_resources_scores_allocated_claims)
     }
 
     /// ImageLocality counts the nodes holding an image when the snapshot is updated, not
@@ -526,8 +619,8 @@ mod tests {
         assert!(v133.enabled(Gate::InPlacePodVerticalScaling));
         assert!(!v133.enabled(Gate::DynamicResourceAllocation));
         assert!(!v133.enabled(Gate::PodLevelResources));
-        let v135 = Release::default();
-        assert_eq!(v135.minor(), 35);
+        let v135 = Release::at(35);
+        assert_eq!(Release::default().minor(), 36);
         for gate in [
             Gate::SidecarContainers,
             Gate::PodLevelResources,
@@ -539,6 +632,22 @@ mod tests {
             assert!(v135.enabled(gate), "{}", gate.name());
         }
         assert_eq!(v135.to_string(), "v1.35");
+        assert!(!v135.enabled(Gate::NodeDeclaredFeatures));
+        let v136 = Release::at(36);
+        assert!(v136.enabled(Gate::NodeDeclaredFeatures));
+        assert!(
+            v136.balanced_allocation_scores_change() && !v135.balanced_allocation_scores_change()
+        );
+        let v137 = Release::at(37);
+        for gate in [
+            Gate::SidecarContainers,
+            Gate::PodSchedulingReadiness,
+            Gate::SchedulerQueueingHints,
+            Gate::NodeDeclaredFeatures,
+            Gate::DRAPrioritizedList,
+        ] {
+            assert!(v137.enabled(gate), "{}", gate.name());
+        }
     }
 
     #[test]
@@ -585,11 +694,26 @@ mod tests {
         let err = |v: Option<&str>, g: Option<&str>| Release::parse(v, g).unwrap_err().to_string();
         assert_eq!(
             err(Some("1.27"), None),
-            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.27"
+            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.37, not 1.27"
         );
         assert_eq!(
-            err(Some("1.36"), None),
-            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.36"
+            err(Some("1.38"), None),
+            "--emulated-version: Gantry decides as Kubernetes 1.28 to 1.37, not 1.38"
+        );
+        // Gates gone in v1.37 are unknown there, as kube-scheduler's flag parsing says.
+        assert_eq!(
+            err(Some("1.37"), Some("SidecarContainers=true")),
+            "--feature-gates: unrecognized feature gate: SidecarContainers (removed in Kubernetes 1.37, which always has it on)"
+        );
+        assert_eq!(
+            err(Some("1.37"), Some("DRAPrioritizedList=false")),
+            "--feature-gates: cannot set feature gate DRAPrioritizedList to false, feature is locked to true"
+        );
+        assert!(Release::parse(Some("1.36"), Some("DRAPrioritizedList=false")).is_ok());
+        assert!(Release::parse(Some("1.35"), Some("NodeDeclaredFeatures=true")).is_ok());
+        assert_eq!(
+            err(Some("1.34"), Some("NodeDeclaredFeatures=true")),
+            "--feature-gates: feature gate NodeDeclaredFeatures does not exist in Kubernetes 1.34"
         );
         assert!(err(Some("2.0"), None).contains("not 2.0"));
         assert!(err(Some("1"), None).contains("is not MAJOR.MINOR"));

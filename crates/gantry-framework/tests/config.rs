@@ -119,6 +119,14 @@ fn defaults_are_upstreams_default_profile() {
     // v1.35: it scores, and Gantry's PreScore skips its Score where every node gets 0.
     let image_locality = expected[3].pop();
     expected[3].extend(["DynamicResources"].into_iter().chain(image_locality));
+    let v1_35 = default_profile_for("default-scheduler", Release::at(35));
+    assert_eq!(names(&v1_35), expected);
+    assert_eq!(scores(&v1_35), DEFAULT_SCORES_1_35);
+    // v1.36: NodeDeclaredFeatures (its gate on) last, after DefaultBinder; it pre-filters
+    // and filters only.
+    for point in [1, 2] {
+        expected[point].push("NodeDeclaredFeatures");
+    }
     let default = SchedulerConfig::default();
     let minimal = parse("");
     let profiles = [
@@ -227,7 +235,7 @@ profiles:
         [("NodeResourcesFit", 5), ("ImageLocality", 1)]
     );
     // Other points keep their defaults.
-    assert_eq!(names(profile)[2].len(), 14);
+    assert_eq!(names(profile)[2].len(), 15);
     assert_eq!(names(profile)[3].len(), 6);
 }
 
@@ -544,7 +552,7 @@ profiles:
 - pluginConfig:
   - name: Coscheduling
 ",
-            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -553,7 +561,7 @@ profiles:
     score:
       enabled: [{name: NodeResourceFit}]
 ",
-            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -562,7 +570,7 @@ profiles:
     filter:
       disabled: [{name: NodeNames}]
 ",
-            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
         ),
         (
             "
@@ -702,7 +710,7 @@ fn v1beta3_is_read_as_v1_with_a_deprecation_warning() {
     .unwrap();
     assert_eq!(
         refused.to_string(),
-        "beta.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.35 does not read it: use kubescheduler.config.k8s.io/v1 (the same fields)"
+        "beta.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.36 does not read it: use kubescheduler.config.k8s.io/v1 (the same fields)"
     );
     assert_eq!(
         beta.warnings,
@@ -730,7 +738,7 @@ fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
     let removed = SchedulerConfig::parse(in_tree, "s.yaml").err().unwrap();
     assert_eq!(
         removed.to_string(),
-        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.35's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
     );
     assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     assert!(config.warnings[0].starts_with(

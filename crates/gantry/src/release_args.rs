@@ -6,7 +6,8 @@ use gantry_api::Release;
 
 #[derive(Args, Clone, Default)]
 pub struct ReleaseArgs {
-    /// Decide as this Kubernetes release, MAJOR.MINOR (1.28 to 1.35; default 1.35): its
+    /// Decide as this Kubernetes release, MAJOR.MINOR (1.28 to 1.37; default 1.36,
+    /// the newest checked against recordings of its real scheduler): its
     /// default feature gates, plugins and messages.
     #[arg(long, value_name = "MAJOR.MINOR")]
     emulated_version: Option<String>,

@@ -302,7 +302,7 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
     let out = run(&["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    assert_eq!(summary["kubernetes_release"], "v1.35");
+    assert_eq!(summary["kubernetes_release"], "v1.36");
     let out = run(&[
         "--emulated-version",
         "1.31",
@@ -332,7 +332,7 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
     for (flags, line) in [
         (
             &["--emulated-version", "1.27"][..],
-            "error: --emulated-version: Gantry decides as Kubernetes 1.28 to 1.35, not 1.27\n",
+            "error: --emulated-version: Gantry decides as Kubernetes 1.28 to 1.37, not 1.27\n",
         ),
         (
             &["--feature-gates", "DynamicResourceAllocation=false"][..],

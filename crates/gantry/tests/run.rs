@@ -210,7 +210,7 @@ fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     assert!(
         logged.iter().any(|l| l["fields"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("deciding as Kubernetes v1.35"))),
+            .is_some_and(|m| m.contains("deciding as Kubernetes v1.36"))),
         "{err}"
     );
     let warnings: Vec<&serde_json::Value> =

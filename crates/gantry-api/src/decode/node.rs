@@ -105,5 +105,12 @@ pub(super) fn convert_node(node: &k8s::Node, object: &str) -> Result<Node, Objec
         ready,
         annotations,
         gpus,
+        declared_features: crate::node_features::NodeFeatures::from_names(
+            status
+                .and_then(|s| s.declared_features.as_ref())
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+        ),
     })
 }

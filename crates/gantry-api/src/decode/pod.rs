@@ -11,6 +11,7 @@ use super::affinity::{convert_affinity, spread_constraint};
 use super::object::{annotations, labels, namespace, resources};
 use super::validation::{self, NameRule};
 use super::{ObjectError, field_error, preemption_policy};
+use crate::node_features::{NodeFeature, NodeFeatures};
 use crate::pod::*;
 use crate::{Gate, OwnerRef, ResourceName, Sym, TaintEffect};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -195,6 +196,14 @@ pub(super) fn convert_pod(
         // left out: their per-pod names would keep replicas from sharing one template.
         .filter(|v| v.claim_name.is_some() || v.disk.is_some() || v.local)
         .collect();
+    out.image_volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.image.as_ref()?.reference.as_deref())
+        .map(Sym::new)
+        .collect();
+    out.needs_features = needed_features(spec);
     out.update_requests();
     if let Some(resource) = out.requests_overflow() {
         // The API server takes each quantity that fits alone; kube-scheduler's int64 sum
@@ -221,6 +230,28 @@ pub(super) fn convert_pod(
 }
 
 /// The in-tree disk a volume names, if any (the sources VolumeRestrictions checks).
+/// The node features `spec` needs, as upstream's NodeDeclaredFeatures infers them
+/// (`restartallcontainers` and `usernamespaceshostnetwork` in
+/// `component-helpers/nodedeclaredfeatures/features`, v1.36.3).
+fn needed_features(spec: &k8s::PodSpec) -> NodeFeatures {
+    let restarts_all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.restart_policy_rules.iter().flatten())
+        .any(|rule| rule.action == "RestartAllContainers");
+    let host_network_in_user_namespace =
+        spec.host_network == Some(true) && spec.host_users == Some(false);
+    let mut needs = NodeFeatures::default();
+    if restarts_all {
+        needs = needs.with(NodeFeature::RestartAllContainersOnContainerExits);
+    }
+    if host_network_in_user_namespace {
+        needs = needs.with(NodeFeature::UserNamespacesHostNetworkSupport);
+    }
+    needs
+}
+
 fn disk(v: &k8s::Volume) -> Option<Disk> {
     let read_only = |r: Option<bool>| r.unwrap_or(false);
     if let Some(d) = &v.gce_persistent_disk {

@@ -131,6 +131,11 @@ pub struct PodTemplate {
     /// `spec.resourceClaims`: the DRA claims the pod uses (with the claim names its
     /// status gives, so pods whose claims differ do not share a template).
     pub resource_claims: Box<[crate::dra::PodResourceClaim]>,
+    /// The node features the spec needs (NodeDeclaredFeatures; which of them a release
+    /// infers is the plugin's to say).
+    pub needs_features: crate::node_features::NodeFeatures,
+    /// The images of `volumes[].image` (ImageVolume), which ImageLocality counts from v1.36.
+    pub image_volumes: Vec<Sym>,
     requests: Resources,
     non_zero_requests: Resources,
     /// The pod's requests as its node counts them, when they differ from `requests`
@@ -191,6 +196,8 @@ impl Pod {
                 volumes: Vec::new(),
                 controller: None,
                 resource_claims: Box::default(),
+                needs_features: Default::default(),
+                image_volumes: Vec::new(),
                 requests: Resources::default(),
                 non_zero_requests: Resources::default(),
                 usage: None,

@@ -1,8 +1,11 @@
 //! NodeResourcesBalancedAllocation: prefers nodes whose cpu and memory would be used in
-//! similar fractions after placing the pod.
+//! similar fractions after placing the pod; from v1.36, nodes whose balance the pod
+//! improves most (kubernetes#135573).
 
 use crate::plugins::node_resources_fit::{ScoredResource, default_scored_resources};
-use crate::plugins::scored_resources::{BLOCK, ResourceRow, RowPair, RowScore, requests_none_of};
+use crate::plugins::scored_resources::{
+    BLOCK, ResourceRow, RowPair, RowScore, Rows, requests_none_of,
+};
 use crate::{MAX_NODE_SCORE, Plugin};
 use gantry_api::Pod;
 
@@ -13,6 +16,9 @@ pub struct BalancedAllocation {
     /// Score BestEffort pods (no request of any scored resource) 0 everywhere, so that
     /// they do not all pile onto one balanced node (kubernetes#129138; v1.32 on).
     pub skips_best_effort: bool,
+    /// Score the change the pod makes to the node's balance, `50 + (50 + B(with) -
+    /// B(without)) / 2` (v1.36 on), rather than the balance with the pod, `B(with)`.
+    pub scores_change: bool,
 }
 
 impl Default for BalancedAllocation {
@@ -20,6 +26,7 @@ impl Default for BalancedAllocation {
         BalancedAllocation {
             resources: default_scored_resources(),
             skips_best_effort: true,
+            scores_change: true,
         }
     }
 }
@@ -45,39 +52,60 @@ impl RowScore for BalancedAllocation {
         self.skips_best_effort && requests_none_of(pod, &self.resources)
     }
 
-    /// 100 less the standard deviation of the fractions of each resource the node would
-    /// have in use (at most 1 each), over the resources it has.
+    /// The balance with the pod (see [`balance_rows`]), or from v1.36 how the pod changes
+    /// it: upstream's `balancedResourceScorer` (v1.36.3 `balanced_allocation.go`).
     fn score_rows(&self, rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
-        let rows = &rows[..rows.len().min(MAX_RESOURCES)];
-        let mut scored = rows.iter().filter(|row| row.is_scored());
-        if let (Some(first), Some(second), None) = (scored.next(), scored.next(), scored.next()) {
-            // The default (cpu and memory): straight from the columns, without buffers.
-            let pair = RowPair::new(first, second);
-            if pair.is_exact() {
-                pair_balance(positions, scores, |p| pair.at_exact(p));
-            } else {
-                pair_balance(positions, scores, |p| pair.at(p));
-            }
+        if !self.scores_change {
+            balance_rows(rows, positions, scores);
             return;
         }
-        let mut allocatable = [[0; BLOCK]; MAX_RESOURCES];
-        let mut requested = [[0; BLOCK]; MAX_RESOURCES];
+        let without: Rows<'_> = rows.iter().map(ResourceRow::without_pod).collect();
+        let half = MAX_NODE_SCORE / 2;
         for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
-            let mut scored = 0;
-            for row in rows {
-                if row.read_block(positions, &mut allocatable[scored], &mut requested[scored]) {
-                    scored += 1;
-                }
+            let mut before = [0; BLOCK];
+            let before = &mut before[..positions.len()];
+            balance_rows(rows, positions, scores);
+            balance_rows(&without, positions, before);
+            for (score, before) in scores.iter_mut().zip(before.iter()) {
+                // Go's integer division; both balances lie in [50, 100].
+                *score = half + (half + *score - before) / 2;
             }
-            for (k, score) in scores.iter_mut().enumerate().take(positions.len()) {
-                let mut fractions = [0f64; MAX_RESOURCES];
-                let mut count = 0;
-                for r in (0..scored).filter(|&r| allocatable[r][k] != 0) {
-                    fractions[count] = fraction(requested[r][k], allocatable[r][k]);
-                    count += 1;
-                }
-                *score = balance(&fractions[..count]);
+        }
+    }
+}
+
+/// 100 less the standard deviation of the fractions of each resource the node would
+/// have in use (at most 1 each), over the resources it has: v1.35's score.
+fn balance_rows(rows: &[ResourceRow<'_>], positions: &[usize], scores: &mut [i64]) {
+    let rows = &rows[..rows.len().min(MAX_RESOURCES)];
+    let mut scored = rows.iter().filter(|row| row.is_scored());
+    if let (Some(first), Some(second), None) = (scored.next(), scored.next(), scored.next()) {
+        // The default (cpu and memory): straight from the columns, without buffers.
+        let pair = RowPair::new(first, second);
+        if pair.is_exact() {
+            pair_balance(positions, scores, |p| pair.at_exact(p));
+        } else {
+            pair_balance(positions, scores, |p| pair.at(p));
+        }
+        return;
+    }
+    let mut allocatable = [[0; BLOCK]; MAX_RESOURCES];
+    let mut requested = [[0; BLOCK]; MAX_RESOURCES];
+    for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
+        let mut scored = 0;
+        for row in rows {
+            if row.read_block(positions, &mut allocatable[scored], &mut requested[scored]) {
+                scored += 1;
             }
+        }
+        for (k, score) in scores.iter_mut().enumerate().take(positions.len()) {
+            let mut fractions = [0f64; MAX_RESOURCES];
+            let mut count = 0;
+            for r in (0..scored).filter(|&r| allocatable[r][k] != 0) {
+                fractions[count] = fraction(requested[r][k], allocatable[r][k]);
+                count += 1;
+            }
+            *score = balance(&fractions[..count]);
         }
     }
 }
@@ -133,9 +161,12 @@ mod tests {
     fn table() {
         // Re-derived from upstream's balanced_allocation_test.
         fn score(p: &Pod, n: &gantry_api::Node, existing: &[Pod]) -> i64 {
-            BalancedAllocation::default()
-                .score(&CycleState::new(), p, &node_info(n, existing))
-                .unwrap()
+            BalancedAllocation {
+                scores_change: false,
+                ..BalancedAllocation::default()
+            }
+            .score(&CycleState::new(), p, &node_info(n, existing))
+            .unwrap()
         }
         let empty = Pod::new("ns", "p");
         // "nothing scheduled, nothing requested": a BestEffort pod is skipped from v1.33
@@ -143,6 +174,7 @@ mod tests {
         assert_eq!(score(&empty, &node("n", 4000, 10000), &[]), 0);
         let v1_28 = BalancedAllocation {
             skips_best_effort: false,
+            scores_change: false,
             ..BalancedAllocation::default()
         };
         let on_empty_node = |p: &Pod| {
@@ -177,5 +209,53 @@ mod tests {
         assert_eq!(score(&p, &node("n2", 6000, 10000), &[]), 100);
         // Requests beyond capacity count as fully used.
         assert_eq!(score(&p, &node("n3", 1000, 10000), &[]), 75);
+    }
+
+    /// v1.36 (kubernetes#135573): `50 + (50 + B(with) - B(without)) / 2`. Node 4000m /
+    /// 8Gi, pod 1000m / 1Gi; the balances as upstream's float arithmetic truncates them.
+    #[test]
+    fn v1_36_scores_the_change_in_balance() {
+        let gib = 1 << 30;
+        let node = node("n", 4000, 8 * gib);
+        let pod = Pod::new("ns", "p").with_requests(1000, gib);
+        let existing = |milli_cpu, memory| Pod::new("ns", "e").with_requests(milli_cpu, memory);
+        let both = |existing: &[Pod]| {
+            let info = node_info(&node, existing);
+            let state = CycleState::new();
+            let v1_35 = BalancedAllocation {
+                scores_change: false,
+                ..BalancedAllocation::default()
+            };
+            (
+                v1_35.score(&state, &pod, &info).unwrap(),
+                BalancedAllocation::default()
+                    .score(&state, &pod, &info)
+                    .unwrap(),
+            )
+        };
+        // Empty: B 100 without (0, 0), 93 with (.25, .125): the pod spoils a perfect
+        // balance, 50 + (50 + 93 - 100) / 2 = 71.
+        assert_eq!(both(&[]), (93, 71));
+        // 1000m / 4Gi: B 87 without (.25, .5), 93 with (.5, .625): 50 + 56 / 2 = 78.
+        assert_eq!(both(&[existing(1000, 4 * gib)]), (93, 78));
+        // 3000m / 1Gi: B 68 without (.75, .125), 62 with (1.0, .25): 50 + 44 / 2 = 72;
+        // the unbalanced node now beats the empty one.
+        assert_eq!(both(&[existing(3000, gib)]), (62, 72));
+        // A pod that keeps the balance scores 75 wherever it goes.
+        let same = Pod::new("ns", "s").with_requests(1000, 2 * gib);
+        let info = node_info(&node, &[existing(2000, 4 * gib)]);
+        assert_eq!(
+            BalancedAllocation::default()
+                .score(&CycleState::new(), &same, &info)
+                .unwrap(),
+            75
+        );
+        // BestEffort pods still score 0.
+        assert_eq!(
+            BalancedAllocation::default()
+                .score(&CycleState::new(), &Pod::new("ns", "be"), &info)
+                .unwrap(),
+            0
+        );
     }
 }

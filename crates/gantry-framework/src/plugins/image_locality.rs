@@ -19,12 +19,17 @@ pub struct ImageLocality {
     pub counts_at_snapshot: bool,
     /// Score init containers' images too, the threshold growing with them (v1.30 on).
     pub counts_init_containers: bool,
+    /// Score the images of image volumes too, the threshold not growing with them
+    /// (kubernetes#130231, v1.36 on).
+    pub counts_image_volumes: bool,
 }
 
-/// The pod's images, normalised, and the number of nodes in the cluster.
+/// The pod's images, normalised, how many containers they come from (the threshold
+/// grows with those, not with image volumes), and the number of nodes in the cluster.
 #[derive(Clone)]
 struct PodImages {
     images: Vec<Sym>,
+    containers: usize,
     total_nodes: usize,
 }
 
@@ -58,23 +63,31 @@ impl PreScorePlugin for ImageLocality {
             .nodes
             .columns()
             .is_some_and(|c| !c.any(NodeFlags::IMAGES));
+        let init: &[gantry_api::Container] = if self.counts_init_containers {
+            &pod.init_containers
+        } else {
+            &[]
+        };
+        let volumes: &[Sym] = if self.counts_image_volumes {
+            &pod.image_volumes
+        } else {
+            &[]
+        };
         let images = if no_images {
             Vec::new()
         } else {
-            let init: &[gantry_api::Container] = if self.counts_init_containers {
-                &pod.init_containers
-            } else {
-                &[]
-            };
             init.iter()
                 .chain(&pod.containers)
-                .map(|c| normalized(c.image.as_str()))
+                .map(|c| c.image)
+                .chain(volumes.iter().copied())
+                .map(|image| normalized(image.as_str()))
                 .collect()
         };
         state.write(
             NAME,
             PodImages {
                 images,
+                containers: init.len() + pod.containers.len(),
                 total_nodes: cluster.nodes.num_nodes(),
             },
         );
@@ -99,7 +112,7 @@ impl ScorePlugin for ImageLocality {
                 (s.size_bytes as f64 * (f64::from(nodes) / total)) as i64
             })
             .sum();
-        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.images.len() as i64;
+        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.containers as i64;
         let sum = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
         if max_threshold <= MIN_THRESHOLD {
             return Ok(0);
@@ -172,7 +185,7 @@ mod tests {
         let mut snapshot = Snapshot::new();
         cache.update_snapshot(&mut snapshot).unwrap();
         let objects = ApiObjects::default();
-        let score = |pod: &Pod| -> Vec<i64> {
+        let score_as = |pod: &Pod, counts_image_volumes: bool| -> Vec<i64> {
             let mut state = CycleState::new();
             let cluster = Cluster {
                 nodes: &snapshot,
@@ -181,12 +194,14 @@ mod tests {
             let plugin = ImageLocality {
                 counts_at_snapshot: true,
                 counts_init_containers: true,
+                counts_image_volumes,
             };
             plugin.pre_score(&mut state, pod, &[], cluster);
             (0..snapshot.num_nodes())
                 .map(|i| plugin.score(&state, pod, snapshot.node_at(i)).unwrap())
                 .collect()
         };
+        let score = |pod: &Pod| score_as(pod, true);
         // Two images, each on one of two nodes: 40MB*1/2 = 20MB on machine1 (below the
         // 23MB floor: 0); 250MB*1/2 = 125MB on machine2: 100*(125-23)/(2000-23) = 5.
         assert_eq!(
@@ -205,5 +220,14 @@ mod tests {
             Sym::new("registry:5000/app:latest")
         );
         assert_eq!(normalized("nginx:1.25"), Sym::new("nginx:1.25"));
+        // v1.36: an image volume's image adds to the sum, not to the threshold. One
+        // container (gcr.io/40, 20MB on machine1) and the volume gcr.io/2000 (1000MB on
+        // machine1): min(1020MB, 1000MB) -> 100*(1000-23)/(1000-23) = 100; v1.35
+        // ignores the volume: 20MB is below the floor.
+        let mut with_volume = pod_with_images(&["gcr.io/40"]);
+        let template: &mut gantry_api::PodTemplate = &mut with_volume;
+        template.image_volumes = vec![Sym::new("gcr.io/2000")];
+        assert_eq!(score_as(&with_volume, true), [100, 0]);
+        assert_eq!(score_as(&with_volume, false), [0, 0]);
     }
 }

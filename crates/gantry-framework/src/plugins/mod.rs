@@ -7,6 +7,7 @@ pub mod gpu_share;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
+pub mod node_declared_features;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
@@ -128,6 +129,10 @@ pub fn default_plugins(release: Release) -> Vec<(&'static str, Option<i32>)> {
         ("ImageLocality", Some(1)),
         ("DefaultBinder", None),
     ]);
+    // `applyFeatureGates` appends it after DefaultBinder while its gate is on (v1.36 on).
+    if release.enabled(Gate::NodeDeclaredFeatures) {
+        plugins.push((node_declared_features::NAME, None));
+    }
     plugins
 }
 
@@ -262,6 +267,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
     });
     let balanced = balanced_allocation::BalancedAllocation {
         skips_best_effort: release.balanced_allocation_skips_best_effort(),
+        scores_change: release.balanced_allocation_scores_change(),
         ..args.balanced
     };
     let spread = Arc::new(args.spread);
@@ -269,6 +275,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
     let images = Arc::new(image_locality::ImageLocality {
         counts_at_snapshot: release.image_counts_at_snapshot(),
         counts_init_containers: release.image_locality_counts_init_containers(),
+        counts_image_volumes: release.image_locality_counts_image_volumes(),
     });
     // One instance per profile: its Reserve remembers the volumes it promised.
     let volume_binding = Arc::new(volume_binding::VolumeBinding::new(
@@ -279,6 +286,11 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
         says_in_use: release.read_write_once_pod_message(),
     });
     let dra = Arc::new(dynamic_resources::DynamicResources::for_release(release));
+    let declared_features = Arc::new(node_declared_features::NodeDeclaredFeatures {
+        enabled: release.enabled(Gate::NodeDeclaredFeatures),
+        minor: release.minor(),
+        aggregate_message: release.declared_features_aggregate_message(),
+    });
     let gpu_share = Arc::new(args.gpu_share);
     let mut registry = vec![
         Registered::new(scheduling_gates::NAME)
@@ -338,6 +350,13 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             .score(images),
         Registered::builtin("DefaultBinder", &[Point::Bind]),
     ];
+    if release.at_least(node_declared_features::FIRST_MINOR) {
+        registry.push(
+            Registered::new(node_declared_features::NAME)
+                .pre_filter(declared_features.clone())
+                .filter(declared_features),
+        );
+    }
     // The FGD simulator's policies: not in the default profile, enabled by name.
     for policy in openb::Policy::ALL {
         let p = Arc::new(openb::OpenbScore {

@@ -103,6 +103,7 @@ pub fn mul_div_floor(x: i64, factor: i64, divisor: i64) -> i64 {
 }
 
 /// One scored resource's amounts on the nodes.
+#[derive(Clone, Copy)]
 pub struct ResourceRow<'a> {
     allocatable: &'a [i64],
     /// What the node's pods request.
@@ -224,7 +225,16 @@ impl OneNode {
     }
 }
 
-impl ResourceRow<'_> {
+impl<'a> ResourceRow<'a> {
+    /// The same row as if the pod requested nothing, scored or not as the pod's own
+    /// request decides (NodeResourcesBalancedAllocation's balance without the pod).
+    pub fn without_pod(&self) -> ResourceRow<'a> {
+        ResourceRow {
+            pod_request: 0,
+            ..*self
+        }
+    }
+
     /// False for an extended resource the pod does not request.
     pub fn is_scored(&self) -> bool {
         !self.unscored

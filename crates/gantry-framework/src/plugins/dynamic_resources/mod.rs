@@ -586,7 +586,10 @@ impl ScorePlugin for DynamicResources {
         let Some(s) = state.read::<PodClaims>(NAME) else {
             return Ok(0);
         };
-        if s.claims.is_empty() {
+        let reads_allocated = self.release.dynamic_resources_scores_allocated_claims();
+        if s.claims.is_empty()
+            || (reads_allocated && !self.release.enabled(gantry_api::Gate::DRAPrioritizedList))
+        {
             return Ok(0);
         }
         let found = s
@@ -598,13 +601,15 @@ impl ScorePlugin for DynamicResources {
         match found {
             None => Ok(0),
             Some(Found::Allocations(allocations)) => {
-                score::first_available_score(&s.claims, &allocations).map_err(Status::error)
+                score::first_available_score(&s.claims, &allocations, reads_allocated)
+                    .map_err(Status::error)
             }
             // No subrequests on the first path: what computeScore gives without reading
             // devices (0, or its error when claims outnumber the allocations).
             Some(Found::FirstPath) => {
                 let to_allocate = s.claims.iter().filter(|c| c.allocation.is_none()).count();
-                score::first_path_score(s.claims.len(), to_allocate).map_err(Status::error)
+                score::first_path_score(s.claims.len(), to_allocate, reads_allocated)
+                    .map_err(Status::error)
             }
         }
     }

@@ -13,7 +13,11 @@
 //! positions differ and v1.35.4 scores the wrong pairs, then fails with
 //! `number of allocations N is smaller than number of claims` (an error status, which
 //! aborts the pod's scheduling cycle when more than one node is feasible).
-//! [`first_available_score`] keeps that behaviour: it is what v1.35.4 decides.
+//! [`first_available_score`] keeps that behaviour: it is what v1.35.4 decides. v1.36.3
+//! reads a claim allocated before the cycle from its own allocation and pairs only the
+//! others with Filter's allocations (`computeScore`, `unallocatedIndex`), failing with
+//! `number of allocations N is smaller than number of claims needing allocation` only when
+//! those run short; it also scores 0 everywhere while DRAPrioritizedList is off.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,10 +30,15 @@ use gantry_api::dra::{
 use crate::default_normalize;
 
 /// [`first_available_score`] for allocations the first path found (no subrequests, so
-/// no device is read): 0, or the error when the pod's `claims` outnumber the
-/// `to_allocate` allocations.
-pub fn first_path_score(claims: usize, to_allocate: usize) -> Result<i64, String> {
-    if to_allocate < claims {
+/// no device is read): 0, or, where v1.35 pairs every claim with an allocation
+/// (`!reads_allocated`), its error when the pod's `claims` outnumber the `to_allocate`
+/// allocations.
+pub fn first_path_score(
+    claims: usize,
+    to_allocate: usize,
+    reads_allocated: bool,
+) -> Result<i64, String> {
+    if to_allocate < claims && !reads_allocated {
         return Err(format!(
             "number of allocations {to_allocate} is smaller than number of claims"
         ));
@@ -39,19 +48,34 @@ pub fn first_path_score(claims: usize, to_allocate: usize) -> Result<i64, String
 
 /// Upstream's `computeScore`: `claims` are the pod's claims in the order of
 /// `spec.resourceClaims`, `allocations` what Filter found for the node for the claims
-/// that were still to allocate, in the same order. The `i`th allocation is read for the
-/// `i`th claim; `Err` when there are fewer allocations than claims.
+/// that were still to allocate, in the same order. v1.35 (`!reads_allocated`) reads the
+/// `i`th allocation for the `i`th claim; v1.36 reads an allocated claim's own allocation
+/// and the next of `allocations` for each other. `Err` when the allocations run short.
 pub fn first_available_score(
     claims: &[Arc<ResourceClaim>],
     allocations: &[Allocation],
+    reads_allocated: bool,
 ) -> Result<i64, String> {
     let mut score = 0i64;
-    for (i, claim) in claims.iter().enumerate() {
-        let Some(allocation) = allocations.get(i) else {
-            return Err(format!(
-                "number of allocations {} is smaller than number of claims",
-                allocations.len()
-            ));
+    let mut next = 0;
+    for claim in claims {
+        let allocation = match &claim.allocation {
+            Some(own) if reads_allocated => &**own,
+            _ => {
+                let Some(allocation) = allocations.get(next) else {
+                    let needing = if reads_allocated {
+                        " needing allocation"
+                    } else {
+                        ""
+                    };
+                    return Err(format!(
+                        "number of allocations {} is smaller than number of claims{needing}",
+                        allocations.len()
+                    ));
+                };
+                next += 1;
+                allocation
+            }
         };
         let allocated: HashSet<&str> = allocation
             .devices
@@ -159,8 +183,8 @@ mod tests {
             vec![allocation(&["r"])],
         ] {
             assert_eq!(
-                first_path_score(claims.len(), allocations.len()),
-                first_available_score(&claims, &allocations),
+                first_path_score(claims.len(), allocations.len(), false),
+                first_available_score(&claims, &allocations, false),
                 "{} allocations",
                 allocations.len()
             );
@@ -173,7 +197,7 @@ mod tests {
             "c",
             vec![prioritized("gpu", &["big", "medium", "small"])],
         )];
-        let score = |result: &str| first_available_score(&claims, &[allocation(&[result])]);
+        let score = |result: &str| first_available_score(&claims, &[allocation(&[result])], false);
         assert_eq!(score("gpu/big"), Ok(8));
         assert_eq!(score("gpu/medium"), Ok(7));
         assert_eq!(score("gpu/small"), Ok(6));
@@ -183,10 +207,10 @@ mod tests {
     fn exact_requests_add_nothing() {
         let claims = [claim("c", vec![exactly("gpu")])];
         assert_eq!(
-            first_available_score(&claims, &[allocation(&["gpu", "gpu"])]),
+            first_available_score(&claims, &[allocation(&["gpu", "gpu"])], false),
             Ok(0)
         );
-        assert_eq!(first_available_score(&[], &[]), Ok(0), "no claims");
+        assert_eq!(first_available_score(&[], &[], false), Ok(0), "no claims");
     }
 
     /// Each allocated subrequest counts once however many devices it got; requests and
@@ -209,7 +233,7 @@ mod tests {
             allocation(&["gpu/big"]),
         ];
         assert_eq!(
-            first_available_score(&claims, &allocations),
+            first_available_score(&claims, &allocations, false),
             Ok((8 - 1) + (8 - 2) + 8)
         );
     }
@@ -220,7 +244,7 @@ mod tests {
         let names = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"];
         let claims = [claim("c", vec![prioritized("r", &names)])];
         assert_eq!(
-            first_available_score(&claims, &[allocation(&["r/s7"])]),
+            first_available_score(&claims, &[allocation(&["r/s7"])], false),
             Ok(1)
         );
     }
@@ -231,7 +255,7 @@ mod tests {
     fn unknown_references_score_nothing() {
         let claims = [claim("c", vec![prioritized("gpu", &["big"])])];
         assert_eq!(
-            first_available_score(&claims, &[allocation(&["gpu/small", "gpu/big/x"])]),
+            first_available_score(&claims, &[allocation(&["gpu/small", "gpu/big/x"])], false),
             Ok(0)
         );
     }
@@ -247,14 +271,42 @@ mod tests {
             claim("pending", vec![prioritized("gpu", &["big", "small"])]),
         ];
         assert_eq!(
-            first_available_score(&claims, &[allocation(&["gpu/small"])]),
+            first_available_score(&claims, &[allocation(&["gpu/small"])], false),
             Err("number of allocations 1 is smaller than number of claims".to_string())
         );
         assert_eq!(
-            first_available_score(&claims[..1], &[allocation(&["gpu/small"])]),
+            first_available_score(&claims[..1], &[allocation(&["gpu/small"])], false),
             Ok(7),
             "the pending claim's result, scored against the allocated claim's spec"
         );
+    }
+
+    /// v1.36.3 reads a claim allocated before the cycle from its own allocation, and
+    /// pairs Filter's allocations with the others only: the pending claim's `gpu/small`
+    /// scores 7, the allocated claim's `gpu/big` 8.
+    #[test]
+    fn v1_36_reads_allocated_claims_from_their_own_allocation() {
+        let mut allocated = ResourceClaim::clone(&claim(
+            "allocated",
+            vec![prioritized("gpu", &["big", "small"])],
+        ));
+        allocated.allocation = Some(Arc::new(allocation(&["gpu/big"])));
+        let claims = [
+            Arc::new(allocated),
+            claim("pending", vec![prioritized("gpu", &["big", "small"])]),
+        ];
+        assert_eq!(
+            first_available_score(&claims, &[allocation(&["gpu/small"])], true),
+            Ok(8 + 7)
+        );
+        assert_eq!(
+            first_available_score(&claims, &[], true),
+            Err(
+                "number of allocations 0 is smaller than number of claims needing allocation"
+                    .to_string()
+            )
+        );
+        assert_eq!(first_path_score(2, 1, true), Ok(0));
     }
 
     #[test]
