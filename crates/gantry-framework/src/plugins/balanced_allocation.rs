@@ -59,19 +59,39 @@ impl RowScore for BalancedAllocation {
             balance_rows(rows, positions, scores);
             return;
         }
+        let rows = &rows[..rows.len().min(MAX_RESOURCES)];
+        let mut scored = rows.iter().filter(|row| row.is_scored());
+        if let (Some(first), Some(second), None) = (scored.next(), scored.next(), scored.next()) {
+            // The default (cpu and memory): both balances from one read of the columns.
+            let pair = RowPair::new(first, second);
+            for (score, &p) in scores.iter_mut().zip(positions) {
+                let [(a0, q0, w0), (a1, q1, w1)] = pair.at_without_and_with(p);
+                *score = change(
+                    pair_score([(a0, w0), (a1, w1)]),
+                    pair_score([(a0, q0), (a1, q1)]),
+                );
+            }
+            return;
+        }
         let without: Rows<'_> = rows.iter().map(ResourceRow::without_pod).collect();
-        let half = MAX_NODE_SCORE / 2;
         for (positions, scores) in positions.chunks(BLOCK).zip(scores.chunks_mut(BLOCK)) {
             let mut before = [0; BLOCK];
             let before = &mut before[..positions.len()];
             balance_rows(rows, positions, scores);
             balance_rows(&without, positions, before);
             for (score, before) in scores.iter_mut().zip(before.iter()) {
-                // Go's integer division; both balances lie in [50, 100].
-                *score = half + (half + *score - before) / 2;
+                *score = change(*score, *before);
             }
         }
     }
+}
+
+/// v1.36's score from the balance with the pod and without it: `50 + (50 + with -
+/// without) / 2`, Go's integer division (both balances lie in [50, 100]).
+#[inline]
+fn change(with: i64, without: i64) -> i64 {
+    let half = MAX_NODE_SCORE / 2;
+    half + (half + with - without) / 2
 }
 
 /// 100 less the standard deviation of the fractions of each resource the node would
@@ -121,14 +141,19 @@ fn fraction(requested: i64, allocatable: i64) -> f64 {
 #[inline(always)]
 fn pair_balance(positions: &[usize], scores: &mut [i64], at: impl Fn(usize) -> [(i64, i64); 2]) {
     for (score, &p) in scores.iter_mut().zip(positions) {
-        let [(a0, q0), (a1, q1)] = at(p);
-        let std = if a0 != 0 && a1 != 0 {
-            (fraction(q0, a0) - fraction(q1, a1)).abs() / 2.0
-        } else {
-            0.0
-        };
-        *score = from_std(std);
+        *score = pair_score(at(p));
     }
+}
+
+/// The balance of two (allocatable, requested) amounts.
+#[inline(always)]
+fn pair_score([(a0, q0), (a1, q1)]: [(i64, i64); 2]) -> i64 {
+    let std = if a0 != 0 && a1 != 0 {
+        (fraction(q0, a0) - fraction(q1, a1)).abs() / 2.0
+    } else {
+        0.0
+    };
+    from_std(std)
 }
 
 /// The score from the fractions in use of each resource.

@@ -316,6 +316,20 @@ impl<'a> RowPair<'a> {
         ]
     }
 
+    /// Both resources' allocatable and requested amounts at `position`, without the pod
+    /// and with it: `[(allocatable, without, with); 2]`.
+    #[inline]
+    pub fn at_without_and_with(&self, position: usize) -> [(i64, i64, i64); 2] {
+        let [a0, a1] = self.allocatable;
+        let [q0, q1] = self.requested;
+        let [add0, add1] = self.pod_request;
+        let (q0, q1) = (q0[position], q1[position]);
+        [
+            (a0[position], q0, q0.saturating_add(add0)),
+            (a1[position], q1, q1.saturating_add(add1)),
+        ]
+    }
+
     /// As [`ResourceRow::at`] for both resources.
     #[inline]
     pub fn at(&self, position: usize) -> [(i64, i64); 2] {
