@@ -1,13 +1,15 @@
 //! DynamicResources' Score as v1.35.4 has it (`computeScore` pairs *all* the pod's claims
 //! with the allocations of the claims still to allocate, by position): a pod with a claim
 //! allocated already and one to allocate fails at Score when two nodes are feasible,
-//! while a pod whose claims are all to allocate scores every node 0 and is placed.
+//! while a pod whose claims are all to allocate scores every node 0 and is placed; and as
+//! v1.36.3 has it, which places both.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
-use gantry_framework::plugins::default_profile;
+use gantry_framework::plugins::default_profile_for;
 use gantry_sim::{SimEvent, SimOptions, Simulation};
 
 const CLUSTER: &str = "
@@ -61,15 +63,23 @@ status:
 ";
 
 fn run(claims: &str) -> gantry_sim::Placement {
-    let mut cluster = ClusterObjects::default();
+    run_as(claims, Release::default())
+}
+
+fn run_as(claims: &str, release: Release) -> gantry_sim::Placement {
+    let mut cluster = ClusterObjects::for_release(release);
     cluster.decode_more(CLUSTER, "cluster").unwrap();
     let options = SimOptions {
         sequential: true,
         ..SimOptions::default()
     };
-    let mut sim =
-        Simulation::new(cluster, vec![default_profile("default-scheduler")], options).unwrap();
-    let mut pods = ClusterObjects::default();
+    let mut sim = Simulation::new(
+        cluster,
+        vec![default_profile_for("default-scheduler", release)],
+        options,
+    )
+    .unwrap();
+    let mut pods = ClusterObjects::for_release(release);
     pods.decode_more(
         &format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default}}\n\
@@ -92,11 +102,14 @@ fn claims_all_to_allocate_score_zero_and_the_pod_is_placed() {
     assert!(placed.node.is_some(), "{placed:?}");
 }
 
+/// v1.35.4's `computeScore` pairs the pod's claims with Filter's allocations by position
+/// and fails the cycle; v1.36.3 reads the allocated claim's own allocation and places it.
 #[test]
-fn an_allocated_claim_beside_one_to_allocate_fails_at_score_as_upstream() {
-    let failed = run(
-        "[{name: nic, resourceClaimName: fabric-nic}, {name: gpu, resourceClaimTemplateName: one-gpu}]",
-    );
+fn an_allocated_claim_beside_one_to_allocate_fails_at_score_in_v1_35_only() {
+    let claims = "[{name: nic, resourceClaimName: fabric-nic}, {name: gpu, resourceClaimTemplateName: one-gpu}]";
+    let placed = run(claims);
+    assert!(placed.node.is_some(), "{placed:?}");
+    let failed = run_as(claims, Release::at(35));
     assert_eq!(failed.node, None);
     let reason = failed.reason.unwrap_or_default();
     assert!(
