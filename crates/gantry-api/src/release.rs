@@ -239,6 +239,8 @@ struct Rules {
     image_locality_counts_image_volumes: u8,
     /// NodeDeclaredFeatures' v1.36 rewrite (`node(s) didn't match Pod's required features`).
     declared_features_aggregate_message: u8,
+    /// PodObservedGenerationTracking (beta on in 1.34, GA in 1.35).
+    conditions_observe_generation: u8,
     /// DynamicResources' v1.36 `computeScore` (claims allocated before the cycle read
     /// from their own allocation; no score while DRAPrioritizedList is off).
     dynamic_resources_scores_allocated_claims: u8,
@@ -269,6 +271,7 @@ const RULES: Rules = Rules {
     image_locality_counts_image_volumes: 36,
     declared_features_aggregate_message: 36,
     dynamic_resources_scores_allocated_claims: 36,
+    conditions_observe_generation: 34,
 };
 
 /// What becomes of the nodes a PreFilter result leaves out when the pod fits nowhere.
@@ -469,6 +472,12 @@ impl Release {
     /// naming the unsatisfied features.
     pub fn declared_features_aggregate_message(self) -> bool {
         self.at_least(RULES.declared_features_aggregate_message)
+    }
+
+    /// The pod conditions the scheduler writes (`PodScheduled`, the victim's
+    /// `DisruptionTarget`) carry the pod's generation as `observedGeneration`.
+    pub fn conditions_observe_generation(self) -> bool {
+        self.at_least(RULES.conditions_observe_generation)
     }
 
     /// DynamicResources' Score reads a claim allocated before the cycle from its own

@@ -448,20 +448,29 @@ impl ApiWriter {
         if !write_condition {
             return;
         }
-        let mut status = json!({
-            "conditions": [{
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastProbeTime": null,
-                "lastTransitionTime": now_rfc3339(),
-            }]
+        let mut condition = json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": now_rfc3339(),
         });
+        self.observe_generation(&mut condition, pod);
+        let mut status = json!({ "conditions": [condition] });
         if let Some(node) = nominated {
             status["nominatedNodeName"] = json!(node.as_str());
         }
         self.patch_status(pod, json!({ "status": status }));
+    }
+
+    /// `observedGeneration` on a condition about `pod`, where the release writes it
+    /// (PodObservedGenerationTracking, v1.34 on) and the pod has a generation (upstream's
+    /// zero is left out of the JSON).
+    fn observe_generation(&self, condition: &mut serde_json::Value, pod: &Pod) {
+        if self.release.conditions_observe_generation() && pod.generation != 0 {
+            condition["observedGeneration"] = json!(pod.generation);
+        }
     }
 
     fn patch_status(&self, pod: &Pod, patch: serde_json::Value) {
@@ -495,13 +504,15 @@ impl ApiWriter {
             "{}: preempting to accommodate a higher priority pod",
             preemptor.scheduler_name
         );
-        let condition = json!({"status": {"conditions": [{
+        let mut disruption = json!({
             "type": "DisruptionTarget",
             "status": "True",
             "reason": "PreemptionByScheduler",
             "message": message,
             "lastTransitionTime": now_rfc3339(),
-        }]}});
+        });
+        self.observe_generation(&mut disruption, victim);
+        let condition = json!({"status": {"conditions": [disruption]}});
         let mut event_about = Pod::clone(victim);
         event_about.scheduler_name = preemptor.scheduler_name;
         let note = if self.release.preempted_event_names_preemptor() {

@@ -178,7 +178,9 @@ async fn a_pod_that_cannot_fit_gets_failed_scheduling_with_the_exact_message() {
     for n in &nodes {
         api.put(NODES, n.clone());
     }
-    api.put(PODS, pods[0].clone());
+    let mut huge = pods[0].clone();
+    huge["metadata"]["generation"] = json!(3);
+    api.put(PODS, huge);
     // A pod of another scheduler is not Gantry's to schedule, nor to report on.
     let mut foreign = pod("foreign", 100);
     foreign["spec"]["schedulerName"] = json!("default-scheduler");
@@ -205,6 +207,9 @@ async fn a_pod_that_cannot_fit_gets_failed_scheduling_with_the_exact_message() {
     assert_eq!(cond["status"], "False");
     assert_eq!(cond["reason"], "Unschedulable");
     assert_eq!(cond["message"], message);
+    // PodObservedGenerationTracking (GA in v1.35): the condition observes the pod's
+    // generation.
+    assert_eq!(cond["observedGeneration"], 3);
     assert!(node_of(&api, "huge").is_none());
     assert!(node_of(&api, "foreign").is_none());
     assert!(events_about(&api, "foreign", "FailedScheduling").is_empty());
@@ -350,6 +355,7 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
         api.put(NODES, node(&format!("node-{i}"), 1000, "a"));
         let mut low = pod(&format!("low-{i}"), 700);
         low["spec"]["nodeName"] = json!(format!("node-{i}"));
+        low["metadata"]["generation"] = json!(2);
         api.put(PODS, low);
     }
     let mut high = pod("high", 800);
@@ -360,6 +366,16 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
         api.terminating_pods().len() == 1
     })
     .await;
+    // The victim's DisruptionTarget condition observes its generation (v1.35 on, GA).
+    let victim = api.terminating_pods().remove(0);
+    let victim = victim.rsplit('/').next().unwrap().to_string();
+    wait_for("the victim's DisruptionTarget condition", WAIT, || {
+        condition(&api, &victim, "DisruptionTarget").is_some()
+    })
+    .await;
+    let disruption = condition(&api, &victim, "DisruptionTarget").unwrap();
+    assert_eq!(disruption["reason"], "PreemptionByScheduler");
+    assert_eq!(disruption["observedGeneration"], 2);
     // A node growing retries the preemptor, which still fits nowhere.
     for i in 0..3 {
         api.put(NODES, node(&format!("node-{i}"), 1001, "a"));

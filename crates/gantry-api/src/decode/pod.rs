@@ -49,6 +49,7 @@ pub(super) fn convert_pod(
             c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
         });
     out.phase = phase(status.and_then(|s| s.phase.as_deref()), object)?;
+    out.generation = pod.metadata.generation.unwrap_or(0);
     out.start_time = status
         .and_then(|s| s.start_time.as_ref())
         .map(|t| t.0.as_second());

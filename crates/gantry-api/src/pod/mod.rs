@@ -96,6 +96,9 @@ pub struct Pod {
     /// Annotations the scheduler wrote on binding (HAMi's devices and bind time): this
     /// pod's own, read before the template's, so that writing them copies no spec.
     pub bind_annotations: Option<Arc<[crate::node::Annotation]>>,
+    /// `metadata.generation` (0 when absent): the conditions the scheduler writes observe
+    /// it (`observedGeneration`, PodObservedGenerationTracking).
+    pub generation: i64,
     /// `status.resourceClaimStatuses`: the claims the claim controller made for this
     /// pod's template entries (the pod's own, so that naming them copies no spec).
     pub claim_statuses: Option<Arc<[crate::dra::ResourceClaimStatus]>>,
@@ -175,6 +178,7 @@ impl Pod {
             phase: PodPhase::Pending,
             start_time: None,
             bind_annotations: None,
+            generation: 0,
             claim_statuses: None,
             template: Arc::new(PodTemplate {
                 labels: Labels::default(),
