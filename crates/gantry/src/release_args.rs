@@ -24,4 +24,17 @@ impl ReleaseArgs {
             self.feature_gates.as_deref(),
         )?)
     }
+
+    /// Whether `--emulated-version` was given (else a cluster's own release may decide).
+    pub fn names_a_release(&self) -> bool {
+        self.emulated_version.is_some()
+    }
+
+    /// The release `MAJOR.MINOR` with the `--feature-gates` given.
+    pub fn release_at(&self, version: &str) -> anyhow::Result<Release> {
+        Ok(Release::parse(
+            Some(version),
+            self.feature_gates.as_deref(),
+        )?)
+    }
 }
