@@ -170,6 +170,18 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
     ),
 ];
 
+/// The first release whose feature gates check their dependencies.
+const FIRST_DEPENDENCIES_MINOR: u8 = 35;
+
+/// The dependencies among modelled gates (`kube_features.go`, v1.35.4 and v1.36.3).
+const DEPENDENCIES: &[(Gate, &[Gate])] = &[
+    (Gate::DRAPrioritizedList, &[Gate::DynamicResourceAllocation]),
+    (
+        Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
+        &[Gate::MatchLabelKeysInPodTopologySpread],
+    ),
+];
+
 impl Gate {
     fn index(self) -> usize {
         GATES
@@ -343,8 +355,36 @@ impl Release {
         };
         if let Some(text) = feature_gates {
             release.set_gates(text)?;
+            release.check_dependencies()?;
         }
         Ok(release)
+    }
+
+    /// Upstream's gate dependencies (`defaultKubernetesFeatureGateDependencies`, checked
+    /// from v1.35): an enabled gate whose dependency is disabled is refused, with
+    /// component-base's text.
+    fn check_dependencies(&self) -> Result<(), ReleaseError> {
+        if !self.at_least(FIRST_DEPENDENCIES_MINOR) {
+            return Ok(());
+        }
+        for (gate, needs) in DEPENDENCIES {
+            let disabled: Vec<&str> = needs
+                .iter()
+                .filter(|need| !self.enabled(**need))
+                .map(|need| need.name())
+                .collect();
+            if self.enabled(*gate) && !disabled.is_empty() {
+                return Err(ReleaseError {
+                    flag: "--feature-gates",
+                    message: format!(
+                        "{} is enabled, but depends on features that are disabled: [{}]",
+                        gate.name(),
+                        disabled.join(" ")
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn set_gates(&mut self, text: &str) -> Result<(), ReleaseError> {
@@ -719,6 +759,28 @@ mod tests {
             "--feature-gates: cannot set feature gate DRAPrioritizedList to false, feature is locked to true"
         );
         assert!(Release::parse(Some("1.36"), Some("DRAPrioritizedList=false")).is_ok());
+        // Dependencies among gates, checked from v1.35 as component-base checks them.
+        assert_eq!(
+            err(
+                Some("1.35"),
+                Some("MatchLabelKeysInPodTopologySpread=false")
+            ),
+            "--feature-gates: MatchLabelKeysInPodTopologySpreadSelectorMerge is enabled, but depends on features that are disabled: [MatchLabelKeysInPodTopologySpread]"
+        );
+        assert!(
+            Release::parse(
+                Some("1.35"),
+                Some("MatchLabelKeysInPodTopologySpread=false,MatchLabelKeysInPodTopologySpreadSelectorMerge=false")
+            )
+            .is_ok()
+        );
+        assert!(
+            Release::parse(
+                Some("1.34"),
+                Some("MatchLabelKeysInPodTopologySpread=false")
+            )
+            .is_ok()
+        );
         assert!(Release::parse(Some("1.35"), Some("NodeDeclaredFeatures=true")).is_ok());
         assert_eq!(
             err(Some("1.34"), Some("NodeDeclaredFeatures=true")),
