@@ -116,8 +116,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let mut pod = pod_file.pods.remove(0);
     let key = pod.key();
     if let Some(node) = pod.node_name.take() {
-        eprintln!(
-            "note: {key} is bound to {node}; explaining how it would be scheduled now, as if it were not"
+        crate::output::say(
+            crate::output::Say::Note,
+            &format!(
+                "{key} is bound to {node}; explaining how it would be scheduled now, as if it were not"
+            ),
         );
     }
     let pod = Arc::new(pod);

@@ -8,6 +8,8 @@ use gantry_api::Release;
 use gantry_api::decode::{ClusterObjects, InputLimits};
 use gantry_framework::config::SchedulerConfig;
 
+use crate::output::{self, Say};
+
 /// Warnings printed one per line before the rest are counted.
 const MAX_WARNINGS_SHOWN: usize = 20;
 
@@ -33,7 +35,7 @@ pub fn config(file: Option<&Path>, release: Release) -> anyhow::Result<Scheduler
     let text = read_text(file, MAX_CONFIG_BYTES, "KubeSchedulerConfiguration")?;
     let config = SchedulerConfig::parse_for(&text, &file.display().to_string(), release)?;
     for warning in &config.warnings {
-        eprintln!("warning: {warning}");
+        output::say(Say::Warning, &warning.to_string());
     }
     Ok(config)
 }
@@ -122,18 +124,24 @@ fn open(file: &Path) -> std::io::Result<std::fs::File> {
 /// kind), and finished pods (which hold nothing).
 pub fn print_notes(objects: &ClusterObjects) {
     for warning in objects.warnings.iter().take(MAX_WARNINGS_SHOWN) {
-        eprintln!("warning: {warning}");
+        output::say(Say::Warning, &warning.to_string());
     }
     if objects.warnings.len() > MAX_WARNINGS_SHOWN {
-        eprintln!(
-            "warning: ... and {} more",
-            objects.warnings.len() - MAX_WARNINGS_SHOWN
+        output::say(
+            Say::Warning,
+            &format!(
+                "... and {} more",
+                objects.warnings.len() - MAX_WARNINGS_SHOWN
+            ),
         );
     }
     if !objects.finished_pods.is_empty() {
-        eprintln!(
-            "note: {} finished pods (Succeeded or Failed) hold no resources and are not scheduled",
-            objects.finished_pods.len()
+        output::say(
+            Say::Note,
+            &format!(
+                "{} finished pods (Succeeded or Failed) hold no resources and are not scheduled",
+                objects.finished_pods.len()
+            ),
         );
     }
     if objects.ignored.is_empty() {
@@ -148,9 +156,12 @@ pub fn print_notes(objects: &ClusterObjects) {
         }
     }
     let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    eprintln!(
-        "note: ignored objects the scheduler does not read: {}",
-        list.join(", ")
+    output::say(
+        Say::Note,
+        &format!(
+            "ignored objects the scheduler does not read: {}",
+            list.join(", ")
+        ),
     );
 }
 
@@ -185,10 +196,13 @@ pub fn note_unread(objects: &ClusterObjects, flag: &str, reads: &[&str], advice:
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
     if !unread.is_empty() {
-        eprintln!(
-            "warning: {flag}: not read: {} (only {} are read from it; {advice})",
-            unread.join(", "),
-            reads.join(", ")
+        output::say(
+            Say::Warning,
+            &format!(
+                "{flag}: not read: {} (only {} are read from it; {advice})",
+                unread.join(", "),
+                reads.join(", ")
+            ),
         );
     }
 }

@@ -91,6 +91,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    output::set_json_logs(matches!(cli.log_format, LogFormat::Json));
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Bench(args) => bench::run(args),
@@ -103,7 +104,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) if output::is_broken_pipe(&error) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", one_line(&error));
+            output::say(output::Say::Error, &one_line(&error));
             std::process::ExitCode::FAILURE
         }
     }

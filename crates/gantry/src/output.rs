@@ -38,3 +38,84 @@ pub fn with_release(
     }
     value
 }
+
+/// Whether stderr carries JSON log objects (`--log-format json`), set once at start.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_json_logs(on: bool) {
+    JSON_LOGS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How loud a line for the person reading stderr is.
+#[derive(Clone, Copy)]
+pub enum Say {
+    Note,
+    Warning,
+    Error,
+}
+
+/// A line on stderr for the person running Gantry: `note: ...`, `warning: ...` or `error:
+/// ...` as text, or with `--log-format json` a log object like every other line there, so
+/// that a log collector reads stderr as JSON to its last line.
+pub fn say(how: Say, text: &str) {
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        let level = match how {
+            Say::Note => "INFO",
+            Say::Warning => "WARN",
+            Say::Error => "ERROR",
+        };
+        let line = serde_json::json!({
+            "timestamp": timestamp(),
+            "level": level,
+            "fields": {"message": text},
+            "target": "gantry",
+        });
+        eprintln!("{line}");
+    } else {
+        let prefix = match how {
+            Say::Note => "note",
+            Say::Warning => "warning",
+            Say::Error => "error",
+        };
+        eprintln!("{prefix}: {text}");
+    }
+}
+
+/// Now as RFC 3339 in UTC, as the JSON log lines write it.
+fn timestamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_micros()
+    )
+}
+
+#[cfg(test)]
+mod say_tests {
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = super::timestamp();
+        assert_eq!(t.len(), "2026-12-03T10:13:23.123456Z".len(), "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+            "{t}"
+        );
+    }
+}

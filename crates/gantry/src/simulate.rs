@@ -190,7 +190,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         && let Err(violation) = sim.check_invariants()
     {
         anyhow::ensure!(args.no_assume, "invariant violated: {violation}");
-        eprintln!("note: without assume, as expected: {violation}");
+        crate::output::say(
+            crate::output::Say::Note,
+            &format!("without assume, as expected: {violation}"),
+        );
     }
     if let Some(path) = &args.placements {
         write_placements(path, sim.placements())?;

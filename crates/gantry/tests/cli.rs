@@ -374,3 +374,49 @@ fn a_missing_ephemeral_claim_waits_for_the_controller() {
     );
     assert!(!text.contains("given up"), "{text}");
 }
+
+/// With `--log-format json`, stderr is JSON to its last line: the input's warnings and
+/// notes, and the closing error, are log objects too.
+#[test]
+fn json_logs_are_json_to_the_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = common::write(
+        dir.path(),
+        "cluster.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {surprise: 1}\n\
+         status: {allocatable: {cpu: '1', memory: 1Gi, pods: '10'}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    );
+    let lines = |out: &std::process::Output| -> Vec<serde_json::Value> {
+        stderr(out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let out = gantry(&["--log-format", "json", "simulate", "--cluster", &cluster]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let logged = lines(&out);
+    assert!(
+        logged.iter().any(|l| l["level"] == "WARN"
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("surprise"))),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        logged.iter().any(|l| l["level"] == "INFO"),
+        "{}",
+        stderr(&out)
+    );
+    let out = gantry(&[
+        "--log-format",
+        "json",
+        "simulate",
+        "--cluster",
+        "/nonexistent/cluster.yaml",
+    ]);
+    assert!(!out.status.success());
+    let logged = lines(&out);
+    assert_eq!(logged.last().unwrap()["level"], "ERROR", "{}", stderr(&out));
+}

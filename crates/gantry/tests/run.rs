@@ -154,7 +154,7 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> (String, String) {
 
 /// A server that refuses connections: a warning per attempt, then one error line naming
 /// it and a non-zero exit; logs written to a pipe carry no colour codes, and
-/// `--log-format json` writes nothing but JSON objects before the closing error line.
+/// `--log-format json` writes nothing but JSON objects, the closing error too.
 #[test]
 fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,20 +193,21 @@ fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     let out = json.wait_with_output().unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
-    // Every line is a log object (the start line, naming the release, too) but the
-    // closing error line.
-    let (last, lines) = err
+    // Every line is a log object: the start line, naming the release, and the closing
+    // error too.
+    let logged: Vec<serde_json::Value> = err
         .trim_end()
         .lines()
-        .collect::<Vec<_>>()
-        .split_last()
-        .map(|(l, r)| (*l, r.to_vec()))
-        .unwrap();
-    assert!(last.starts_with("error: "), "{err}");
-    let logged: Vec<serde_json::Value> = lines
-        .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
+    let last = logged.last().unwrap();
+    assert_eq!(last["level"], "ERROR", "{err}");
+    assert!(
+        last["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(&format!("{server} refused the connection"))),
+        "{err}"
+    );
     assert!(
         logged.iter().any(|l| l["fields"]["message"]
             .as_str()
