@@ -321,11 +321,15 @@ fn from_value(mut value: Value, release: Release) -> Checked<SchedulerConfig> {
                 ),
             );
         }
-        Some(value) => {
+        // The deprecated version is suggested only where the release still reads it.
+        Some(value) if !release.at_least(29) => {
             return fail(
                 "apiVersion",
                 format!("must be {API_VERSION} (or the deprecated {API_VERSION_V1BETA3}), not {value}"),
             );
+        }
+        Some(value) => {
+            return fail("apiVersion", format!("must be {API_VERSION}, not {value}"));
         }
         None => return fail("apiVersion", format!("required ({API_VERSION})")),
     }

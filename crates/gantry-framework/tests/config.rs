@@ -668,6 +668,20 @@ fn api_version_and_syntax_errors() {
     assert_eq!(
         wrong.err().map(|e| e.to_string()).as_deref(),
         Some(
+            r#"old.yaml: apiVersion: must be kubescheduler.config.k8s.io/v1, not "kubescheduler.config.k8s.io/v1beta2""#
+        )
+    );
+    // Only v1.28 still reads v1beta3, so only it suggests it.
+    let wrong_v1_28 = SchedulerConfig::parse_for(
+        "apiVersion: kubescheduler.config.k8s.io/v1beta2
+kind: KubeSchedulerConfiguration
+",
+        "old.yaml",
+        Release::at(28),
+    );
+    assert_eq!(
+        wrong_v1_28.err().map(|e| e.to_string()).as_deref(),
+        Some(
             r#"old.yaml: apiVersion: must be kubescheduler.config.k8s.io/v1 (or the deprecated kubescheduler.config.k8s.io/v1beta3), not "kubescheduler.config.k8s.io/v1beta2""#
         )
     );
