@@ -47,8 +47,26 @@ pub struct Failure {
 
 /// One line about `error` from `server`.
 pub fn describe(server: &str, error: &kube::Error) -> Failure {
-    if let kube::Error::Api(status) = error {
-        return describe_status(server, status.code, &status.reason, &status.message);
+    match error {
+        kube::Error::Api(status) => {
+            return describe_status(server, status.code, &status.reason, &status.message);
+        }
+        // It was reached: what came back was not a Kubernetes API's JSON.
+        kube::Error::FromUtf8(_) | kube::Error::SerdeError(_) => {
+            let detail = match error {
+                kube::Error::FromUtf8(_) => "not UTF-8 text".to_string(),
+                _ => causes(error)
+                    .last()
+                    .map_or(String::new(), |c| c.to_string()),
+            };
+            return Failure {
+                message: format!(
+                    "{server} answered, but not as a Kubernetes API server does ({detail}): check that the address is the API server's"
+                ),
+                permanent: false,
+            };
+        }
+        _ => {}
     }
     let causes = causes(error);
     for cause in &causes {
@@ -386,6 +404,31 @@ mod tests {
         );
         let busy = describe(server, &api_error(503, "ServiceUnavailable", "try later"));
         assert!(!busy.permanent, "a 503 may pass");
+    }
+
+    /// A server that answers, but not with Kubernetes JSON (an HTML page, binary data), was
+    /// reached: it is not said as unreachable, nor as kube's `UTF-8 Error`.
+    #[test]
+    fn an_answer_that_is_not_kubernetes_json_says_it_was_reached() {
+        let server = "https://10.0.0.1:6443";
+        let html = serde_json::from_str::<serde_json::Value>("<html>").unwrap_err();
+        let failure = describe(server, &kube::Error::SerdeError(html));
+        assert!(
+            failure.message.starts_with(
+                "https://10.0.0.1:6443 answered, but not as a Kubernetes API server does (expected value at line 1 column 1)"
+            ),
+            "{}",
+            failure.message
+        );
+        let binary = String::from_utf8(vec![0xff, 0xfe]).unwrap_err();
+        let failure = describe(server, &kube::Error::FromUtf8(binary));
+        assert!(
+            failure
+                .message
+                .contains("answered, but not as a Kubernetes API server does (not UTF-8 text)"),
+            "{}",
+            failure.message
+        );
     }
 
     /// A watch whose API server was killed, as kube reports it (measured against a real
