@@ -206,6 +206,14 @@ fn read_json(
         match json_values::peek(input).map_err(Failure::Read)? {
             None => break,
             Some(b'{') => input.consume(1),
+            // After a document, anything but another object or list is left over text.
+            Some(other) if index > 1 && other != b'[' => {
+                return Err(Failure::Syntax(format!(
+                    "trailing characters after document {}: {:?} where another JSON object would begin",
+                    index - 1,
+                    char::from(other)
+                )));
+            }
             Some(_) => {
                 let mut value = Vec::new();
                 json_values::read_value(input, &mut value).map_err(Failure::Read)?;
@@ -718,6 +726,27 @@ mod tests {
         let split = documents(&long);
         assert_eq!(split.len(), 2);
         assert_eq!(split[1], "---\nb: 1\n");
+    }
+
+    /// Text after a JSON document that does not start another is named as that, not
+    /// parsed as a second document whose errors count lines and columns from its start.
+    #[test]
+    fn trailing_characters_after_json_are_named() {
+        let error = |text: &str| {
+            let mut objects = crate::decode::ClusterObjects::default();
+            objects.decode_more(text, "f.json").unwrap_err().to_string()
+        };
+        let list = r#"{"apiVersion":"v1","kind":"List","items":[]}"#;
+        assert_eq!(
+            error(&format!("{list} xyz")),
+            "f.json: not valid YAML or JSON: trailing characters after document 1: 'x' where another JSON object would begin"
+        );
+        assert!(error(&format!("{list}\n}}")).contains("after document 1: '}'"));
+        // Documents one after the other are still read.
+        let mut objects = crate::decode::ClusterObjects::default();
+        objects
+            .decode_more(&format!("{list}\n{list}"), "f.json")
+            .unwrap();
     }
 
     #[test]
