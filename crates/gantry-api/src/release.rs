@@ -47,6 +47,12 @@ pub enum Gate {
     /// NodeDeclaredFeatures in the default profile: a pod that needs a node feature
     /// (`status.declaredFeatures`) goes only where a node declares it.
     NodeDeclaredFeatures,
+    /// The Workload API: PodGroup objects and pods' `spec.schedulingGroup` (v1.36:
+    /// `scheduling.k8s.io/v1alpha2`); pods of a group are scheduled in pod-group cycles.
+    GenericWorkload,
+    /// The GangScheduling plugin: a gang's pods wait for `minCount` of them (v1.35, v1.36;
+    /// merged into GenericWorkload in v1.37).
+    GangScheduling,
 }
 
 /// One step of a gate's history: from `minor` on, its default, and whether it is locked
@@ -168,6 +174,12 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         "NodeDeclaredFeatures",
         &[spec(35, false), spec(36, true), locked(37, true)],
     ),
+    (Gate::GenericWorkload, "GenericWorkload", &[spec(35, false)]),
+    (
+        Gate::GangScheduling,
+        "GangScheduling",
+        &[spec(35, false), removed(37, false)],
+    ),
 ];
 
 /// The first release whose feature gates check their dependencies.
@@ -180,7 +192,13 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],
     ),
+    (Gate::GangScheduling, &[Gate::GenericWorkload]),
 ];
+
+/// The one release whose Workload API Gantry reads (PodGroup `scheduling.k8s.io/v1alpha2`
+/// and `spec.schedulingGroup`): v1.35's inline pod groups (`v1alpha1`, `spec.workloadRef`)
+/// and v1.37's `v1beta1` are other APIs.
+pub const WORKLOAD_API_MINOR: u8 = 36;
 
 impl Gate {
     fn index(self) -> usize {
@@ -356,6 +374,15 @@ impl Release {
         if let Some(text) = feature_gates {
             release.set_gates(text)?;
             release.check_dependencies()?;
+        }
+        if release.enabled(Gate::GenericWorkload) && release.minor != WORKLOAD_API_MINOR {
+            return Err(ReleaseError {
+                flag: "--feature-gates",
+                message: format!(
+                    "GenericWorkload is modelled as Kubernetes 1.{WORKLOAD_API_MINOR} has it (PodGroup scheduling.k8s.io/v1alpha2); 1.{}'s Workload API is not read yet: use --emulated-version 1.{WORKLOAD_API_MINOR}",
+                    release.minor
+                ),
+            });
         }
         Ok(release)
     }

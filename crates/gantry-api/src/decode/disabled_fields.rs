@@ -24,6 +24,7 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
     let pod_resources = off(Gate::PodLevelResources) && spec.resources.is_some();
     let gates = off(Gate::PodSchedulingReadiness) && spec.scheduling_gates.is_some();
     let claims = off(Gate::DynamicResourceAllocation) && spec.resource_claims.is_some();
+    let group = off(Gate::GenericWorkload) && spec.scheduling_group.is_some();
     let affinity_keys =
         off(Gate::MatchLabelKeysInPodAffinity) && affinity_terms(spec).any(has_label_keys);
     let spread_keys = off(Gate::MatchLabelKeysInPodTopologySpread)
@@ -42,6 +43,7 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
         || pod_resources
         || gates
         || claims
+        || group
         || affinity_keys
         || spread_keys
         || inclusion
@@ -64,6 +66,9 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
     }
     if claims {
         spec.resource_claims = None;
+    }
+    if group {
+        spec.scheduling_group = None;
     }
     if affinity_keys && let Some(affinity) = &mut spec.affinity {
         // PodAffinity and PodAntiAffinity are two types of one shape.

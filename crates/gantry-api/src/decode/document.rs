@@ -233,11 +233,11 @@ impl ItemsSeed<'_, '_> {
 /// How many objects of each kind there were, to take back a document's `items` that
 /// turned out not to be a list's.
 pub(super) struct Checkpoint {
-    lengths: [usize; 17],
+    lengths: [usize; 18],
 }
 
 impl Checkpoint {
-    fn lengths(o: &ClusterObjects) -> [usize; 17] {
+    fn lengths(o: &ClusterObjects) -> [usize; 18] {
         [
             o.nodes.len(),
             o.pods.len(),
@@ -250,6 +250,7 @@ impl Checkpoint {
             o.storage_classes.len(),
             o.csi_nodes.len(),
             o.pdbs.len(),
+            o.pod_groups.len(),
             o.ignored.len(),
             o.finished_pods.len(),
             o.warnings.len(),
@@ -278,6 +279,7 @@ impl Checkpoint {
             storage_classes,
             csi_nodes,
             pdbs,
+            pod_groups,
             ignored,
             finished,
             warnings,
@@ -296,6 +298,7 @@ impl Checkpoint {
         o.storage_classes.truncate(storage_classes);
         o.csi_nodes.truncate(csi_nodes);
         o.pdbs.truncate(pdbs);
+        o.pod_groups.truncate(pod_groups);
         o.ignored.truncate(ignored);
         o.finished_pods.truncate(finished);
         o.warnings.truncate(warnings);

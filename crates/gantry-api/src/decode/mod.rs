@@ -31,6 +31,7 @@ mod node;
 mod object;
 mod pod;
 mod pod_checks;
+mod pod_group;
 mod pod_resources;
 mod priority;
 mod shared_templates;
@@ -136,6 +137,8 @@ pub struct ClusterObjects {
     pub storage_classes: Vec<StorageClass>,
     pub csi_nodes: Vec<CsiNode>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// PodGroups (`scheduling.k8s.io/v1alpha2`), whose pods are scheduled together.
+    pub pod_groups: Vec<crate::PodGroup>,
     /// DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates.
     pub dra: crate::dra::DraObjects,
     /// Objects of kinds the scheduler does not read, as `Kind namespace/name`.
@@ -232,6 +235,7 @@ impl ClusterObjects {
         self.storage_classes.extend(other.storage_classes);
         self.csi_nodes.extend(other.csi_nodes);
         self.pdbs.extend(other.pdbs);
+        self.pod_groups.extend(other.pod_groups);
         self.dra.extend(other.dra);
         self.ignored.extend(other.ignored);
         self.finished_pods.extend(other.finished_pods);

@@ -49,6 +49,7 @@ enum Object {
     StorageClass(StorageClass),
     CsiNode(CsiNode),
     Pdb(PodDisruptionBudget),
+    PodGroup(crate::PodGroup),
     /// `Kind namespace/name` of a kind the scheduler does not read.
     Ignored(String),
 }
@@ -154,6 +155,7 @@ pub(super) fn convert(
             let csi_node: storage_v1::CSINode = typed(value, &object, w)?;
             Object::CsiNode(super::storage::convert_csi_node(&csi_node, &object)?)
         }
+        "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, w)?),
         _ => Object::Ignored(object),
     };
     Ok(Converted {
@@ -223,6 +225,7 @@ impl ClusterObjects {
             Object::StorageClass(sc) => self.storage_classes.push(sc),
             Object::CsiNode(csi_node) => self.csi_nodes.push(csi_node),
             Object::Pdb(pdb) => self.pdbs.push(pdb),
+            Object::PodGroup(group) => self.pod_groups.push(group),
             Object::Ignored(label) => self.ignored.push(label),
         }
     }

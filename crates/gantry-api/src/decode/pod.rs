@@ -205,6 +205,7 @@ pub(super) fn convert_pod(
         .map(Sym::new)
         .collect();
     out.needs_features = needed_features(spec);
+    out.scheduling_group = scheduling_group(spec, object)?;
     out.update_requests();
     if let Some(resource) = out.requests_overflow() {
         // The API server takes each quantity that fits alone; kube-scheduler's int64 sum
@@ -564,4 +565,28 @@ fn toleration(t: &k8s::Toleration, object: &str, field: &str) -> Result<Tolerati
         value: Sym::new(t.value.as_deref().unwrap_or("")),
         effect,
     })
+}
+
+/// `spec.schedulingGroup`, validated as upstream's `validateSchedulingGroup`: one of its
+/// members (only `podGroupName` so far), a DNS subdomain.
+fn scheduling_group(spec: &k8s::PodSpec, object: &str) -> Result<Option<Sym>, ObjectError> {
+    let Some(group) = &spec.scheduling_group else {
+        return Ok(None);
+    };
+    let field = "spec.schedulingGroup.podGroupName";
+    let Some(name) = group.pod_group_name.as_deref() else {
+        return Err(field_error(
+            object,
+            field,
+            "Invalid value: null: must specify one of: `podGroupName`",
+        ));
+    };
+    if let Some(problem) = validation::dns1123_subdomain(name).first() {
+        return Err(field_error(
+            object,
+            field,
+            format!("Invalid value: {name:?}: {problem}"),
+        ));
+    }
+    Ok(Some(Sym::new(name)))
 }

@@ -139,6 +139,9 @@ pub struct PodTemplate {
     pub needs_features: crate::node_features::NodeFeatures,
     /// The images of `volumes[].image` (ImageVolume), which ImageLocality counts from v1.36.
     pub image_volumes: Vec<Sym>,
+    /// `spec.schedulingGroup.podGroupName`: the PodGroup (same namespace) the pod belongs
+    /// to, scheduled with it while GenericWorkload is on.
+    pub scheduling_group: Option<Sym>,
     requests: Resources,
     non_zero_requests: Resources,
     /// The pod's requests as its node counts them, when they differ from `requests`
@@ -202,6 +205,7 @@ impl Pod {
                 resource_claims: Box::default(),
                 needs_features: Default::default(),
                 image_volumes: Vec::new(),
+                scheduling_group: None,
                 requests: Resources::default(),
                 non_zero_requests: Resources::default(),
                 usage: None,

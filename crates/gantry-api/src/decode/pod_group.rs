@@ -1,0 +1,95 @@
+//! PodGroup of `scheduling.k8s.io/v1alpha2` (v1.36's Workload API). k8s-openapi carries
+//! no v1alpha2 types, so the fields the scheduler reads are declared here; the rest of
+//! the object is noted as unknown like any other kind's.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::validation::{self, NameRule};
+use super::{ObjectError, Warning, field_error};
+use crate::Sym;
+use crate::pod_group::{GroupPolicy, PodGroup};
+
+/// The Workload API version whose PodGroup Gantry reads.
+pub(super) const API_VERSION: &str = "scheduling.k8s.io/v1alpha2";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPodGroup {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: RawSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSpec {
+    scheduling_policy: RawPolicy,
+}
+
+#[derive(Deserialize)]
+struct RawPolicy {
+    basic: Option<Value>,
+    gang: Option<RawGang>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawGang {
+    min_count: i64,
+}
+
+/// A PodGroup object: `spec.schedulingPolicy` must be exactly one of `basic` and `gang`,
+/// and a gang's `minCount` positive.
+pub(super) fn convert(
+    mut value: Value,
+    object: &str,
+    warnings: &mut Vec<Warning>,
+) -> Result<PodGroup, ObjectError> {
+    let api_version = value.get("apiVersion").and_then(Value::as_str);
+    if api_version != Some(API_VERSION) {
+        return Err(field_error(
+            object,
+            "apiVersion",
+            format!(
+                "{api_version:?}: Gantry reads PodGroup of {API_VERSION} (kube-scheduler v1.36's Workload API) only"
+            ),
+        ));
+    }
+    // Read already (the type), or the scheduler's to write (the status).
+    if let Some(fields) = value.as_object_mut() {
+        for field in ["apiVersion", "kind", "status"] {
+            fields.remove(field);
+        }
+    }
+    let raw: RawPodGroup = super::object::typed(value, object, warnings)?;
+    validation::object_meta(&raw.metadata, object, NameRule::Dns1123Subdomain)?;
+    let policy = match (
+        raw.spec.scheduling_policy.basic,
+        raw.spec.scheduling_policy.gang,
+    ) {
+        (Some(_), None) => GroupPolicy::Basic,
+        (None, Some(gang)) => match u32::try_from(gang.min_count) {
+            Ok(min_count) if min_count > 0 => GroupPolicy::Gang { min_count },
+            _ => {
+                return Err(field_error(
+                    object,
+                    "spec.schedulingPolicy.gang.minCount",
+                    format!("Invalid value: {}: must be greater than 0", gang.min_count),
+                ));
+            }
+        },
+        _ => {
+            return Err(field_error(
+                object,
+                "spec.schedulingPolicy",
+                "Invalid value: must specify exactly one of: `basic`, `gang`",
+            ));
+        }
+    };
+    Ok(PodGroup {
+        namespace: Sym::new(raw.metadata.namespace.as_deref().unwrap_or("default")),
+        name: Sym::new(raw.metadata.name.as_deref().unwrap_or_default()),
+        policy,
+        generation: raw.metadata.generation.unwrap_or(1),
+    })
+}
