@@ -13,6 +13,7 @@ use thiserror::Error;
 use crate::dra_cache::DraCache;
 use crate::node_info::{ImageState, NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
+use crate::pod_groups::SharedPodGroups;
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotUpdate};
 use gantry_api::dra::{ResourceClaim, ResourceSlice};
 
@@ -137,6 +138,9 @@ pub struct Cache {
     assumed_ttl: Option<Duration>,
     /// Claims, classes and shared slices: every snapshot reads this one store.
     dra: Arc<DraCache>,
+    /// PodGroups and their members' stages, which assume, forget and the pod events keep
+    /// (shared with the queue, whose PreEnqueue reads them).
+    pod_groups: SharedPodGroups,
 }
 
 impl std::fmt::Debug for Cache {
@@ -192,6 +196,11 @@ impl Cache {
     }
 
     /// The DRA store every snapshot of this cache reads.
+    /// The PodGroups and their members (upstream's `PodGroupManager`).
+    pub fn pod_groups(&self) -> &SharedPodGroups {
+        &self.pod_groups
+    }
+
     pub fn dra(&self) -> &Arc<DraCache> {
         &self.dra
     }
@@ -290,6 +299,9 @@ impl Cache {
         }
         s.add_pod_to_node(node, pod.clone());
         s.assumed.insert(pod.uid.clone(), Assumed::default());
+        if pod.scheduling_group.is_some() {
+            self.pod_groups.lock().assume(&pod);
+        }
         s.pods.insert(ByUid(pod), node);
         Ok(())
     }
@@ -336,7 +348,11 @@ impl Cache {
         }
         s.remove_pod_from_node(node, &pod.uid);
         s.assumed.remove(&*pod.uid);
-        s.pods.remove(&*pod.uid);
+        if let Some((ByUid(cached), _)) = s.pods.remove_entry(&*pod.uid)
+            && cached.scheduling_group.is_some()
+        {
+            self.pod_groups.lock().forget(&cached);
+        }
         self.dra.forget_allocations(&pod.uid);
         Ok(())
     }
@@ -348,6 +364,9 @@ impl Cache {
         let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
             pod: pod_name(&pod),
         })?;
+        if pod.scheduling_group.is_some() {
+            self.pod_groups.lock().bound(&pod);
+        }
         if s.assumed.remove(&*pod.uid).is_some() {
             let cached = s.pods.remove(&*pod.uid).expect("assumed pods are cached");
             s.remove_pod_from_node(cached, &pod.uid);
@@ -396,6 +415,9 @@ impl Cache {
             .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
         if s.assumed.remove(&*pod.uid).is_some() {
             self.dra.forget_allocations(&pod.uid);
+        }
+        if pod.scheduling_group.is_some() {
+            self.pod_groups.lock().remove_member(&pod.uid);
         }
         s.remove_pod_from_node(node, &pod.uid);
         Ok(())
