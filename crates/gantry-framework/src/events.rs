@@ -19,6 +19,8 @@ pub enum EventResource {
     ResourceClaim,
     ResourceSlice,
     DeviceClass,
+    /// A PodGroup (GenericWorkload).
+    PodGroup,
 }
 
 /// What happened to the object; combine with `|` in registrations.
@@ -71,6 +73,7 @@ pub const ALL_EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::ResourceClaim, ActionType::ALL),
     ClusterEvent::new(EventResource::ResourceSlice, ActionType::ALL),
     ClusterEvent::new(EventResource::DeviceClass, ActionType::ALL),
+    ClusterEvent::new(EventResource::PodGroup, ActionType::ALL),
 ];
 
 /// Node added or updated: what most node-property filters register.

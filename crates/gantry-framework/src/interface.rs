@@ -195,10 +195,16 @@ pub trait ReservePlugin: Plugin {
     fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: Sym);
 }
 
-/// Permit: allow, reject, or ask to wait (`Code::Wait`) up to the returned timeout.
+/// Permit: allow, reject, or ask to wait (`Code::Wait`) up to the returned timeout. It
+/// sees the PodGroups' members as the cache holds them (upstream's `PodGroupManager`).
 pub trait PermitPlugin: Plugin {
-    fn permit(&self, state: &mut CycleState, pod: &Pod, node: Sym)
-    -> (Status, std::time::Duration);
+    fn permit(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: Sym,
+        groups: &gantry_cache::PodGroupStates,
+    ) -> (Status, std::time::Duration);
 }
 
 /// PreBind: work before the bind (attaching volumes, say); a failure aborts the binding
@@ -212,8 +218,10 @@ pub trait PostBindPlugin: Plugin {
     fn post_bind(&self, state: &CycleState, pod: &Pod, node: Sym);
 }
 
+/// PreEnqueue: whether a pending pod may enter the queue at all (its scheduling gates,
+/// its gang's quorum), seeing the PodGroups' members.
 pub trait PreEnqueuePlugin: Plugin {
-    fn pre_enqueue(&self, pod: &Pod) -> Status;
+    fn pre_enqueue(&self, pod: &Pod, groups: &gantry_cache::PodGroupStates) -> Status;
 }
 
 /// DefaultScore helper: `score * MAX / max`, or its reverse, as upstream's

@@ -12,6 +12,7 @@ pub mod metrics;
 mod nominations;
 mod own_nodes;
 mod placement_check;
+mod pod_group_cycle;
 mod preemption;
 pub mod queue;
 mod rng;
@@ -22,6 +23,7 @@ mod unschedulable_pods;
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
 pub use placement_check::check_placement;
+pub use pod_group_cycle::{GroupAttempt, GroupOutcome, POD_GROUP_UNSCHEDULABLE};
 // The extension-point runners, for anything that runs the plugins on a cluster view of its
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};

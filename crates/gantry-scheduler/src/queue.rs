@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Pod, Release};
+use gantry_cache::{GroupKey, SharedPodGroups};
 use gantry_framework::{ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile};
 
 use crate::unschedulable_pods::UnschedulablePods;
@@ -136,6 +137,8 @@ pub struct SchedulingQueue {
     /// When `flush_unschedulable_leftover` next looks.
     next_leftover_flush: Duration,
     seq: u64,
+    /// The PodGroups and their members, which PreEnqueue reads (the cache's, once shared).
+    pod_groups: SharedPodGroups,
 }
 
 impl SchedulingQueue {
@@ -189,7 +192,96 @@ impl SchedulingQueue {
             move_request_cycle: 0,
             next_leftover_flush: Duration::ZERO,
             seq: 0,
+            pod_groups: SharedPodGroups::default(),
         }
+    }
+
+    /// Why a held member of a PodGroup is held: the first PreEnqueue rejection of a pod
+    /// that names a group and is held (`None` for other pods).
+    pub fn held_by_group(&self, uid: &str) -> Option<String> {
+        let entry = self.entries.get(uid)?;
+        if entry.location != Location::Gated || entry.queued.pod.scheduling_group.is_none() {
+            return None;
+        }
+        let (_, plugins) = self
+            .pre_enqueue
+            .iter()
+            .find(|(name, _)| *name == entry.queued.pod.scheduler_name)?;
+        let groups = self.pod_groups.lock();
+        plugins
+            .iter()
+            .map(|p| p.pre_enqueue(&entry.queued.pod, &groups))
+            .find(|status| !status.is_success())
+            .map(|status| status.message())
+    }
+
+    /// Reads PodGroups and their members from `groups` (the cache's) from now on.
+    pub fn share_pod_groups(&mut self, groups: SharedPodGroups) {
+        self.pod_groups = groups;
+    }
+
+    /// A member or the PodGroup object of `group` appeared: its members held back by
+    /// PreEnqueue are judged again, in the order they were held (upstream's queueing
+    /// hints for GangScheduling, which requeue only the pods of the same group).
+    pub fn requeue_gated_members(&mut self, group: GroupKey) {
+        let mut held: Vec<(u64, Arc<str>)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.location == Location::Gated && GroupKey::of(&e.queued.pod) == Some(group)
+            })
+            .map(|(uid, e)| (e.version, uid.clone()))
+            .collect();
+        held.sort_unstable();
+        for (_, uid) in held {
+            let entry = self.entries.remove(&uid).expect("listed above");
+            let location = if self.passes_pre_enqueue(&entry.queued) {
+                Location::Active
+            } else {
+                Location::Gated
+            };
+            self.place(entry.queued, location);
+        }
+    }
+
+    /// The pod-group cycle of `first`, just popped: takes the group's other pending
+    /// `members` out of the queue wherever they wait (but held back by PreEnqueue), as
+    /// upstream's `PopSpecificPod` does, and returns them all in upstream's order: higher
+    /// priority first, then earlier first attempt. Upstream puts members never tried
+    /// before the popped pod, in Go's map order among themselves; here they keep the
+    /// order in which they entered the queue.
+    pub fn pop_members(&mut self, first: QueuedPod, members: &[Arc<Pod>]) -> Vec<QueuedPod> {
+        let mut group = vec![first];
+        for member in members {
+            let taken = self
+                .entries
+                .get(&member.uid)
+                .is_some_and(|e| e.location != Location::Gated);
+            if !taken {
+                continue;
+            }
+            self.unschedulable.remove(&member.uid);
+            let mut queued = self
+                .entries
+                .remove(&member.uid)
+                .expect("checked above")
+                .queued;
+            queued.cycle = self.scheduling_cycle;
+            group.push(queued);
+        }
+        group.sort_by(|a, b| {
+            b.pod
+                .priority
+                .cmp(&a.pod.priority)
+                .then_with(|| {
+                    a.initial_attempt
+                        .is_some()
+                        .cmp(&b.initial_attempt.is_some())
+                })
+                .then_with(|| a.initial_attempt.cmp(&b.initial_attempt))
+                .then_with(|| a.timestamp.cmp(&b.timestamp))
+        });
+        group
     }
 
     /// Adds a new pending pod: to activeQ, or held as gated if a PreEnqueue plugin says so.
@@ -475,9 +567,10 @@ impl SchedulingQueue {
             .iter()
             .find(|(name, _)| *name == queued.pod.scheduler_name)
             .is_none_or(|(_, plugins)| {
+                let groups = self.pod_groups.lock();
                 plugins
                     .iter()
-                    .all(|p| p.pre_enqueue(&queued.pod).is_success())
+                    .all(|p| p.pre_enqueue(&queued.pod, &groups).is_success())
             })
     }
 

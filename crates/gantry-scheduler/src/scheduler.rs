@@ -74,6 +74,10 @@ pub enum Attempt {
     /// Something other than the pod's fit went wrong (unknown profile, a plugin error, a
     /// Reserve or Permit plugin that refused the pod).
     Error(String),
+    /// The pod fitted, but its pod group did not (`pod group is unschedulable, ...`): it
+    /// holds nothing and is retried on the next cluster event, as upstream retries a pod
+    /// that no plugin in particular rejected.
+    GroupRejected(String),
 }
 
 impl std::fmt::Debug for Attempt {
@@ -91,6 +95,7 @@ impl std::fmt::Debug for Attempt {
                 )
             }
             Attempt::Error(e) => write!(f, "Error({e})"),
+            Attempt::GroupRejected(e) => write!(f, "GroupRejected({e})"),
         }
     }
 }
@@ -140,7 +145,7 @@ impl Candidates {
 }
 
 pub struct Scheduler {
-    cache: Arc<Cache>,
+    pub(crate) cache: Arc<Cache>,
     snapshot: Snapshot,
     profiles: Vec<Profile>,
     objects: ApiObjects,
@@ -165,6 +170,16 @@ pub struct Scheduler {
     /// dividing the nodes) does not preempt for it: another shard's nodes may fit it as
     /// they are.
     pub may_preempt: bool,
+    /// In a pod-group cycle: Permit may ask a pod to wait (for its gang), and the message
+    /// of the last pod's wait is kept here (see `pod_group_cycle`).
+    pub(crate) group_cycle: Option<GroupCycleState>,
+}
+
+/// What the pod-group cycle learns from each member's Permit.
+#[derive(Default)]
+pub(crate) struct GroupCycleState {
+    /// The last member's Permit status: waiting (with its message), or allowed.
+    pub last_wait: Option<String>,
 }
 
 /// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
@@ -206,6 +221,7 @@ impl Scheduler {
             buffers: CycleBuffers::default(),
             own_nodes: None,
             may_preempt: true,
+            group_cycle: None,
         }
     }
 
@@ -255,6 +271,7 @@ impl Scheduler {
             Attempt::Scheduled { .. } => AttemptResult::Scheduled,
             Attempt::Unschedulable { .. } => AttemptResult::Unschedulable,
             Attempt::Error(_) => AttemptResult::Error,
+            Attempt::GroupRejected(_) => AttemptResult::Unschedulable,
         };
         self.metrics
             .observe_attempt(pod.scheduler_name, result, start.elapsed());
@@ -447,13 +464,22 @@ impl Scheduler {
         self.metrics
             .observe_extension_point(Point::Reserve, phase.elapsed());
         let phase = Instant::now();
+        let groups = self.cache.pod_groups().lock();
+        let mut waiting = None;
         for plugin in &profile.permit {
-            let (status, _timeout) = plugin.permit(state, pod, node);
+            let (status, _timeout) = plugin.permit(state, pod, node, &groups);
             let refusal = match status.code() {
                 Code::Success => continue,
-                // Waiting pods need a handle that other plugins can allow them through;
-                // no plugin Gantry ships waits, so waiting is refused for now.
-                Code::Wait => "waiting at Permit is not supported yet".to_string(),
+                // Only a gang waits, and only in its pod-group cycle, which lets the gang
+                // through at once once the last member is allowed.
+                Code::Wait if self.group_cycle.is_some() => {
+                    waiting = Some(status.message());
+                    continue;
+                }
+                Code::Wait => format!(
+                    "waiting at Permit outside a pod-group cycle is not supported: {}",
+                    status.message()
+                ),
                 _ => status.message(),
             };
             unreserve(profile, state, pod, node);
@@ -462,6 +488,13 @@ impl Scheduler {
                 pod.key(),
                 plugin.name()
             ));
+        }
+        drop(groups);
+        if let Some(cycle) = &mut self.group_cycle {
+            // Upstream's RunPermitPlugins appends this to a waiting plugin's status.
+            cycle.last_wait = waiting.map(|message| {
+                format!("{message}, one or more plugins asked to wait and no plugin rejected pod")
+            });
         }
         self.metrics
             .observe_extension_point(Point::Permit, phase.elapsed());

@@ -94,7 +94,13 @@ impl ReservePlugin for Recorder {
 }
 
 impl PermitPlugin for Recorder {
-    fn permit(&self, _state: &mut CycleState, pod: &Pod, _node: Sym) -> (Status, Duration) {
+    fn permit(
+        &self,
+        _state: &mut CycleState,
+        pod: &Pod,
+        _node: Sym,
+        _groups: &gantry_cache::PodGroupStates,
+    ) -> (Status, Duration) {
         if &*pod.name == "reject-me" {
             (Status::unschedulable("not today"), Duration::ZERO)
         } else {

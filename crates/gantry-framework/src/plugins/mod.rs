@@ -3,6 +3,7 @@
 
 pub mod balanced_allocation;
 pub mod dynamic_resources;
+pub mod gang_scheduling;
 pub mod gpu_share;
 pub mod image_locality;
 pub mod inter_pod_affinity;
@@ -133,6 +134,10 @@ pub fn default_plugins(release: Release) -> Vec<(&'static str, Option<i32>)> {
     if release.enabled(Gate::NodeDeclaredFeatures) {
         plugins.push((node_declared_features::NAME, None));
     }
+    // `applyGangScheduling` appends it last.
+    if release.enabled(Gate::GangScheduling) {
+        plugins.push((gang_scheduling::NAME, None));
+    }
     plugins
 }
 
@@ -228,6 +233,11 @@ impl Registered {
 
     pub fn reserve(mut self, p: Arc<dyn ReservePlugin>) -> Registered {
         self.reserve = Some(p);
+        self
+    }
+
+    pub fn permit(mut self, p: Arc<dyn PermitPlugin>) -> Registered {
+        self.permit = Some(p);
         self
     }
 
@@ -355,6 +365,14 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             Registered::new(node_declared_features::NAME)
                 .pre_filter(declared_features.clone())
                 .filter(declared_features),
+        );
+    }
+    if release.enabled(Gate::GangScheduling) {
+        let gang = Arc::new(gang_scheduling::GangScheduling);
+        registry.push(
+            Registered::new(gang_scheduling::NAME)
+                .pre_enqueue(gang.clone())
+                .permit(gang),
         );
     }
     // The FGD simulator's policies: not in the default profile, enabled by name.

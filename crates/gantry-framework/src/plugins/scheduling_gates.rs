@@ -20,7 +20,7 @@ impl Plugin for SchedulingGates {
 }
 
 impl PreEnqueuePlugin for SchedulingGates {
-    fn pre_enqueue(&self, pod: &Pod) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, _groups: &gantry_cache::PodGroupStates) -> Status {
         if pod.scheduling_gates.is_empty() {
             return Status::success();
         }
@@ -40,9 +40,13 @@ mod tests {
     #[test]
     fn gated_pods_wait() {
         let mut pod = Pod::new("ns", "p");
-        assert!(SchedulingGates.pre_enqueue(&pod).is_success());
+        assert!(
+            SchedulingGates
+                .pre_enqueue(&pod, &Default::default())
+                .is_success()
+        );
         pod.scheduling_gates = vec!["foo".into(), "bar".into()];
-        let status = SchedulingGates.pre_enqueue(&pod);
+        let status = SchedulingGates.pre_enqueue(&pod, &Default::default());
         assert_eq!(status.code(), Code::UnschedulableAndUnresolvable);
         assert_eq!(status.message(), "waiting for scheduling gates: [foo bar]");
     }
