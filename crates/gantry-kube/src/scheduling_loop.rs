@@ -548,6 +548,12 @@ impl SchedulingLoop {
                 self.report(&retry.pod, message, REASON_UNSCHEDULABLE, nominated_node);
                 self.queue.add_unschedulable(retry, plugins, now);
             }
+            // Pod-group cycles are the simulation's only (`gantry run` refuses
+            // GenericWorkload); a member rejected with its group would wait for an event.
+            Attempt::GroupRejected(message) => {
+                self.report(&queued.pod, message, REASON_UNSCHEDULABLE, None);
+                self.queue.add_unschedulable(queued, Vec::new(), now);
+            }
             Attempt::Error(message) => {
                 self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
                 self.queue.add_backoff(queued, now);

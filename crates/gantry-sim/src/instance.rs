@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_api::{Node, Pod, Sym};
-use gantry_cache::Cache;
+use gantry_api::{Gate, Node, Pod, PodGroup, Sym};
+use gantry_cache::{Cache, GroupKey};
 use gantry_framework::{ActionType, ApiObjects, ClusterEvent, EventResource, Profile};
 use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
@@ -40,6 +40,8 @@ pub(crate) enum WatchEvent {
     },
     /// A ResourceClaim was made, written or deleted.
     Claim(ClaimChange),
+    /// A PodGroup was created.
+    PodGroupCreated(Arc<PodGroup>),
 }
 
 pub(crate) struct Instance {
@@ -47,6 +49,9 @@ pub(crate) struct Instance {
     pub cache: Arc<Cache>,
     pub scheduler: Scheduler,
     pub queue: SchedulingQueue,
+    /// GangScheduling is on: pods of a PodGroup are scheduled in pod-group cycles, and
+    /// every new pending pod is a cluster event (upstream's `EventUnscheduledPodAdd`).
+    pub gang_scheduling: bool,
     /// Pods of this instance seen deleted while their binds were in flight: if such a bind
     /// fails, there is nothing to retry (kube-scheduler checks its informer the same way).
     deleted_in_flight: HashSet<Arc<str>>,
@@ -66,11 +71,12 @@ impl Instance {
     /// [`Shard::tie_break_seed`].
     pub fn new(shard: Shard, config: &InstanceConfig<'_>, seed: u64) -> Instance {
         let cache = Arc::new(Cache::new());
-        let queue = SchedulingQueue::with_backoff(
+        let mut queue = SchedulingQueue::with_backoff(
             config.profiles,
             config.initial_backoff,
             config.max_backoff,
         );
+        queue.share_pod_groups(cache.pod_groups().clone());
         let mut scheduler = Scheduler::new(
             cache.clone(),
             config.profiles.to_vec(),
@@ -83,6 +89,10 @@ impl Instance {
             cache,
             scheduler,
             queue,
+            gang_scheduling: config
+                .profiles
+                .iter()
+                .any(|p| p.release.enabled(Gate::GangScheduling)),
             deleted_in_flight: HashSet::new(),
         }
     }
@@ -91,9 +101,24 @@ impl Instance {
     pub fn watch(&mut self, event: &WatchEvent, now: Duration) {
         match event {
             WatchEvent::PodCreated(pod) => {
+                let group = GroupKey::of(pod);
+                if group.is_some() {
+                    self.cache.pod_groups().lock().add_member(pod.clone());
+                }
                 if self.shard.owns(&pod.uid) {
                     self.queue.add(pod.clone(), now);
                 }
+                if self.gang_scheduling {
+                    if let Some(group) = group {
+                        self.queue.requeue_gated_members(group);
+                    }
+                    self.on_event(EventResource::UnscheduledPod, ActionType::ADD, now);
+                }
+            }
+            WatchEvent::PodGroupCreated(group) => {
+                self.cache.pod_groups().lock().set_group(group.clone());
+                self.queue.requeue_gated_members(GroupKey::of_group(group));
+                self.on_event(EventResource::PodGroup, ActionType::ADD, now);
             }
             WatchEvent::PodNominated(pod) => {
                 if !self.shard.owns(&pod.uid) {
@@ -109,6 +134,7 @@ impl Instance {
                 self.on_event(EventResource::AssignedPod, ActionType::ADD, now);
             }
             WatchEvent::PendingPodDeleted(uid) => {
+                self.cache.pod_groups().lock().remove_member(uid);
                 self.scheduler.forget_nomination(uid);
                 if self.shard.owns(uid) && !self.queue.delete(uid) {
                     self.deleted_in_flight.insert(uid.clone());

@@ -21,7 +21,9 @@ mod simulation;
 pub use api::{BindRefusal, ClusterTotals, SimulatedApi};
 pub use gpu_report::GpuReport;
 pub use latency::BindLatency;
-pub use records::{DuplicatePod, NodeName, Placement, PodHistory, PodName, PodStatus};
+pub use records::{
+    DuplicatePod, GroupCondition, GroupRecord, NodeName, Placement, PodHistory, PodName, PodStatus,
+};
 pub use simulation::{
     GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, MAX_SCHEDULERS, Sample,
     SimError, SimEvent, SimOptions, Simulation, Summary,

@@ -259,7 +259,9 @@ impl Instance {
                     let plugins = fit_error.rejecting_plugins();
                     self.queue.add_unschedulable(queued, plugins, now);
                 }
-                Attempt::Error(_) => self.queue.add_backoff(queued, now),
+                Attempt::Error(_) | Attempt::GroupRejected(_) => {
+                    self.queue.add_backoff(queued, now)
+                }
             }
         }
         let times = ThreadTimes::of_this_thread()

@@ -157,10 +157,37 @@ pub struct PodHistory {
 #[error("pod {0} is created twice: two pods with one namespace and name")]
 pub struct DuplicatePod(pub String);
 
+/// A PodGroup's `PodGroupScheduled` condition, as the scheduler last wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupCondition {
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// `Scheduled`, `Unschedulable` or `SchedulerError`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What became of one PodGroup: its condition, and when it was first scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupRecord {
+    #[serde(rename = "podGroup")]
+    pub group: String,
+    /// The condition, once a pod-group cycle ran (upstream writes none before).
+    pub condition: Option<GroupCondition>,
+    /// Pod-group cycles run for it.
+    pub cycles: u32,
+    /// When a cycle first scheduled it.
+    pub scheduled_at: Option<Duration>,
+}
+
 #[derive(Default)]
 pub(crate) struct PodRecords {
     placements: Vec<Placement>,
     histories: Vec<PodHistory>,
+    /// PodGroups by `namespace/name`.
+    groups: BTreeMap<String, GroupRecord>,
+    /// Members of PodGroups held back by PreEnqueue, by index.
+    held_members: Vec<usize>,
     uids: Vec<Arc<str>>,
     by_uid: HashMap<Arc<str>, usize>,
     /// Every pod by namespace and name (the name shared with the pod), with its uid:
@@ -219,6 +246,87 @@ impl PodRecords {
     pub fn set_pending(&mut self, index: usize, status: PodStatus, reason: String) {
         self.histories[index].status = status;
         self.placements[index].reason = Some(reason);
+    }
+
+    /// A PodGroup was created (or a cycle ran for one the run did not create).
+    pub fn add_group(&mut self, group: gantry_cache::GroupKey) -> &mut GroupRecord {
+        let key = group.to_string();
+        self.groups.entry(key.clone()).or_insert(GroupRecord {
+            group: key,
+            condition: None,
+            cycles: 0,
+            scheduled_at: None,
+        })
+    }
+
+    /// A pod-group cycle's outcome becomes the group's condition, except that a group
+    /// once scheduled is never set back to `False` (upstream's `updatePodGroupCondition`).
+    pub fn set_group_outcome(
+        &mut self,
+        group: gantry_cache::GroupKey,
+        outcome: &gantry_scheduler::GroupOutcome,
+        at: Duration,
+    ) {
+        use gantry_scheduler::GroupOutcome;
+        let record = self.add_group(group);
+        record.cycles += 1;
+        let condition = match outcome {
+            GroupOutcome::Scheduled => GroupCondition {
+                status: "True",
+                reason: "Scheduled",
+                message: String::new(),
+            },
+            GroupOutcome::Unschedulable(message) => GroupCondition {
+                status: "False",
+                reason: "Unschedulable",
+                message: message.clone(),
+            },
+            GroupOutcome::Error(message) => GroupCondition {
+                status: "False",
+                reason: "SchedulerError",
+                message: message.clone(),
+            },
+        };
+        let was_scheduled = record
+            .condition
+            .as_ref()
+            .is_some_and(|c| c.status == "True");
+        if was_scheduled && condition.status != "True" {
+            return;
+        }
+        if condition.status == "True" {
+            record.scheduled_at.get_or_insert(at);
+        }
+        record.condition = Some(condition);
+    }
+
+    /// A member of a PodGroup is held back by PreEnqueue (its group missing, or its
+    /// gang short of `minCount`), for this reason.
+    pub fn hold_member(&mut self, index: usize, reason: String) {
+        self.set_pending(index, PodStatus::Gated, reason);
+        self.held_members.push(index);
+    }
+
+    /// Held members that `released` says the queue let in are pending again.
+    pub fn release_held(&mut self, released: impl Fn(&str) -> bool) {
+        let histories = &mut self.histories;
+        let placements = &mut self.placements;
+        let uids = &self.uids;
+        self.held_members.retain(|&i| {
+            if histories[i].status != PodStatus::Gated || released(&uids[i]) {
+                if histories[i].status == PodStatus::Gated {
+                    histories[i].status = PodStatus::Pending;
+                    placements[i].reason = None;
+                }
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Every PodGroup a cycle ran for, by `namespace/name`.
+    pub fn groups(&self) -> impl Iterator<Item = &GroupRecord> {
+        self.groups.values()
     }
 
     pub fn set_reason(&mut self, index: usize, reason: String) {

@@ -154,7 +154,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     cache.update_snapshot(&mut snapshot)?;
 
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
-    let held_back = held_back(profile, &pod);
+    let groups = crate::explain_gang::states(&cluster, &pod_file, &pod);
+    let held_back = held_back(profile, &pod, &groups);
+    let gang = crate::explain_gang::lines(&groups, &pod);
     // For a pending pod: what would change that.
     let what_if = match explanation.outcome {
         Outcome::Unschedulable { .. } => Some(crate::counterfactual::compute(
@@ -174,11 +176,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         if let Some(c) = &what_if {
             json["counterfactuals"] = crate::counterfactual::to_json(c);
         }
+        json["pod_group"] = crate::explain_gang::to_json(&groups, &pod);
         output::to_stdout(|out| writeln!(out, "{json}"))
     } else {
         output::to_stdout(|out| {
             writeln!(out, "gantry explain: decided as Kubernetes {release}")?;
             print_human(out, &explanation, &pod, args.seed, &held_back)?;
+            for line in &gang {
+                writeln!(out, "gang: {line}")?;
+            }
             match &what_if {
                 Some(c) => crate::counterfactual::print(out, c),
                 None => Ok(()),
@@ -187,14 +193,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The profile's PreEnqueue rejections of the pod (a scheduling gate): kube-scheduler
+/// The profile's PreEnqueue rejections of the pod (a scheduling gate, a gang short of its
+/// members): kube-scheduler
 /// does not try such a pod at all, so the cycle explained is the one it would get after.
-fn held_back(profile: &Profile, pod: &Pod) -> Vec<(&'static str, String)> {
+fn held_back(
+    profile: &Profile,
+    pod: &Pod,
+    groups: &gantry_cache::PodGroupStates,
+) -> Vec<(&'static str, String)> {
     profile
         .pre_enqueue
         .iter()
         .filter_map(|plugin| {
-            let status = plugin.pre_enqueue(pod);
+            let status = plugin.pre_enqueue(pod, groups);
             (!status.is_success()).then(|| (plugin.name(), status.message().to_string()))
         })
         .collect()

@@ -8,6 +8,7 @@ mod counterfactual;
 mod drain;
 mod estimate;
 mod explain;
+mod explain_gang;
 mod load;
 mod output;
 mod release_args;

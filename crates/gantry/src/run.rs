@@ -272,6 +272,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 version.as_ref().map_err(Clone::clone),
             )?
         };
+        if release.enabled(gantry_api::Gate::GenericWorkload) {
+            bail!(
+                "--feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet (gangs are scheduled by `gantry simulate`); turn it off to run"
+            );
+        }
         let config = scheduler_config(&args, release)?;
         let identity = identity();
         let names: Vec<String> = config

@@ -111,6 +111,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         "--pods",
         &[
             "Pod",
+            "PodGroup",
             "PriorityClass",
             "DeviceClass",
             "ResourceSlice",
@@ -122,6 +123,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     // Claims, templates, classes and slices may come with the pods as well.
     cluster.dra.extend(std::mem::take(&mut pending.dra));
     cluster.admit_with(&mut pending)?;
+    // PodGroups first: at one time, events happen in the order they were given.
+    for group in std::mem::take(&mut pending.pod_groups) {
+        events.push((Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(group))));
+    }
     for pod in pending.pods {
         anyhow::ensure!(
             pod.node_name.is_none(),
@@ -201,8 +206,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.report {
         report::write(dir, &info, &summary, &sim)?;
     }
+    let groups = sim.pod_groups();
     if args.json {
-        let line = output::with_release(serde_json::to_value(&summary)?, release).to_string();
+        let mut value = serde_json::to_value(&summary)?;
+        if !groups.is_empty() {
+            value["pod_groups"] = serde_json::to_value(&groups)?;
+        }
+        let line = output::with_release(value, release).to_string();
         output::to_stdout(|out| writeln!(out, "{line}"))
     } else {
         output::to_stdout(|out| {
@@ -212,7 +222,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 info.nodes_at_start,
                 &summary,
                 sim.placements(),
-            )
+            )?;
+            print_pod_groups(out, &groups)
         })
     }
 }
@@ -418,6 +429,42 @@ fn print_summary(
                 "    ({} other reasons; see --placements)",
                 reasons.len() - 5
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Each PodGroup's PodGroupScheduled condition at the end, as the scheduler wrote it.
+fn print_pod_groups(
+    out: &mut dyn Write,
+    groups: &[gantry_sim::GroupRecord],
+) -> std::io::Result<()> {
+    for group in groups {
+        match &group.condition {
+            None => writeln!(
+                out,
+                "pod group {}: no condition (its members were never tried together)",
+                group.group
+            )?,
+            Some(c) => {
+                write!(
+                    out,
+                    "pod group {}: PodGroupScheduled={} ({})",
+                    group.group, c.status, c.reason
+                )?;
+                if !c.message.is_empty() {
+                    write!(out, ": {}", c.message)?;
+                }
+                match group.scheduled_at {
+                    Some(at) => writeln!(
+                        out,
+                        ", scheduled at {:.1} s after {} cycle(s)",
+                        at.as_secs_f64(),
+                        group.cycles
+                    )?,
+                    None => writeln!(out, ", after {} cycle(s)", group.cycles)?,
+                }
+            }
         }
     }
     Ok(())

@@ -725,7 +725,7 @@ fn hostile_inputs() -> Vec<Hostile> {
             ],
             args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--pods", "{dir}/pods.yaml"],
             code: 0,
-            first_stderr_line: "warning: --pods: not read: 1 Node (only Pod, PriorityClass, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate are read from it; put the cluster's other objects in --cluster)",
+            first_stderr_line: "warning: --pods: not read: 1 Node (only Pod, PodGroup, PriorityClass, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate are read from it; put the cluster's other objects in --cluster)",
             stdout_has: "1 scheduled",
         },
         Hostile {

@@ -87,6 +87,7 @@ fn example_scenario_expands_into_nodes_and_timed_events() {
             SimEvent::DeletePod(_) => "delete-pod",
             SimEvent::CreatePod(_) => "create",
             SimEvent::DeleteNode(_) => "delete-node",
+            SimEvent::CreatePodGroup(_) => "create-pod-group",
         })
         .filter(|k| *k != "create")
         .collect();

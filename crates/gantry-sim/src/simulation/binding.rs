@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Pod, Sym};
+use gantry_cache::{GroupKey, Stage};
 use gantry_framework::CycleState;
 use gantry_scheduler::queue::QueuedPod;
 use gantry_scheduler::{Attempt, Binder};
@@ -29,9 +30,52 @@ impl Simulation {
         };
         self.records.history_mut(index).attempts += 1;
         self.instances[instance].scheduler.now = self.clock.as_secs() as i64;
+        if self.instances[instance].gang_scheduling
+            && let Some(group) = GroupKey::of(&queued.pod)
+        {
+            self.attempt_group(instance, group, queued);
+            return;
+        }
         let started = Instant::now();
         let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
+        self.conclude(instance, index, queued, attempt);
+    }
+
+    /// The pod-group cycle of a popped member: the group's other pending members are
+    /// taken from the queue and tried with it; each concludes as a single pod's attempt
+    /// would, and the group's PodGroupScheduled condition is recorded.
+    fn attempt_group(&mut self, instance: usize, group: GroupKey, queued: QueuedPod) {
+        let members = self.instances[instance]
+            .cache
+            .pod_groups()
+            .lock()
+            .members_at(group, Stage::Unscheduled);
+        let popped = queued.pod.uid.clone();
+        let members = self.instances[instance].queue.pop_members(queued, &members);
+        // The popped pod's attempt is counted already.
+        for member in members.iter().filter(|m| m.pod.uid != popped) {
+            if let Some(index) = self.records.index(&member.pod.uid) {
+                self.attempts += 1;
+                self.records.history_mut(index).attempts += 1;
+            }
+        }
+        let pods: Vec<Arc<Pod>> = members.iter().map(|q| q.pod.clone()).collect();
+        let started = Instant::now();
+        let cycle = self.instances[instance].scheduler.schedule_pod_group(&pods);
+        self.latencies_us.push(started.elapsed().as_micros() as u64);
+        self.records
+            .set_group_outcome(group, &cycle.outcome, self.clock);
+        for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
+            if let Some(index) = self.records.index(&queued.pod.uid) {
+                self.conclude(instance, index, queued, attempt);
+            }
+        }
+    }
+
+    /// What follows from an attempt's outcome: a bind due, victims evicted, the pod back
+    /// in the queue, or given up.
+    fn conclude(&mut self, instance: usize, index: usize, queued: QueuedPod, attempt: Attempt) {
         let now = self.clock;
         if let Attempt::Unschedulable { fit_error, .. } = &attempt
             && let Some(claim) = &fit_error.claim_to_deallocate
@@ -103,6 +147,17 @@ impl Simulation {
                     self.withdraw(instance, &queued.pod);
                 } else {
                     self.fail(instance, index, queued, message);
+                }
+            }
+            Attempt::GroupRejected(message) => {
+                self.records.set_reason(index, message);
+                if self.options.sequential {
+                    self.withdraw(instance, &queued.pod);
+                } else {
+                    // No plugin in particular rejected it: any cluster event retries it.
+                    self.instances[instance]
+                        .queue
+                        .add_unschedulable(queued, Vec::new(), now);
                 }
             }
         }

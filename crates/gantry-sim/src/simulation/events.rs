@@ -62,6 +62,18 @@ impl Simulation {
                 self.mark_gated(&pod.uid);
             }
         }
+        // Members a new member or their PodGroup let into the queue are no longer held.
+        let group_changed = match change {
+            WatchEvent::PodCreated(pod) => pod.scheduling_group.is_some(),
+            WatchEvent::PodGroupCreated(_) => true,
+            _ => false,
+        };
+        if group_changed {
+            self.records.release_held(|uid| {
+                let owner = gantry_scheduler::shard::owner(uid, self.options.schedulers) as usize;
+                !self.instances[owner].queue.is_gated(uid)
+            });
+        }
     }
 
     /// The index of the instance that owns the pod.
@@ -85,9 +97,16 @@ impl Simulation {
         }
     }
 
+    /// The pod is held back by PreEnqueue: by its scheduling gates (`gated`), or waiting
+    /// for its PodGroup or its gang's quorum (GangScheduling's message).
     fn mark_gated(&mut self, uid: &str) {
-        if let Some(i) = self.records.index(uid) {
-            self.records.set_pending(i, PodStatus::Gated, GATED.into());
+        let owner = self.owner(uid);
+        let Some(i) = self.records.index(uid) else {
+            return;
+        };
+        match self.instances[owner].queue.held_by_group(uid) {
+            Some(reason) => self.records.hold_member(i, reason),
+            None => self.records.set_pending(i, PodStatus::Gated, GATED.into()),
         }
     }
 
@@ -114,6 +133,11 @@ impl Simulation {
                 }
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
+            SimEvent::CreatePodGroup(group) => {
+                self.records
+                    .add_group(gantry_cache::GroupKey::of_group(&group));
+                self.broadcast(WatchEvent::PodGroupCreated(group));
+            }
         }
         Ok(())
     }

@@ -143,6 +143,8 @@ pub enum SimEvent {
         node: Sym,
         recreate: bool,
     },
+    /// A PodGroup is created.
+    CreatePodGroup(Arc<gantry_api::PodGroup>),
 }
 
 /// Scheduling attempts between two samples of progress.
@@ -313,6 +315,14 @@ impl Simulation {
             api.enable_admission(profiles.clone(), objects.clone());
         }
         api.failure_rate = options.bind_failure_rate;
+        let mut records = PodRecords::default();
+        for group in cluster.pod_groups {
+            records.add_group(gantry_cache::GroupKey::of_group(&group));
+            let group = Arc::new(group);
+            for instance in &instances {
+                instance.cache.pod_groups().lock().set_group(group.clone());
+            }
+        }
         for node in cluster.nodes {
             let node = Arc::new(node);
             for instance in &instances {
@@ -320,7 +330,6 @@ impl Simulation {
             }
             api.add_node(node);
         }
-        let mut records = PodRecords::default();
         let mut pending = Vec::new();
         for pod in cluster.pods {
             if pod.node_name.is_none() {

@@ -32,6 +32,12 @@ impl Simulation {
         self.records.placements()
     }
 
+    /// Each PodGroup a pod-group cycle ran for, with its PodGroupScheduled condition, by
+    /// `namespace/name`.
+    pub fn pod_groups(&self) -> Vec<crate::records::GroupRecord> {
+        self.records.groups().cloned().collect()
+    }
+
     /// Each pod's history, in the order of `placements`.
     pub fn histories(&self) -> &[PodHistory] {
         self.records.histories()

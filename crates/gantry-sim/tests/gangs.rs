@@ -1,0 +1,273 @@
+//! Gangs through a whole simulation, as kube-scheduler v1.36 schedules them with
+//! GenericWorkload and GangScheduling on (PodGroup `scheduling.k8s.io/v1alpha2`): the
+//! behaviour issue 34 saw against a real v1.36.2, and the all-or-nothing invariant.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::decode::ClusterObjects;
+use gantry_api::{Pod, PodGroup, Release};
+use gantry_framework::plugins::default_profile_for;
+use gantry_sim::{SimEvent, SimOptions, Simulation};
+use proptest::prelude::*;
+
+fn gangs_on() -> Release {
+    Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true"),
+    )
+    .unwrap()
+}
+
+fn nodes(cpus: &[u32]) -> ClusterObjects {
+    let items: Vec<String> = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, cpu)| {
+            format!(
+                "- kind: Node\n  metadata: {{name: n{i}}}\n  status: {{allocatable: {{cpu: \"{cpu}\", memory: 64Gi, pods: \"110\"}}}}"
+            )
+        })
+        .collect();
+    ClusterObjects::decode(
+        &format!("kind: List\nitems:\n{}\n", items.join("\n")),
+        "nodes",
+    )
+    .unwrap()
+}
+
+fn member(name: &str, group: Option<&str>, milli_cpu: i64) -> Arc<Pod> {
+    let mut pod = Pod::new("default", name).with_requests(milli_cpu, 1 << 30);
+    pod.scheduling_group = group.map(gantry_api::Sym::new);
+    Arc::new(pod)
+}
+
+fn simulation(cluster: ClusterObjects, release: Release) -> Simulation {
+    Simulation::new(
+        cluster,
+        vec![default_profile_for("default-scheduler", release)],
+        SimOptions::default(),
+    )
+    .unwrap()
+}
+
+/// `namespace/name` → node, or the reason it is pending.
+fn outcome(sim: &Simulation) -> Vec<(String, Result<String, String>)> {
+    sim.placements()
+        .iter()
+        .map(|p| {
+            let result = match &p.node {
+                Some(node) => Ok(node.to_string()),
+                None => Err(p.reason.clone().unwrap_or_default()),
+            };
+            (p.pod.to_string(), result)
+        })
+        .collect()
+}
+
+const HELD: &str = "waiting for minCount pods from a gang to appear in scheduling queue";
+const GROUP_REJECTED: &str = "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more plugins asked to wait and no plugin rejected pod";
+
+/// A PodGroup of minCount 4 with 3 pods: no attempt, no condition; the fourth lets all
+/// four in at once, and the group is `PodGroupScheduled=True`.
+#[test]
+fn a_gang_waits_for_its_quorum_of_members_then_binds_at_once() {
+    let mut sim = simulation(nodes(&[8, 8]), gangs_on());
+    sim.schedule(
+        Duration::ZERO,
+        SimEvent::CreatePodGroup(Arc::new(PodGroup::gang("default", "g", 4))),
+    );
+    for i in 0..3 {
+        sim.schedule(
+            Duration::ZERO,
+            SimEvent::CreatePod(member(&format!("p{i}"), Some("g"), 1000)),
+        );
+    }
+    sim.run_until(Duration::from_secs(10)).unwrap();
+    assert!(
+        outcome(&sim)
+            .iter()
+            .all(|(_, r)| r.as_ref().err().map(String::as_str) == Some(HELD)),
+        "{:?}",
+        outcome(&sim)
+    );
+    assert!(sim.histories().iter().all(|h| h.attempts == 0));
+    assert_eq!(sim.pod_groups()[0].condition, None);
+    sim.schedule(
+        Duration::from_secs(11),
+        SimEvent::CreatePod(member("p3", Some("g"), 1000)),
+    );
+    let summary = sim.run().unwrap();
+    assert!(
+        outcome(&sim).iter().all(|(_, r)| r.is_ok()),
+        "{:?}",
+        outcome(&sim)
+    );
+    let group = &sim.pod_groups()[0];
+    let condition = group.condition.as_ref().unwrap();
+    assert_eq!((condition.status, condition.reason), ("True", "Scheduled"));
+    assert_eq!(group.scheduled_at, Some(Duration::from_secs(11)));
+    // One pod-group cycle tried all four.
+    assert_eq!(group.cycles, 1);
+    assert_eq!(summary.attempts, 4);
+    assert!(sim.histories().iter().all(|h| h.attempts == 1));
+}
+
+/// 4 pods of 3 cpu on 3 nodes of 4 cpu: none bound; the three that fitted are rejected
+/// with the group, the fourth with its own fit error; the PodGroup is
+/// `PodGroupScheduled=False`, `pod group is unschedulable`. Without the gates three bind.
+#[test]
+fn a_gang_that_cannot_fit_whole_holds_nothing() {
+    let run = |release: Release| {
+        let mut sim = simulation(nodes(&[4, 4, 4]), release);
+        sim.schedule(
+            Duration::ZERO,
+            SimEvent::CreatePodGroup(Arc::new(PodGroup::gang("default", "g", 4))),
+        );
+        for i in 0..4 {
+            sim.schedule(
+                Duration::ZERO,
+                SimEvent::CreatePod(member(&format!("p{i}"), Some("g"), 3000)),
+            );
+        }
+        sim.run().unwrap();
+        sim
+    };
+    let sim = run(gangs_on());
+    let results = outcome(&sim);
+    let rejected = results
+        .iter()
+        .filter(|(_, r)| r.as_ref().err().map(String::as_str) == Some(GROUP_REJECTED))
+        .count();
+    assert_eq!(rejected, 3, "{results:?}");
+    assert!(results.iter().all(|(_, r)| r.is_err()));
+    assert!(results.iter().any(|(_, r)| {
+        r.as_ref()
+            .err()
+            .is_some_and(|m| m.starts_with("0/3 nodes are available: 3 Insufficient cpu."))
+    }));
+    let condition = sim.pod_groups()[0].condition.clone().unwrap();
+    assert_eq!(
+        (
+            condition.status,
+            condition.reason,
+            condition.message.as_str()
+        ),
+        ("False", "Unschedulable", "pod group is unschedulable")
+    );
+    // Nothing is held on the nodes.
+    assert_eq!(sim.api.totals().requested_milli_cpu, 0);
+
+    let ungated = run(Release::parse(Some("1.36"), None).unwrap());
+    let bound = outcome(&ungated).iter().filter(|(_, r)| r.is_ok()).count();
+    assert_eq!(bound, 3);
+}
+
+/// A pod naming a PodGroup that does not exist is held, and scheduled once it is created;
+/// without the gates the API server drops `schedulingGroup` and the pod binds at once.
+#[test]
+fn a_pod_of_a_missing_group_waits_for_it() {
+    let mut sim = simulation(nodes(&[4]), gangs_on());
+    sim.schedule(
+        Duration::ZERO,
+        SimEvent::CreatePod(member("o", Some("later"), 1000)),
+    );
+    sim.run_until(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        outcome(&sim)[0].1,
+        Err(r#"waiting for pods's pod group "later" to appear in scheduling queue"#.into())
+    );
+    sim.schedule(
+        Duration::from_secs(6),
+        SimEvent::CreatePodGroup(Arc::new(PodGroup::gang("default", "later", 1))),
+    );
+    sim.run().unwrap();
+    assert_eq!(outcome(&sim)[0].1, Ok("n0".into()));
+
+    let pod = r#"
+kind: Pod
+metadata: {name: o, namespace: default}
+spec:
+  schedulingGroup: {podGroupName: later}
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"#;
+    let off = Release::parse(Some("1.36"), None).unwrap();
+    let mut decoded = ClusterObjects::for_release(off);
+    decoded.decode_more(pod, "pod.yaml").unwrap();
+    assert_eq!(decoded.pods[0].scheduling_group, None);
+    let mut decoded = ClusterObjects::for_release(gangs_on());
+    decoded.decode_more(pod, "pod.yaml").unwrap();
+    assert_eq!(decoded.pods[0].scheduling_group.unwrap().as_str(), "later");
+}
+
+/// A gang of minCount 3 with 5 members and room for 4: the group is scheduled, 4 bind,
+/// the fifth keeps its own fit error.
+#[test]
+fn members_past_the_quorum_that_do_not_fit_stay_pending_alone() {
+    let mut sim = simulation(nodes(&[2, 2]), gangs_on());
+    sim.schedule(
+        Duration::ZERO,
+        SimEvent::CreatePodGroup(Arc::new(PodGroup::gang("default", "g", 3))),
+    );
+    for i in 0..5 {
+        sim.schedule(
+            Duration::ZERO,
+            SimEvent::CreatePod(member(&format!("p{i}"), Some("g"), 1000)),
+        );
+    }
+    sim.run().unwrap();
+    let results = outcome(&sim);
+    assert_eq!(results.iter().filter(|(_, r)| r.is_ok()).count(), 4);
+    let pending: Vec<_> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().err())
+        .collect();
+    assert_eq!(pending.len(), 1);
+    assert!(
+        pending[0].starts_with("0/2 nodes are available: 2 Insufficient cpu."),
+        "{pending:?}"
+    );
+    let condition = sim.pod_groups()[0].condition.clone().unwrap();
+    assert_eq!(condition.status, "True");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// All or nothing: at the end, a gang has no member bound or at least minCount bound;
+    /// and the same input and seed give the same placements.
+    #[test]
+    fn a_gang_binds_its_quorum_or_nothing(
+        node_cpus in prop::collection::vec(1u32..8, 1..6),
+        gangs in prop::collection::vec((1usize..6, 1u32..6, 1i64..4), 1..5),
+        singles in prop::collection::vec(1i64..4, 0..6),
+    ) {
+        let run = || {
+            let mut sim = simulation(nodes(&node_cpus), gangs_on());
+            let mut at = 0;
+            for (g, &(size, min, cpu)) in gangs.iter().enumerate() {
+                let min = min.min(size as u32);
+                let name = format!("g{g}");
+                sim.schedule(Duration::from_secs(at), SimEvent::CreatePodGroup(Arc::new(PodGroup::gang("default", &name, min))));
+                for m in 0..size {
+                    at += 1;
+                    sim.schedule(Duration::from_secs(at), SimEvent::CreatePod(member(&format!("{name}-{m}"), Some(&name), cpu * 1000)));
+                }
+                if let Some(cpu) = singles.get(g) {
+                    sim.schedule(Duration::from_secs(at), SimEvent::CreatePod(member(&format!("single-{g}"), None, cpu * 1000)));
+                }
+            }
+            sim.run().unwrap();
+            sim.check_invariants().unwrap();
+            outcome(&sim)
+        };
+        let results = run();
+        for (g, &(size, min, _)) in gangs.iter().enumerate() {
+            let min = min.min(size as u32) as usize;
+            let prefix = format!("default/g{g}-");
+            let bound = results.iter().filter(|(p, r)| p.starts_with(&prefix) && r.is_ok()).count();
+            prop_assert!(bound == 0 || bound >= min, "gang g{g}: {bound} of {size} bound, minCount {min}: {results:?}");
+        }
+        prop_assert_eq!(results, run());
+    }
+}

@@ -1,0 +1,94 @@
+//! `explain` of a pod in a PodGroup: which group, how many of its members exist, are
+//! bound or pending, and what lets the group in (GangScheduling's PreEnqueue and Permit).
+
+use std::sync::Arc;
+
+use gantry_api::decode::ClusterObjects;
+use gantry_api::{GroupPolicy, Pod};
+use gantry_cache::{GroupKey, PodGroupStates};
+use serde_json::{Value, json};
+
+/// The PodGroups and members as kube-scheduler's cache would hold them for `pod`: the
+/// groups of both inputs, the cluster's pods of each group, and the pod itself (pending).
+pub fn states(
+    cluster: &ClusterObjects,
+    pod_file: &ClusterObjects,
+    pod: &Arc<Pod>,
+) -> PodGroupStates {
+    let mut states = PodGroupStates::default();
+    for group in cluster.pod_groups.iter().chain(&pod_file.pod_groups) {
+        states.set_group(Arc::new(group.clone()));
+    }
+    let key = pod.key();
+    for member in cluster
+        .pods
+        .iter()
+        .filter(|p| p.scheduling_group.is_some() && p.key() != key)
+    {
+        states.add_member(Arc::new(member.clone()));
+    }
+    states.add_member(pod.clone());
+    states
+}
+
+/// What the group means for the pod, one line per fact (none for a pod in no group).
+pub fn lines(states: &PodGroupStates, pod: &Pod) -> Vec<String> {
+    let Some(key) = GroupKey::of(pod) else {
+        return Vec::new();
+    };
+    let Some(group) = states.group(key) else {
+        return vec![format!(
+            "pod group {key} does not exist: the pod is not tried until it is created"
+        )];
+    };
+    let counts = states.counts(key);
+    let members = format!(
+        "{} member(s): {} bound, {} pending (this pod among them)",
+        counts.all(),
+        counts.assigned,
+        counts.unscheduled + counts.assumed
+    );
+    match group.policy {
+        GroupPolicy::Basic => vec![format!(
+            "pod group {key} (basic policy), {members}: its pending members are tried together, and each is placed where it fits"
+        )],
+        GroupPolicy::Gang { min_count } => {
+            let mut lines = vec![format!(
+                "pod group {key} (gang, minCount {min_count}), {members}"
+            )];
+            let all = counts.all();
+            if all < min_count as usize {
+                lines.push(format!(
+                    "{} more member(s) must be created before any is tried",
+                    min_count as usize - all
+                ));
+            } else if counts.assigned >= min_count as usize {
+                lines.push("the gang's quorum is bound: this pod is placed where it fits".into());
+            } else {
+                lines.push(format!(
+                    "its pending members are tried together and bound only if {} more fit at once (with the {} bound); the cycle below is this pod's alone",
+                    min_count as usize - counts.assigned,
+                    counts.assigned
+                ));
+            }
+            lines
+        }
+    }
+}
+
+/// The same, for `--json`: the group, its policy and the members by stage.
+pub fn to_json(states: &PodGroupStates, pod: &Pod) -> Value {
+    let Some(key) = GroupKey::of(pod) else {
+        return Value::Null;
+    };
+    let counts = states.counts(key);
+    json!({
+        "name": key.to_string(),
+        "exists": states.group(key).is_some(),
+        "minCount": states.group(key).and_then(|g| g.min_count()),
+        "members": counts.all(),
+        "bound": counts.assigned,
+        "pending": counts.unscheduled + counts.assumed,
+        "says": lines(states, pod),
+    })
+}
