@@ -328,7 +328,7 @@ pub struct Release {
 }
 
 impl Default for Release {
-    /// Kubernetes v1.35 with its default gates.
+    /// The default release (`DEFAULT_MINOR`) with its default gates.
     fn default() -> Release {
         Release::at(DEFAULT_MINOR)
     }

@@ -35,11 +35,11 @@ struct RawPolicy {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawGang {
-    min_count: i64,
+    min_count: i32,
 }
 
 /// A PodGroup object: `spec.schedulingPolicy` must be exactly one of `basic` and `gang`,
-/// and a gang's `minCount` positive.
+/// and a gang's `minCount` at least 1.
 pub(super) fn convert(
     mut value: Value,
     object: &str,
@@ -63,6 +63,9 @@ pub(super) fn convert(
     }
     let raw: RawPodGroup = super::object::typed(value, object, warnings)?;
     validation::object_meta(&raw.metadata, object, NameRule::Dns1123Subdomain)?;
+    // Declarative validation of `scheduling.k8s.io/v1alpha2` (apimachinery's
+    // `validate.Union` and `validate.Minimum`, v0.36.3): the union's members are listed
+    // in backticks, the set ones in braces.
     let policy = match (
         raw.spec.scheduling_policy.basic,
         raw.spec.scheduling_policy.gang,
@@ -74,15 +77,25 @@ pub(super) fn convert(
                 return Err(field_error(
                     object,
                     "spec.schedulingPolicy.gang.minCount",
-                    format!("Invalid value: {}: must be greater than 0", gang.min_count),
+                    format!(
+                        "Invalid value: {}: must be greater than or equal to 1",
+                        gang.min_count
+                    ),
                 ));
             }
         },
-        _ => {
+        (None, None) => {
             return Err(field_error(
                 object,
                 "spec.schedulingPolicy",
-                "Invalid value: must specify exactly one of: `basic`, `gang`",
+                "Invalid value: \"\": must specify one of: `basic`, `gang`",
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(field_error(
+                object,
+                "spec.schedulingPolicy",
+                "Invalid value: \"{basic, gang}\": must specify exactly one of: `basic`, `gang`",
             ));
         }
     };

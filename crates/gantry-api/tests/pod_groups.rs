@@ -1,0 +1,145 @@
+//! PodGroup (`scheduling.k8s.io/v1alpha2`) and a pod's `spec.schedulingGroup`, read as the
+//! v1.36 API server reads them: declarative validation's messages (apimachinery
+//! `validate.Union`, `validate.Minimum`), core validation's `validateSchedulingGroup`, and
+//! the fields dropped while GenericWorkload is off.
+
+use gantry_api::decode::{ClusterObjects, DecodeError};
+use gantry_api::{GroupPolicy, Release};
+
+fn gangs_on() -> Release {
+    Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true"),
+    )
+    .unwrap()
+}
+
+fn decode(release: Release, text: &str) -> Result<ClusterObjects, (String, String)> {
+    let mut objects = ClusterObjects::for_release(release);
+    match objects.decode_more(text, "input.yaml") {
+        Ok(()) => Ok(objects),
+        Err(DecodeError::Object { error, .. }) => Err((error.field, error.message)),
+        Err(other) => panic!("expected an object error, got {other}"),
+    }
+}
+
+fn group(policy: &str) -> String {
+    format!(
+        "apiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: g, namespace: ml}}\nspec: {{schedulingPolicy: {policy}}}\n"
+    )
+}
+
+#[test]
+fn pod_groups_decode_or_are_refused_as_the_api_server_says() {
+    let cases: &[(&str, Result<GroupPolicy, (&str, &str)>)] = &[
+        (
+            "{gang: {minCount: 4}}",
+            Ok(GroupPolicy::Gang { min_count: 4 }),
+        ),
+        ("{basic: {}}", Ok(GroupPolicy::Basic)),
+        (
+            "{}",
+            Err((
+                "spec.schedulingPolicy",
+                "Invalid value: \"\": must specify one of: `basic`, `gang`",
+            )),
+        ),
+        (
+            "{basic: {}, gang: {minCount: 1}}",
+            Err((
+                "spec.schedulingPolicy",
+                "Invalid value: \"{basic, gang}\": must specify exactly one of: `basic`, `gang`",
+            )),
+        ),
+        (
+            "{gang: {minCount: 0}}",
+            Err((
+                "spec.schedulingPolicy.gang.minCount",
+                "Invalid value: 0: must be greater than or equal to 1",
+            )),
+        ),
+        (
+            "{gang: {minCount: -3}}",
+            Err((
+                "spec.schedulingPolicy.gang.minCount",
+                "Invalid value: -3: must be greater than or equal to 1",
+            )),
+        ),
+    ];
+    for (policy, want) in cases {
+        let got = decode(gangs_on(), &group(policy)).map(|o| {
+            assert_eq!(o.pod_groups.len(), 1);
+            assert_eq!(o.pod_groups[0].key(), "ml/g");
+            o.pod_groups[0].policy.clone()
+        });
+        let want = want
+            .clone()
+            .map_err(|(f, m)| (f.to_string(), m.to_string()));
+        assert_eq!(got, want, "policy {policy}");
+    }
+}
+
+#[test]
+fn a_min_count_beyond_int32_is_refused_not_wrapped() {
+    let (field, _) = decode(gangs_on(), &group("{gang: {minCount: 4294967297}}")).unwrap_err();
+    assert!(field.starts_with("spec"), "{field}");
+}
+
+#[test]
+fn only_the_v1alpha2_pod_group_is_read() {
+    let text = group("{gang: {minCount: 2}}").replace("v1alpha2", "v1beta1");
+    let (field, message) = decode(gangs_on(), &text).unwrap_err();
+    assert_eq!(field, "apiVersion");
+    assert!(message.contains("scheduling.k8s.io/v1alpha2"), "{message}");
+}
+
+const MEMBER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  schedulingGroup: GROUP\n  containers: [{name: c, image: i}]\n";
+
+#[test]
+fn a_pods_scheduling_group_is_validated_as_validate_scheduling_group() {
+    let member = |group: &str| MEMBER.replace("GROUP", group);
+    let objects = decode(gangs_on(), &member("{podGroupName: g}")).unwrap();
+    assert_eq!(
+        objects.pods[0].scheduling_group,
+        Some(gantry_api::Sym::new("g"))
+    );
+    assert_eq!(
+        decode(gangs_on(), &member("{}")).unwrap_err(),
+        (
+            "spec.schedulingGroup.podGroupName".to_string(),
+            "Invalid value: null: must specify one of: `podGroupName`".to_string()
+        )
+    );
+    let (field, message) = decode(gangs_on(), &member("{podGroupName: Not_A_Name}")).unwrap_err();
+    assert_eq!(field, "spec.schedulingGroup.podGroupName");
+    assert!(
+        message.starts_with("Invalid value: \"Not_A_Name\": a lowercase RFC 1123 subdomain"),
+        "{message}"
+    );
+}
+
+#[test]
+fn without_generic_workload_the_api_server_drops_the_field() {
+    let off = Release::parse(Some("1.36"), None).unwrap();
+    let objects = decode(off, &MEMBER.replace("GROUP", "{podGroupName: g}")).unwrap();
+    assert_eq!(objects.pods[0].scheduling_group, None);
+}
+
+#[test]
+fn the_workload_gates_are_refused_outside_the_release_modelled() {
+    for version in ["1.35", "1.37"] {
+        let error = Release::parse(Some(version), Some("GenericWorkload=true")).unwrap_err();
+        assert!(
+            error.to_string().contains("use --emulated-version 1.36"),
+            "{version}: {error}"
+        );
+    }
+    let error = Release::parse(Some("1.36"), Some("GangScheduling=true")).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("GangScheduling is enabled, but depends on features that are disabled: [GenericWorkload]"),
+        "{error}"
+    );
+    assert!(Release::parse(Some("1.36"), Some("GenericWorkload=true")).is_ok());
+}
