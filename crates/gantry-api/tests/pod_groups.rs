@@ -29,9 +29,12 @@ fn group(policy: &str) -> String {
     )
 }
 
+/// The policy read, or the field and message of the refusal.
+type Expected = Result<GroupPolicy, (&'static str, &'static str)>;
+
 #[test]
 fn pod_groups_decode_or_are_refused_as_the_api_server_says() {
-    let cases: &[(&str, Result<GroupPolicy, (&str, &str)>)] = &[
+    let cases: &[(&str, Expected)] = &[
         (
             "{gang: {minCount: 4}}",
             Ok(GroupPolicy::Gang { min_count: 4 }),
@@ -70,11 +73,9 @@ fn pod_groups_decode_or_are_refused_as_the_api_server_says() {
         let got = decode(gangs_on(), &group(policy)).map(|o| {
             assert_eq!(o.pod_groups.len(), 1);
             assert_eq!(o.pod_groups[0].key(), "ml/g");
-            o.pod_groups[0].policy.clone()
+            o.pod_groups[0].policy
         });
-        let want = want
-            .clone()
-            .map_err(|(f, m)| (f.to_string(), m.to_string()));
+        let want = want.map_err(|(f, m)| (f.to_string(), m.to_string()));
         assert_eq!(got, want, "policy {policy}");
     }
 }
