@@ -123,15 +123,17 @@ impl FitError {
 
     /// The plugins that rejected the pod somewhere: the queue retries the pod on the
     /// events they registered.
+    /// A handful of plugins among thousands of nodes: each is kept once as it is met,
+    /// not once per node.
     pub fn rejecting_plugins(&self) -> Vec<&'static str> {
-        let mut plugins: Vec<&'static str> = self
-            .node_statuses
-            .iter()
-            .map(|(_, s)| s.plugin())
-            .filter(|p| !p.is_empty())
-            .collect();
+        let mut plugins: Vec<&'static str> = Vec::new();
+        for (_, status) in &self.node_statuses {
+            let plugin = status.plugin();
+            if !plugin.is_empty() && !plugins.contains(&plugin) {
+                plugins.push(plugin);
+            }
+        }
         plugins.sort_unstable();
-        plugins.dedup();
         plugins
     }
 }

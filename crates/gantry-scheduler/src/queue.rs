@@ -139,6 +139,10 @@ pub struct SchedulingQueue {
     seq: u64,
     /// The PodGroups and their members, which PreEnqueue reads (the cache's, once shared).
     pod_groups: SharedPodGroups,
+    /// Members held back by PreEnqueue, per group, in the order they were held (with the
+    /// entry's version: a member since moved or removed is skipped), so that a new member
+    /// looks at its own group's held pods, not at the whole queue.
+    gated_members: HashMap<GroupKey, Vec<(u64, Arc<str>)>>,
 }
 
 impl SchedulingQueue {
@@ -193,6 +197,7 @@ impl SchedulingQueue {
             next_leftover_flush: Duration::ZERO,
             seq: 0,
             pod_groups: SharedPodGroups::default(),
+            gated_members: HashMap::new(),
         }
     }
 
@@ -224,17 +229,18 @@ impl SchedulingQueue {
     /// PreEnqueue are judged again, in the order they were held (upstream's queueing
     /// hints for GangScheduling, which requeue only the pods of the same group).
     pub fn requeue_gated_members(&mut self, group: GroupKey) {
-        let mut held: Vec<(u64, Arc<str>)> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| {
-                e.location == Location::Gated && GroupKey::of(&e.queued.pod) == Some(group)
-            })
-            .map(|(uid, e)| (e.version, uid.clone()))
-            .collect();
-        held.sort_unstable();
-        for (_, uid) in held {
-            let entry = self.entries.remove(&uid).expect("listed above");
+        let Some(held) = self.gated_members.remove(&group) else {
+            return;
+        };
+        for (version, uid) in held {
+            let still_held = self
+                .entries
+                .get(&uid)
+                .is_some_and(|e| e.version == version && e.location == Location::Gated);
+            if !still_held {
+                continue;
+            }
+            let entry = self.entries.remove(&uid).expect("checked above");
             let location = if self.passes_pre_enqueue(&entry.queued) {
                 Location::Active
             } else {
@@ -592,7 +598,13 @@ impl SchedulingQueue {
                 uid: uid.clone(),
                 version,
             }),
-            Location::Unschedulable | Location::Gated => {}
+            Location::Gated => {
+                if let Some(group) = GroupKey::of(&queued.pod) {
+                    let held = self.gated_members.entry(group).or_default();
+                    held.push((version, uid.clone()));
+                }
+            }
+            Location::Unschedulable => {}
         }
         if location == Location::Unschedulable {
             self.unschedulable

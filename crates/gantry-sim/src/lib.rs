@@ -10,6 +10,7 @@ mod api;
 pub mod bench;
 mod claims;
 pub mod dra_bench;
+pub mod gang_bench;
 mod gpu_report;
 mod instance;
 mod latency;

@@ -5,6 +5,7 @@ use clap::builder::RangedU64ValueParser;
 use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload, run_gpu_share};
 use gantry_sim::dra_bench::run_dra;
+use gantry_sim::gang_bench::{release as gang_release, run_gang};
 use gantry_whatif::StoreKind;
 use gantry_whatif::bench as whatif_bench;
 use serde::Serialize;
@@ -31,10 +32,11 @@ const MAX_MULTI_NODE_COPIES: usize = 1_000_000;
 pub struct BenchArgs {
     /// basic, basic-50k, node-affinity, pod-affinity, pod-anti-affinity,
     /// preferred-pod-affinity, topology-spread, preemption, unschedulable, mixed-churn,
-    /// scale, gpu-share, dra (scheduler_perf's claim-template workload), snapshot, multi
+    /// scale, gpu-share, dra (scheduler_perf's claim-template workload), gang (gangs of 8
+    /// and 64 among single pods, v1.36 with GangScheduling), snapshot, multi
     /// (several instances on threads), clustersnapshot (the
     /// what-if stores), estimate (the autoscaler's binpacking benchmark), or all (every
-    /// workload but scale, gpu-share, snapshot, multi, clustersnapshot and estimate).
+    /// workload but scale, gpu-share, gang, snapshot, multi, clustersnapshot and estimate).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -73,9 +75,10 @@ pub struct BenchArgs {
 }
 
 /// The workloads that are not scheduling runs of `gantry_sim::bench` (nor `all`).
-const OWN_SHAPE_WORKLOADS: [&str; 6] = [
+const OWN_SHAPE_WORKLOADS: [&str; 7] = [
     "gpu-share",
     "dra",
+    "gang",
     "snapshot",
     "multi",
     "clustersnapshot",
@@ -122,7 +125,7 @@ impl BenchArgs {
             (
                 "--scale-down",
                 self.scale_down.is_some(),
-                &[SCHEDULING, "dra"],
+                &[SCHEDULING, "dra", "gang"],
             ),
             (
                 "--percentage-of-nodes-to-score",
@@ -164,6 +167,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.workload == "dra" {
         return dra(&args);
+    }
+    if args.workload == "gang" {
+        return gang(&args);
     }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL
@@ -287,6 +293,43 @@ fn dra(args: &BenchArgs) -> anyhow::Result<()> {
             r.peak_rss_mib.unwrap_or(f64::NAN),
         )
     })
+}
+
+/// Gangs among single pods (`gantry_sim::gang_bench`). It decides as v1.36 with the
+/// workload gates on, whatever the default release.
+fn gang(args: &BenchArgs) -> anyhow::Result<()> {
+    let options = BenchOptions {
+        scale_down: args.scale_down(),
+        allocations: Some(alloc_counter::allocations),
+        bytes_allocated: Some(alloc_counter::bytes_allocated),
+        ..BenchOptions::default()
+    };
+    let r = run_gang(&options)?;
+    let release = gang_release();
+    let line = if args.json {
+        serde_json::to_string(&output::with_release(serde_json::to_value(&r)?, release))?
+    } else {
+        format!(
+            "gang {} nodes, {} pods in {} gangs and singles: {:.0} pods/s, p50 {} µs, p99 {} µs, {:.1} allocations and {:.0} bytes/pod; {} gangs scheduled (the last at {:.1} s), {} unschedulable after {} group cycles in all ({} attempts, {} retries), {} pods held by incomplete gangs; peak RSS {:.0} MiB, as Kubernetes {release}",
+            r.nodes,
+            r.pods,
+            r.gangs,
+            r.pods_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.allocs_per_pod.unwrap_or(f64::NAN),
+            r.bytes_allocated_per_pod.unwrap_or(f64::NAN),
+            r.gangs_scheduled,
+            r.last_gang_scheduled_s,
+            r.gangs_unschedulable,
+            r.group_cycles,
+            r.attempts,
+            r.retries,
+            r.pods_held_by_incomplete_gangs,
+            r.peak_rss_mib.unwrap_or(f64::NAN),
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
 }
 
 /// The nodes and changed nodes of a snapshot benchmark (5,000 nodes unless given), within
