@@ -1,0 +1,396 @@
+// gangrecorder runs the real kube-scheduler v1.36.3 (vendored in kueue ff69552e) against
+// client-go's fake clientset with GenericWorkload and GangScheduling on, creates the objects
+// of a scenario's steps.yaml one at a time (a fixed gap after each), and writes what the
+// scheduler decided.
+//
+// usage: gangrecorder <scenario-dir> <out-dir> <gap-seconds>
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
+	"k8s.io/kubernetes/pkg/scheduler"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+)
+
+type item struct {
+	raw  []byte
+	kind string
+}
+
+func readList(path string) []item {
+	data, err := os.ReadFile(path)
+	must(err)
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	js, err := utilyaml.ToJSON(data)
+	must(err)
+	must(json.Unmarshal(js, &list))
+	var out []item
+	for _, raw := range list.Items {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		must(json.Unmarshal(raw, &meta))
+		out = append(out, item{raw: raw, kind: meta.Kind})
+	}
+	return out
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gangrecorder:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	rvMu sync.Mutex
+	rv   int
+	uid  int
+)
+
+func nextRV() string {
+	rvMu.Lock()
+	defer rvMu.Unlock()
+	rv++
+	return fmt.Sprint(rv)
+}
+
+func nextUID() types.UID {
+	rvMu.Lock()
+	defer rvMu.Unlock()
+	uid++
+	return types.UID(fmt.Sprintf("uid-%04d", uid))
+}
+
+func stamp(m *metav1.ObjectMeta) {
+	if m.Namespace == "" {
+		m.Namespace = "default"
+	}
+	m.UID = nextUID()
+	m.CreationTimestamp = metav1.NewTime(time.Now().Truncate(time.Second))
+	m.Generation = 1
+}
+
+func main() {
+	klog.InitFlags(nil)
+	flag.Parse()
+	args := flag.Args()
+	if len(args) != 3 {
+		must(fmt.Errorf("usage: gangrecorder <scenario-dir> <out-dir> <gap-seconds>"))
+	}
+	dir, outDir := args[0], args[1]
+	var gapSeconds int
+	_, err := fmt.Sscan(args[2], &gapSeconds)
+	must(err)
+	gap := time.Duration(gapSeconds) * time.Second
+	must(os.MkdirAll(outDir, 0o755))
+
+	must(utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
+		"GenericWorkload": true,
+		"GangScheduling":  true,
+	}))
+	var gates []string
+	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+		if strings.HasPrefix(string(name), "All") {
+			continue
+		}
+		_ = spec
+		gates = append(gates, fmt.Sprintf("%s=%v", name, utilfeature.DefaultFeatureGate.Enabled(name)))
+	}
+	sort.Strings(gates)
+	must(os.WriteFile(filepath.Join(outDir, "gates.txt"), []byte(strings.Join(gates, "\n")+"\n"), 0o644))
+
+	client := fake.NewClientset()
+	tracker := client.Tracker()
+	// pods/binding as the API server does it: UID precondition, conflict if bound, set
+	// nodeName and PodScheduled=True, clear nominatedNodeName.
+	client.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		create := action.(clienttesting.CreateAction)
+		if create.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		binding := create.GetObject().(*v1.Binding)
+		obj, err := tracker.Get(v1.SchemeGroupVersion.WithResource("pods"), binding.Namespace, binding.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*v1.Pod).DeepCopy()
+		if binding.UID != "" && binding.UID != pod.UID {
+			return true, nil, fmt.Errorf("binding uid mismatch")
+		}
+		if pod.Spec.NodeName != "" {
+			return true, nil, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName)
+		}
+		pod.Spec.NodeName = binding.Target.Name
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		set := false
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == v1.PodScheduled {
+				pod.Status.Conditions[i] = v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: now}
+				set = true
+			}
+		}
+		if !set {
+			pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: now})
+		}
+		pod.Status.NominatedNodeName = ""
+		pod.ResourceVersion = nextRV()
+		return true, binding, tracker.Update(v1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace)
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Built-ins.
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		n := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns}}}
+		stamp(&n.ObjectMeta)
+		n.Namespace = ""
+		n.ResourceVersion = nextRV()
+		_, err := client.CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{})
+		must(err)
+	}
+	priorities := map[string]int32{"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+	for name, value := range priorities {
+		policy := v1.PreemptLowerPriority
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, PreemptionPolicy: &policy}
+		stamp(&pc.ObjectMeta)
+		pc.Namespace = ""
+		_, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+		must(err)
+	}
+
+	for _, it := range readList(filepath.Join(dir, "cluster.yaml")) {
+		switch it.kind {
+		case "Node":
+			var n v1.Node
+			must(json.Unmarshal(it.raw, &n))
+			corev1defaults.SetObjectDefaults_Node(&n)
+			stamp(&n.ObjectMeta)
+			n.Namespace = ""
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels["kubernetes.io/hostname"] = n.Name
+			n.ResourceVersion = nextRV()
+			_, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+			must(err)
+		case "PriorityClass":
+			var pc schedulingv1.PriorityClass
+			must(json.Unmarshal(it.raw, &pc))
+			if pc.PreemptionPolicy == nil {
+				policy := v1.PreemptLowerPriority
+				pc.PreemptionPolicy = &policy
+			}
+			priorities[pc.Name] = pc.Value
+			stamp(&pc.ObjectMeta)
+			pc.Namespace = ""
+			_, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
+			must(err)
+		default:
+			must(fmt.Errorf("cluster.yaml: kind %s not handled", it.kind))
+		}
+	}
+
+	// The scheduler, as cmd/kube-scheduler/app.Setup builds it.
+	versioned := &configv1.KubeSchedulerConfiguration{}
+	scheme.Scheme.Default(versioned)
+	cfg := &schedconfig.KubeSchedulerConfiguration{}
+	must(scheme.Scheme.Convert(versioned, cfg, nil))
+	informerFactory := scheduler.NewInformerFactory(client, 0)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	recorderFactory := profile.NewRecorderFactory(broadcaster)
+	sched, err := scheduler.New(ctx, client, informerFactory, nil, recorderFactory,
+		scheduler.WithComponentConfigVersion(versioned.TypeMeta.APIVersion),
+		scheduler.WithProfiles(cfg.Profiles...),
+		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
+		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
+		scheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds),
+		scheduler.WithParallelism(cfg.Parallelism),
+	)
+	must(err)
+	broadcaster.StartRecordingToSink(ctx.Done())
+	informerFactory.Start(ctx.Done())
+	informerFactory.WaitForCacheSync(ctx.Done())
+	must(sched.WaitForHandlersSync(ctx))
+	go sched.Run(ctx)
+
+	var _ informers.SharedInformerFactory = informerFactory
+	steps := readList(filepath.Join(dir, "steps.yaml"))
+	var order []string // "Pod ns/name" / "PodGroup ns/name"
+	stepsOut, err := os.Create(filepath.Join(outDir, "steps.jsonl"))
+	must(err)
+	defer stepsOut.Close()
+	for i, it := range steps {
+		var created string
+		switch it.kind {
+		case "Pod":
+			var p v1.Pod
+			must(json.Unmarshal(it.raw, &p))
+			corev1defaults.SetObjectDefaults_Pod(&p)
+			stamp(&p.ObjectMeta)
+			// Priority admission.
+			if p.Spec.PriorityClassName != "" {
+				value, ok := priorities[p.Spec.PriorityClassName]
+				if !ok {
+					must(fmt.Errorf("pod %s: no PriorityClass %s", p.Name, p.Spec.PriorityClassName))
+				}
+				p.Spec.Priority = &value
+			} else {
+				zero := int32(0)
+				p.Spec.Priority = &zero
+			}
+			policy := v1.PreemptLowerPriority
+			p.Spec.PreemptionPolicy = &policy
+			// DefaultTolerationSeconds.
+			secs := int64(300)
+			p.Spec.Tolerations = append(p.Spec.Tolerations,
+				v1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs},
+				v1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs})
+			p.Status.Phase = v1.PodPending
+			p.Status.QOSClass = v1.PodQOSBurstable
+			p.ResourceVersion = nextRV()
+			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, &p, metav1.CreateOptions{})
+			must(err)
+			created = "Pod " + p.Namespace + "/" + p.Name
+		case "PodGroup":
+			var g schedv1a2.PodGroup
+			must(json.Unmarshal(it.raw, &g))
+			stamp(&g.ObjectMeta)
+			g.ResourceVersion = nextRV()
+			_, err := client.SchedulingV1alpha2().PodGroups(g.Namespace).Create(ctx, &g, metav1.CreateOptions{})
+			must(err)
+			created = "PodGroup " + g.Namespace + "/" + g.Name
+		default:
+			must(fmt.Errorf("steps.yaml: kind %s not handled", it.kind))
+		}
+		order = append(order, created)
+		time.Sleep(gap)
+		pods, groups := snapshot(ctx, client, order)
+		fmt.Fprintln(stepsOut, pyjson(om("step", i, "created", created, "pods", pods, "podGroups", groups)))
+	}
+	pods, groups := snapshot(ctx, client, order)
+	expected, err := os.Create(filepath.Join(outDir, "expected.jsonl"))
+	must(err)
+	for _, p := range pods {
+		fmt.Fprintln(expected, pyjson(p))
+	}
+	for _, g := range groups {
+		fmt.Fprintln(expected, pyjson(g))
+	}
+	must(expected.Close())
+	evs, err := client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+	must(err)
+	sort.SliceStable(evs.Items, func(a, b int) bool {
+		return evs.Items[a].EventTime.Before(&evs.Items[b].EventTime)
+	})
+	evOut, err := os.Create(filepath.Join(outDir, "events.jsonl"))
+	must(err)
+	for _, e := range evs.Items {
+		fmt.Fprintln(evOut, pyjson(eventLine(e)))
+	}
+	must(evOut.Close())
+}
+
+type orderedMap struct {
+	keys   []string
+	values map[string]any
+}
+
+func om(kv ...any) orderedMap {
+	m := orderedMap{values: map[string]any{}}
+	for i := 0; i < len(kv); i += 2 {
+		k := kv[i].(string)
+		m.keys = append(m.keys, k)
+		m.values[k] = kv[i+1]
+	}
+	return m
+}
+
+// pyjson writes JSON with Python json.dumps' separators, keys in the given order.
+func pyjson(v any) string {
+	switch t := v.(type) {
+	case orderedMap:
+		var parts []string
+		for _, k := range t.keys {
+			kj, _ := json.Marshal(k)
+			parts = append(parts, string(kj)+": "+pyjson(t.values[k]))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []orderedMap:
+		var parts []string
+		for _, e := range t {
+			parts = append(parts, pyjson(e))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+func eventLine(e eventsv1.Event) orderedMap {
+	return om("regarding", e.Regarding.Kind+" "+e.Regarding.Namespace+"/"+e.Regarding.Name, "reason", e.Reason, "note", e.Note)
+}
+
+func snapshot(ctx context.Context, client *fake.Clientset, order []string) ([]orderedMap, []orderedMap) {
+	var pods, groups []orderedMap
+	for _, entry := range order {
+		kind, key, _ := strings.Cut(entry, " ")
+		ns, name, _ := strings.Cut(key, "/")
+		switch kind {
+		case "Pod":
+			p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			must(err)
+			var node, reason any
+			if p.Spec.NodeName != "" {
+				node = p.Spec.NodeName
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					reason = c.Message
+				}
+			}
+			pods = append(pods, om("pod", key, "node", node, "reason", reason))
+		case "PodGroup":
+			g, err := client.SchedulingV1alpha2().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+			must(err)
+			conds := []orderedMap{}
+			for _, c := range g.Status.Conditions {
+				conds = append(conds, om("type", c.Type, "status", string(c.Status), "reason", c.Reason, "message", c.Message))
+			}
+			groups = append(groups, om("podGroup", key, "conditions", conds))
+		}
+	}
+	return pods, groups
+}
