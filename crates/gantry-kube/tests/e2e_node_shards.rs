@@ -130,8 +130,10 @@ async fn a_pod_that_fits_nowhere_goes_round_once_per_retry() {
     api.put(NODES, node(&last, 1000, "a"));
     api.put(PODS, pod_starting_at("huge", 2000, 0));
     let (a, b) = tokio::join!(start_dividing_nodes(&api, 0), start_dividing_nodes(&api, 1));
+    // The event and the condition are two writes in flight at once: wait for both.
     wait_for("huge reported", WAIT, || {
         !events_about(&api, "huge", "FailedScheduling").is_empty()
+            && condition(&api, "huge", "PodScheduled").is_some()
     })
     .await;
     let reported = condition(&api, "huge", "PodScheduled").unwrap();
