@@ -271,3 +271,26 @@ proptest! {
         prop_assert_eq!(results, run());
     }
 }
+
+/// Instances dividing the pods would each run a pod-group cycle over their share of a
+/// gang's members: refused, not simulated wrongly.
+#[test]
+fn gangs_with_several_instances_are_refused() {
+    let options = SimOptions {
+        schedulers: 2,
+        ..SimOptions::default()
+    };
+    let error = Simulation::new(
+        nodes(&[8]),
+        vec![default_profile_for("default-scheduler", gangs_on())],
+        options,
+    )
+    .err()
+    .expect("two instances with GangScheduling are refused");
+    assert!(
+        error.starts_with(
+            "schedulers: GangScheduling is modelled for one scheduler instance, not 2"
+        ),
+        "{error}"
+    );
+}

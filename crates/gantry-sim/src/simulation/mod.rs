@@ -125,6 +125,10 @@ pub enum SimError {
     Schedulers(u32),
     #[error("sequential: pods are submitted one at a time to one scheduler instance, not {0}")]
     SequentialWithInstances(u32),
+    #[error(
+        "schedulers: GangScheduling is modelled for one scheduler instance, not {0}: instances dividing the pods would divide a gang's members between their pod-group cycles"
+    )]
+    GangsWithInstances(u32),
 }
 
 /// Things that happen to the cluster at a virtual time.
@@ -281,6 +285,12 @@ impl Simulation {
         }
         if options.sequential && options.schedulers > 1 {
             return Err(SimError::SequentialWithInstances(options.schedulers).to_string());
+        }
+        let gangs = profiles
+            .iter()
+            .any(|p| p.release.enabled(gantry_api::Gate::GangScheduling));
+        if gangs && options.schedulers > 1 {
+            return Err(SimError::GangsWithInstances(options.schedulers).to_string());
         }
         let objects = ApiObjects::from_cluster(&cluster);
         let config = InstanceConfig {
