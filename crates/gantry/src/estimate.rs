@@ -13,7 +13,6 @@ use clap::Args;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::{Pod, Sym};
 use gantry_whatif::estimator::{Estimate, NodeTemplate, equivalence_groups, estimate, waste};
-use gantry_whatif::gang::{GangOutcome, check_gang};
 use gantry_whatif::{ClusterSnapshot, StoreKind, with_dynamic_resources};
 use serde_json::{Value, json};
 
@@ -44,18 +43,19 @@ pub struct EstimateArgs {
     /// Nodes to check for removal (space- or comma-separated).
     #[arg(long, num_args = 1.., value_delimiter = ',')]
     drain: Vec<String>,
-    /// A file of pods that must fit all at once.
+    /// A file of pods that must fit all at once; or of PodGroups and their members, each
+    /// group checked as kube-scheduler v1.36 with GangScheduling decides it.
     #[arg(long)]
-    gang: Option<PathBuf>,
+    pub(crate) gang: Option<PathBuf>,
     /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); DynamicResources is
     /// added to its profile.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
-    release: crate::release_args::ReleaseArgs,
+    pub(crate) release: crate::release_args::ReleaseArgs,
 }
 
 pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
@@ -87,7 +87,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
     if !args.node_template.is_empty() {
         scale_up(&args, snapshot, &cluster)
     } else if let Some(gang) = &args.gang {
-        gang_check(&args, snapshot, gang)
+        crate::estimate_gang::run(&args, snapshot, &cluster, gang)
     } else {
         crate::drain::run(&args.drain, snapshot, &cluster, args.json, release)
     }
@@ -283,76 +283,4 @@ fn template_json(name: Sym, r: &Estimate, wasted: f64) -> Value {
         "unschedulable": r.unschedulable.iter().map(|u| json!({"pod": u.pod.key(), "reason": u.reason})).collect::<Vec<_>>(),
         "waste": (wasted * 1000.0).round() / 1000.0,
     })
-}
-
-fn gang_check(
-    args: &EstimateArgs,
-    mut snapshot: ClusterSnapshot,
-    file: &std::path::Path,
-) -> anyhow::Result<()> {
-    let mut objects = load::manifests(&[file.to_path_buf()], args.release.release()?)?;
-    objects.resolve_priorities()?;
-    anyhow::ensure!(
-        !objects.pods.is_empty(),
-        "{}: no Pod in the gang file",
-        file.display()
-    );
-    let pods: Vec<Arc<Pod>> = objects
-        .pods
-        .into_iter()
-        .map(|mut p| {
-            p.node_name = None;
-            Arc::new(p)
-        })
-        .collect();
-    let outcome = check_gang(&mut snapshot, &pods)?;
-    if args.json {
-        let out = match &outcome {
-            GangOutcome::Fits(placements) => json!({"gang": {
-                "pods": pods.len(),
-                "fits": true,
-                "placements": placements.iter().map(|(p, n)| json!({"pod": p.key(), "node": n.to_string()})).collect::<Vec<_>>(),
-            }}),
-            GangOutcome::DoesNotFit {
-                pod,
-                reason,
-                placed,
-            } => json!({"gang": {
-                "pods": pods.len(),
-                "fits": false,
-                "failed_pod": pod.key(),
-                "reason": reason,
-                "placed_before_failure": placed,
-            }}),
-        };
-        let out = output::with_release(out, args.release.release()?);
-        return output::to_stdout(|w| writeln!(w, "{out}"));
-    }
-    let release = args.release.release()?;
-    output::to_stdout(|w| {
-        writeln!(w, "gantry estimate: decided as Kubernetes {release}")?;
-        print_gang(w, &pods, &outcome)
-    })
-}
-
-fn print_gang(w: &mut dyn Write, pods: &[Arc<Pod>], outcome: &GangOutcome) -> std::io::Result<()> {
-    match outcome {
-        GangOutcome::Fits(placements) => {
-            writeln!(w, "gang of {} pods fits:", pods.len())?;
-            for (pod, node) in placements {
-                writeln!(w, "  {} -> {node}", pod.key())?;
-            }
-            Ok(())
-        }
-        GangOutcome::DoesNotFit {
-            pod,
-            reason,
-            placed,
-        } => writeln!(
-            w,
-            "gang of {} pods does not fit: {} found no node after {placed} were placed: {reason}",
-            pods.len(),
-            pod.key()
-        ),
-    }
 }

@@ -7,6 +7,7 @@ mod bench;
 mod counterfactual;
 mod drain;
 mod estimate;
+mod estimate_gang;
 mod explain;
 mod explain_gang;
 mod load;

@@ -146,6 +146,57 @@ fn a_gang_fits_all_at_once_or_not_at_all() {
     assert_eq!(v["gang"]["placed_before_failure"], 2);
 }
 
+/// PodGroups in the gang file: each group checked as v1.36's pod-group cycle admits it.
+/// Three nodes of 4 cpu: `trainer` (4 × 3 cpu, minCount 4) fits 3 and is not admitted,
+/// `eval` (2 × 1 cpu) is, `short` has 2 of its minCount 3.
+#[test]
+fn pod_groups_are_admitted_as_the_pod_group_cycle_admits_them() {
+    let args = [
+        "estimate",
+        "--cluster",
+        "testdata/examples/gangs/cluster.yaml",
+        "--gang",
+        "testdata/examples/gangs/pods.yaml",
+        "--feature-gates",
+        "GenericWorkload=true,GangScheduling=true",
+        "--json",
+    ];
+    let v = json(&gantry(&args));
+    let groups = v["pod_groups"].as_array().unwrap();
+    let summary: Vec<(String, bool, usize, usize)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g["podGroup"].as_str().unwrap().to_string(),
+                g["admitted"].as_bool().unwrap(),
+                g["placements"].as_array().unwrap().len(),
+                g["left_out"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("default/trainer".to_string(), false, 3, 1),
+            ("default/eval".to_string(), true, 2, 0),
+            ("default/short".to_string(), false, 2, 0),
+        ]
+    );
+    assert_eq!(
+        groups[0]["left_out"][0]["reason"],
+        "0/3 nodes are available: 3 Insufficient cpu."
+    );
+    // Without the gates the API server drops the members' group: said, not guessed.
+    let out = gantry(&args[..5]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Pod default/trainer-0: spec.schedulingGroup: not set")
+            && err.contains("--feature-gates GenericWorkload=true,GangScheduling=true"),
+        "{err}"
+    );
+}
+
 #[test]
 fn one_mode_at_a_time() {
     let out = gantry(&["estimate", "--cluster", &data("drain-cluster.yaml")]);
