@@ -420,3 +420,41 @@ fn json_logs_are_json_to_the_last_line() {
     let logged = lines(&out);
     assert_eq!(logged.last().unwrap()["level"], "ERROR", "{}", stderr(&out));
 }
+
+/// A run with PodGroups has a report section per group: its condition, cycles and when it
+/// was scheduled; a run without has none.
+#[test]
+fn the_report_shows_each_pod_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        "testdata/examples/gangs/cluster.yaml",
+        "--pods",
+        "testdata/examples/gangs/pods.yaml",
+        "--feature-gates",
+        "GenericWorkload=true,GangScheduling=true",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(page.contains("<a href=\"#pod-groups\">Pod groups</a>"));
+    assert!(page.contains("1 of 3 PodGroups scheduled"), "{page}");
+    assert!(
+        page.contains("<tr><td>default/trainer</td><td>False (Unschedulable)</td><td>pod group is unschedulable</td>"),
+        "{page}"
+    );
+    assert!(page.contains("<tr><td>default/short</td><td>none</td>"));
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        "testdata/examples/gangs/cluster.yaml",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(!page.contains("pod-groups"));
+}

@@ -4,6 +4,7 @@
 mod devices;
 mod page;
 mod plots;
+mod pod_groups;
 mod tables;
 
 use std::path::Path;

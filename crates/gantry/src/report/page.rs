@@ -1,7 +1,7 @@
 //! `index.html`: the run's inputs and configuration, the outcome in figures, a table per
 //! workload, pending pods grouped by reason, the plots (the scenario's events marked),
 //! utilisation per node group, DRA devices in use per node group (when the cluster has
-//! any), and a searchable table of every pod with the reason each
+//! any), the PodGroups (when there are any), and a searchable table of every pod with the reason each
 //! pending one is pending. One file: styles, plots, data and script inline, nothing
 //! fetched. The pod table filters as you type, and reads its filter from the address
 //! (`index.html#status=pending&q=cpu`), so a link can open it filtered.
@@ -47,13 +47,18 @@ pub fn render(
     } else {
         "<a href=\"#devices\">Devices</a>"
     };
+    let groups_link = if sim.pod_groups().is_empty() {
+        ""
+    } else {
+        "<a href=\"#pod-groups\">Pod groups</a>"
+    };
     write!(
         html,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{STYLE}</style></head><body>\n<header><h1>{title}</h1>\
 <nav><a href=\"#inputs\">Inputs</a><a href=\"#workloads\">Workloads</a><a href=\"#pending\">Pending</a>\
-<a href=\"#time\">Over time</a><a href=\"#nodes\">Node groups</a>{devices_link}<a href=\"#speed\">Speed</a><a href=\"#pods\">Pods</a></nav></header>\n"
+<a href=\"#time\">Over time</a><a href=\"#nodes\">Node groups</a>{devices_link}{groups_link}<a href=\"#speed\">Speed</a><a href=\"#pods\">Pods</a></nav></header>\n"
     )?;
     outcome(&mut html, info, summary, sim)?;
     inputs(&mut html, info)?;
@@ -63,6 +68,10 @@ pub fn render(
     node_groups(&mut html, sim, plots)?;
     if !devices.is_empty() {
         device_section(&mut html, devices, sim.placements())?;
+    }
+    let groups = sim.pod_groups();
+    if !groups.is_empty() {
+        super::pod_groups::section(&mut html, &groups)?;
     }
     speed(&mut html, summary, plots)?;
     pods(&mut html, sim)?;
@@ -491,7 +500,7 @@ pub fn duration(d: Duration) -> String {
     format!("{} {unit}", number((value * 10.0).round() / 10.0))
 }
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
