@@ -329,3 +329,26 @@ fn finished_pods_are_not_what_the_scheduler_sees() {
         "{error}"
     );
 }
+
+/// A second PodGroup of the same namespace and name is refused as its create would be,
+/// not left to replace the first (whose `minCount` the members were written for).
+#[test]
+fn a_second_pod_group_of_a_name_is_refused() {
+    let group = |min: u32| {
+        format!(
+            "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: g, namespace: ml}}\nspec: {{schedulingPolicy: {{gang: {{minCount: {min}}}}}}}\n"
+        )
+    };
+    let mut objects = ClusterObjects::decode(&group(2), "a.yaml").unwrap();
+    let other_namespace = group(1).replace("namespace: ml", "namespace: web");
+    objects.decode_more(&other_namespace, "a.yaml").unwrap();
+    assert!(
+        objects.admit().is_ok(),
+        "the same name in another namespace"
+    );
+    objects.decode_more(&group(1), "b.yaml").unwrap();
+    assert_eq!(
+        objects.admit().unwrap_err().to_string(),
+        "PodGroup ml/g: metadata.name: podgroups.scheduling.k8s.io \"g\" already exists: the input has two PodGroups ml/g"
+    );
+}

@@ -53,6 +53,7 @@ pub(super) fn admit(
     resolve_priorities(cluster, pending.as_deref_mut())?;
     unique_nodes(cluster)?;
     unique_pods(cluster, pending.as_deref_mut())?;
+    unique_pod_groups(cluster, pending.as_deref())?;
     let nodes: HashSet<Sym> = cluster.nodes.iter().map(|n| n.name).collect();
     let pending_pods = pending.iter().flat_map(|p| p.pods.iter());
     for pod in cluster.pods.iter().chain(pending_pods) {
@@ -190,6 +191,30 @@ fn policy_name(policy: PreemptionPolicy) -> &'static str {
 /// The API server's `AlreadyExists` message, and why.
 fn already_exists(resource: &str, name: &str, why: &str) -> String {
     format!("{resource} {name:?} already exists{why}")
+}
+
+/// A second PodGroup of a namespace and name is refused, as its create would be, rather
+/// than replacing the first.
+fn unique_pod_groups(
+    cluster: &ClusterObjects,
+    pending: Option<&ClusterObjects>,
+) -> Result<(), ObjectError> {
+    let mut taken = HashSet::new();
+    let pending_groups = pending.iter().flat_map(|p| p.pod_groups.iter());
+    for group in cluster.pod_groups.iter().chain(pending_groups) {
+        if !taken.insert((group.namespace, group.name)) {
+            return Err(field_error(
+                &format!("PodGroup {}", group.key()),
+                "metadata.name",
+                already_exists(
+                    "podgroups.scheduling.k8s.io",
+                    group.name.as_str(),
+                    &format!(": the input has two PodGroups {}", group.key()),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn unique_nodes(cluster: &mut ClusterObjects) -> Result<(), ObjectError> {
