@@ -92,3 +92,91 @@ pub fn to_json(states: &PodGroupStates, pod: &Pod) -> Value {
         "says": lines(states, pod),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::{PodGroup, Sym};
+
+    fn member(name: &str, bound: bool) -> Arc<Pod> {
+        let mut pod = Pod::new("ml", name);
+        pod.scheduling_group = Some(Sym::new("g"));
+        if bound {
+            pod.node_name = Some(Sym::new("n1"));
+        }
+        Arc::new(pod)
+    }
+
+    fn states(group: Option<PodGroup>, members: &[Arc<Pod>]) -> PodGroupStates {
+        let mut states = PodGroupStates::default();
+        if let Some(group) = group {
+            states.set_group(Arc::new(group));
+        }
+        for m in members {
+            states.add_member(m.clone());
+        }
+        states
+    }
+
+    /// One line per case of GangScheduling's PreEnqueue and Permit.
+    #[test]
+    fn each_state_of_a_group_is_said() {
+        let pod = member("p0", false);
+        let gang = || Some(PodGroup::gang("ml", "g", 3));
+        let cases: Vec<(PodGroupStates, Vec<&str>)> = vec![
+            (
+                states(None, std::slice::from_ref(&pod)),
+                vec!["pod group ml/g does not exist: the pod is not tried until it is created"],
+            ),
+            (
+                states(gang(), &[pod.clone(), member("p1", false)]),
+                vec![
+                    "pod group ml/g (gang, minCount 3), 2 member(s): 0 bound, 2 pending (this pod among them)",
+                    "1 more member(s) must be created before any is tried",
+                ],
+            ),
+            (
+                states(
+                    gang(),
+                    &[pod.clone(), member("p1", true), member("p2", false)],
+                ),
+                vec![
+                    "pod group ml/g (gang, minCount 3), 3 member(s): 1 bound, 2 pending (this pod among them)",
+                    "its pending members are tried together and bound only if 2 more fit at once (with the 1 bound); the cycle below is this pod's alone",
+                ],
+            ),
+            (
+                states(
+                    gang(),
+                    &[
+                        pod.clone(),
+                        member("p1", true),
+                        member("p2", true),
+                        member("p3", true),
+                    ],
+                ),
+                vec![
+                    "pod group ml/g (gang, minCount 3), 4 member(s): 3 bound, 1 pending (this pod among them)",
+                    "the gang's quorum is bound: this pod is placed where it fits",
+                ],
+            ),
+        ];
+        for (states, want) in cases {
+            assert_eq!(lines(&states, &pod), want);
+        }
+        let basic = PodGroup {
+            policy: GroupPolicy::Basic,
+            ..PodGroup::gang("ml", "g", 1)
+        };
+        let said = lines(&states(Some(basic), std::slice::from_ref(&pod)), &pod);
+        assert_eq!(
+            said,
+            [
+                "pod group ml/g (basic policy), 1 member(s): 0 bound, 1 pending (this pod among them): its pending members are tried together, and each is placed where it fits"
+            ]
+        );
+        let alone = Arc::new(Pod::new("ml", "single"));
+        assert!(lines(&states(gang(), &[]), &alone).is_empty());
+        assert_eq!(to_json(&states(gang(), &[]), &alone), Value::Null);
+    }
+}

@@ -250,7 +250,14 @@ async fn stop_signal() {
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Flags are checked before any request: the release named, the configuration, names.
-    scheduler_config(&args, args.release.release()?)?;
+    let named = args.release.release()?;
+    // The gate is off by default in every release: only --feature-gates turns it on.
+    if named.enabled(gantry_api::Gate::GenericWorkload) {
+        bail!(
+            "--feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet (gangs are scheduled by `gantry simulate`); turn it off to run"
+        );
+    }
+    scheduler_config(&args, named)?;
     let lease_name = lease_name(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -272,11 +279,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 version.as_ref().map_err(Clone::clone),
             )?
         };
-        if release.enabled(gantry_api::Gate::GenericWorkload) {
-            bail!(
-                "--feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet (gangs are scheduled by `gantry simulate`); turn it off to run"
-            );
-        }
         let config = scheduler_config(&args, release)?;
         let identity = identity();
         let names: Vec<String> = config

@@ -315,3 +315,22 @@ fn names_that_reach_request_paths_are_refused_before_any_request() {
         other => panic!("a request reached the server: {other:?}"),
     }
 }
+
+/// `run` does not watch PodGroups: the workload gates are refused before any request.
+#[test]
+fn the_workload_gates_are_refused_before_any_request() {
+    let out = gantry(&[
+        "run",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+        "--feature-gates",
+        "GenericWorkload=true,GangScheduling=true",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: --feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
