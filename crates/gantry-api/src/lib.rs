@@ -5,6 +5,7 @@
 //! It owns the types every other crate shares, and depends on no Gantry crate: it is the
 //! bottom of the stack.
 
+pub mod coscheduling;
 pub mod decode;
 pub mod dra;
 mod dra_decode;

@@ -144,3 +144,71 @@ fn the_workload_gates_are_refused_outside_the_release_modelled() {
     );
     assert!(Release::parse(Some("1.36"), Some("GenericWorkload=true")).is_ok());
 }
+
+fn coscheduling_group(spec: &str) -> String {
+    format!(
+        "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: g, namespace: ml, creationTimestamp: \"2026-12-01T10:00:00Z\"}}\nspec: {spec}\nstatus: {{phase: Running}}\n"
+    )
+}
+
+/// scheduler-plugins' PodGroup, checked as the API server checks it against the CRD's
+/// schema (`manifests/coscheduling/crd.yaml`), in any release.
+#[test]
+fn coscheduling_pod_groups_decode_or_are_refused_as_the_crd_says() {
+    let read = decode(
+        Release::default(),
+        &coscheduling_group(
+            "{minMember: 3, scheduleTimeoutSeconds: 10, minResources: {cpu: \"20\", memory: 8Gi}}",
+        ),
+    )
+    .unwrap();
+    let [group] = read.coscheduling_groups.as_slice() else {
+        panic!("{:?}", read.coscheduling_groups)
+    };
+    assert_eq!((group.key(), group.min_member), ("ml/g".to_string(), 3));
+    assert_eq!(group.schedule_timeout_seconds, Some(10));
+    assert_eq!(group.created, 1_796_119_200);
+    let resources = group.min_resources.as_ref().unwrap();
+    let names: Vec<&str> = resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["cpu", "memory"]);
+    assert!(read.pod_groups.is_empty());
+    // Left out: no minMember (0, unchecked) and no minResources (not an empty list).
+    let bare = decode(Release::default(), &coscheduling_group("{}")).unwrap();
+    assert_eq!(bare.coscheduling_groups[0].min_member, 0);
+    assert_eq!(bare.coscheduling_groups[0].min_resources, None);
+    for (spec, field, message) in [
+        (
+            "{minMember: 0}",
+            "spec.minMember",
+            "Invalid value: 0: spec.minMember in body should be greater than or equal to 1",
+        ),
+        (
+            "{minResources: {cpu: lots}}",
+            "spec.minResources.cpu",
+            "Invalid value: \"lots\": spec.minResources.cpu in body should match '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'",
+        ),
+        (
+            "{minResources: {cpu: [1]}}",
+            "spec.minResources.cpu",
+            "Invalid value: [1]: spec.minResources.cpu in body must be of type integer,string",
+        ),
+        (
+            "{minResources: {memory: 1.5Gi}}",
+            "spec.minResources.memory",
+            "\"1.5Gi\": Gantry reads minResources of at most 18 digits, binary ones whole (apimachinery keeps others at arbitrary precision, which it does not model)",
+        ),
+    ] {
+        let refused = decode(Release::default(), &coscheduling_group(spec)).err();
+        assert_eq!(
+            refused,
+            Some((field.to_string(), message.to_string())),
+            "{spec}"
+        );
+    }
+    let (field, message) = decode(
+        Release::default(),
+        &coscheduling_group("{minMember: 2147483648}"),
+    )
+    .unwrap_err();
+    assert_eq!(field, "spec.minMember", "{message}");
+}

@@ -20,6 +20,7 @@ mod admission;
 mod affinity;
 mod batch;
 mod controller;
+mod coscheduling_group;
 mod disabled_fields;
 mod document;
 mod fast_yaml;
@@ -139,6 +140,8 @@ pub struct ClusterObjects {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// PodGroups (`scheduling.k8s.io/v1alpha2`), whose pods are scheduled together.
     pub pod_groups: Vec<crate::PodGroup>,
+    /// PodGroups of scheduler-plugins' Coscheduling (`scheduling.x-k8s.io/v1alpha1`).
+    pub coscheduling_groups: Vec<crate::coscheduling::CoschedulingGroup>,
     /// DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates.
     pub dra: crate::dra::DraObjects,
     /// Objects of kinds the scheduler does not read, as `Kind namespace/name`.
@@ -236,6 +239,7 @@ impl ClusterObjects {
         self.csi_nodes.extend(other.csi_nodes);
         self.pdbs.extend(other.pdbs);
         self.pod_groups.extend(other.pod_groups);
+        self.coscheduling_groups.extend(other.coscheduling_groups);
         self.dra.extend(other.dra);
         self.ignored.extend(other.ignored);
         self.finished_pods.extend(other.finished_pods);

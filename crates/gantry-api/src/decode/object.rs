@@ -50,6 +50,7 @@ enum Object {
     CsiNode(CsiNode),
     Pdb(PodDisruptionBudget),
     PodGroup(crate::PodGroup),
+    CoschedulingGroup(crate::coscheduling::CoschedulingGroup),
     /// `Kind namespace/name` of a kind the scheduler does not read.
     Ignored(String),
 }
@@ -155,6 +156,12 @@ pub(super) fn convert(
             let csi_node: storage_v1::CSINode = typed(value, &object, w)?;
             Object::CsiNode(super::storage::convert_csi_node(&csi_node, &object)?)
         }
+        "PodGroup"
+            if value.get("apiVersion").and_then(Value::as_str)
+                == Some(super::coscheduling_group::API_VERSION) =>
+        {
+            Object::CoschedulingGroup(super::coscheduling_group::convert(value, &object, w)?)
+        }
         "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, w)?),
         _ => Object::Ignored(object),
     };
@@ -226,6 +233,7 @@ impl ClusterObjects {
             Object::CsiNode(csi_node) => self.csi_nodes.push(csi_node),
             Object::Pdb(pdb) => self.pdbs.push(pdb),
             Object::PodGroup(group) => self.pod_groups.push(group),
+            Object::CoschedulingGroup(group) => self.coscheduling_groups.push(group),
             Object::Ignored(label) => self.ignored.push(label),
         }
     }

@@ -51,7 +51,8 @@ pub(super) fn convert(
             object,
             "apiVersion",
             format!(
-                "{api_version:?}: Gantry reads PodGroup of {API_VERSION} (kube-scheduler v1.36's Workload API) only"
+                "{api_version:?}: Gantry reads PodGroup of {API_VERSION} (kube-scheduler v1.36's Workload API) and of {} (scheduler-plugins' Coscheduling) only",
+                super::coscheduling_group::API_VERSION
             ),
         ));
     }
