@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::dra_cache::DraCache;
 use crate::node_info::{ImageState, NodeInfo, PvcKey};
 use crate::node_tree::NodeTree;
-use crate::pod_groups::SharedPodGroups;
+use crate::pod_groups::{PodGroupStates, SharedPodGroups};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotUpdate};
 use gantry_api::dra::{ResourceClaim, ResourceSlice};
 
@@ -299,7 +299,7 @@ impl Cache {
         }
         s.add_pod_to_node(node, pod.clone());
         s.assumed.insert(pod.uid.clone(), Assumed::default());
-        if pod.scheduling_group.is_some() {
+        if PodGroupStates::is_member(&pod) {
             self.pod_groups.lock().assume(&pod);
         }
         s.pods.insert(ByUid(pod), node);
@@ -349,7 +349,7 @@ impl Cache {
         s.remove_pod_from_node(node, &pod.uid);
         s.assumed.remove(&*pod.uid);
         if let Some((ByUid(cached), _)) = s.pods.remove_entry(&*pod.uid)
-            && cached.scheduling_group.is_some()
+            && PodGroupStates::is_member(&cached)
         {
             self.pod_groups.lock().forget(&cached);
         }
@@ -364,7 +364,7 @@ impl Cache {
         let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
             pod: pod_name(&pod),
         })?;
-        if pod.scheduling_group.is_some() {
+        if PodGroupStates::is_member(&pod) {
             self.pod_groups.lock().bound(&pod);
         }
         if s.assumed.remove(&*pod.uid).is_some() {
@@ -416,7 +416,7 @@ impl Cache {
         if s.assumed.remove(&*pod.uid).is_some() {
             self.dra.forget_allocations(&pod.uid);
         }
-        if pod.scheduling_group.is_some() {
+        if PodGroupStates::is_member(pod) {
             self.pod_groups.lock().remove_member(&pod.uid);
         }
         s.remove_pod_from_node(node, &pod.uid);

@@ -1,12 +1,15 @@
 //! Which pods each PodGroup has and how far each got: upstream's `podGroupState`
 //! (`backend/cache/podgroupstate.go`), which its cache keeps from the pod events and from
 //! assume and forget. GangScheduling reads it: PreEnqueue counts all members, Permit the
-//! scheduled ones (assumed or assigned). Ordered maps, so that nothing visible depends on
-//! a hash order.
+//! scheduled ones (assumed or assigned). scheduler-plugins' Coscheduling reads the same of
+//! the pods its label groups, and keeps what its `PodGroupManager` remembers here. Ordered
+//! maps, so that nothing visible depends on a hash order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
+use gantry_api::coscheduling::CoschedulingGroup;
 use gantry_api::{Pod, PodGroup, Sym};
 use parking_lot::Mutex;
 
@@ -21,6 +24,14 @@ impl GroupKey {
     /// The group a pod names, if it names one.
     pub fn of(pod: &Pod) -> Option<GroupKey> {
         pod.scheduling_group.map(|name| GroupKey {
+            namespace: pod.namespace,
+            name,
+        })
+    }
+
+    /// The Coscheduling group a pod's `scheduling.x-k8s.io/pod-group` label names.
+    pub fn labelled(pod: &Pod) -> Option<GroupKey> {
+        gantry_api::coscheduling::group_name(pod).map(|name| GroupKey {
             namespace: pod.namespace,
             name,
         })
@@ -77,19 +88,134 @@ impl GroupCounts {
     }
 }
 
-/// The PodGroup objects and their members.
+/// Pods grouped by a key read from the pod, and how far each got.
 #[derive(Debug, Default)]
-pub struct PodGroupStates {
-    groups: BTreeMap<GroupKey, Arc<PodGroup>>,
+struct Memberships {
     members: BTreeMap<GroupKey, BTreeMap<Arc<str>, Member>>,
     /// The group of each member, by uid (looked up, never iterated).
     group_of: HashMap<Arc<str>, GroupKey>,
+}
+
+impl Memberships {
+    fn add(&mut self, key: GroupKey, pod: Arc<Pod>) {
+        let stage = if pod.node_name.is_some() {
+            Stage::Assigned
+        } else {
+            Stage::Unscheduled
+        };
+        self.group_of.insert(pod.uid.clone(), key);
+        self.members
+            .entry(key)
+            .or_default()
+            .insert(pod.uid.clone(), Member { pod, stage });
+    }
+
+    fn remove(&mut self, uid: &str) {
+        let Some(key) = self.group_of.remove(uid) else {
+            return;
+        };
+        if let Some(members) = self.members.get_mut(&key) {
+            members.remove(uid);
+            if members.is_empty() {
+                self.members.remove(&key);
+            }
+        }
+    }
+
+    fn stage(&self, uid: &str) -> Option<Stage> {
+        let key = self.group_of.get(uid)?;
+        Some(self.members.get(key)?.get(uid)?.stage)
+    }
+
+    fn set_stage(&mut self, pod: &Arc<Pod>, stage: Stage) {
+        let Some(key) = self.group_of.get(&pod.uid) else {
+            return;
+        };
+        if let Some(member) = self.members.get_mut(key).and_then(|m| m.get_mut(&pod.uid)) {
+            member.stage = stage;
+            if stage != Stage::Unscheduled {
+                member.pod = pod.clone();
+            }
+        }
+    }
+
+    /// Assumed, forgotten or bound, as [`PodGroupStates`] says.
+    fn track(&mut self, pod: &Arc<Pod>, event: Track, key: impl FnOnce() -> Option<GroupKey>) {
+        match (event, self.stage(&pod.uid)) {
+            (Track::Assume, _) => self.set_stage(pod, Stage::Assumed),
+            (Track::Forget, Some(Stage::Assumed)) => self.set_stage(pod, Stage::Unscheduled),
+            (Track::Forget, _) => {}
+            (Track::Bound, None) => {
+                if let Some(key) = key() {
+                    self.add(key, pod.clone());
+                }
+            }
+            (Track::Bound, Some(_)) => self.set_stage(pod, Stage::Assigned),
+        }
+    }
+
+    fn members(&self, key: GroupKey) -> impl Iterator<Item = &Member> {
+        self.members.get(&key).into_iter().flat_map(|m| m.values())
+    }
+
+    fn counts(&self, key: GroupKey) -> GroupCounts {
+        let mut counts = GroupCounts::default();
+        for member in self.members(key) {
+            match member.stage {
+                Stage::Unscheduled => counts.unscheduled += 1,
+                Stage::Assumed => counts.assumed += 1,
+                Stage::Assigned => counts.assigned += 1,
+            }
+        }
+        counts
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Track {
+    Assume,
+    Forget,
+    Bound,
+}
+
+/// What Coscheduling remembers of a group between cycles (its `PodGroupManager`'s
+/// caches), in the simulation's time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoschedulingMemory {
+    /// `lastFailedSchedulePG`: when the group last failed; the queue orders its pods by
+    /// this rather than by the group's creation while it is set.
+    pub failed_at: Option<Duration>,
+    /// `backedOffPG`: PreFilter refuses the group's pods until then.
+    pub backed_off_until: Option<Duration>,
+    /// `permittedPG`: the group passed the minResources check, which is not redone
+    /// until then.
+    pub permitted_until: Option<Duration>,
+}
+
+/// The PodGroup objects and their members: kube-scheduler's (`spec.schedulingGroup`) and
+/// scheduler-plugins' Coscheduling groups (the `scheduling.x-k8s.io/pod-group` label).
+#[derive(Debug, Default)]
+pub struct PodGroupStates {
+    groups: BTreeMap<GroupKey, Arc<PodGroup>>,
+    members: Memberships,
+    coscheduling_groups: BTreeMap<GroupKey, Arc<CoschedulingGroup>>,
+    /// When each Coscheduling group was created, in nanoseconds on the scheduler's clock
+    /// (negative: before it began), which the queue orders groups by.
+    coscheduling_created: BTreeMap<GroupKey, i128>,
+    /// Every pod carrying the label, whether its group exists or not.
+    labelled: Memberships,
+    coscheduling_memory: BTreeMap<GroupKey, CoschedulingMemory>,
 }
 
 /// The states as the cache and the queue share them.
 pub type SharedPodGroups = Arc<Mutex<PodGroupStates>>;
 
 impl PodGroupStates {
+    /// Whether the pod belongs to a group of either kind (and is to be added as a member).
+    pub fn is_member(pod: &Pod) -> bool {
+        GroupKey::of(pod).is_some() || GroupKey::labelled(pod).is_some()
+    }
+
     /// A PodGroup object was created or changed.
     pub fn set_group(&mut self, group: Arc<PodGroup>) {
         self.groups.insert(GroupKey::of_group(&group), group);
@@ -109,95 +235,108 @@ impl PodGroupStates {
         self.groups.values()
     }
 
-    /// A pod that names a group appeared (pending, or bound by someone else).
+    /// A Coscheduling PodGroup was created (at `created`, nanoseconds on the scheduler's
+    /// clock, negative before it began) or changed.
+    pub fn set_coscheduling_group(&mut self, group: Arc<CoschedulingGroup>, created: i128) {
+        let key = GroupKey {
+            namespace: group.namespace,
+            name: group.name,
+        };
+        self.coscheduling_groups.insert(key, group);
+        self.coscheduling_created.entry(key).or_insert(created);
+    }
+
+    /// When the Coscheduling group was created (see [`Self::set_coscheduling_group`]).
+    pub fn coscheduling_created(&self, key: GroupKey) -> Option<i128> {
+        self.coscheduling_created.get(&key).copied()
+    }
+
+    pub fn coscheduling_group(&self, key: GroupKey) -> Option<&Arc<CoschedulingGroup>> {
+        self.coscheduling_groups.get(&key)
+    }
+
+    /// What Coscheduling remembers of the group.
+    pub fn coscheduling_memory(&self, key: GroupKey) -> CoschedulingMemory {
+        self.coscheduling_memory
+            .get(&key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn coscheduling_memory_mut(&mut self, key: GroupKey) -> &mut CoschedulingMemory {
+        self.coscheduling_memory.entry(key).or_default()
+    }
+
+    /// Forgets the backoffs and permits that ended before `now` (go-cache entries expire).
+    pub fn expire_coscheduling_memory(&mut self, now: Duration) {
+        self.coscheduling_memory.retain(|_, memory| {
+            memory.backed_off_until = memory.backed_off_until.filter(|&until| until >= now);
+            memory.permitted_until = memory.permitted_until.filter(|&until| until >= now);
+            *memory != CoschedulingMemory::default()
+        });
+    }
+
+    /// A pod of a group appeared (pending, or bound by someone else), or changed.
     pub fn add_member(&mut self, pod: Arc<Pod>) {
-        let Some(key) = GroupKey::of(&pod) else {
-            return;
-        };
-        let stage = if pod.node_name.is_some() {
-            Stage::Assigned
-        } else {
-            Stage::Unscheduled
-        };
-        self.group_of.insert(pod.uid.clone(), key);
-        self.members
-            .entry(key)
-            .or_default()
-            .insert(pod.uid.clone(), Member { pod, stage });
+        if let Some(key) = GroupKey::labelled(&pod) {
+            self.labelled.add(key, pod.clone());
+        }
+        if let Some(key) = GroupKey::of(&pod) {
+            self.members.add(key, pod);
+        }
     }
 
     /// A member was deleted.
     pub fn remove_member(&mut self, uid: &str) {
-        let Some(key) = self.group_of.remove(uid) else {
-            return;
-        };
-        if let Some(members) = self.members.get_mut(&key) {
-            members.remove(uid);
-            if members.is_empty() {
-                self.members.remove(&key);
-            }
-        }
+        self.members.remove(uid);
+        self.labelled.remove(uid);
     }
 
     /// The member was assumed onto a node (the pod as assumed, naming it).
     pub fn assume(&mut self, pod: &Arc<Pod>) {
-        self.set_stage(pod, Stage::Assumed);
+        self.track(pod, Track::Assume);
     }
 
     /// An assumed member was forgotten: it is pending again.
     pub fn forget(&mut self, pod: &Arc<Pod>) {
-        if self.stage(&pod.uid) == Some(Stage::Assumed) {
-            self.set_stage(pod, Stage::Unscheduled);
-        }
+        self.track(pod, Track::Forget);
     }
 
     /// A member was bound (or a bound pod of a group was first seen).
     pub fn bound(&mut self, pod: &Arc<Pod>) {
-        if self.stage(&pod.uid).is_none() {
-            self.add_member(pod.clone());
-        } else {
-            self.set_stage(pod, Stage::Assigned);
-        }
+        self.track(pod, Track::Bound);
+    }
+
+    fn track(&mut self, pod: &Arc<Pod>, event: Track) {
+        self.members.track(pod, event, || GroupKey::of(pod));
+        self.labelled.track(pod, event, || GroupKey::labelled(pod));
     }
 
     pub fn stage(&self, uid: &str) -> Option<Stage> {
-        let key = self.group_of.get(uid)?;
-        Some(self.members.get(key)?.get(uid)?.stage)
+        self.members.stage(uid)
     }
 
     pub fn counts(&self, key: GroupKey) -> GroupCounts {
-        let mut counts = GroupCounts::default();
-        for member in self.members.get(&key).into_iter().flat_map(|m| m.values()) {
-            match member.stage {
-                Stage::Unscheduled => counts.unscheduled += 1,
-                Stage::Assumed => counts.assumed += 1,
-                Stage::Assigned => counts.assigned += 1,
-            }
-        }
-        counts
+        self.members.counts(key)
     }
 
     /// The group's members at `stage`, in uid order.
     pub fn members_at(&self, key: GroupKey, stage: Stage) -> Vec<Arc<Pod>> {
         self.members
-            .get(&key)
-            .into_iter()
-            .flat_map(|m| m.values())
+            .members(key)
             .filter(|m| m.stage == stage)
             .map(|m| m.pod.clone())
             .collect()
     }
 
-    fn set_stage(&mut self, pod: &Arc<Pod>, stage: Stage) {
-        let Some(key) = self.group_of.get(&pod.uid) else {
-            return;
-        };
-        if let Some(member) = self.members.get_mut(key).and_then(|m| m.get_mut(&pod.uid)) {
-            member.stage = stage;
-            if stage != Stage::Unscheduled {
-                member.pod = pod.clone();
-            }
-        }
+    /// How many pods carry the Coscheduling label of `key`, at each stage.
+    pub fn labelled_counts(&self, key: GroupKey) -> GroupCounts {
+        self.labelled.counts(key)
+    }
+
+    /// The pods carrying the Coscheduling label of `key` (any stage), in uid order.
+    pub fn labelled_members(&self, key: GroupKey) -> impl Iterator<Item = &Arc<Pod>> {
+        self.labelled.members(key).map(|m| &m.pod)
     }
 }
 

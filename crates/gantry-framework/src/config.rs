@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use gantry_api::Release;
 
 use crate::plugins::{self, PluginArgs, Registered};
-use crate::{Profile, WeightedScorePlugin};
+use crate::{Profile, QueueSort, WeightedScorePlugin};
 
 const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 /// Deprecated in v1.26 and removed in v1.29; in v1.28 its default plugins and weights are
@@ -385,6 +385,15 @@ fn from_value(mut value: Value, release: Release) -> Checked<SchedulerConfig> {
         )?;
         let mut profile = build_profile(name, &raw, &at, release, &mut warnings)?;
         profile.percentage_of_nodes_to_score = own.or(global);
+        // One queue serves every profile (`validateCommonQueueSort`).
+        if let Some(first) = profiles.first()
+            && first.queue_sort != profile.queue_sort
+        {
+            return fail(
+                format!("{at}.plugins.queueSort"),
+                "must be the same for all profiles",
+            );
+        }
         profiles.push(profile);
     }
     Ok(SchedulerConfig {
@@ -458,7 +467,7 @@ fn check_names(
     let minor = release.minor();
     let unknown = |name: &str| {
         format!(
-            "unknown plugin {name:?}: not one of kube-scheduler v1.{minor}'s in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+            "unknown plugin {name:?}: not one of kube-scheduler v1.{minor}'s in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"
         )
     };
     for (j, config) in raw.plugin_config.iter().enumerate() {
@@ -644,7 +653,13 @@ impl<'a> Merged<'a> {
                     Point::PostFilter if r.name == plugins::dynamic_resources::NAME => {
                         profile.deallocates_claims = true
                     }
+                    Point::PostFilter if r.post_filter.is_some() => {
+                        profile.post_filter.extend(r.post_filter.clone())
+                    }
                     Point::PostFilter => profile.preemption |= r.implements(point),
+                    Point::QueueSort if r.name == plugins::coscheduling::NAME => {
+                        profile.queue_sort = QueueSort::Coscheduling
+                    }
                     Point::PreScore => profile.pre_score.extend(r.pre_score.clone()),
                     Point::Score => {
                         profile

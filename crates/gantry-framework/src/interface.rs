@@ -188,6 +188,19 @@ pub trait ScorePlugin: Plugin {
     }
 }
 
+/// A PostFilter plugin other than DynamicResources and DefaultPreemption, which the
+/// scheduler runs itself and first: asked in order once the pod fits nowhere and
+/// preemption nominated no node. The reasons of its Unschedulable status join the pod's
+/// message (`RunPostFilterPlugins`).
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        groups: &gantry_cache::PodGroupStates,
+    ) -> Status;
+}
+
 /// Reserve sees the chosen node (what Filter saw there can be worked out again, rather
 /// than kept for every node); Unreserve, which may run in the binding cycle, its name.
 pub trait ReservePlugin: Plugin {

@@ -7,6 +7,7 @@
 pub mod config;
 mod cycle_state;
 pub mod events;
+pub mod handle;
 mod interface;
 mod objects;
 pub mod plugins;
@@ -17,5 +18,5 @@ pub use cycle_state::{CycleState, StateData};
 pub use events::{ActionType, ClusterEvent, EventResource};
 pub use interface::*;
 pub use objects::{ApiObjects, StorageObjects};
-pub use profile::{Profile, WeightedScorePlugin};
+pub use profile::{Profile, QueueSort, WeightedScorePlugin};
 pub use status::{Code, Status};

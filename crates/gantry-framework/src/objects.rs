@@ -29,6 +29,9 @@ pub struct ApiObjects {
     controllers: HashMap<(ControllerKind, Sym, Sym), Option<LabelSelector>, RandomState>,
     storage: Arc<StorageObjects>,
     disruption_budgets: Arc<[PodDisruptionBudget]>,
+    /// The PodGroups and their members, as the scheduler's cache holds them (shared with
+    /// it: [`ApiObjects::share_pod_groups`]).
+    pod_groups: gantry_cache::SharedPodGroups,
 }
 
 /// Claims, volumes, storage classes and CSINodes, indexed by name. Shared behind an `Arc` so
@@ -102,6 +105,15 @@ impl StorageObjects {
 }
 
 impl ApiObjects {
+    /// Reads the PodGroups from `groups` (the cache's) from now on.
+    pub fn share_pod_groups(&mut self, groups: gantry_cache::SharedPodGroups) {
+        self.pod_groups = groups;
+    }
+
+    pub fn pod_groups(&self) -> &gantry_cache::SharedPodGroups {
+        &self.pod_groups
+    }
+
     pub fn new(namespaces: &[Namespace], services: &[Service]) -> ApiObjects {
         let mut objects = ApiObjects {
             services: services.to_vec(),

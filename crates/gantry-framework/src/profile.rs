@@ -12,16 +12,30 @@ pub struct WeightedScorePlugin {
     pub weight: i64,
 }
 
+/// How the queue orders pending pods: the profile's QueueSort plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueSort {
+    /// Priority, then the time the pod entered the queue.
+    #[default]
+    PrioritySort,
+    /// scheduler-plugins' Coscheduling: priority, then the pod's group's creation (or
+    /// last failure) or the pod's first attempt, then `namespace/name`.
+    Coscheduling,
+}
+
 /// One profile of a KubeSchedulerConfiguration, selected by the pod's `schedulerName`.
 #[derive(Clone)]
 pub struct Profile {
     pub scheduler_name: Sym,
+    pub queue_sort: QueueSort,
     pub pre_enqueue: Vec<Arc<dyn PreEnqueuePlugin>>,
     pub pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
     pub filter: Vec<Arc<dyn FilterPlugin>>,
     pub pre_score: Vec<Arc<dyn PreScorePlugin>>,
     pub score: Vec<WeightedScorePlugin>,
     pub reserve: Vec<Arc<dyn ReservePlugin>>,
+    /// PostFilter plugins after DynamicResources and DefaultPreemption.
+    pub post_filter: Vec<Arc<dyn PostFilterPlugin>>,
     pub permit: Vec<Arc<dyn PermitPlugin>>,
     pub pre_bind: Vec<Arc<dyn PreBindPlugin>>,
     pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
@@ -45,12 +59,14 @@ impl Profile {
     pub fn empty(scheduler_name: &str) -> Profile {
         Profile {
             scheduler_name: Sym::new(scheduler_name),
+            queue_sort: QueueSort::PrioritySort,
             pre_enqueue: Vec::new(),
             pre_filter: Vec::new(),
             filter: Vec::new(),
             pre_score: Vec::new(),
             score: Vec::new(),
             reserve: Vec::new(),
+            post_filter: Vec::new(),
             permit: Vec::new(),
             pre_bind: Vec::new(),
             post_bind: Vec::new(),

@@ -57,6 +57,15 @@ impl Status {
         Status::new(Code::Error, reason)
     }
 
+    /// A status of `code` that gives no reason (`NewStatus(code)`).
+    pub fn without_reason(code: Code) -> Status {
+        Status {
+            code,
+            reasons: SmallVec::new(),
+            plugin: "",
+        }
+    }
+
     pub fn skip() -> Status {
         Status {
             code: Code::Skip,

@@ -550,9 +550,9 @@ profiles:
             "
 profiles:
 - pluginConfig:
-  - name: Coscheduling
+  - name: CapacityScheduling
 ",
-            r#"profiles[0].pluginConfig[0].name: unknown plugin "Coscheduling": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "CapacityScheduling": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -561,7 +561,7 @@ profiles:
     score:
       enabled: [{name: NodeResourceFit}]
 ",
-            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -570,7 +570,7 @@ profiles:
     filter:
       disabled: [{name: NodeNames}]
 ",
-            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"#,
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -752,7 +752,7 @@ fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
     let removed = SchedulerConfig::parse(in_tree, "s.yaml").err().unwrap();
     assert_eq!(
         removed.to_string(),
-        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.36's in-tree plugins (out-of-tree plugins, such as scheduler-plugins' Coscheduling, are not built into Gantry)"
+        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"
     );
     assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     assert!(config.warnings[0].starts_with(
@@ -760,7 +760,7 @@ fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
     ));
     assert!(config.warnings[1].contains("enabled[1].name: CinderLimits is not implemented"));
     let error = SchedulerConfig::parse(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: Coscheduling}]\n",
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: CapacityScheduling}]\n",
         "s.yaml",
     )
     .err()
@@ -770,4 +770,85 @@ fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
         "profiles[0].plugins.multiPoint.enabled[0].name"
     );
     assert!(error.message.contains("out-of-tree"), "{}", error.message);
+}
+
+/// scheduler-plugins' Coscheduling, enabled as its README enables it: its queue sort
+/// replaces PrioritySort, it joins PreFilter, PostFilter, Reserve and Permit after the
+/// default plugins, and its arguments are defaulted and validated as upstream's.
+#[test]
+fn coscheduling_is_enabled_by_name_with_its_arguments() {
+    let enabled = "
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled: [{name: Coscheduling}]
+    queueSort:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: \"*\"}]
+";
+    let config = parse(enabled);
+    let profile = &config.profiles[0];
+    assert_eq!(
+        profile.queue_sort,
+        gantry_framework::QueueSort::Coscheduling
+    );
+    let [_, pre_filter, _, _, reserve, permit] = names(profile);
+    assert_eq!(pre_filter.last(), Some(&"Coscheduling"));
+    assert_eq!(reserve.last(), Some(&"Coscheduling"));
+    assert_eq!(permit, ["Coscheduling"]);
+    let post_filter: Vec<_> = profile.post_filter.iter().map(|p| p.name()).collect();
+    assert_eq!(post_filter, ["Coscheduling"]);
+    assert!(profile.preemption);
+    assert_eq!(
+        parse("profiles: [{}]").profiles[0].queue_sort,
+        gantry_framework::QueueSort::PrioritySort
+    );
+    let with_args = |args: &str| {
+        format!("{enabled}  pluginConfig:\n  - name: Coscheduling\n    args: {args}\n")
+    };
+    parse(&with_args(
+        "{permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 5, podGroupRejectPercentage: 100}",
+    ));
+    for (args, message) in [
+        (
+            "{permitWaitingTimeSeconds: -1}",
+            "profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds: Invalid value: -1: must be greater than 0",
+        ),
+        (
+            "{podGroupBackoffSeconds: -5}",
+            "profiles[0].pluginConfig[0].args.podGroupBackoffSeconds: Invalid value: -5: must be greater than 0",
+        ),
+        (
+            "{podGroupRejectPercentage: 101}",
+            "profiles[0].pluginConfig[0].args.podGroupRejectPercentage: Invalid value: 101: must be between 0 and 100",
+        ),
+    ] {
+        assert_eq!(
+            error(&with_args(args)),
+            format!("scheduler.yaml: {message}")
+        );
+    }
+    assert!(
+        error(&with_args("{permitWaitingTime: 10}")).contains("unknown field `permitWaitingTime`")
+    );
+    // Two queue sorts, and profiles that sort differently, are refused.
+    let both = "
+profiles:
+- plugins:
+    queueSort:
+      enabled: [{name: Coscheduling}]
+";
+    assert!(
+        error(both).ends_with(
+            "profiles[0].plugins.queueSort: exactly one queue sort plugin is required, not 2"
+        ),
+        "{}",
+        error(both)
+    );
+    let mixed = format!("{enabled}- schedulerName: other\n");
+    assert_eq!(
+        error(&mixed),
+        "scheduler.yaml: profiles[1].plugins.queueSort: must be the same for all profiles"
+    );
 }

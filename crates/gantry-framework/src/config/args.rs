@@ -12,7 +12,10 @@ use serde_json::Value;
 
 use super::{API_VERSION, Checked, RawPluginConfig, fail, in_range, typed};
 use crate::plugins::PluginArgs;
+use std::time::Duration;
+
 use crate::plugins::balanced_allocation::BalancedAllocation;
+use crate::plugins::coscheduling::Coscheduling;
 use crate::plugins::gpu_share::GpuShare;
 use crate::plugins::inter_pod_affinity::InterPodAffinity;
 use crate::plugins::node_affinity::NodeAffinity;
@@ -64,6 +67,7 @@ pub(super) fn parse(configs: &[RawPluginConfig], at: &str) -> Checked<ProfileArg
                     .typical()
                     .or_else(|(field, message)| fail(format!("{at}.{field}"), message))?;
             }
+            "Coscheduling" => out.plugins.coscheduling = coscheduling(typed(args, &at)?, &at)?,
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
                 let percentage = format!("{at}.minCandidateNodesPercentage");
@@ -389,6 +393,46 @@ fn constraint(c: &Constraint, at: &str) -> Checked<TopologySpreadConstraint> {
             InclusionPolicy::Ignore,
             "nodeTaintsPolicy",
         )?,
+    })
+}
+
+/// scheduler-plugins' `CoschedulingArgs` (`kubescheduler.config.k8s.io/v1`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CoschedulingArgs {
+    permit_waiting_time_seconds: Option<i64>,
+    pod_group_backoff_seconds: Option<i64>,
+    pod_group_reject_percentage: Option<i32>,
+}
+
+/// Defaulted as `SetDefaults_CoschedulingArgs` (60, 0, 10) and checked as
+/// `ValidateCoschedulingArgs` words it.
+fn coscheduling(args: CoschedulingArgs, at: &str) -> Checked<Coscheduling> {
+    let seconds = |value: Option<i64>, default: i64, field: &str| -> Checked<Duration> {
+        let value = value.unwrap_or(default);
+        match u64::try_from(value) {
+            Ok(seconds) => Ok(Duration::from_secs(seconds)),
+            Err(_) => fail(
+                format!("{at}.{field}"),
+                format!("Invalid value: {value}: must be greater than 0"),
+            ),
+        }
+    };
+    let percentage = args.pod_group_reject_percentage.unwrap_or(10);
+    if !(0..=100).contains(&percentage) {
+        return fail(
+            format!("{at}.podGroupRejectPercentage"),
+            format!("Invalid value: {percentage}: must be between 0 and 100"),
+        );
+    }
+    Ok(Coscheduling {
+        permit_waiting_time: seconds(
+            args.permit_waiting_time_seconds,
+            60,
+            "permitWaitingTimeSeconds",
+        )?,
+        pod_group_backoff: seconds(args.pod_group_backoff_seconds, 0, "podGroupBackoffSeconds")?,
+        pod_group_reject_percentage: percentage,
     })
 }
 

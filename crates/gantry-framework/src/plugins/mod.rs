@@ -2,6 +2,7 @@
 //! names of a KubeSchedulerConfiguration to them.
 
 pub mod balanced_allocation;
+pub mod coscheduling;
 pub mod dynamic_resources;
 pub mod gang_scheduling;
 pub mod gpu_share;
@@ -161,6 +162,7 @@ pub struct PluginArgs {
     pub spread: pod_topology_spread::PodTopologySpread,
     pub pod_affinity: inter_pod_affinity::InterPodAffinity,
     pub gpu_share: gpu_share::GpuShare,
+    pub coscheduling: coscheduling::Coscheduling,
     /// FGDScore's typical pods, when configured.
     pub fgd_typical: Option<Arc<openb::TypicalPods>>,
 }
@@ -176,6 +178,7 @@ pub struct Registered {
     pub score: Option<Arc<dyn ScorePlugin>>,
     pub reserve: Option<Arc<dyn ReservePlugin>>,
     pub permit: Option<Arc<dyn PermitPlugin>>,
+    pub post_filter: Option<Arc<dyn PostFilterPlugin>>,
     pub pre_bind: Option<Arc<dyn PreBindPlugin>>,
     /// Points the scheduler serves itself for this name (PrioritySort's queue sort,
     /// DefaultPreemption's PostFilter, DefaultBinder's Bind).
@@ -241,6 +244,11 @@ impl Registered {
         self
     }
 
+    pub fn post_filter(mut self, p: Arc<dyn PostFilterPlugin>) -> Registered {
+        self.post_filter = Some(p);
+        self
+    }
+
     pub fn pre_bind(mut self, p: Arc<dyn PreBindPlugin>) -> Registered {
         self.pre_bind = Some(p);
         self
@@ -252,6 +260,7 @@ impl Registered {
             || match point {
                 Point::PreEnqueue => self.pre_enqueue.is_some(),
                 Point::PreFilter => self.pre_filter.is_some(),
+                Point::PostFilter => self.post_filter.is_some(),
                 Point::Filter => self.filter.is_some(),
                 Point::PreScore => self.pre_score.is_some(),
                 Point::Score => self.score.is_some(),
@@ -375,6 +384,16 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
                 .permit(gang),
         );
     }
+    // scheduler-plugins' Coscheduling: not in the default profile, enabled by name (its
+    // queue sort is the scheduler's, chosen by the name).
+    let coscheduling = Arc::new(args.coscheduling);
+    registry.push(
+        Registered::builtin(coscheduling::NAME, &[Point::QueueSort])
+            .pre_filter(coscheduling.clone())
+            .post_filter(coscheduling.clone())
+            .reserve(coscheduling.clone())
+            .permit(coscheduling),
+    );
     // The FGD simulator's policies: not in the default profile, enabled by name.
     for policy in openb::Policy::ALL {
         let p = Arc::new(openb::OpenbScore {
