@@ -108,7 +108,7 @@ impl SchedulingLoop {
                 }
             }
             if let Some(objects) = self.mirror.take_changed() {
-                *self.scheduler.objects_mut() = objects;
+                self.scheduler.set_objects(objects);
             }
             if rendered.elapsed() >= METRICS_EVERY {
                 self.publish_metrics();

@@ -19,6 +19,7 @@ mod rng;
 mod scheduler;
 pub mod shard;
 mod unschedulable_pods;
+mod waiting;
 
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
@@ -34,3 +35,4 @@ pub use rng::Rng;
 pub use scheduler::{
     Attempt, BindFailure, Binder, Scheduler, num_feasible_nodes_to_find, select_host,
 };
+pub use waiting::{MAX_PERMIT_WAIT, PermitWait};

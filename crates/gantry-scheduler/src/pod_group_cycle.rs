@@ -123,6 +123,7 @@ impl Scheduler {
                 pod: assumed,
                 node,
                 state,
+                ..
             } = attempt
             else {
                 continue;

@@ -4,13 +4,15 @@
 //! back by PreEnqueue (gated). Time is passed in, so a simulation can run on a virtual clock.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Pod, Release};
 use gantry_cache::{GroupKey, SharedPodGroups};
-use gantry_framework::{ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile};
+use gantry_framework::{
+    ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile, QueueSort,
+};
 
 use crate::unschedulable_pods::UnschedulablePods;
 
@@ -58,23 +60,49 @@ struct Entry {
     version: u64,
 }
 
-#[derive(PartialEq, Eq)]
 struct ActiveKey {
     priority: i32,
-    timestamp: Duration,
+    /// PrioritySort: when the pod entered the queue. Coscheduling: its group's creation
+    /// or last failure, or the pod's first attempt (nanoseconds on the queue's clock;
+    /// negative for groups created before the simulation began).
+    time: i128,
+    /// Coscheduling orders equal times by `namespace/name`.
+    named: Option<Arc<Pod>>,
     seq: u64,
     uid: Arc<str>,
     version: u64,
 }
 
+impl PartialEq for ActiveKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for ActiveKey {}
+
 impl Ord for ActiveKey {
-    /// PrioritySort: higher priority first, then earlier timestamp (then arrival order).
+    /// Higher priority first, then the earlier time, then (Coscheduling) the smaller
+    /// `namespace/name`, then arrival order.
     fn cmp(&self, other: &Self) -> Ordering {
         self.priority
             .cmp(&other.priority)
-            .then_with(|| other.timestamp.cmp(&self.timestamp))
+            .then_with(|| other.time.cmp(&self.time))
+            .then_with(|| match (&self.named, &other.named) {
+                (Some(a), Some(b)) => namespaced_name(b).cmp(namespaced_name(a)),
+                _ => Ordering::Equal,
+            })
             .then_with(|| other.seq.cmp(&self.seq))
     }
+}
+
+/// The bytes of `namespace/name`, compared without building the string.
+fn namespaced_name(pod: &Pod) -> impl Iterator<Item = u8> + '_ {
+    pod.namespace
+        .as_str()
+        .bytes()
+        .chain(std::iter::once(b'/'))
+        .chain(pod.name.bytes())
 }
 
 impl PartialOrd for ActiveKey {
@@ -143,7 +171,15 @@ pub struct SchedulingQueue {
     /// entry's version: a member since moved or removed is skipped), so that a new member
     /// looks at its own group's held pods, not at the whole queue.
     gated_members: HashMap<GroupKey, Vec<(u64, Arc<str>)>>,
+    /// The profiles' queue sort (upstream requires every profile to have the same).
+    sort: QueueSort,
+    /// The latest cluster events with the cycle each arrived in (at most
+    /// `RECENT_EVENTS`), for the queueing hints of a pod back from a long wait.
+    recent_events: VecDeque<(u64, ClusterEvent)>,
 }
+
+/// How many of the latest cluster events the queue keeps.
+const RECENT_EVENTS: usize = 1024;
 
 impl SchedulingQueue {
     /// A queue for these profiles, with upstream's default backoff (1 s doubling to 10 s).
@@ -198,6 +234,10 @@ impl SchedulingQueue {
             seq: 0,
             pod_groups: SharedPodGroups::default(),
             gated_members: HashMap::new(),
+            sort: profiles
+                .first()
+                .map_or(QueueSort::PrioritySort, |p| p.queue_sort),
+            recent_events: VecDeque::new(),
         }
     }
 
@@ -401,11 +441,77 @@ impl SchedulingQueue {
     /// A cluster event: unschedulable pods that a rejecting plugin says this event may
     /// help move to backoff (if still backing off) or activeQ.
     pub fn on_event(&mut self, event: ClusterEvent, now: Duration) {
+        self.on_event_for(event, now, |_| true);
+    }
+
+    /// `on_event` for the unschedulable pods `concerned` accepts only.
+    fn on_event_for(
+        &mut self,
+        event: ClusterEvent,
+        now: Duration,
+        concerned: impl Fn(&Pod) -> bool,
+    ) {
         self.move_request_cycle = self.scheduling_cycle;
-        let movable = self
+        if self.recent_events.len() == RECENT_EVENTS {
+            self.recent_events.pop_front();
+        }
+        self.recent_events.push_back((self.scheduling_cycle, event));
+        let mut movable = self
             .unschedulable
             .helped(|plugins| self.may_help(plugins, &event));
+        movable.retain(|uid| {
+            self.entries
+                .get(uid)
+                .is_some_and(|entry| concerned(&entry.queued.pod))
+        });
         self.move_to_active_or_backoff(movable, now);
+    }
+
+    /// A pod that waited at Permit was rejected and forgotten: the room it held moves the
+    /// unschedulable pods `concerned` accepts, as an assigned pod's deletion.
+    pub fn assumed_pod_forgotten_outside(
+        &mut self,
+        now: Duration,
+        concerned: impl Fn(&Pod) -> bool,
+    ) {
+        self.on_event_for(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+            now,
+            concerned,
+        );
+    }
+
+    /// A pod rejected while it waited at Permit (its binding cycle failed): upstream's
+    /// queueing hints send it to backoff only if an event one of its rejecting plugins
+    /// registered arrived since it was popped, else it waits for one. (Other failures
+    /// are judged by `add_unschedulable`'s coarser rule, any event at all.)
+    pub fn add_rejected_while_waiting(
+        &mut self,
+        mut queued: QueuedPod,
+        plugins: Vec<&'static str>,
+        now: Duration,
+    ) {
+        let since = queued.cycle;
+        let kept_since = self
+            .recent_events
+            .front()
+            .is_none_or(|(cycle, _)| *cycle <= since);
+        let helped = !kept_since
+            || self
+                .recent_events
+                .iter()
+                .filter(|(cycle, _)| *cycle >= since)
+                .any(|(_, event)| self.may_help(&plugins, event));
+        queued.unschedulable_count += 1;
+        queued.consecutive_errors = 0;
+        queued.unschedulable_plugins = plugins;
+        queued.timestamp = now;
+        let location = if helped {
+            Location::Backoff
+        } else {
+            Location::Unschedulable
+        };
+        self.place(queued, location);
     }
 
     /// An assumed pod was forgotten (its bind failed): the room it held is free again, so
@@ -568,6 +674,46 @@ impl SchedulingQueue {
         }
     }
 
+    /// Coscheduling's `Less` time: the group's last failure, else its creation, for a
+    /// member of an existing group; else the pod's first attempt (its entry, if never
+    /// tried).
+    fn coscheduling_time(&self, queued: &QueuedPod) -> i128 {
+        let pod_time = || {
+            queued
+                .initial_attempt
+                .unwrap_or(queued.timestamp)
+                .as_nanos() as i128
+        };
+        let Some(key) = GroupKey::labelled(&queued.pod) else {
+            return pod_time();
+        };
+        let groups = self.pod_groups.lock();
+        match (
+            groups.coscheduling_memory(key).failed_at,
+            groups.coscheduling_created(key),
+        ) {
+            (Some(failed), _) => failed.as_nanos() as i128,
+            (None, Some(created)) => created,
+            (None, None) => pod_time(),
+        }
+    }
+
+    /// Upstream's `Activate` (a plugin's `PodsToActivate`): pods waiting out a backoff
+    /// or an event move to activeQ at once; others (in activeQ, held back, in flight)
+    /// stay where they are.
+    pub fn activate(&mut self, uids: &[Arc<str>]) {
+        for uid in uids {
+            let movable = self
+                .entries
+                .get(uid)
+                .is_some_and(|e| matches!(e.location, Location::Backoff | Location::Unschedulable));
+            if movable {
+                let entry = self.entries.remove(uid).expect("checked above");
+                self.place(entry.queued, Location::Active);
+            }
+        }
+    }
+
     fn passes_pre_enqueue(&self, queued: &QueuedPod) -> bool {
         self.pre_enqueue
             .iter()
@@ -585,13 +731,22 @@ impl SchedulingQueue {
         let version = self.seq;
         let uid = queued.pod.uid.clone();
         match location {
-            Location::Active => self.active.push(ActiveKey {
-                priority: queued.pod.priority,
-                timestamp: queued.timestamp,
-                seq: self.seq,
-                uid: uid.clone(),
-                version,
-            }),
+            Location::Active => {
+                let (time, named) = match self.sort {
+                    QueueSort::PrioritySort => (queued.timestamp.as_nanos() as i128, None),
+                    QueueSort::Coscheduling => {
+                        (self.coscheduling_time(&queued), Some(queued.pod.clone()))
+                    }
+                };
+                self.active.push(ActiveKey {
+                    priority: queued.pod.priority,
+                    time,
+                    named,
+                    seq: self.seq,
+                    uid: uid.clone(),
+                    version,
+                })
+            }
             Location::Backoff => self.backoff.push(BackoffKey {
                 expiry: self.backoff_expiry(&queued),
                 seq: self.seq,
@@ -894,5 +1049,115 @@ mod tests {
         assert!(!q.delete("ns/a"));
         assert_eq!(q.pop(secs(2)).unwrap().pod.name.as_ref(), "b");
         assert!(q.pop(secs(2)).is_none());
+    }
+
+    /// A queue sorting as Coscheduling does, its plugin registered (Pod Add, PodGroup).
+    fn coscheduling_queue() -> (SchedulingQueue, SharedPodGroups) {
+        let mut profile = default_profile("default-scheduler");
+        profile.queue_sort = QueueSort::Coscheduling;
+        profile.pre_filter.push(Arc::new(
+            gantry_framework::plugins::coscheduling::Coscheduling::default(),
+        ));
+        let mut q = SchedulingQueue::new(&[profile]);
+        let groups = SharedPodGroups::default();
+        q.share_pod_groups(groups.clone());
+        (q, groups)
+    }
+
+    fn member(name: &str, group: &str) -> Arc<Pod> {
+        let label = gantry_api::coscheduling::POD_GROUP_LABEL;
+        Arc::new(Pod::new("ns", name).with_labels([(label, group)]))
+    }
+
+    fn add_group(groups: &SharedPodGroups, name: &str, created: i128) -> GroupKey {
+        let group = gantry_api::coscheduling::CoschedulingGroup::new("ns", name, 1);
+        groups
+            .lock()
+            .set_coscheduling_group(Arc::new(group), created);
+        GroupKey::labelled(&member("x", name)).unwrap()
+    }
+
+    /// Upstream's TestLess (coscheduling_test.go): priority, then the group's creation or
+    /// the pod's first attempt, then `namespace/name`; a failed group is as young as its
+    /// failure (TestMarkAndClearPodGroupScheduleFailure).
+    #[test]
+    fn coscheduling_orders_by_priority_then_age_then_name() {
+        let (mut q, groups) = coscheduling_queue();
+        let old = add_group(&groups, "old", -5_000_000_000);
+        add_group(&groups, "new", 2_000_000_000);
+        q.add(member("z-new", "new"), secs(3));
+        q.add(pod("b-single", 0), secs(1));
+        q.add(member("y-old", "old"), secs(3));
+        q.add(pod("a-single", 0), secs(1));
+        q.add(pod("high", 10), secs(4));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop(secs(5)))
+            .map(|p| p.pod.name.to_string())
+            .collect();
+        assert_eq!(order, ["high", "y-old", "a-single", "b-single", "z-new"]);
+        groups.lock().coscheduling_memory_mut(old).failed_at = Some(secs(9));
+        q.add(member("x-old", "old"), secs(6));
+        q.add(member("w-new", "new"), secs(6));
+        assert_eq!(q.pop(secs(7)).unwrap().pod.name.as_ref(), "w-new");
+        assert_eq!(q.pop(secs(7)).unwrap().pod.name.as_ref(), "x-old");
+    }
+
+    /// With queueing hints, a pod back from a wait at Permit backs off only if an event
+    /// its rejecting plugin registered came meanwhile; otherwise it waits for one.
+    #[test]
+    fn a_pod_rejected_while_waiting_backs_off_only_for_its_plugins_events() {
+        let (mut q, _) = coscheduling_queue();
+        q.add(member("a", "g"), T0);
+        let popped = q.pop(T0).unwrap();
+        q.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+            secs(1),
+        );
+        q.add_rejected_while_waiting(popped, vec!["Coscheduling"], secs(2));
+        assert_eq!(q.pending().unschedulable, 1);
+        q.add(member("b", "g"), secs(2));
+        let popped = q.pop(secs(2)).unwrap();
+        q.on_event(
+            ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD),
+            secs(3),
+        );
+        q.add_rejected_while_waiting(popped, vec!["Coscheduling"], secs(4));
+        assert_eq!(q.pending().backoff, 1);
+    }
+
+    /// Upstream's `Activate`: pods backing off or waiting for an event go to activeQ at
+    /// once; an unknown pod is skipped.
+    #[test]
+    fn activated_pods_move_to_the_active_queue_at_once() {
+        let mut q = queue();
+        q.add(pod("u", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+        q.add(pod("b", 0), T0);
+        let popped = q.pop(T0).unwrap();
+        q.add_backoff(popped, T0);
+        assert!(q.pop(T0).is_none());
+        q.activate(&[
+            Arc::from("ns/u"),
+            Arc::from("ns/b"),
+            Arc::from("ns/missing"),
+        ]);
+        assert_eq!(q.pending().active, 2);
+        assert!(q.pop(T0).is_some() && q.pop(T0).is_some());
+    }
+
+    /// A rejected member's forget wakes the pods it kept out, but those `concerned` leaves
+    /// alone stay.
+    #[test]
+    fn a_forget_can_leave_some_pods_waiting() {
+        let mut q = queue();
+        for name in ["kept-out", "sibling"] {
+            q.add(pod(name, 0), T0);
+            let popped = q.pop(T0).unwrap();
+            q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+        }
+        q.assumed_pod_forgotten_outside(secs(5), |p| p.name.as_ref() != "sibling");
+        assert_eq!(q.pop(secs(5)).unwrap().pod.name.as_ref(), "kept-out");
+        assert!(q.pop(secs(60)).is_none());
+        assert_eq!(q.pending().unschedulable, 1);
     }
 }

@@ -20,8 +20,12 @@ use crate::placement_check::check_placement;
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 use crate::shard::Shard;
+use crate::waiting::PermitWait;
+use gantry_framework::QueueSort;
 use gantry_framework::config::Point;
+use gantry_framework::handle::Request;
 use gantry_framework::plugins::dynamic_resources;
+use std::time::Duration;
 
 /// Where binds go: the simulated API, or the Kubernetes API.
 pub trait Binder {
@@ -58,11 +62,13 @@ impl std::fmt::Display for BindFailure {
 /// What one scheduling attempt decided.
 pub enum Attempt {
     /// The pod is assumed on `node` (as `pod`, which names the node) and reserved; run
-    /// the binding cycle with `state` next.
+    /// the binding cycle with `state` next, once Permit lets it through: with `wait`, it
+    /// waits until allowed, rejected, or its wait runs out.
     Scheduled {
         pod: Arc<Pod>,
         node: Sym,
         state: Box<CycleState>,
+        wait: Option<PermitWait>,
     },
     /// The pod fits nowhere now. If preemption found room, `nominated` names the node and
     /// the victims, which the caller evicts through the API; the pod is retried once
@@ -173,6 +179,18 @@ pub struct Scheduler {
     /// In a pod-group cycle: Permit may ask a pod to wait (for its gang), and the message
     /// of the last pod's wait is kept here (see `pod_group_cycle`).
     pub(crate) group_cycle: Option<GroupCycleState>,
+    /// The time of the cycle, for what plugins remember (Coscheduling's failures and
+    /// backoffs); the simulation keeps it at its virtual time.
+    pub clock: Duration,
+    /// What plugins asked of the waiting pods and the queue (see [`Self::take_requests`]).
+    pub(crate) requests: Vec<Request>,
+}
+
+/// Why Permit did not let a pod through: a plugin rejected it (a fit error over its node,
+/// as upstream reports it) or failed.
+enum PermitRefusal {
+    Rejected(Status),
+    Error(String),
 }
 
 /// What the pod-group cycle learns from each member's Permit.
@@ -202,9 +220,10 @@ impl Scheduler {
     pub fn new(
         cache: Arc<Cache>,
         profiles: Vec<Profile>,
-        objects: ApiObjects,
+        mut objects: ApiObjects,
         seed: u64,
     ) -> Scheduler {
+        objects.share_pod_groups(cache.pod_groups().clone());
         Scheduler {
             cache,
             snapshot: Snapshot::new(),
@@ -222,6 +241,8 @@ impl Scheduler {
             own_nodes: None,
             may_preempt: true,
             group_cycle: None,
+            clock: Duration::ZERO,
+            requests: Vec::new(),
         }
     }
 
@@ -298,6 +319,12 @@ impl Scheduler {
         }
         self.objects.ensure_namespace(pod.namespace);
         let profile = &self.profiles[profile_index];
+        if profile.queue_sort == QueueSort::Coscheduling {
+            self.cache
+                .pod_groups()
+                .lock()
+                .expire_coscheduling_memory(self.clock);
+        }
         let cluster = Cluster {
             nodes: &self.snapshot,
             objects: &self.objects,
@@ -314,6 +341,7 @@ impl Scheduler {
         let pre_filtered = run_pre_filter(profile, &mut state, pod, cluster, timer);
         self.metrics
             .observe_extension_point(Point::PreFilter, phase.elapsed());
+        self.absorb_requests(&mut state);
         let candidates = match pre_filtered {
             Ok(None) => Candidates::All(num_nodes),
             Ok(Some(narrowed)) => Candidates::Narrowed(
@@ -325,7 +353,7 @@ impl Scheduler {
                 fit_error.node_statuses = (0..num_nodes)
                     .map(|i| (self.snapshot.node_at(i).name(), status.clone()))
                     .collect();
-                return self.fail(profile_index, &state, pod, fit_error);
+                return self.fail(profile_index, &mut state, pod, fit_error);
             }
             Err(status) => return Attempt::Error(status.message()),
         };
@@ -364,7 +392,7 @@ impl Scheduler {
                 let scope = own.as_deref();
                 fit_error.add_nodes_left_out(&self.snapshot, scope, positions, plugins);
             }
-            return self.fail(profile_index, &state, pod, fit_error);
+            return self.fail(profile_index, &mut state, pod, fit_error);
         }
         let profile = &self.profiles[profile_index];
         let mut nodes = recycle(std::mem::take(&mut self.buffers.nodes));
@@ -427,14 +455,31 @@ impl Scheduler {
         {
             return Attempt::Error(e.to_string());
         }
-        if let Err(message) = self.reserve_and_permit(profile_index, &mut state, &assumed, chosen) {
-            if self.assume
-                && let Err(e) = self.cache.forget_pod(&assumed)
-            {
-                tracing::error!(pod = %assumed.key(), error = %e, "could not forget assumed pod");
+        let permitted = self.reserve_and_permit(profile_index, &mut state, &assumed, chosen);
+        self.absorb_requests(&mut state);
+        let wait = match permitted {
+            Ok(wait) => wait,
+            Err(refusal) => {
+                if self.assume
+                    && let Err(e) = self.cache.forget_pod(&assumed)
+                {
+                    tracing::error!(pod = %assumed.key(), error = %e, "could not forget assumed pod");
+                }
+                return match refusal {
+                    PermitRefusal::Error(message) => Attempt::Error(message),
+                    // Upstream makes a Permit rejection a fit error over the one node.
+                    PermitRefusal::Rejected(status) => Attempt::Unschedulable {
+                        fit_error: FitError {
+                            num_all_nodes: 1,
+                            node_statuses: vec![(node, status)],
+                            release: self.profiles[profile_index].release,
+                            ..FitError::default()
+                        },
+                        nominated: None,
+                    },
+                };
             }
-            return Attempt::Error(message);
-        }
+        };
         if self.assume && !assumed.resource_claims.is_empty() {
             // Upstream's in-flight allocations: the next cycle sees the devices taken.
             let allocated = dynamic_resources::reserved_allocations(&state);
@@ -444,50 +489,58 @@ impl Scheduler {
             pod: assumed,
             node,
             state: Box::new(state),
+            wait,
         }
     }
 
-    /// Reserve, then Permit, on the node at `position`. On a refusal every Reserve plugin
-    /// is told to unreserve.
+    /// Reserve, then Permit, on the node at `position`: `Ok(Some(wait))` when a Permit
+    /// plugin asks the pod to wait. On a refusal every Reserve plugin is told to
+    /// unreserve.
     fn reserve_and_permit(
         &mut self,
         profile_index: usize,
         state: &mut CycleState,
         pod: &Pod,
         position: usize,
-    ) -> Result<(), String> {
+    ) -> Result<Option<PermitWait>, PermitRefusal> {
         let profile = &self.profiles[profile_index];
         let info = self.snapshot.node_at(position);
         let node = info.name();
         let phase = Instant::now();
-        run_reserve(profile, state, pod, info)?;
+        run_reserve(profile, state, pod, info).map_err(PermitRefusal::Error)?;
         self.metrics
             .observe_extension_point(Point::Reserve, phase.elapsed());
         let phase = Instant::now();
         let groups = self.cache.pod_groups().lock();
         let mut waiting = None;
+        let mut wait = None;
         for plugin in &profile.permit {
-            let (status, _timeout) = plugin.permit(state, pod, node, &groups);
+            let (status, timeout) = plugin.permit(state, pod, node, &groups);
             let refusal = match status.code() {
                 Code::Success => continue,
-                // Only a gang waits, and only in its pod-group cycle, which lets the gang
-                // through at once once the last member is allowed.
+                // A gang in its pod-group cycle is let through at once when its last
+                // member is allowed: it does not wait out a timeout.
                 Code::Wait if self.group_cycle.is_some() => {
                     waiting = Some(status.message());
                     continue;
                 }
-                Code::Wait => format!(
-                    "waiting at Permit outside a pod-group cycle is not supported: {}",
+                Code::Wait => {
+                    wait = Some(PermitWait::shorter(wait, plugin.name(), timeout));
+                    continue;
+                }
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                    PermitRefusal::Rejected(status.with_plugin(plugin.name()))
+                }
+                _ => PermitRefusal::Error(format!(
+                    "pod {} rejected by Permit plugin {:?}: {}",
+                    pod.key(),
+                    plugin.name(),
                     status.message()
-                ),
-                _ => status.message(),
+                )),
             };
+            drop(groups);
             unreserve(profile, state, pod, node);
-            return Err(format!(
-                "pod {} rejected by Permit plugin {:?}: {refusal}",
-                pod.key(),
-                plugin.name()
-            ));
+            return Err(refusal);
         }
         drop(groups);
         if let Some(cycle) = &mut self.group_cycle {
@@ -498,7 +551,7 @@ impl Scheduler {
         }
         self.metrics
             .observe_extension_point(Point::Permit, phase.elapsed());
-        Ok(())
+        Ok(wait)
     }
 
     /// Filters the candidate nodes into `feasible`, starting at the rotating index, until
@@ -639,11 +692,24 @@ impl Scheduler {
         self.next_start = (start + processed) % total;
     }
 
-    /// The pod fits nowhere: try preemption (PostFilter), then report.
+    /// The pod fits nowhere: run PostFilter (DynamicResources, preemption, then the
+    /// others), then report.
     fn fail(
         &mut self,
         profile_index: usize,
-        state: &CycleState,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        fit_error: FitError,
+    ) -> Attempt {
+        let attempt = self.post_filter(profile_index, state, pod, fit_error);
+        self.absorb_requests(state);
+        attempt
+    }
+
+    fn post_filter(
+        &mut self,
+        profile_index: usize,
+        state: &mut CycleState,
         pod: &Arc<Pod>,
         mut fit_error: FitError,
     ) -> Attempt {
@@ -661,8 +727,14 @@ impl Scheduler {
                 .unwrap_or_default();
             return Attempt::Error(message);
         }
-        let preemption_runs = fit_error.run_claims_post_filter(profile, pod, state);
-        if !profile.preemption || !preemption_runs || !self.may_preempt {
+        if !fit_error.run_claims_post_filter(profile, pod, state) {
+            return Attempt::Unschedulable {
+                fit_error,
+                nominated: None,
+            };
+        }
+        if !profile.preemption || !self.may_preempt {
+            self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
             return Attempt::Unschedulable {
                 fit_error,
                 nominated: None,
@@ -694,10 +766,33 @@ impl Scheduler {
             }
             preemption::Outcome::Failed(message) => {
                 fit_error.add_post_filter_reason(&format!("preemption: {message}"));
+                self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
                 Attempt::Unschedulable {
                     fit_error,
                     nominated: None,
                 }
+            }
+        }
+    }
+
+    /// The PostFilter plugins after DefaultPreemption (Coscheduling): their reasons join
+    /// the message; none nominates a node.
+    fn run_other_post_filters(
+        &mut self,
+        profile_index: usize,
+        state: &mut CycleState,
+        pod: &Pod,
+        fit_error: &mut FitError,
+    ) {
+        let profile = &self.profiles[profile_index];
+        if profile.post_filter.is_empty() {
+            return;
+        }
+        let groups = self.cache.pod_groups().lock();
+        for plugin in &profile.post_filter {
+            let status = plugin.post_filter(state, pod, &groups);
+            for reason in status.reasons() {
+                fit_error.add_post_filter_reason(reason);
             }
         }
     }
@@ -733,7 +828,9 @@ impl Scheduler {
                 .observe_extension_point(Point::Bind, phase.elapsed());
         }
         let profile = self.profile_for(pod);
-        conclude(profile, &self.cache, self.assume, state, pod, node, bound)
+        let concluded = conclude(profile, &self.cache, self.assume, state, pod, node, bound);
+        self.absorb_requests(state);
+        concluded
     }
 
     /// The binding cycle of a scheduled pod, to run apart from the scheduler (a binder
@@ -804,10 +901,11 @@ impl Scheduler {
         verdict
     }
 
-    /// The API objects plugins read (namespaces, services, storage), for an event source
-    /// that keeps them current.
-    pub fn objects_mut(&mut self) -> &mut ApiObjects {
-        &mut self.objects
+    /// Replaces the API objects plugins read (namespaces, services, storage), for an
+    /// event source that keeps them current; they read the cache's PodGroups still.
+    pub fn set_objects(&mut self, mut objects: ApiObjects) {
+        objects.share_pod_groups(self.cache.pod_groups().clone());
+        self.objects = objects;
     }
 }
 

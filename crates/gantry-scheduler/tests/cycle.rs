@@ -103,6 +103,8 @@ impl PermitPlugin for Recorder {
     ) -> (Status, Duration) {
         if &*pod.name == "reject-me" {
             (Status::unschedulable("not today"), Duration::ZERO)
+        } else if &*pod.name == "fail-me" {
+            (Status::error("permit broke"), Duration::ZERO)
         } else {
             (Status::success(), Duration::ZERO)
         }
@@ -188,20 +190,41 @@ fn permit_rejection_unreserves_and_forgets_the_assumed_pod() {
     let cache = cluster(&[("n1", 1000)]);
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut scheduler = scheduler(&cache, profile_with_recorder(&log), 1);
+    // A rejection is a fit error over the pod's node, naming the plugin (upstream's
+    // schedulingCycle); an error stays an error.
     let attempt = scheduler.schedule_one(&pod("reject-me", 500));
-    let Attempt::Error(message) = attempt else {
-        panic!("expected a refusal, got {attempt:?}")
+    let Attempt::Unschedulable {
+        fit_error,
+        nominated: None,
+    } = attempt
+    else {
+        panic!("expected a rejection, got {attempt:?}")
     };
-    assert!(message.contains("not today"), "{message}");
+    assert_eq!(
+        fit_error.to_string(),
+        "0/1 nodes are available: 1 not today."
+    );
+    assert_eq!(fit_error.rejecting_plugins().len(), 1);
+    let attempt = scheduler.schedule_one(&pod("fail-me", 500));
+    let Attempt::Error(message) = attempt else {
+        panic!("expected an error, got {attempt:?}")
+    };
+    assert!(message.contains("permit broke"), "{message}");
     assert_eq!(
         *log.lock().unwrap(),
-        ["reserve reject-me n1", "unreserve reject-me n1"]
+        [
+            "reserve reject-me n1",
+            "unreserve reject-me n1",
+            "reserve fail-me n1",
+            "unreserve fail-me n1"
+        ]
     );
     assert_eq!(
         requested_on(&cache, "n1"),
         0,
-        "the assumed pod was forgotten"
+        "the assumed pods were forgotten"
     );
+    assert_eq!(scheduler.metrics.attempts(AttemptResult::Unschedulable), 1);
     assert_eq!(scheduler.metrics.attempts(AttemptResult::Error), 1);
 }
 

@@ -1,0 +1,163 @@
+//! Pods waiting at Permit, and what the plugins ask of the scheduler
+//! ([`gantry_framework::handle`]). The scheduler keeps Coscheduling's memory of each
+//! group in the cache itself; allowing and rejecting waiting pods and moving pods to the
+//! active queue are its caller's, who holds the waiting pods and the queue, and takes
+//! those requests with [`Scheduler::take_requests`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::{Pod, Release, Sym};
+use gantry_framework::handle::{self, Memory, Request};
+use gantry_framework::{CycleState, Status};
+
+use crate::binding::unreserve;
+use crate::{FitError, Scheduler};
+
+/// Upstream's `maxTimeout`: no plugin makes a pod wait longer at Permit.
+pub const MAX_PERMIT_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// How long a pod waits at Permit, and the plugin whose wait ends first (the framework
+/// keeps a timer per waiting plugin; the first to fire rejects the pod).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitWait {
+    pub timeout: Duration,
+    pub plugin: &'static str,
+}
+
+impl PermitWait {
+    /// The waiting plugins' timeouts (each capped at [`MAX_PERMIT_WAIT`]), the shortest
+    /// kept.
+    pub(crate) fn shorter(
+        current: Option<PermitWait>,
+        plugin: &'static str,
+        timeout: Duration,
+    ) -> PermitWait {
+        let timeout = timeout.min(MAX_PERMIT_WAIT);
+        match current {
+            Some(wait) if wait.timeout <= timeout => wait,
+            _ => PermitWait { timeout, plugin },
+        }
+    }
+
+    /// The rejection when the wait runs out (`waiting_pods_map.go`).
+    pub fn timeout_message(&self) -> String {
+        format!(
+            "rejected due to timeout after waiting {} at plugin {}",
+            go_duration(self.timeout),
+            self.plugin
+        )
+    }
+}
+
+/// Go's `time.Duration.String()` for whole seconds: `4s`, `1m0s`, `1h0m0s`.
+fn go_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
+impl Scheduler {
+    /// Carries out what the plugins asked during the cycle (read from `state`): memory
+    /// changes at once, the rest kept for the caller. Requests naming a Coscheduling
+    /// group that does not exist do nothing (upstream's plugin returns early for them).
+    pub(crate) fn absorb_requests(&mut self, state: &mut CycleState) {
+        let requests = handle::take(state);
+        if requests.is_empty() {
+            return;
+        }
+        let mut groups = self.cache.pod_groups().lock();
+        for request in requests {
+            if groups.coscheduling_group(request.group()).is_none() {
+                continue;
+            }
+            let Request::Remember { group, change } = request else {
+                self.requests.push(request);
+                continue;
+            };
+            let now = self.clock;
+            let memory = groups.coscheduling_memory_mut(group);
+            match change {
+                Memory::Failed => memory.failed_at = Some(now),
+                Memory::Succeeded => memory.failed_at = None,
+                Memory::BackOff(duration) => memory.backed_off_until = Some(now + duration),
+                Memory::Permitted(duration) => memory.permitted_until = Some(now + duration),
+                Memory::Unpermitted => memory.permitted_until = None,
+            }
+        }
+    }
+
+    /// A pod waiting at Permit was rejected (by a plugin, or its wait ran out): upstream's
+    /// `handleBindingCycleError` unreserves it and forgets it, and it fails as a fit error
+    /// over its node with `status` (which names the rejecting plugin).
+    pub fn reject_waiting(
+        &mut self,
+        pod: &Arc<Pod>,
+        state: &mut CycleState,
+        status: Status,
+    ) -> FitError {
+        let node = pod.node_name.unwrap_or_else(|| Sym::new(""));
+        let release = match self.profile_for(pod) {
+            Some(profile) => {
+                unreserve(profile, state, pod, node);
+                profile.release
+            }
+            None => Release::default(),
+        };
+        if self.assume
+            && let Err(e) = self.cache.forget_pod(pod)
+        {
+            tracing::error!(pod = %pod.key(), error = %e, "could not forget a pod rejected at Permit");
+        }
+        self.absorb_requests(state);
+        FitError {
+            num_all_nodes: 1,
+            node_statuses: vec![(node, status)],
+            release,
+            ..FitError::default()
+        }
+    }
+
+    /// The requests for the waiting pods and the queue since the last call, in order.
+    pub fn take_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.requests)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_go_prints_them() {
+        let secs = Duration::from_secs;
+        assert_eq!(go_duration(secs(4)), "4s");
+        assert_eq!(go_duration(secs(60)), "1m0s");
+        assert_eq!(go_duration(secs(90)), "1m30s");
+        assert_eq!(go_duration(secs(900)), "15m0s");
+        assert_eq!(go_duration(secs(3600)), "1h0m0s");
+        assert_eq!(go_duration(secs(0)), "0s");
+    }
+
+    #[test]
+    fn the_shortest_wait_decides_and_none_exceeds_fifteen_minutes() {
+        let secs = Duration::from_secs;
+        let first = PermitWait::shorter(None, "A", secs(3600));
+        assert_eq!(
+            first,
+            PermitWait {
+                timeout: MAX_PERMIT_WAIT,
+                plugin: "A"
+            }
+        );
+        assert_eq!(PermitWait::shorter(Some(first), "B", secs(5)).plugin, "B");
+        assert_eq!(
+            PermitWait::shorter(Some(first), "B", MAX_PERMIT_WAIT).plugin,
+            "A"
+        );
+    }
+}
