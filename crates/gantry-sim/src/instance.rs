@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Gate, Node, Pod, PodGroup, Sym};
-use gantry_cache::{Cache, GroupKey};
+use gantry_cache::{Cache, GroupKey, PodGroupStates};
 use gantry_framework::{ActionType, ApiObjects, ClusterEvent, EventResource, Profile};
 use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
@@ -42,6 +42,7 @@ pub(crate) enum WatchEvent {
     Claim(ClaimChange),
     /// A PodGroup was created.
     PodGroupCreated(Arc<PodGroup>),
+    CoschedulingGroupCreated(Arc<gantry_api::coscheduling::CoschedulingGroup>),
 }
 
 pub(crate) struct Instance {
@@ -102,7 +103,7 @@ impl Instance {
         match event {
             WatchEvent::PodCreated(pod) => {
                 let group = GroupKey::of(pod);
-                if group.is_some() {
+                if PodGroupStates::is_member(pod) {
                     self.cache.pod_groups().lock().add_member(pod.clone());
                 }
                 if self.shard.owns(&pod.uid) {
@@ -114,6 +115,13 @@ impl Instance {
                     }
                     self.on_event(EventResource::UnscheduledPod, ActionType::ADD, now);
                 }
+            }
+            WatchEvent::CoschedulingGroupCreated(group) => {
+                self.cache
+                    .pod_groups()
+                    .lock()
+                    .set_coscheduling_group(group.clone(), now.as_nanos() as i128);
+                self.on_event(EventResource::PodGroup, ActionType::ADD, now);
             }
             WatchEvent::PodGroupCreated(group) => {
                 self.cache.pod_groups().lock().set_group(group.clone());
@@ -179,6 +187,11 @@ impl Instance {
     fn on_event(&mut self, resource: EventResource, action: ActionType, now: Duration) {
         self.queue
             .on_event(ClusterEvent::new(resource, action), now);
+    }
+
+    /// The pod was deleted while its binding cycle was held (waiting at Permit).
+    pub fn note_deleted_in_flight(&mut self, uid: Arc<str>) {
+        self.deleted_in_flight.insert(uid);
     }
 
     /// Whether this instance saw the pod deleted while its bind was in flight (and stops

@@ -132,6 +132,17 @@ fn scheduler_config(
             ..SchedulerConfig::for_release(release)
         },
     };
+    // Pods waiting at Permit are the simulation's: run binds what Permit lets through.
+    if let Some(profile) = config
+        .profiles
+        .iter()
+        .find(|p| p.queue_sort == gantry_framework::QueueSort::Coscheduling)
+    {
+        bail!(
+            "--config: profile {} enables Coscheduling, whose pods wait at Permit, which `gantry run` does not hold yet (Coscheduling is scheduled by `gantry simulate`)",
+            profile.scheduler_name
+        );
+    }
     if let Some(name) = &args.scheduler_name {
         match config.profiles.as_mut_slice() {
             [only] => only.scheduler_name = Sym::new(name),

@@ -127,6 +127,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     for group in std::mem::take(&mut pending.pod_groups) {
         events.push((Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(group))));
     }
+    for group in std::mem::take(&mut pending.coscheduling_groups) {
+        let group = Arc::new(group);
+        events.push((Duration::ZERO, SimEvent::CreateCoschedulingGroup(group)));
+    }
     for pod in pending.pods {
         anyhow::ensure!(
             pod.node_name.is_none(),

@@ -334,3 +334,32 @@ fn the_workload_gates_are_refused_before_any_request() {
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// `run` does not hold pods at Permit: a Coscheduling profile is refused before any
+/// request.
+#[test]
+fn a_coscheduling_profile_is_refused_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: gangs\n  plugins:\n    multiPoint:\n      enabled: [{name: Coscheduling}]\n    queueSort:\n      enabled: [{name: Coscheduling}]\n      disabled: [{name: \"*\"}]\n",
+    )
+    .unwrap();
+    let out = gantry(&[
+        "run",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(
+            "error: --config: profile gangs enables Coscheduling, whose pods wait at Permit"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

@@ -88,6 +88,7 @@ fn example_scenario_expands_into_nodes_and_timed_events() {
             SimEvent::CreatePod(_) => "create",
             SimEvent::DeleteNode(_) => "delete-node",
             SimEvent::CreatePodGroup(_) => "create-pod-group",
+            SimEvent::CreateCoschedulingGroup(_) => "create-coscheduling-group",
         })
         .filter(|k| *k != "create")
         .collect();

@@ -40,6 +40,7 @@ impl Simulation {
         let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
         self.conclude(instance, index, queued, attempt);
+        self.serve_requests(instance);
     }
 
     /// The pod-group cycle of a popped member: the group's other pending members are
@@ -85,6 +86,15 @@ impl Simulation {
             self.publish_claims(vec![change]);
         }
         match attempt {
+            Attempt::Scheduled {
+                pod,
+                state,
+                wait: Some(wait),
+                ..
+            } => {
+                self.records.placement_mut(index).annotations = written(&pod);
+                self.start_waiting(instance, pod, state, queued, wait);
+            }
             Attempt::Scheduled { pod, state, .. } => {
                 let latency = self.options.bind_latency.sample(&mut self.latency_rng);
                 self.records.placement_mut(index).annotations = written(&pod);
@@ -184,7 +194,7 @@ impl Simulation {
     }
 
     /// The pod is no longer worked on: it holds nothing, and sequential mode moves on.
-    fn withdraw(&mut self, instance: usize, pod: &Pod) {
+    pub(super) fn withdraw(&mut self, instance: usize, pod: &Pod) {
         self.instances[instance].scheduler.clear_nomination(pod);
         if self.current.as_deref() == Some(&*pod.uid) {
             self.current = None;
@@ -231,6 +241,7 @@ impl Simulation {
             .bind(&pod, &mut state, &mut binder);
         let refused = binder.refused.take();
         let claims_written = std::mem::take(&mut binder.claims_written);
+        self.serve_requests(instance);
         let wrote_claims = !claims_written.is_empty();
         for change in claims_written {
             self.broadcast(WatchEvent::Claim(change));

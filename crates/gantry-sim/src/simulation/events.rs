@@ -32,6 +32,7 @@ impl Simulation {
                     queued,
                 } => self.finish_bind(instance, pod, state, queued),
                 Event::Watch(change) => self.deliver(&change),
+                Event::PermitTimeout { uid, seq } => self.permit_timeout(&uid, seq),
             }
         }
         Ok(())
@@ -133,6 +134,9 @@ impl Simulation {
                 }
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
+            SimEvent::CreateCoschedulingGroup(group) => {
+                self.broadcast(WatchEvent::CoschedulingGroupCreated(group));
+            }
             SimEvent::CreatePodGroup(group) => {
                 self.records
                     .add_group(gantry_cache::GroupKey::of_group(&group));
@@ -201,6 +205,7 @@ impl Simulation {
         if self.current.as_ref() == Some(&uid) {
             self.current = None;
         }
+        self.delete_waiting(&uid);
         if self.delete_bound(&uid) {
             return;
         }

@@ -40,6 +40,7 @@ use crate::records::{DuplicatePod, PodRecords};
 mod binding;
 mod events;
 mod report;
+mod waiting;
 
 /// Failed attempts (an error in the scheduling cycle, or a bind the API refused) after
 /// which the simulation gives a pod up. Upstream retries such a pod forever with backoff;
@@ -129,6 +130,14 @@ pub enum SimError {
         "schedulers: GangScheduling is modelled for one scheduler instance, not {0}: instances dividing the pods would divide a gang's members between their pod-group cycles"
     )]
     GangsWithInstances(u32),
+    #[error(
+        "schedulers: Coscheduling is modelled for one scheduler instance, not {0}: instances dividing the pods would each hold part of a gang at Permit"
+    )]
+    CoschedulingWithInstances(u32),
+    #[error(
+        "sequential: Coscheduling holds a gang's pods at Permit until its siblings come, which submitting pods one at a time never does"
+    )]
+    CoschedulingSequential,
 }
 
 /// Things that happen to the cluster at a virtual time.
@@ -149,6 +158,8 @@ pub enum SimEvent {
     },
     /// A PodGroup is created.
     CreatePodGroup(Arc<gantry_api::PodGroup>),
+    /// A PodGroup of scheduler-plugins' Coscheduling is created.
+    CreateCoschedulingGroup(Arc<gantry_api::coscheduling::CoschedulingGroup>),
 }
 
 /// Scheduling attempts between two samples of progress.
@@ -172,6 +183,11 @@ enum Event {
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),
+    /// The wait at Permit of the pod (its wait numbered `seq`) runs out.
+    PermitTimeout {
+        uid: Arc<str>,
+        seq: u64,
+    },
 }
 
 /// The outcome of a run.
@@ -261,6 +277,8 @@ pub struct Simulation {
     conflicts: Conflicts,
     latencies_us: Vec<u64>,
     pub samples: Vec<Sample>,
+    /// Pods waiting at Permit.
+    waiting: waiting::WaitingPods,
 }
 
 /// Binds refused because their decisions were outdated.
@@ -291,6 +309,15 @@ impl Simulation {
             .any(|p| p.release.enabled(gantry_api::Gate::GangScheduling));
         if gangs && options.schedulers > 1 {
             return Err(SimError::GangsWithInstances(options.schedulers).to_string());
+        }
+        let coscheduling = profiles
+            .iter()
+            .any(|p| p.queue_sort == gantry_framework::QueueSort::Coscheduling);
+        if coscheduling && options.schedulers > 1 {
+            return Err(SimError::CoschedulingWithInstances(options.schedulers).to_string());
+        }
+        if coscheduling && options.sequential {
+            return Err(SimError::CoschedulingSequential.to_string());
         }
         let objects = ApiObjects::from_cluster(&cluster);
         let config = InstanceConfig {
@@ -331,6 +358,25 @@ impl Simulation {
             let group = Arc::new(group);
             for instance in &instances {
                 instance.cache.pod_groups().lock().set_group(group.clone());
+            }
+        }
+        // Coscheduling orders groups by age: those read at the start were created before
+        // it, in the order of their creation timestamps.
+        let newest = cluster
+            .coscheduling_groups
+            .iter()
+            .map(|g| g.created)
+            .max()
+            .unwrap_or(0);
+        for group in cluster.coscheduling_groups {
+            let created = (i128::from(group.created) - i128::from(newest) - 1) * 1_000_000_000;
+            let group = Arc::new(group);
+            for instance in &instances {
+                instance
+                    .cache
+                    .pod_groups()
+                    .lock()
+                    .set_coscheduling_group(group.clone(), created);
             }
         }
         for node in cluster.nodes {
@@ -377,6 +423,7 @@ impl Simulation {
             conflicts: Conflicts::default(),
             latencies_us: Vec::new(),
             samples: Vec::new(),
+            waiting: waiting::WaitingPods::new(),
         };
         for pod in pending {
             sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod)));
@@ -426,6 +473,9 @@ impl Simulation {
         }
         loop {
             self.count_step()?;
+            for instance in &mut self.instances {
+                instance.scheduler.clock = self.clock;
+            }
             self.deliver_due_events()?;
             // Upstream retries pods unschedulable for over five minutes (checked every 30 s).
             for instance in &mut self.instances {
@@ -443,6 +493,7 @@ impl Simulation {
                 }
                 continue;
             }
+            self.discard_stale_timeouts();
             let next_event = self.events.peek().map(|Reverse((t, _))| *t);
             let next_backoff = self
                 .instances
