@@ -8,6 +8,8 @@
 //! the real scheduler gave that pod in some run, and the nodes bound, taken together, must
 //! be those of some run; where all ten runs agree, that is an exact match.
 
+mod step_corpus;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -126,27 +128,5 @@ fn check_scenario(dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_coscheduling_recordings_match() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/coscheduling-1.35");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("steps.yaml").exists())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 8, "scenarios missing from {}", root.display());
-    let failures: Vec<String> = dirs
-        .iter()
-        .flat_map(|dir| {
-            let name = dir.file_name().unwrap().to_string_lossy().to_string();
-            check_scenario(dir)
-                .into_iter()
-                .map(move |p| format!("{name}: {p}"))
-        })
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    step_corpus::check_every_scenario("coscheduling-1.35", 8, check_scenario);
 }

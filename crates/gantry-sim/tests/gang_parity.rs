@@ -6,6 +6,8 @@
 //! can differ between runs of the real scheduler: members are compared per group, as a
 //! multiset of (node, message); pods in no group are compared one by one.
 
+mod step_corpus;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -149,31 +151,5 @@ fn check_scenario(dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_v1_36_gang_recordings_match() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/gang-1.36");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("steps.yaml").exists())
-        .collect();
-    dirs.sort();
-    assert!(
-        dirs.len() >= 8,
-        "gang scenarios missing from {}",
-        root.display()
-    );
-    let failures: Vec<String> = dirs
-        .iter()
-        .flat_map(|dir| {
-            let name = dir.file_name().unwrap().to_string_lossy().to_string();
-            check_scenario(dir)
-                .into_iter()
-                .map(move |p| format!("{name}: {p}"))
-        })
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    step_corpus::check_every_scenario("gang-1.36", 8, check_scenario);
 }
