@@ -153,8 +153,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let mut snapshot = Snapshot::new();
     cache.update_snapshot(&mut snapshot)?;
 
+    // Coscheduling's PreFilter reads the groups from the objects, as it does in a cycle.
+    let shared = gantry_cache::SharedPodGroups::default();
+    *shared.lock() = crate::explain_gang::states(&cluster, &pod_file, &pod);
+    objects.share_pod_groups(shared.clone());
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
-    let groups = crate::explain_gang::states(&cluster, &pod_file, &pod);
+    let groups = shared.lock();
     let held_back = held_back(profile, &pod, &groups);
     let gang = crate::explain_gang::lines(&groups, &pod);
     // For a pending pod: what would change that.

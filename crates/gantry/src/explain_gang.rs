@@ -1,5 +1,6 @@
 //! `explain` of a pod in a PodGroup: which group, how many of its members exist, are
-//! bound or pending, and what lets the group in (GangScheduling's PreEnqueue and Permit).
+//! bound or pending, and what lets the group in (GangScheduling's PreEnqueue and Permit,
+//! or scheduler-plugins' Coscheduling for a pod labelled with its group).
 
 use std::sync::Arc;
 
@@ -19,11 +20,15 @@ pub fn states(
     for group in cluster.pod_groups.iter().chain(&pod_file.pod_groups) {
         states.set_group(Arc::new(group.clone()));
     }
+    let groups = &cluster.coscheduling_groups;
+    for group in groups.iter().chain(&pod_file.coscheduling_groups) {
+        states.set_coscheduling_group(Arc::new(group.clone()), 0);
+    }
     let key = pod.key();
     for member in cluster
         .pods
         .iter()
-        .filter(|p| p.scheduling_group.is_some() && p.key() != key)
+        .filter(|p| PodGroupStates::is_member(p) && p.key() != key)
     {
         states.add_member(Arc::new(member.clone()));
     }
@@ -34,7 +39,7 @@ pub fn states(
 /// What the group means for the pod, one line per fact (none for a pod in no group).
 pub fn lines(states: &PodGroupStates, pod: &Pod) -> Vec<String> {
     let Some(key) = GroupKey::of(pod) else {
-        return Vec::new();
+        return coscheduling_lines(states, pod);
     };
     let Some(group) = states.group(key) else {
         return vec![format!(
@@ -76,10 +81,48 @@ pub fn lines(states: &PodGroupStates, pod: &Pod) -> Vec<String> {
     }
 }
 
+/// What the pod's Coscheduling group means for it (none for a pod without the label).
+fn coscheduling_lines(states: &PodGroupStates, pod: &Pod) -> Vec<String> {
+    let Some(key) = GroupKey::labelled(pod) else {
+        return Vec::new();
+    };
+    let Some(group) = states.coscheduling_group(key) else {
+        return vec![format!(
+            "pod group {key} (Coscheduling) does not exist: Permit refuses the pod (PodGroup not found)"
+        )];
+    };
+    let counts = states.labelled_counts(key);
+    let min = group.min_member as usize;
+    let mut lines = vec![format!(
+        "pod group {key} (Coscheduling, minMember {min}), {} pod(s): {} bound, {} pending (this pod among them)",
+        counts.all(),
+        counts.assigned,
+        counts.unscheduled + counts.assumed
+    )];
+    lines.push(if counts.all() < min {
+        format!(
+            "{} more pod(s) must be created before PreFilter lets any through",
+            min - counts.all()
+        )
+    } else if counts.assigned >= min {
+        "the group's quorum is bound: this pod binds where it fits".into()
+    } else {
+        let wait = match group.schedule_timeout_seconds {
+            Some(seconds) if seconds != 0 => format!("its scheduleTimeoutSeconds ({seconds} s)"),
+            _ => "the plugin's permitWaitingTimeSeconds".into(),
+        };
+        format!(
+            "placed, it waits at Permit until {} more of the group are placed (up to {wait}), then binds with them; the cycle below is this pod's alone",
+            min - counts.assigned - 1
+        )
+    });
+    lines
+}
+
 /// The same, for `--json`: the group, its policy and the members by stage.
 pub fn to_json(states: &PodGroupStates, pod: &Pod) -> Value {
     let Some(key) = GroupKey::of(pod) else {
-        return Value::Null;
+        return coscheduling_json(states, pod);
     };
     let counts = states.counts(key);
     json!({
@@ -90,6 +133,24 @@ pub fn to_json(states: &PodGroupStates, pod: &Pod) -> Value {
         "bound": counts.assigned,
         "pending": counts.unscheduled + counts.assumed,
         "says": lines(states, pod),
+    })
+}
+
+/// `to_json` of a pod labelled with a Coscheduling group.
+fn coscheduling_json(states: &PodGroupStates, pod: &Pod) -> Value {
+    let Some(key) = GroupKey::labelled(pod) else {
+        return Value::Null;
+    };
+    let counts = states.labelled_counts(key);
+    json!({
+        "name": key.to_string(),
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "exists": states.coscheduling_group(key).is_some(),
+        "minMember": states.coscheduling_group(key).map(|g| g.min_member),
+        "members": counts.all(),
+        "bound": counts.assigned,
+        "pending": counts.unscheduled + counts.assumed,
+        "says": coscheduling_lines(states, pod),
     })
 }
 
@@ -178,5 +239,76 @@ mod tests {
         let alone = Arc::new(Pod::new("ml", "single"));
         assert!(lines(&states(gang(), &[]), &alone).is_empty());
         assert_eq!(to_json(&states(gang(), &[]), &alone), Value::Null);
+    }
+
+    /// One line per case of Coscheduling's PreFilter and Permit.
+    #[test]
+    fn each_state_of_a_coscheduling_group_is_said() {
+        use gantry_api::coscheduling::{CoschedulingGroup, POD_GROUP_LABEL};
+        let labelled = |name: &str, bound: bool| {
+            let mut pod = Pod::new("ml", name).with_labels([(POD_GROUP_LABEL, "g")]);
+            if bound {
+                pod.node_name = Some(Sym::new("n1"));
+            }
+            Arc::new(pod)
+        };
+        let pod = labelled("p0", false);
+        let states = |group: Option<CoschedulingGroup>, members: &[Arc<Pod>]| {
+            let mut states = PodGroupStates::default();
+            if let Some(group) = group {
+                states.set_coscheduling_group(Arc::new(group), 0);
+            }
+            for m in members {
+                states.add_member(m.clone());
+            }
+            states
+        };
+        let group = || Some(CoschedulingGroup::new("ml", "g", 3));
+        let cases: Vec<(PodGroupStates, Vec<&str>)> = vec![
+            (
+                states(None, std::slice::from_ref(&pod)),
+                vec![
+                    "pod group ml/g (Coscheduling) does not exist: Permit refuses the pod (PodGroup not found)",
+                ],
+            ),
+            (
+                states(group(), &[pod.clone(), labelled("p1", false)]),
+                vec![
+                    "pod group ml/g (Coscheduling, minMember 3), 2 pod(s): 0 bound, 2 pending (this pod among them)",
+                    "1 more pod(s) must be created before PreFilter lets any through",
+                ],
+            ),
+            (
+                states(
+                    group(),
+                    &[pod.clone(), labelled("p1", true), labelled("p2", false)],
+                ),
+                vec![
+                    "pod group ml/g (Coscheduling, minMember 3), 3 pod(s): 1 bound, 2 pending (this pod among them)",
+                    "placed, it waits at Permit until 1 more of the group are placed (up to the plugin's permitWaitingTimeSeconds), then binds with them; the cycle below is this pod's alone",
+                ],
+            ),
+            (
+                states(
+                    group(),
+                    &[
+                        pod.clone(),
+                        labelled("p1", true),
+                        labelled("p2", true),
+                        labelled("p3", true),
+                    ],
+                ),
+                vec![
+                    "pod group ml/g (Coscheduling, minMember 3), 4 pod(s): 3 bound, 1 pending (this pod among them)",
+                    "the group's quorum is bound: this pod binds where it fits",
+                ],
+            ),
+        ];
+        for (states, want) in cases {
+            assert_eq!(lines(&states, &pod), want);
+        }
+        let json = to_json(&states(group(), std::slice::from_ref(&pod)), &pod);
+        assert_eq!(json["minMember"], 3);
+        assert_eq!(json["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
     }
 }

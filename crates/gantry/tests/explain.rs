@@ -217,3 +217,46 @@ fn a_constraint_that_fails_is_named() {
         "{json}"
     );
 }
+
+/// A Coscheduling member: the cycle explained is refused at PreFilter while its group lacks
+/// pods (the plugin reads the groups of both inputs, as it does in `simulate`), and the
+/// `gang:` lines say how far the group is.
+#[test]
+fn a_coscheduling_member_is_explained_with_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let label = "labels: {scheduling.x-k8s.io/pod-group: g}";
+    let member = |name: &str| {
+        pod_yaml(name, "1").replace(
+            "namespace: default}",
+            &format!("namespace: default, {label}}}"),
+        )
+    };
+    let group = "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: default}\nspec: {minMember: 3}\n";
+    let siblings = write(
+        dir.path(),
+        "siblings.yaml",
+        &format!("{group}---\n{}", member("g-1")),
+    );
+    let pod = write(dir.path(), "pod.yaml", &member("g-0"));
+    let example = "testdata/examples/coscheduling";
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        &format!("{example}/cluster.yaml"),
+        &siblings,
+        "--pod",
+        &pod,
+        "--config",
+        &format!("{example}/config.yaml"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("pre-filter pod g-0 cannot find enough sibling pods, current pods number: 2, minMember of group: 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gang: pod group default/g (Coscheduling, minMember 3), 2 pod(s): 0 bound, 2 pending (this pod among them)\ngang: 1 more pod(s) must be created before PreFilter lets any through\n"),
+        "{text}"
+    );
+}
