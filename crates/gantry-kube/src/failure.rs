@@ -230,30 +230,76 @@ pub fn lease_forbidden(what: &str, namespace: &str, message: &str) -> String {
 pub async fn probe(client: &Client, server: &str, startup: &Startup) -> Result<(), String> {
     let pods: Api<Pod> = Api::all(client.clone());
     let params = ListParams::default().limit(1);
+    retrying(server, startup, || pods.list_metadata(&params))
+        .await
+        .map(drop)
+        .map_err(|refused| refused.message)
+}
+
+/// Why [`retrying`] gave up: the line to print, and the API's status when the server
+/// answered with one (a caller may take a 404 for "not served").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub message: String,
+    pub status: Option<ApiStatus>,
+}
+
+/// A status the API server answered: its code and its own message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiStatus {
+    pub code: u16,
+    pub message: String,
+}
+
+/// Makes `request` until it succeeds, fails in a way no retry mends (401, 403, 404, a
+/// certificate not trusted), or `startup`'s attempts are spent, each within its timeout;
+/// waits `startup.backoff`, doubled each time, between attempts.
+pub async fn retrying<T, F>(
+    server: &str,
+    startup: &Startup,
+    mut request: impl FnMut() -> F,
+) -> Result<T, Refused>
+where
+    F: std::future::Future<Output = Result<T, kube::Error>>,
+{
     let mut backoff = startup.backoff;
     let attempts = startup.attempts.max(1);
     let mut attempt = 1;
     loop {
-        let failure = match tokio::time::timeout(startup.timeout, pods.list_metadata(&params)).await
-        {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(error)) => describe(server, &error),
-            Err(_) => Failure {
-                message: format!(
-                    "{server} did not answer within {} s: check that the address is the API server's and the network to it",
-                    startup.timeout.as_secs_f64()
-                ),
-                permanent: false,
-            },
+        let (failure, status) = match tokio::time::timeout(startup.timeout, request()).await {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(error)) => {
+                let status = match &error {
+                    kube::Error::Api(status) => Some(ApiStatus {
+                        code: status.code,
+                        message: status.message.clone(),
+                    }),
+                    _ => None,
+                };
+                (describe(server, &error), status)
+            }
+            Err(_) => (
+                Failure {
+                    message: format!(
+                        "{server} did not answer within {} s: check that the address is the API server's and the network to it",
+                        startup.timeout.as_secs_f64()
+                    ),
+                    permanent: false,
+                },
+                None,
+            ),
         };
         if failure.permanent {
-            return Err(failure.message);
+            return Err(Refused {
+                message: failure.message,
+                status,
+            });
         }
         if attempt == attempts {
-            return Err(format!(
-                "{}; gave up after {attempts} attempts",
-                failure.message
-            ));
+            return Err(Refused {
+                message: format!("{}; gave up after {attempts} attempts", failure.message),
+                status,
+            });
         }
         tracing::warn!(
             "{}; retrying in {} s",

@@ -6,7 +6,8 @@
 //! active-passive; shards (a stable hash of the pod UID) make several instances share one
 //! cluster optimistically, each binder re-checking its decisions against its latest cache.
 //! Dynamic resource allocation (resource.k8s.io/v1) is watched when a profile runs
-//! DynamicResources; binders write the claims' allocations before the binding.
+//! DynamicResources; binders write the claims' allocations before the binding. [`import`]
+//! reads a cluster once, for the commands that take `--kubeconfig` instead of a dump.
 //!
 //! It owns everything that talks to a real API server. It depends on `gantry-api`,
 //! `gantry-cache`, `gantry-framework` and `gantry-scheduler` (its tests also on `gantry-sim`,
@@ -20,6 +21,7 @@ mod failure;
 mod fence;
 mod fence_scope;
 mod http;
+mod import;
 mod leader;
 mod metrics;
 mod objects;
@@ -50,6 +52,7 @@ use tokio::sync::oneshot;
 pub use client::{USER_AGENT, build as build_client};
 pub use failure::{Failure, Startup, describe};
 pub use gantry_scheduler::shard::{Divide, Shard, owner};
+pub use import::{ImportOptions, Imported, ListedKind, import};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
 pub use watch::POD_FIELD_SELECTOR;

@@ -54,7 +54,7 @@ fn the_deployments_roles_are_read_as_rbac_reads_them() {
     ]
     .map(String::from);
     assert_eq!(
-        rbac::refused(&granted, "gantry-system"),
+        rbac::refused(rbac::SCHEDULER, &granted, "gantry-system"),
         Vec::<String>::new()
     );
     let not_granted = [
@@ -63,7 +63,10 @@ fn the_deployments_roles_are_read_as_rbac_reads_them() {
         "DELETE /api/v1/nodes/node-1",
     ]
     .map(String::from);
-    assert_eq!(rbac::refused(&not_granted, "gantry-system").len(), 3);
+    assert_eq!(
+        rbac::refused(rbac::SCHEDULER, &not_granted, "gantry-system").len(),
+        3
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

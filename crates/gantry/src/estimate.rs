@@ -23,8 +23,10 @@ use crate::{load, output};
 pub struct EstimateArgs {
     /// Kubernetes YAML/JSON: nodes, pods (bound ones run there; unbound ones are pending),
     /// DRA objects, storage objects.
-    #[arg(long, num_args = 1.., required = true)]
+    #[arg(long, num_args = 1.., required_unless_present = "kubeconfig")]
     cluster: Vec<PathBuf>,
+    #[command(flatten)]
+    live: crate::live::LiveArgs,
     /// More pending pods.
     #[arg(long, num_args = 1..)]
     pods: Vec<PathBuf>,
@@ -68,9 +70,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
         modes.iter().filter(|m| **m).count() == 1,
         "give exactly one of --node-template (scale-up), --drain (scale-down) and --gang"
     );
-    let release = args.release.release()?;
+    let (release, live) = args.live.read(&args.release)?;
     let config = load::config(args.config.as_deref(), release)?;
-    let mut cluster = load::manifests(&args.cluster, release)?;
+    let mut cluster = crate::live::with_files(live, load::manifests(&args.cluster, release)?);
     if !args.pods.is_empty() {
         cluster.merge(load::manifests(&args.pods, release)?);
     }
@@ -146,7 +148,9 @@ fn scale_up(
     mut snapshot: ClusterSnapshot,
     cluster: &ClusterObjects,
 ) -> anyhow::Result<()> {
-    let templates = templates(&args.node_template, args.release.release()?)?;
+    // The release decided as: the one named, else (with --kubeconfig) the server's.
+    let release = cluster.release;
+    let templates = templates(&args.node_template, release)?;
     let start = Instant::now();
     let pending = pending(cluster);
     // Pods that fit the existing nodes need no new node; they stay placed while the
@@ -195,11 +199,10 @@ fn scale_up(
             "best": best.map(|b| b.to_string()),
             "wall_ms": (wall_ms * 1000.0).round() / 1000.0,
         });
-        let out = output::with_release(out, args.release.release()?);
+        let out = output::with_release(out, release);
         return output::to_stdout(|w| writeln!(w, "{out}"));
     }
     let num_nodes = snapshot.cluster().num_nodes();
-    let release = args.release.release()?;
     output::to_stdout(|w| {
         writeln!(w, "gantry estimate: decided as Kubernetes {release}")?;
         print_scale_up(

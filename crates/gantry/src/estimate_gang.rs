@@ -23,7 +23,7 @@ pub fn run(
     cluster: &ClusterObjects,
     file: &Path,
 ) -> anyhow::Result<()> {
-    let release = args.release.release()?;
+    let release = cluster.release;
     let mut objects = load::manifests(&[file.to_path_buf()], release)?;
     // The cluster's PriorityClasses resolve the file's pods too.
     for class in &cluster.priority_classes {

@@ -72,8 +72,10 @@ const MAX_TIED: usize = 10;
 pub struct ExplainArgs {
     /// Kubernetes YAML/JSON with the nodes and the pods bound to them (pending pods are
     /// ignored).
-    #[arg(long, num_args = 1.., required = true)]
+    #[arg(long, num_args = 1.., required_unless_present = "kubeconfig")]
     cluster: Vec<PathBuf>,
+    #[command(flatten)]
+    live: crate::live::LiveArgs,
     /// A file holding the one pod to explain.
     #[arg(long)]
     pod: PathBuf,
@@ -94,9 +96,9 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let release = args.release.release()?;
+    let (release, live) = args.live.read(&args.release)?;
     let config = load::config(args.config.as_deref(), release)?;
-    let mut cluster = load::manifests(&args.cluster, release)?;
+    let mut cluster = crate::live::with_files(live, load::manifests(&args.cluster, release)?);
     load::print_notes(&cluster);
     let mut pod_file = load::manifests(std::slice::from_ref(&args.pod), release)?;
     load::print_notes(&pod_file);

@@ -10,6 +10,7 @@ mod estimate;
 mod estimate_gang;
 mod explain;
 mod explain_gang;
+mod live;
 mod load;
 mod output;
 mod release_args;

@@ -10,9 +10,8 @@ use gantry_api::decode::validation;
 use gantry_framework::config::SchedulerConfig;
 use gantry_framework::plugins::default_profile_for;
 use gantry_kube::{Divide, LeaderElection, RunOptions, Shard, Startup};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::load;
+use crate::{live, load};
 
 /// The scheduler name Gantry answers to when neither a configuration nor
 /// `--scheduler-name` names one.
@@ -80,46 +79,6 @@ fn checked_name(value: &str, errors: Vec<String>) -> Result<String, String> {
     }
 }
 
-/// How long `gantry run` waits for the API server's `/version` at start.
-const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The release to decide as, and why, when `--emulated-version` is not given: the API
-/// server's own where Gantry decides as it; otherwise the default, saying why.
-fn release_of_server(
-    args: &crate::release_args::ReleaseArgs,
-    server: &str,
-    version: Result<&k8s_openapi::apimachinery::pkg::version::Info, String>,
-) -> anyhow::Result<(gantry_api::Release, String)> {
-    let default = args.release()?;
-    let info = match version {
-        Ok(info) => info,
-        Err(e) => {
-            return Ok((
-                default,
-                format!("the default: {server}'s version could not be read ({e})"),
-            ));
-        }
-    };
-    // `minor` may carry a suffix (`36+` on some providers).
-    let minor = info.minor.trim_end_matches(|c: char| !c.is_ascii_digit());
-    let supported = gantry_api::release::OLDEST_MINOR..=gantry_api::release::NEWEST_MINOR;
-    match minor.parse::<u8>() {
-        Ok(m) if info.major == "1" && supported.contains(&m) => Ok((
-            args.release_at(&format!("1.{m}"))?,
-            format!("the API server's release ({})", info.git_version),
-        )),
-        _ => Ok((
-            default,
-            format!(
-                "the default: the API server runs {}, and Gantry decides as 1.{} to 1.{} (pass --emulated-version)",
-                info.git_version,
-                supported.start(),
-                supported.end()
-            ),
-        )),
-    }
-}
-
 /// The profiles, with `--scheduler-name` applied.
 fn scheduler_config(
     args: &RunArgs,
@@ -153,35 +112,6 @@ fn scheduler_config(
         }
     }
     Ok(config)
-}
-
-/// The client, and the server's address as messages name it.
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<(kube::Client, String)> {
-    let config = match kubeconfig {
-        Some(path) => {
-            // Bounded and parsed first (`/dev/zero` is refused at its first byte, a syntax
-            // error is one plain line); kube then reads it again, making relative
-            // certificate paths absolute.
-            let text =
-                crate::load::read_text(path, crate::load::MAX_KUBECONFIG_BYTES, "kubeconfig")
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
-            gantry_api::decode::parse_yaml_value(&text)
-                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
-            let file = Kubeconfig::read_from(path)
-                .with_context(|| format!("--kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("--kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no cluster to talk to (in-cluster, KUBECONFIG or ~/.kube/config)")?,
-    };
-    let server = config.cluster_url.to_string();
-    let server = server.trim_end_matches('/').to_string();
-    let client = gantry_kube::build_client(config)
-        .with_context(|| format!("cannot build a client for {server}"))?;
-    Ok((client, server))
 }
 
 /// `--lease-namespace`, else the client's default namespace: in a pod, its
@@ -275,21 +205,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let (client, server) = client(args.kubeconfig.as_ref()).await?;
+        let (client, server) = live::client(args.kubeconfig.as_ref()).await?;
         let lease_namespace = lease_namespace(&args, &client)?;
-        let (release, why) = if args.release.names_a_release() {
-            (args.release.release()?, "--emulated-version".to_string())
-        } else {
-            let version = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
-                .await
-                .map_err(|_| format!("no answer in {} s", VERSION_TIMEOUT.as_secs()))
-                .and_then(|answer| answer.map_err(|e| e.to_string()));
-            release_of_server(
-                &args.release,
-                &server,
-                version.as_ref().map_err(Clone::clone),
-            )?
-        };
+        let (release, why) = live::release(&args.release, &client, &server).await?;
         let config = scheduler_config(&args, release)?;
         let identity = identity();
         let names: Vec<String> = config
@@ -365,7 +283,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let (client, server) = runtime.block_on(client(Some(&path))).unwrap();
+        let (client, server) = runtime.block_on(live::client(Some(&path))).unwrap();
         assert_eq!(server, "https://10.0.0.1:6443");
         let args = Cli::try_parse_from(["run", "--leader-elect"]).unwrap().run;
         assert_eq!(lease_namespace(&args, &client).unwrap(), "team-a");
@@ -390,49 +308,5 @@ mod tests {
             name(&["run", "--lease-name", "x", "--shard", "0/3"]),
             "x-0-of-3"
         );
-    }
-
-    /// Without `--emulated-version`, `run` decides as the API server's release where Gantry
-    /// models it, and otherwise as the default, saying why; a named release wins.
-    #[test]
-    fn the_release_follows_the_api_server_unless_named() {
-        use clap::Parser;
-        let info =
-            |major: &str, minor: &str, git: &str| k8s_openapi::apimachinery::pkg::version::Info {
-                major: major.into(),
-                minor: minor.into(),
-                git_version: git.into(),
-                ..Default::default()
-            };
-        let args = Cli::try_parse_from(["run"]).unwrap().run;
-        let decide = |version: Result<&k8s_openapi::apimachinery::pkg::version::Info, String>| {
-            release_of_server(&args.release, "https://k:6443", version).unwrap()
-        };
-        let (release, why) = decide(Ok(&info("1", "35", "v1.35.4")));
-        assert_eq!(release, gantry_api::Release::at(35));
-        assert_eq!(why, "the API server's release (v1.35.4)");
-        let (release, _) = decide(Ok(&info("1", "28+", "v1.28.15-gke.1")));
-        assert_eq!(release, gantry_api::Release::at(28));
-        let (release, why) = decide(Ok(&info("1", "38", "v1.38.0")));
-        assert_eq!(release, gantry_api::Release::default());
-        assert_eq!(
-            why,
-            "the default: the API server runs v1.38.0, and Gantry decides as 1.28 to 1.37 (pass --emulated-version)"
-        );
-        let (release, _) = decide(Ok(&info("1", "27", "v1.27.3")));
-        assert_eq!(release, gantry_api::Release::default());
-        let (release, why) = decide(Err("no answer in 10 s".into()));
-        assert_eq!(release, gantry_api::Release::default());
-        assert!(
-            why.contains("version could not be read (no answer in 10 s)"),
-            "{why}"
-        );
-        // The gates given apply to the server's release.
-        let gated = Cli::try_parse_from(["run", "--feature-gates", "PodLevelResources=false"])
-            .unwrap()
-            .run;
-        let (release, _) =
-            release_of_server(&gated.release, "s", Ok(&info("1", "34", "v1.34.1"))).unwrap();
-        assert_eq!(release.to_string(), "v1.34 (PodLevelResources=false)");
     }
 }

@@ -29,6 +29,8 @@ pub struct SimulateArgs {
     /// pods bound to them, and pending pods to schedule.
     #[arg(long, num_args = 1..)]
     cluster: Vec<PathBuf>,
+    #[command(flatten)]
+    live: crate::live::LiveArgs,
     /// More pods to schedule, in file order.
     #[arg(long, num_args = 1..)]
     pods: Vec<PathBuf>,
@@ -95,14 +97,15 @@ fn share(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let release = args.release.release()?;
+    let (release, live) = args.live.read(&args.release)?;
+    let live_server = live.as_ref().map(|l| l.server.clone());
     let config = load::config(args.config.as_deref(), release)?;
     let Scenario {
         name,
         mut cluster,
         mut events,
         timeline,
-    } = inputs(&args, release)?;
+    } = inputs(&args, release, live)?;
     load::print_notes(&cluster);
     let mut pending = load::manifests(&args.pods, release)?;
     load::print_notes(&pending);
@@ -157,7 +160,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let info = RunInfo {
         name,
-        inputs: describe_inputs(&args),
+        inputs: describe_inputs(&args, live_server.as_deref()),
         settings: describe_settings(&options, &config),
         release,
         timeline,
@@ -232,21 +235,28 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The cluster and timed events to simulate: from a scenario (plus any manifests), from
-/// manifests alone, or the built-in default scenario.
-fn inputs(args: &SimulateArgs, release: Release) -> anyhow::Result<Scenario> {
-    let manifests = load::manifests(&args.cluster, release)?;
+/// The cluster and timed events to simulate: from a scenario (plus any manifests and the
+/// cluster read live), from manifests or the live cluster alone, or the built-in default
+/// scenario.
+fn inputs(
+    args: &SimulateArgs,
+    release: Release,
+    live: Option<crate::live::LiveCluster>,
+) -> anyhow::Result<Scenario> {
+    let mut names: Vec<String> = live.iter().map(|l| l.server.clone()).collect();
+    names.extend(args.cluster.iter().map(|p| p.display().to_string()));
+    let manifests = crate::live::with_files(live, load::manifests(&args.cluster, release)?);
     let scenario = match &args.scenario {
         Some(path) => {
             let text = load::read_text(path, load::MAX_SCENARIO_BYTES, "scenario")?;
             Scenario::parse_for(&text, &path.display().to_string(), release)?
         }
-        None if args.cluster.is_empty() => {
+        None if names.is_empty() => {
             Scenario::parse_for(DEFAULT_SCENARIO, "built-in default scenario", release)?
         }
         None => {
             return Ok(Scenario {
-                name: join_paths(&args.cluster),
+                name: names.join(", "),
                 cluster: manifests,
                 events: Vec::new(),
                 timeline: Vec::new(),
@@ -269,14 +279,17 @@ fn join_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// The files the run read, for the report.
-fn describe_inputs(args: &SimulateArgs) -> Vec<(String, String)> {
+/// The files (and the server) the run read, for the report.
+fn describe_inputs(args: &SimulateArgs, live_server: Option<&str>) -> Vec<(String, String)> {
     let mut inputs = Vec::new();
-    if args.scenario.is_none() && args.cluster.is_empty() {
+    if args.scenario.is_none() && args.cluster.is_empty() && live_server.is_none() {
         inputs.push(("scenario".into(), "built-in demo".into()));
     }
     if let Some(path) = &args.scenario {
         inputs.push(("--scenario".into(), path.display().to_string()));
+    }
+    if let Some(server) = live_server {
+        inputs.push(("--kubeconfig".into(), server.to_string()));
     }
     if !args.cluster.is_empty() {
         inputs.push(("--cluster".into(), join_paths(&args.cluster)));

@@ -8,7 +8,8 @@
 //! [`ClusterObjects::warnings`], never dropped silently.
 //!
 //! The layout: `input` reads bytes (size limit, JSON or YAML documents; a list in
-//! `kubectl`'s layout is cut into items, `json_values` does the same for JSON), `fast_yaml`
+//! `kubectl`'s layout is cut into items, `json_values` does the same for JSON; `api_list`
+//! reads one page of an API server's list), `fast_yaml`
 //! reads the YAML `kubectl` prints, `document` streams any other document's `items`,
 //! `batch` converts items in parallel, `object` turns one object into its kind's type
 //! (`node`, `pod`, `affinity`, `storage`, `priority`, `controller`), `validation` holds the
@@ -18,6 +19,7 @@
 
 mod admission;
 mod affinity;
+mod api_list;
 mod batch;
 mod controller;
 mod coscheduling_group;
@@ -47,6 +49,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+pub use api_list::ApiListPage;
 pub use controller::{ControllerKind, PodController};
 pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits, parse_yaml_value};
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
@@ -193,12 +196,17 @@ impl ClusterObjects {
         limits: &InputLimits,
     ) -> Result<(), DecodeError> {
         input::read_documents(self, reader, source_name, limits)?;
+        self.note_source(source_name);
+        Ok(())
+    }
+
+    /// The nodes and pods added since the previous source came from `source_name`.
+    fn note_source(&mut self, source_name: &str) {
         self.sources.push(SourceSpan {
             name: source_name.into(),
             nodes_end: self.nodes.len(),
             pods_end: self.pods.len(),
         });
-        Ok(())
     }
 
     /// The source node `index` was read from, when it was read from one.

@@ -80,6 +80,9 @@ pub struct Faults {
     pub hide_bind: Vec<String>,
     /// The changes so kept.
     pub hidden: Vec<Change>,
+    /// A list's continue token is refused as expired (410 `Expired`), as after etcd's
+    /// compaction passed the list's revision.
+    pub expire_continue_tokens: bool,
 }
 
 struct Inner {
@@ -274,6 +277,11 @@ impl TestApiServer {
     /// Refuses requests whose path contains `text` with 403, as RBAC does.
     pub fn forbid(&self, text: &str) {
         self.inner.faults.lock().forbid.push(text.to_string());
+    }
+
+    /// Refuses every continue token as expired from now on.
+    pub fn expire_continue_tokens(&self) {
+        self.inner.faults.lock().expire_continue_tokens = true;
     }
 
     /// Serves no path under `prefix` (`/apis/resource.k8s.io/v1`), as a server of a
@@ -733,16 +741,47 @@ fn selector(query: &HashMap<String, String>) -> Result<FieldSelector, Response> 
         .map_err(|e| status(StatusCode::BAD_REQUEST, "BadRequest", e))
 }
 
+/// kube-apiserver's answer to a continue token past etcd's compaction.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// A list, in pages when asked (`limit`; `continue` is the next item's index here, an
+/// opaque token to clients).
 fn list(inner: &Inner, target: &Target, query: &HashMap<String, String>) -> Response {
     let selector = match selector(query) {
         Ok(s) => s,
         Err(response) => return response,
     };
+    let start: usize = match query.get("continue").map(|t| t.strip_prefix("page-")) {
+        None => 0,
+        Some(_) if inner.faults.lock().expire_continue_tokens => {
+            return status(StatusCode::GONE, "Expired", CONTINUE_EXPIRED.to_string());
+        }
+        Some(Some(index)) if index.parse::<usize>().is_ok() => index.parse().unwrap(),
+        Some(_) => {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "continue key is not valid".into(),
+            );
+        }
+    };
+    let limit = query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
     let store = inner.store.lock();
-    let items: Vec<Value> = store
+    let selected: Vec<Value> = store
         .list(target.resource, target.namespace.as_deref())
         .into_iter()
         .filter(|o| selector.matches(o))
+        .collect();
+    let end = start.saturating_add(limit).min(selected.len());
+    let next = (end < selected.len()).then(|| format!("page-{end}"));
+    let items: Vec<Value> = selected
+        .into_iter()
+        .skip(start)
+        .take(end.saturating_sub(start))
         .map(|mut o| {
             // Items of a typed list carry no kind or apiVersion.
             if let Value::Object(map) = &mut o {
@@ -755,7 +794,7 @@ fn list(inner: &Inner, target: &Target, query: &HashMap<String, String>) -> Resp
     axum::Json(json!({
         "kind": format!("{}List", target.resource.kind),
         "apiVersion": target.resource.api_version(),
-        "metadata": {"resourceVersion": store.rv.to_string()},
+        "metadata": {"resourceVersion": store.rv.to_string(), "continue": next},
         "items": items,
     }))
     .into_response()

@@ -89,8 +89,14 @@ pub const RESOURCE_SLICES: Resource =
     grouped("resource.k8s.io", "resourceslices", "ResourceSlice", false);
 pub const RESOURCE_CLAIMS: Resource =
     grouped("resource.k8s.io", "resourceclaims", "ResourceClaim", true);
+pub const RESOURCE_CLAIM_TEMPLATES: Resource = grouped(
+    "resource.k8s.io",
+    "resourceclaimtemplates",
+    "ResourceClaimTemplate",
+    true,
+);
 
-pub const ALL: [Resource; 18] = [
+pub const ALL: [Resource; 19] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -109,6 +115,7 @@ pub const ALL: [Resource; 18] = [
     DEVICE_CLASSES,
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
 ];
 
 /// A request path, parsed.

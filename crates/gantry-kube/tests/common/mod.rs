@@ -341,7 +341,7 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String
 /// Fails, listing them, if the deployment's roles (`deploy/gantry.yaml`) would refuse any
 /// request the test's instances made to `api` (leases and fences in `gantry-system`).
 pub fn assert_deployable(api: &TestApiServer) {
-    let refused = rbac::refused(&api.requests_matching(""), "gantry-system");
+    let refused = rbac::refused(rbac::SCHEDULER, &api.requests_matching(""), "gantry-system");
     assert!(
         refused.is_empty(),
         "deploy/gantry.yaml does not grant:\n{}",

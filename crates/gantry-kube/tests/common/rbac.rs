@@ -1,4 +1,4 @@
-//! Whether `deploy/gantry.yaml` grants every request a test's instances made: each request
+//! Whether a deploy manifest (`deploy/gantry.yaml`, `deploy/gantry-readonly.yaml`) grants every request a test made: each request
 //! the in-process API server saw, read as RBAC reads it (verb, API group, resource with its
 //! subresource), against the ClusterRole's rules and, for resources in a namespace, the
 //! Role's. A request the deployment would refuse with 403 fails the test that made it.
@@ -23,9 +23,13 @@ pub struct Access {
     pub namespace: Option<String>,
 }
 
-/// The rules of the deployment's ClusterRoles and Roles.
-fn rules() -> Vec<Rule> {
-    let text = include_str!("../../../../deploy/gantry.yaml");
+/// `deploy/gantry.yaml`: what `gantry run` is granted.
+pub const SCHEDULER: &str = include_str!("../../../../deploy/gantry.yaml");
+/// `deploy/gantry-readonly.yaml`: what `--kubeconfig` reads need.
+pub const READ_ONLY: &str = include_str!("../../../../deploy/gantry-readonly.yaml");
+
+/// The rules of the ClusterRoles and Roles in `text`, a deploy manifest.
+fn rules(text: &str) -> Vec<Rule> {
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
             .into_iter()
@@ -34,7 +38,7 @@ fn rules() -> Vec<Rule> {
             .collect()
     };
     text.split("\n---")
-        .map(|doc| gantry_api::decode::parse_yaml_value(doc).expect("deploy/gantry.yaml reads"))
+        .map(|doc| gantry_api::decode::parse_yaml_value(doc).expect("the manifest reads"))
         .filter(|doc| matches!(doc["kind"].as_str(), Some("ClusterRole" | "Role")))
         .flat_map(|doc| {
             let namespace = doc["metadata"]["namespace"].as_str().map(String::from);
@@ -99,11 +103,12 @@ pub fn access(request: &str) -> Option<Access> {
     })
 }
 
-/// The requests in `requests` that the deployment's roles do not grant, each with what RBAC
-/// would have checked. A Role's rules count in its own namespace and in `lease_namespace`,
-/// where the test put what the deployment puts in the Role's.
-pub fn refused(requests: &[String], lease_namespace: &str) -> Vec<String> {
-    let rules = rules();
+/// The requests in `requests` that the roles of `manifest` (a deploy manifest) do not
+/// grant, each with what RBAC would have checked. A Role's rules count in its own
+/// namespace and in `lease_namespace`, where the test put what the deployment puts in the
+/// Role's.
+pub fn refused(manifest: &str, requests: &[String], lease_namespace: &str) -> Vec<String> {
+    let rules = rules(manifest);
     let allows = |rule: &Rule, access: &Access| {
         let listed = |list: &[String], item: &str| list.iter().any(|i| i == item || i == "*");
         listed(&rule.groups, &access.group)
