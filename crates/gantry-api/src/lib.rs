@@ -23,6 +23,7 @@ pub mod resources;
 pub mod rng;
 pub mod small_copy;
 pub mod storage;
+pub mod trace;
 
 pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};

@@ -1,0 +1,570 @@
+//! The trace `gantry record` writes and `gantry simulate --trace` replays: a cluster's
+//! state when recording started, then every change to what the scheduler reads, each
+//! with its time. JSON Lines (gzip-compressed when the recorder's file name ends in
+//! `.gz`; either is read, gzip known by its magic bytes):
+//!
+//! ```text
+//! {"gantryTrace":1,"server":"https://10.0.0.1:6443","serverVersion":"v1.35.4","started":"2026-12-04T05:00:00Z"}
+//! {"at":0,"op":"list","object":{"kind":"Node","apiVersion":"v1",...}}      the state at the start
+//! {"at":1234,"op":"added","object":{"kind":"Pod",...}}                    then changes, `at` in ms
+//! {"at":1240,"op":"modified","object":{"kind":"Pod",...}}                 (a binding sets spec.nodeName)
+//! {"at":9000,"op":"deleted","object":{"kind":"Pod",...}}
+//! {"at":600000,"op":"end","records":4}                                    how many records came before
+//! ```
+//!
+//! A trace without its `end` record was cut short and is refused, as is any record out
+//! of order, each error naming the byte offset (in the decompressed text) and the record.
+//! Objects keep only what scheduling reads: [`redact`] drops environment values,
+//! commands, probes, managed fields and `last-applied-configuration` before a record is
+//! written, and Secrets and ConfigMaps are never read.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The format's version, in the header's `gantryTrace`.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The longest line read: one object (a node with thousands of images is under 1 MiB).
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// The first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TraceHeader {
+    pub gantry_trace: u32,
+    /// The API server recorded.
+    pub server: String,
+    /// Its `/version` (`v1.35.4`), when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// When recording started (RFC 3339, UTC).
+    pub started: String,
+}
+
+/// What a record says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// The object was there when recording started.
+    List,
+    Added,
+    Modified,
+    Deleted,
+    /// The last record.
+    End,
+}
+
+/// One line after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceRecord {
+    /// Milliseconds since recording started.
+    pub at: u64,
+    pub op: Op,
+    /// The object (with `kind` and `apiVersion`); absent on `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+    /// On `end`: how many records came before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
+}
+
+impl TraceRecord {
+    pub fn change(at: u64, op: Op, object: Value) -> TraceRecord {
+        TraceRecord {
+            at,
+            op,
+            object: Some(object),
+            records: None,
+        }
+    }
+
+    /// The object's `kind`.
+    pub fn kind(&self) -> &str {
+        (self.object.as_ref())
+            .and_then(|o| o.get("kind"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+}
+
+/// Why a trace cannot be read: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceError {
+    /// Bytes of (decompressed) text before the line at fault.
+    pub offset: u64,
+    /// Its number: 0 is the header.
+    pub record: u64,
+    pub message: String,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.record == 0 {
+            "the header".to_string()
+        } else {
+            format!("record {}", self.record)
+        };
+        write!(f, "byte {} ({what}): {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// Reads a trace as it streams in, checking its order.
+pub struct TraceReader {
+    input: BufReader<Box<dyn Read + Send>>,
+    line: Vec<u8>,
+    offset: u64,
+    /// Records read after the header.
+    records: u64,
+    last_at: u64,
+    /// Whether a change was read (the state at the start comes first).
+    changes_began: bool,
+    ended: bool,
+}
+
+impl TraceReader {
+    /// Opens a trace (gzip-compressed or not) and reads its header.
+    pub fn open(
+        input: impl Read + Send + 'static,
+    ) -> Result<(TraceHeader, TraceReader), TraceError> {
+        let mut buffered = BufReader::new(input);
+        let compressed = buffered
+            .fill_buf()
+            .map_err(|e| error(0, 0, format!("cannot read: {e}")))?
+            .starts_with(&[0x1f, 0x8b]);
+        let input: Box<dyn Read + Send> = if compressed {
+            Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
+        } else {
+            Box::new(buffered)
+        };
+        let mut reader = TraceReader {
+            input: BufReader::with_capacity(1 << 16, input),
+            line: Vec::new(),
+            offset: 0,
+            records: 0,
+            last_at: 0,
+            changes_began: false,
+            ended: false,
+        };
+        let Some(line) = reader.read_line()? else {
+            return Err(error(0, 0, "empty: not a Gantry trace".into()));
+        };
+        let header: TraceHeader = serde_json::from_slice(line).map_err(|e| {
+            error(
+                0,
+                0,
+                format!("not a Gantry trace header (`{{\"gantryTrace\":1,...}}`): {e}"),
+            )
+        })?;
+        if header.gantry_trace != FORMAT_VERSION {
+            return Err(error(
+                0,
+                0,
+                format!(
+                    "gantryTrace {} is not supported: this Gantry reads version {FORMAT_VERSION}",
+                    header.gantry_trace
+                ),
+            ));
+        }
+        Ok((header, reader))
+    }
+
+    /// The next record before `end`; `None` once `end` was read (and checked).
+    pub fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let start = self.offset;
+        let number = self.records + 1;
+        let Some(line) = self.read_line()? else {
+            return Err(error(
+                start,
+                number,
+                format!(
+                    "the trace ends without its end record after {} records: it was cut short",
+                    self.records
+                ),
+            ));
+        };
+        let record: TraceRecord = serde_json::from_slice(line)
+            .map_err(|e| error(start, number, format!("not a trace record: {e}")))?;
+        let fail = |message: String| Err(error(start, number, message));
+        if record.at < self.last_at {
+            return fail(format!(
+                "at {} comes before the previous record's {}",
+                record.at, self.last_at
+            ));
+        }
+        match record.op {
+            Op::End => {
+                if record.records != Some(self.records) {
+                    return fail(format!(
+                        "the end record counts {:?} records, but {} came before it",
+                        record.records, self.records
+                    ));
+                }
+                if self.read_line()?.is_some() {
+                    return Err(error(
+                        self.offset,
+                        number + 1,
+                        "text after the end record".into(),
+                    ));
+                }
+                self.ended = true;
+                return Ok(None);
+            }
+            Op::List if self.changes_began => {
+                return fail("a record of the state at the start comes after a change".into());
+            }
+            Op::List if record.at != 0 => {
+                return fail("a record of the state at the start must be at 0".into());
+            }
+            Op::List => {}
+            Op::Added | Op::Modified | Op::Deleted => self.changes_began = true,
+        }
+        let object_ok = record.object.as_ref().is_some_and(|o| {
+            o.get("kind").and_then(Value::as_str).is_some()
+                && o.get("metadata")
+                    .and_then(|m| m.get("name"))
+                    .and_then(Value::as_str)
+                    .is_some()
+        });
+        if !object_ok || record.records.is_some() {
+            return fail("a change carries one object with its kind and metadata.name".into());
+        }
+        self.last_at = record.at;
+        self.records = number;
+        Ok(Some(record))
+    }
+
+    /// The next line without its end, or `None` at the end of the text.
+    fn read_line(&mut self) -> Result<Option<&[u8]>, TraceError> {
+        self.line.clear();
+        let read = (&mut self.input)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| error(self.offset, self.records + 1, format!("cannot read: {e}")))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if read as u64 > MAX_LINE_BYTES {
+            return Err(error(
+                self.offset,
+                self.records + 1,
+                format!("a line longer than {MAX_LINE_BYTES} bytes"),
+            ));
+        }
+        self.offset += read as u64;
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        }
+        Ok(Some(&self.line))
+    }
+}
+
+fn error(offset: u64, record: u64, message: String) -> TraceError {
+    TraceError {
+        offset,
+        record,
+        message,
+    }
+}
+
+/// Writes a trace: the header, records in order, then `end`.
+pub struct TraceWriter<W: Write> {
+    output: W,
+    records: u64,
+    last_at: u64,
+}
+
+impl<W: Write> TraceWriter<W> {
+    pub fn new(mut output: W, header: &TraceHeader) -> io::Result<TraceWriter<W>> {
+        serde_json::to_writer(&mut output, header)?;
+        output.write_all(b"\n")?;
+        Ok(TraceWriter {
+            output,
+            records: 0,
+            last_at: 0,
+        })
+    }
+
+    /// Writes one record; a time before the previous record's is written as that time
+    /// (clocks are read by several tasks).
+    pub fn write(&mut self, record: &TraceRecord) -> io::Result<()> {
+        let mut record = record.clone();
+        record.at = record.at.max(self.last_at);
+        self.last_at = record.at;
+        serde_json::to_writer(&mut self.output, &record)?;
+        self.output.write_all(b"\n")?;
+        self.records += 1;
+        Ok(())
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.output.flush()
+    }
+
+    /// Writes `end` at `at` and hands the output back.
+    pub fn finish(mut self, at: u64) -> io::Result<W> {
+        let end = TraceRecord {
+            at: at.max(self.last_at),
+            op: Op::End,
+            object: None,
+            records: Some(self.records),
+        };
+        serde_json::to_writer(&mut self.output, &end)?;
+        self.output.write_all(b"\n")?;
+        self.output.flush()?;
+        Ok(self.output)
+    }
+}
+
+/// Fields of containers that scheduling never reads and that may hold secrets.
+const CONTAINER_FIELDS_DROPPED: [&str; 9] = [
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "workingDir",
+];
+
+/// Keeps only what scheduling reads of `object` (its kind in `kind`): no managed fields,
+/// no `kubectl.kubernetes.io/last-applied-configuration` (a copy of the whole manifest,
+/// environment included), and of a pod's containers no environment, command, arguments,
+/// probes or hooks, and no container state (whose messages may quote logs).
+pub fn redact(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+        metadata.remove("selfLink");
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+    }
+    if object.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return;
+    }
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            for container in spec
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut)
+            {
+                for field in CONTAINER_FIELDS_DROPPED {
+                    container.remove(field);
+                }
+            }
+        }
+    }
+    if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) {
+        for list in [
+            "containerStatuses",
+            "initContainerStatuses",
+            "ephemeralContainerStatuses",
+        ] {
+            for container in status
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut)
+            {
+                container.remove("state");
+                container.remove("lastState");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn header() -> TraceHeader {
+        TraceHeader {
+            gantry_trace: FORMAT_VERSION,
+            server: "https://k:6443".into(),
+            server_version: Some("v1.35.4".into()),
+            started: "2026-12-04T05:00:00Z".into(),
+        }
+    }
+
+    fn node(name: &str) -> Value {
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}})
+    }
+
+    fn written(records: &[TraceRecord], gzip: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        {
+            let sink: Box<dyn Write> = if gzip {
+                Box::new(flate2::write::GzEncoder::new(
+                    &mut out,
+                    flate2::Compression::fast(),
+                ))
+            } else {
+                Box::new(&mut out)
+            };
+            let mut writer = TraceWriter::new(sink, &header()).unwrap();
+            for record in records {
+                writer.write(record).unwrap();
+            }
+            writer.finish(5000).unwrap();
+        }
+        out
+    }
+
+    fn read_all(bytes: Vec<u8>) -> Result<(TraceHeader, Vec<TraceRecord>), TraceError> {
+        let (header, mut reader) = TraceReader::open(std::io::Cursor::new(bytes))?;
+        let mut records = Vec::new();
+        while let Some(record) = reader.next_record()? {
+            records.push(record);
+        }
+        Ok((header, records))
+    }
+
+    fn sample() -> Vec<TraceRecord> {
+        vec![
+            TraceRecord::change(0, Op::List, node("a")),
+            TraceRecord::change(10, Op::Added, node("b")),
+            TraceRecord::change(20, Op::Deleted, node("a")),
+        ]
+    }
+
+    #[test]
+    fn a_trace_reads_back_as_written_compressed_or_not() {
+        for gzip in [false, true] {
+            let bytes = written(&sample(), gzip);
+            assert_eq!(bytes.starts_with(&[0x1f, 0x8b]), gzip);
+            let (header_read, records) = read_all(bytes).unwrap();
+            assert_eq!(header_read, header());
+            assert_eq!(records, sample());
+        }
+    }
+
+    /// Every way a trace can be damaged is refused, naming the byte and the record.
+    #[test]
+    fn a_damaged_trace_names_the_byte_and_the_record() {
+        let text = String::from_utf8(written(&sample(), false)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let header_len = lines[0].len() as u64 + 1;
+        let cut = text.len() - lines[4].len() - 1;
+        let cases: Vec<(String, String)> = vec![
+            (String::new(), "byte 0 (the header): empty".into()),
+            (
+                "{\"kind\":\"List\"}\n".into(),
+                "byte 0 (the header): not a Gantry trace header".into(),
+            ),
+            (
+                text.replace("\"gantryTrace\":1", "\"gantryTrace\":2"),
+                "gantryTrace 2 is not supported".into(),
+            ),
+            // Cut before the end record: it was cut short.
+            (
+                text[..cut].to_string(),
+                format!(
+                    "byte {cut} (record 4): the trace ends without its end record after 3 records"
+                ),
+            ),
+            // Cut inside a line.
+            (
+                text[..header_len as usize + 10].to_string(),
+                format!("byte {header_len} (record 1): not a trace record"),
+            ),
+            (
+                text.replace("\"at\":20", "\"at\":5"),
+                "(record 3): at 5 comes before the previous record's 10".into(),
+            ),
+            (
+                text.replace("\"records\":3", "\"records\":2"),
+                "(record 4): the end record counts Some(2) records, but 3 came before it".into(),
+            ),
+            (
+                format!("{text}{}\n", lines[1]),
+                "(record 5): text after the end record".into(),
+            ),
+            (
+                text.replace("\"op\":\"added\"", "\"op\":\"list\""),
+                "(record 2): a record of the state at the start must be at 0".into(),
+            ),
+            (
+                text.replace(
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"b\"}}",
+                    "{}",
+                ),
+                "(record 2): a change carries one object with its kind and metadata.name".into(),
+            ),
+            (
+                text.replace("\"op\":\"deleted\"", "\"op\":\"renamed\""),
+                "(record 3): not a trace record: unknown variant `renamed`".into(),
+            ),
+        ];
+        for (input, expected) in cases {
+            let error = read_all(input.into_bytes()).unwrap_err().to_string();
+            assert!(error.contains(&expected), "{error}\nexpected: {expected}");
+        }
+        // A truncated gzip stream: the decoder's error, or the missing end record.
+        let whole = written(&sample(), true);
+        for cut in [whole.len() - 4, whole.len() - 12, whole.len() / 2] {
+            let error = read_all(whole[..cut].to_vec()).unwrap_err().to_string();
+            assert!(
+                error.contains("cannot read") || error.contains("cut short"),
+                "{cut}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn redaction_keeps_what_scheduling_reads_and_nothing_secret() {
+        let mut pod = json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
+                "managedFields": [{"manager": "kubectl"}],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"env\":\"secret\"}",
+                                "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,1000,0:;"}},
+            "spec": {"containers": [{"name": "c", "image": "img",
+                "env": [{"name": "TOKEN", "value": "secret"}], "envFrom": [{"secretRef": {"name": "s"}}],
+                "command": ["sh", "-c", "echo secret"], "args": ["--password=secret"],
+                "livenessProbe": {"httpGet": {"httpHeaders": [{"name": "Authorization", "value": "secret"}]}},
+                "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 80}]}],
+                "initContainers": [{"name": "i", "image": "img", "env": [{"name": "K", "value": "secret"}]}],
+                "nodeSelector": {"zone": "a"}},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "c",
+                "state": {"terminated": {"message": "secret in a log"}}, "resources": {"requests": {"cpu": "1"}}}]}
+        });
+        redact(&mut pod);
+        let text = pod.to_string();
+        assert!(!text.contains("secret"), "{text}");
+        assert!(!text.contains("managedFields"), "{text}");
+        for kept in [
+            "\"app\":\"web\"",
+            "hami.io/vgpu-devices-allocated",
+            "\"cpu\":\"1\"",
+            "hostPort",
+            "nodeSelector",
+            "\"image\":\"img\"",
+            "\"phase\":\"Running\"",
+        ] {
+            assert!(text.contains(kept), "{kept} lost: {text}");
+        }
+    }
+}
