@@ -16,6 +16,7 @@ mod instance;
 mod latency;
 pub mod multi_bench;
 mod records;
+pub mod replay;
 pub mod scenario;
 mod simulation;
 

@@ -234,6 +234,17 @@ impl PodRecords {
         self.by_uid.get(uid).copied()
     }
 
+    /// The pod named `namespace/name` was deleted: a new pod may take its name (its
+    /// placement line stays).
+    pub fn release_name(&mut self, key: &str) {
+        let Some((namespace, name)) = key.split_once('/') else {
+            return;
+        };
+        if let Some(namespace) = Sym::get(namespace) {
+            self.by_name.remove(&(namespace, Arc::from(name)));
+        }
+    }
+
     /// The uid of the pod named `namespace/name`.
     pub fn uid_of(&self, key: &str) -> Option<Arc<str>> {
         let (namespace, name) = key.split_once('/')?;

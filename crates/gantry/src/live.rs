@@ -138,7 +138,7 @@ const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The release to decide as, and why, when `--emulated-version` is not given: the API
 /// server's own where Gantry decides as it; otherwise the default, saying why.
-fn release_of_server(
+pub fn release_of_server(
     args: &ReleaseArgs,
     server: &str,
     version: Result<&k8s_openapi::apimachinery::pkg::version::Info, String>,

@@ -97,7 +97,7 @@ pub fn read_limited(file: &Path, limit: u64, what: &str, format: &str) -> anyhow
 
 /// Opens `file` for reading; a FIFO on a thread of its own, given up (the thread left
 /// blocked) when no writer has come within [`FIFO_WRITER_WAIT`].
-fn open(file: &Path) -> std::io::Result<std::fs::File> {
+pub fn open(file: &Path) -> std::io::Result<std::fs::File> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;

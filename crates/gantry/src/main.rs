@@ -14,6 +14,7 @@ mod live;
 mod load;
 mod output;
 mod release_args;
+mod replay;
 mod report;
 mod run;
 mod simulate;

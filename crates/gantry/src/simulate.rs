@@ -9,11 +9,13 @@ use anyhow::Context;
 use clap::Args;
 use gantry_api::Release;
 use gantry_framework::config::SchedulerConfig;
+use gantry_sim::replay::Divergence;
 use gantry_sim::scenario::Scenario;
 use gantry_sim::{
     BindLatency, MAX_SCHEDULERS, Placement, SimEvent, SimOptions, Simulation, Summary,
 };
 
+use crate::output::Say;
 use crate::report::{self, RunInfo};
 use crate::{load, output};
 
@@ -31,6 +33,12 @@ pub struct SimulateArgs {
     cluster: Vec<PathBuf>,
     #[command(flatten)]
     live: crate::live::LiveArgs,
+    /// A trace `gantry record` wrote: the cluster when recording started, then every
+    /// change, replayed on the virtual clock; the simulation's placements are compared
+    /// with the bindings the cluster made. Without --emulated-version, decides as the
+    /// recorded server's release.
+    #[arg(long, conflicts_with_all = ["cluster", "scenario", "kubeconfig"])]
+    trace: Option<PathBuf>,
     /// More pods to schedule, in file order.
     #[arg(long, num_args = 1..)]
     pods: Vec<PathBuf>,
@@ -97,15 +105,42 @@ fn share(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let (release, live) = args.live.read(&args.release)?;
+    let (release, live) = match &args.trace {
+        Some(path) => {
+            let (release, why) = crate::replay::release(&args.release, path)?;
+            output::say(Say::Note, &format!("deciding as {release} ({why})"));
+            (release, None)
+        }
+        None => args.live.read(&args.release)?,
+    };
     let live_server = live.as_ref().map(|l| l.server.clone());
     let config = load::config(args.config.as_deref(), release)?;
+    let mut recorded = None;
     let Scenario {
         name,
         mut cluster,
         mut events,
         timeline,
-    } = inputs(&args, release, live)?;
+    } = match &args.trace {
+        Some(path) => {
+            let replay = crate::replay::read(path, release, &config)?;
+            if !replay.not_replayed.is_empty() {
+                let counts: Vec<String> = (replay.not_replayed.iter())
+                    .map(|(what, n)| format!("{n} {what}"))
+                    .collect();
+                let note = format!("changes not replayed: {}", counts.join(", "));
+                output::say(Say::Note, &note);
+            }
+            recorded = Some((replay.recorded, replay.end));
+            Scenario {
+                name: path.display().to_string(),
+                cluster: replay.cluster,
+                events: replay.events,
+                timeline: Vec::new(),
+            }
+        }
+        None => inputs(&args, release, live)?,
+    };
     load::print_notes(&cluster);
     let mut pending = load::manifests(&args.pods, release)?;
     load::print_notes(&pending);
@@ -214,10 +249,16 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         report::write(dir, &info, &summary, &sim)?;
     }
     let groups = sim.pod_groups();
+    let divergence = recorded
+        .as_ref()
+        .map(|(recorded, end)| (Divergence::of(recorded, sim.placements()), end.as_millis()));
     if args.json {
         let mut value = serde_json::to_value(&summary)?;
         if !groups.is_empty() {
             value["pod_groups"] = serde_json::to_value(&groups)?;
+        }
+        if let Some((divergence, end)) = &divergence {
+            value["replay"] = crate::replay::to_json(divergence, *end);
         }
         let line = output::with_release(value, release).to_string();
         output::to_stdout(|out| writeln!(out, "{line}"))
@@ -230,6 +271,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 &summary,
                 sim.placements(),
             )?;
+            if let Some((divergence, _)) = &divergence {
+                crate::replay::print(out, divergence)?;
+            }
             print_pod_groups(out, &groups)
         })
     }
@@ -282,8 +326,15 @@ fn join_paths(paths: &[PathBuf]) -> String {
 /// The files (and the server) the run read, for the report.
 fn describe_inputs(args: &SimulateArgs, live_server: Option<&str>) -> Vec<(String, String)> {
     let mut inputs = Vec::new();
-    if args.scenario.is_none() && args.cluster.is_empty() && live_server.is_none() {
+    if args.scenario.is_none()
+        && args.cluster.is_empty()
+        && live_server.is_none()
+        && args.trace.is_none()
+    {
         inputs.push(("scenario".into(), "built-in demo".into()));
+    }
+    if let Some(path) = &args.trace {
+        inputs.push(("--trace".into(), path.display().to_string()));
     }
     if let Some(path) = &args.scenario {
         inputs.push(("--scenario".into(), path.display().to_string()));

@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-use super::batch::{BATCH, BatchError, Item, Source};
 use super::strict_value::StrictValue;
 use super::{ClusterObjects, DecodeError, ObjectError};
 
@@ -74,8 +73,7 @@ impl ClusterObjects {
             Some(_) => return Err(object(list_error("items", "must be a list"))),
         };
         answer.items = items.len();
-        let mut batch = Vec::with_capacity(BATCH.min(items.len()));
-        for (index, mut item) in items.into_iter().enumerate() {
+        let values = items.into_iter().enumerate().map(|(index, mut item)| {
             if let Value::Object(fields) = &mut item {
                 fields
                     .entry("kind")
@@ -84,30 +82,11 @@ impl ClusterObjects {
                     .entry("apiVersion")
                     .or_insert_with(|| Value::String(api_version.clone()));
             }
-            batch.push(Item {
-                source: Source::Value(item),
-                position: format!("{list_kind} items[{index}]"),
-            });
-            if batch.len() == BATCH {
-                self.add_page_batch(std::mem::take(&mut batch), source_name)?;
-            }
-        }
-        self.add_page_batch(batch, source_name)?;
+            (item, format!("{list_kind} items[{index}]"))
+        });
+        self.add_values(values, source_name)?;
         self.note_source(source_name);
         Ok(answer)
-    }
-
-    fn add_page_batch(&mut self, batch: Vec<Item>, source_name: &str) -> Result<(), DecodeError> {
-        self.add_batch(batch).map_err(|error| match error {
-            BatchError::Object(error) => DecodeError::Object {
-                source_name: source_name.to_string(),
-                error,
-            },
-            BatchError::Syntax(message) => DecodeError::Syntax {
-                source_name: source_name.to_string(),
-                message,
-            },
-        })
     }
 }
 

@@ -9,7 +9,7 @@ use super::fast_yaml;
 use super::input::{parser_options, plain_parser_error};
 use super::object::{Converted, convert, needs_sequential};
 use super::strict_value::StrictValue;
-use super::{ClusterObjects, ObjectError};
+use super::{ClusterObjects, DecodeError, ObjectError};
 
 /// Items per batch: enough to keep every core busy, few enough to hold in memory.
 pub(super) const BATCH: usize = 256;
@@ -81,5 +81,45 @@ impl ClusterObjects {
             }
         }
         Ok(())
+    }
+}
+
+impl ClusterObjects {
+    /// Adds objects already parsed (each with its `kind` and `apiVersion`, and its
+    /// position for errors), converted in parallel batches as a dump's list items are;
+    /// `source_name` names them in errors. Call [`ClusterObjects::note_source`] after.
+    pub fn add_values(
+        &mut self,
+        values: impl IntoIterator<Item = (Value, String)>,
+        source_name: &str,
+    ) -> Result<(), DecodeError> {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut values = values.into_iter().peekable();
+        while let Some((value, position)) = values.next() {
+            batch.push(Item {
+                source: Source::Value(value),
+                position,
+            });
+            if batch.len() == BATCH || values.peek().is_none() {
+                self.add_batch(std::mem::take(&mut batch))
+                    .map_err(|error| match error {
+                        BatchError::Object(error) => DecodeError::Object {
+                            source_name: source_name.to_string(),
+                            error,
+                        },
+                        BatchError::Syntax(message) => DecodeError::Syntax {
+                            source_name: source_name.to_string(),
+                            message,
+                        },
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one object (with its `kind` and `apiVersion`); `position` names it in errors
+    /// when it has no name.
+    pub fn add_object(&mut self, value: Value, position: &str) -> Result<(), ObjectError> {
+        self.add_value(value, position)
     }
 }

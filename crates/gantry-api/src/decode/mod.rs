@@ -201,7 +201,7 @@ impl ClusterObjects {
     }
 
     /// The nodes and pods added since the previous source came from `source_name`.
-    fn note_source(&mut self, source_name: &str) {
+    pub fn note_source(&mut self, source_name: &str) {
         self.sources.push(SourceSpan {
             name: source_name.into(),
             nodes_end: self.nodes.len(),

@@ -134,6 +134,7 @@ impl Simulation {
                 }
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
+            SimEvent::PlacedElsewhere(pod) => self.placed_elsewhere(pod, now)?,
             SimEvent::CreateCoschedulingGroup(group) => {
                 self.broadcast(WatchEvent::CoschedulingGroupCreated(group));
             }
@@ -194,6 +195,30 @@ impl Simulation {
         self.publish_claims(changes);
     }
 
+    /// A pod bound outside the simulation joins its node, once its node exists (a pod
+    /// naming a node that is gone is not placed).
+    fn placed_elsewhere(&mut self, pod: Arc<Pod>, now: Duration) -> Result<(), SimError> {
+        let Some(node) = pod.node_name else {
+            return Ok(());
+        };
+        let index = match self.records.index(&pod.uid) {
+            Some(index) => index,
+            None => self.records.arrive(&pod, now)?,
+        };
+        if self.api.node(node).is_none() {
+            let reason = format!("bound elsewhere to {node}, a node the simulation does not have");
+            self.records
+                .set_pending(index, PodStatus::OtherScheduler, reason);
+            return Ok(());
+        }
+        let reason = format!("bound elsewhere to {node}");
+        self.records
+            .set_pending(index, PodStatus::OtherScheduler, reason);
+        self.api.add_bound_pod(pod.clone());
+        self.broadcast(WatchEvent::PodBound(pod));
+        Ok(())
+    }
+
     /// Deletes a pod by `namespace/name`: a bound one leaves its node; a pending one is
     /// written as deleted, and its bind, if one is in flight, will be refused.
     fn delete_pod(&mut self, key: &str) {
@@ -201,6 +226,8 @@ impl Simulation {
             tracing::warn!(pod = %key, "deleting a pod the simulation does not know");
             return;
         };
+        // As at the API server, a pod created later may take the name again.
+        self.records.release_name(key);
         self.backlog.retain(|p| p.uid != uid);
         if self.current.as_ref() == Some(&uid) {
             self.current = None;

@@ -160,6 +160,9 @@ pub enum SimEvent {
     CreatePodGroup(Arc<gantry_api::PodGroup>),
     /// A PodGroup of scheduler-plugins' Coscheduling is created.
     CreateCoschedulingGroup(Arc<gantry_api::coscheduling::CoschedulingGroup>),
+    /// A pod no simulated profile schedules is bound where it names (by another
+    /// scheduler, or created bound), as a replayed trace recorded it: it takes its place.
+    PlacedElsewhere(Arc<Pod>),
 }
 
 /// Scheduling attempts between two samples of progress.

@@ -1,0 +1,315 @@
+//! A recorded trace ([`gantry_api::trace`]) turned into a simulation's inputs: the
+//! cluster as it was when recording started, and each change as a timed event; the
+//! bindings the cluster made are kept, to compare with the simulation's.
+//!
+//! What is replayed: pods created (pending: the simulation schedules them; bound at
+//! creation, or later by a scheduler no simulated profile stands for: placed where the
+//! cluster put them, at that time), pods deleted or finished (a pod whose phase becomes
+//! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
+//! and deleted, PodGroups created. Every other change (a node relabelled or cordoned, a
+//! claim or volume changed) is counted in [`Replay::not_replayed`], not applied.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::decode::ClusterObjects;
+use gantry_api::trace::{Op, TraceHeader, TraceReader, TraceRecord};
+use gantry_api::{Pod, Release};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Placement, SimEvent};
+
+/// A trace, read.
+pub struct Replay {
+    pub header: TraceHeader,
+    /// The cluster when recording started (not yet admitted).
+    pub cluster: ClusterObjects,
+    /// The changes, in order.
+    pub events: Vec<(Duration, SimEvent)>,
+    /// Pods a simulated profile schedules that the cluster bound during the trace.
+    pub recorded: Vec<RecordedBinding>,
+    /// Changes not applied, by kind and what happened (`Node modified`).
+    pub not_replayed: BTreeMap<String, usize>,
+    /// When recording ended.
+    pub end: Duration,
+}
+
+/// A binding the recorded cluster made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordedBinding {
+    /// `namespace/name`.
+    pub pod: String,
+    pub node: String,
+    pub at_ms: u64,
+}
+
+/// The state a pod of the trace is in, as replaying goes.
+struct Known {
+    bound: bool,
+    simulated: bool,
+}
+
+/// Reads the trace in `input` (`source` names it in errors), decoding objects as
+/// `release`'s API server does. `simulated` says whether a pod's `schedulerName` is one
+/// the simulation schedules.
+pub fn read(
+    input: impl Read + Send + 'static,
+    source: &str,
+    release: Release,
+    simulated: &dyn Fn(&str) -> bool,
+) -> Result<Replay, String> {
+    let fail = |e: gantry_api::trace::TraceError| format!("{source}: {e}");
+    let (header, mut reader) = TraceReader::open(input).map_err(fail)?;
+    let mut replay = Replay {
+        header,
+        cluster: ClusterObjects::for_release(release),
+        events: Vec::new(),
+        recorded: Vec::new(),
+        not_replayed: BTreeMap::new(),
+        end: Duration::ZERO,
+    };
+    let mut pods: HashMap<String, Known> = HashMap::new();
+    let mut start = Vec::new();
+    let mut number = 0u64;
+    let mut last_at = 0;
+    while let Some(record) = reader.next_record().map_err(fail)? {
+        number += 1;
+        last_at = record.at;
+        if record.op == Op::List {
+            start.push((
+                record.object.unwrap_or_default(),
+                format!("record {number}"),
+            ));
+            continue;
+        }
+        if !start.is_empty() {
+            replay
+                .cluster
+                .add_values(start.drain(..), source)
+                .map_err(|e| e.to_string())?;
+            for pod in &replay.cluster.pods {
+                let known = Known {
+                    bound: pod.node_name.is_some(),
+                    simulated: simulated(pod.scheduler_name.as_str()),
+                };
+                pods.insert(pod.key(), known);
+            }
+        }
+        let at = Duration::from_millis(record.at);
+        let position = format!("{source}: record {number}");
+        replay
+            .change(record, at, &position, release, simulated, &mut pods)
+            .map_err(|e| format!("{position}: {e}"))?;
+    }
+    if !start.is_empty() {
+        replay
+            .cluster
+            .add_values(start, source)
+            .map_err(|e| e.to_string())?;
+    }
+    replay.cluster.note_source(source);
+    replay.end = Duration::from_millis(last_at);
+    Ok(replay)
+}
+
+impl Replay {
+    fn change(
+        &mut self,
+        record: TraceRecord,
+        at: Duration,
+        position: &str,
+        release: Release,
+        simulated: &dyn Fn(&str) -> bool,
+        pods: &mut HashMap<String, Known>,
+    ) -> Result<(), String> {
+        let kind = record.kind().to_string();
+        let op = record.op;
+        let object = record.object.unwrap_or_default();
+        match (kind.as_str(), op) {
+            ("Pod", Op::Deleted) => {
+                let key = key_of(&object);
+                if pods.remove(&key).is_some() {
+                    self.events.push((at, SimEvent::DeletePod(key)));
+                }
+            }
+            ("Pod", Op::Added | Op::Modified) => {
+                let finished = matches!(
+                    object.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                );
+                let key = key_of(&object);
+                if finished {
+                    if pods.remove(&key).is_some() {
+                        self.events.push((at, SimEvent::DeletePod(key)));
+                    }
+                    return Ok(());
+                }
+                let pod = decode(object, position, release)?.pods.pop();
+                let Some(pod) = pod else {
+                    return Ok(());
+                };
+                self.pod_change(pod, at, simulated, pods);
+            }
+            ("Node", Op::Added) => {
+                if let Some(node) = decode(object, position, release)?.nodes.pop() {
+                    self.events.push((at, SimEvent::AddNode(Arc::new(node))));
+                }
+            }
+            ("Node", Op::Deleted) => {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str);
+                let name = gantry_api::Sym::new(name.unwrap_or_default());
+                self.events.push((at, SimEvent::DeleteNode(name)));
+            }
+            ("PodGroup", Op::Added) => {
+                let mut objects = decode(object, position, release)?;
+                if let Some(group) = objects.pod_groups.pop() {
+                    self.events
+                        .push((at, SimEvent::CreatePodGroup(Arc::new(group))));
+                }
+                if let Some(group) = objects.coscheduling_groups.pop() {
+                    let event = SimEvent::CreateCoschedulingGroup(Arc::new(group));
+                    self.events.push((at, event));
+                }
+            }
+            _ => {
+                let what = format!("{kind} {}", format!("{op:?}").to_lowercase());
+                *self.not_replayed.entry(what).or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pod created or changed: created pending, bound by the cluster (kept to compare,
+    /// or placed there when no simulated profile schedules it), or changed otherwise.
+    fn pod_change(
+        &mut self,
+        pod: Pod,
+        at: Duration,
+        simulated: &dyn Fn(&str) -> bool,
+        pods: &mut HashMap<String, Known>,
+    ) {
+        let key = pod.key();
+        let node = pod.node_name;
+        let pod = Arc::new(pod);
+        match pods.get_mut(&key) {
+            None => {
+                let simulated = simulated(pod.scheduler_name.as_str());
+                pods.insert(
+                    key,
+                    Known {
+                        bound: node.is_some(),
+                        simulated,
+                    },
+                );
+                match node {
+                    None => self.events.push((at, SimEvent::CreatePod(pod))),
+                    Some(_) => self.events.push((at, SimEvent::PlacedElsewhere(pod))),
+                }
+            }
+            Some(known) if !known.bound && node.is_some() => {
+                known.bound = true;
+                if known.simulated {
+                    self.recorded.push(RecordedBinding {
+                        pod: key,
+                        node: node.map(|n| n.to_string()).unwrap_or_default(),
+                        at_ms: at.as_millis() as u64,
+                    });
+                } else {
+                    self.events.push((at, SimEvent::PlacedElsewhere(pod)));
+                }
+            }
+            Some(_) => *self.not_replayed.entry("Pod modified".into()).or_default() += 1,
+        }
+    }
+}
+
+fn key_of(object: &Value) -> String {
+    let field = |f: &str| {
+        object
+            .pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!("{}/{}", field("namespace"), field("name"))
+}
+
+/// One object, decoded as the release's API server stores it.
+fn decode(object: Value, position: &str, release: Release) -> Result<ClusterObjects, String> {
+    let mut objects = ClusterObjects::for_release(release);
+    objects
+        .add_object(object, position)
+        .map_err(|e| e.to_string())?;
+    Ok(objects)
+}
+
+/// How the simulation's placements compare with the bindings the cluster made.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Bindings recorded for pods a simulated profile schedules.
+    pub recorded: usize,
+    /// Of those, placed on the same node by the simulation.
+    pub same_node: usize,
+    /// Placed on another node: `(pod, recorded node, simulated node)`.
+    pub other_node: Vec<(String, String, String)>,
+    /// Left pending by the simulation: `(pod, recorded node, the simulation's reason)`.
+    pub pending: Vec<(String, String, String)>,
+    /// Pods the simulation bound that the cluster had not bound when recording ended.
+    pub bound_only_in_simulation: Vec<(String, String)>,
+}
+
+impl Divergence {
+    /// Compares `placements` (a run of the replay) with the recorded bindings.
+    pub fn of(recorded: &[RecordedBinding], placements: &[Placement]) -> Divergence {
+        let by_pod: HashMap<String, &Placement> =
+            placements.iter().map(|p| (p.pod.to_string(), p)).collect();
+        let mut divergence = Divergence {
+            recorded: recorded.len(),
+            ..Divergence::default()
+        };
+        for binding in recorded {
+            let placement = by_pod.get(&binding.pod);
+            match placement.and_then(|p| p.node.as_ref()) {
+                Some(node) if **node == *binding.node => divergence.same_node += 1,
+                Some(node) => divergence.other_node.push((
+                    binding.pod.clone(),
+                    binding.node.clone(),
+                    node.to_string(),
+                )),
+                None => divergence.pending.push((
+                    binding.pod.clone(),
+                    binding.node.clone(),
+                    placement
+                        .and_then(|p| p.reason.clone())
+                        .unwrap_or_else(|| "not in the simulation".into()),
+                )),
+            }
+        }
+        let recorded_pods: std::collections::HashSet<&str> =
+            recorded.iter().map(|b| b.pod.as_str()).collect();
+        for placement in placements {
+            let pod = placement.pod.to_string();
+            if let Some(node) = &placement.node
+                && !recorded_pods.contains(pod.as_str())
+                && placement.reason.is_none()
+            {
+                divergence
+                    .bound_only_in_simulation
+                    .push((pod, node.to_string()));
+            }
+        }
+        divergence
+    }
+
+    /// The share of recorded bindings the simulation reproduced (1 when none were made).
+    pub fn reproduced(&self) -> f64 {
+        if self.recorded == 0 {
+            1.0
+        } else {
+            self.same_node as f64 / self.recorded as f64
+        }
+    }
+}
