@@ -168,18 +168,7 @@ pub async fn import(
             Err(refused) if kind.optional && code(&refused) == Some(404) => {
                 imported.not_served.push(kind.resource);
             }
-            Err(Refused {
-                status: Some(ApiStatus { code: 403, message }),
-                ..
-            }) => {
-                return Err(format!(
-                    "{server} forbids listing {} (403 Forbidden: {message}): grant list on it to the kubeconfig's user (deploy/gantry-readonly.yaml grants what reading a cluster needs)",
-                    kind.resource
-                ));
-            }
-            Err(refused) => {
-                return Err(format!("listing {}: {}", kind.resource, refused.message));
-            }
+            Err(refused) => return Err(refusal_line(server, kind, refused)),
         }
     }
     Ok(imported)
@@ -196,28 +185,50 @@ async fn list_kind(
 ) -> Result<(ClusterObjects, usize), Refused> {
     let mut objects = ClusterObjects::for_release(release);
     let mut count = 0;
-    let mut token: Option<String> = None;
-    for page in 1..=options.max_pages {
-        let query = query(kind, Some(options.page_size), token.as_deref());
-        let text = match get(client, server, &options.startup, kind.path, &query).await {
-            Ok(text) => text,
-            // client-go's pager: an expired continue token (410) makes one full list.
-            Err(refused) if token.is_some() && code(&refused) == Some(410) => {
-                let mut objects = ClusterObjects::for_release(release);
-                let query = query_full(kind);
-                let text = get(client, server, &options.startup, kind.path, &query).await?;
-                let source = format!("{server} {} (full list)", kind.resource);
-                let answer = add(&mut objects, &text, &source)?;
-                return Ok((objects, answer.items));
-            }
-            Err(refused) => return Err(refused),
-        };
+    let paged = each_page(client, server, kind, options, |text, page| {
         let source = format!("{server} {} page {page}", kind.resource);
-        let answer = add(&mut objects, &text, &source)?;
+        let answer = add(&mut objects, text, &source)?;
         count += answer.items;
-        match answer.continue_token {
+        Ok(answer.continue_token)
+    })
+    .await;
+    match paged {
+        Ok(()) => Ok((objects, count)),
+        // client-go's pager: an expired continue token (410) makes one full list.
+        Err(refused) if code(&refused) == Some(410) => {
+            let mut objects = ClusterObjects::for_release(release);
+            let text = get(
+                client,
+                server,
+                &options.startup,
+                kind.path,
+                &query_full(kind),
+            )
+            .await?;
+            let source = format!("{server} {} (full list)", kind.resource);
+            let answer = add(&mut objects, &text, &source)?;
+            Ok((objects, answer.items))
+        }
+        Err(refused) => Err(refused),
+    }
+}
+
+/// Lists `kind` page by page, handing each page's text and number to `page`, which
+/// answers the page's continue token. An expired token comes back as the 410 it is.
+pub(crate) async fn each_page(
+    client: &Client,
+    server: &str,
+    kind: ListedKind,
+    options: &ImportOptions,
+    mut page: impl FnMut(&[u8], u32) -> Result<Option<String>, Refused>,
+) -> Result<(), Refused> {
+    let mut token: Option<String> = None;
+    for number in 1..=options.max_pages {
+        let query = query(kind, Some(options.page_size), token.as_deref());
+        let text = get(client, server, &options.startup, kind.path, &query).await?;
+        match page(&text, number)? {
             Some(next) => token = Some(next),
-            None => return Ok((objects, count)),
+            None => return Ok(()),
         }
     }
     Err(Refused {
@@ -229,7 +240,18 @@ async fn list_kind(
     })
 }
 
-fn code(refused: &Refused) -> Option<u16> {
+/// The one line for a list refused: a 403 says which role grants it.
+pub(crate) fn refusal_line(server: &str, kind: ListedKind, refused: Refused) -> String {
+    match refused.status {
+        Some(ApiStatus { code: 403, message }) => format!(
+            "{server} forbids listing {} (403 Forbidden: {message}): grant list and watch on it to the kubeconfig's user (deploy/gantry-readonly.yaml grants what reading a cluster needs)",
+            kind.resource
+        ),
+        _ => format!("listing {}: {}", kind.resource, refused.message),
+    }
+}
+
+pub(crate) fn code(refused: &Refused) -> Option<u16> {
     refused.status.as_ref().map(|s| s.code)
 }
 
@@ -249,7 +271,7 @@ fn query_full(kind: ListedKind) -> String {
 }
 
 /// The query string of one page's request.
-fn query(kind: ListedKind, limit: Option<u32>, token: Option<&str>) -> String {
+pub(crate) fn query(kind: ListedKind, limit: Option<u32>, token: Option<&str>) -> String {
     let mut pairs = Vec::new();
     if let Some(limit) = limit {
         pairs.push(format!("limit={limit}"));
@@ -264,7 +286,7 @@ fn query(kind: ListedKind, limit: Option<u32>, token: Option<&str>) -> String {
 }
 
 /// Query-string escaping: everything but RFC 3986's unreserved characters.
-fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -277,7 +299,7 @@ fn percent_encode(text: &str) -> String {
 }
 
 /// One GET, retried as the start-up check retries, its body read up to [`MAX_PAGE_BYTES`].
-async fn get(
+pub(crate) async fn get(
     client: &Client,
     server: &str,
     startup: &Startup,

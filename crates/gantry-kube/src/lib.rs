@@ -25,6 +25,7 @@ mod import;
 mod leader;
 mod metrics;
 mod objects;
+mod record;
 mod scheduling_loop;
 mod volume_writes;
 mod watch;
@@ -55,6 +56,7 @@ pub use gantry_scheduler::shard::{Divide, Shard, owner};
 pub use import::{ImportOptions, Imported, ListedKind, import};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
+pub use record::{RecordOptions, Recorded, record, rfc3339};
 pub use watch::POD_FIELD_SELECTOR;
 pub use writes::{
     MAX_BINDS_IN_FLIGHT, MAX_WRITES_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,

@@ -6,10 +6,11 @@
 //! creation, or later by a scheduler no simulated profile stands for: placed where the
 //! cluster put them, at that time), pods deleted or finished (a pod whose phase becomes
 //! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
-//! and deleted, PodGroups created. Every other change (a node relabelled or cordoned, a
+//! and deleted, PodGroups created. A pod bound to a node the trace has not added yet (a
+//! relist of pods written before the relist of nodes) waits for its node. Every other change (a node relabelled or cordoned, a
 //! claim or volume changed) is counted in [`Replay::not_replayed`], not applied.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,15 @@ struct Known {
     simulated: bool,
 }
 
+/// What replaying has seen so far.
+#[derive(Default)]
+struct Seen {
+    pods: HashMap<String, Known>,
+    nodes: HashSet<String>,
+    /// Pods bound to a node not added yet, by node.
+    waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
+}
+
 /// Reads the trace in `input` (`source` names it in errors), decoding objects as
 /// `release`'s API server does. `simulated` says whether a pod's `schedulerName` is one
 /// the simulation schedules.
@@ -71,7 +81,7 @@ pub fn read(
         not_replayed: BTreeMap::new(),
         end: Duration::ZERO,
     };
-    let mut pods: HashMap<String, Known> = HashMap::new();
+    let mut seen = Seen::default();
     let mut start = Vec::new();
     let mut number = 0u64;
     let mut last_at = 0;
@@ -95,13 +105,15 @@ pub fn read(
                     bound: pod.node_name.is_some(),
                     simulated: simulated(pod.scheduler_name.as_str()),
                 };
-                pods.insert(pod.key(), known);
+                seen.pods.insert(pod.key(), known);
             }
+            let nodes = replay.cluster.nodes.iter().map(|n| n.name.to_string());
+            seen.nodes.extend(nodes);
         }
         let at = Duration::from_millis(record.at);
         let position = format!("{source}: record {number}");
         replay
-            .change(record, at, &position, release, simulated, &mut pods)
+            .change(record, at, &position, release, simulated, &mut seen)
             .map_err(|e| format!("{position}: {e}"))?;
     }
     if !start.is_empty() {
@@ -123,45 +135,44 @@ impl Replay {
         position: &str,
         release: Release,
         simulated: &dyn Fn(&str) -> bool,
-        pods: &mut HashMap<String, Known>,
+        seen: &mut Seen,
     ) -> Result<(), String> {
         let kind = record.kind().to_string();
         let op = record.op;
         let object = record.object.unwrap_or_default();
         match (kind.as_str(), op) {
-            ("Pod", Op::Deleted) => {
-                let key = key_of(&object);
-                if pods.remove(&key).is_some() {
-                    self.events.push((at, SimEvent::DeletePod(key)));
-                }
-            }
+            ("Pod", Op::Deleted) => self.pod_gone(key_of(&object), at, seen),
             ("Pod", Op::Added | Op::Modified) => {
                 let finished = matches!(
                     object.pointer("/status/phase").and_then(Value::as_str),
                     Some("Succeeded" | "Failed")
                 );
-                let key = key_of(&object);
                 if finished {
-                    if pods.remove(&key).is_some() {
-                        self.events.push((at, SimEvent::DeletePod(key)));
-                    }
+                    self.pod_gone(key_of(&object), at, seen);
                     return Ok(());
                 }
                 let pod = decode(object, position, release)?.pods.pop();
                 let Some(pod) = pod else {
                     return Ok(());
                 };
-                self.pod_change(pod, at, simulated, pods);
+                self.pod_change(pod, at, simulated, seen);
             }
             ("Node", Op::Added) => {
                 if let Some(node) = decode(object, position, release)?.nodes.pop() {
+                    let name = node.name.to_string();
                     self.events.push((at, SimEvent::AddNode(Arc::new(node))));
+                    for pod in seen.waiting_for_node.remove(&name).unwrap_or_default() {
+                        self.events.push((at, SimEvent::PlacedElsewhere(pod)));
+                    }
+                    seen.nodes.insert(name);
                 }
             }
             ("Node", Op::Deleted) => {
                 let name = object.pointer("/metadata/name").and_then(Value::as_str);
-                let name = gantry_api::Sym::new(name.unwrap_or_default());
-                self.events.push((at, SimEvent::DeleteNode(name)));
+                let name = name.unwrap_or_default();
+                seen.nodes.remove(name);
+                self.events
+                    .push((at, SimEvent::DeleteNode(gantry_api::Sym::new(name))));
             }
             ("PodGroup", Op::Added) => {
                 let mut objects = decode(object, position, release)?;
@@ -189,15 +200,15 @@ impl Replay {
         pod: Pod,
         at: Duration,
         simulated: &dyn Fn(&str) -> bool,
-        pods: &mut HashMap<String, Known>,
+        seen: &mut Seen,
     ) {
         let key = pod.key();
         let node = pod.node_name;
         let pod = Arc::new(pod);
-        match pods.get_mut(&key) {
+        match seen.pods.get_mut(&key) {
             None => {
                 let simulated = simulated(pod.scheduler_name.as_str());
-                pods.insert(
+                seen.pods.insert(
                     key,
                     Known {
                         bound: node.is_some(),
@@ -206,7 +217,7 @@ impl Replay {
                 );
                 match node {
                     None => self.events.push((at, SimEvent::CreatePod(pod))),
-                    Some(_) => self.events.push((at, SimEvent::PlacedElsewhere(pod))),
+                    Some(_) => self.placed_elsewhere(pod, at, seen),
                 }
             }
             Some(known) if !known.bound && node.is_some() => {
@@ -218,10 +229,32 @@ impl Replay {
                         at_ms: at.as_millis() as u64,
                     });
                 } else {
-                    self.events.push((at, SimEvent::PlacedElsewhere(pod)));
+                    self.placed_elsewhere(pod, at, seen);
                 }
             }
             Some(_) => *self.not_replayed.entry("Pod modified".into()).or_default() += 1,
+        }
+    }
+}
+
+impl Replay {
+    /// A bound pod joins its node, or waits for it to be added.
+    fn placed_elsewhere(&mut self, pod: Arc<Pod>, at: Duration, seen: &mut Seen) {
+        let node = pod.node_name.map(|n| n.to_string()).unwrap_or_default();
+        if seen.nodes.contains(&node) {
+            self.events.push((at, SimEvent::PlacedElsewhere(pod)));
+        } else {
+            seen.waiting_for_node.entry(node).or_default().push(pod);
+        }
+    }
+
+    /// A pod deleted, or finished.
+    fn pod_gone(&mut self, key: String, at: Duration, seen: &mut Seen) {
+        for waiting in seen.waiting_for_node.values_mut() {
+            waiting.retain(|p| p.key() != key);
+        }
+        if seen.pods.remove(&key).is_some() {
+            self.events.push((at, SimEvent::DeletePod(key)));
         }
     }
 }

@@ -88,6 +88,32 @@ impl LiveArgs {
     }
 }
 
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn signalled() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let sigterm = async {
+            match term.as_mut() {
+                Some(term) => {
+                    term.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = sigterm => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
 /// The release to decide as, and why: `--emulated-version`'s, else the API server's.
 pub async fn release(
     args: &ReleaseArgs,
@@ -134,7 +160,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<(kube::Clien
 }
 
 /// How long the API server's `/version` is waited for.
-const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The release to decide as, and why, when `--emulated-version` is not given: the API
 /// server's own where Gantry decides as it; otherwise the default, saying why.

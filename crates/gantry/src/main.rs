@@ -13,6 +13,7 @@ mod explain_gang;
 mod live;
 mod load;
 mod output;
+mod record;
 mod release_args;
 mod replay;
 mod report;
@@ -85,6 +86,8 @@ enum Command {
     /// pods need (--node-template), whether nodes can be drained (--drain), whether a
     /// gang of pods fits at once (--gang).
     Estimate(estimate::EstimateArgs),
+    /// Record a live cluster's history (read-only) as a trace for `simulate --trace`.
+    Record(record::RecordArgs),
     /// The FGD paper's experiments: policies × openb traces × seeds, written as the
     /// published allocation and fragmentation curves (shards, merges, a report page).
     Sweep(sweep::SweepArgs),
@@ -103,6 +106,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Record(args) => record::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

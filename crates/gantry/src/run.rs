@@ -163,28 +163,7 @@ fn identity() -> String {
 
 /// Completes on Ctrl-C or SIGTERM.
 async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let sigterm = async {
-            match term.as_mut() {
-                Some(term) => {
-                    term.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = sigterm => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
+    live::signalled().await;
     // Log lines, not plain text, so that `--log-format json` is JSON throughout.
     tracing::info!("stopping (binds in flight finish first)");
 }

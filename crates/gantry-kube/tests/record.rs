@@ -1,0 +1,178 @@
+//! `gantry record` against the in-process API server while `gantry run` schedules a
+//! churning workload: the trace holds the state at the start and every change, with no
+//! gap across a watch that could not resume, and replayed through the simulation it
+//! reproduces the bindings the running scheduler made.
+
+mod apiserver;
+mod common;
+
+use std::time::Duration;
+
+use apiserver::TestApiServer;
+use apiserver::resources::{NODES, PODS};
+use common::*;
+use gantry_api::Release;
+use gantry_api::trace::{Op, TraceReader, TraceRecord};
+use gantry_kube::{RecordOptions, Shard};
+use gantry_sim::replay::{self, Divergence};
+use gantry_sim::{SimOptions, Simulation};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+fn read(trace: Vec<u8>) -> Vec<TraceRecord> {
+    let (header, mut reader) = TraceReader::open(std::io::Cursor::new(trace)).unwrap();
+    assert!(header.server.starts_with("http://127.0.0.1:"));
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record().unwrap() {
+        records.push(record);
+    }
+    records
+}
+
+fn bound_count(api: &TestApiServer) -> usize {
+    api.list(PODS)
+        .iter()
+        .filter(|p| p["spec"]["nodeName"].is_string())
+        .count()
+}
+
+/// Distinct node sizes, so that the default profile's scores never tie.
+fn nodes(api: &TestApiServer) {
+    for (i, cpu) in [4000, 6000, 9000].into_iter().enumerate() {
+        api.put(NODES, node(&format!("n{i}"), cpu, "a"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_churn_replays_to_the_same_bindings() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    nodes(&api);
+    let mut running = pod("running", 1000);
+    running["spec"]["nodeName"] = json!("n0");
+    api.put(PODS, running);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let client = api.client();
+    let server = api.url();
+    let recorder = tokio::spawn(async move {
+        let options = RecordOptions {
+            progress_every: Duration::from_secs(3600),
+            max_backoff: Duration::from_millis(200),
+            ..RecordOptions::default()
+        };
+        let stop = async {
+            let _ = stop_rx.await;
+        };
+        gantry_kube::record(
+            &client,
+            &server,
+            Some("v1.35.4".into()),
+            Vec::new(),
+            &options,
+            stop,
+            &mut |_| {},
+        )
+        .await
+    });
+    // The recorder has listed and watches pods and nodes.
+    wait_for("the recorder's watches", WAIT, || {
+        ["GET /api/v1/pods?watch=1", "GET /api/v1/nodes?watch=1"]
+            .iter()
+            .all(|watch| !api.requests_matching(watch).is_empty())
+    })
+    .await;
+
+    // A first wave, bound by the running scheduler.
+    for i in 0..6 {
+        api.put(PODS, pod(&format!("wave1-{i}"), 700 + 100 * i));
+        let bound = 2 + i as usize;
+        wait_for("the first wave bound", WAIT, || bound_count(&api) == bound).await;
+    }
+    api.delete(PODS, "default", "wave1-2");
+
+    // The recorder's watches go blind, and the server forgets where they were: what
+    // happens meanwhile must reach the trace through a relist.
+    api.fail_requests("watch=1", 10_000);
+    api.drop_watches();
+    api.put(NODES, node("n3", 12000, "a"));
+    api.delete(PODS, "default", "wave1-4");
+    api.put(PODS, pod("while-blind", 1500));
+    wait_for("the blind pod bound", WAIT, || bound_count(&api) == 6).await;
+    api.compact();
+    api.clear_failures();
+
+    // A second wave once the recorder is back (it retries every 200 ms here).
+    wait_for("the recorder's relists", WAIT, || {
+        ["GET /api/v1/pods?limit=", "GET /api/v1/nodes?limit="]
+            .iter()
+            .all(|list| api.requests_matching(list).len() >= 2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One at a time: a burst's order in the scheduler's queue and in the trace may
+    // differ, and with it the placements (a divergence the replay would report).
+    for i in 0..6 {
+        api.put(PODS, pod(&format!("wave2-{i}"), 1200 + 150 * i));
+        let bound = 7 + i as usize;
+        wait_for("the second wave bound", WAIT, || bound_count(&api) == bound).await;
+    }
+    // The last binding's event reaches the recorder.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = stop_tx.send(());
+    let (trace, recorded) = recorder.await.unwrap().unwrap();
+    instance.stop().await.unwrap();
+
+    assert!(recorded.relists >= 1, "{recorded:?}");
+    assert!(recorded.from_relists >= 3, "{recorded:?}");
+    // The recorder only read.
+    let refused = common::rbac::refused(
+        common::rbac::READ_ONLY,
+        &api.requests_matching("watch=1"),
+        "",
+    );
+    assert_eq!(refused, Vec::<String>::new());
+
+    let records = read(trace.clone());
+    let listed: Vec<&TraceRecord> = records.iter().filter(|r| r.op == Op::List).collect();
+    assert_eq!(listed.iter().filter(|r| r.kind() == "Node").count(), 3);
+    assert_eq!(listed.iter().filter(|r| r.kind() == "Pod").count(), 1);
+    let change_of = |op: Op, kind: &str, name: &str| {
+        records.iter().any(|r| {
+            r.op == op && r.kind() == kind && r.object.as_ref().unwrap()["metadata"]["name"] == name
+        })
+    };
+    // Seen by the watches, and through the relist after they went blind.
+    assert!(change_of(Op::Deleted, "Pod", "wave1-2"));
+    assert!(change_of(Op::Added, "Node", "n3"));
+    assert!(change_of(Op::Deleted, "Pod", "wave1-4"));
+    assert!(change_of(Op::Added, "Pod", "while-blind"));
+    // No environment or managed fields in a trace.
+    let text = String::from_utf8(trace.clone()).unwrap();
+    assert!(!text.contains("managedFields"));
+
+    // Replayed through the simulation, the running scheduler's bindings come back.
+    let replay = replay::read(
+        std::io::Cursor::new(trace),
+        "trace",
+        Release::at(35),
+        &|name| name == SCHEDULER,
+    )
+    .unwrap();
+    let mut cluster = replay.cluster;
+    cluster.admit().unwrap();
+    let options = SimOptions {
+        seed: 7,
+        ..SimOptions::default()
+    };
+    let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
+    for (at, event) in replay.events {
+        sim.schedule(at, event);
+    }
+    sim.run().unwrap();
+    let divergence = Divergence::of(&replay.recorded, sim.placements());
+
+    assert_eq!(divergence.recorded, 12, "{divergence:?}");
+    assert_eq!(divergence.reproduced(), 1.0, "{divergence:?}");
+}
