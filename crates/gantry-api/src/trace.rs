@@ -124,7 +124,8 @@ pub struct TraceReader {
     last_at: u64,
     /// Whether a change was read (the state at the start comes first).
     changes_began: bool,
-    ended: bool,
+    /// The end record's time, once read.
+    ended: Option<u64>,
 }
 
 impl TraceReader {
@@ -149,7 +150,7 @@ impl TraceReader {
             records: 0,
             last_at: 0,
             changes_began: false,
-            ended: false,
+            ended: None,
         };
         let Some(line) = reader.read_line()? else {
             return Err(error(0, 0, "empty: not a Gantry trace".into()));
@@ -176,7 +177,7 @@ impl TraceReader {
 
     /// The next record before `end`; `None` once `end` was read (and checked).
     pub fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        if self.ended {
+        if self.ended.is_some() {
             return Ok(None);
         }
         let start = self.offset;
@@ -215,7 +216,7 @@ impl TraceReader {
                         "text after the end record".into(),
                     ));
                 }
-                self.ended = true;
+                self.ended = Some(record.at);
                 return Ok(None);
             }
             Op::List if self.changes_began => {
@@ -240,6 +241,11 @@ impl TraceReader {
         self.last_at = record.at;
         self.records = number;
         Ok(Some(record))
+    }
+
+    /// When recording ended (milliseconds since it started), once the end record was read.
+    pub fn end_at(&self) -> Option<u64> {
+        self.ended
     }
 
     /// The next line without its end, or `None` at the end of the text.

@@ -253,6 +253,14 @@ impl PodRecords {
             .cloned()
     }
 
+    /// A pod of another scheduler was bound to `node` (a replayed trace's): its line
+    /// names the node, with why the simulation did not place it.
+    pub fn bound_elsewhere(&mut self, index: usize, node: Sym) {
+        self.histories[index].status = PodStatus::OtherScheduler;
+        self.placements[index].node = Some(NodeName(node));
+        self.placements[index].reason = Some("bound by another scheduler".into());
+    }
+
     /// Sets the pod's status and the reason it is not bound.
     pub fn set_pending(&mut self, index: usize, status: PodStatus, reason: String) {
         self.histories[index].status = status;

@@ -123,7 +123,7 @@ pub fn read(
             .map_err(|e| e.to_string())?;
     }
     replay.cluster.note_source(source);
-    replay.end = Duration::from_millis(last_at);
+    replay.end = Duration::from_millis(reader.end_at().unwrap_or(last_at));
     Ok(replay)
 }
 

@@ -84,14 +84,15 @@ impl Sink {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let name = args.output.display().to_string();
-    let file = File::create(&args.output).with_context(|| format!("cannot create {name}"))?;
-    let file = BufWriter::with_capacity(1 << 20, file);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let recorded = runtime.block_on(async {
         let (client, server) = live::client(args.kubeconfig.as_ref()).await?;
+        // Created once there is a cluster to record, before anything is asked of it.
+        let file = File::create(&args.output).with_context(|| format!("cannot create {name}"))?;
+        let file = BufWriter::with_capacity(1 << 20, file);
         let version = tokio::time::timeout(live::VERSION_TIMEOUT, client.apiserver_version())
             .await
             .ok()

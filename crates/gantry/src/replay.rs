@@ -19,6 +19,9 @@ const MAX_NAMED: usize = 10;
 
 /// The release to decide as, and why: `--emulated-version`'s, else the recorded server's.
 pub fn release(args: &ReleaseArgs, path: &Path) -> anyhow::Result<(Release, String)> {
+    if args.names_a_release() {
+        return Ok((args.release()?, "--emulated-version".to_string()));
+    }
     let name = path.display().to_string();
     let file = crate::load::open(path).with_context(|| format!("cannot read {name}"))?;
     let (header, _) = TraceReader::open(file).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;

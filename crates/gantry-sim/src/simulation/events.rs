@@ -134,7 +134,7 @@ impl Simulation {
                 }
             }
             SimEvent::DrainNode { node, recreate } => self.drain(node, recreate),
-            SimEvent::PlacedElsewhere(pod) => self.placed_elsewhere(pod, now)?,
+            SimEvent::PlacedElsewhere(pod) => self.placed_elsewhere(pod),
             SimEvent::CreateCoschedulingGroup(group) => {
                 self.broadcast(WatchEvent::CoschedulingGroupCreated(group));
             }
@@ -195,28 +195,19 @@ impl Simulation {
         self.publish_claims(changes);
     }
 
-    /// A pod bound outside the simulation joins its node, once its node exists (a pod
-    /// naming a node that is gone is not placed).
-    fn placed_elsewhere(&mut self, pod: Arc<Pod>, now: Duration) -> Result<(), SimError> {
-        let Some(node) = pod.node_name else {
-            return Ok(());
+    /// A pod bound outside the simulation joins its node (the replayer holds it until
+    /// its node exists). A pod the simulation saw arrive says so on its line; one created
+    /// bound is the cluster's, as the pods bound at the start are.
+    fn placed_elsewhere(&mut self, pod: Arc<Pod>) {
+        let Some(node) = pod.node_name.filter(|n| self.api.node(*n).is_some()) else {
+            return;
         };
-        let index = match self.records.index(&pod.uid) {
-            Some(index) => index,
-            None => self.records.arrive(&pod, now)?,
-        };
-        if self.api.node(node).is_none() {
-            let reason = format!("bound elsewhere to {node}, a node the simulation does not have");
-            self.records
-                .set_pending(index, PodStatus::OtherScheduler, reason);
-            return Ok(());
+        match self.records.index(&pod.uid) {
+            Some(index) => self.records.bound_elsewhere(index, node),
+            None => self.records.add_bound(&pod),
         }
-        let reason = format!("bound elsewhere to {node}");
-        self.records
-            .set_pending(index, PodStatus::OtherScheduler, reason);
         self.api.add_bound_pod(pod.clone());
         self.broadcast(WatchEvent::PodBound(pod));
-        Ok(())
     }
 
     /// Deletes a pod by `namespace/name`: a bound one leaves its node; a pending one is
