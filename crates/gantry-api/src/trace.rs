@@ -286,6 +286,8 @@ pub struct TraceWriter<W: Write> {
     output: W,
     records: u64,
     last_at: u64,
+    /// One line, written whole: a compressing writer pays for every write it is given.
+    line: Vec<u8>,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -296,17 +298,19 @@ impl<W: Write> TraceWriter<W> {
             output,
             records: 0,
             last_at: 0,
+            line: Vec::new(),
         })
     }
 
     /// Writes one record; a time before the previous record's is written as that time
     /// (clocks are read by several tasks).
-    pub fn write(&mut self, record: &TraceRecord) -> io::Result<()> {
-        let mut record = record.clone();
+    pub fn write(&mut self, mut record: TraceRecord) -> io::Result<()> {
         record.at = record.at.max(self.last_at);
         self.last_at = record.at;
-        serde_json::to_writer(&mut self.output, &record)?;
-        self.output.write_all(b"\n")?;
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &record)?;
+        self.line.push(b'\n');
+        self.output.write_all(&self.line)?;
         self.records += 1;
         Ok(())
     }
@@ -432,7 +436,7 @@ mod tests {
             };
             let mut writer = TraceWriter::new(sink, &header()).unwrap();
             for record in records {
-                writer.write(record).unwrap();
+                writer.write(record.clone()).unwrap();
             }
             writer.finish(5000).unwrap();
         }

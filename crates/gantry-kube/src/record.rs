@@ -423,7 +423,7 @@ fn write<W: Write>(
     } else {
         started.elapsed().as_millis() as u64
     };
-    writer.write(&TraceRecord::change(at, op, object))
+    writer.write(TraceRecord::change(at, op, object))
 }
 
 fn key_of(object: &Value) -> String {

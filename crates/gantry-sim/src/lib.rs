@@ -17,6 +17,7 @@ mod latency;
 pub mod multi_bench;
 mod records;
 pub mod replay;
+pub mod replay_bench;
 pub mod scenario;
 mod simulation;
 

@@ -35,8 +35,10 @@ pub struct BenchArgs {
     /// scale, gpu-share, dra (scheduler_perf's claim-template workload), gang (gangs of 8
     /// and 64 among single pods, v1.36 with GangScheduling), snapshot, multi
     /// (several instances on threads), clustersnapshot (the
-    /// what-if stores), estimate (the autoscaler's binpacking benchmark), or all (every
-    /// workload but scale, gpu-share, gang, snapshot, multi, clustersnapshot and estimate).
+    /// what-if stores), estimate (the autoscaler's binpacking benchmark), replay (a
+    /// recorded trace of 5,000 nodes and 100,000 changes, as `simulate --trace` replays
+    /// it), or all (every workload but scale, gpu-share, gang, snapshot, multi,
+    /// clustersnapshot, estimate and replay).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -75,7 +77,7 @@ pub struct BenchArgs {
 }
 
 /// The workloads that are not scheduling runs of `gantry_sim::bench` (nor `all`).
-const OWN_SHAPE_WORKLOADS: [&str; 7] = [
+const OWN_SHAPE_WORKLOADS: [&str; 8] = [
     "gpu-share",
     "dra",
     "gang",
@@ -83,6 +85,7 @@ const OWN_SHAPE_WORKLOADS: [&str; 7] = [
     "multi",
     "clustersnapshot",
     "estimate",
+    "replay",
 ];
 
 impl BenchArgs {
@@ -160,6 +163,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         "multi" => return multi(&args),
         "clustersnapshot" => return cluster_snapshot(&args),
         "estimate" => return estimate(&args),
+        "replay" => return replay(&args),
         _ => {}
     }
     if args.workload == "gpu-share" {
@@ -180,7 +184,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown workload {:?}: use one of {}, gpu-share, dra, snapshot, multi, clustersnapshot, estimate or all",
+                "unknown workload {:?}: use one of {}, gpu-share, dra, snapshot, multi, clustersnapshot, estimate, replay or all",
                 args.workload,
                 names.join(", ")
             )
@@ -326,6 +330,28 @@ fn gang(args: &BenchArgs) -> anyhow::Result<()> {
             r.attempts,
             r.retries,
             r.pods_held_by_incomplete_gangs,
+            r.peak_rss_mib.unwrap_or(f64::NAN),
+        )
+    };
+    output::to_stdout(|out| writeln!(out, "{line}"))
+}
+
+fn replay(args: &BenchArgs) -> anyhow::Result<()> {
+    let r = gantry_sim::replay_bench::run_replay().map_err(anyhow::Error::msg)?;
+    let release = gantry_api::Release::at(35);
+    let line = if args.json {
+        serde_json::to_string(&output::with_release(serde_json::to_value(&r)?, release))?
+    } else {
+        format!(
+            "replay {} nodes, {} changes ({:.1} MB gzip): read in {:.2} s, replayed in {:.2} s, {:.2} s in all; {} pods scheduled, {:.1}% of the recorded bindings reproduced; peak RSS {:.0} MiB, as Kubernetes {release}",
+            r.nodes,
+            r.changes,
+            r.trace_bytes as f64 / 1e6,
+            r.read_s,
+            r.replay_s,
+            r.total_s,
+            r.pods_scheduled,
+            r.reproduced * 100.0,
             r.peak_rss_mib.unwrap_or(f64::NAN),
         )
     };

@@ -89,6 +89,7 @@ fn example_scenario_expands_into_nodes_and_timed_events() {
             SimEvent::DeleteNode(_) => "delete-node",
             SimEvent::CreatePodGroup(_) => "create-pod-group",
             SimEvent::CreateCoschedulingGroup(_) => "create-coscheduling-group",
+            SimEvent::PlacedElsewhere(_) => "placed-elsewhere",
         })
         .filter(|k| *k != "create")
         .collect();
