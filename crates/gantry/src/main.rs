@@ -4,6 +4,7 @@
 //! depends on it.
 
 mod bench;
+mod compare;
 mod counterfactual;
 mod drain;
 mod estimate;

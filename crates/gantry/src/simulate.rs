@@ -15,6 +15,7 @@ use gantry_sim::{
     BindLatency, MAX_SCHEDULERS, Placement, SimEvent, SimOptions, Simulation, Summary,
 };
 
+use crate::compare::{self, Arm};
 use crate::output::Say;
 use crate::report::{self, RunInfo};
 use crate::{load, output};
@@ -48,6 +49,10 @@ pub struct SimulateArgs {
     /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Another KubeSchedulerConfiguration: the same inputs run again under it from the
+    /// same seed, and the two outcomes printed side by side (--config's is A).
+    #[arg(long, conflicts_with_all = ["report", "placements"])]
+    compare: Option<PathBuf>,
     /// Seed for tie-breaking and bind latencies: the same input and seed give the same
     /// placements.
     #[arg(long, default_value_t = 0)]
@@ -178,21 +183,32 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         );
         events.push((Duration::ZERO, SimEvent::CreatePod(Arc::new(pod))));
     }
-    let options = SimOptions {
-        seed: args.seed,
-        assume: !args.no_assume,
-        sequential: args.sequential,
-        bind_latency: args.bind_latency_ms.map_or(BindLatency::REALISTIC, |ms| {
-            BindLatency::Fixed(Duration::from_millis(ms))
-        }),
-        bind_failure_rate: args.bind_failure_rate,
-        capacity_check: args.capacity_check,
-        initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),
-        max_backoff: Duration::from_secs(config.pod_max_backoff_seconds),
-        step_limit: None,
-        schedulers: args.schedulers,
-        event_latency: Duration::from_millis(args.event_latency_ms),
-    };
+    let options = sim_options(&args, &config);
+    if let Some(path) = &args.compare {
+        let other = load::config(Some(path), release)?;
+        let label = |file: Option<&Path>| {
+            file.map_or_else(
+                || "kube-scheduler's defaults".into(),
+                |f| f.display().to_string(),
+            )
+        };
+        let arms = [
+            Arm {
+                label: label(args.config.as_deref()),
+                options,
+                config,
+            },
+            Arm {
+                label: label(Some(path)),
+                options: sim_options(&args, &other),
+                config: other,
+            },
+        ];
+        let outcomes = compare::run(cluster, events, arms)?;
+        let title = format!("{name}, decided as Kubernetes {release}");
+        let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
+        return compare::write(&outcomes, recorded, args.json, &title, release);
+    }
     let info = RunInfo {
         name,
         inputs: describe_inputs(&args, live_server.as_deref()),
@@ -412,6 +428,25 @@ fn write_placements(path: &Path, placements: &[Placement]) -> anyhow::Result<()>
     }
     out.flush()
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The simulation's options from the flags, with `config`'s backoff.
+fn sim_options(args: &SimulateArgs, config: &SchedulerConfig) -> SimOptions {
+    SimOptions {
+        seed: args.seed,
+        assume: !args.no_assume,
+        sequential: args.sequential,
+        bind_latency: args.bind_latency_ms.map_or(BindLatency::REALISTIC, |ms| {
+            BindLatency::Fixed(Duration::from_millis(ms))
+        }),
+        bind_failure_rate: args.bind_failure_rate,
+        capacity_check: args.capacity_check,
+        initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),
+        max_backoff: Duration::from_secs(config.pod_max_backoff_seconds),
+        step_limit: None,
+        schedulers: args.schedulers,
+        event_latency: Duration::from_millis(args.event_latency_ms),
+    }
 }
 
 fn print_summary(

@@ -1,0 +1,249 @@
+//! `gantry simulate ... --compare B.yaml`: the same inputs (a trace, a dump, a scenario,
+//! a live cluster) run twice from the same seed, under `--config` (A) and under B, and
+//! the two outcomes side by side: where each pod went in each, the pods placed
+//! differently, pending counts, preemptions, and the wait from creation to binding.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Duration;
+
+use gantry_api::Release;
+use gantry_api::decode::ClusterObjects;
+use gantry_framework::config::SchedulerConfig;
+use gantry_sim::replay::{Divergence, RecordedBinding};
+use gantry_sim::{Placement, PodHistory, SimEvent, SimOptions, Simulation, Summary};
+use serde::Serialize;
+use serde_json::json;
+
+/// Pods named in the text output (`--json` has them all).
+const MAX_NAMED: usize = 10;
+
+/// One configuration to run.
+pub struct Arm {
+    /// The file, or "kube-scheduler's defaults".
+    pub label: String,
+    pub config: SchedulerConfig,
+    pub options: SimOptions,
+}
+
+/// One configuration's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub config: String,
+    pub summary: Summary,
+    /// Seconds from creation to binding, of the pods bound: p50, p90, p99, max.
+    pub wait_s: [f64; 4],
+    #[serde(skip)]
+    placements: Vec<Placement>,
+}
+
+impl Outcome {
+    pub fn placements(&self) -> &[Placement] {
+        &self.placements
+    }
+}
+
+/// Where the two differ, pod by pod.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Differences {
+    /// Pods bound in both.
+    pub bound_in_both: usize,
+    /// Of those, on another node: `(pod, A's node, B's node)`.
+    pub other_node: Vec<(String, String, String)>,
+    /// Bound under A only: `(pod, A's node, B's reason)`.
+    pub only_a: Vec<(String, String, String)>,
+    /// Bound under B only: `(pod, A's reason, B's node)`.
+    pub only_b: Vec<(String, String, String)>,
+}
+
+/// Runs both arms over the same inputs.
+pub fn run(
+    cluster: ClusterObjects,
+    events: Vec<(Duration, SimEvent)>,
+    arms: [Arm; 2],
+) -> anyhow::Result<[Outcome; 2]> {
+    let [a, b] = arms;
+    let first = run_arm(cluster.clone(), events.clone(), a)?;
+    let second = run_arm(cluster, events, b)?;
+    Ok([first, second])
+}
+
+fn run_arm(
+    cluster: ClusterObjects,
+    events: Vec<(Duration, SimEvent)>,
+    arm: Arm,
+) -> anyhow::Result<Outcome> {
+    let mut sim = Simulation::new(cluster, arm.config.profiles, arm.options)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", arm.label))?;
+    for (at, event) in events {
+        sim.schedule(at, event);
+    }
+    let summary = sim.run()?;
+    Ok(Outcome {
+        config: arm.label,
+        summary,
+        wait_s: waits(sim.histories()),
+        placements: sim.placements().to_vec(),
+    })
+}
+
+/// p50, p90, p99 and the longest wait from creation to binding, in seconds.
+fn waits(histories: &[PodHistory]) -> [f64; 4] {
+    let mut waits: Vec<Duration> = histories
+        .iter()
+        .filter_map(|h| h.bound.map(|bound| bound.saturating_sub(h.arrived)))
+        .collect();
+    waits.sort_unstable();
+    let at = |q: f64| {
+        if waits.is_empty() {
+            return 0.0;
+        }
+        let d = waits[((waits.len() - 1) as f64 * q).round() as usize];
+        (d.as_secs_f64() * 1e3).round() / 1e3
+    };
+    [at(0.5), at(0.9), at(0.99), at(1.0)]
+}
+
+/// The pods placed differently. Both runs saw the same pods; a pod bound elsewhere (a
+/// replayed trace's other scheduler) is not the simulation's and is left out.
+fn differences(a: &Outcome, b: &Outcome) -> Differences {
+    let ours = |p: &&Placement| p.reason.as_deref() != Some("bound by another scheduler");
+    let b_by_pod: HashMap<String, &Placement> = b
+        .placements
+        .iter()
+        .filter(ours)
+        .map(|p| (p.pod.to_string(), p))
+        .collect();
+    let mut differences = Differences::default();
+    for pa in a.placements.iter().filter(ours) {
+        let pod = pa.pod.to_string();
+        let Some(pb) = b_by_pod.get(&pod) else {
+            continue;
+        };
+        let reason = |p: &Placement| p.reason.clone().unwrap_or_default();
+        match (&pa.node, &pb.node) {
+            (Some(na), Some(nb)) => {
+                differences.bound_in_both += 1;
+                if na != nb {
+                    (differences.other_node).push((pod, na.to_string(), nb.to_string()));
+                }
+            }
+            (Some(na), None) => differences.only_a.push((pod, na.to_string(), reason(pb))),
+            (None, Some(nb)) => differences.only_b.push((pod, reason(pa), nb.to_string())),
+            (None, None) => {}
+        }
+    }
+    differences
+}
+
+/// Writes both outcomes and their differences to stdout, as one JSON object or in
+/// words; with the bindings a replayed trace recorded, how much of them each reproduced.
+pub fn write(
+    outcomes: &[Outcome; 2],
+    recorded: Option<&[RecordedBinding]>,
+    json: bool,
+    title: &str,
+    release: Release,
+) -> anyhow::Result<()> {
+    let differences = differences(&outcomes[0], &outcomes[1]);
+    let divergences = recorded.map(|recorded| {
+        outcomes
+            .each_ref()
+            .map(|o| Divergence::of(recorded, o.placements()))
+    });
+    if json {
+        let mut value = json!({"a": outcomes[0], "b": outcomes[1], "differences": differences});
+        if let Some([a, b]) = &divergences {
+            value["a"]["replay"] = serde_json::to_value(a)?;
+            value["b"]["replay"] = serde_json::to_value(b)?;
+        }
+        let line = crate::output::with_release(value, release).to_string();
+        return crate::output::to_stdout(|out| writeln!(out, "{line}"));
+    }
+    crate::output::to_stdout(|out| {
+        print(out, title, outcomes, &differences)?;
+        if let Some([a, b]) = &divergences {
+            writeln!(
+                out,
+                "  replay: of the {} bindings recorded, A reproduced {:.1}%, B {:.1}%",
+                a.recorded,
+                a.reproduced() * 100.0,
+                b.reproduced() * 100.0
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// Side by side in words.
+fn print(
+    out: &mut dyn Write,
+    title: &str,
+    [a, b]: &[Outcome; 2],
+    d: &Differences,
+) -> std::io::Result<()> {
+    writeln!(out, "gantry simulate: {title}")?;
+    writeln!(out, "  A: {}", a.config)?;
+    writeln!(out, "  B: {}", b.config)?;
+    writeln!(out, "  {:<30} {:>16} {:>16}", "", "A", "B")?;
+    let rows: [(&str, String, String); 6] = [
+        (
+            "pods",
+            a.summary.pods_total.to_string(),
+            b.summary.pods_total.to_string(),
+        ),
+        (
+            "scheduled",
+            a.summary.scheduled.to_string(),
+            b.summary.scheduled.to_string(),
+        ),
+        (
+            "pending",
+            (a.summary.pods_total - a.summary.scheduled).to_string(),
+            (b.summary.pods_total - b.summary.scheduled).to_string(),
+        ),
+        (
+            "evicted by preemption",
+            a.summary.preempted.to_string(),
+            b.summary.preempted.to_string(),
+        ),
+        (
+            "attempts",
+            a.summary.attempts.to_string(),
+            b.summary.attempts.to_string(),
+        ),
+        (
+            "wait to bind p50 / p99 (s)",
+            format!("{:.3} / {:.3}", a.wait_s[0], a.wait_s[2]),
+            format!("{:.3} / {:.3}", b.wait_s[0], b.wait_s[2]),
+        ),
+    ];
+    for (what, va, vb) in rows {
+        writeln!(out, "  {what:<30} {va:>16} {vb:>16}")?;
+    }
+    writeln!(
+        out,
+        "  placed differently: {} of the {} pods bound in both; bound only under A: {}, only under B: {}",
+        d.other_node.len(),
+        d.bound_in_both,
+        d.only_a.len(),
+        d.only_b.len()
+    )?;
+    for (pod, na, nb) in d.other_node.iter().take(MAX_NAMED) {
+        writeln!(out, "    {pod}: A on {na}, B on {nb}")?;
+    }
+    for (pod, na, reason) in d.only_a.iter().take(MAX_NAMED) {
+        writeln!(out, "    {pod}: A on {na}, B pending: {reason}")?;
+    }
+    for (pod, reason, nb) in d.only_b.iter().take(MAX_NAMED) {
+        writeln!(out, "    {pod}: A pending: {reason}, B on {nb}")?;
+    }
+    let more = [d.other_node.len(), d.only_a.len(), d.only_b.len()]
+        .iter()
+        .map(|n| n.saturating_sub(MAX_NAMED))
+        .sum::<usize>();
+    if more > 0 {
+        writeln!(out, "    ({more} more; see --json)")?;
+    }
+    Ok(())
+}
