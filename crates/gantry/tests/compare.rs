@@ -10,10 +10,12 @@ const CLUSTER: &str = "testdata/compare/cluster.yaml";
 const PODS: &str = "testdata/compare/pods.yaml";
 const MOST: &str = "testdata/compare/most-allocated.yaml";
 
-/// n1 has 4 cpu, n2 8; p1 asks 1 cpu, p2 6, p3 4 (memory at the scoring default).
-/// A, the defaults (LeastAllocated): p1 on n2 (7/8 free beats 3/4), p2 on n2 (only n2
-/// has 6 left), p3 on n1 (only n1 has 4 left). B, MostAllocated: p1 on n1 (the fuller),
-/// p2 on n2, and p3 fits nowhere (3 and 1 cpu left).
+/// n1 has 4 cpu, n2 8 (16Gi each); p1 asks 1 cpu, p2 6, p3 4, no memory (NodeResourcesFit
+/// scores it at the 200Mi default, BalancedAllocation at 0).
+/// A, the defaults: p1 on n2 (LeastAllocated 93 to n1's 86, Balanced 93 to 87), p2 on
+/// n2 (only n2 has 6 left), p3 on n1 (only n1 has 4 left).
+/// B, MostAllocated: p1 on n1 (MostAllocated 13 to 6, Balanced 87 to 93: 100 to 99), p2
+/// on n2, and p3 fits nowhere (3 and 1 cpu left).
 #[test]
 fn two_configurations_side_by_side_as_worked_out_by_hand() {
     let out = gantry(&[
