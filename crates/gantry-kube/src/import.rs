@@ -145,7 +145,7 @@ pub struct Imported {
     pub not_served: Vec<&'static str>,
 }
 
-/// Reads every kind of [`KINDS`] from `server`, decoded as `release`'s API server admits
+/// Reads every kind of `KINDS` from `server`, decoded as `release`'s API server admits
 /// them (the cross-object checks, such as priority admission, are the caller's, as for
 /// files). Fails with one line naming the server and the resource.
 pub async fn import(
