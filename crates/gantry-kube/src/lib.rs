@@ -27,6 +27,7 @@ mod metrics;
 mod objects;
 mod record;
 mod scheduling_loop;
+mod shadow;
 mod volume_writes;
 mod watch;
 mod writes;
@@ -57,6 +58,7 @@ pub use import::{ImportOptions, Imported, ListedKind, import};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
 pub use record::{RecordOptions, Recorded, record, rfc3339};
+pub use shadow::{Disagreement, SCORED_LOWER, ShadowCounts};
 pub use watch::POD_FIELD_SELECTOR;
 pub use writes::{
     MAX_BINDS_IN_FLIGHT, MAX_WRITES_IN_FLIGHT, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
@@ -168,6 +170,10 @@ pub struct RunOptions {
     pub fence_idle: Duration,
     /// The pause between tries of an event write ([`DEFAULT_EVENT_RETRY`], as client-go).
     pub event_retry: Duration,
+    /// `--shadow`: decide the pods of the profiles' scheduler names as another scheduler
+    /// places them, write nothing, and compare; the disagreements go to this writer
+    /// (JSON Lines) when given.
+    pub shadow: Option<Option<Box<dyn std::io::Write + Send>>>,
 }
 
 /// client-go's pause between tries of an event write.
@@ -353,6 +359,7 @@ pub async fn run(
         synced: HashSet::new(),
         watched,
         start: Instant::now(),
+        shadow: options.shadow.map(shadow::Shadow::new),
     };
     let thread = std::thread::Builder::new()
         .name("gantry-scheduler".into())

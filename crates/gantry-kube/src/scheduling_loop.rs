@@ -19,6 +19,7 @@ use gantry_scheduler::{Attempt, Scheduler};
 use crate::dra::DraMirror;
 use crate::fence_scope;
 use crate::objects::ObjectMirror;
+use crate::shadow::{Decision, Disagreement, SCORED_LOWER, Shadow, placed_on};
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
@@ -70,6 +71,8 @@ pub struct SchedulingLoop {
     pub synced: HashSet<Kind>,
     pub watched: Vec<Kind>,
     pub start: Instant,
+    /// `--shadow`: decide, write nothing, compare with the real bindings.
+    pub shadow: Option<Shadow>,
 }
 
 /// Why the loop ended.
@@ -113,6 +116,9 @@ impl SchedulingLoop {
             if rendered.elapsed() >= METRICS_EVERY {
                 self.publish_metrics();
                 rendered = Instant::now();
+            }
+            if let Some(line) = self.shadow.as_mut().and_then(Shadow::summary_due) {
+                tracing::info!("{line}");
             }
             if let Some(since) = stopping {
                 if self.binding.is_empty() || since.elapsed() >= STOP_GRACE {
@@ -419,6 +425,14 @@ impl SchedulingLoop {
     }
 
     fn assigned_pod_applied(&mut self, pod: Arc<Pod>, old: Option<Arc<Pod>>) {
+        // One of the shadowed scheduler's pods, seen pending before and now bound: its
+        // decision.
+        if self.shadow.is_some()
+            && self.responsible_for(&pod)
+            && old.as_ref().is_some_and(|o| o.node_name.is_none())
+        {
+            self.compare_with_shadow(&pod);
+        }
         let was_queued = self.queue.delete(&pod.uid);
         if was_queued {
             tracing::debug!(pod = %pod.key(), "pod was bound by someone else");
@@ -457,6 +471,9 @@ impl SchedulingLoop {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
+        if let Some(Decision::Node(cycle)) = self.shadow.as_mut().and_then(|s| s.take(uid)) {
+            let _ = cycle.finish(Err("deleted before it was bound".into()));
+        }
         self.reaching.remove(uid);
         self.rounds_reported.remove(uid);
         self.maybe_bound.remove(uid);
@@ -500,8 +517,29 @@ impl SchedulingLoop {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let hands_on = self.hands_on(&queued.pod);
-        self.scheduler.may_preempt = !hands_on;
+        // A shadow deletes no victims: preemption is the shadowed scheduler's.
+        self.scheduler.may_preempt = !hands_on && self.shadow.is_none();
         match self.scheduler.schedule_one(&queued.pod) {
+            Attempt::Scheduled { pod, state, .. } if self.shadow.is_some() => {
+                let uid = pod.uid.clone();
+                match self.scheduler.binding_cycle(pod, state) {
+                    Some(cycle) => {
+                        let decision = Decision::Node(Box::new(cycle));
+                        self.shadow.as_mut().map(|s| s.decided(uid, decision));
+                    }
+                    None => self.queue.add_backoff(queued, now),
+                }
+            }
+            Attempt::Unschedulable { fit_error, .. } if self.shadow.is_some() => {
+                let plugins = fit_error.rejecting_plugins();
+                let decision = Decision::Unschedulable {
+                    message: fit_error.to_string(),
+                    plugins: plugins.iter().map(|p| p.to_string()).collect(),
+                };
+                let uid = queued.pod.uid.clone();
+                self.shadow.as_mut().map(|s| s.decided(uid, decision));
+                self.queue.add_unschedulable(queued, plugins, now);
+            }
             Attempt::Scheduled { pod, state, .. } => {
                 let uid = pod.uid.clone();
                 match self.scheduler.binding_cycle(pod, state) {
@@ -590,7 +628,57 @@ impl SchedulingLoop {
             })
     }
 
-    /// Writes the failure (event always, condition when it changed).
+    /// Compares the other scheduler's binding of `pod` with Gantry's decision.
+    fn compare_with_shadow(&mut self, pod: &Arc<Pod>) {
+        let Some(real) = pod.node_name else { return };
+        let Some(shadow) = self.shadow.as_mut() else {
+            return;
+        };
+        let at_s = self.start.elapsed().as_secs_f64();
+        let disagreement = match shadow.take(&pod.uid) {
+            None => {
+                shadow.missed();
+                return;
+            }
+            Some(Decision::Node(cycle)) if cycle.node() == real => {
+                let _ = cycle.finish(Ok(()));
+                shadow.agreed();
+                return;
+            }
+            Some(Decision::Node(cycle)) => {
+                let ours = cycle.node();
+                // Given back (unreserved, forgotten): the real node is judged without it.
+                let _ = cycle.finish(Err("bound elsewhere by the shadowed scheduler".into()));
+                let (reason, message) = match self.scheduler.check_placement(&placed_on(pod, real))
+                {
+                    Ok(()) => (SCORED_LOWER.to_string(), String::new()),
+                    Err(status) => (status.plugin().to_string(), status.message()),
+                };
+                Disagreement {
+                    pod: pod.key(),
+                    bound_to: real.to_string(),
+                    gantry: Some(ours.to_string()),
+                    reason,
+                    message,
+                    at_s,
+                }
+            }
+            Some(Decision::Unschedulable { message, plugins }) => Disagreement {
+                pod: pod.key(),
+                bound_to: real.to_string(),
+                gantry: None,
+                reason: format!("unschedulable: {}", plugins.join(",")),
+                message,
+                at_s,
+            },
+        };
+        if let Some(shadow) = self.shadow.as_mut() {
+            shadow.disagreed(disagreement);
+        }
+    }
+
+    /// Writes the failure (event always, condition when it changed); a shadow writes
+    /// nothing.
     fn report(
         &mut self,
         pod: &Arc<Pod>,
@@ -598,6 +686,9 @@ impl SchedulingLoop {
         reason: &'static str,
         nominated: Option<Sym>,
     ) {
+        if self.shadow.is_some() {
+            return;
+        }
         let changed = self.reported.get(&pod.uid) != Some(&message) || nominated.is_some();
         self.writer
             .report_failure(pod, &message, reason, nominated, changed);
@@ -687,8 +778,11 @@ impl SchedulingLoop {
     fn publish_metrics(&mut self) {
         let p = self.queue.pending();
         self.scheduler.metrics.pending_pods = [p.active, p.backoff, p.unschedulable, p.gated];
-        self.shared
-            .set_scheduler_metrics(self.scheduler.metrics.render_prometheus());
+        let mut text = self.scheduler.metrics.render_prometheus();
+        if let Some(shadow) = &self.shadow {
+            text.push_str(&shadow.render());
+        }
+        self.shared.set_scheduler_metrics(text);
     }
 }
 

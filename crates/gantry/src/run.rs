@@ -55,9 +55,22 @@ pub struct RunArgs {
     /// Seeds tie-breaking among equally scored nodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Decide the pods another scheduler places (the profiles' scheduler names;
+    /// `default-scheduler` without --config or --scheduler-name), write nothing to the
+    /// cluster, and compare each decision with the real binding: a summary line a
+    /// minute, `gantry_shadow_*` on /metrics.
+    #[arg(long, conflicts_with_all = ["leader_elect"])]
+    shadow: bool,
+    /// With --shadow: write each disagreement (pod, both nodes, the reason) to this file,
+    /// as JSON Lines.
+    #[arg(long, requires = "shadow")]
+    disagreements: Option<PathBuf>,
     #[command(flatten)]
     release: crate::release_args::ReleaseArgs,
 }
+
+/// The scheduler a shadow decides alongside when no name is given.
+const SHADOWED_NAME: &str = "default-scheduler";
 
 /// A namespace as the API server validates it (a DNS-1123 label): the value becomes a
 /// segment of request paths, so `../..` or `Bad NS!` must never reach a request.
@@ -86,10 +99,17 @@ fn scheduler_config(
 ) -> anyhow::Result<SchedulerConfig> {
     let mut config = match &args.config {
         Some(file) => load::config(Some(file), release)?,
-        None => SchedulerConfig {
-            profiles: vec![default_profile_for(DEFAULT_NAME, release)],
-            ..SchedulerConfig::for_release(release)
-        },
+        None => {
+            let name = if args.shadow {
+                SHADOWED_NAME
+            } else {
+                DEFAULT_NAME
+            };
+            SchedulerConfig {
+                profiles: vec![default_profile_for(name, release)],
+                ..SchedulerConfig::for_release(release)
+            }
+        }
     };
     // Pods waiting at Permit are the simulation's: run binds what Permit lets through.
     if let Some(profile) = config
@@ -179,6 +199,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     scheduler_config(&args, named)?;
     let lease_name = lease_name(&args)?;
+    anyhow::ensure!(
+        !args.shadow || !args.shard.is_shared(),
+        "--shadow decides every pod of the shadowed scheduler: give no --shard"
+    );
+    let disagreements = match &args.disagreements {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            Some(Box::new(std::io::BufWriter::new(file)) as Box<dyn std::io::Write + Send>)
+        }
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -195,7 +227,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|p| p.scheduler_name.to_string())
             .collect();
         tracing::info!(
-            "{identity} schedules pods named {}{}, deciding as Kubernetes {} ({why})",
+            "{identity} {} pods named {}{}, deciding as Kubernetes {} ({why})",
+            if args.shadow {
+                "shadows (decides, writes nothing, compares) the scheduler of"
+            } else {
+                "schedules"
+            },
             names.join(", "),
             if args.leader_elect {
                 " once it holds the leader lease"
@@ -220,6 +257,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             fence_namespace: lease_namespace,
             fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,
             event_retry: gantry_kube::DEFAULT_EVENT_RETRY,
+            shadow: args.shadow.then_some(disagreements),
         };
         gantry_kube::run(options, stop_signal(), None).await?;
         Ok(())

@@ -172,6 +172,7 @@ pub fn options(client: kube::Client, server: &str) -> RunOptions {
         fence_namespace: "gantry-system".into(),
         fence_idle: gantry_kube::DEFAULT_FENCE_IDLE,
         event_retry: Duration::from_millis(50),
+        shadow: None,
     }
 }
 

@@ -1,0 +1,187 @@
+//! `gantry run --shadow` against the in-process API server: beside a running scheduler
+//! it decides every pod that scheduler places, writes nothing, agrees where it would have
+//! decided the same, and says why where it would not (a node it scored lower, a node its
+//! Filter plugins refuse, a pod it finds unschedulable).
+
+mod apiserver;
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use apiserver::TestApiServer;
+use apiserver::resources::{NODES, PODS};
+use common::*;
+use gantry_api::Release;
+use gantry_framework::config::SchedulerConfig;
+use gantry_framework::plugins::default_profile_for;
+use gantry_kube::{RunOptions, Shard};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+/// The disagreements file, in memory.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Lines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A pod another scheduler (the test, by hand) places.
+const MANUAL: &str = "manual";
+
+fn bound_count(api: &TestApiServer) -> usize {
+    api.list(PODS)
+        .iter()
+        .filter(|p| p["spec"]["nodeName"].is_string())
+        .count()
+}
+
+/// The count of one line of the shadow's /metrics, 0 before it is written.
+fn metric(instance: &Instance, line: &str) -> u64 {
+    let text = instance.running.shared.scheduler_metrics();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for (i, cpu) in [4000, 6000, 9000].into_iter().enumerate() {
+        api.put(NODES, node(&format!("n{i}"), cpu, "a"));
+    }
+    let real = start(&api, "real", Shard::WHOLE, None).await;
+    let lines = Lines::default();
+    let release = Release::default();
+    let shadow = launch(RunOptions {
+        identity: "shadow".into(),
+        config: SchedulerConfig {
+            profiles: vec![
+                default_profile_for(SCHEDULER, release),
+                default_profile_for(MANUAL, release),
+            ],
+            ..SchedulerConfig::default()
+        },
+        shadow: Some(Some(Box::new(lines.clone()))),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+
+    // Eight pods the running scheduler places, one at a time: the shadow decides each
+    // as it does.
+    for i in 0..8 {
+        api.put(PODS, pod(&format!("p{i}"), 500 + 200 * i));
+        let bound = 1 + i as usize;
+        wait_for("the running scheduler's binding", WAIT, || {
+            bound_count(&api) == bound
+        })
+        .await;
+    }
+    let agree = "gantry_shadow_decisions_total{result=\"agree\"}";
+    wait_for("the shadow's comparisons", WAIT, || {
+        metric(&shadow, agree) == 8
+    })
+    .await;
+
+    // Placed by hand: first on the fullest node, which fits but scores lower; then on a
+    // node too small in the shadow's view; then a pod the shadow finds fits nowhere.
+    let scheduled = "scheduler_schedule_attempts_total{profile=\"manual\",result=\"scheduled\"}";
+    let unschedulable =
+        "scheduler_schedule_attempts_total{profile=\"manual\",result=\"unschedulable\"}";
+    let mut by_hand = |name: &str, cpu: i64, node: &str| {
+        let mut p = pod(name, cpu);
+        p["spec"]["schedulerName"] = json!(MANUAL);
+        api.put(PODS, p.clone());
+        p["spec"]["nodeName"] = json!(node);
+        p
+    };
+    let fits = by_hand("fits-but-scored-lower", 100, "n0");
+    wait_for("the shadow's decision", WAIT, || {
+        metric(&shadow, scheduled) == 1
+    })
+    .await;
+    api.put(PODS, fits);
+    let too_big = by_hand("too-big-for-n0", 3000, "n0");
+    wait_for("the shadow's decision", WAIT, || {
+        metric(&shadow, scheduled) == 2
+    })
+    .await;
+    api.put(PODS, too_big);
+    let nowhere = by_hand("fits-nowhere", 64_000, "n2");
+    wait_for("the shadow's decision", WAIT, || {
+        metric(&shadow, unschedulable) >= 1
+    })
+    .await;
+    api.put(PODS, nowhere);
+    let disagree = "gantry_shadow_decisions_total{result=\"disagree\"}";
+    wait_for("the shadow's disagreements", WAIT, || {
+        metric(&shadow, disagree) == 3
+    })
+    .await;
+
+    let text = String::from_utf8(lines.0.lock().clone()).unwrap();
+    let found: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary: Vec<(&str, &str, Option<&str>, &str)> = found
+        .iter()
+        .map(|d| {
+            (
+                d["pod"].as_str().unwrap(),
+                d["bound_to"].as_str().unwrap(),
+                d["gantry"].as_str(),
+                d["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("default/fits-but-scored-lower", "n0", Some("n2"), "Score"),
+            (
+                "default/too-big-for-n0",
+                "n0",
+                Some("n2"),
+                "NodeResourcesFit"
+            ),
+            (
+                "default/fits-nowhere",
+                "n2",
+                None,
+                "unschedulable: NodeResourcesFit"
+            ),
+        ],
+        "{text}"
+    );
+    assert!(
+        found[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Insufficient cpu"),
+        "{text}"
+    );
+    let metrics = shadow.running.shared.scheduler_metrics();
+    assert!(
+        metrics.contains("gantry_shadow_disagreements_total{reason=\"Score\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(exposition::check(&metrics), Vec::<String>::new());
+
+    // The shadow wrote nothing: the server saw the running scheduler's eight bindings
+    // and their `Scheduled` events, no event or condition about the pods placed by hand.
+    let writes = api.writes();
+    let bindings = writes.iter().filter(|w| w.ends_with("/binding")).count();
+    let events = writes.iter().filter(|w| w.contains("/events")).count();
+    assert_eq!((bindings, events, writes.len()), (8, 8, 16), "{writes:#?}");
+    shadow.stop().await.unwrap();
+    real.stop().await.unwrap();
+}
