@@ -55,10 +55,13 @@ fn metric(instance: &Instance, line: &str) -> u64 {
 async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
     init_tracing();
     let api = TestApiServer::start().await;
-    for (i, cpu) in [4000, 6000, 9000].into_iter().enumerate() {
+    // Sizes far apart, so that no two nodes tie on a score.
+    for (i, cpu) in [4000, 16000, 64000].into_iter().enumerate() {
         api.put(NODES, node(&format!("n{i}"), cpu, "a"));
     }
     let real = start(&api, "real", Shard::WHOLE, None).await;
+    // The running scheduler's bindings land late enough for the shadow to have decided.
+    api.set_bind_delay(std::time::Duration::from_millis(200));
     let lines = Lines::default();
     let release = Release::default();
     let shadow = launch(RunOptions {
@@ -91,31 +94,32 @@ async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
     })
     .await;
 
-    // Placed by hand: first on the fullest node, which fits but scores lower; then on a
-    // node too small in the shadow's view; then a pod the shadow finds fits nowhere.
+    // Placed by hand: first on n1, which fits but scores lower than the empty n0; then on
+    // n0, too small for it in the shadow's view; then a pod that fits no node.
     let scheduled = "scheduler_schedule_attempts_total{profile=\"manual\",result=\"scheduled\"}";
     let unschedulable =
         "scheduler_schedule_attempts_total{profile=\"manual\",result=\"unschedulable\"}";
-    let mut by_hand = |name: &str, cpu: i64, node: &str| {
+    // Created pending; the object to put back to bind it (the stored one: its UID).
+    let by_hand = |name: &str, cpu: i64, node: &str| {
         let mut p = pod(name, cpu);
         p["spec"]["schedulerName"] = json!(MANUAL);
-        api.put(PODS, p.clone());
-        p["spec"]["nodeName"] = json!(node);
-        p
+        let mut stored = api.put(PODS, p);
+        stored["spec"]["nodeName"] = json!(node);
+        stored
     };
-    let fits = by_hand("fits-but-scored-lower", 100, "n0");
+    let fits = by_hand("fits-but-scored-lower", 100, "n1");
     wait_for("the shadow's decision", WAIT, || {
         metric(&shadow, scheduled) == 1
     })
     .await;
     api.put(PODS, fits);
-    let too_big = by_hand("too-big-for-n0", 3000, "n0");
+    let too_big = by_hand("too-big-for-n0", 5000, "n0");
     wait_for("the shadow's decision", WAIT, || {
         metric(&shadow, scheduled) == 2
     })
     .await;
     api.put(PODS, too_big);
-    let nowhere = by_hand("fits-nowhere", 64_000, "n2");
+    let nowhere = by_hand("fits-nowhere", 100_000, "n2");
     wait_for("the shadow's decision", WAIT, || {
         metric(&shadow, unschedulable) >= 1
     })
@@ -132,13 +136,12 @@ async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let summary: Vec<(&str, &str, Option<&str>, &str)> = found
+    let summary: Vec<(&str, &str, &str)> = found
         .iter()
         .map(|d| {
             (
                 d["pod"].as_str().unwrap(),
                 d["bound_to"].as_str().unwrap(),
-                d["gantry"].as_str(),
                 d["reason"].as_str().unwrap(),
             )
         })
@@ -146,22 +149,23 @@ async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
     assert_eq!(
         summary,
         [
-            ("default/fits-but-scored-lower", "n0", Some("n2"), "Score"),
-            (
-                "default/too-big-for-n0",
-                "n0",
-                Some("n2"),
-                "NodeResourcesFit"
-            ),
+            ("default/fits-but-scored-lower", "n1", "Score"),
+            ("default/too-big-for-n0", "n0", "NodeResourcesFit"),
             (
                 "default/fits-nowhere",
                 "n2",
-                None,
                 "unschedulable: NodeResourcesFit"
             ),
         ],
         "{text}"
     );
+    // 100m: the empty n0 would be 2.5% used, n1 (holding p7's 1.9 cpu) 12.5%.
+    assert_eq!(found[0]["gantry"], "n0", "{text}");
+    assert!(
+        found[1]["gantry"].is_string() && found[1]["gantry"] != "n0",
+        "{text}"
+    );
+    assert!(found[2]["gantry"].is_null(), "{text}");
     assert!(
         found[1]["message"]
             .as_str()
