@@ -525,7 +525,9 @@ impl SchedulingLoop {
                 match self.scheduler.binding_cycle(pod, state) {
                     Some(cycle) => {
                         let decision = Decision::Node(Box::new(cycle));
-                        self.shadow.as_mut().map(|s| s.decided(uid, decision));
+                        if let Some(shadow) = self.shadow.as_mut() {
+                            shadow.decided(uid, decision);
+                        }
                     }
                     None => self.queue.add_backoff(queued, now),
                 }
@@ -537,7 +539,9 @@ impl SchedulingLoop {
                     plugins: plugins.iter().map(|p| p.to_string()).collect(),
                 };
                 let uid = queued.pod.uid.clone();
-                self.shadow.as_mut().map(|s| s.decided(uid, decision));
+                if let Some(shadow) = self.shadow.as_mut() {
+                    shadow.decided(uid, decision);
+                }
                 self.queue.add_unschedulable(queued, plugins, now);
             }
             Attempt::Scheduled { pod, state, .. } => {
