@@ -4,8 +4,7 @@
 //! server and what to check, after a bounded number of attempts, rather than retrying
 //! in silence.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,7 @@
 //! `gantry run` end to end against the in-process API server: kube-rs lists, watches and
 //! writes over real HTTP, and the outcomes are read back from the server.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::collections::BTreeMap;
 use std::time::Duration;

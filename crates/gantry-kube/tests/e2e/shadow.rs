@@ -3,8 +3,7 @@
 //! decided the same, and says why where it would not (a node it scored lower, a node its
 //! Filter plugins refuse, a pod it finds unschedulable).
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::io::Write;
 use std::sync::Arc;

@@ -1,7 +1,6 @@
 //! Shards of `gantry run` deciding at the same moment on the same view of the cluster.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::collections::BTreeSet;
 use std::time::Duration;

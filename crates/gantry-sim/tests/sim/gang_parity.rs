@@ -6,7 +6,7 @@
 //! can differ between runs of the real scheduler: members are compared per group, as a
 //! multiset of (node, message); pods in no group are compared one by one.
 
-mod step_corpus;
+use crate::step_corpus;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,8 +3,7 @@
 //! gap across a watch that could not resume, and replayed through the simulation it
 //! reproduces the bindings the running scheduler made.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::time::Duration;
 

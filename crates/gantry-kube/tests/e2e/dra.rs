@@ -2,8 +2,7 @@
 //! the in-process API server: claims made in the test (the resource-claim controller is
 //! not part of `gantry run`), allocated by the scheduler and written before the binding.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::collections::BTreeMap;
 use std::time::Duration;

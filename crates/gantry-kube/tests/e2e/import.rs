@@ -2,8 +2,7 @@
 //! against the in-process API server: in pages, read-only, and decoded exactly as a dump
 //! of the same objects is.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use std::time::Duration;
 

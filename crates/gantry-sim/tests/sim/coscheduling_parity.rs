@@ -8,7 +8,7 @@
 //! the real scheduler gave that pod in some run, and the nodes bound, taken together, must
 //! be those of some run; where all ten runs agree, that is an exact match.
 
-mod step_corpus;
+use crate::step_corpus;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,8 +1,7 @@
 //! Shards of `gantry run` dividing the nodes (`--shard-by nodes`): each binds onto its own
 //! nodes without a node fence, and hands on the pods that fit none of them.
 
-mod apiserver;
-mod common;
+use crate::{apiserver, common};
 
 use apiserver::TestApiServer;
 use apiserver::resources::{NODES, PODS};

@@ -1,0 +1,20 @@
+//! The simulation's integration tests in one test binary (each file a module), so that
+//! the workspace links one binary for them, not thirteen. `budgets.rs` stays apart: it
+//! counts allocations with a global allocator of its own.
+
+#[path = "../step_corpus/mod.rs"]
+mod step_corpus;
+
+mod coscheduling;
+mod coscheduling_parity;
+mod dra_scoring;
+mod dra_state;
+mod gang_parity;
+mod gangs;
+mod gpu;
+mod instances;
+mod parity;
+mod requeue;
+mod scenario_dra;
+mod shared_state;
+mod simulate;
