@@ -188,3 +188,35 @@ async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
     shadow.stop().await.unwrap();
     real.stop().await.unwrap();
 }
+
+/// Alone (the test places the pods), a shadow asks only what deploy/gantry-readonly.yaml
+/// grants: lists and watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_needs_only_the_read_only_role() {
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("n0", 4000, "a"));
+    let shadow = launch(RunOptions {
+        identity: "shadow".into(),
+        shadow: Some(None),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    let stored = api.put(PODS, pod("p", 500));
+    let scheduled = "scheduler_schedule_attempts_total{profile=\"gantry\",result=\"scheduled\"}";
+    wait_for("the shadow's decision", WAIT, || {
+        metric(&shadow, scheduled) == 1
+    })
+    .await;
+    let mut bound = stored;
+    bound["spec"]["nodeName"] = json!("n0");
+    api.put(PODS, bound);
+    let agree = "gantry_shadow_decisions_total{result=\"agree\"}";
+    wait_for("the shadow's comparison", WAIT, || {
+        metric(&shadow, agree) == 1
+    })
+    .await;
+    shadow.stop().await.unwrap();
+    assert_eq!(api.writes(), Vec::<String>::new());
+    let refused = common::rbac::refused(common::rbac::READ_ONLY, &api.requests_matching(""), "");
+    assert_eq!(refused, Vec::<String>::new());
+}
