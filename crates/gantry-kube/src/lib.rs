@@ -57,7 +57,7 @@ pub use gantry_scheduler::shard::{Divide, Shard, owner};
 pub use import::{ImportOptions, Imported, ListedKind, import};
 pub use leader::LeaderElection;
 pub use metrics::KubeMetrics;
-pub use record::{RecordOptions, Recorded, record, rfc3339};
+pub use record::{RecordOptions, Recorded, record};
 pub use shadow::{Disagreement, SCORED_LOWER, ShadowCounts};
 pub use watch::POD_FIELD_SELECTOR;
 pub use writes::{

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use gantry_api::trace::{FORMAT_VERSION, Op, TraceHeader, TraceRecord, TraceWriter, redact};
@@ -100,7 +100,7 @@ pub async fn record<W: Write>(
         gantry_trace: FORMAT_VERSION,
         server: server.to_string(),
         server_version,
-        started: rfc3339(SystemTime::now()),
+        started: crate::writes::now_rfc3339(),
     };
     let mut writer = TraceWriter::new(output, &header).map_err(io_error)?;
     let started = Instant::now();
@@ -434,41 +434,4 @@ fn key_of(object: &Value) -> String {
             .unwrap_or_default()
     };
     format!("{}/{}", field("namespace"), field("name"))
-}
-
-/// `time` as RFC 3339 in UTC, to the second (`2026-12-04T05:00:00Z`).
-pub fn rfc3339(time: SystemTime) -> String {
-    let secs = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_written_as_rfc3339() {
-        let at = |secs: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
-        assert_eq!(at(0), "1970-01-01T00:00:00Z");
-        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(at(1_796_360_400), "2026-12-04T05:00:00Z");
-    }
 }

@@ -620,7 +620,8 @@ fn truncate_note(message: &str) -> String {
     format!("{}{SUFFIX}", &message[..end])
 }
 
-fn now_rfc3339() -> String {
+/// Now as RFC 3339 in UTC, to the second, as Kubernetes writes times.
+pub(crate) fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
