@@ -316,10 +316,10 @@ async fn watch(
         let request = http::Request::get(format!("{}?{query}", kind.path))
             .body(Vec::new())
             .expect("a GET with a path and a query is a request");
+        let mut received = false;
         let failure = match client.request_events::<Value>(request).await {
             Ok(stream) => {
                 let mut stream = std::pin::pin!(stream);
-                let mut received = false;
                 let ended = loop {
                     let event = match stream.try_next().await {
                         Ok(Some(event)) => event,
@@ -372,7 +372,12 @@ async fn watch(
             Err(e) => Some(e.to_string()),
         };
         let Some(failure) = failure else {
-            continue; // closed by the server: resume at once
+            // Closed by the server: resumed at once after events, after a pause after
+            // none (a server closing every watch at once is not asked without pause).
+            if !received {
+                tokio::time::sleep(first_backoff).await;
+            }
+            continue;
         };
         let since = *failing_since.get_or_insert_with(Instant::now);
         if since.elapsed() > MAX_WATCH_OUTAGE {
