@@ -69,7 +69,10 @@ impl Workload {
     }
 
     /// Nodes, init pods (bound through the scheduler, or directly for `scale`), measured pods.
-    fn sizes(self) -> (usize, usize, usize) {
+    fn sizes(self, nodes: Option<usize>) -> (usize, usize, usize) {
+        if let (Workload::Scale, Some(nodes)) = (self, nodes) {
+            return (nodes, scale_resident_pods(nodes), SCALE_MEASURED_PODS);
+        }
         match self {
             Workload::Basic => (5_000, 1_000, 10_000),
             Workload::Basic50k => (5_000, 5_000, 50_000),
@@ -81,9 +84,18 @@ impl Workload {
             Workload::Preemption => (500, 2_000, 500),
             Workload::Unschedulable => (5_000, 200, 5_000),
             Workload::MixedChurn => (5_000, 0, 2_000),
-            Workload::Scale => (20_000, 1_000_000, 50_000),
+            Workload::Scale => (20_000, 1_000_000, SCALE_MEASURED_PODS),
         }
     }
+}
+
+/// `scale`'s measured pods, whatever the cluster's size.
+const SCALE_MEASURED_PODS: usize = 50_000;
+
+/// `scale --nodes N`'s resident pods: 50 a node (the default 20,000 nodes' million), at most
+/// 2,000,000 in all (100,000 nodes hold 20 each, as the largest managed clusters are sized).
+pub fn scale_resident_pods(nodes: usize) -> usize {
+    (nodes * 50).min(2_000_000)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -93,6 +105,9 @@ pub struct BenchOptions {
     pub no_assume: bool,
     /// Shrinks every count by this factor (for quick runs and tests); 1 = as upstream.
     pub scale_down: usize,
+    /// `scale` only: the cluster's nodes (resident pods follow [`scale_resident_pods`]);
+    /// `None`: 20,000.
+    pub nodes: Option<usize>,
     /// Reads the process's allocation counter, when the binary installs one.
     pub allocations: Option<fn() -> u64>,
     /// Reads the process's count of bytes allocated, when the binary installs one.
@@ -269,7 +284,7 @@ fn templates(workload: Workload) -> (Template, Template, &'static [&'static str]
 /// Runs one workload and measures the measured phase.
 pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, SimError> {
     let scale = options.scale_down.max(1);
-    let (nodes, init_pods, measured_pods) = workload.sizes();
+    let (nodes, init_pods, measured_pods) = workload.sizes(options.nodes);
     let (nodes, init_pods, measured_pods) =
         (nodes / scale, init_pods / scale, measured_pods / scale);
     let (init_template, measured_template, zones) = templates(workload);
@@ -635,5 +650,31 @@ mod tests {
                 _ => assert_eq!(result.scheduled, result.measured_pods, "{result:?}"),
             }
         }
+    }
+
+    /// `scale --nodes N` holds 50 pods a node up to two million in all, and measures
+    /// 50,000 pods, whatever the size (scaled down here as on the command line).
+    #[test]
+    fn scale_follows_the_node_count() {
+        assert_eq!(scale_resident_pods(20_000), 1_000_000);
+        assert_eq!(scale_resident_pods(100_000), 2_000_000);
+        assert_eq!(scale_resident_pods(3), 150);
+        let result = run(
+            Workload::Scale,
+            &BenchOptions {
+                nodes: Some(100_000),
+                scale_down: 1000,
+                ..BenchOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (result.nodes, result.init_pods, result.measured_pods),
+            (100, 2_000, 50),
+            "{result:?}"
+        );
+        assert_eq!(result.scheduled, 50, "{result:?}");
+        // The adaptive rule at 100 nodes looks at all of them.
+        assert_eq!(result.nodes_evaluated_per_pod, 100.0, "{result:?}");
     }
 }

@@ -52,9 +52,10 @@ pub struct BenchArgs {
     /// Divide every count by this (quick runs; 1 to 1000) [default: 1].
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: Option<usize>,
-    /// snapshot: nodes in the cache (1 to 100000, default 5000); multi: nodes in the cluster
-    /// (1 to 50000, default 5000; --schedulers × --nodes at most 1000000); gpu-share: GPU
-    /// nodes (1 to 20000, default 128).
+    /// snapshot: nodes in the cache (1 to 100000, default 5000); scale: nodes in the cluster
+    /// (1 to 100000, default 20000; 50 resident pods a node, at most 2000000); multi: nodes
+    /// in the cluster (1 to 50000, default 5000; --schedulers × --nodes at most 1000000);
+    /// gpu-share: GPU nodes (1 to 20000, default 128).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     nodes: Option<usize>,
     /// multi: scheduler instances, each on its own thread with its own cache (1 to 64)
@@ -107,7 +108,7 @@ impl BenchArgs {
             (
                 "--nodes",
                 self.nodes.is_some(),
-                &["snapshot", "multi", "gpu-share", "clustersnapshot"],
+                &["snapshot", "scale", "multi", "gpu-share", "clustersnapshot"],
             ),
             ("--schedulers", self.schedulers.is_some(), &["multi"]),
             (
@@ -194,6 +195,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
         no_assume: args.no_assume,
         scale_down: args.scale_down(),
+        nodes: args.nodes,
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
     };
