@@ -7,9 +7,14 @@
 use std::fmt;
 use std::sync::LazyLock;
 
+use foldhash::fast::RandomState;
 use lasso::{Spur, ThreadedRodeo};
 
-static INTERNER: LazyLock<ThreadedRodeo> = LazyLock::new(ThreadedRodeo::new);
+/// Hashed with foldhash (seeded per process), not SipHash: `as_str` looks the symbol up in
+/// the interner's map, and SipHash made that lookup the costliest part of sorting a node's
+/// ResourceSlices by driver and pool (a fifth of `bench dra --nodes`' instructions).
+static INTERNER: LazyLock<ThreadedRodeo<Spur, RandomState>> =
+    LazyLock::new(|| ThreadedRodeo::with_hasher(RandomState::default()));
 
 /// An interned string. Equality and hashing are integer operations; ordering is by
 /// intern order (stable within a process, not alphabetical: sort by `as_str` for output).

@@ -9,6 +9,12 @@
 //! pods and 2,500 measured pods of `pod-with-claim-template.yaml`. The cluster fills up
 //! completely. Every claim is made by the claim controller, allocated at Filter, reserved
 //! and written at PreBind, as in a live cluster.
+//!
+//! `--nodes N` is DRA at scale instead (issue 32; the Cluster Autoscaler benchmarks 5,000
+//! nodes with 20,000 claims): N nodes of 8 devices, 2N init and 2N measured pods (20,000
+//! claims at 5,000 nodes), the template's request narrowed by CEL selectors on the
+//! devices' attributes and capacity, and every 50th measured pod sharing one claim on a
+//! device every node reaches.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +22,8 @@ use std::time::Duration;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::{
     AllocationMode, AttributeValue, ClaimSource, ClaimSpec, Device, DeviceClass, DeviceRequest,
-    PodResourceClaim, QualifiedName, ResourceClaimTemplate, ResourceSlice, SliceNodes,
+    PodResourceClaim, QualifiedName, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    SliceNodes,
 };
 use gantry_api::{Container, Node, Pod, Resources, Sym};
 use gantry_framework::plugins::default_profile;
@@ -28,12 +35,55 @@ use crate::{BindLatency, SimError, SimEvent, SimOptions, Simulation};
 const DRIVER: &str = "test-driver.cdi.k8s.io";
 const CLASS: &str = "test-class";
 const TEMPLATE: &str = "test-claim-template";
-/// `5000pods_500nodes`: nodes with the driver, devices per node, init and measured pods.
-const NODES: usize = 500;
-const DEVICES_PER_NODE: usize = 10;
-const INIT_PODS: usize = 2_500;
-const MEASURED_PODS: usize = 2_500;
 const GIB: i64 = 1 << 30;
+/// The shared claim's class, driver and name (`--nodes` only).
+const SHARED_CLASS: &str = "shared-class";
+const SHARED_DRIVER: &str = "shared.example.com";
+const SHARED_CLAIM: &str = "shared";
+/// Every this many measured pods shares the claim: 10,000 measured pods make 200
+/// consumers, within `reservedFor`'s 256.
+const SHARED_EVERY: usize = 50;
+/// The selectors of the template's request at scale: one on an attribute, one on a
+/// capacity, as drivers' examples write them.
+const SCALE_SELECTORS: [&str; 2] = [
+    "device.attributes[\"test-driver.cdi.k8s.io\"].model == \"A100\"",
+    "device.capacity[\"test-driver.cdi.k8s.io\"].memory.compareTo(quantity(\"1Gi\")) >= 0",
+];
+
+/// What one run holds.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    nodes: usize,
+    devices_per_node: usize,
+    init_pods: usize,
+    measured_pods: usize,
+    /// The template's request carries [`SCALE_SELECTORS`], and some pods share a claim.
+    at_scale: bool,
+}
+
+impl Shape {
+    /// `5000pods_500nodes`, divided by `scale_down`.
+    fn scheduler_perf(scale_down: usize) -> Shape {
+        Shape {
+            nodes: 500 / scale_down,
+            devices_per_node: 10,
+            init_pods: 2_500 / scale_down,
+            measured_pods: 2_500 / scale_down,
+            at_scale: false,
+        }
+    }
+
+    /// `--nodes N`: 8 devices a node, 2N init and 2N measured pods.
+    fn at_scale(nodes: usize) -> Shape {
+        Shape {
+            nodes,
+            devices_per_node: 8,
+            init_pods: 2 * nodes,
+            measured_pods: 2 * nodes,
+            at_scale: true,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DraBenchResult {
@@ -44,6 +94,9 @@ pub struct DraBenchResult {
     pub measured_pods: usize,
     /// Measured pods bound at the end.
     pub scheduled: usize,
+    /// The template's request has CEL selectors and every 50th measured pod shares a claim
+    /// (`--nodes`).
+    pub selectors_and_shared_claim: bool,
     pub pods_per_sec: f64,
     pub p50_us: u64,
     pub p99_us: u64,
@@ -51,7 +104,7 @@ pub struct DraBenchResult {
     pub allocs_per_pod: Option<f64>,
     pub bytes_allocated_per_pod: Option<f64>,
     /// The same measured pods on ten times the nodes (and devices): allocations that grew
-    /// with the cluster would show here.
+    /// with the cluster would show here (`null` under `--nodes`, which sets the size).
     pub allocs_per_pod_10x_nodes: Option<f64>,
     pub peak_rss_mib: Option<f64>,
 }
@@ -67,44 +120,59 @@ struct Round {
 }
 
 pub fn run_dra(options: &BenchOptions) -> Result<DraBenchResult, SimError> {
-    let scale = options.scale_down.max(1);
-    let (nodes, init_pods, measured_pods) =
-        (NODES / scale, INIT_PODS / scale, MEASURED_PODS / scale);
-    let main = round(nodes, init_pods, measured_pods, options)?;
-    let wide = round(nodes * 10, init_pods, measured_pods, options)?;
-    let per_pod = |count: Option<u64>| count.map(|c| c as f64 / measured_pods.max(1) as f64);
+    let shape = match options.nodes {
+        Some(nodes) => Shape::at_scale(nodes),
+        None => Shape::scheduler_perf(options.scale_down.max(1)),
+    };
+    let main = round(shape, options)?;
+    let wide = if shape.at_scale {
+        None
+    } else {
+        let wide = Shape {
+            nodes: shape.nodes * 10,
+            ..shape
+        };
+        Some(round(wide, options)?)
+    };
+    let per_pod = |count: Option<u64>| count.map(|c| c as f64 / shape.measured_pods.max(1) as f64);
     Ok(DraBenchResult {
         workload: "dra",
-        nodes,
-        devices_per_node: DEVICES_PER_NODE,
-        init_pods,
-        measured_pods,
+        nodes: shape.nodes,
+        devices_per_node: shape.devices_per_node,
+        init_pods: shape.init_pods,
+        measured_pods: shape.measured_pods,
         scheduled: main.scheduled,
+        selectors_and_shared_claim: shape.at_scale,
         pods_per_sec: main.pods_per_sec,
         p50_us: main.p50_us,
         p99_us: main.p99_us,
         allocs_per_pod: per_pod(main.allocations),
         bytes_allocated_per_pod: per_pod(main.bytes),
-        allocs_per_pod_10x_nodes: per_pod(wide.allocations),
+        allocs_per_pod_10x_nodes: wide.and_then(|w| per_pod(w.allocations)),
         peak_rss_mib: peak_rss_mib(),
     })
 }
 
-fn round(
-    nodes: usize,
-    init_pods: usize,
-    measured_pods: usize,
-    options: &BenchOptions,
-) -> Result<Round, SimError> {
+fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
     let mut cluster = ClusterObjects::default();
-    cluster.nodes = (0..nodes).map(node).collect();
+    cluster.nodes = (0..shape.nodes).map(node).collect();
     cluster.dra.device_classes.push(DeviceClass {
         name: Sym::new(CLASS),
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
     });
-    cluster.dra.slices = (0..nodes).map(slice).collect();
+    cluster.dra.slices = (0..shape.nodes)
+        .map(|i| slice(i, shape.devices_per_node))
+        .collect();
+    let selectors: &[&str] = if shape.at_scale {
+        &SCALE_SELECTORS
+    } else {
+        &[]
+    };
     for namespace in ["init", "test"] {
-        cluster.dra.templates.push(template(namespace));
+        cluster.dra.templates.push(template(namespace, selectors));
+    }
+    if shape.at_scale {
+        add_shared_claim(&mut cluster, "test");
     }
     let sim_options = SimOptions {
         bind_latency: BindLatency::Fixed(Duration::ZERO),
@@ -117,7 +185,7 @@ fn round(
     )
     .expect("a synthetic cluster loads");
     let init = pod("init");
-    for i in 0..init_pods {
+    for i in 0..shape.init_pods {
         let p = init.replica(&format!("test-dra-{i}"));
         sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(p)));
     }
@@ -125,8 +193,13 @@ fn round(
     sim.clear_latencies();
     let bound_before = sim.api.binds;
     let measured = pod("test");
-    for i in 0..measured_pods {
-        let p = measured.replica(&format!("test-dra-{i}"));
+    let sharing = shape.at_scale.then(|| with_shared_claim(&measured));
+    for i in 0..shape.measured_pods {
+        let template = match &sharing {
+            Some(sharing) if i % SHARED_EVERY == 0 => sharing,
+            _ => &measured,
+        };
+        let p = template.replica(&format!("test-dra-{i}"));
         sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(Arc::new(p)));
     }
     let read = |counter: Option<fn() -> u64>| counter.map(|f| f());
@@ -138,12 +211,65 @@ fn round(
     };
     Ok(Round {
         scheduled: (sim.api.binds - bound_before) as usize,
-        pods_per_sec: measured_pods as f64 / summary.wall_s.max(1e-9),
+        pods_per_sec: shape.measured_pods as f64 / summary.wall_s.max(1e-9),
         p50_us: summary.p50_us,
         p99_us: summary.p99_us,
         allocations: since(options.allocations, allocations_before),
         bytes: since(options.bytes_allocated, bytes_before),
     })
+}
+
+/// One device every node reaches (a slice for all nodes), its class, and a claim for it
+/// in `namespace` that pods share.
+fn add_shared_claim(cluster: &mut ClusterObjects, namespace: &str) {
+    let driver = Sym::new(SHARED_DRIVER);
+    cluster.dra.device_classes.push(DeviceClass {
+        name: Sym::new(SHARED_CLASS),
+        selectors: vec![Arc::from(format!("device.driver == \"{SHARED_DRIVER}\""))],
+    });
+    cluster.dra.slices.push(ResourceSlice {
+        name: Sym::new("shared"),
+        driver,
+        pool: Sym::new("shared"),
+        pool_generation: 0,
+        pool_slice_count: 1,
+        nodes: SliceNodes::All,
+        devices: vec![Device {
+            name: Sym::new("shared-0"),
+            attributes: Vec::new(),
+            capacity: Vec::new(),
+        }],
+    });
+    cluster.dra.claims.push(ResourceClaim {
+        namespace: Sym::new(namespace),
+        name: Arc::from(SHARED_CLAIM),
+        uid: Arc::from("shared-claim-uid"),
+        spec: Arc::new(ClaimSpec {
+            requests: vec![DeviceRequest::exactly(
+                "req-0",
+                Sym::new(SHARED_CLASS),
+                Vec::new(),
+                AllocationMode::ExactCount(1),
+            )],
+            constraints: Vec::new(),
+        }),
+        owner_pod: None,
+        deleting: false,
+        allocation: None,
+        reserved_for: Vec::new(),
+    });
+}
+
+/// `pod` with the shared claim besides its template's.
+fn with_shared_claim(pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    let mut claims = pod.resource_claims.to_vec();
+    claims.push(PodResourceClaim {
+        name: Arc::from("shared"),
+        source: ClaimSource::Claim(Arc::from(SHARED_CLAIM)),
+    });
+    pod.resource_claims = claims.into_boxed_slice();
+    pod
 }
 
 /// `node-with-dra-test-driver.yaml`.
@@ -155,7 +281,7 @@ fn node(index: usize) -> Node {
 }
 
 /// The test driver's slice for one node (`resourceSlice` in `dra_test.go`).
-fn slice(index: usize) -> ResourceSlice {
+fn slice(index: usize, devices: usize) -> ResourceSlice {
     let node = Sym::new(&format!("scheduler-perf-dra-{index}"));
     let driver = Sym::new(DRIVER);
     let qualified = |id: &str| QualifiedName {
@@ -169,7 +295,7 @@ fn slice(index: usize) -> ResourceSlice {
         pool_generation: 0,
         pool_slice_count: 1,
         nodes: SliceNodes::Node(node),
-        devices: (0..DEVICES_PER_NODE)
+        devices: (0..devices)
             .map(|i| Device {
                 name: Sym::new(&format!("instance-{i}")),
                 attributes: vec![
@@ -199,8 +325,8 @@ fn slice(index: usize) -> ResourceSlice {
     }
 }
 
-/// `resourceclaimtemplate.yaml`: one request of `test-class`.
-fn template(namespace: &str) -> ResourceClaimTemplate {
+/// `resourceclaimtemplate.yaml`: one request of `test-class`, with `selectors`.
+fn template(namespace: &str, selectors: &[&str]) -> ResourceClaimTemplate {
     ResourceClaimTemplate {
         namespace: Sym::new(namespace),
         name: Sym::new(TEMPLATE),
@@ -208,7 +334,7 @@ fn template(namespace: &str) -> ResourceClaimTemplate {
             requests: vec![DeviceRequest::exactly(
                 "req-0",
                 Sym::new(CLASS),
-                Vec::new(),
+                selectors.iter().map(|s| Arc::from(*s)).collect(),
                 AllocationMode::ExactCount(1),
             )],
             constraints: Vec::new(),
@@ -241,5 +367,23 @@ mod tests {
         assert_eq!((r.nodes, r.init_pods, r.measured_pods), (10, 50, 50));
         // 10 nodes × 10 devices = 100 devices for 100 pods: every measured pod binds.
         assert_eq!(r.scheduled, r.measured_pods);
+        assert!(!r.selectors_and_shared_claim);
+    }
+
+    /// At scale the selectors match every device and the shared claim's device reaches
+    /// every node: all measured pods bind, half the devices stay free.
+    #[test]
+    fn at_scale_every_pod_binds_with_selectors_and_a_shared_claim() {
+        let options = BenchOptions {
+            nodes: Some(30),
+            ..BenchOptions::default()
+        };
+        let r = run_dra(&options).unwrap();
+        assert_eq!(
+            (r.nodes, r.devices_per_node, r.init_pods, r.measured_pods),
+            (30, 8, 60, 60)
+        );
+        assert_eq!(r.scheduled, 60, "{r:?}");
+        assert!(r.selectors_and_shared_claim && r.allocs_per_pod_10x_nodes.is_none());
     }
 }

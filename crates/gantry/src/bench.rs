@@ -24,6 +24,10 @@ const MAX_SNAPSHOT_PODS: usize = 2_000_000;
 /// cycle looks at a share of the nodes, and there are four pods per node).
 const MAX_MULTI_NODES: usize = 50_000;
 
+/// `bench dra --nodes`'s largest cluster: 10,000 nodes of 8 devices and 40,000 pods with
+/// their claims.
+const MAX_DRA_NODES: usize = 10_000;
+
 /// `bench multi`'s instances × nodes: every instance caches every node (about 1.5 KB
 /// each), so 20 × 50,000 peaks near 2 GB.
 const MAX_MULTI_NODE_COPIES: usize = 1_000_000;
@@ -53,7 +57,9 @@ pub struct BenchArgs {
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: Option<usize>,
     /// snapshot: nodes in the cache (1 to 100000, default 5000); scale: nodes in the cluster
-    /// (1 to 100000, default 20000; 50 resident pods a node, at most 2000000); multi: nodes
+    /// (1 to 100000, default 20000; 50 resident pods a node, at most 2000000); dra: DRA at
+    /// scale, nodes of 8 devices with 2 init and 2 measured pods each, CEL selectors and a
+    /// shared claim (1 to 10000; without it, scheduler_perf's 500 nodes); multi: nodes
     /// in the cluster (1 to 50000, default 5000; --schedulers × --nodes at most 1000000);
     /// gpu-share: GPU nodes (1 to 20000, default 128).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
@@ -108,7 +114,14 @@ impl BenchArgs {
             (
                 "--nodes",
                 self.nodes.is_some(),
-                &["snapshot", "scale", "multi", "gpu-share", "clustersnapshot"],
+                &[
+                    "snapshot",
+                    "scale",
+                    "dra",
+                    "multi",
+                    "gpu-share",
+                    "clustersnapshot",
+                ],
             ),
             ("--schedulers", self.schedulers.is_some(), &["multi"]),
             (
@@ -276,8 +289,19 @@ fn gpu_share(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// scheduler_perf's `SchedulingWithResourceClaimTemplate/5000pods_500nodes`.
 fn dra(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(nodes) = args.nodes {
+        anyhow::ensure!(
+            nodes <= MAX_DRA_NODES,
+            "--nodes: bench dra takes 1 to {MAX_DRA_NODES} nodes, not {nodes}"
+        );
+        anyhow::ensure!(
+            args.scale_down.is_none(),
+            "--scale-down does not apply to bench dra --nodes: give fewer nodes"
+        );
+    }
     let options = BenchOptions {
         scale_down: args.scale_down(),
+        nodes: args.nodes,
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
         ..BenchOptions::default()
@@ -285,11 +309,16 @@ fn dra(args: &BenchArgs) -> anyhow::Result<()> {
     let r = run_dra(&options)?;
     print(args, &r, || {
         format!(
-            "dra {} nodes × {} devices, {} init and {} measured pods with a claim template: {:.0} pods/s, p50 {} µs, p99 {} µs, {:.0} bytes and {:.0} allocations/pod ({:.0} on 10× the nodes), peak RSS {:.0} MiB",
+            "dra {} nodes × {} devices, {} init and {} measured pods with a claim template{}: {:.0} pods/s, p50 {} µs, p99 {} µs, {:.0} bytes and {:.0} allocations/pod ({:.0} on 10× the nodes), peak RSS {:.0} MiB",
             r.nodes,
             r.devices_per_node,
             r.init_pods,
             r.measured_pods,
+            if r.selectors_and_shared_claim {
+                " (CEL selectors; every 50th pod shares a claim)"
+            } else {
+                ""
+            },
             r.pods_per_sec,
             r.p50_us,
             r.p99_us,

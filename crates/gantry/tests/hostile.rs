@@ -563,7 +563,7 @@ fn hostile_inputs() -> Vec<Hostile> {
             files: vec![],
             args: &["bench", "basic", "--nodes", "5"],
             code: 1,
-            first_stderr_line: "error: --nodes does not apply to bench basic: only snapshot, scale, multi, gpu-share, clustersnapshot read it",
+            first_stderr_line: "error: --nodes does not apply to bench basic: only snapshot, scale, dra, multi, gpu-share, clustersnapshot read it",
             stdout_has: "",
         },
         Hostile {

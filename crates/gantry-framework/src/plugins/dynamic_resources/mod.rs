@@ -68,7 +68,10 @@ impl DynamicResources {
 /// A selector compiled, or why it does not compile.
 type Compiled = Result<Arc<Selector>, String>;
 
-/// Filter's allocations for the pod's claims, per node.
+/// Filter's allocations for the pod's claims, per node, where the search found them:
+/// a node that passed Filter and has no entry got its devices on the first path (see
+/// [`PodClaims::found_on`]), so the common case writes nothing per node, and the map
+/// grows with the nodes the search served, not with the cluster.
 type NodeAllocations = HashMap<Sym, Found, RandomState>;
 
 /// The pod's claims and what Filter and Reserve worked out for them.
@@ -80,7 +83,8 @@ struct PodClaims {
     available_on: Vec<Option<NodeSelector>>,
     /// For the claims still to allocate; `None` when all are allocated.
     allocator: Option<Arc<Allocator>>,
-    /// Filter's allocations per node (Filter runs on several nodes, possibly at once).
+    /// Filter's search allocations per node (Filter runs on several nodes, possibly at
+    /// once).
     node_allocations: Arc<Mutex<NodeAllocations>>,
     /// Allocated claims some node could not use (their allocation is elsewhere), by
     /// index: PostFilter may free one.
@@ -358,22 +362,13 @@ impl PreFilterPlugin for DynamicResources {
                 shared_slices: dra.shared_slices(),
             })
         });
-        // One entry per node at most: sized once, so Filter allocates nothing per node.
-        let capacity = if allocator.is_some() {
-            cluster.nodes.num_nodes()
-        } else {
-            0
-        };
         state.write(
             NAME,
             PodClaims {
                 claims,
                 available_on,
                 allocator,
-                node_allocations: Arc::new(Mutex::new(NodeAllocations::with_capacity_and_hasher(
-                    capacity,
-                    RandomState::default(),
-                ))),
+                node_allocations: Arc::default(),
                 ..PodClaims::default()
             },
         );
@@ -458,25 +453,39 @@ impl FilterPlugin for DynamicResources {
             return Status::unresolvable(REASON_NOT_AVAILABLE);
         }
         if let Some(found) = allocations {
-            s.node_allocations
+            let mut by_node = s
+                .node_allocations
                 .lock()
-                .expect("allocation map lock poisoned")
-                .insert(n.name, found);
+                .expect("allocation map lock poisoned");
+            // The map holds the last Filter's result for each node, as upstream's does: a
+            // first-path result drops a search an earlier Filter of this node made (in
+            // `run`, devices allocated meanwhile can change which one applies).
+            match found {
+                Found::Allocations(_) => by_node.insert(n.name, found),
+                Found::FirstPath => by_node.remove(&n.name),
+            };
         }
         Status::success()
     }
 }
 
 impl PodClaims {
-    /// Filter's allocations for the node, built if Filter kept only that the first
-    /// path found them (node selectors left out); `None` where Filter kept none.
-    fn allocations_on(&self, node: &NodeInfo) -> Option<Result<Arc<Vec<Allocation>>, String>> {
-        let found = self
+    /// What Filter found on `node`, a node that passed it: the search's allocations where
+    /// it searched, otherwise the first path's (when there were claims to allocate).
+    fn found_on(&self, node: Sym) -> Option<Found> {
+        let searched = self
             .node_allocations
             .lock()
             .expect("allocation map lock poisoned")
-            .get(&node.name())
-            .cloned()?;
+            .get(&node)
+            .cloned();
+        searched.or_else(|| self.allocator.is_some().then_some(Found::FirstPath))
+    }
+
+    /// Filter's allocations for the node, built if Filter kept only that the first
+    /// path found them (node selectors left out); `None` where Filter kept none.
+    fn allocations_on(&self, node: &NodeInfo) -> Option<Result<Arc<Vec<Allocation>>, String>> {
+        let found = self.found_on(node.name())?;
         Some(match found {
             Found::Allocations(allocations) => Ok(allocations),
             Found::FirstPath => {
@@ -592,13 +601,7 @@ impl ScorePlugin for DynamicResources {
         {
             return Ok(0);
         }
-        let found = s
-            .node_allocations
-            .lock()
-            .expect("allocation map lock poisoned")
-            .get(&node.name())
-            .cloned();
-        match found {
+        match s.found_on(node.name()) {
             None => Ok(0),
             Some(Found::Allocations(allocations)) => {
                 score::first_available_score(&s.claims, &allocations, reads_allocated)
