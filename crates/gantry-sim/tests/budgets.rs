@@ -1,5 +1,5 @@
-//! Budgets per measured pod for `gantry bench`'s scheduling workloads, checked on every CI
-//! run: heap allocations and the bytes they ask for (counted by the allocator, exact and
+//! Budgets per measured pod for `gantry bench`'s scheduling workloads and for DRA at scale
+//! (`dra-at-scale`: `bench dra --nodes 1000`), checked on every CI run: heap allocations and the bytes they ask for (counted by the allocator, exact and
 //! repeatable, at the workloads' full size) and instructions (counted by valgrind's
 //! callgrind over the measured part only, at a reduced size). A workload over a budget by
 //! more than [`TOLERANCE`] fails with the figures; a change that needs more raises the
@@ -12,7 +12,8 @@ use std::path::Path;
 use std::process::Command;
 
 use gantry_sim::alloc_counter::{self, CountingAllocator};
-use gantry_sim::bench::{BenchOptions, BenchResult, Workload, run};
+use gantry_sim::bench::{BenchOptions, Workload, run};
+use gantry_sim::dra_bench::run_dra;
 use serde::Deserialize;
 
 #[global_allocator]
@@ -48,8 +49,32 @@ fn budgets() -> Budgets {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn workload(name: &str) -> Workload {
-    Workload::parse(name).unwrap_or_else(|| panic!("budgets.json: no workload {name:?}"))
+/// `bench dra --nodes` at this size is budgeted as `dra-at-scale` (the instruction count
+/// divides it by `instructions_scale_down`).
+const DRA_AT_SCALE: &str = "dra-at-scale";
+const DRA_AT_SCALE_NODES: usize = 1_000;
+
+/// What a budget measures: a scheduling workload, or DRA at scale.
+#[derive(Clone, Copy)]
+enum Subject {
+    Scheduling(Workload),
+    DraAtScale,
+}
+
+fn subject(name: &str) -> Subject {
+    if name == DRA_AT_SCALE {
+        return Subject::DraAtScale;
+    }
+    Subject::Scheduling(
+        Workload::parse(name).unwrap_or_else(|| panic!("budgets.json: no workload {name:?}")),
+    )
+}
+
+/// Allocations and bytes per measured pod, and the measured pods.
+struct Counted {
+    allocations: f64,
+    bytes: f64,
+    measured_pods: usize,
 }
 
 /// `Some(why)` when `measured` exceeds `budget` by more than the tolerance.
@@ -63,18 +88,40 @@ fn over(what: &str, workload: &str, measured: f64, budget: f64) -> Option<String
     })
 }
 
-fn counted(workload: Workload, scale_down: usize) -> BenchResult {
+fn counted(subject: Subject, scale_down: usize) -> Counted {
     let options = BenchOptions {
         scale_down,
         allocations: Some(alloc_counter::allocations),
         bytes_allocated: Some(alloc_counter::bytes_allocated),
         ..BenchOptions::default()
     };
-    run(workload, &options).expect("the workload runs")
+    match subject {
+        Subject::Scheduling(workload) => {
+            let r = run(workload, &options).expect("the workload runs");
+            Counted {
+                allocations: r.allocs_per_pod.expect("counted"),
+                bytes: r.bytes_allocated_per_pod.expect("counted"),
+                measured_pods: r.measured_pods,
+            }
+        }
+        Subject::DraAtScale => {
+            let options = BenchOptions {
+                nodes: Some(DRA_AT_SCALE_NODES / scale_down),
+                ..options
+            };
+            let r = run_dra(&options).expect("the workload runs");
+            Counted {
+                allocations: r.allocs_per_pod.expect("counted"),
+                bytes: r.bytes_allocated_per_pod.expect("counted"),
+                measured_pods: r.measured_pods,
+            }
+        }
+    }
 }
 
 /// Instructions per measured pod of `workload` at `scale_down`, from callgrind counting
-/// `bench::run_measured` alone, in a child running [`callgrind_target`].
+/// `bench::run_measured` (or `dra_bench::run_measured`) alone, in a child running
+/// [`callgrind_target`].
 fn instructions_per_pod(workload: &str, scale_down: usize) -> Result<f64, String> {
     let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out_file = out_dir.path().join("callgrind.out");
@@ -132,7 +179,7 @@ fn callgrind_target() {
         .num_threads(1)
         .build()
         .expect("a thread pool");
-    let result = pool.install(|| counted(workload(name), scale_down));
+    let result = pool.install(|| counted(subject(name), scale_down));
     println!("measured pods: {}", result.measured_pods);
 }
 
@@ -149,9 +196,9 @@ fn budgets_per_pod() {
     let budgets = budgets();
     let mut failures = Vec::new();
     for budget in &budgets.workloads {
-        let result = counted(workload(&budget.workload), 1);
-        let allocations = result.allocs_per_pod.expect("counted");
-        let bytes = result.bytes_allocated_per_pod.expect("counted");
+        let Counted {
+            allocations, bytes, ..
+        } = counted(subject(&budget.workload), 1);
         println!(
             "{}: {allocations:.3} allocations and {bytes:.0} bytes per pod (budgets {} and {})",
             budget.workload, budget.allocations_per_pod, budget.bytes_per_pod
@@ -211,7 +258,7 @@ fn a_figure_over_its_budget_by_more_than_the_tolerance_is_a_failure() {
     let budgets = budgets();
     assert!(!budgets.workloads.is_empty());
     for budget in &budgets.workloads {
-        workload(&budget.workload);
+        subject(&budget.workload);
         assert!(budget.allocations_per_pod > 0.0 && budget.instructions_per_pod > 0.0);
     }
 }

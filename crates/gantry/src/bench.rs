@@ -315,7 +315,7 @@ fn dra(args: &BenchArgs) -> anyhow::Result<()> {
             r.init_pods,
             r.measured_pods,
             if r.selectors_and_shared_claim {
-                " (CEL selectors; every 50th pod shares a claim)"
+                " (CEL selectors; every 100th pod shares a claim)"
             } else {
                 ""
             },
