@@ -407,12 +407,16 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     })
 }
 
-/// The measured part of a scheduling workload, in a function of its own so that an
-/// instruction count can be limited to it (`valgrind --tool=callgrind
-/// --toggle-collect='*bench::run_measured*'`, as `tests/budgets.rs` does).
+/// The measured part of a workload (this module's, `dra_bench`'s, `gang_bench`'s), in a
+/// function of its own so that an instruction count can be limited to it (`valgrind
+/// --tool=callgrind --toggle-collect='*bench::run_measured*'`, as `tests/budgets.rs`
+/// does). The `black_box` keeps it a frame of its own: compiled as a bare jump to
+/// `Simulation::run`, callgrind's toggle may miss it.
 #[inline(never)]
-fn run_measured(sim: &mut Simulation) -> Result<crate::Summary, SimError> {
-    sim.run()
+pub(crate) fn run_measured(sim: &mut Simulation) -> Result<crate::Summary, SimError> {
+    let summary = sim.run();
+    std::hint::black_box(&summary);
+    summary
 }
 
 /// `gantry bench gpu-share`: HAMi's shape (the seed's benchmark of its scheduler).

@@ -29,7 +29,7 @@ use gantry_api::{Container, Node, Pod, Resources, Sym};
 use gantry_framework::plugins::default_profile;
 use serde::Serialize;
 
-use crate::bench::{BenchOptions, peak_rss_mib};
+use crate::bench::{BenchOptions, peak_rss_mib, run_measured};
 use crate::{BindLatency, SimError, SimEvent, SimOptions, Simulation};
 
 const DRIVER: &str = "test-driver.cdi.k8s.io";
@@ -222,17 +222,6 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
         allocations: since(options.allocations, allocations_before),
         bytes: since(options.bytes_allocated, bytes_before),
     })
-}
-
-/// The measured part, in a function of its own so that an instruction count can be
-/// limited to it (as `bench::run_measured`; `tests/budgets.rs`). The `black_box` keeps it
-/// a frame of its own: compiled as a bare jump to `Simulation::run`, or folded into
-/// `bench::run_measured`'s identical code, callgrind's toggle counted almost nothing.
-#[inline(never)]
-fn run_measured(sim: &mut Simulation) -> Result<crate::Summary, SimError> {
-    let summary = sim.run();
-    std::hint::black_box(&summary);
-    summary
 }
 
 /// Devices every node reaches (a slice for all nodes), their class, and in each of

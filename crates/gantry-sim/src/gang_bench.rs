@@ -14,7 +14,7 @@ use gantry_api::{Node, Pod, PodGroup, Release, Resources, Sym};
 use gantry_framework::plugins::default_profile_for;
 use serde::Serialize;
 
-use crate::bench::{BenchOptions, peak_rss_mib};
+use crate::bench::{BenchOptions, peak_rss_mib, run_measured};
 use crate::records::GroupCondition;
 use crate::{BindLatency, SimError, SimEvent, SimOptions, Simulation};
 
@@ -119,7 +119,7 @@ pub fn run_gang(options: &BenchOptions) -> Result<GangBenchResult, SimError> {
     let read = |counter: Option<fn() -> u64>| counter.map(|f| f());
     let (allocations_before, bytes_before) =
         (read(options.allocations), read(options.bytes_allocated));
-    let summary = sim.run()?;
+    let summary = run_measured(&mut sim)?;
     let since = |counter: Option<fn() -> u64>, before: Option<u64>| {
         counter.zip(before).map(|(f, b)| f() - b)
     };

@@ -1,5 +1,6 @@
-//! Budgets per measured pod for `gantry bench`'s scheduling workloads and for DRA at scale
-//! (`dra-at-scale`: `bench dra --nodes 1000`), checked on every CI run: heap allocations and the bytes they ask for (counted by the allocator, exact and
+//! Budgets per measured pod for `gantry bench`'s scheduling workloads, for DRA at scale
+//! (`dra-at-scale`: `bench dra --nodes 1000`) and for gangs (`gang`), checked on every CI
+//! run: heap allocations and the bytes they ask for (counted by the allocator, exact and
 //! repeatable, at the workloads' full size) and instructions (counted by valgrind's
 //! callgrind over the measured part only, at a reduced size). A workload over a budget by
 //! more than [`TOLERANCE`] fails with the figures; a change that needs more raises the
@@ -14,6 +15,7 @@ use std::process::Command;
 use gantry_sim::alloc_counter::{self, CountingAllocator};
 use gantry_sim::bench::{BenchOptions, Workload, run};
 use gantry_sim::dra_bench::run_dra;
+use gantry_sim::gang_bench::run_gang;
 use serde::Deserialize;
 
 #[global_allocator]
@@ -54,16 +56,19 @@ fn budgets() -> Budgets {
 const DRA_AT_SCALE: &str = "dra-at-scale";
 const DRA_AT_SCALE_NODES: usize = 1_000;
 
-/// What a budget measures: a scheduling workload, or DRA at scale.
+/// What a budget measures: a scheduling workload, DRA at scale, or gangs.
 #[derive(Clone, Copy)]
 enum Subject {
     Scheduling(Workload),
     DraAtScale,
+    Gang,
 }
 
 fn subject(name: &str) -> Subject {
-    if name == DRA_AT_SCALE {
-        return Subject::DraAtScale;
+    match name {
+        DRA_AT_SCALE => return Subject::DraAtScale,
+        "gang" => return Subject::Gang,
+        _ => {}
     }
     Subject::Scheduling(
         Workload::parse(name).unwrap_or_else(|| panic!("budgets.json: no workload {name:?}")),
@@ -104,6 +109,14 @@ fn counted(subject: Subject, scale_down: usize) -> Counted {
                 measured_pods: r.measured_pods,
             }
         }
+        Subject::Gang => {
+            let r = run_gang(&options).expect("the workload runs");
+            Counted {
+                allocations: r.allocs_per_pod.expect("counted"),
+                bytes: r.bytes_allocated_per_pod.expect("counted"),
+                measured_pods: r.pods,
+            }
+        }
         Subject::DraAtScale => {
             let options = BenchOptions {
                 nodes: Some(DRA_AT_SCALE_NODES / scale_down),
@@ -120,7 +133,7 @@ fn counted(subject: Subject, scale_down: usize) -> Counted {
 }
 
 /// Instructions per measured pod of `workload` at `scale_down`, from callgrind counting
-/// `bench::run_measured` (or `dra_bench::run_measured`) alone, in a child running
+/// `bench::run_measured` alone, in a child running
 /// [`callgrind_target`].
 fn instructions_per_pod(workload: &str, scale_down: usize) -> Result<f64, String> {
     let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
