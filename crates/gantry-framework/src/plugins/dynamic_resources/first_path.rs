@@ -223,8 +223,15 @@ fn single_slice_pools<'a>(
             slices.push(slice);
         }
     }
+    // By driver, then pool, as strings; a name is looked up only where the symbols differ.
     slices.sort_by(|a, b| {
-        (a.driver.as_str(), a.pool.as_str()).cmp(&(b.driver.as_str(), b.pool.as_str()))
+        if a.driver != b.driver {
+            a.driver.as_str().cmp(b.driver.as_str())
+        } else if a.pool != b.pool {
+            a.pool.as_str().cmp(b.pool.as_str())
+        } else {
+            std::cmp::Ordering::Equal
+        }
     });
     for (i, slice) in slices.iter().enumerate() {
         let alone = slices[i + 1..]
