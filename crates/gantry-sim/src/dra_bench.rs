@@ -225,9 +225,7 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
 }
 
 /// Devices every node reaches (a slice for all nodes), their class, and in each of
-/// `namespaces` a claim for one of them that pods share. The init pods share one too, so
-/// that the shared class's selector is compiled and judged before the measured phase, as
-/// the template's are (its deep-stack evaluation would stop callgrind's count there).
+/// `namespaces` a claim for one of them that the namespace's pods share.
 fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
     let driver = Sym::new(SHARED_DRIVER);
     cluster.dra.device_classes.push(DeviceClass {

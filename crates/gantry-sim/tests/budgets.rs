@@ -75,6 +75,17 @@ fn subject(name: &str) -> Subject {
     )
 }
 
+impl Subject {
+    /// Whether callgrind counts the whole run rather than `bench::run_measured`: DRA's CEL
+    /// selectors are evaluated on a stack `stacker` switches to, and callgrind's call
+    /// tree loses track of the toggled frame there (it credited the init phase's
+    /// evaluations to the measured one), so DRA's budget counts everything the child does
+    /// (set-up, both phases), divided by the measured pods: repeatable, if wider.
+    fn counts_whole_run(self) -> bool {
+        matches!(self, Subject::DraAtScale)
+    }
+}
+
 /// Allocations and bytes per measured pod, and the measured pods.
 struct Counted {
     allocations: f64,
@@ -133,18 +144,23 @@ fn counted(subject: Subject, scale_down: usize) -> Counted {
 }
 
 /// Instructions per measured pod of `workload` at `scale_down`, from callgrind counting
-/// `bench::run_measured` alone, in a child running
-/// [`callgrind_target`].
+/// `bench::run_measured` alone (or the whole child, see [`Subject::counts_whole_run`]), in
+/// a child running [`callgrind_target`].
 fn instructions_per_pod(workload: &str, scale_down: usize) -> Result<f64, String> {
     let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out_file = out_dir.path().join("callgrind.out");
-    let output = Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
+    let scope: &[&str] = if subject(workload).counts_whole_run() {
+        &[]
+    } else {
+        &[
             "--collect-atstart=no",
             "--toggle-collect=*bench::run_measured*",
-            &format!("--callgrind-out-file={}", out_file.display()),
-        ])
+        ]
+    };
+    let output = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .args(scope)
+        .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(std::env::current_exe().map_err(|e| e.to_string())?)
         .args(["--exact", "callgrind_target", "--ignored", "--nocapture"])
         .env(WORKLOAD_VAR, format!("{workload}:{scale_down}"))
