@@ -411,10 +411,13 @@ fn pod_claim(
 }
 
 impl FilterPlugin for DynamicResources {
-    fn details(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Vec<Detail> {
+    fn details(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Vec<Detail> {
+        // Devices are marked chosen only where Filter passes: `found_on` answers for such
+        // nodes alone.
+        let passed = self.filter(state, pod, node).is_success();
         state
             .read::<PodClaims>(NAME)
-            .map(|s| self.device_details(s, node))
+            .map(|s| self.device_details(s, node, passed))
             .unwrap_or_default()
     }
 
@@ -470,8 +473,9 @@ impl FilterPlugin for DynamicResources {
 }
 
 impl PodClaims {
-    /// What Filter found on `node`, a node that passed it: the search's allocations where
-    /// it searched, otherwise the first path's (when there were claims to allocate).
+    /// What Filter found on `node`, a node that passed it (asked of no other): the search's
+    /// allocations where it searched, otherwise the first path's (when there were claims
+    /// to allocate).
     fn found_on(&self, node: Sym) -> Option<Found> {
         let searched = self
             .node_allocations
@@ -482,8 +486,8 @@ impl PodClaims {
         searched.or_else(|| self.allocator.is_some().then_some(Found::FirstPath))
     }
 
-    /// Filter's allocations for the node, built if Filter kept only that the first
-    /// path found them (node selectors left out); `None` where Filter kept none.
+    /// Filter's allocations for a node that passed it, built if Filter kept only that the
+    /// first path found them (node selectors left out); `None` without claims to allocate.
     fn allocations_on(&self, node: &NodeInfo) -> Option<Result<Arc<Vec<Allocation>>, String>> {
         let found = self.found_on(node.name())?;
         Some(match found {
@@ -507,11 +511,12 @@ impl DynamicResources {
     /// For `gantry explain`: every device the node reaches, per request of the claims
     /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
     /// a claim whose `matchAttribute` constraints are what fails is said to be.
-    fn device_details(&self, s: &PodClaims, node: &NodeInfo) -> Vec<Detail> {
+    fn device_details(&self, s: &PodClaims, node: &NodeInfo, passed: bool) -> Vec<Detail> {
         let (Some(allocator), Some(n)) = (&s.allocator, node.node()) else {
             return Vec::new();
         };
-        let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = match s.allocations_on(node) {
+        let found = passed.then(|| s.allocations_on(node)).flatten();
+        let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = match found {
             Some(Ok(allocations)) => allocations
                 .iter()
                 .flat_map(|a| a.devices.iter().map(|d| (d.request.clone(), d.device)))
