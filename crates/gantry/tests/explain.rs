@@ -169,6 +169,51 @@ fn a_claims_devices_are_explained_one_by_one() {
     );
 }
 
+/// A node where a claim to allocate would get a device but another, allocated claim of
+/// the pod cannot be used: Filter refuses the node, so no device is marked given there.
+#[test]
+fn no_device_is_given_on_a_node_filter_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/dra/explain-cluster.yaml"
+    ))
+    .unwrap();
+    let cluster = write(
+        dir.path(),
+        "cluster.yaml",
+        &format!(
+            "{base}---\n\
+             apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n\
+             metadata: {{name: elsewhere, namespace: default}}\n\
+             spec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu}}}}]}}}}\n\
+             status:\n  allocation:\n    devices:\n      results: [{{request: gpu, driver: gpu.example.com, pool: n2, device: gpu-0}}]\n\
+             \x20   nodeSelector:\n      nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, values: [n2]}}]}}]\n"
+        ),
+    );
+    let pod = write(
+        dir.path(),
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: both, namespace: default}\n\
+         spec: {containers: [{name: c}], resourceClaims: [{name: there, resourceClaimName: elsewhere}, {name: here, resourceClaimTemplateName: one-a100}]}\n",
+    );
+    let out = gantry(&["explain", "--cluster", &cluster, "--pod", &pod, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let node = &json["nodes"][0];
+    assert_eq!(node["node"], "n1");
+    let text = node.to_string();
+    assert!(text.contains("not available on the node"), "{text}");
+    let parts = node["details"][0]["parts"].as_array().unwrap();
+    // gpu-1 is free and matches: the first path would take it, but the node is refused.
+    let gpu1 = parts
+        .iter()
+        .find(|p| p["part"] == "gpu.example.com/n1/gpu-1")
+        .unwrap_or_else(|| panic!("gpu-1 missing: {text}"));
+    assert_eq!(gpu1["reason"], serde_json::Value::Null, "{text}");
+    assert_eq!(gpu1["given"], false, "{text}");
+}
+
 /// Two free devices for two requests, but of different models: the claim's
 /// `matchAttribute` constraint is named as what fails, not the devices.
 #[test]
