@@ -319,6 +319,10 @@ impl ClusterSnapshot {
                 && eligible(info)
         };
         let mut statuses = Vec::new();
+        // Nodes the destinations leave out are said only if the pod fits nowhere (below):
+        // an estimate's pods may go to its few new nodes alone, among thousands.
+        let mut left_out = false;
+        let start = self.next_start;
         let mut chosen = None;
         if let Some(hint) = hint
             && let Some(info) = cluster.node(hint)
@@ -331,15 +335,10 @@ impl ClusterSnapshot {
         }
         if chosen.is_none() {
             for offset in 0..total {
-                let position = (self.next_start + offset) % total;
+                let position = (start + offset) % total;
                 let info = cluster.node_at(position);
                 if !allowed(info) {
-                    if !eligible(info) {
-                        // Said, so that a pod that fits nowhere is not `0/N nodes are
-                        // available:` and nothing after.
-                        let why = Status::unresolvable(destinations.others_are);
-                        statuses.push((info.name(), why));
-                    }
+                    left_out |= !eligible(info);
                     continue;
                 }
                 let status = filters.run(&state, pod, info);
@@ -358,6 +357,23 @@ impl ClusterSnapshot {
             Some(node) => {
                 self.place(pod, node, state)?;
                 Ok(node)
+            }
+            None if left_out => {
+                // In node order, as the search met them: each node the destinations leave
+                // out is said, so that a pod that fits nowhere is not `0/N nodes are
+                // available:` and nothing after.
+                let mut filtered = statuses.into_iter();
+                let mut all = Vec::with_capacity(total);
+                for offset in 0..total {
+                    let info = cluster.node_at((start + offset) % total);
+                    if allowed(info) {
+                        all.extend(filtered.next());
+                    } else if !eligible(info) {
+                        let why = Status::unresolvable(destinations.others_are);
+                        all.push((info.name(), why));
+                    }
+                }
+                Err(self.unschedulable(all))
             }
             None => Err(self.unschedulable(statuses)),
         }
