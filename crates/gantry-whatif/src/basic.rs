@@ -8,10 +8,12 @@ use std::sync::Arc;
 use foldhash::fast::RandomState;
 use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
 use gantry_api::{Pod, Sym};
-use gantry_cache::{ClusterState, DraState, NodeInfo, PvcKey};
+use gantry_cache::{ClusterState, DeviceUse, DraState, NodeInfo, PvcKey};
 
 use crate::node_index::{ListFlags, NodeIndex};
-use crate::store::{DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys};
+use crate::store::{
+    CountedDeviceUse, DeviceCounts, DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys,
+};
 
 /// One complete state of the cluster.
 #[derive(Debug, Default)]
@@ -20,8 +22,9 @@ pub(crate) struct ClusterData {
     pub index: NodeIndex,
     pub pvc_counts: HashMap<PvcKey, u32, RandomState>,
     pub claims: HashMap<ClaimKey, Arc<ResourceClaim>, RandomState>,
-    /// How many claims' allocations hold each device.
-    pub allocated: HashMap<DeviceId, u32, RandomState>,
+    /// How many claims' allocations hold each device; shared with the views handed to
+    /// the allocator ([`CountedDeviceUse`]), and copied on write when one is out.
+    pub allocated: Arc<DeviceCounts>,
 }
 
 impl ClusterData {
@@ -32,7 +35,7 @@ impl ClusterData {
             index: self.index.deep_copy(),
             pvc_counts: self.pvc_counts.clone(),
             claims: self.claims.clone(),
-            allocated: self.allocated.clone(),
+            allocated: Arc::new(DeviceCounts::clone(&self.allocated)),
         }
     }
 
@@ -96,14 +99,14 @@ impl ClusterData {
 
     pub fn set_claim(&mut self, claim: Arc<ResourceClaim>) {
         if let Some(old) = self.claims.insert(claim.key(), claim.clone()) {
-            count_devices(&mut self.allocated, &old, false);
+            count_devices(Arc::make_mut(&mut self.allocated), &old, false);
         }
-        count_devices(&mut self.allocated, &claim, true);
+        count_devices(Arc::make_mut(&mut self.allocated), &claim, true);
     }
 
     pub fn remove_claim(&mut self, key: ClaimKey) {
         if let Some(old) = self.claims.remove(&key) {
-            count_devices(&mut self.allocated, &old, false);
+            count_devices(Arc::make_mut(&mut self.allocated), &old, false);
         }
     }
 }
@@ -209,6 +212,10 @@ impl DraState for BasicStore {
 
     fn allocated_devices(&self) -> Vec<DeviceId> {
         self.top().allocated.keys().copied().collect()
+    }
+
+    fn device_use(&self) -> Arc<dyn DeviceUse> {
+        Arc::new(CountedDeviceUse::new(self.top().allocated.clone()))
     }
 
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {

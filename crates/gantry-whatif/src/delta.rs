@@ -13,11 +13,13 @@ use std::sync::Arc;
 use foldhash::fast::RandomState;
 use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
 use gantry_api::{Pod, Sym};
-use gantry_cache::{ClusterState, DraState, NodeInfo, PvcKey};
+use gantry_cache::{ClusterState, DeviceUse, DraState, NodeInfo, PvcKey};
 
 use crate::basic::ClusterData;
 use crate::node_index::{ListFlags, NodeIndex};
-use crate::store::{DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys};
+use crate::store::{
+    CountedDeviceUse, DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys,
+};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -174,6 +176,18 @@ impl DraState for DeltaStore {
         candidates
     }
 
+    /// The base's counts, shared, and the layers' changes summed: O(changes) a pod, where
+    /// a copy of every device allocated made each estimate's pod cost the whole cluster.
+    fn device_use(&self) -> Arc<dyn DeviceUse> {
+        let mut used = CountedDeviceUse::new(self.base.allocated.clone());
+        for layer in &self.layers {
+            for (device, change) in &layer.allocation_changes {
+                used.change(*device, *change);
+            }
+        }
+        Arc::new(used)
+    }
+
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
         self.catalog.shared_slices.clone()
     }
@@ -326,7 +340,7 @@ impl SnapshotStore for DeltaStore {
                     };
                 }
                 for (device, change) in top.allocation_changes {
-                    apply_count(&mut base.allocated, device, change);
+                    apply_count(Arc::make_mut(&mut base.allocated), device, change);
                 }
             }
         }

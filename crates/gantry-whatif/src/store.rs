@@ -13,7 +13,7 @@ use gantry_api::dra::{
     ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use gantry_api::{Pod, Sym};
-use gantry_cache::{ClusterState, DraState, NodeInfo, PvcKey};
+use gantry_cache::{ClusterState, DeviceUse, DraState, NodeInfo, PvcKey};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -108,6 +108,37 @@ pub(crate) fn pvc_keys(pod: &Pod) -> impl Iterator<Item = PvcKey> + '_ {
 }
 
 /// The devices a claim's allocation takes.
+/// How many claims' allocations hold each device.
+pub(crate) type DeviceCounts = HashMap<DeviceId, u32, RandomState>;
+
+/// The devices taken, as the allocator asks about them during one pod's cycle: a store's
+/// counts (shared, not copied) with the open forks' changes on top.
+pub(crate) struct CountedDeviceUse {
+    base: Arc<DeviceCounts>,
+    changes: HashMap<DeviceId, i64, RandomState>,
+}
+
+impl CountedDeviceUse {
+    pub(crate) fn new(base: Arc<DeviceCounts>) -> CountedDeviceUse {
+        CountedDeviceUse {
+            base,
+            changes: HashMap::default(),
+        }
+    }
+
+    /// Adds `change` claims holding `device`.
+    pub(crate) fn change(&mut self, device: DeviceId, change: i64) {
+        *self.changes.entry(device).or_default() += change;
+    }
+}
+
+impl DeviceUse for CountedDeviceUse {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        let base = i64::from(self.base.get(&device).copied().unwrap_or(0));
+        base + self.changes.get(&device).copied().unwrap_or(0) > 0
+    }
+}
+
 pub(crate) fn claim_devices(claim: &ResourceClaim) -> impl Iterator<Item = DeviceId> + '_ {
     claim
         .allocation
