@@ -59,6 +59,44 @@ pub fn equivalence_groups(pods: &[Arc<Pod>]) -> Vec<EquivalenceGroup> {
     groups
 }
 
+/// Pods found to fit nowhere, remembered so that their controller's like pods are not tried
+/// again, as the autoscaler's filter-out-schedulable pass does (`SimilarPodsScheduling`,
+/// `simulator/scheduling/similar_pods.go`): without it every pending pod of a large
+/// controller was tried on every node. Keyed by the controller's UID; at most
+/// [`MAX_PODS_PER_OWNER`] different pods a controller (upstream's `maxPodsPerOwnerRef`);
+/// pods of no controller, and DaemonSet pods, are never remembered.
+#[derive(Default)]
+pub struct SimilarUnschedulable {
+    by_owner: HashMap<Arc<str>, Vec<Arc<Pod>>, RandomState>,
+}
+
+/// Upstream's `maxPodsPerOwnerRef`.
+pub const MAX_PODS_PER_OWNER: usize = 10;
+
+impl SimilarUnschedulable {
+    /// Whether a pod like `pod` (same controller, labels and spec) was found to fit nowhere.
+    pub fn is_similar_unschedulable(&self, pod: &Pod) -> bool {
+        pod.controller
+            .as_ref()
+            .and_then(|owner| self.by_owner.get(&owner.uid))
+            .is_some_and(|seen| seen.iter().any(|other| same_spec(other, pod)))
+    }
+
+    /// Remembers that `pod` fits nowhere.
+    pub fn set_unschedulable(&mut self, pod: &Arc<Pod>) {
+        let Some(owner) = &pod.controller else {
+            return;
+        };
+        if owner.kind.as_str() == "DaemonSet" {
+            return;
+        }
+        let seen = self.by_owner.entry(owner.uid.clone()).or_default();
+        if seen.len() < MAX_PODS_PER_OWNER {
+            seen.push(pod.clone());
+        }
+    }
+}
+
 /// The parts of two pods that decide where they can run are equal (pods decoded from one
 /// template share them outright).
 fn same_spec(a: &Pod, b: &Pod) -> bool {
@@ -349,4 +387,48 @@ pub fn waste(estimate: &Estimate, template: &NodeTemplate) -> f64 {
         (available - requested as f64) / available
     };
     share(ResourceName::Cpu) + share(ResourceName::Memory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::OwnerRef;
+
+    fn owned(name: &str, kind: &str, uid: &str, cpu_milli: i64) -> Arc<Pod> {
+        let mut pod = Pod::new("default", name).with_requests(cpu_milli, 0);
+        pod.controller = Some(Arc::new(OwnerRef {
+            api_version: Sym::new("apps/v1"),
+            kind: Sym::new(kind),
+            name: Arc::from("owner"),
+            uid: Arc::from(uid),
+        }));
+        Arc::new(pod)
+    }
+
+    /// As upstream's `SimilarPodsScheduling`: like pods of one controller match, other
+    /// specs, other controllers, pods of no controller and DaemonSet pods do not, and a
+    /// controller keeps at most ten different pods.
+    #[test]
+    fn like_pods_of_a_controller_are_remembered_within_bounds() {
+        let mut similar = SimilarUnschedulable::default();
+        let first = owned("a-1", "ReplicaSet", "rs", 100);
+        similar.set_unschedulable(&first);
+        assert!(similar.is_similar_unschedulable(&owned("a-2", "ReplicaSet", "rs", 100)));
+        assert!(!similar.is_similar_unschedulable(&owned("a-3", "ReplicaSet", "rs", 200)));
+        assert!(!similar.is_similar_unschedulable(&owned("b-1", "ReplicaSet", "other", 100)));
+        let orphan = Arc::new(Pod::new("default", "o").with_requests(100, 0));
+        similar.set_unschedulable(&orphan);
+        assert!(!similar.is_similar_unschedulable(&orphan));
+        let daemon = owned("d-1", "DaemonSet", "ds", 100);
+        similar.set_unschedulable(&daemon);
+        assert!(!similar.is_similar_unschedulable(&owned("d-2", "DaemonSet", "ds", 100)));
+        // Ten different pods of one controller are kept; the eleventh is not.
+        for cpu in 1..=MAX_PODS_PER_OWNER as i64 {
+            similar.set_unschedulable(&owned("c", "Job", "job", cpu));
+        }
+        let eleventh = owned("c", "Job", "job", 1_000);
+        similar.set_unschedulable(&eleventh);
+        assert!(similar.is_similar_unschedulable(&owned("c", "Job", "job", 10)));
+        assert!(!similar.is_similar_unschedulable(&eleventh));
+    }
 }

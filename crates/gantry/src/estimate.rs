@@ -12,7 +12,9 @@ use anyhow::Context;
 use clap::Args;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::{Pod, Sym};
-use gantry_whatif::estimator::{Estimate, NodeTemplate, equivalence_groups, estimate, waste};
+use gantry_whatif::estimator::{
+    Estimate, NodeTemplate, SimilarUnschedulable, equivalence_groups, estimate, waste,
+};
 use gantry_whatif::{ClusterSnapshot, StoreKind, with_dynamic_resources};
 use serde_json::{Value, json};
 
@@ -158,14 +160,19 @@ fn scale_up(
     snapshot.fork();
     let mut fits_existing = Vec::new();
     let mut remaining = Vec::new();
+    // A pod like one of the same controller that fitted nowhere is not tried again.
+    let mut similar = SimilarUnschedulable::default();
     for pod in &pending {
-        if args.estimator_only {
+        if args.estimator_only || similar.is_similar_unschedulable(pod) {
             remaining.push(pod.clone());
             continue;
         }
         match snapshot.schedule_anywhere(pod, None, &gantry_whatif::Destinations::ANY) {
             Ok(node) => fits_existing.push((pod.clone(), node)),
-            Err(e) if e.fit_error().is_some() => remaining.push(pod.clone()),
+            Err(e) if e.fit_error().is_some() => {
+                similar.set_unschedulable(pod);
+                remaining.push(pod.clone());
+            }
             Err(e) => return Err(e.into()),
         }
     }

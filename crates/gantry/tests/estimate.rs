@@ -404,3 +404,53 @@ fn forks_count_the_cards_a_placed_pod_holds() {
     assert_eq!(gang["gang"]["fits"], false, "{gang}");
     assert_eq!(gang["gang"]["placed_before_failure"], 1, "{gang}");
 }
+
+/// As the autoscaler's filter-out-schedulable pass (`SimilarPodsScheduling`): once a pod of
+/// a controller fits no existing node, its like pods are not tried again, even where the
+/// pods placed meanwhile would now let one in. Here `web-2` would fit beside `db-1`, placed
+/// after `web-1` was refused for want of a `db` pod, but is counted as not fitting.
+#[test]
+fn like_pods_of_a_controller_that_fits_nowhere_are_not_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = |rs: &str, uid: &str| {
+        format!(
+            "ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {rs}, uid: {uid}, controller: true}}]"
+        )
+    };
+    let web = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{app: web}}, {}}}\n\
+             spec:\n  containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]\n  affinity:\n    podAffinity:\n      \
+             requiredDuringSchedulingIgnoredDuringExecution:\n      - labelSelector: {{matchLabels: {{app: db}}}}\n        \
+             topologyKey: kubernetes.io/hostname\n",
+            owner("web", "web-uid")
+        )
+    };
+    let db = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: db-1, namespace: default, labels: {{app: db}}, {}}}\n\
+         spec: {{containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]}}\n",
+        owner("db", "db-uid")
+    );
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cluster,
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1, labels: {{kubernetes.io/hostname: n1}}}}\n\
+             status: {{allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}}}\n---\n{}---\n{db}---\n{}",
+            web("web-1"),
+            web("web-2")
+        ),
+    )
+    .unwrap();
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--node-template",
+        &data("cpu-template.yaml"),
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["pending_pods"], 3, "{v}");
+    assert_eq!(v["fit_existing_nodes"], 1, "only db-1: {v}");
+}
