@@ -184,29 +184,17 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
         sim_options,
     )
     .expect("a synthetic cluster loads");
-    let init = pod("init");
-    let init_sharing = shape.at_scale.then(|| with_shared_claim(&init));
-    for i in 0..shape.init_pods {
-        let template = match &init_sharing {
-            Some(sharing) if i % SHARED_EVERY == 0 => sharing,
-            _ => &init,
-        };
-        let p = template.replica(&format!("test-dra-{i}"));
-        sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(p)));
-    }
+    create_pods(&mut sim, shape, "init", shape.init_pods, Duration::ZERO);
     sim.run_until(Duration::ZERO)?;
     sim.clear_latencies();
     let bound_before = sim.api.binds;
-    let measured = pod("test");
-    let sharing = shape.at_scale.then(|| with_shared_claim(&measured));
-    for i in 0..shape.measured_pods {
-        let template = match &sharing {
-            Some(sharing) if i % SHARED_EVERY == 0 => sharing,
-            _ => &measured,
-        };
-        let p = template.replica(&format!("test-dra-{i}"));
-        sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(Arc::new(p)));
-    }
+    create_pods(
+        &mut sim,
+        shape,
+        "test",
+        shape.measured_pods,
+        Duration::from_secs(1),
+    );
     let read = |counter: Option<fn() -> u64>| counter.map(|f| f());
     let (allocations_before, bytes_before) =
         (read(options.allocations), read(options.bytes_allocated));
@@ -222,6 +210,21 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
         allocations: since(options.allocations, allocations_before),
         bytes: since(options.bytes_allocated, bytes_before),
     })
+}
+
+/// `count` pods of `namespace` arriving `at`; at scale every [`SHARED_EVERY`]th also uses
+/// the namespace's shared claim.
+fn create_pods(sim: &mut Simulation, shape: Shape, namespace: &str, count: usize, at: Duration) {
+    let plain = pod(namespace);
+    let sharing = shape.at_scale.then(|| with_shared_claim(&plain));
+    for i in 0..count {
+        let template = match &sharing {
+            Some(sharing) if i % SHARED_EVERY == 0 => sharing,
+            _ => &plain,
+        };
+        let p = template.replica(&format!("test-dra-{i}"));
+        sim.schedule(at, SimEvent::CreatePod(Arc::new(p)));
+    }
 }
 
 /// Devices every node reaches (a slice for all nodes), their class, and in each of
