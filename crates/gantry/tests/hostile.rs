@@ -68,9 +68,9 @@ fn gated_and_other_schedulers_pods_are_written_and_the_run_ends() {
         concat!(
             r#"{"pod":"default/gated","node":null,"reason":"gated"}"#,
             "\n",
-            r#"{"pod":"default/theirs","node":null,"reason":"schedulerName \"x\" matches no profile"}"#,
-            "\n",
             r#"{"pod":"default/ours","node":"n1"}"#,
+            "\n",
+            r#"{"pod":"default/theirs","node":null,"reason":"schedulerName \"x\" matches no profile"}"#,
             "\n"
         )
     );

@@ -1,6 +1,7 @@
 //! What the API server checks across objects, once every source is read: the Priority
 //! admission plugin (upstream `plugin/pkg/admission/priority`), one object per name
-//! (a second create is refused as `AlreadyExists`), and pods bound to nodes that exist.
+//! (a second create is refused as `AlreadyExists`), and pods bound to nodes that exist;
+//! what it then holds, it lists by key.
 
 use std::collections::{HashMap, HashSet};
 
@@ -45,7 +46,7 @@ impl PodPriorityFields {
     }
 }
 
-/// Priority admission, then names, then node references.
+/// Priority admission, then names, then node references, then the list order.
 pub(super) fn admit(
     cluster: &mut ClusterObjects,
     mut pending: Option<&mut ClusterObjects>,
@@ -68,7 +69,29 @@ pub(super) fn admit(
             ));
         }
     }
+    in_list_order(cluster);
     Ok(())
+}
+
+/// Puts the nodes and pods in the order kube-apiserver lists them: by key, that is by name,
+/// and pods by namespace then name (etcd's `/registry/minions/<name>` and
+/// `/registry/pods/<namespace>/<name>`). A kube-scheduler starting against the cluster
+/// adds them to its cache and queue in that order, not in any file's, and what it keeps
+/// from the first object added follows it: the node tree's zone order, each image's size
+/// (the first node reporting it), the order of a node's pods (preemption's ties) and of
+/// equal-priority pending pods. Positions in the input files are forgotten: names that
+/// admission gave were given above, and errors naming two sources are raised above too.
+/// Pods given apart (`--pods`) keep their order: they are created one after another.
+fn in_list_order(cluster: &mut ClusterObjects) {
+    cluster
+        .nodes
+        .sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    cluster
+        .pods
+        .sort_by(|a, b| (a.namespace.as_str(), &*a.name).cmp(&(b.namespace.as_str(), &*b.name)));
+    cluster.sources.clear();
+    cluster.generated.pods.clear();
+    cluster.generated.nodes.clear();
 }
 
 /// The classes in force: the input's (one global default at most, one object per name)

@@ -266,7 +266,9 @@ impl ClusterObjects {
 
     /// Everything the API server checks across objects, for a cluster read from files:
     /// priority admission, unique names (renaming `generateName` objects that clash, as a
-    /// client retrying would), and pods bound to nodes that exist.
+    /// client retrying would), and pods bound to nodes that exist; then the nodes and pods
+    /// are in the order the API server lists them (by key), which a scheduler starting
+    /// against the cluster adds them in.
     pub fn admit(&mut self) -> Result<(), ObjectError> {
         admission::admit(self, None)
     }
