@@ -1,9 +1,14 @@
-// gangrecorder runs the real kube-scheduler v1.36.3 (vendored in kueue ff69552e) against
-// client-go's fake clientset with GenericWorkload and GangScheduling on, creates the objects
-// of a scenario's steps.yaml one at a time (a fixed gap after each), and writes what the
-// scheduler decided.
+// recorder runs the real kube-scheduler v1.36.3 (vendored in kueue ff69552e) against
+// client-go's fake clientset, creates the objects of a scenario's steps.yaml one at a time
+// (a fixed gap after each; 0 for a burst), and writes what the scheduler decided: the state
+// after each step, the final state, the events, and every binding in the order it was made.
 //
-// usage: gangrecorder <scenario-dir> <out-dir> <gap-seconds>
+// usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap-seconds>
+//
+// -gates sets feature gates over v1.36's defaults (the gang corpus used
+// GenericWorkload=true,GangScheduling=true); -config is a KubeSchedulerConfiguration read
+// as kube-scheduler reads its --config (decoded, defaulted, validated); -settle is a further
+// wait after the last step's gap before the final state is read.
 package main
 
 import (
@@ -37,6 +42,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 )
 
@@ -67,7 +73,7 @@ func readList(path string) []item {
 
 func must(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gangrecorder:", err)
+		fmt.Fprintln(os.Stderr, "recorder:", err)
 		os.Exit(1)
 	}
 }
@@ -103,32 +109,49 @@ func stamp(m *metav1.ObjectMeta) {
 
 func main() {
 	klog.InitFlags(nil)
+	gateFlag := flag.String("gates", "", "feature gates NAME=BOOL,... over v1.36's defaults")
+	configFlag := flag.String("config", "", "a KubeSchedulerConfiguration file")
+	settleFlag := flag.Int("settle", 0, "seconds to wait after the last step's gap before the final state is read")
 	flag.Parse()
 	args := flag.Args()
 	if len(args) != 3 {
-		must(fmt.Errorf("usage: gangrecorder <scenario-dir> <out-dir> <gap-seconds>"))
+		must(fmt.Errorf("usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap-seconds>"))
 	}
 	dir, outDir := args[0], args[1]
 	var gapSeconds int
 	_, err := fmt.Sscan(args[2], &gapSeconds)
 	must(err)
 	gap := time.Duration(gapSeconds) * time.Second
+	settle := time.Duration(*settleFlag) * time.Second
 	must(os.MkdirAll(outDir, 0o755))
 
-	must(utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
-		"GenericWorkload": true,
-		"GangScheduling":  true,
-	}))
-	var gates []string
-	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+	gates := map[string]bool{}
+	for _, kv := range strings.Split(*gateFlag, ",") {
+		if kv == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || (value != "true" && value != "false") {
+			must(fmt.Errorf("-gates: %q is not NAME=true or NAME=false", kv))
+		}
+		gates[name] = value == "true"
+	}
+	must(utilfeature.DefaultMutableFeatureGate.SetFromMap(gates))
+	var gateValues []string
+	for name := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		if strings.HasPrefix(string(name), "All") {
 			continue
 		}
-		_ = spec
-		gates = append(gates, fmt.Sprintf("%s=%v", name, utilfeature.DefaultFeatureGate.Enabled(name)))
+		gateValues = append(gateValues, fmt.Sprintf("%s=%v", name, utilfeature.DefaultFeatureGate.Enabled(name)))
 	}
-	sort.Strings(gates)
-	must(os.WriteFile(filepath.Join(outDir, "gates.txt"), []byte(strings.Join(gates, "\n")+"\n"), 0o644))
+	sort.Strings(gateValues)
+	must(os.WriteFile(filepath.Join(outDir, "gates.txt"), []byte(strings.Join(gateValues, "\n")+"\n"), 0o644))
+
+	start := time.Now()
+	bindsOut, err := os.Create(filepath.Join(outDir, "binds.jsonl"))
+	must(err)
+	defer bindsOut.Close()
+	var bindsMu sync.Mutex
 
 	client := fake.NewClientset()
 	tracker := client.Tracker()
@@ -165,6 +188,10 @@ func main() {
 		}
 		pod.Status.NominatedNodeName = ""
 		pod.ResourceVersion = nextRV()
+		bindsMu.Lock()
+		fmt.Fprintln(bindsOut, pyjson(om("pod", pod.Namespace+"/"+pod.Name, "node", binding.Target.Name,
+			"ms", time.Since(start).Milliseconds())))
+		bindsMu.Unlock()
 		return true, binding, tracker.Update(v1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace)
 	})
 
@@ -223,15 +250,30 @@ func main() {
 	}
 
 	// The scheduler, as cmd/kube-scheduler/app.Setup builds it.
-	versioned := &configv1.KubeSchedulerConfiguration{}
-	scheme.Scheme.Default(versioned)
 	cfg := &schedconfig.KubeSchedulerConfiguration{}
-	must(scheme.Scheme.Convert(versioned, cfg, nil))
+	apiVersion := configv1.SchemeGroupVersion.String()
+	if *configFlag == "" {
+		versioned := &configv1.KubeSchedulerConfiguration{}
+		scheme.Scheme.Default(versioned)
+		must(scheme.Scheme.Convert(versioned, cfg, nil))
+	} else {
+		data, err := os.ReadFile(*configFlag)
+		must(err)
+		obj, gvk, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+		must(err)
+		decoded, ok := obj.(*schedconfig.KubeSchedulerConfiguration)
+		if !ok {
+			must(fmt.Errorf("%s: not a KubeSchedulerConfiguration", *configFlag))
+		}
+		cfg = decoded
+		apiVersion = gvk.GroupVersion().String()
+	}
+	must(schedvalidation.ValidateKubeSchedulerConfiguration(cfg))
 	informerFactory := scheduler.NewInformerFactory(client, 0)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	recorderFactory := profile.NewRecorderFactory(broadcaster)
 	sched, err := scheduler.New(ctx, client, informerFactory, nil, recorderFactory,
-		scheduler.WithComponentConfigVersion(versioned.TypeMeta.APIVersion),
+		scheduler.WithComponentConfigVersion(apiVersion),
 		scheduler.WithProfiles(cfg.Profiles...),
 		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
 		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
@@ -295,10 +337,14 @@ func main() {
 			must(fmt.Errorf("steps.yaml: kind %s not handled", it.kind))
 		}
 		order = append(order, created)
+		if gap == 0 {
+			continue // a burst: no state between creations
+		}
 		time.Sleep(gap)
 		pods, groups := snapshot(ctx, client, order)
 		fmt.Fprintln(stepsOut, pyjson(om("step", i, "created", created, "pods", pods, "podGroups", groups)))
 	}
+	time.Sleep(settle)
 	pods, groups := snapshot(ctx, client, order)
 	expected, err := os.Create(filepath.Join(outDir, "expected.jsonl"))
 	must(err)
