@@ -53,6 +53,9 @@ pub enum Gate {
     /// The GangScheduling plugin: a gang's pods wait for `minCount` of them (v1.35, v1.36;
     /// merged into GenericWorkload in v1.37).
     GangScheduling,
+    /// OpportunisticBatching (KEP-5598): a pod like the one just placed that no longer fits
+    /// where that one went takes the next node of that cycle's ranking, without a search.
+    OpportunisticBatching,
 }
 
 /// One step of a gate's history: from `minor` on, its default, and whether it is locked
@@ -180,6 +183,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         "GangScheduling",
         &[spec(35, false), removed(37, false)],
     ),
+    (
+        Gate::OpportunisticBatching,
+        "OpportunisticBatching",
+        &[spec(35, true)],
+    ),
 ];
 
 /// The first release whose feature gates check their dependencies.
@@ -274,6 +282,9 @@ struct Rules {
     /// DynamicResources' v1.36 `computeScore` (claims allocated before the cycle read
     /// from their own allocation; no score while DRAPrioritizedList is off).
     dynamic_resources_scores_allocated_claims: u8,
+    /// #135231 (KEP-5598): the host is the top of a heap of scores whose random
+    /// tiebreaker only extenders' nodes get (#141024 would give it to all).
+    ties_by_score_heap: u8,
 }
 
 const RULES: Rules = Rules {
@@ -302,6 +313,7 @@ const RULES: Rules = Rules {
     declared_features_aggregate_message: 36,
     dynamic_resources_scores_allocated_claims: 36,
     conditions_observe_generation: 34,
+    ties_by_score_heap: 35,
 };
 
 /// What becomes of the nodes a PreFilter result leaves out when the pod fits nowhere.
@@ -603,6 +615,14 @@ impl Release {
     /// pod`.
     pub fn read_write_once_pod_message(self) -> bool {
         self.at_least(RULES.read_write_once_pod_message)
+    }
+
+    /// Equal top scores are not broken at random (`selectHost`'s reservoir sampling) but
+    /// by the order of a binary heap over the feasible nodes in the order Filter found
+    /// them (`sortedNodeScores`, Go's `container/heap`): the random tiebreaker is given
+    /// only to nodes an extender scored, and Gantry runs none.
+    pub fn ties_by_score_heap(self) -> bool {
+        self.at_least(RULES.ties_by_score_heap)
     }
 
     /// The victim's `Preempted` event names the preemptor's UID (`Preempted by pod <uid>

@@ -26,6 +26,20 @@ pub trait Plugin: Send + Sync {
     fn events_to_register(&self) -> &'static [ClusterEvent] {
         crate::events::ALL_EVENTS
     }
+
+    /// OpportunisticBatching: whether this plugin can sign pods (upstream's `SignPlugin`).
+    /// A profile running a plugin that cannot at PreFilter, Filter, PreScore or Score signs
+    /// no pod. The default: it cannot.
+    fn signs_pods(&self) -> bool {
+        false
+    }
+
+    /// Writes into `signature` what of `pod` this plugin's PreFilter, Filter, PreScore and
+    /// Score read, or refuses the pod (`false`: its outcome depends on more than the pod,
+    /// such as the pods placed meanwhile). Asked only of plugins that sign pods.
+    fn sign(&self, _pod: &Pod, _signature: &mut crate::Signature) -> bool {
+        false
+    }
 }
 
 /// A PreFilter may narrow the nodes to consider (`Some(names)`); `None` means all nodes.

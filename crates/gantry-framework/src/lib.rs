@@ -12,6 +12,7 @@ mod interface;
 mod objects;
 pub mod plugins;
 mod profile;
+pub mod signature;
 mod status;
 
 pub use cycle_state::{CycleState, StateData};
@@ -19,4 +20,5 @@ pub use events::{ActionType, ClusterEvent, EventResource};
 pub use interface::*;
 pub use objects::{ApiObjects, StorageObjects};
 pub use profile::{Profile, QueueSort, WeightedScorePlugin};
+pub use signature::Signature;
 pub use status::{Code, Status};

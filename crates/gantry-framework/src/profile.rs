@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use gantry_api::Sym;
+use gantry_api::{Gate, Pod, Sym};
 
+use crate::Signature;
 use crate::interface::*;
 
 #[derive(Clone)]
@@ -77,5 +78,34 @@ impl Profile {
             min_candidate_nodes_percentage: 10,
             min_candidate_nodes_absolute: 100,
         }
+    }
+
+    /// The plugins that take part in signing a pod (upstream's `computeBatchablePlugins`):
+    /// those at PreFilter, Filter, PreScore and Score, in that order (a plugin at several
+    /// points signs alike each time).
+    fn signing_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + Clone {
+        let pre_filter = self.pre_filter.iter().map(|p| &**p as &dyn Plugin);
+        let filter = self.filter.iter().map(|p| &**p as &dyn Plugin);
+        let pre_score = self.pre_score.iter().map(|p| &**p as &dyn Plugin);
+        let score = self.score.iter().map(|s| &*s.plugin as &dyn Plugin);
+        pre_filter.chain(filter).chain(pre_score).chain(score)
+    }
+
+    /// OpportunisticBatching's signature of `pod` (upstream's `SignPod`): `None` when the
+    /// gate is off, when a plugin of those points cannot sign (the default profile's
+    /// PodTopologySpread, with its system default constraints, cannot), or when one
+    /// refuses this pod.
+    pub fn sign(&self, pod: &Pod) -> Option<Signature> {
+        if !self.release.enabled(Gate::OpportunisticBatching) {
+            return None;
+        }
+        let mut plugins = self.signing_plugins();
+        if !plugins.clone().all(|p| p.signs_pods()) {
+            return None;
+        }
+        let mut signature = Signature::new(pod);
+        plugins
+            .all(|p| p.sign(pod, &mut signature))
+            .then_some(signature)
     }
 }

@@ -309,6 +309,7 @@ pub async fn run(
         ApiObjects::default(),
         options.shard.tie_break_seed(options.seed),
     );
+    scheduler.random_ties = options.shard.is_shared();
     if options.divide == Divide::Nodes {
         scheduler.divide_nodes(options.shard);
     }

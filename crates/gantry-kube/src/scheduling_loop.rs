@@ -512,6 +512,9 @@ impl SchedulingLoop {
 
     fn attempt(&mut self, queued: QueuedPod) {
         let now = self.now();
+        // The time since start, for what the scheduler remembers for a while
+        // (OpportunisticBatching's rankings).
+        self.scheduler.clock = now;
         // The wall clock, for the times plugins write on pods (HAMi's bind time).
         self.scheduler.now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -14,9 +14,10 @@ use crate::framework_runner::{
     PluginTimer, PodFilters, narrowed_positions, run_choose, run_pre_filter, run_pre_score,
     run_score_per_plugin,
 };
+use crate::host::{ScoreHeap, num_feasible_nodes_to_find, select_host};
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
-use crate::scheduler::{Nominations, num_feasible_nodes_to_find, select_host};
+use crate::scheduler::Nominations;
 
 /// Everything one scheduling cycle of the pod would look at, and its outcome.
 #[derive(Debug, Clone)]
@@ -286,7 +287,10 @@ pub fn explain(
         }
     }
     let names: Vec<Sym> = nodes.iter().map(|n| n.name()).collect();
-    let best = select_host(&totals, &mut Rng::new(seed));
+    let best = match profile.release.ties_by_score_heap() {
+        true => ScoreHeap::top(&totals).unwrap_or(0),
+        false => select_host(&totals, &mut Rng::new(seed)),
+    };
     explanation.outcome = Outcome::Scheduled {
         node: names[best],
         how: Choice::HighestScore,
@@ -362,7 +366,7 @@ mod tests {
     use crate::{Attempt, Scheduler};
     use gantry_api::{Node, Resources};
     use gantry_cache::Cache;
-    use gantry_framework::plugins::default_profile;
+    use gantry_framework::plugins::{default_profile, default_profile_for};
     use gantry_framework::{FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult};
 
     fn node(name: &str, milli_cpu: i64) -> Node {
@@ -453,9 +457,12 @@ mod tests {
         assert!(message.contains(" preemption: "), "{message}");
     }
 
+    /// Busy nodes score lower; n4 and n5 tie at the top. As v1.34 the seed decides between
+    /// them; as v1.35 on the score heap does, whatever the seed (n4: `Init` sifts n5 up
+    /// to the root's right child and n4 to its left, and of two equal children `down`
+    /// takes the left). Either way explain says what the scheduler does.
     #[test]
     fn scores_choose_the_node_the_scheduler_chooses() {
-        // Busy nodes score lower; n4 and n5 tie, so the seed decides between them.
         let busy = || {
             (0..4)
                 .map(|i| {
@@ -465,39 +472,47 @@ mod tests {
                 })
                 .collect()
         };
-        let mut chosen_nodes = Vec::new();
-        for seed in 0..8 {
-            // A fresh cluster each time: the scheduler assumes the pod it places.
-            let nodes = (0..6).map(|i| node(&format!("n{i}"), 4000)).collect();
-            let cache = cache(nodes, busy());
-            let (e, attempt) = explain_and_schedule(
-                default_profile("default-scheduler"),
-                &cache,
-                &pod("p", 100),
-                seed,
+        for minor in [34, 36] {
+            let release = gantry_api::Release::parse(Some(&format!("1.{minor}")), None).unwrap();
+            let mut chosen_nodes = std::collections::BTreeSet::new();
+            for seed in 0..8 {
+                // A fresh cluster each time: the scheduler assumes the pod it places.
+                let nodes = (0..6).map(|i| node(&format!("n{i}"), 4000)).collect();
+                let cache = cache(nodes, busy());
+                let (e, attempt) = explain_and_schedule(
+                    default_profile_for("default-scheduler", release),
+                    &cache,
+                    &pod("p", 100),
+                    seed,
+                );
+                let Attempt::Scheduled { node: chosen, .. } = attempt else {
+                    panic!("{attempt:?}")
+                };
+                let Outcome::Scheduled { node, how, tied } = &e.outcome else {
+                    panic!("{:?}", e.outcome)
+                };
+                assert_eq!((*node, *how), (chosen, Choice::HighestScore), "seed {seed}");
+                assert_eq!(tied, &[Sym::new("n4"), Sym::new("n5")]);
+                let scoring = e.scoring.as_ref().unwrap();
+                assert_eq!(scoring.nodes.len(), 6);
+                let fit = scoring
+                    .plugins
+                    .iter()
+                    .find(|p| p.plugin == "NodeResourcesFit")
+                    .unwrap();
+                assert_eq!(fit.raw.len(), 6);
+                let best = scoring.totals.iter().max().unwrap();
+                let position = scoring.nodes.iter().position(|n| n == node).unwrap();
+                assert_eq!(scoring.totals[position], *best);
+                chosen_nodes.insert(chosen.as_str());
+            }
+            let expected: &[&str] = if minor == 34 { &["n4", "n5"] } else { &["n4"] };
+            assert_eq!(
+                chosen_nodes.into_iter().collect::<Vec<_>>(),
+                expected,
+                "v1.{minor}"
             );
-            let Attempt::Scheduled { node: chosen, .. } = attempt else {
-                panic!("{attempt:?}")
-            };
-            let Outcome::Scheduled { node, how, tied } = &e.outcome else {
-                panic!("{:?}", e.outcome)
-            };
-            assert_eq!((*node, *how), (chosen, Choice::HighestScore), "seed {seed}");
-            assert_eq!(tied, &[Sym::new("n4"), Sym::new("n5")]);
-            let scoring = e.scoring.as_ref().unwrap();
-            assert_eq!(scoring.nodes.len(), 6);
-            let fit = scoring
-                .plugins
-                .iter()
-                .find(|p| p.plugin == "NodeResourcesFit")
-                .unwrap();
-            assert_eq!(fit.raw.len(), 6);
-            let best = scoring.totals.iter().max().unwrap();
-            let position = scoring.nodes.iter().position(|n| n == node).unwrap();
-            assert_eq!(scoring.totals[position], *best);
-            chosen_nodes.push(chosen);
         }
-        assert!(chosen_nodes.contains(&Sym::new("n4")) && chosen_nodes.contains(&Sym::new("n5")));
     }
 
     /// A plugin whose PreFilter rejects, narrows to `n1`, or says Skip; its Filter

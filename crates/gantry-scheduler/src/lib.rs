@@ -4,10 +4,12 @@
 //! on `gantry-api`, `gantry-cache` and `gantry-framework`; the API it binds through is a
 //! trait its callers implement, so it never depends on `gantry-sim` or `gantry-kube`.
 
+mod batch;
 mod binding;
 pub mod explain;
 mod fit_error;
 mod framework_runner;
+mod host;
 pub mod metrics;
 mod nominations;
 mod own_nodes;
@@ -29,10 +31,9 @@ pub use pod_group_cycle::{GroupAttempt, GroupOutcome, POD_GROUP_UNSCHEDULABLE};
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};
 pub use framework_runner::{PluginTimer, PodFilters, run_annotations, run_pre_filter, run_reserve};
+pub use host::num_feasible_nodes_to_find;
 pub use own_nodes::OTHER_SHARD;
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
-pub use scheduler::{
-    Attempt, BindFailure, Binder, Scheduler, num_feasible_nodes_to_find, select_host,
-};
+pub use scheduler::{Attempt, BindFailure, Binder, Scheduler};
 pub use waiting::{MAX_PERMIT_WAIT, PermitWait};

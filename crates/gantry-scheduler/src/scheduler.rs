@@ -3,16 +3,18 @@
 use std::sync::Arc;
 
 use gantry_api::dra::{ClaimKey, ResourceClaim};
-use gantry_api::{Pod, Sym};
+use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
-use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Status};
+use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Signature, Status};
 use rayon::prelude::*;
 
 use std::time::Instant;
 
+use crate::batch::Batch;
 use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
+use crate::host::{ScoreHeap, num_feasible_nodes_to_find, select_host};
 use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
 use crate::own_nodes::{self, OwnNodes};
@@ -115,6 +117,8 @@ struct CycleBuffers {
     /// The indices a plugin's `choose` keeps.
     kept: Vec<usize>,
     scores: ScoreBuffers,
+    /// The score heap's entries (v1.35 on).
+    heap: Vec<(i64, usize)>,
     timer: PluginTimer,
 }
 
@@ -179,11 +183,18 @@ pub struct Scheduler {
     /// In a pod-group cycle: Permit may ask a pod to wait (for its gang), and the message
     /// of the last pod's wait is kept here (see `pod_group_cycle`).
     pub(crate) group_cycle: Option<GroupCycleState>,
-    /// The time of the cycle, for what plugins remember (Coscheduling's failures and
-    /// backoffs); the simulation keeps it at its virtual time.
+    /// The time of the cycle, for what is remembered for a while (Coscheduling's failures
+    /// and backoffs, OpportunisticBatching's rankings); the simulation keeps it at its
+    /// virtual time, `gantry run` at the time since it started.
     pub clock: Duration,
     /// What plugins asked of the waiting pods and the queue (see [`Self::take_requests`]).
     pub(crate) requests: Vec<Request>,
+    /// Each profile's OpportunisticBatching state, by profile index.
+    batches: Vec<Batch>,
+    /// Break ties between equal top scores at random even where the release takes them in
+    /// its score heap's order: several instances sharing a cluster would otherwise all pick
+    /// the same nodes (a single kube-scheduler has no such rival).
+    pub random_ties: bool,
 }
 
 /// Why Permit did not let a pod through: a plugin rejected it (a fit error over its node,
@@ -200,22 +211,6 @@ pub(crate) struct GroupCycleState {
     pub last_wait: Option<String>,
 }
 
-/// Upstream's `numFeasibleNodesToFind`: with 100 or more nodes, stop searching after
-/// enough feasible ones (adaptive `50 - n/125` percent, at least 5%, at least 100 nodes).
-pub fn num_feasible_nodes_to_find(percentage: Option<u32>, num_nodes: usize) -> usize {
-    const MIN_FEASIBLE: usize = 100;
-    let percentage = percentage.unwrap_or(0) as usize;
-    if num_nodes < MIN_FEASIBLE || percentage >= 100 {
-        return num_nodes;
-    }
-    let adaptive = if percentage == 0 {
-        50usize.saturating_sub(num_nodes / 125).max(5)
-    } else {
-        percentage
-    };
-    (num_nodes * adaptive / 100).max(MIN_FEASIBLE)
-}
-
 impl Scheduler {
     pub fn new(
         cache: Arc<Cache>,
@@ -224,6 +219,7 @@ impl Scheduler {
         seed: u64,
     ) -> Scheduler {
         objects.share_pod_groups(cache.pod_groups().clone());
+        let batches = profiles.iter().map(|_| Batch::default()).collect();
         Scheduler {
             cache,
             snapshot: Snapshot::new(),
@@ -243,6 +239,8 @@ impl Scheduler {
             group_cycle: None,
             clock: Duration::ZERO,
             requests: Vec::new(),
+            batches,
+            random_ties: false,
         }
     }
 
@@ -369,12 +367,23 @@ impl Scheduler {
             }
         };
 
+        let batching = self.profiles[profile_index]
+            .release
+            .enabled(Gate::OpportunisticBatching);
+        let signature = if batching {
+            self.profiles[profile_index].sign(pod)
+        } else {
+            None
+        };
+        let hint = self.batch_hint(profile_index, signature.as_ref(), &state, pod);
+
         let phase = Instant::now();
         let mut feasible = std::mem::take(&mut self.buffers.feasible);
         self.find_feasible(
             profile_index,
             &state,
             pod,
+            hint,
             &candidates,
             &mut fit_error,
             &mut feasible,
@@ -408,6 +417,7 @@ impl Scheduler {
             &mut nodes,
             kept,
         );
+        let mut ranking = Vec::new();
         let chosen = if feasible.len() == 1 {
             feasible[0]
         } else {
@@ -430,7 +440,25 @@ impl Scheduler {
             self.metrics
                 .observe_extension_point(Point::Score, phase.elapsed());
             match totals {
-                Ok(()) => feasible[select_host(&self.buffers.scores.totals, &mut self.rng)],
+                Ok(()) => {
+                    let totals = &self.buffers.scores.totals;
+                    let mut heap = (profile.release.ties_by_score_heap())
+                        .then(|| ScoreHeap::new(totals, std::mem::take(&mut self.buffers.heap)));
+                    let best = match &mut heap {
+                        Some(heap) if !self.random_ties => heap.pop().expect("nodes were scored"),
+                        _ => select_host(totals, &mut self.rng),
+                    };
+                    if let Some(mut heap) = heap {
+                        if signature.is_some() {
+                            let snapshot = &self.snapshot;
+                            let name = |i: usize| snapshot.node_at(feasible[i]).name();
+                            let rest = std::iter::from_fn(|| heap.pop()).filter(|&i| i != best);
+                            ranking = rest.map(name).collect();
+                        }
+                        self.buffers.heap = heap.into_buffer();
+                    }
+                    feasible[best]
+                }
                 Err(status) => return Attempt::Error(status.message()),
             }
         };
@@ -438,6 +466,10 @@ impl Scheduler {
         self.buffers.feasible = feasible;
         let info = self.snapshot.node_at(chosen);
         let node = info.name();
+        if batching {
+            let (cycle, now) = (self.cycles, self.clock);
+            self.batches[profile_index].store(signature, hint, node, ranking, cycle, now);
+        }
         let written = match run_annotations(profile, &state, pod, info, self.now) {
             Ok(written) => written,
             Err(status) => return Attempt::Error(status.message()),
@@ -558,11 +590,13 @@ impl Scheduler {
     /// enough are feasible; records why the others failed. The plugins' column shortcuts
     /// settle a chunk of nodes at a time; a plugin runs on a node only where its shortcut
     /// did not prove the node passes.
+    #[allow(clippy::too_many_arguments)] // the cycle's parts, borrowed apart from `self`
     fn find_feasible(
         &mut self,
         profile_index: usize,
         state: &CycleState,
         pod: &Pod,
+        hint: Option<Sym>,
         candidates: &Candidates,
         fit_error: &mut FitError,
         feasible: &mut Vec<usize>,
@@ -582,8 +616,11 @@ impl Scheduler {
         let start = self.next_start % total;
         let filters = PodFilters::with_columns(profile, state, pod, columns);
 
-        // A pod nominated by an earlier preemption tries its node first.
-        if let Some(node) = pod.nominated_node_name
+        // A pod nominated by an earlier preemption tries its node first; a pod batching
+        // offered a node tries that one (upstream's `evaluateNominatedNode`, the
+        // nomination taking precedence). Passing, it is the only feasible node, and the
+        // search's start does not move.
+        if let Some(node) = pod.nominated_node_name.or(hint)
             && let Some(position) = snapshot.position(node)
             && self
                 .own_nodes
@@ -690,6 +727,29 @@ impl Scheduler {
             };
         self.nodes_evaluated += processed as u64;
         self.next_start = (start + processed) % total;
+    }
+
+    /// The node OpportunisticBatching offers the pod (upstream's `GetNodeHint`), if any:
+    /// Filter runs on the node the last pod took, which must now reject this one.
+    fn batch_hint(
+        &mut self,
+        profile_index: usize,
+        signature: Option<&Signature>,
+        state: &CycleState,
+        pod: &Pod,
+    ) -> Option<Sym> {
+        signature?;
+        let snapshot = &self.snapshot;
+        let filters = PodFilters::new(&self.profiles[profile_index], state);
+        let rejects_on = |node: Sym| {
+            let position = snapshot.position(node)?;
+            Some(
+                filters
+                    .run(state, pod, snapshot.node_at(position))
+                    .is_rejected(),
+            )
+        };
+        self.batches[profile_index].hint(signature, self.cycles, self.clock, rejects_on)
     }
 
     /// The pod fits nowhere: run PostFilter (DynamicResources, preemption, then the
@@ -906,56 +966,5 @@ impl Scheduler {
     pub fn set_objects(&mut self, mut objects: ApiObjects) {
         objects.share_pod_groups(self.cache.pod_groups().clone());
         self.objects = objects;
-    }
-}
-
-/// The index of the highest total; among equal totals one is chosen uniformly at random
-/// (reservoir sampling, as upstream's `selectHost`).
-pub fn select_host(totals: &[i64], rng: &mut Rng) -> usize {
-    let Some(&first) = totals.first() else {
-        return 0;
-    };
-    let (mut best, mut best_score) = (0, first);
-    let mut ties = 0u64;
-    for (i, &score) in totals.iter().enumerate() {
-        if score > best_score {
-            (best, best_score) = (i, score);
-            ties = 1;
-        } else if score == best_score {
-            ties += 1;
-            if rng.below(ties) == 0 {
-                best = i;
-            }
-        }
-    }
-    best
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn feasible_nodes_to_find_follows_upstream() {
-        assert_eq!(num_feasible_nodes_to_find(None, 99), 99);
-        assert_eq!(num_feasible_nodes_to_find(None, 100), 100);
-        assert_eq!(num_feasible_nodes_to_find(None, 5000), 500);
-        assert_eq!(num_feasible_nodes_to_find(None, 5625), 281);
-        assert_eq!(num_feasible_nodes_to_find(None, 20000), 1000);
-        assert_eq!(num_feasible_nodes_to_find(Some(100), 5000), 5000);
-        assert_eq!(num_feasible_nodes_to_find(Some(1), 5000), 100);
-        assert_eq!(num_feasible_nodes_to_find(Some(30), 1000), 300);
-    }
-
-    #[test]
-    fn select_host_takes_the_maximum_and_breaks_ties_at_random() {
-        let mut rng = Rng::new(1);
-        assert_eq!(select_host(&[1, 5, 3], &mut rng), 1);
-        let mut seen = [0; 3];
-        for _ in 0..300 {
-            seen[select_host(&[7, 2, 7], &mut rng)] += 1;
-        }
-        assert_eq!(seen[1], 0);
-        assert!(seen[0] > 100 && seen[2] > 100, "{seen:?}");
     }
 }

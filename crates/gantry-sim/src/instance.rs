@@ -85,6 +85,7 @@ impl Instance {
             shard.tie_break_seed(seed),
         );
         scheduler.assume = config.assume;
+        scheduler.random_ties = shard.is_shared();
         Instance {
             shard,
             cache,

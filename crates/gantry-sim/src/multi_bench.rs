@@ -333,12 +333,13 @@ pub fn run(schedulers: u32, nodes: usize, fill_percent: usize) -> MultiResult {
             cache.add_node(node.clone());
         }
         let queue = SchedulingQueue::with_backoff(&profiles, INITIAL_BACKOFF, MAX_BACKOFF);
-        let scheduler = Scheduler::new(
+        let mut scheduler = Scheduler::new(
             cache.clone(),
             profiles.clone(),
             ApiObjects::default(),
             u64::from(index),
         );
+        scheduler.random_ties = schedulers > 1;
         instances.push(Instance {
             scheduler,
             queue,

@@ -82,7 +82,7 @@ pub struct ExplainArgs {
     /// A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Seed for tie-breaking, as `gantry simulate --seed`.
+    /// Seed for tie-breaking as Kubernetes 1.28 to 1.34, as `gantry simulate --seed`.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Print one JSON object with every node.

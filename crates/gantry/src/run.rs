@@ -52,7 +52,8 @@ pub struct RunArgs {
     /// per bind). Every shard must be given the same.
     #[arg(long, default_value = "nodes", value_parser = Divide::parse)]
     shard_by: Divide,
-    /// Seeds tie-breaking among equally scored nodes.
+    /// Seeds tie-breaking among equally scored nodes as Kubernetes 1.28 to 1.34 (from 1.35
+    /// the score heap's order breaks ties, as upstream).
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Decide the pods another scheduler places (the profiles' scheduler names;

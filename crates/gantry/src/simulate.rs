@@ -53,8 +53,9 @@ pub struct SimulateArgs {
     /// same seed, and the two outcomes printed side by side (--config's is A).
     #[arg(long, conflicts_with_all = ["report", "placements"])]
     compare: Option<PathBuf>,
-    /// Seed for tie-breaking and bind latencies: the same input and seed give the same
-    /// placements.
+    /// Seed for bind latencies and, deciding as Kubernetes 1.28 to 1.34, tie-breaking (from
+    /// 1.35 equal scores go by the score heap's order, as upstream): the same input and
+    /// seed give the same placements.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Submit the pods one at a time; withdraw a pod found unschedulable (the procedure

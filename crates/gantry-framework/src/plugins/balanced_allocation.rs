@@ -35,6 +35,15 @@ impl Plugin for BalancedAllocation {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_resources(pod);
+        true
+    }
 }
 
 /// At most this many resources are balanced.

@@ -37,6 +37,20 @@ impl Plugin for ImageLocality {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    /// The set of the containers' and init containers' images, normalised (upstream signs
+    /// no image volume).
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        let images = (pod.containers.iter())
+            .chain(&pod.init_containers)
+            .map(|c| normalized(c.image.as_str()).as_str());
+        signature.add_sorted(crate::signature::signer::IMAGE_NAMES, images);
+        true
+    }
 }
 
 /// Upstream's `normalizedImageName`: an image without a tag means `:latest`.

@@ -27,6 +27,21 @@ impl Plugin for NodeAffinity {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        use crate::signature::{signer, sorted_spellings};
+        // Required terms and preferred (weight, term) pairs, each in any order.
+        let affinity = &pod.affinity.node_affinity;
+        let required = sorted_spellings(affinity.required.iter().flat_map(|r| r.terms.iter()));
+        let preferred = sorted_spellings(affinity.preferred.iter().map(|p| (p.weight, &p.term)));
+        signature.add(signer::NODE_AFFINITY, &(required, preferred));
+        signature.add(signer::NODE_SELECTOR, &pod.node_selector);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::NODE_ADD_OR_UPDATE
     }

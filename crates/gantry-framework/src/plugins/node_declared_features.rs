@@ -40,6 +40,16 @@ impl Plugin for NodeDeclaredFeatures {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    /// The features the release infers the pod needs.
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add(crate::signature::signer::FEATURES, &self.needs(pod));
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::NODE_ADD_OR_UPDATE
     }

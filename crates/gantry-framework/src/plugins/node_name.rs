@@ -15,6 +15,16 @@ impl Plugin for NodeName {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        let node_name = pod.node_name.map(|n| n.as_str());
+        signature.add(crate::signature::signer::NODE_NAME, &node_name);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::NODE_ADD_OR_UPDATE
     }

@@ -18,6 +18,15 @@ impl Plugin for NodePorts {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_host_ports(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
     }

@@ -66,6 +66,15 @@ impl Plugin for NodeResourcesFit {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_resources(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
     }

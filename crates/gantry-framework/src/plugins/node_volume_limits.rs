@@ -43,6 +43,15 @@ impl Plugin for NodeVolumeLimits {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_volumes(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [ClusterEvent] {
         EVENTS
     }

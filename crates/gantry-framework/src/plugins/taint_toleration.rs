@@ -28,6 +28,15 @@ impl Plugin for TaintToleration {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_tolerations(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::NODE_ADD_OR_UPDATE
     }

@@ -60,6 +60,15 @@ impl Plugin for VolumeZone {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_volumes(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [ClusterEvent] {
         EVENTS
     }

@@ -302,6 +302,15 @@ impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    /// A pod with claims is not signable: its devices change what is left on a node.
+    fn sign(&self, pod: &Pod, _signature: &mut crate::Signature) -> bool {
+        pod.resource_claims.is_empty()
+    }
 }
 
 impl PreFilterPlugin for DynamicResources {

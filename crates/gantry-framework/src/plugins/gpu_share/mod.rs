@@ -143,6 +143,17 @@ impl Plugin for GpuShare {
         NAME
     }
 
+    /// HAMi runs beside kube-scheduler as an extender, which turns signatures off for the
+    /// pods it serves; a pod asking for no shared card never reaches it, and its
+    /// signature is kube-scheduler's alone.
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &Pod, _signature: &mut crate::Signature) -> bool {
+        !request::asks_for_cards(pod)
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
     }

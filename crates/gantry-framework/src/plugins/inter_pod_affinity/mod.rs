@@ -47,6 +47,20 @@ impl Plugin for InterPodAffinity {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    /// A pod with (anti-)affinity terms counts the pods placed meanwhile: not signable.
+    /// Otherwise its labels, which existing pods' terms may match.
+    fn sign(&self, pod: &gantry_api::Pod, signature: &mut crate::Signature) -> bool {
+        if pod.has_affinity() {
+            return false;
+        }
+        signature.add(crate::signature::signer::LABELS, &pod.labels);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::ANY_POD_OR_NODE_ADD_OR_UPDATE
     }

@@ -65,6 +65,20 @@ impl Plugin for PodTopologySpread {
         NAME
     }
 
+    /// Default constraints (System's, or a List's) make no pod signable: what they count
+    /// changes with every pod placed.
+    fn signs_pods(&self) -> bool {
+        match &self.default_constraints {
+            DefaultConstraints::System => false,
+            DefaultConstraints::List(list) => list.is_empty(),
+        }
+    }
+
+    /// A pod's own constraints count the pods placed meanwhile: not signable.
+    fn sign(&self, pod: &gantry_api::Pod, _signature: &mut crate::Signature) -> bool {
+        pod.topology_spread_constraints.is_empty()
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::ANY_POD_OR_NODE
     }

@@ -164,6 +164,15 @@ impl Plugin for VolumeBinding {
         NAME
     }
 
+    fn signs_pods(&self) -> bool {
+        true
+    }
+
+    fn sign(&self, pod: &gantry_api::Pod, signature: &mut crate::Signature) -> bool {
+        signature.add_volumes(pod);
+        true
+    }
+
     fn events_to_register(&self) -> &'static [ClusterEvent] {
         EVENTS
     }
