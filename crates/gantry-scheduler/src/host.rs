@@ -75,9 +75,28 @@ impl ScoreHeap {
         self.entries.pop().map(|(_, index)| index)
     }
 
-    /// The index of the node upstream takes among `totals`, `None` when there are none.
+    /// The index of the node upstream takes among `totals` (what `new` then `pop` give),
+    /// `None` when there are none, without building the heap: with one greatest total it
+    /// is that one; among several, `Init` leaves on top the first node of the descent
+    /// from the root that holds the greatest total, going left whenever the left subtree
+    /// holds one (a node stays above children no greater than it, and `down` takes the
+    /// right child only when it is strictly greater).
     pub fn top(totals: &[i64]) -> Option<usize> {
-        ScoreHeap::new(totals, Vec::new()).pop()
+        let max = *totals.iter().max()?;
+        let first = totals.iter().position(|&t| t == max)?;
+        if !totals[first + 1..].contains(&max) {
+            return Some(first);
+        }
+        let mut node = 0;
+        while totals[node] != max {
+            let left = 2 * node + 1;
+            node = if subtree_holds(totals, left, max) {
+                left
+            } else {
+                left + 1
+            };
+        }
+        Some(node)
     }
 
     /// The allocation, for the next cycle.
@@ -107,6 +126,20 @@ impl ScoreHeap {
             i = child;
         }
     }
+}
+
+/// Whether a binary heap's subtree rooted at `root` holds `value`: its level `d` below
+/// `root` is the positions `(root + 1) * 2^d - 1` up to, not including,
+/// `(root + 2) * 2^d - 1`.
+fn subtree_holds(totals: &[i64], root: usize, value: i64) -> bool {
+    let (mut start, mut end) = (root, root + 1);
+    while start < totals.len() {
+        if totals[start..end.min(totals.len())].contains(&value) {
+            return true;
+        }
+        (start, end) = (2 * start + 1, 2 * end + 1);
+    }
+    false
 }
 
 #[cfg(test)]
@@ -141,6 +174,23 @@ mod tests {
     fn pops(totals: &[i64]) -> Vec<usize> {
         let mut heap = ScoreHeap::new(totals, Vec::new());
         std::iter::from_fn(|| heap.pop()).collect()
+    }
+
+    /// `top` takes the node the heap's first pop gives, ties or not.
+    #[test]
+    fn the_top_is_the_heaps_first_pop() {
+        let mut rng = Rng::new(3);
+        for case in 0..2000 {
+            let n = rng.below(70) as usize;
+            let spread = 1 + rng.below(4) as i64;
+            let totals: Vec<i64> = (0..n).map(|_| rng.below(spread as u64) as i64).collect();
+            let heap_first = ScoreHeap::new(&totals, Vec::new()).pop();
+            assert_eq!(
+                ScoreHeap::top(&totals),
+                heap_first,
+                "case {case}: {totals:?}"
+            );
+        }
     }
 
     /// Without ties the pops are the totals from greatest to least.

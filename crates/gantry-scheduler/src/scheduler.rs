@@ -117,7 +117,7 @@ struct CycleBuffers {
     /// The indices a plugin's `choose` keeps.
     kept: Vec<usize>,
     scores: ScoreBuffers,
-    /// The score heap's entries (v1.35 on).
+    /// The score heap's entries, for OpportunisticBatching's rankings (v1.35 on).
     heap: Vec<(i64, usize)>,
     timer: PluginTimer,
 }
@@ -442,19 +442,19 @@ impl Scheduler {
             match totals {
                 Ok(()) => {
                     let totals = &self.buffers.scores.totals;
-                    let mut heap = (profile.release.ties_by_score_heap())
-                        .then(|| ScoreHeap::new(totals, std::mem::take(&mut self.buffers.heap)));
-                    let best = match &mut heap {
-                        Some(heap) if !self.random_ties => heap.pop().expect("nodes were scored"),
-                        _ => select_host(totals, &mut self.rng),
+                    let by_heap = profile.release.ties_by_score_heap();
+                    let best = if by_heap && !self.random_ties {
+                        ScoreHeap::top(totals).expect("nodes were scored")
+                    } else {
+                        select_host(totals, &mut self.rng)
                     };
-                    if let Some(mut heap) = heap {
-                        if signature.is_some() {
-                            let snapshot = &self.snapshot;
-                            let name = |i: usize| snapshot.node_at(feasible[i]).name();
-                            let rest = std::iter::from_fn(|| heap.pop()).filter(|&i| i != best);
-                            ranking = rest.map(name).collect();
-                        }
+                    if by_heap && signature.is_some() {
+                        let buffer = std::mem::take(&mut self.buffers.heap);
+                        let mut heap = ScoreHeap::new(totals, buffer);
+                        let snapshot = &self.snapshot;
+                        let name = |i: usize| snapshot.node_at(feasible[i]).name();
+                        let rest = std::iter::from_fn(|| heap.pop()).filter(|&i| i != best);
+                        ranking = rest.map(name).collect();
                         self.buffers.heap = heap.into_buffer();
                     }
                     feasible[best]
