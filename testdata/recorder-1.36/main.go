@@ -1,9 +1,12 @@
 // recorder runs the real kube-scheduler v1.36.3 (vendored in kueue ff69552e) against
-// client-go's fake clientset, creates the objects of a scenario's steps.yaml one at a time
-// (a fixed gap after each; 0 for a burst), and writes what the scheduler decided: the state
-// after each step, the final state, the events, and every binding in the order it was made.
+// client-go's fake clientset, creates the objects of a scenario's steps.yaml (Pods,
+// PodGroups, Nodes) one at a time (a fixed gap after each; 0 for a burst), and writes what
+// the scheduler decided: the state after each step, the final state, the events, and every
+// binding in the order it was made, with milliseconds since the first step.
 //
-// usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap-seconds>
+// usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap>
+//
+// <gap> is whole seconds ("10") or a Go duration ("500ms").
 //
 // -gates sets feature gates over v1.36's defaults (the gang corpus used
 // GenericWorkload=true,GangScheduling=true); -config is a KubeSchedulerConfiguration read
@@ -115,13 +118,17 @@ func main() {
 	flag.Parse()
 	args := flag.Args()
 	if len(args) != 3 {
-		must(fmt.Errorf("usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap-seconds>"))
+		must(fmt.Errorf("usage: recorder [-gates NAME=BOOL,...] [-config FILE] [-settle SECONDS] <scenario-dir> <out-dir> <gap>"))
 	}
 	dir, outDir := args[0], args[1]
-	var gapSeconds int
-	_, err := fmt.Sscan(args[2], &gapSeconds)
-	must(err)
-	gap := time.Duration(gapSeconds) * time.Second
+	// The gap: whole seconds ("10"), or a Go duration ("500ms").
+	gap, err := time.ParseDuration(args[2])
+	if err != nil {
+		var gapSeconds int
+		_, err = fmt.Sscan(args[2], &gapSeconds)
+		must(err)
+		gap = time.Duration(gapSeconds) * time.Second
+	}
 	settle := time.Duration(*settleFlag) * time.Second
 	must(os.MkdirAll(outDir, 0o755))
 
@@ -289,6 +296,10 @@ func main() {
 
 	var _ informers.SharedInformerFactory = informerFactory
 	steps := readList(filepath.Join(dir, "steps.yaml"))
+	// Binding times count from the first step's creation.
+	bindsMu.Lock()
+	start = time.Now()
+	bindsMu.Unlock()
 	var order []string // "Pod ns/name" / "PodGroup ns/name"
 	stepsOut, err := os.Create(filepath.Join(outDir, "steps.jsonl"))
 	must(err)
@@ -325,6 +336,20 @@ func main() {
 			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, &p, metav1.CreateOptions{})
 			must(err)
 			created = "Pod " + p.Namespace + "/" + p.Name
+		case "Node":
+			var n v1.Node
+			must(json.Unmarshal(it.raw, &n))
+			corev1defaults.SetObjectDefaults_Node(&n)
+			stamp(&n.ObjectMeta)
+			n.Namespace = ""
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels["kubernetes.io/hostname"] = n.Name
+			n.ResourceVersion = nextRV()
+			_, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+			must(err)
+			created = "Node " + n.Name
 		case "PodGroup":
 			var g schedv1a2.PodGroup
 			must(json.Unmarshal(it.raw, &g))

@@ -56,6 +56,9 @@ pub enum Gate {
     /// OpportunisticBatching (KEP-5598): a pod like the one just placed that no longer fits
     /// where that one went takes the next node of that cycle's ranking, without a search.
     OpportunisticBatching,
+    /// SchedulerPopFromBackoffQ (KEP-5142): an idle scheduler takes the pod whose backoff
+    /// ends first rather than wait for it; backoffs end on whole seconds.
+    SchedulerPopFromBackoffQ,
 }
 
 /// One step of a gate's history: from `minor` on, its default, and whether it is locked
@@ -187,6 +190,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         Gate::OpportunisticBatching,
         "OpportunisticBatching",
         &[spec(35, true)],
+    ),
+    (
+        Gate::SchedulerPopFromBackoffQ,
+        "SchedulerPopFromBackoffQ",
+        &[spec(33, true)],
     ),
 ];
 

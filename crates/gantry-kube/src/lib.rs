@@ -298,11 +298,12 @@ pub async fn run(
         .collect();
     let cache = Arc::new(Cache::new());
     let claims = Arc::new(ClaimStore::new(cache.clone(), options.config.release));
-    let queue = SchedulingQueue::with_backoff(
+    let mut queue = SchedulingQueue::with_backoff(
         &options.config.profiles,
         Duration::from_secs(options.config.pod_initial_backoff_seconds),
         Duration::from_secs(options.config.pod_max_backoff_seconds),
     );
+    queue.wait_out_backoffs();
     let mut scheduler = Scheduler::new(
         cache.clone(),
         options.config.profiles,

@@ -350,8 +350,8 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
             "error: --feature-gates: cannot set feature gate DynamicResourceAllocation to false, feature is locked to true\n",
         ),
         (
-            &["--feature-gates", "SchedulerPopFromBackoffQ=false"][..],
-            "error: --feature-gates: unrecognized feature gate: SchedulerPopFromBackoffQ",
+            &["--feature-gates", "StorageCapacityScoring=true"][..],
+            "error: --feature-gates: unrecognized feature gate: StorageCapacityScoring",
         ),
     ] {
         let out = run(flags);

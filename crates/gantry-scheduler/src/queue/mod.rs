@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_api::{Pod, Release};
+use gantry_api::{Gate, Pod, Release};
 use gantry_cache::{GroupKey, SharedPodGroups};
 use gantry_framework::{
     ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile, QueueSort,
@@ -114,17 +114,23 @@ impl PartialOrd for ActiveKey {
 #[derive(PartialEq, Eq)]
 struct BackoffKey {
     expiry: Duration,
+    priority: i32,
+    timestamp: Duration,
     seq: u64,
     uid: Arc<str>,
     version: u64,
 }
 
 impl Ord for BackoffKey {
-    /// Earliest expiry on top of the (max-)heap.
+    /// Earliest expiry on top of the (max-)heap; among equal expiries as activeQ orders
+    /// (higher priority, then earlier entry), as upstream's `lessBackoffCompletedWithPriority`
+    /// orders the pods an idle scheduler pops.
     fn cmp(&self, other: &Self) -> Ordering {
         other
             .expiry
             .cmp(&self.expiry)
+            .then_with(|| self.priority.cmp(&other.priority))
+            .then_with(|| other.timestamp.cmp(&self.timestamp))
             .then_with(|| other.seq.cmp(&self.seq))
     }
 }
@@ -147,7 +153,12 @@ pub struct PendingCounts {
 pub struct SchedulingQueue {
     entries: HashMap<Arc<str>, Entry>,
     active: BinaryHeap<ActiveKey>,
+    /// Pods backing off after being found unschedulable (upstream's `podBackoffQ`).
     backoff: BinaryHeap<BackoffKey>,
+    /// Pods backing off after an error (`podErrorBackoffQ`): never popped early.
+    error_backoff: BinaryHeap<BackoffKey>,
+    /// SchedulerPopFromBackoffQ (v1.33 on): with activeQ empty, pop the backoff's head.
+    pop_from_backoff: bool,
     /// The pods waiting for an event, grouped so that events need not look at every pod.
     unschedulable: UnschedulablePods,
     initial_backoff: Duration,
@@ -216,6 +227,10 @@ impl SchedulingQueue {
             entries: HashMap::new(),
             active: BinaryHeap::new(),
             backoff: BinaryHeap::new(),
+            error_backoff: BinaryHeap::new(),
+            pop_from_backoff: profiles
+                .iter()
+                .any(|p| p.release.enabled(Gate::SchedulerPopFromBackoffQ)),
             unschedulable: UnschedulablePods::default(),
             initial_backoff,
             max_backoff,
@@ -385,25 +400,50 @@ impl SchedulingQueue {
             .is_some_and(|e| e.location == Location::Gated)
     }
 
-    /// Moves pods whose backoff ended to activeQ, then pops the next pod to schedule.
+    /// Waits out every backoff even where the release pops from backoff when idle. For
+    /// `gantry run`, which does not hold a preemptor back while its victims' deletions are
+    /// in flight (upstream's DefaultPreemption PreEnqueue under SchedulerAsyncPreemption):
+    /// popped at once, it would preempt again before the deletions come back.
+    pub fn wait_out_backoffs(&mut self) {
+        self.pop_from_backoff = false;
+    }
+
+    /// Moves pods whose backoff ended to activeQ, then pops the next pod to schedule:
+    /// activeQ's head, or with SchedulerPopFromBackoffQ, when activeQ is empty, the head of
+    /// the pods backing off after being found unschedulable, backoff or not (upstream's
+    /// `unlockedPop`; pods backing off after an error wait theirs out).
     pub fn pop(&mut self, now: Duration) -> Option<QueuedPod> {
         self.flush_backoff_completed(now);
-        while let Some(key) = self.active.pop() {
-            let live = self
-                .entries
-                .get(&key.uid)
-                .is_some_and(|e| e.version == key.version && e.location == Location::Active);
-            if !live {
-                continue;
-            }
-            let mut queued = self.entries.remove(&key.uid).expect("checked above").queued;
-            self.scheduling_cycle += 1;
-            queued.attempts += 1;
-            queued.cycle = self.scheduling_cycle;
-            queued.initial_attempt.get_or_insert(now);
-            return Some(queued);
-        }
-        None
+        let entries = &self.entries;
+        let live = |uid: &str, version: u64, location: Location| {
+            entries
+                .get(uid)
+                .is_some_and(|e| e.version == version && e.location == location)
+        };
+        let active = &mut self.active;
+        let backoff = &mut self.backoff;
+        let uid = std::iter::from_fn(|| active.pop())
+            .find(|key| live(&key.uid, key.version, Location::Active))
+            .map(|key| key.uid)
+            .or_else(|| {
+                let mut popped = std::iter::from_fn(|| backoff.pop());
+                (self.pop_from_backoff)
+                    .then(|| popped.find(|key| live(&key.uid, key.version, Location::Backoff)))
+                    .flatten()
+                    .map(|key| key.uid)
+            })?;
+        let mut queued = self.entries.remove(&uid).expect("checked live").queued;
+        self.scheduling_cycle += 1;
+        queued.attempts += 1;
+        queued.cycle = self.scheduling_cycle;
+        queued.initial_attempt.get_or_insert(now);
+        Some(queued)
+    }
+
+    fn is_live(&self, uid: &str, version: u64, location: Location) -> bool {
+        self.entries
+            .get(uid)
+            .is_some_and(|e| e.version == version && e.location == location)
     }
 
     /// A popped pod fit nowhere: it waits for an event its rejecting plugins registered,
@@ -434,6 +474,9 @@ impl SchedulingQueue {
     /// A popped pod failed for another reason (an error, a failed bind): back off and retry.
     pub fn add_backoff(&mut self, mut queued: QueuedPod, now: Duration) {
         queued.consecutive_errors += 1;
+        // Rejected by no plugin: it backs off among the errors (upstream clears the
+        // rejecting plugins at every pop).
+        queued.unschedulable_plugins.clear();
         queued.timestamp = now;
         self.place(queued, Location::Backoff);
     }
@@ -551,8 +594,8 @@ impl SchedulingQueue {
 
     /// When the earliest backoff ends, if any pod is backing off.
     pub fn next_backoff_expiry(&self) -> Option<Duration> {
-        self.backoff
-            .iter()
+        (self.backoff.iter())
+            .chain(&self.error_backoff)
             .filter(|k| {
                 self.entries
                     .get(&k.uid)
@@ -617,17 +660,16 @@ impl SchedulingQueue {
     }
 
     fn flush_backoff_completed(&mut self, now: Duration) {
-        while let Some(top) = self.backoff.peek() {
-            if top.expiry > now {
-                break;
+        let mut completed = Vec::new();
+        for heap in [&mut self.backoff, &mut self.error_backoff] {
+            while heap.peek().is_some_and(|top| top.expiry <= now) {
+                completed.push(heap.pop().expect("peeked"));
             }
-            let key = self.backoff.pop().expect("peeked");
-            let live = self
-                .entries
-                .get(&key.uid)
-                .is_some_and(|e| e.version == key.version && e.location == Location::Backoff);
-            if live {
-                let entry = self.entries.remove(&key.uid).expect("checked above");
+        }
+        completed.sort_unstable_by(|a, b| b.cmp(a));
+        for key in completed {
+            if self.is_live(&key.uid, key.version, Location::Backoff) {
+                let entry = self.entries.remove(&key.uid).expect("checked live");
                 self.place(entry.queued, Location::Active);
             }
         }
@@ -649,22 +691,33 @@ impl SchedulingQueue {
         duration
     }
 
+    /// When the pod's backoff ends. With SchedulerPopFromBackoffQ upstream truncates the
+    /// end to its whole second and counts the pod as backing off through that second
+    /// (`alignToWindow`, `isPodBackingoff`), so it ends at the next whole second.
     fn backoff_expiry(&self, queued: &QueuedPod) -> Duration {
+        let release = self.release_of(&queued.pod);
+        let count = self.backoff_count(queued, release);
         // Saturating: a backoff of i64::MAX seconds (which upstream's validation lets
         // through) ends at the end of time, not in an overflow.
-        queued
+        let end = queued
             .timestamp
-            .saturating_add(self.backoff_duration(self.backoff_count(queued)))
+            .saturating_add(self.backoff_duration(count));
+        if count == 0 || !release.enabled(Gate::SchedulerPopFromBackoffQ) {
+            return end;
+        }
+        Duration::from_secs(end.as_secs()).saturating_add(Duration::from_secs(1))
+    }
+
+    /// The release the pod's scheduler name decides as.
+    fn release_of(&self, pod: &Pod) -> Release {
+        (self.releases.iter())
+            .find(|(name, _)| *name == pod.scheduler_name)
+            .map_or_else(Release::default, |(_, release)| *release)
     }
 
     /// What the backoff doubles with: every attempt before v1.34; from v1.34 the errors
     /// in a row when the last attempt ended in one, else the unschedulable attempts.
-    fn backoff_count(&self, queued: &QueuedPod) -> u32 {
-        let release = self
-            .releases
-            .iter()
-            .find(|(name, _)| *name == queued.pod.scheduler_name)
-            .map_or_else(Release::default, |(_, release)| *release);
+    fn backoff_count(&self, queued: &QueuedPod, release: Release) -> u32 {
         if !release.backoff_counts_failures() {
             queued.attempts
         } else if queued.consecutive_errors > 0 {
@@ -747,12 +800,21 @@ impl SchedulingQueue {
                     version,
                 })
             }
-            Location::Backoff => self.backoff.push(BackoffKey {
-                expiry: self.backoff_expiry(&queued),
-                seq: self.seq,
-                uid: uid.clone(),
-                version,
-            }),
+            Location::Backoff => {
+                let key = BackoffKey {
+                    expiry: self.backoff_expiry(&queued),
+                    priority: queued.pod.priority,
+                    timestamp: queued.timestamp,
+                    seq: self.seq,
+                    uid: uid.clone(),
+                    version,
+                };
+                // Upstream's `backoffQueue.add`: no rejecting plugin means an error.
+                match queued.unschedulable_plugins.is_empty() {
+                    true => self.error_backoff.push(key),
+                    false => self.backoff.push(key),
+                }
+            }
             Location::Gated => {
                 if let Some(group) = GroupKey::of(&queued.pod) {
                     let held = self.gated_members.entry(group).or_default();

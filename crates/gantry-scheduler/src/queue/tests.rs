@@ -17,10 +17,16 @@ const T0: Duration = Duration::ZERO;
 /// then failed to bind again: its backoff after each, by release. Before v1.34 every
 /// attempt doubles it (1, 2, 4 s); from v1.34 the unschedulable attempts do, or the
 /// errors in a row after an error (1, 1, 1 s), as upstream's `getBackoffTime` counts
-/// `UnschedulableCount` and `ConsecutiveErrorsCount` (#128748).
+/// `UnschedulableCount` and `ConsecutiveErrorsCount` (#128748). From v1.33 a backoff
+/// ends after the whole second it ends in (SchedulerPopFromBackoffQ): a second more here.
 #[test]
 fn backoff_counts_attempts_before_v1_34_and_failures_of_the_last_kind_after() {
-    for (minor, wanted) in [(33, [1, 2, 4]), (34, [1, 1, 1]), (35, [1, 1, 1])] {
+    for (minor, wanted) in [
+        (32, [1, 2, 4]),
+        (33, [2, 3, 5]),
+        (34, [2, 2, 2]),
+        (35, [2, 2, 2]),
+    ] {
         let mut profile = default_profile("default-scheduler");
         profile.release = Release::at(minor);
         let mut q = SchedulingQueue::new(&[profile]);
@@ -40,10 +46,11 @@ fn backoff_counts_attempts_before_v1_34_and_failures_of_the_last_kind_after() {
             }
             let due = q.next_backoff_expiry().expect("backing off");
             waited.push((due - now).as_secs());
-            assert!(
-                q.pop(due - Duration::from_millis(1)).is_none(),
-                "v1.{minor}"
-            );
+            // From v1.33 an idle queue would pop the unschedulable one at once (below).
+            if step != 1 || minor < 33 {
+                let early = q.pop(due - Duration::from_millis(1));
+                assert!(early.is_none(), "v1.{minor}");
+            }
             now = due;
         }
         assert_eq!(waited, wanted, "v1.{minor}");
@@ -167,9 +174,16 @@ fn an_event_moves_exactly_the_pods_a_rejecting_plugin_registered_it_for() {
     }
 }
 
+/// Before v1.33, where backoffs end when they end (no whole-second windows).
+fn queue_v1_32() -> SchedulingQueue {
+    let mut profile = default_profile("default-scheduler");
+    profile.release = Release::at(32);
+    SchedulingQueue::new(&[profile])
+}
+
 #[test]
 fn backoff_doubles_up_to_the_maximum() {
-    let mut q = queue();
+    let mut q = queue_v1_32();
     q.add(pod("p", 0), T0);
     let mut now = T0;
     let mut waits = Vec::new();
@@ -192,8 +206,9 @@ fn a_backoff_past_the_end_of_time_saturates() {
     // podInitialBackoffSeconds = i64::MAX passes upstream's validation (> 0 only); the
     // expiry of a backoff that starts after two such waits is past Duration::MAX.
     let forever = secs(i64::MAX as u64);
-    let mut q =
-        SchedulingQueue::with_backoff(&[default_profile("default-scheduler")], forever, forever);
+    let mut profile = default_profile("default-scheduler");
+    profile.release = Release::at(32);
+    let mut q = SchedulingQueue::with_backoff(&[profile], forever, forever);
     q.add(pod("p", 0), T0);
     let popped = q.pop(T0).unwrap();
     q.add_backoff(popped, T0);
@@ -338,7 +353,9 @@ fn a_pod_rejected_while_waiting_backs_off_only_for_its_plugins_events() {
         secs(3),
     );
     q.add_rejected_while_waiting(popped, vec!["Coscheduling"], secs(4));
-    assert_eq!(q.pending().backoff, 1);
+    // b backs off; so does a, which that event moved at 3 s while its backoff (1 s from
+    // 2 s) had not yet ended: from v1.33 a backoff ends only after its last whole second.
+    assert_eq!(q.pending().backoff, 2);
 }
 
 /// Upstream's `Activate`: pods backing off or waiting for an event go to activeQ at
@@ -376,4 +393,47 @@ fn a_forget_can_leave_some_pods_waiting() {
     assert_eq!(q.pop(secs(5)).unwrap().pod.name.as_ref(), "kept-out");
     assert!(q.pop(secs(60)).is_none());
     assert_eq!(q.pending().unschedulable, 1);
+}
+
+/// SchedulerPopFromBackoffQ (v1.33 on): a backoff that ends at 1.3 s ends in the window of
+/// 1 s, so the pod backs off until 2 s (`alignToWindow`, `isPodBackingoff`); when nothing
+/// else waits, the pod whose backoff ends first is popped at once, the higher priority
+/// first among those ending in one window; a pod backing off after an error is not.
+#[test]
+fn an_idle_queue_pops_the_backoff_head_from_v1_33() {
+    let ms = Duration::from_millis;
+    let mut q = queue();
+    for (name, priority) in [("low", 0), ("high", 5), ("error", 9)] {
+        q.add(pod(name, priority), ms(300));
+        let popped = q.pop(ms(300)).unwrap();
+        match name {
+            "error" => q.add_backoff(popped, ms(300)),
+            _ => q.add_unschedulable(popped, vec!["NodeResourcesFit"], ms(300)),
+        }
+    }
+    q.on_event(
+        ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+        ms(300),
+    );
+    assert_eq!(q.next_backoff_expiry(), Some(secs(2)));
+    let popped = |q: &mut SchedulingQueue, at| q.pop(at).map(|p| p.pod.name.to_string());
+    assert_eq!(popped(&mut q, ms(400)).as_deref(), Some("high"));
+    assert_eq!(popped(&mut q, ms(400)).as_deref(), Some("low"));
+    assert_eq!(
+        popped(&mut q, ms(1999)),
+        None,
+        "the error waits its backoff out"
+    );
+    assert_eq!(popped(&mut q, secs(2)).as_deref(), Some("error"));
+    // Before v1.33 nothing is popped before its backoff ends, at 1.3 s.
+    let mut q = queue_v1_32();
+    q.add(pod("p", 0), ms(300));
+    let popped_pod = q.pop(ms(300)).unwrap();
+    q.add_unschedulable(popped_pod, vec!["NodeResourcesFit"], ms(300));
+    q.on_event(
+        ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
+        ms(300),
+    );
+    assert_eq!(popped(&mut q, ms(1299)), None);
+    assert_eq!(popped(&mut q, ms(1300)).as_deref(), Some("p"));
 }

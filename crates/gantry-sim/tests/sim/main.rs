@@ -1,10 +1,11 @@
 //! The simulation's integration tests in one test binary (each file a module), so that
-//! the workspace links one binary for them, not fourteen. `budgets.rs` stays apart: it
+//! the workspace links one binary for them, not fifteen. `budgets.rs` stays apart: it
 //! counts allocations with a global allocator of its own.
 
 #[path = "../step_corpus/mod.rs"]
 mod step_corpus;
 
+mod backoff_parity;
 mod batch_parity;
 mod coscheduling;
 mod coscheduling_parity;

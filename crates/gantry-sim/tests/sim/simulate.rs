@@ -359,8 +359,9 @@ fn a_pod_whose_attempts_keep_erroring_is_given_up() {
             r#"given up after 10 failed attempts; the last: running "Broken" filter plugin: broken on purpose"#
         )
     );
-    // Backoff doubles from 1 s to 10 s between the attempts: 1+2+4+8+10×5 s.
-    assert_eq!(summary.virtual_s, 65.0);
+    // Backoff doubles from 1 s to 10 s between the attempts, each ending after the whole
+    // second it ends in (v1.33 on): attempts at 0, 2, 5, 10, 19, 30, 41, 52, 63 and 74 s.
+    assert_eq!(summary.virtual_s, 74.0);
 }
 
 #[test]
