@@ -227,18 +227,7 @@ func main() {
 	for _, it := range readList(filepath.Join(dir, "cluster.yaml")) {
 		switch it.kind {
 		case "Node":
-			var n v1.Node
-			must(json.Unmarshal(it.raw, &n))
-			corev1defaults.SetObjectDefaults_Node(&n)
-			stamp(&n.ObjectMeta)
-			n.Namespace = ""
-			if n.Labels == nil {
-				n.Labels = map[string]string{}
-			}
-			n.Labels["kubernetes.io/hostname"] = n.Name
-			n.ResourceVersion = nextRV()
-			_, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
-			must(err)
+			createNode(ctx, client, it.raw)
 		case "PriorityClass":
 			var pc schedulingv1.PriorityClass
 			must(json.Unmarshal(it.raw, &pc))
@@ -337,19 +326,7 @@ func main() {
 			must(err)
 			created = "Pod " + p.Namespace + "/" + p.Name
 		case "Node":
-			var n v1.Node
-			must(json.Unmarshal(it.raw, &n))
-			corev1defaults.SetObjectDefaults_Node(&n)
-			stamp(&n.ObjectMeta)
-			n.Namespace = ""
-			if n.Labels == nil {
-				n.Labels = map[string]string{}
-			}
-			n.Labels["kubernetes.io/hostname"] = n.Name
-			n.ResourceVersion = nextRV()
-			_, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
-			must(err)
-			created = "Node " + n.Name
+			created = "Node " + createNode(ctx, client, it.raw)
 		case "PodGroup":
 			var g schedv1a2.PodGroup
 			must(json.Unmarshal(it.raw, &g))
@@ -391,6 +368,24 @@ func main() {
 		fmt.Fprintln(evOut, pyjson(eventLine(e)))
 	}
 	must(evOut.Close())
+}
+
+// createNode creates a Node as the API server would store it (core/v1 defaults, the
+// hostname label the kubelet sets) and returns its name.
+func createNode(ctx context.Context, client *fake.Clientset, raw []byte) string {
+	var n v1.Node
+	must(json.Unmarshal(raw, &n))
+	corev1defaults.SetObjectDefaults_Node(&n)
+	stamp(&n.ObjectMeta)
+	n.Namespace = ""
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["kubernetes.io/hostname"] = n.Name
+	n.ResourceVersion = nextRV()
+	_, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+	must(err)
+	return n.Name
 }
 
 type orderedMap struct {
