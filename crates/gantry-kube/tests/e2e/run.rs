@@ -949,6 +949,59 @@ async fn optimistic_instances_never_double_bind_nor_overcommit() {
     assert_deployable(&api);
 }
 
+/// A host port is a node's alone, and kube-apiserver does not check it: with instances
+/// deciding at once, only the binder's re-check (NodePorts at bind time) keeps two pods
+/// asking for one port off one node. Without the re-check this fails every time; with it,
+/// it still failed in about 1 run of 6 (two pods on one node, the second bound without a
+/// conflict being logged): a race in the fenced bind path not yet found, so it is left out
+/// of the default run until it is fixed (`cargo test -p gantry-kube --test e2e -- --ignored
+/// optimistic_instances_never_give_one_host_port_twice`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a known race lets a second pod with the same host port onto a node (issue 33)"]
+async fn optimistic_instances_never_give_one_host_port_twice() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for i in 0..4 {
+        api.put(NODES, node(&format!("node-{i}"), 4000, ["a", "b"][i % 2]));
+    }
+    let count = 3;
+    let mut instances = Vec::new();
+    for index in 0..count {
+        instances.push(start(&api, &format!("i{index}"), Shard { index, count }, None).await);
+    }
+    // Binds take a while, so that every instance decides before it sees the others'.
+    api.set_bind_delay(Duration::from_millis(300));
+    // Plenty of cpu, but one port 8080 a node: 4 of the 20 pods can run.
+    for i in 0..20 {
+        let mut p = pod(&format!("p-{i:02}"), 100);
+        p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}]);
+        api.put(PODS, p);
+    }
+    let bound_nodes = |api: &TestApiServer| -> Vec<String> {
+        api.list(PODS)
+            .iter()
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+            .collect()
+    };
+    wait_for("every node's port taken", WAIT, || {
+        bound_nodes(&api).len() >= 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut nodes = bound_nodes(&api);
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        ["node-0", "node-1", "node-2", "node-3"],
+        "one pod a node: {:?}",
+        api.binds()
+    );
+    for instance in instances {
+        instance.stop().await.unwrap();
+    }
+    assert_deployable(&api);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preemption_spares_the_pod_a_disruption_budget_protects() {
     init_tracing();
