@@ -131,8 +131,12 @@ impl Held {
 /// What the binder needs from the scheduling loop while it holds a node's turn.
 pub trait Loop {
     /// Whether the cache has seen this pod bound, with its claims reserved for it (or
-    /// the pod deleted).
-    fn has_seen(&self, pod_uid: &str) -> impl Future<Output = bool> + Send;
+    /// the pod deleted), the fence naming it being at `fence_version`.
+    fn has_seen(
+        &self,
+        pod_uid: &str,
+        fence_version: Option<&str>,
+    ) -> impl Future<Output = bool> + Send;
     /// The placement check against the latest cache.
     fn check(&self) -> impl Future<Output = Result<(), String>> + Send;
 }
@@ -319,7 +323,9 @@ impl Fences {
             for name in names {
                 let fence = self.read(name).await?;
                 if let Some(previous) = fence.previous.as_deref() {
-                    wait_until_seen(previous, Instant::now() + SETTLED_AFTER, binder).await;
+                    let version = fence.lease.metadata.resource_version.as_deref();
+                    let deadline = Instant::now() + SETTLED_AFTER;
+                    wait_until_seen(previous, version, deadline, binder).await;
                 }
                 read.push(fence);
             }
@@ -557,9 +563,14 @@ enum WriteError {
 }
 
 /// Waits until the cache has seen `pod_uid` bound (or gone), until `deadline` at most.
-async fn wait_until_seen(pod_uid: &str, deadline: Instant, binder: &impl Loop) {
+async fn wait_until_seen(
+    pod_uid: &str,
+    fence_version: Option<&str>,
+    deadline: Instant,
+    binder: &impl Loop,
+) {
     while Instant::now() < deadline {
-        if binder.has_seen(pod_uid).await {
+        if binder.has_seen(pod_uid, fence_version).await {
             return;
         }
         tokio::time::sleep(POLL).await;

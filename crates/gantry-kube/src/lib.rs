@@ -86,6 +86,10 @@ pub(crate) enum Input {
     /// with its claims reserved for it (or deleted).
     Seen {
         uid: Arc<str>,
+        /// The fence's resourceVersion: a pod the loop does not know counts as deleted
+        /// only once the pod watch has passed it (the pod was created before the fence
+        /// named it; before that, it is a pod not yet seen at all).
+        fence_version: Option<Arc<str>>,
         reply: oneshot::Sender<bool>,
     },
     Leader(bool),
@@ -352,6 +356,7 @@ pub async fn run(
         mirror: ObjectMirror::default(),
         dra,
         pods: HashMap::new(),
+        pods_version: 0,
         nodes: HashMap::new(),
         reaching: HashMap::new(),
         binding: HashMap::new(),

@@ -49,6 +49,8 @@ pub struct SchedulingLoop {
     /// Device classes, resource slices and claims (the claims shared with the binders).
     pub dra: DraMirror,
     /// Every pod the watch reported, by UID (to find what a relist no longer lists).
+    /// The highest resourceVersion the pod watch has delivered (see `Input::Seen`).
+    pub pods_version: u64,
     pub pods: HashMap<Arc<str>, Arc<Pod>>,
     pub nodes: HashMap<Sym, Arc<Node>>,
     /// With several instances: the pods whose required anti-affinity or DoNotSchedule
@@ -163,17 +165,29 @@ impl SchedulingLoop {
             Input::Check { pod, reply } => {
                 let _ = reply.send(self.check_placement(&pod));
             }
-            Input::Seen { uid, reply } => {
+            Input::Seen {
+                uid,
+                fence_version,
+                reply,
+            } => {
                 // Bound (or gone), and its claims seen as its binder wrote them before
                 // the binding (the claims' watch is not ordered with the pods'). A pod
                 // of this instance's own, assumed, is in the cache already: everything
-                // serialised before it was seen by its binder, and so by this cache.
+                // serialised before it was seen by its binder, and so by this cache. A
+                // pod not known here is gone only if the pod watch has passed the
+                // fence's version (resourceVersions are etcd's revisions, one sequence
+                // for every kind): before that, it may be a pod whose creation this
+                // watch has not delivered yet, bound meanwhile by another instance.
                 let with_claims = self.watched.contains(&Kind::ResourceClaim);
                 let seen = self.cache.is_assumed(&uid)
-                    || self.pods.get(&uid).is_none_or(|p| {
-                        p.node_name.is_some()
-                            && (!with_claims || self.dra.store.all_reserved_for(p))
-                    });
+                    || match self.pods.get(&uid) {
+                        Some(p) => {
+                            p.node_name.is_some()
+                                && (!with_claims || self.dra.store.all_reserved_for(p))
+                        }
+                        None => version_number(fence_version.as_deref())
+                            .is_none_or(|fence| self.pods_version >= fence),
+                    };
                 let _ = reply.send(seen);
             }
             Input::Leader(true) => {
@@ -239,10 +253,14 @@ impl SchedulingLoop {
             (Object::Node(node), false) => self.node_applied(node),
             (Object::Node(node), true) => self.node_deleted(node.name),
             (Object::Pod(pod, version), false) => {
+                self.note_pods_version(version.as_deref());
                 self.writer.versions.note(&pod.uid, version);
                 self.pod_applied(pod)
             }
-            (Object::Pod(pod, _), true) => self.pod_deleted(&pod.uid),
+            (Object::Pod(pod, version), true) => {
+                self.note_pods_version(version.as_deref());
+                self.pod_deleted(&pod.uid)
+            }
             (object, deleted) => {
                 let event = self.dra.apply(object, deleted);
                 self.dra_event(event);
@@ -306,9 +324,17 @@ impl SchedulingLoop {
         }
         for object in objects {
             if let Object::Pod(pod, version) = object {
+                self.note_pods_version(version.as_deref());
                 self.writer.versions.note(&pod.uid, version);
                 self.pod_applied(pod);
             }
+        }
+    }
+
+    /// The pod watch has delivered `version`.
+    fn note_pods_version(&mut self, version: Option<&str>) {
+        if let Some(version) = version_number(version) {
+            self.pods_version = self.pods_version.max(version);
         }
     }
 
@@ -803,4 +829,9 @@ fn same_but_status(old: &Pod, new: &Pod) -> bool {
     aligned.nominated_node_name = new.nominated_node_name;
     aligned.start_time = new.start_time;
     aligned == *new
+}
+
+/// A resourceVersion as the number etcd's revision is, when it is one.
+fn version_number(version: Option<&str>) -> Option<u64> {
+    version?.parse().ok()
 }

@@ -90,10 +90,16 @@ struct AskLoop {
 }
 
 impl fence::Loop for AskLoop {
-    async fn has_seen(&self, pod_uid: &str) -> bool {
+    async fn has_seen(&self, pod_uid: &str, fence_version: Option<&str>) -> bool {
         let (reply, answer) = oneshot::channel();
         let uid = Arc::from(pod_uid);
-        if self.inputs.send(Input::Seen { uid, reply }).is_err() {
+        let fence_version = fence_version.map(Arc::from);
+        let seen = Input::Seen {
+            uid,
+            fence_version,
+            reply,
+        };
+        if self.inputs.send(seen).is_err() {
             return true;
         }
         answer.await.unwrap_or(true)
