@@ -370,11 +370,8 @@ impl Scheduler {
         let batching = self.profiles[profile_index]
             .release
             .enabled(Gate::OpportunisticBatching);
-        let signature = if batching {
-            self.profiles[profile_index].sign(pod)
-        } else {
-            None
-        };
+        // `None` too when the gate is off.
+        let signature = self.profiles[profile_index].sign(pod);
         let hint = self.batch_hint(profile_index, signature.as_ref(), &state, pod);
 
         let phase = Instant::now();
