@@ -1,5 +1,6 @@
-//! What the HAMi-registered GPUs hold at the end of a run, read from the cache's card
-//! usage: pods holding cards, cards shared, and each card's utilisation.
+//! What the HAMi-registered GPUs hold, read from the cache's card usage: at the end of a
+//! run, pods holding cards, cards shared and each card's utilisation; over a run, how
+//! much of the free GPU memory is stranded on cards already in use.
 
 use gantry_cache::Cache;
 
@@ -63,4 +64,25 @@ impl GpuReport {
         });
         report
     }
+}
+
+/// Of the GPU memory left free on HAMi-registered cards, the share on cards some pod
+/// already uses: memory that a pod asking for a card of its own cannot have (the
+/// fragmentation a comparison of GPU policies looks at). `None` when no card has free
+/// memory. Sums whole MiB, so the cache's node order cannot change the answer.
+pub fn stranded_memory_share(cache: &Cache) -> Option<f64> {
+    let (mut free, mut stranded) = (0i64, 0i64);
+    cache.for_each_node(|info| {
+        let Some(usage) = info.gpus() else {
+            return;
+        };
+        for (card, used) in usage.devices().cards.iter().zip(usage.cards()) {
+            let left = (i64::from(card.memory_mib) - used.memory_mib).max(0);
+            free = free.saturating_add(left);
+            if used.used > 0 {
+                stranded = stranded.saturating_add(left);
+            }
+        }
+    });
+    (free > 0).then(|| stranded as f64 / free as f64)
 }

@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::config::SchedulerConfig;
 use gantry_sim::replay::{Divergence, RecordedBinding};
-use gantry_sim::{Placement, PodHistory, SimEvent, SimOptions, Simulation, Summary};
+use gantry_sim::{Placement, PodHistory, Sample, SimEvent, SimOptions, Simulation, Summary};
 use serde::Serialize;
 use serde_json::json;
 
@@ -24,6 +25,9 @@ pub struct Arm {
     pub label: String,
     pub config: SchedulerConfig,
     pub options: SimOptions,
+    /// Where to write this arm's own report (`--report DIR` gives `DIR/a` and `DIR/b`),
+    /// and what the run was given.
+    pub report: Option<(PathBuf, crate::report::RunInfo)>,
 }
 
 /// One configuration's outcome.
@@ -33,8 +37,17 @@ pub struct Outcome {
     pub summary: Summary,
     /// Seconds from creation to binding, of the pods bound: p50, p90, p99, max.
     pub wait_s: [f64; 4],
+    /// PodGroups, and of those the ones a pod-group cycle scheduled.
+    pub pod_groups: usize,
+    pub pod_groups_scheduled: usize,
     #[serde(skip)]
     placements: Vec<Placement>,
+    /// The run over cluster time, for the report's plots.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+    /// Creation to binding of every pod bound, shortest first.
+    #[serde(skip)]
+    pub waits: Vec<Duration>,
 }
 
 impl Outcome {
@@ -79,21 +92,35 @@ fn run_arm(
         sim.schedule(at, event);
     }
     let summary = sim.run()?;
+    if let Some((dir, info)) = &arm.report {
+        crate::report::write(dir, info, &summary, &sim)?;
+    }
+    let waits = waits(sim.histories());
+    let groups = sim.pod_groups();
     Ok(Outcome {
         config: arm.label,
         summary,
-        wait_s: waits(sim.histories()),
+        wait_s: quantiles(&waits),
+        pod_groups: groups.len(),
+        pod_groups_scheduled: groups.iter().filter(|g| g.scheduled_at.is_some()).count(),
         placements: sim.placements().to_vec(),
+        samples: std::mem::take(&mut sim.samples),
+        waits,
     })
 }
 
-/// p50, p90, p99 and the longest wait from creation to binding, in seconds.
-fn waits(histories: &[PodHistory]) -> [f64; 4] {
+/// Creation to binding of every pod bound, shortest first.
+fn waits(histories: &[PodHistory]) -> Vec<Duration> {
     let mut waits: Vec<Duration> = histories
         .iter()
         .filter_map(|h| h.bound.map(|bound| bound.saturating_sub(h.arrived)))
         .collect();
     waits.sort_unstable();
+    waits
+}
+
+/// p50, p90, p99 and the longest of `waits` (sorted), in seconds.
+fn quantiles(waits: &[Duration]) -> [f64; 4] {
     let at = |q: f64| {
         if waits.is_empty() {
             return 0.0;
@@ -106,7 +133,7 @@ fn waits(histories: &[PodHistory]) -> [f64; 4] {
 
 /// The pods placed differently. Both runs saw the same pods; a pod bound elsewhere (a
 /// replayed trace's other scheduler) is not the simulation's and is left out.
-fn differences(a: &Outcome, b: &Outcome) -> Differences {
+pub fn differences(a: &Outcome, b: &Outcome) -> Differences {
     let ours = |p: &&Placement| p.reason.as_deref() != Some("bound by another scheduler");
     let b_by_pod: HashMap<String, &Placement> = b
         .placements
@@ -137,13 +164,15 @@ fn differences(a: &Outcome, b: &Outcome) -> Differences {
 }
 
 /// Writes both outcomes and their differences to stdout, as one JSON object or in
-/// words; with the bindings a replayed trace recorded, how much of them each reproduced.
+/// words; with the bindings a replayed trace recorded, how much of them each reproduced;
+/// with `report`, the comparison page into that directory.
 pub fn write(
     outcomes: &[Outcome; 2],
     recorded: Option<&[RecordedBinding]>,
     json: bool,
     title: &str,
     release: Release,
+    report: Option<(&Path, [crate::report::compare_page::Configuration; 2])>,
 ) -> anyhow::Result<()> {
     let differences = differences(&outcomes[0], &outcomes[1]);
     let divergences = recorded.map(|recorded| {
@@ -151,13 +180,25 @@ pub fn write(
             .each_ref()
             .map(|o| Divergence::of(recorded, o.placements()))
     });
+    let mut value = json!({"a": outcomes[0], "b": outcomes[1], "differences": differences});
+    if let Some([a, b]) = &divergences {
+        value["a"]["replay"] = serde_json::to_value(a)?;
+        value["b"]["replay"] = serde_json::to_value(b)?;
+    }
+    let line = crate::output::with_release(value, release).to_string();
+    if let Some((dir, configurations)) = report {
+        let runs = crate::report::compare_page::ComparedRuns {
+            title,
+            release,
+            outcomes,
+            differences: &differences,
+            divergences: divergences.as_ref(),
+            configurations,
+            json: format!("{line}\n"),
+        };
+        crate::report::compare_page::write(dir, &runs)?;
+    }
     if json {
-        let mut value = json!({"a": outcomes[0], "b": outcomes[1], "differences": differences});
-        if let Some([a, b]) = &divergences {
-            value["a"]["replay"] = serde_json::to_value(a)?;
-            value["b"]["replay"] = serde_json::to_value(b)?;
-        }
-        let line = crate::output::with_release(value, release).to_string();
         return crate::output::to_stdout(|out| writeln!(out, "{line}"));
     }
     crate::output::to_stdout(|out| {

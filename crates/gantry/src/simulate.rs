@@ -50,8 +50,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Another KubeSchedulerConfiguration: the same inputs run again under it from the
-    /// same seed, and the two outcomes printed side by side (--config's is A).
-    #[arg(long, conflicts_with_all = ["report", "placements"])]
+    /// same seed, and the two outcomes printed side by side (--config's is A); with
+    /// --report, a page comparing them, and each run's own report in `a/` and `b/`.
+    #[arg(long, conflicts_with = "placements")]
     compare: Option<PathBuf>,
     /// Seed for bind latencies and, deciding as Kubernetes 1.28 to 1.34, tie-breaking (from
     /// 1.35 equal scores go by the score heap's order, as upstream): the same input and
@@ -92,7 +93,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     json: bool,
     /// Write index.html (a page to read), summary.json, placements.jsonl and the plots
-    /// into this directory.
+    /// into this directory (with --compare: the comparison, and each run's in a/ and b/).
     #[arg(long)]
     report: Option<PathBuf>,
     #[command(flatten)]
@@ -185,6 +186,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         events.push((Duration::ZERO, SimEvent::CreatePod(Arc::new(pod))));
     }
     let options = sim_options(&args, &config);
+    let inputs = describe_inputs(&args, live_server.as_deref());
     if let Some(path) = &args.compare {
         let other = load::config(Some(path), release)?;
         let label = |file: Option<&Path>| {
@@ -193,26 +195,75 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 |f| f.display().to_string(),
             )
         };
+        let b_options = sim_options(&args, &other);
+        let configuration = |file: Option<&Path>, config: &SchedulerConfig| {
+            let text = file.map(|f| load::read_text(f, load::MAX_CONFIG_BYTES, "config"));
+            anyhow::Ok(report::compare_page::Configuration {
+                profiles: report::describe_profiles(&config.profiles),
+                text: text.transpose()?,
+            })
+        };
+        let configurations = match &args.report {
+            Some(dir) => Some((
+                dir.as_path(),
+                [
+                    configuration(args.config.as_deref(), &config)?,
+                    configuration(Some(path), &other)?,
+                ],
+            )),
+            None => None,
+        };
+        // Each run's own report, when asked for: B's names B's configuration.
+        let own_report = |side: usize, options: &SimOptions, config: &SchedulerConfig| {
+            let dir = args.report.as_ref()?;
+            let mut inputs = inputs.clone();
+            if side == 1 {
+                inputs.retain(|(flag, _)| flag != "--config");
+                inputs.push(("--compare".into(), path.display().to_string()));
+            }
+            let info = RunInfo {
+                name: name.clone(),
+                inputs,
+                settings: describe_settings(options, config),
+                release,
+                timeline: timeline.clone(),
+                nodes_at_start: cluster.nodes.len(),
+            };
+            Some((dir.join(report::compare_page::ARM_DIRS[side]), info))
+        };
+        let (a_report, b_report) = (
+            own_report(0, &options, &config),
+            own_report(1, &b_options, &other),
+        );
         let arms = [
             Arm {
                 label: label(args.config.as_deref()),
+                report: a_report,
                 options,
                 config,
             },
             Arm {
                 label: label(Some(path)),
-                options: sim_options(&args, &other),
+                report: b_report,
+                options: b_options,
                 config: other,
             },
         ];
         let outcomes = compare::run(cluster, events, arms)?;
         let title = format!("{name}, decided as Kubernetes {release}");
         let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
-        return compare::write(&outcomes, recorded, args.json, &title, release);
+        return compare::write(
+            &outcomes,
+            recorded,
+            args.json,
+            &title,
+            release,
+            configurations,
+        );
     }
     let info = RunInfo {
         name,
-        inputs: describe_inputs(&args, live_server.as_deref()),
+        inputs,
         settings: describe_settings(&options, &config),
         release,
         timeline,
@@ -447,6 +498,7 @@ fn sim_options(args: &SimulateArgs, config: &SchedulerConfig) -> SimOptions {
         step_limit: None,
         schedulers: args.schedulers,
         event_latency: Duration::from_millis(args.event_latency_ms),
+        sample_gpus: args.report.is_some(),
     }
 }
 

@@ -83,6 +83,8 @@ pub struct SimOptions {
     pub schedulers: u32,
     /// Virtual time from a change at the API to its watch event reaching the instances.
     pub event_latency: Duration,
+    /// Samples also read the GPU cards (a walk over every node each time): for reports.
+    pub sample_gpus: bool,
 }
 
 /// The most scheduler instances a simulation runs.
@@ -102,6 +104,7 @@ impl Default for SimOptions {
             step_limit: None,
             schedulers: 1,
             event_latency: Duration::ZERO,
+            sample_gpus: false,
         }
     }
 }
@@ -254,6 +257,9 @@ pub struct Sample {
     /// Requested over allocatable, over all nodes (0 to 1, above 1 when over-committed).
     pub cpu_utilisation: f64,
     pub memory_utilisation: f64,
+    /// Of the free GPU memory, the share on cards already in use (`sample_gpus` only;
+    /// `None` without free card memory).
+    pub gpu_memory_stranded: Option<f64>,
 }
 
 pub struct Simulation {
@@ -579,6 +585,11 @@ impl Simulation {
             pending: self.instances.iter().map(|i| i.queue.len()).sum(),
             cpu_utilisation: share(totals.requested_milli_cpu, totals.allocatable_milli_cpu),
             memory_utilisation: share(totals.requested_memory, totals.allocatable_memory),
+            gpu_memory_stranded: self
+                .options
+                .sample_gpus
+                .then(|| crate::gpu_report::stranded_memory_share(self.cache()))
+                .flatten(),
         });
     }
 }

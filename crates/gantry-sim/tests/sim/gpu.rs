@@ -131,3 +131,29 @@ fn a_failed_bind_writes_the_cards_again_on_the_next_attempt() {
         assert!(p.annotations[gpu::DEVICES_ALLOCATED].starts_with(&format!("GPU-{node}-")));
     }
 }
+
+/// Samples read the free GPU memory stranded on cards in use only when asked. Here the
+/// job fills one node's two cards whole (nothing free there); the inference pods then
+/// take 4 of 16 GiB each on the other node's cards, and its free memory can only be
+/// stranded on a card in use or free on a card untouched: 28 GiB free with one pod on a
+/// card is 12/28 stranded; 24 GiB with two pods on one card (8/24) or on two (24/24);
+/// once every card is full nothing is free, and the share is not defined.
+#[test]
+fn samples_say_how_much_free_gpu_memory_is_stranded_on_cards_in_use() {
+    let (_, sim) = simulate(SimOptions::default());
+    assert!(sim.samples.iter().all(|s| s.gpu_memory_stranded.is_none()));
+    let options = SimOptions {
+        sample_gpus: true,
+        ..SimOptions::default()
+    };
+    let (_, sim) = simulate(options);
+    let shares: Vec<Option<f64>> = sim.samples.iter().map(|s| s.gpu_memory_stranded).collect();
+    assert_eq!(*shares.last().unwrap(), None, "every card is full");
+    assert!(
+        shares.contains(&Some(0.0)),
+        "the job alone strands nothing: {shares:?}"
+    );
+    assert!(shares.contains(&Some(12.0 / 28.0)), "{shares:?}");
+    // HAMi spreads the second pod onto the other card: all 24 GiB free are stranded.
+    assert!(shares.contains(&Some(1.0)), "{shares:?}");
+}

@@ -1,6 +1,8 @@
 //! `--report DIR`: `index.html`, a page a person reads (self-contained: plots inline, no
-//! network), and beside it `summary.json`, `placements.jsonl` and the plots as SVG files.
+//! network), and beside it `summary.json`, `placements.jsonl` and the plots as SVG files;
+//! with `--compare`, the page comparing two runs, each run's own report beside it.
 
+pub mod compare_page;
 mod devices;
 mod page;
 mod plots;
@@ -121,6 +123,22 @@ pub fn write(
         x_unit,
     }
     .draw(&file("utilisation.svg"))?;
+    let stranded: Series = (sim.samples.iter())
+        .filter_map(|s| Some((s.virtual_s / x_unit, s.gpu_memory_stranded? * 100.0)))
+        .collect();
+    let drew_stranded = !stranded.is_empty();
+    if drew_stranded {
+        LinePlot {
+            title: "GPU memory stranded: free memory on cards in use, of all free",
+            x_desc: &x_desc,
+            y_desc: "stranded / free GPU memory",
+            y_axis: YAxis::Percent,
+            series: &[("HAMi-registered cards", stranded)],
+            marks: &info.timeline,
+            x_unit,
+        }
+        .draw(&file("gpu-stranded.svg"))?;
+    }
     let throughput: Series = sim
         .samples
         .iter()
@@ -173,6 +191,11 @@ pub fn write(
     let plots = page::Plots {
         pods: svg("pods.svg")?,
         utilisation: svg("utilisation.svg")?,
+        gpu_stranded: if drew_stranded {
+            Some(svg("gpu-stranded.svg")?)
+        } else {
+            None
+        },
         nodes: svg("nodes.svg")?,
         latency: svg("latency.svg")?,
         throughput: svg("throughput.svg")?,

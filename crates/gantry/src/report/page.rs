@@ -22,6 +22,8 @@ use super::tables::{self, NodeGroupRow, WorkloadRow};
 pub struct Plots {
     pub pods: String,
     pub utilisation: String,
+    /// Free GPU memory stranded on cards in use, when the cluster has HAMi-registered cards.
+    pub gpu_stranded: Option<String>,
     pub nodes: String,
     pub latency: String,
     pub throughput: String,
@@ -277,9 +279,14 @@ fn over_time(
 ) -> std::fmt::Result {
     write!(
         html,
-        "<section id=\"time\"><h2>Over cluster time</h2><div class=\"plots\">{}{}</div>",
+        "<section id=\"time\"><h2>Over cluster time</h2><div class=\"plots\">{}{}{}</div>",
         figure(&plots.pods),
-        figure(&plots.utilisation)
+        figure(&plots.utilisation),
+        plots
+            .gpu_stranded
+            .as_deref()
+            .map(figure)
+            .unwrap_or_default()
     )?;
     if !info.timeline.is_empty() {
         html.push_str(
@@ -456,7 +463,7 @@ fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
 
-fn figure(svg: &str) -> String {
+pub(super) fn figure(svg: &str) -> String {
     let start = svg.find("<svg").unwrap_or(0);
     format!("<figure>{}</figure>", &svg[start..])
 }
@@ -509,7 +516,7 @@ pub(super) fn esc(s: &str) -> String {
 }
 
 /// Percent-encoding for a value in the address's fragment.
-fn url_encode(s: &str) -> String {
+pub(super) fn url_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -521,7 +528,7 @@ fn url_encode(s: &str) -> String {
     out
 }
 
-const STYLE: &str = "
+pub(super) const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 header{background:#1d2330;color:#fff;padding:14px 28px;position:sticky;top:0;z-index:1}
 header h1{font-size:20px;margin:0 0 6px}nav a{color:#b8c4dd;margin-right:18px;text-decoration:none;font-size:14px}
