@@ -342,6 +342,11 @@ pub async fn run(
         outage,
     });
     let dra = DraMirror::new(cache.clone(), claims);
+    let mut scheduler = scheduler;
+    if options.shadow.is_some() {
+        // A disagreement says how Gantry's cycle judged the node the other scheduler chose.
+        scheduler.keep_last_cycle();
+    }
     let scheduling = SchedulingLoop {
         scheduler,
         queue,

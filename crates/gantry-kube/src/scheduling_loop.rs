@@ -14,7 +14,7 @@ use gantry_cache::Cache;
 use gantry_framework::config::Point;
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
 use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
-use gantry_scheduler::{Attempt, Scheduler};
+use gantry_scheduler::{Attempt, OtherNode, Scheduler};
 
 use crate::dra::DraMirror;
 use crate::fence_scope;
@@ -497,7 +497,7 @@ impl SchedulingLoop {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
-        if let Some(Decision::Node(cycle)) = self.shadow.as_mut().and_then(|s| s.take(uid)) {
+        if let Some(Decision::Node(cycle, _)) = self.shadow.as_mut().and_then(|s| s.take(uid)) {
             let _ = cycle.finish(Err("deleted before it was bound".into()));
         }
         self.reaching.remove(uid);
@@ -553,7 +553,8 @@ impl SchedulingLoop {
                 let uid = pod.uid.clone();
                 match self.scheduler.binding_cycle(pod, state) {
                     Some(cycle) => {
-                        let decision = Decision::Node(Box::new(cycle));
+                        let seen = Box::new(self.scheduler.take_last_cycle());
+                        let decision = Decision::Node(Box::new(cycle), seen);
                         if let Some(shadow) = self.shadow.as_mut() {
                             shadow.decided(uid, decision);
                         }
@@ -673,18 +674,24 @@ impl SchedulingLoop {
                 shadow.missed();
                 return;
             }
-            Some(Decision::Node(cycle)) if cycle.node() == real => {
+            Some(Decision::Node(cycle, _)) if cycle.node() == real => {
                 let _ = cycle.finish(Ok(()));
                 shadow.agreed();
                 return;
             }
-            Some(Decision::Node(cycle)) => {
+            Some(Decision::Node(cycle, seen)) => {
                 let ours = cycle.node();
                 // Given back (unreserved, forgotten): the real node is judged without it.
                 let _ = cycle.finish(Err("bound elsewhere by the shadowed scheduler".into()));
                 let (reason, message) = match self.scheduler.check_placement(&placed_on(pod, real))
                 {
-                    Ok(()) => (SCORED_LOWER.to_string(), String::new()),
+                    Ok(()) => match seen.judge(real) {
+                        OtherNode::Unknown => (SCORED_LOWER.to_string(), String::new()),
+                        judged @ OtherNode::ScoredLower { .. } => {
+                            (SCORED_LOWER.to_string(), judged.to_string())
+                        }
+                        judged => (judged.kind().to_string(), judged.to_string()),
+                    },
                     Err(status) => (status.plugin().to_string(), status.message()),
                 };
                 Disagreement {

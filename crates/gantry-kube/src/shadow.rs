@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::{Pod, Sym};
-use gantry_scheduler::BindingCycle;
+use gantry_scheduler::{BindingCycle, LastCycle};
 use serde::Serialize;
 
 /// How often the summary line is logged.
@@ -25,8 +25,9 @@ pub const SCORED_LOWER: &str = "Score";
 
 /// What Gantry decided for a pod, awaiting the real binding.
 pub(crate) enum Decision {
-    /// Assumed on its node, with the cycle that concludes it.
-    Node(Box<BindingCycle>),
+    /// Assumed on its node, with the cycle that concludes it, and what the scheduling
+    /// cycle saw of the other nodes.
+    Node(Box<BindingCycle>, Box<LastCycle>),
     /// Fits nowhere, by this message (the plugins that rejected it).
     Unschedulable {
         message: String,
@@ -42,9 +43,11 @@ pub struct Disagreement {
     pub bound_to: String,
     /// Where Gantry would have; `None` when it found no node.
     pub gantry: Option<String>,
-    /// `Score` (the real node fit, Gantry scored its own higher), or the Filter plugin
-    /// that refuses the real node in Gantry's view, or for a pod Gantry found
-    /// unschedulable the plugins that rejected it.
+    /// Where the real node fits in Gantry's view now, how Gantry's cycle judged it:
+    /// `Score` (scored lower), `tie` (scored as high, the tie broken the other way), `not
+    /// searched` (the cycle stopped before reaching it), or the Filter plugin that refused
+    /// it then. Else the Filter plugin that refuses the real node now, or for a pod Gantry
+    /// found unschedulable the plugins that rejected it.
     pub reason: String,
     /// Gantry's message: why the real node does not fit, or why no node does.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -83,7 +86,7 @@ impl Shadow {
     }
 
     pub fn decided(&mut self, uid: Arc<str>, decision: Decision) {
-        if let Some(Decision::Node(earlier)) = self.decisions.insert(uid, decision) {
+        if let Some(Decision::Node(earlier, _)) = self.decisions.insert(uid, decision) {
             // A pod decided twice: the first decision is given back.
             let _ = earlier.finish(Err("decided again".into()));
         }

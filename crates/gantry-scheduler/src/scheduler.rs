@@ -15,6 +15,7 @@ use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
 use crate::host::{ScoreHeap, num_feasible_nodes_to_find, select_host};
+use crate::last_cycle::LastCycle;
 use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
 use crate::own_nodes::{self, OwnNodes};
@@ -195,6 +196,9 @@ pub struct Scheduler {
     /// its score heap's order: several instances sharing a cluster would otherwise all pick
     /// the same nodes (a single kube-scheduler has no such rival).
     pub random_ties: bool,
+    /// What the last cycle saw of the nodes, when asked to keep it (see
+    /// [`Self::keep_last_cycle`]).
+    pub(crate) last_cycle: Option<LastCycle>,
 }
 
 /// Why Permit did not let a pod through: a plugin rejected it (a fit error over its node,
@@ -241,6 +245,7 @@ impl Scheduler {
             requests: Vec::new(),
             batches,
             random_ties: false,
+            last_cycle: None,
         }
     }
 
@@ -312,6 +317,9 @@ impl Scheduler {
                 pod.scheduler_name.as_str()
             ));
         };
+        if let Some(last) = self.last_cycle.as_mut() {
+            *last = LastCycle::default();
+        }
         if let Err(inconsistent) = self.cache.update_snapshot(&mut self.snapshot) {
             return Attempt::Error(inconsistent.to_string());
         }
@@ -459,6 +467,11 @@ impl Scheduler {
                 Err(status) => return Attempt::Error(status.message()),
             }
         };
+        if let Some(last) = self.last_cycle.as_mut() {
+            let totals = &self.buffers.scores.totals;
+            let refused = std::mem::take(&mut fit_error.node_statuses);
+            last.record(&self.snapshot, &feasible, totals, refused, chosen);
+        }
         self.buffers.nodes = recycle(nodes);
         self.buffers.feasible = feasible;
         let info = self.snapshot.node_at(chosen);

@@ -18,6 +18,7 @@ use std::time::Duration;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::trace::{Op, TraceHeader, TraceReader, TraceRecord};
 use gantry_api::{Pod, Release};
+use gantry_scheduler::OtherNode;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -286,8 +287,12 @@ pub struct Divergence {
     pub recorded: usize,
     /// Of those, placed on the same node by the simulation.
     pub same_node: usize,
-    /// Placed on another node: `(pod, recorded node, simulated node)`.
-    pub other_node: Vec<(String, String, String)>,
+    /// Placed on another node: `(pod, recorded node, simulated node, why)`, the why
+    /// being how the pod's cycle judged the recorded node.
+    pub other_node: Vec<(String, String, String, String)>,
+    /// Those, counted by how the recorded node was judged: `tie`, `score`, the Filter
+    /// plugin that refused it, `not searched`, `unknown`.
+    pub other_node_by_cause: BTreeMap<String, usize>,
     /// Left pending by the simulation: `(pod, recorded node, the simulation's reason)`.
     pub pending: Vec<(String, String, String)>,
     /// Pods the simulation bound that the cluster had not bound when recording ended.
@@ -295,8 +300,14 @@ pub struct Divergence {
 }
 
 impl Divergence {
-    /// Compares `placements` (a run of the replay) with the recorded bindings.
-    pub fn of(recorded: &[RecordedBinding], placements: &[Placement]) -> Divergence {
+    /// Compares `placements` (a run of the replay) with the recorded bindings; `judged`
+    /// says how the cycles of pods placed elsewhere judged the recorded node
+    /// ([`Simulation::recorded_nodes_judged`](crate::Simulation::recorded_nodes_judged)).
+    pub fn of(
+        recorded: &[RecordedBinding],
+        placements: &[Placement],
+        judged: &HashMap<String, OtherNode>,
+    ) -> Divergence {
         let by_pod: HashMap<String, &Placement> =
             placements.iter().map(|p| (p.pod.to_string(), p)).collect();
         let mut divergence = Divergence {
@@ -307,11 +318,18 @@ impl Divergence {
             let placement = by_pod.get(&binding.pod);
             match placement.and_then(|p| p.node.as_ref()) {
                 Some(node) if **node == *binding.node => divergence.same_node += 1,
-                Some(node) => divergence.other_node.push((
-                    binding.pod.clone(),
-                    binding.node.clone(),
-                    node.to_string(),
-                )),
+                Some(node) => {
+                    let why = judged.get(&binding.pod).unwrap_or(&OtherNode::Unknown);
+                    *(divergence.other_node_by_cause)
+                        .entry(why.kind().to_string())
+                        .or_default() += 1;
+                    divergence.other_node.push((
+                        binding.pod.clone(),
+                        binding.node.clone(),
+                        node.to_string(),
+                        why.to_string(),
+                    ));
+                }
                 None => divergence.pending.push((
                     binding.pod.clone(),
                     binding.node.clone(),

@@ -157,12 +157,17 @@ pub fn run_replay() -> Result<ReplayBenchResult, String> {
     let changes = replay.events.len() + replay.recorded.len();
     let profile = default_profile_for("default-scheduler", release);
     let mut sim = Simulation::new(cluster, vec![profile], SimOptions::default())?;
+    sim.expect_bindings(&replay.recorded);
     for (at, event) in replay.events {
         sim.schedule(at, event);
     }
     let summary = sim.run().map_err(|e| e.to_string())?;
     let total_s = start.elapsed().as_secs_f64();
-    let divergence = Divergence::of(&replay.recorded, sim.placements());
+    let divergence = Divergence::of(
+        &replay.recorded,
+        sim.placements(),
+        sim.recorded_nodes_judged(),
+    );
     Ok(ReplayBenchResult {
         workload: "replay",
         nodes: NODES,

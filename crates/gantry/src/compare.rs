@@ -11,6 +11,7 @@ use std::time::Duration;
 use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::config::SchedulerConfig;
+use gantry_scheduler::OtherNode;
 use gantry_sim::replay::{Divergence, RecordedBinding};
 use gantry_sim::{Placement, PodHistory, Sample, SimEvent, SimOptions, Simulation, Summary};
 use serde::Serialize;
@@ -48,6 +49,9 @@ pub struct Outcome {
     /// Creation to binding of every pod bound, shortest first.
     #[serde(skip)]
     pub waits: Vec<Duration>,
+    /// Over a trace, how each pod placed elsewhere than recorded judged its recorded node.
+    #[serde(skip)]
+    judged: HashMap<String, OtherNode>,
 }
 
 impl Outcome {
@@ -69,15 +73,17 @@ pub struct Differences {
     pub only_b: Vec<(String, String, String)>,
 }
 
-/// Runs both arms over the same inputs.
+/// Runs both arms over the same inputs; over a trace, each follows the bindings it
+/// recorded.
 pub fn run(
     cluster: ClusterObjects,
     events: Vec<(Duration, SimEvent)>,
     arms: [Arm; 2],
+    recorded: Option<&[RecordedBinding]>,
 ) -> anyhow::Result<[Outcome; 2]> {
     let [a, b] = arms;
-    let first = run_arm(cluster.clone(), events.clone(), a)?;
-    let second = run_arm(cluster, events, b)?;
+    let first = run_arm(cluster.clone(), events.clone(), a, recorded)?;
+    let second = run_arm(cluster, events, b, recorded)?;
     Ok([first, second])
 }
 
@@ -85,9 +91,13 @@ fn run_arm(
     cluster: ClusterObjects,
     events: Vec<(Duration, SimEvent)>,
     arm: Arm,
+    recorded: Option<&[RecordedBinding]>,
 ) -> anyhow::Result<Outcome> {
     let mut sim = Simulation::new(cluster, arm.config.profiles, arm.options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", arm.label))?;
+    if let Some(recorded) = recorded {
+        sim.expect_bindings(recorded);
+    }
     for (at, event) in events {
         sim.schedule(at, event);
     }
@@ -106,6 +116,7 @@ fn run_arm(
         placements: sim.placements().to_vec(),
         samples: std::mem::take(&mut sim.samples),
         waits,
+        judged: sim.recorded_nodes_judged().clone(),
     })
 }
 
@@ -178,7 +189,7 @@ pub fn write(
     let divergences = recorded.map(|recorded| {
         outcomes
             .each_ref()
-            .map(|o| Divergence::of(recorded, o.placements()))
+            .map(|o| Divergence::of(recorded, o.placements(), &o.judged))
     });
     let mut value = json!({"a": outcomes[0], "b": outcomes[1], "differences": differences});
     if let Some([a, b]) = &divergences {

@@ -75,10 +75,20 @@ pub fn print(out: &mut dyn Write, d: &Divergence) -> std::io::Result<()> {
         d.pending.len(),
         d.bound_only_in_simulation.len()
     )?;
-    for (pod, recorded, simulated) in d.other_node.iter().take(MAX_NAMED) {
+    if !d.other_node_by_cause.is_empty() {
+        let causes: Vec<String> = (d.other_node_by_cause.iter())
+            .map(|(cause, n)| format!("{cause} {n}"))
+            .collect();
         writeln!(
             out,
-            "    {pod}: recorded on {recorded}, simulated on {simulated}"
+            "    on another node, by how the simulation judged the recorded node: {}",
+            causes.join(", ")
+        )?;
+    }
+    for (pod, recorded, simulated, why) in d.other_node.iter().take(MAX_NAMED) {
+        writeln!(
+            out,
+            "    {pod}: recorded on {recorded}, simulated on {simulated}; {recorded} {why}"
         )?;
     }
     for (pod, recorded, reason) in d.pending.iter().take(MAX_NAMED) {

@@ -249,9 +249,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 config: other,
             },
         ];
-        let outcomes = compare::run(cluster, events, arms)?;
-        let title = format!("{name}, decided as Kubernetes {release}");
         let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
+        let outcomes = compare::run(cluster, events, arms, recorded)?;
+        let title = format!("{name}, decided as Kubernetes {release}");
         return compare::write(
             &outcomes,
             recorded,
@@ -279,6 +279,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             .filter(|p| p.node_name.is_none())
             .count();
     let mut sim = Simulation::new(cluster, config.profiles, options).map_err(anyhow::Error::msg)?;
+    if let Some((recorded, _)) = &recorded {
+        sim.expect_bindings(recorded);
+    }
     for (at, event) in events {
         sim.schedule(at, event);
     }
@@ -317,9 +320,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         report::write(dir, &info, &summary, &sim)?;
     }
     let groups = sim.pod_groups();
-    let divergence = recorded
-        .as_ref()
-        .map(|(recorded, end)| (Divergence::of(recorded, sim.placements()), end.as_millis()));
+    let divergence = recorded.as_ref().map(|(recorded, end)| {
+        let judged = sim.recorded_nodes_judged();
+        (
+            Divergence::of(recorded, sim.placements(), judged),
+            end.as_millis(),
+        )
+    });
     if args.json {
         let mut value = serde_json::to_value(&summary)?;
         if !groups.is_empty() {

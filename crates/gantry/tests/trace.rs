@@ -38,7 +38,11 @@ fn replayed(trace: &str, extra: &[&str]) -> (Value, String) {
 ///   onto n1, as recorded at 5.1 s;
 /// - n3 (8 cpu) and n4 (16) arrive at 5.5 s; n2's cordon is not replayed;
 /// - d (1 cpu) at 6 s: n1 and n2 are full, n4 is emptier than n3: n4, where the
-///   cluster chose n3;
+///   cluster chose n3. The totals: TaintToleration 100 × 3 on both (no taints), the
+///   other plugins but the two below 0 or skipped; NodeResourcesFit (LeastAllocated, cpu
+///   and memory at the 200Mi default) (87 + 97) / 2 = 92 on n3, (93 + 97) / 2 = 95 on
+///   n4; BalancedAllocation (requests as made: memory 0) 100 × (1 − (1/8)/2) = 93 on
+///   n3, 100 × (1 − (1/16)/2) = 96 on n4: n3 485, n4 491;
 /// - g (2 cpu) at 8 s, never bound in the cluster: n4 (3/16 after) over n3 (2/8).
 #[test]
 fn a_small_trace_replays_as_worked_out_by_hand() {
@@ -49,7 +53,8 @@ fn a_small_trace_replays_as_worked_out_by_hand() {
         json!({
             "recorded": 4,
             "same_node": 3,
-            "other_node": [["default/d", "n3", "n4"]],
+            "other_node": [["default/d", "n3", "n4", "scored lower: 485 against 491"]],
+            "other_node_by_cause": {"score": 1},
             "pending": [],
             "bound_only_in_simulation": [["default/g", "n4"]],
             "reproduced": 0.75,
@@ -83,13 +88,109 @@ fn a_small_trace_replays_as_worked_out_by_hand() {
     assert_eq!(older["kubernetes_release"], "v1.33");
 }
 
+/// A trace of 150 identical nodes (4 cpu each; `full`, bound at the start, takes all of
+/// node-001) and three pods of 1 cpu the recorded cluster placed where the simulation
+/// does not, written out here.
+fn judged_trace() -> String {
+    let node = |name: String| {
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    };
+    let pod = |name: &str, cpu: &str, node: Option<&str>| {
+        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    };
+    let mut records = vec![
+        json!({"gantryTrace": 1, "server": "https://cluster.example:6443", "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"}),
+    ];
+    for i in 0..150 {
+        records.push(json!({"at": 0, "op": "list", "object": node(format!("node-{i:03}"))}));
+    }
+    records.push(json!({"at": 0, "op": "list", "object": pod("full", "4", Some("node-001"))}));
+    for (i, (name, recorded)) in [
+        ("far", "node-149"),
+        ("tie", "node-102"),
+        ("refused", "node-001"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let at = 1000 * (i as u64 + 1);
+        records.push(json!({"at": at, "op": "added", "object": pod(name, "1", None)}));
+        records.push(
+            json!({"at": at + 10, "op": "modified", "object": pod(name, "1", Some(recorded))}),
+        );
+    }
+    let changes = records.len() - 1;
+    records.push(json!({"at": 9000, "op": "end", "records": changes}));
+    records.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// Each pod placed elsewhere than recorded says how its cycle judged the recorded node.
+/// With 150 nodes a cycle looks for 100 feasible ones (kube-scheduler's floor; the
+/// adaptive share is 49%), from where the last one stopped:
+/// - `far` first, from node-000: node-001 refused, 100 feasible found by node-100, so
+///   node-149 was never looked at (101 of 150); equal scores, the first, node-000, wins;
+/// - `tie` from node-101: the 99 empty nodes of the 100 feasible (node-000 holds `far`)
+///   score alike and the first, node-101, wins over the recorded node-102;
+/// - `refused` from node-052 round to node-002: node-001 is full.
+#[test]
+fn the_replay_says_how_it_judged_each_recorded_node_it_did_not_choose() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("judged.jsonl");
+    std::fs::write(&trace, judged_trace()).unwrap();
+    let (summary, placements) = replayed(trace.to_str().unwrap(), &[]);
+    let replay = &summary["replay"];
+    assert_eq!(replay["same_node"], 0, "{replay}");
+    let why: Vec<(&str, &str, &str)> = replay["other_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d[0].as_str().unwrap(),
+                d[2].as_str().unwrap(),
+                d[3].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        why[0],
+        (
+            "default/far",
+            "node-000",
+            "not searched: the cycle looked at 101 of 150 nodes"
+        ),
+        "{placements}"
+    );
+    assert_eq!(why[1].0, "default/tie");
+    assert_eq!(why[1].1, "node-101");
+    assert!(why[1].2.starts_with("tied: 99 nodes scored "), "{why:?}");
+    assert_eq!(why[2].0, "default/refused");
+    assert!(
+        why[2]
+            .2
+            .starts_with("refused by NodeResourcesFit: Insufficient cpu"),
+        "{why:?}"
+    );
+    assert_eq!(
+        replay["other_node_by_cause"],
+        json!({"NodeResourcesFit": 1, "not searched": 1, "tie": 1})
+    );
+}
+
 #[test]
 fn the_text_output_leads_with_the_share_reproduced() {
     let out = gantry(&["simulate", "--trace", TRACE]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("  replay: 75.0% of the 4 bindings recorded reproduced (3 on the same node, 1 on another, 0 left pending); 1 pods bound only in the simulation\n    default/d: recorded on n3, simulated on n4\n"),
+        text.contains("  replay: 75.0% of the 4 bindings recorded reproduced (3 on the same node, 1 on another, 0 left pending); 1 pods bound only in the simulation\n    on another node, by how the simulation judged the recorded node: score 1\n    default/d: recorded on n3, simulated on n4; n3 scored lower: 485 against 491\n"),
         "{text}"
     );
     let notes = stderr(&out);

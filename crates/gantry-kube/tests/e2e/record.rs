@@ -166,11 +166,16 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
         ..SimOptions::default()
     };
     let mut sim = Simulation::new(cluster, config().profiles, options).unwrap();
+    sim.expect_bindings(&replay.recorded);
     for (at, event) in replay.events {
         sim.schedule(at, event);
     }
     sim.run().unwrap();
-    let divergence = Divergence::of(&replay.recorded, sim.placements());
+    let divergence = Divergence::of(
+        &replay.recorded,
+        sim.placements(),
+        sim.recorded_nodes_judged(),
+    );
 
     assert_eq!(divergence.recorded, 12, "{divergence:?}");
     assert_eq!(divergence.reproduced(), 1.0, "{divergence:?}");

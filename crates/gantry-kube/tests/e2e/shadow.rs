@@ -161,6 +161,10 @@ async fn a_shadow_agrees_where_it_would_decide_the_same_and_says_why_not() {
     // 100m: the empty n0 would be 2.5% used, n1 (holding p7's 1.9 cpu) 12.5%.
     assert_eq!(found[0]["gantry"], "n0", "{text}");
     assert!(
+        (found[0]["message"].as_str().unwrap()).starts_with("scored lower: "),
+        "{text}"
+    );
+    assert!(
         found[1]["gantry"].is_string() && found[1]["gantry"] != "n0",
         "{text}"
     );
@@ -219,4 +223,48 @@ async fn a_shadow_needs_only_the_read_only_role() {
     assert_eq!(api.writes(), Vec::<String>::new());
     let refused = common::rbac::refused(common::rbac::READ_ONLY, &api.requests_matching(""), "");
     assert_eq!(refused, Vec::<String>::new());
+}
+
+/// Two nodes alike: the shadow takes the first (v1.35 on: the score heap's order), and a
+/// pod bound on the other is a tie, not a lower score.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_says_when_the_other_scheduler_broke_a_tie_the_other_way() {
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("n0", 4000, "a"));
+    api.put(NODES, node("n1", 4000, "a"));
+    let lines = Lines::default();
+    let shadow = launch(RunOptions {
+        identity: "shadow".into(),
+        shadow: Some(Some(Box::new(lines.clone()))),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    let stored = api.put(PODS, pod("p", 500));
+    let scheduled = "scheduler_schedule_attempts_total{profile=\"gantry\",result=\"scheduled\"}";
+    wait_for("the shadow's decision", WAIT, || {
+        metric(&shadow, scheduled) == 1
+    })
+    .await;
+    let mut bound = stored;
+    bound["spec"]["nodeName"] = json!("n1");
+    api.put(PODS, bound);
+    let disagree = "gantry_shadow_decisions_total{result=\"disagree\"}";
+    wait_for("the shadow's comparison", WAIT, || {
+        metric(&shadow, disagree) == 1
+    })
+    .await;
+    let text = String::from_utf8(lines.0.lock().clone()).unwrap();
+    let found: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(found["gantry"], "n0", "{text}");
+    assert_eq!(found["reason"], "tie", "{text}");
+    assert!(
+        (found["message"].as_str().unwrap()).starts_with("tied: 2 nodes scored "),
+        "{text}"
+    );
+    let metrics = shadow.running.shared.scheduler_metrics();
+    assert!(
+        metrics.contains("gantry_shadow_disagreements_total{reason=\"tie\"} 1"),
+        "{metrics}"
+    );
+    shadow.stop().await.unwrap();
 }

@@ -39,6 +39,9 @@ impl Simulation {
         let started = Instant::now();
         let attempt = self.instances[instance].scheduler.schedule_one(&queued.pod);
         self.latencies_us.push(started.elapsed().as_micros() as u64);
+        if let Attempt::Scheduled { node, .. } = &attempt {
+            self.judge_recorded_node(instance, &queued.pod, *node);
+        }
         self.conclude(instance, index, queued, attempt);
         self.serve_requests(instance);
     }

@@ -39,6 +39,7 @@ use crate::records::{DuplicatePod, PodRecords};
 
 mod binding;
 mod events;
+mod recorded;
 mod report;
 mod waiting;
 
@@ -288,6 +289,8 @@ pub struct Simulation {
     pub samples: Vec<Sample>,
     /// Pods waiting at Permit.
     waiting: waiting::WaitingPods,
+    /// A replay's recorded bindings, and why the simulation placed pods elsewhere.
+    recorded: recorded::RecordedNodes,
 }
 
 /// Binds refused because their decisions were outdated.
@@ -433,6 +436,7 @@ impl Simulation {
             latencies_us: Vec::new(),
             samples: Vec::new(),
             waiting: waiting::WaitingPods::new(),
+            recorded: recorded::RecordedNodes::default(),
         };
         for pod in pending {
             sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod)));

@@ -258,6 +258,20 @@ under each configuration. Waits run from a pod's creation to its binding, in clu
             db.reproduced() * 100.0,
             signed((db.reproduced() - da.reproduced()) * 100.0, " pp")
         )?;
+        // Why each run placed pods elsewhere than recorded: how it judged the recorded node.
+        let mut causes: Vec<&String> = da.other_node_by_cause.keys().collect();
+        causes.extend(db.other_node_by_cause.keys());
+        causes.sort();
+        causes.dedup();
+        for cause in causes {
+            let n = |d: &Divergence| d.other_node_by_cause.get(cause).copied().unwrap_or(0);
+            count(
+                html,
+                &format!("elsewhere than recorded: {}", esc(cause)),
+                n(da),
+                n(db),
+            )?;
+        }
     }
     html.push_str("</tbody></table></section>\n");
     Ok(())
