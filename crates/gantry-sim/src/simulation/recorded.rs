@@ -44,7 +44,8 @@ impl Simulation {
             return;
         };
         if recorded == node {
-            self.recorded.judged.remove(&key);
+            // A judgement left from an earlier attempt is read only for pods placed
+            // elsewhere in the end.
             return;
         }
         let scheduler = &self.instances[instance].scheduler;
