@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// [default: 31]; estimate: runs (at most 7).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     repetitions: Option<usize>,
+    /// replay: also write the trace it replays (gzip) to this file, for `simulate --trace`
+    /// (and `--compare`) to replay the same.
+    #[arg(long)]
+    write_trace: Option<std::path::PathBuf>,
 }
 
 /// The workloads that are not scheduling runs of `gantry_sim::bench` (nor `all`).
@@ -368,6 +372,10 @@ fn gang(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn replay(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.write_trace {
+        std::fs::write(path, gantry_sim::replay_bench::trace())
+            .map_err(|e| anyhow::anyhow!("--write-trace {}: {e}", path.display()))?;
+    }
     let r = gantry_sim::replay_bench::run_replay().map_err(anyhow::Error::msg)?;
     let release = gantry_api::Release::at(35);
     let line = if args.json {
