@@ -35,6 +35,8 @@ pub struct Arm {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub config: String,
+    /// The release it decided as.
+    pub kubernetes_release: String,
     pub summary: Summary,
     /// Seconds from creation to binding, of the pods bound: p50, p90, p99, max.
     pub wait_s: [f64; 4],
@@ -73,17 +75,16 @@ pub struct Differences {
     pub only_b: Vec<(String, String, String)>,
 }
 
-/// Runs both arms over the same inputs; over a trace, each follows the bindings it
-/// recorded.
+/// Runs both arms over their inputs (the same, but as each release reads them); over a
+/// trace, each follows the bindings it recorded.
 pub fn run(
-    cluster: ClusterObjects,
-    events: Vec<(Duration, SimEvent)>,
+    [a_inputs, b_inputs]: [(ClusterObjects, Vec<(Duration, SimEvent)>); 2],
     arms: [Arm; 2],
     recorded: Option<&[RecordedBinding]>,
 ) -> anyhow::Result<[Outcome; 2]> {
     let [a, b] = arms;
-    let first = run_arm(cluster.clone(), events.clone(), a, recorded)?;
-    let second = run_arm(cluster, events, b, recorded)?;
+    let first = run_arm(a_inputs.0, a_inputs.1, a, recorded)?;
+    let second = run_arm(b_inputs.0, b_inputs.1, b, recorded)?;
     Ok([first, second])
 }
 
@@ -93,6 +94,7 @@ fn run_arm(
     arm: Arm,
     recorded: Option<&[RecordedBinding]>,
 ) -> anyhow::Result<Outcome> {
+    let release = arm.config.release;
     let mut sim = Simulation::new(cluster, arm.config.profiles, arm.options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", arm.label))?;
     if let Some(recorded) = recorded {
@@ -108,6 +110,7 @@ fn run_arm(
     let waits = waits(sim.histories());
     let groups = sim.pod_groups();
     Ok(Outcome {
+        kubernetes_release: release.to_string(),
         config: arm.label,
         summary,
         wait_s: quantiles(&waits),
@@ -182,7 +185,7 @@ pub fn write(
     recorded: Option<&[RecordedBinding]>,
     json: bool,
     title: &str,
-    release: Release,
+    releases: [Release; 2],
     report: Option<(&Path, [crate::report::compare_page::Configuration; 2])>,
 ) -> anyhow::Result<()> {
     let differences = differences(&outcomes[0], &outcomes[1]);
@@ -196,11 +199,11 @@ pub fn write(
         value["a"]["replay"] = serde_json::to_value(a)?;
         value["b"]["replay"] = serde_json::to_value(b)?;
     }
-    let line = crate::output::with_release(value, release).to_string();
+    let line = crate::output::with_release(value, releases[0]).to_string();
     if let Some((dir, configurations)) = report {
         let runs = crate::report::compare_page::ComparedRuns {
             title,
-            release,
+            releases,
             outcomes,
             differences: &differences,
             divergences: divergences.as_ref(),

@@ -48,6 +48,11 @@ pub fn with_files(live: Option<LiveCluster>, files: ClusterObjects) -> ClusterOb
 impl LiveArgs {
     /// The release to decide as, and the cluster read from its API server when
     /// `--kubeconfig` was given (its objects not yet admitted, as files' are not).
+    /// `--kubeconfig`, when given (`Some(None)`: found as kubectl finds it).
+    pub fn kubeconfig(&self) -> Option<&Option<PathBuf>> {
+        self.kubeconfig.as_ref()
+    }
+
     pub fn read(&self, release: &ReleaseArgs) -> anyhow::Result<(Release, Option<LiveCluster>)> {
         let Some(kubeconfig) = &self.kubeconfig else {
             return Ok((release.release()?, None));

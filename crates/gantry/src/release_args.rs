@@ -30,6 +30,30 @@ impl ReleaseArgs {
         self.emulated_version.is_some()
     }
 
+    /// The release a comparison's B decides as: `version` (else A's) with `gates` (else
+    /// `--feature-gates`).
+    pub fn other_release(
+        &self,
+        version: Option<&str>,
+        gates: Option<&str>,
+        a: Release,
+    ) -> anyhow::Result<Release> {
+        let a_version = format!("1.{}", a.minor());
+        let release = Release::parse(
+            Some(version.unwrap_or(&a_version)),
+            gates.or(self.feature_gates.as_deref()),
+        );
+        // The error names B's own flag, or says A's gates were taken for B.
+        release.map_err(|mut e| {
+            e.flag = match (e.flag, gates) {
+                ("--emulated-version", _) => "--compare-emulated-version",
+                ("--feature-gates", Some(_)) => "--compare-feature-gates",
+                _ => "--feature-gates (for B's release)",
+            };
+            e.into()
+        })
+    }
+
     /// The release `MAJOR.MINOR` with the `--feature-gates` given.
     pub fn release_at(&self, version: &str) -> anyhow::Result<Release> {
         Ok(Release::parse(

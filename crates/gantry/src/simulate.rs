@@ -1,5 +1,7 @@
 //! `gantry simulate`: the real scheduler over a cluster from manifests or a scenario.
 
+mod compare_arms;
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,13 +11,12 @@ use anyhow::Context;
 use clap::Args;
 use gantry_api::Release;
 use gantry_framework::config::SchedulerConfig;
-use gantry_sim::replay::Divergence;
+use gantry_sim::replay::{Divergence, RecordedBinding};
 use gantry_sim::scenario::Scenario;
 use gantry_sim::{
     BindLatency, MAX_SCHEDULERS, Placement, SimEvent, SimOptions, Simulation, Summary,
 };
 
-use crate::compare::{self, Arm};
 use crate::output::Say;
 use crate::report::{self, RunInfo};
 use crate::{load, output};
@@ -54,6 +55,13 @@ pub struct SimulateArgs {
     /// --report, a page comparing them, and each run's own report in `a/` and `b/`.
     #[arg(long, conflicts_with = "placements")]
     compare: Option<PathBuf>,
+    /// Run the inputs again deciding as this release (MAJOR.MINOR), and compare: B's
+    /// release (default A's). B's configuration is --compare's, else --config's.
+    #[arg(long, value_name = "MAJOR.MINOR", conflicts_with = "placements")]
+    compare_emulated_version: Option<String>,
+    /// B's feature gates (default --feature-gates), as --feature-gates takes them.
+    #[arg(long, value_name = "NAME=BOOL,...", conflicts_with = "placements")]
+    compare_feature_gates: Option<String>,
     /// Seed for bind latencies and, deciding as Kubernetes 1.28 to 1.34, tie-breaking (from
     /// 1.35 equal scores go by the score heap's order, as upstream): the same input and
     /// seed give the same placements.
@@ -122,145 +130,19 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let live_server = live.as_ref().map(|l| l.server.clone());
     let config = load::config(args.config.as_deref(), release)?;
-    let mut recorded = None;
+    let (scenario, recorded) = read_inputs(&args, release, &config, live)?;
+    if args.compares() {
+        let inputs = describe_inputs(&args, live_server.as_deref());
+        return compare_arms::run(&args, (release, config), scenario, recorded, inputs);
+    }
     let Scenario {
         name,
-        mut cluster,
-        mut events,
+        cluster,
+        events,
         timeline,
-    } = match &args.trace {
-        Some(path) => {
-            let replay = crate::replay::read(path, release, &config)?;
-            if !replay.not_replayed.is_empty() {
-                let counts: Vec<String> = (replay.not_replayed.iter())
-                    .map(|(what, n)| format!("{n} {what}"))
-                    .collect();
-                let note = format!("changes not replayed: {}", counts.join(", "));
-                output::say(Say::Note, &note);
-            }
-            recorded = Some((replay.recorded, replay.end));
-            Scenario {
-                name: path.display().to_string(),
-                cluster: replay.cluster,
-                events: replay.events,
-                timeline: Vec::new(),
-            }
-        }
-        None => inputs(&args, release, live)?,
-    };
-    load::print_notes(&cluster);
-    let mut pending = load::manifests(&args.pods, release)?;
-    load::print_notes(&pending);
-    load::note_unread(
-        &pending,
-        "--pods",
-        &[
-            "Pod",
-            "PodGroup",
-            "PriorityClass",
-            "DeviceClass",
-            "ResourceSlice",
-            "ResourceClaim",
-            "ResourceClaimTemplate",
-        ],
-        "put the cluster's other objects in --cluster",
-    );
-    // Claims, templates, classes and slices may come with the pods as well.
-    cluster.dra.extend(std::mem::take(&mut pending.dra));
-    cluster.admit_with(&mut pending)?;
-    // PodGroups first: at one time, events happen in the order they were given.
-    for group in std::mem::take(&mut pending.pod_groups) {
-        events.push((Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(group))));
-    }
-    for group in std::mem::take(&mut pending.coscheduling_groups) {
-        let group = Arc::new(group);
-        events.push((Duration::ZERO, SimEvent::CreateCoschedulingGroup(group)));
-    }
-    for pod in pending.pods {
-        anyhow::ensure!(
-            pod.node_name.is_none(),
-            "{}: pod {} is already bound (spec.nodeName); put bound pods in --cluster",
-            "--pods",
-            pod.key()
-        );
-        events.push((Duration::ZERO, SimEvent::CreatePod(Arc::new(pod))));
-    }
+    } = scenario;
     let options = sim_options(&args, &config);
     let inputs = describe_inputs(&args, live_server.as_deref());
-    if let Some(path) = &args.compare {
-        let other = load::config(Some(path), release)?;
-        let label = |file: Option<&Path>| {
-            file.map_or_else(
-                || "kube-scheduler's defaults".into(),
-                |f| f.display().to_string(),
-            )
-        };
-        let b_options = sim_options(&args, &other);
-        let configuration = |file: Option<&Path>, config: &SchedulerConfig| {
-            let text = file.map(|f| load::read_text(f, load::MAX_CONFIG_BYTES, "config"));
-            anyhow::Ok(report::compare_page::Configuration {
-                profiles: report::describe_profiles(&config.profiles),
-                text: text.transpose()?,
-            })
-        };
-        let configurations = match &args.report {
-            Some(dir) => Some((
-                dir.as_path(),
-                [
-                    configuration(args.config.as_deref(), &config)?,
-                    configuration(Some(path), &other)?,
-                ],
-            )),
-            None => None,
-        };
-        // Each run's own report, when asked for: B's names B's configuration.
-        let own_report = |side: usize, options: &SimOptions, config: &SchedulerConfig| {
-            let dir = args.report.as_ref()?;
-            let mut inputs = inputs.clone();
-            if side == 1 {
-                inputs.retain(|(flag, _)| flag != "--config");
-                inputs.push(("--compare".into(), path.display().to_string()));
-            }
-            let info = RunInfo {
-                name: name.clone(),
-                inputs,
-                settings: describe_settings(options, config),
-                release,
-                timeline: timeline.clone(),
-                nodes_at_start: cluster.nodes.len(),
-            };
-            Some((dir.join(report::compare_page::ARM_DIRS[side]), info))
-        };
-        let (a_report, b_report) = (
-            own_report(0, &options, &config),
-            own_report(1, &b_options, &other),
-        );
-        let arms = [
-            Arm {
-                label: label(args.config.as_deref()),
-                report: a_report,
-                options,
-                config,
-            },
-            Arm {
-                label: label(Some(path)),
-                report: b_report,
-                options: b_options,
-                config: other,
-            },
-        ];
-        let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
-        let outcomes = compare::run(cluster, events, arms, recorded)?;
-        let title = format!("{name}, decided as Kubernetes {release}");
-        return compare::write(
-            &outcomes,
-            recorded,
-            args.json,
-            &title,
-            release,
-            configurations,
-        );
-    }
     let info = RunInfo {
         name,
         inputs,
@@ -352,6 +234,89 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             print_pod_groups(out, &groups)
         })
     }
+}
+
+/// The recorded bindings of a replayed trace, and when it ends.
+type Recorded = Option<(Vec<RecordedBinding>, Duration)>;
+
+/// The cluster and timed events to simulate, as `release` reads them: a trace (with the
+/// bindings it recorded), or the inputs (scenario, files, live cluster), with `--pods`.
+fn read_inputs(
+    args: &SimulateArgs,
+    release: Release,
+    config: &SchedulerConfig,
+    live: Option<crate::live::LiveCluster>,
+) -> anyhow::Result<(Scenario, Recorded)> {
+    let mut recorded = None;
+    let Scenario {
+        name,
+        mut cluster,
+        mut events,
+        timeline,
+    } = match &args.trace {
+        Some(path) => {
+            let replay = crate::replay::read(path, release, config)?;
+            if !replay.not_replayed.is_empty() {
+                let counts: Vec<String> = (replay.not_replayed.iter())
+                    .map(|(what, n)| format!("{n} {what}"))
+                    .collect();
+                let note = format!("changes not replayed: {}", counts.join(", "));
+                output::say(Say::Note, &note);
+            }
+            recorded = Some((replay.recorded, replay.end));
+            Scenario {
+                name: path.display().to_string(),
+                cluster: replay.cluster,
+                events: replay.events,
+                timeline: Vec::new(),
+            }
+        }
+        None => inputs(args, release, live)?,
+    };
+    load::print_notes(&cluster);
+    let mut pending = load::manifests(&args.pods, release)?;
+    load::print_notes(&pending);
+    load::note_unread(
+        &pending,
+        "--pods",
+        &[
+            "Pod",
+            "PodGroup",
+            "PriorityClass",
+            "DeviceClass",
+            "ResourceSlice",
+            "ResourceClaim",
+            "ResourceClaimTemplate",
+        ],
+        "put the cluster's other objects in --cluster",
+    );
+    // Claims, templates, classes and slices may come with the pods as well.
+    cluster.dra.extend(std::mem::take(&mut pending.dra));
+    cluster.admit_with(&mut pending)?;
+    // PodGroups first: at one time, events happen in the order they were given.
+    for group in std::mem::take(&mut pending.pod_groups) {
+        events.push((Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(group))));
+    }
+    for group in std::mem::take(&mut pending.coscheduling_groups) {
+        let group = Arc::new(group);
+        events.push((Duration::ZERO, SimEvent::CreateCoschedulingGroup(group)));
+    }
+    for pod in pending.pods {
+        anyhow::ensure!(
+            pod.node_name.is_none(),
+            "{}: pod {} is already bound (spec.nodeName); put bound pods in --cluster",
+            "--pods",
+            pod.key()
+        );
+        events.push((Duration::ZERO, SimEvent::CreatePod(Arc::new(pod))));
+    }
+    let scenario = Scenario {
+        name,
+        cluster,
+        events,
+        timeline,
+    };
+    Ok((scenario, recorded))
 }
 
 /// The cluster and timed events to simulate: from a scenario (plus any manifests and the

@@ -122,3 +122,94 @@ fn over_a_trace_each_side_says_how_much_it_reproduced() {
         assert!(report.join(own).is_file(), "{own} is written");
     }
 }
+
+const RELEASES_CLUSTER: &str = "testdata/compare/releases-cluster.yaml";
+const RELEASES_POD: &str = "testdata/compare/releases-pod.yaml";
+const BALANCED_X3: &str = "testdata/compare/balanced-weight-3.yaml";
+
+/// Two releases in one run: v1.36's BalancedAllocation scores the change in balance
+/// (#135573), v1.35's the balance with the pod. `busy` (10 cpu, 10Gi) holds 8Gi of
+/// memory, `empty` is alike and empty; p asks 4 cpu. With BalancedAllocation weighing 3:
+/// - NodeResourcesFit (LeastAllocated; p's memory and q's cpu at the 100m/200Mi
+///   defaults): busy (59 + 18) / 2 = 38, empty (60 + 98) / 2 = 79;
+/// - BalancedAllocation, v1.35: 100 × (1 − |0.4 − 0.8| / 2) = 80 on busy and
+///   100 × (1 − 0.4 / 2) = 80 on empty: empty by the fit, 619 to 578;
+/// - v1.36: busy's balance goes from 60 to 80, 50 + (50 + 80 − 60) / 2 = 85; empty's
+///   from 100 to 80, 50 + (50 + 80 − 100) / 2 = 65: busy, 593 to 574
+///   (TaintToleration's 300 on both).
+#[test]
+fn two_releases_side_by_side_as_worked_out_by_hand() {
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        RELEASES_CLUSTER,
+        "--pods",
+        RELEASES_POD,
+        "--config",
+        BALANCED_X3,
+        "--emulated-version",
+        "1.36",
+        "--compare-emulated-version",
+        "1.35",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["differences"]["other_node"],
+        json!([["default/p", "busy", "empty"]])
+    );
+    assert_eq!(v["a"]["kubernetes_release"], "v1.36");
+    assert_eq!(v["b"]["kubernetes_release"], "v1.35");
+    assert_eq!(
+        v["a"]["config"],
+        format!("{BALANCED_X3}, as Kubernetes v1.36")
+    );
+    // Gates alone make a comparison too: the same release, the same placements.
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        RELEASES_CLUSTER,
+        "--pods",
+        RELEASES_POD,
+        "--compare-feature-gates",
+        "OpportunisticBatching=false",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["differences"]["bound_in_both"], 1);
+    assert_eq!(v["differences"]["other_node"], json!([]));
+    // B's flags are named in their errors; A's gates taken for B's release, as such.
+    for (args, error) in [
+        (
+            &["--compare-emulated-version", "1.99"][..],
+            "error: --compare-emulated-version: Gantry decides as Kubernetes 1.28 to 1.37, not 1.99",
+        ),
+        (
+            &["--compare-feature-gates", "Foo=true"],
+            "error: --compare-feature-gates: unrecognized feature gate: Foo",
+        ),
+        (
+            &[
+                "--feature-gates",
+                "OpportunisticBatching=false",
+                "--compare-emulated-version",
+                "1.34",
+            ],
+            "error: --feature-gates (for B's release): feature gate OpportunisticBatching does not exist in Kubernetes 1.34",
+        ),
+    ] {
+        let mut all = vec![
+            "simulate",
+            "--cluster",
+            RELEASES_CLUSTER,
+            "--pods",
+            RELEASES_POD,
+        ];
+        all.extend_from_slice(args);
+        let out = gantry(&all);
+        assert!(!out.status.success());
+        assert!(stderr(&out).starts_with(error), "{}", stderr(&out));
+    }
+}

@@ -217,6 +217,20 @@ fn simulate_reads_a_live_cluster_as_its_dump_and_decides_as_its_release() {
         1,
         "{placements}"
     );
+    // One read decodes as one release: comparing with another needs a dump.
+    let other = common::gantry(&[
+        "simulate",
+        "--kubeconfig",
+        &kubeconfig,
+        "--compare-emulated-version",
+        "1.34",
+    ]);
+    assert!(!other.status.success());
+    assert!(
+        stderr(&other).contains("error: --compare-emulated-version and --compare-feature-gates need a dump, a scenario or a trace, not --kubeconfig"),
+        "{}",
+        stderr(&other)
+    );
 }
 
 #[test]

@@ -32,7 +32,8 @@ pub struct Configuration {
 /// What the page compares.
 pub struct ComparedRuns<'a> {
     pub title: &'a str,
-    pub release: Release,
+    /// A's and B's.
+    pub releases: [Release; 2],
     pub outcomes: &'a [Outcome; 2],
     pub differences: &'a Differences,
     /// Each run against the bindings a replayed trace recorded.
@@ -279,12 +280,17 @@ under each configuration. Waits run from a pod's creation to its binding, in clu
 
 /// Each run's profiles, a row whose two values differ marked, then the files as written.
 fn configurations(html: &mut String, runs: &ComparedRuns) -> std::fmt::Result {
+    let [ra, rb] = runs.releases;
+    let releases = if ra == rb {
+        format!("Both decided as Kubernetes {ra}.")
+    } else {
+        format!("A decided as Kubernetes {ra}, B as {rb}.")
+    };
     write!(
         html,
-        "<section id=\"configurations\"><h2>Configurations</h2><p class=\"hint\">Both decided as \
-Kubernetes {}. Each profile's plugins as the run read them; rows that differ are marked. \
-The files follow, with the plugins' arguments.</p><table><thead><tr><th></th><th>A</th><th>B</th></tr></thead><tbody>",
-        runs.release
+        "<section id=\"configurations\"><h2>Configurations</h2><p class=\"hint\">{releases} \
+Each profile's plugins as the run read them; rows that differ are marked. \
+The files follow, with the plugins' arguments.</p><table><thead><tr><th></th><th>A</th><th>B</th></tr></thead><tbody>"
     )?;
     let [a, b] = runs.configurations.each_ref().map(|c| &c.profiles[..]);
     let mut keys: Vec<&str> = a.iter().map(|(k, _)| k.as_str()).collect();
