@@ -30,6 +30,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -240,6 +241,8 @@ func main() {
 			pc.Namespace = ""
 			_, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
 			must(err)
+		case "StorageClass", "CSIDriver", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
+			createStorageObject(ctx, client, it)
 		default:
 			must(fmt.Errorf("cluster.yaml: kind %s not handled", it.kind))
 		}
@@ -282,6 +285,7 @@ func main() {
 	informerFactory.WaitForCacheSync(ctx.Done())
 	must(sched.WaitForHandlersSync(ctx))
 	go sched.Run(ctx)
+	go emulateProvisioner(ctx, client)
 
 	var _ informers.SharedInformerFactory = informerFactory
 	steps := readList(filepath.Join(dir, "steps.yaml"))
@@ -372,6 +376,95 @@ func main() {
 
 // createNode creates a Node as the API server would store it (core/v1 defaults, the
 // hostname label the kubelet sets) and returns its name.
+// createStorageObject creates a StorageClass, CSIDriver, CSIStorageCapacity,
+// PersistentVolumeClaim or PersistentVolume of cluster.yaml, as the API server would
+// store it (claims and capacities in "default" unless they name a namespace).
+func createStorageObject(ctx context.Context, client *fake.Clientset, it item) {
+	var err error
+	switch it.kind {
+	case "StorageClass":
+		var o storagev1.StorageClass
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		_, err = client.StorageV1().StorageClasses().Create(ctx, &o, metav1.CreateOptions{})
+	case "CSIDriver":
+		var o storagev1.CSIDriver
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		_, err = client.StorageV1().CSIDrivers().Create(ctx, &o, metav1.CreateOptions{})
+	case "CSIStorageCapacity":
+		var o storagev1.CSIStorageCapacity
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		_, err = client.StorageV1().CSIStorageCapacities(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+	case "PersistentVolumeClaim":
+		var o v1.PersistentVolumeClaim
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		_, err = client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+	case "PersistentVolume":
+		var o v1.PersistentVolume
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		_, err = client.CoreV1().PersistentVolumes().Create(ctx, &o, metav1.CreateOptions{})
+	}
+	must(err)
+}
+
+// emulateProvisioner stands in for a CSI driver's external provisioner and the PV
+// controller, which the fake clientset does not run: a claim the scheduler marked with
+// the selected-node annotation gets a volume of its size on that node, and is bound to
+// it, so that VolumeBinding's PreBind sees it fully bound and the pod is bound.
+func emulateProvisioner(ctx context.Context, client *fake.Clientset) {
+	const selectedNode = "volume.kubernetes.io/selected-node"
+	for ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		claims, err := client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for i := range claims.Items {
+			claim := claims.Items[i]
+			node, ok := claim.Annotations[selectedNode]
+			if !ok || claim.Spec.VolumeName != "" {
+				continue
+			}
+			class := ""
+			if claim.Spec.StorageClassName != nil {
+				class = *claim.Spec.StorageClassName
+			}
+			pv := &v1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: "pv-" + claim.Namespace + "-" + claim.Name},
+				Spec: v1.PersistentVolumeSpec{
+					Capacity:         v1.ResourceList{v1.ResourceStorage: claim.Spec.Resources.Requests[v1.ResourceStorage]},
+					AccessModes:      claim.Spec.AccessModes,
+					StorageClassName: class,
+					ClaimRef:         &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID},
+					PersistentVolumeSource: v1.PersistentVolumeSource{
+						CSI: &v1.CSIPersistentVolumeSource{Driver: "emulated", VolumeHandle: claim.Name},
+					},
+					NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+						MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{node}}},
+					}}}},
+				},
+				Status: v1.PersistentVolumeStatus{Phase: v1.VolumeBound},
+			}
+			if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+				continue
+			}
+			claim.Spec.VolumeName = pv.Name
+			claim.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+			claim.Status.Phase = v1.ClaimBound
+			claim.ResourceVersion = nextRV()
+			_, err := client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, &claim, metav1.UpdateOptions{})
+			must(err)
+		}
+	}
+}
+
 func createNode(ctx context.Context, client *fake.Clientset, raw []byte) string {
 	var n v1.Node
 	must(json.Unmarshal(raw, &n))

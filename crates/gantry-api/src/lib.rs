@@ -35,6 +35,6 @@ pub use quantity::{Quantity, QuantityFormat};
 pub use release::{Gate, LeftOutNodes, Release};
 pub use resources::{ResourceName, Resources};
 pub use storage::{
-    AccessMode, ClaimPhase, ClaimRef, CsiNode, CsiNodeDriver, PersistentVolume,
-    PersistentVolumeClaim, StorageClass, VolumeBindingMode,
+    AccessMode, ClaimPhase, ClaimRef, CsiDriver, CsiNode, CsiNodeDriver, PersistentVolume,
+    PersistentVolumeClaim, StorageCapacity, StorageClass, VolumeBindingMode,
 };

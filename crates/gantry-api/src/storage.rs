@@ -55,6 +55,11 @@ pub struct PersistentVolume {
     pub claim_ref: Option<ClaimRef>,
     /// `spec.csi.driver`, for CSI volumes.
     pub csi_driver: Option<Sym>,
+    /// `status.phase` is `Available`, or not given (a hand-written file): upstream's
+    /// `FindMatchingVolume` passes over a volume in another phase (a new one the PV
+    /// controller has not made available yet, a released or failed one) unless it is
+    /// bound to the claim.
+    pub available: bool,
 }
 
 impl PersistentVolume {
@@ -135,6 +140,45 @@ impl StorageClass {
         self.allowed_topologies
             .as_ref()
             .is_none_or(|s| s.matches(*NO_NODE_NAME, node_labels))
+    }
+}
+
+/// A CSIDriver, as VolumeBinding reads it: whether its volumes are provisioned only where
+/// CSIStorageCapacity objects say there is room (`spec.storageCapacity`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiDriver {
+    pub name: Sym,
+    pub storage_capacity: bool,
+}
+
+/// A CSIStorageCapacity: how large a volume of a storage class can be provisioned on the
+/// nodes its topology selects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StorageCapacity {
+    /// `namespace/name`, for messages.
+    pub key: String,
+    pub storage_class: Sym,
+    /// `nodeTopology`: `None` reaches no node, an empty selector every node.
+    pub node_topology: Option<crate::LabelSelector>,
+    /// `capacity` and `maximumVolumeSize`, in bytes.
+    pub capacity: Option<i64>,
+    pub maximum_volume_size: Option<i64>,
+}
+
+impl StorageCapacity {
+    /// Upstream's `capacitySufficient`: the largest volume it allows (`maximumVolumeSize`
+    /// when set, else `capacity`; neither: none) is at least `bytes`.
+    pub fn allows(&self, bytes: i64) -> bool {
+        self.maximum_volume_size
+            .or(self.capacity)
+            .is_some_and(|limit| limit >= bytes)
+    }
+
+    /// Upstream's `nodeHasAccess`: the topology selects the node's labels.
+    pub fn reaches(&self, node_labels: &Labels) -> bool {
+        self.node_topology
+            .as_ref()
+            .is_some_and(|selector| selector.matches(node_labels))
     }
 }
 

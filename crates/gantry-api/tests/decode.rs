@@ -508,3 +508,46 @@ fn an_ephemeral_volume_uses_the_claim_named_after_pod_and_volume() {
     assert_eq!(volumes[1].persistent_claim(), Some("data"));
     assert_eq!(objects.pvcs[0].controller_uid.as_deref(), Some("pod-uid"));
 }
+
+/// CSIDrivers and CSIStorageCapacities, as VolumeBinding's capacity check reads them; a
+/// quantity that does not parse names its field.
+#[test]
+fn csi_drivers_and_storage_capacities_decode() {
+    let yaml = r#"
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.example.com}
+spec: {storageCapacity: true}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: fast-n2, namespace: storage}
+storageClassName: fast
+nodeTopology: {matchLabels: {kubernetes.io/hostname: n2}}
+capacity: 100Gi
+maximumVolumeSize: 5Gi
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: nowhere}
+storageClassName: fast
+"#;
+    let objects = ClusterObjects::decode(yaml, "capacity.yaml").unwrap();
+    assert_eq!(objects.csi_drivers.len(), 1);
+    assert!(objects.csi_drivers[0].storage_capacity);
+    let [reaching, nowhere] = &objects.storage_capacities[..] else {
+        panic!("{:?}", objects.storage_capacities)
+    };
+    assert_eq!(reaching.key, "storage/fast-n2");
+    assert_eq!(reaching.capacity, Some(100 << 30));
+    assert!(reaching.allows(5 << 30) && !reaching.allows((5 << 30) + 1));
+    let n2 = gantry_api::Labels::from_strs([("kubernetes.io/hostname", "n2")]);
+    assert!(reaching.reaches(&n2));
+    assert!(
+        !nowhere.reaches(&n2) && !nowhere.allows(1),
+        "no topology, no size"
+    );
+    let bad = yaml.replace("capacity: 100Gi", "capacity: lots");
+    let error = ClusterObjects::decode(&bad, "capacity.yaml").unwrap_err();
+    assert!(error.to_string().contains("capacity"), "{error}");
+}

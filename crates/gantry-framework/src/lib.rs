@@ -14,6 +14,7 @@ pub mod plugins;
 mod profile;
 pub mod signature;
 mod status;
+mod storage_capacity;
 
 pub use cycle_state::{CycleState, StateData};
 pub use events::{ActionType, ClusterEvent, EventResource};
@@ -22,3 +23,4 @@ pub use objects::{ApiObjects, StorageObjects};
 pub use profile::{Profile, QueueSort, WeightedScorePlugin};
 pub use signature::Signature;
 pub use status::{Code, Status};
+pub use storage_capacity::StorageCapacities;

@@ -28,6 +28,7 @@ pub struct ApiObjects {
     /// their selectors (`None`: they have none).
     controllers: HashMap<(ControllerKind, Sym, Sym), Option<LabelSelector>, RandomState>,
     storage: Arc<StorageObjects>,
+    storage_capacities: Arc<crate::StorageCapacities>,
     disruption_budgets: Arc<[PodDisruptionBudget]>,
     /// The PodGroups and their members, as the scheduler's cache holds them (shared with
     /// it: [`ApiObjects::share_pod_groups`]).
@@ -141,6 +142,7 @@ impl ApiObjects {
             &cluster.storage_classes,
             &cluster.csi_nodes,
         );
+        objects.set_storage_capacities(&cluster.csi_drivers, &cluster.storage_capacities);
         objects.disruption_budgets = cluster.pdbs.iter().cloned().collect();
         objects.set_controllers(&cluster.controllers);
         objects
@@ -218,6 +220,19 @@ impl ApiObjects {
 
     pub fn storage(&self) -> &Arc<StorageObjects> {
         &self.storage
+    }
+
+    /// Replaces the CSIDrivers and CSIStorageCapacities.
+    pub fn set_storage_capacities(
+        &mut self,
+        drivers: &[gantry_api::CsiDriver],
+        capacities: &[gantry_api::StorageCapacity],
+    ) {
+        self.storage_capacities = Arc::new(crate::StorageCapacities::new(drivers, capacities));
+    }
+
+    pub fn storage_capacities(&self) -> &crate::StorageCapacities {
+        &self.storage_capacities
     }
 
     /// The namespace's labels (empty for a namespace never seen).

@@ -166,7 +166,7 @@ pub fn print_notes(objects: &ClusterObjects) {
 }
 
 /// How many objects of each kind the scheduler reads `objects` holds.
-fn kind_counts(objects: &ClusterObjects) -> [(&'static str, usize); 15] {
+fn kind_counts(objects: &ClusterObjects) -> [(&'static str, usize); 17] {
     let dra = &objects.dra;
     [
         ("Node", objects.nodes.len()),
@@ -179,6 +179,8 @@ fn kind_counts(objects: &ClusterObjects) -> [(&'static str, usize); 15] {
         ("PersistentVolumeClaim", objects.pvcs.len()),
         ("StorageClass", objects.storage_classes.len()),
         ("CSINode", objects.csi_nodes.len()),
+        ("CSIDriver", objects.csi_drivers.len()),
+        ("CSIStorageCapacity", objects.storage_capacities.len()),
         ("PodDisruptionBudget", objects.pdbs.len()),
         ("DeviceClass", dra.device_classes.len()),
         ("ResourceSlice", dra.slices.len()),

@@ -233,11 +233,11 @@ impl ItemsSeed<'_, '_> {
 /// How many objects of each kind there were, to take back a document's `items` that
 /// turned out not to be a list's.
 pub(super) struct Checkpoint {
-    lengths: [usize; 18],
+    lengths: [usize; 20],
 }
 
 impl Checkpoint {
-    fn lengths(o: &ClusterObjects) -> [usize; 18] {
+    fn lengths(o: &ClusterObjects) -> [usize; 20] {
         [
             o.nodes.len(),
             o.pods.len(),
@@ -249,6 +249,8 @@ impl Checkpoint {
             o.pvcs.len(),
             o.storage_classes.len(),
             o.csi_nodes.len(),
+            o.csi_drivers.len(),
+            o.storage_capacities.len(),
             o.pdbs.len(),
             o.pod_groups.len(),
             o.ignored.len(),
@@ -278,6 +280,8 @@ impl Checkpoint {
             pvcs,
             storage_classes,
             csi_nodes,
+            csi_drivers,
+            storage_capacities,
             pdbs,
             pod_groups,
             ignored,
@@ -297,6 +301,8 @@ impl Checkpoint {
         o.pvcs.truncate(pvcs);
         o.storage_classes.truncate(storage_classes);
         o.csi_nodes.truncate(csi_nodes);
+        o.csi_drivers.truncate(csi_drivers);
+        o.storage_capacities.truncate(storage_capacities);
         o.pdbs.truncate(pdbs);
         o.pod_groups.truncate(pod_groups);
         o.ignored.truncate(ignored);

@@ -55,7 +55,9 @@ pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits, parse_yaml_value};
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
 
 use crate::labels::LabelSelector;
-use crate::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::storage::{
+    CsiDriver, CsiNode, PersistentVolume, PersistentVolumeClaim, StorageCapacity, StorageClass,
+};
 use crate::{Labels, Node, Pod, PodDisruptionBudget, PreemptionPolicy, Sym};
 
 /// A problem with one field of one object.
@@ -140,6 +142,9 @@ pub struct ClusterObjects {
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub storage_classes: Vec<StorageClass>,
     pub csi_nodes: Vec<CsiNode>,
+    /// CSIDrivers and CSIStorageCapacities, for VolumeBinding's capacity check.
+    pub csi_drivers: Vec<CsiDriver>,
+    pub storage_capacities: Vec<StorageCapacity>,
     pub pdbs: Vec<PodDisruptionBudget>,
     /// PodGroups (`scheduling.k8s.io/v1alpha2`), whose pods are scheduled together.
     pub pod_groups: Vec<crate::PodGroup>,
@@ -245,6 +250,8 @@ impl ClusterObjects {
         self.pvcs.extend(other.pvcs);
         self.storage_classes.extend(other.storage_classes);
         self.csi_nodes.extend(other.csi_nodes);
+        self.csi_drivers.extend(other.csi_drivers);
+        self.storage_capacities.extend(other.storage_capacities);
         self.pdbs.extend(other.pdbs);
         self.pod_groups.extend(other.pod_groups);
         self.coscheduling_groups.extend(other.coscheduling_groups);

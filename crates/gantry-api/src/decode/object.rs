@@ -18,7 +18,9 @@ use super::priority::PriorityClass;
 use super::validation::{self, NameRule};
 use super::{ClusterObjects, Namespace, ObjectError, Service, Warning, field_error};
 use crate::labels::LabelSelector;
-use crate::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::storage::{
+    CsiDriver, CsiNode, PersistentVolume, PersistentVolumeClaim, StorageCapacity, StorageClass,
+};
 use crate::{Labels, Node, Pod, PodDisruptionBudget, Quantity, ResourceName, Resources, Sym};
 
 /// Whether a document of this kind holds `items` (`List`, `PodList`...).
@@ -48,6 +50,8 @@ enum Object {
     Pvc(PersistentVolumeClaim),
     StorageClass(StorageClass),
     CsiNode(CsiNode),
+    CsiDriver(CsiDriver),
+    StorageCapacity(StorageCapacity),
     Pdb(PodDisruptionBudget),
     PodGroup(crate::PodGroup),
     CoschedulingGroup(crate::coscheduling::CoschedulingGroup),
@@ -156,6 +160,16 @@ pub(super) fn convert(
             let csi_node: storage_v1::CSINode = typed(value, &object, w)?;
             Object::CsiNode(super::storage::convert_csi_node(&csi_node, &object)?)
         }
+        "CSIDriver" => {
+            let driver: storage_v1::CSIDriver = typed(value, &object, w)?;
+            Object::CsiDriver(super::storage::convert_csi_driver(&driver, &object)?)
+        }
+        "CSIStorageCapacity" => {
+            let capacity: storage_v1::CSIStorageCapacity = typed(value, &object, w)?;
+            Object::StorageCapacity(super::storage::convert_storage_capacity(
+                &capacity, &object,
+            )?)
+        }
         "PodGroup"
             if value.get("apiVersion").and_then(Value::as_str)
                 == Some(super::coscheduling_group::API_VERSION) =>
@@ -231,6 +245,8 @@ impl ClusterObjects {
             Object::Pvc(pvc) => self.pvcs.push(pvc),
             Object::StorageClass(sc) => self.storage_classes.push(sc),
             Object::CsiNode(csi_node) => self.csi_nodes.push(csi_node),
+            Object::CsiDriver(driver) => self.csi_drivers.push(driver),
+            Object::StorageCapacity(capacity) => self.storage_capacities.push(capacity),
             Object::Pdb(pdb) => self.pdbs.push(pdb),
             Object::PodGroup(group) => self.pod_groups.push(group),
             Object::CoschedulingGroup(group) => self.coscheduling_groups.push(group),

@@ -1,4 +1,5 @@
-//! Storage objects: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes.
+//! Storage objects: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +14,8 @@ use super::object::{labels, resources};
 use super::{ObjectError, field_error, required_name};
 use crate::labels::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement, NodeSelectorTerm};
 use crate::storage::{
-    AccessMode, AccessModes, ClaimPhase, ClaimRef, CsiNode, CsiNodeDriver, PersistentVolume,
-    PersistentVolumeClaim, StorageClass, VolumeBindingMode,
+    AccessMode, AccessModes, ClaimPhase, ClaimRef, CsiDriver, CsiNode, CsiNodeDriver,
+    PersistentVolume, PersistentVolumeClaim, StorageCapacity, StorageClass, VolumeBindingMode,
 };
 use crate::{ResourceName, Sym};
 
@@ -109,6 +110,11 @@ pub(super) fn convert_pv(
         csi_driver: spec
             .and_then(|s| s.csi.as_ref())
             .map(|c| Sym::new(&c.driver)),
+        available: pv
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_none_or(|phase| phase == "Available"),
     })
 }
 
@@ -222,6 +228,47 @@ pub(super) fn convert_csi_node(
     Ok(CsiNode {
         node_name: Sym::new(&required_name(&csi_node.metadata, object)?),
         drivers,
+    })
+}
+
+pub(super) fn convert_csi_driver(
+    driver: &storage_v1::CSIDriver,
+    object: &str,
+) -> Result<CsiDriver, ObjectError> {
+    Ok(CsiDriver {
+        name: Sym::new(&required_name(&driver.metadata, object)?),
+        storage_capacity: driver.spec.storage_capacity == Some(true),
+    })
+}
+
+pub(super) fn convert_storage_capacity(
+    capacity: &storage_v1::CSIStorageCapacity,
+    object: &str,
+) -> Result<StorageCapacity, ObjectError> {
+    let name = required_name(&capacity.metadata, object)?;
+    let namespace = capacity.metadata.namespace.as_deref().unwrap_or("default");
+    if capacity.storage_class_name.is_empty() {
+        return Err(field_error(object, "storageClassName", "Required value"));
+    }
+    let bytes = |q: Option<&K8sQuantity>, field: &str| {
+        q.map(|q| {
+            crate::Quantity::parse(&q.0)
+                .and_then(|q| q.value())
+                .map_err(|e| field_error(object, field, e.to_string()))
+        })
+        .transpose()
+    };
+    let node_topology = capacity
+        .node_topology
+        .as_ref()
+        .map(|sel| super::affinity::label_selector(sel, object, "nodeTopology"))
+        .transpose()?;
+    Ok(StorageCapacity {
+        key: format!("{namespace}/{name}"),
+        storage_class: Sym::new(&capacity.storage_class_name),
+        node_topology,
+        capacity: bytes(capacity.capacity.as_ref(), "capacity")?,
+        maximum_volume_size: bytes(capacity.maximum_volume_size.as_ref(), "maximumVolumeSize")?,
     })
 }
 

@@ -20,3 +20,4 @@ mod requeue;
 mod scenario_dra;
 mod shared_state;
 mod simulate;
+mod storage_parity;

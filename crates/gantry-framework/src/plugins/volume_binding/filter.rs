@@ -10,8 +10,8 @@ use smallvec::SmallVec;
 
 use super::{
     Assumed, HOSTNAME_LABEL, NAME, PreFilterState, REASON_BIND_CONFLICT, REASON_NODE_CONFLICT,
-    REASON_PV_NODE_AFFINITY, REASON_PV_NOT_EXIST, REASON_UNBOUND_IMMEDIATE, UnboundClaim,
-    VolumeBinding, claim_ref,
+    REASON_NOT_ENOUGH_SPACE, REASON_PV_NODE_AFFINITY, REASON_PV_NOT_EXIST,
+    REASON_UNBOUND_IMMEDIATE, UnboundClaim, VolumeBinding, claim_ref,
 };
 use crate::objects::ephemeral_claim_is_for_pod;
 use crate::plugins::volume_restrictions::claim_not_found;
@@ -129,6 +129,7 @@ impl PreFilterPlugin for VolumeBinding {
                 })
                 .filter(|(pv, reserved)| {
                     pv.capacity >= claim.requested
+                        && (*reserved || pv.available)
                         && (*reserved
                             || claim
                                 .access_modes
@@ -136,6 +137,8 @@ impl PreFilterPlugin for VolumeBinding {
                                 .all(|m| pv.access_modes.contains(m)))
                 })
                 .collect();
+            let capacities =
+                (cluster.objects.storage_capacities()).candidates(class, claim.requested);
             unbound.push((
                 claim.requested,
                 UnboundClaim {
@@ -143,6 +146,7 @@ impl PreFilterPlugin for VolumeBinding {
                     class: class.clone(),
                     candidates,
                     selected_node: assumed.selected_node(this),
+                    capacities,
                 },
             ));
         }
@@ -187,9 +191,15 @@ impl UnboundClaim {
         best.map(|pv| (pv, false))
     }
 
-    /// Upstream's `checkVolumeProvisions` (capacity tracking aside).
+    /// Upstream's `checkVolumeProvisions` but for the capacity check.
     fn can_provision_on(&self, labels: &Labels) -> bool {
         self.class.can_provision() && self.class.allows_node(labels)
+    }
+
+    /// Upstream's `hasEnoughCapacity`: no capacity is tracked for the claim, or one of its
+    /// class's capacity objects large enough reaches the node.
+    fn has_capacity_on(&self, labels: &Labels) -> bool {
+        (self.capacities.as_ref()).is_none_or(|c| c.iter().any(|c| c.reaches(labels)))
     }
 }
 
@@ -202,6 +212,9 @@ pub(super) enum Plan {
         SmallVec<[ClaimRef; 4]>,
     ),
     Conflict,
+    /// A claim to provision fits no storage capacity that reaches the node (upstream
+    /// then drops the "didn't find available persistent volumes" reason).
+    NotEnoughSpace,
 }
 
 impl PreFilterState {
@@ -219,8 +232,9 @@ impl PreFilterState {
                     chosen.push(pv.name);
                     bindings.push((claim.claim, (!already_promised).then_some(pv.name)));
                 }
-                None if claim.can_provision_on(&node.labels) => provisions.push(claim.claim),
-                None => return Plan::Conflict,
+                None if !claim.can_provision_on(&node.labels) => return Plan::Conflict,
+                None if !claim.has_capacity_on(&node.labels) => return Plan::NotEnoughSpace,
+                None => provisions.push(claim.claim),
             }
         }
         Plan::Fits(bindings, provisions)
@@ -247,7 +261,9 @@ impl FilterPlugin for VolumeBinding {
                 break;
             }
         }
-        let bind_conflict = matches!(s.plan(node), Plan::Conflict);
+        let plan = s.plan(node);
+        let bind_conflict = matches!(plan, Plan::Conflict);
+        let not_enough_space = matches!(plan, Plan::NotEnoughSpace);
         let node_conflict_reason = if self.says_pv_node_affinity {
             REASON_PV_NODE_AFFINITY
         } else {
@@ -256,6 +272,7 @@ impl FilterPlugin for VolumeBinding {
         let reasons = [
             (node_conflict, node_conflict_reason),
             (bind_conflict, REASON_BIND_CONFLICT),
+            (not_enough_space, REASON_NOT_ENOUGH_SPACE),
             (pv_missing, REASON_PV_NOT_EXIST),
         ];
         let mut failed = reasons.iter().filter(|(f, _)| *f).map(|(_, r)| *r);

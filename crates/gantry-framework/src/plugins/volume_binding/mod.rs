@@ -37,6 +37,8 @@ pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflic
 pub const REASON_PV_NODE_AFFINITY: &str = "node(s) didn't match PersistentVolume's node affinity";
 pub const REASON_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+/// A claim to provision fits no CSIStorageCapacity that reaches the node.
+pub const REASON_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 
 /// The label whose values v1.28 takes for node names when a local volume names its node.
@@ -147,6 +149,9 @@ struct UnboundClaim {
     candidates: Vec<(Arc<PersistentVolume>, bool)>,
     /// A node an earlier pod's Reserve chose to provision the claim on.
     selected_node: Option<Sym>,
+    /// Where its CSI driver tracks storage capacity, the CSIStorageCapacities of its class
+    /// large enough for it: provisioned only on a node one of them reaches.
+    capacities: Option<Vec<Arc<gantry_api::StorageCapacity>>>,
 }
 
 #[derive(Clone)]

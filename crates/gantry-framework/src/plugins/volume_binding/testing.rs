@@ -44,6 +44,7 @@ pub fn volume(name: &str, class: Option<&str>) -> PersistentVolume {
         node_affinity: None,
         claim_ref: None,
         csi_driver: None,
+        available: true,
     }
 }
 

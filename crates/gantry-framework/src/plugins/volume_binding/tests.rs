@@ -588,3 +588,225 @@ fn a_claim_provisioned_for_a_reserved_pod_stays_on_its_node() {
         .collect();
     assert_eq!(fits, [false, true]);
 }
+
+/// A CSIStorageCapacity of `class` on the node labelled `nodeKey: node` (`None`: every
+/// node), of `capacity` and `maximum` bytes: upstream's `makeCapacity`.
+fn capacity(
+    class: &str,
+    node: Option<&str>,
+    capacity: Option<i64>,
+    maximum: Option<i64>,
+) -> gantry_api::StorageCapacity {
+    let pairs = node.map(|n| (Sym::new("nodeKey"), Sym::new(n)));
+    gantry_api::StorageCapacity {
+        key: "default/net".into(),
+        storage_class: Sym::new(class),
+        node_topology: Some(gantry_api::LabelSelector::from_pairs(pairs)),
+        capacity,
+        maximum_volume_size: maximum,
+    }
+}
+
+/// Upstream's `TestCapacity` (`binder_test.go`): a claim of 1Gi to provision through
+/// `test-provisioner` on node1, against the CSIStorageCapacities of each row; each row
+/// with the driver opting in (`storageCapacity: true`) and not.
+#[test]
+fn storage_capacity_as_upstreams_test_capacity() {
+    const MI: i64 = 1 << 20;
+    let wait = "waitClassWithProvisioner";
+    let rows: [(&str, Vec<gantry_api::StorageCapacity>, bool); 11] = [
+        (
+            "network-attached",
+            vec![capacity(wait, None, Some(GIB), None)],
+            true,
+        ),
+        (
+            "local-storage",
+            vec![capacity(wait, Some("node1"), Some(GIB), None)],
+            true,
+        ),
+        (
+            "multiple",
+            vec![
+                capacity(wait, None, Some(GIB), None),
+                capacity(wait, Some("node2"), Some(GIB), None),
+                capacity(wait, Some("node1"), Some(GIB), None),
+            ],
+            true,
+        ),
+        ("no-storage", vec![], false),
+        (
+            "wrong-node",
+            vec![capacity(wait, Some("node2"), Some(GIB), None)],
+            false,
+        ),
+        (
+            "wrong-storage-class",
+            vec![capacity("waitClass", Some("node1"), Some(GIB), None)],
+            false,
+        ),
+        (
+            "insufficient-storage",
+            vec![capacity(wait, Some("node1"), Some(MI), None)],
+            false,
+        ),
+        (
+            "insufficient-volume-size",
+            vec![capacity(wait, Some("node1"), Some(GIB), Some(MI))],
+            false,
+        ),
+        (
+            "zero-storage",
+            vec![capacity(wait, Some("node1"), Some(0), None)],
+            false,
+        ),
+        (
+            "zero-volume-size",
+            vec![capacity(wait, Some("node1"), None, Some(0))],
+            false,
+        ),
+        (
+            "nil-storage",
+            vec![capacity(wait, Some("node1"), None, None)],
+            false,
+        ),
+    ];
+    let node1 = node("node1", 1000, GIB).with_labels([("nodeKey", "node1")]);
+    let mut provisioned = class(
+        wait,
+        VolumeBindingMode::WaitForFirstConsumer,
+        "test-provisioner",
+    );
+    provisioned.allowed_topologies = affinity(&[("nodeKey", &["node1", "reference-value"])]);
+    let classes = [
+        provisioned,
+        class(
+            "waitClass",
+            VolumeBindingMode::WaitForFirstConsumer,
+            "kubernetes.io/no-provisioner",
+        ),
+    ];
+    let plugin = VolumeBinding::default();
+    let pod = pod_with_claims("test-pod", &["provisioned-pvc"]);
+    for opt_in in [true, false] {
+        for (name, capacities, fits) in &rows {
+            let mut objects = ApiObjects::default();
+            let pvc = sized(claim("provisioned-pvc", Some(wait)), 1);
+            objects.set_storage(&[], &[pvc], &classes, &[]);
+            let driver = gantry_api::CsiDriver {
+                name: Sym::new("test-provisioner"),
+                storage_capacity: opt_in,
+            };
+            objects.set_storage_capacities(&[driver], capacities);
+            let mut state = CycleState::new();
+            let nodes = std::slice::from_ref(&node1);
+            let (_, status) = pre_filter(&plugin, &mut state, &pod, &objects, nodes);
+            assert!(status.is_success(), "{name}");
+            let status = plugin.filter(&state, &pod, &node_info(&node1, &[]));
+            let want: Vec<&str> = if *fits || !opt_in {
+                vec![]
+            } else {
+                vec![REASON_NOT_ENOUGH_SPACE]
+            };
+            assert_eq!(
+                status.reasons().collect::<Vec<_>>(),
+                want,
+                "{name}, opt in {opt_in}"
+            );
+        }
+    }
+}
+
+/// A claim that fails only for capacity clears the "didn't find available persistent
+/// volumes" reason (`binder.go`: `checkVolumeProvisions` returns provisioned, not
+/// sufficient); a class that cannot provision on the node keeps it, and is checked first.
+#[test]
+fn not_enough_space_replaces_the_bind_conflict_reason() {
+    let wait = "csi-sc";
+    let node_a = node("node-a", 1000, GIB);
+    let mut classes = storage_classes();
+    classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
+    let mut objects = ApiObjects::default();
+    let claims = [
+        sized(claim("small", Some(wait)), 1),
+        sized(claim("static", Some("wait-sc")), 2),
+    ];
+    objects.set_storage(&[], &claims, &classes, &[]);
+    let driver = gantry_api::CsiDriver {
+        name: Sym::new("csi"),
+        storage_capacity: true,
+    };
+    objects.set_storage_capacities(&[driver], &[]);
+    let plugin = VolumeBinding::default();
+    let filter = |pod: &Pod| {
+        let mut state = CycleState::new();
+        let nodes = std::slice::from_ref(&node_a);
+        assert!(
+            pre_filter(&plugin, &mut state, pod, &objects, nodes)
+                .1
+                .is_success()
+        );
+        let status = plugin.filter(&state, pod, &node_info(&node_a, &[]));
+        status.reasons().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        filter(&pod_with_claims("p", &["small"])),
+        [REASON_NOT_ENOUGH_SPACE]
+    );
+    // The smaller claim is checked first: its capacity decides.
+    assert_eq!(
+        filter(&pod_with_claims("p", &["small", "static"])),
+        [REASON_NOT_ENOUGH_SPACE]
+    );
+    // Alone, the static claim (no volume, no provisioner) is a bind conflict.
+    assert_eq!(
+        filter(&pod_with_claims("p", &["static"])),
+        [REASON_BIND_CONFLICT]
+    );
+}
+
+/// Upstream's `FindMatchingVolume` passes over a volume not in phase Available (the PV
+/// controller has not made it available, or it was released) unless the claim is bound
+/// to it already.
+#[test]
+fn only_available_volumes_are_matched() {
+    let node_a = node("node-a", 1000, GIB);
+    let mut objects = ApiObjects::default();
+    let pending = PersistentVolume {
+        available: false,
+        ..local("pending-pv", "wait-sc", 1, "node-a")
+    };
+    let promised = PersistentVolume {
+        available: false,
+        claim_ref: Some(ClaimRef {
+            namespace: Sym::new("default"),
+            name: Sym::new("mine"),
+        }),
+        ..local("promised-pv", "wait-sc", 1, "node-a")
+    };
+    let claims = [
+        claim("data", Some("wait-sc")),
+        claim("mine", Some("wait-sc")),
+    ];
+    objects.set_storage(&[pending, promised], &claims, &storage_classes(), &[]);
+    let plugin = VolumeBinding::default();
+    let reasons = |pod: &Pod| {
+        let mut state = CycleState::new();
+        let nodes = std::slice::from_ref(&node_a);
+        assert!(
+            pre_filter(&plugin, &mut state, pod, &objects, nodes)
+                .1
+                .is_success()
+        );
+        let status = plugin.filter(&state, pod, &node_info(&node_a, &[]));
+        status.reasons().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        reasons(&pod_with_claims("p", &["data"])),
+        [REASON_BIND_CONFLICT]
+    );
+    assert_eq!(
+        reasons(&pod_with_claims("q", &["mine"])),
+        Vec::<String>::new()
+    );
+}
