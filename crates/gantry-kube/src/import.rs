@@ -80,7 +80,7 @@ const fn optional(path: &'static str, resource: &'static str) -> ListedKind {
 }
 
 /// Every kind the decoder reads, in the order they are listed.
-pub const KINDS: [ListedKind; 19] = [
+pub const KINDS: [ListedKind; 21] = [
     kind("/api/v1/namespaces", "namespaces"),
     kind(
         "/apis/scheduling.k8s.io/v1/priorityclasses",
@@ -104,6 +104,14 @@ pub const KINDS: [ListedKind; 19] = [
     kind(
         "/apis/storage.k8s.io/v1/csinodes",
         "csinodes.storage.k8s.io",
+    ),
+    kind(
+        "/apis/storage.k8s.io/v1/csidrivers",
+        "csidrivers.storage.k8s.io",
+    ),
+    kind(
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        "csistoragecapacities.storage.k8s.io",
     ),
     kind(
         "/apis/policy/v1/poddisruptionbudgets",

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use gantry_api::decode::{ControllerKind, Namespace, PodController, PriorityClass, Service};
 use gantry_api::{
-    CsiNode, PersistentVolume, PersistentVolumeClaim, PodDisruptionBudget, PreemptionPolicy,
-    StorageClass, Sym,
+    CsiDriver, CsiNode, PersistentVolume, PersistentVolumeClaim, PodDisruptionBudget,
+    PreemptionPolicy, StorageCapacity, StorageClass, Sym,
 };
 use gantry_framework::ApiObjects;
 
@@ -26,6 +26,8 @@ pub struct ObjectMirror {
     pvcs: BTreeMap<String, PersistentVolumeClaim>,
     storage_classes: BTreeMap<String, StorageClass>,
     csi_nodes: BTreeMap<String, CsiNode>,
+    csi_drivers: BTreeMap<String, CsiDriver>,
+    storage_capacities: BTreeMap<String, StorageCapacity>,
     budgets: BTreeMap<String, PodDisruptionBudget>,
     changed: bool,
 }
@@ -77,6 +79,18 @@ impl ObjectMirror {
             Object::CsiNode(csi) => {
                 put(&mut self.csi_nodes, csi.node_name.to_string(), csi, deleted)
             }
+            Object::CsiDriver(driver) => put(
+                &mut self.csi_drivers,
+                driver.name.to_string(),
+                driver,
+                deleted,
+            ),
+            Object::StorageCapacity(capacity) => put(
+                &mut self.storage_capacities,
+                capacity.key.clone(),
+                capacity,
+                deleted,
+            ),
         }
         self.changed = true;
         None
@@ -97,6 +111,8 @@ impl ObjectMirror {
             Kind::PersistentVolumeClaim => self.pvcs.clear(),
             Kind::StorageClass => self.storage_classes.clear(),
             Kind::CsiNode => self.csi_nodes.clear(),
+            Kind::CsiDriver => self.csi_drivers.clear(),
+            Kind::CsiStorageCapacity => self.storage_capacities.clear(),
             Kind::PodDisruptionBudget => self.budgets.clear(),
             Kind::Node
             | Kind::Pod
@@ -129,6 +145,9 @@ impl ObjectMirror {
         let classes: Vec<_> = self.storage_classes.values().cloned().collect();
         let csi: Vec<_> = self.csi_nodes.values().cloned().collect();
         objects.set_storage(&pvs, &pvcs, &classes, &csi);
+        let drivers: Vec<_> = self.csi_drivers.values().cloned().collect();
+        let capacities: Vec<_> = self.storage_capacities.values().cloned().collect();
+        objects.set_storage_capacities(&drivers, &capacities);
         let budgets: Vec<_> = self.budgets.values().cloned().collect();
         objects.set_disruption_budgets(&budgets);
         Some(objects)
@@ -143,5 +162,45 @@ impl ObjectMirror {
             None => self.priority_classes.values().find(|c| c.global_default),
         }?;
         Some((class.value, class.preemption_policy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::LabelSelector;
+    use gantry_api::storage::VolumeBindingMode;
+
+    /// The watches' CSIDrivers and CSIStorageCapacities reach VolumeBinding's capacity
+    /// check: added, then the capacity deleted.
+    #[test]
+    fn storage_capacities_follow_their_watches() {
+        let class = StorageClass {
+            name: Sym::new("fast"),
+            provisioner: Sym::new("csi.example.com"),
+            binding_mode: VolumeBindingMode::WaitForFirstConsumer,
+            allowed_topologies: None,
+        };
+        let capacity = StorageCapacity {
+            key: "default/fast-n1".into(),
+            storage_class: class.name,
+            node_topology: Some(LabelSelector::default()),
+            capacity: Some(10 << 30),
+            maximum_volume_size: None,
+        };
+        let mut mirror = ObjectMirror::default();
+        let driver = CsiDriver {
+            name: class.provisioner,
+            storage_capacity: true,
+        };
+        mirror.apply(Object::CsiDriver(driver), false);
+        mirror.apply(Object::StorageCapacity(capacity.clone()), false);
+        let objects = mirror.take_changed().expect("changed");
+        let found = objects.storage_capacities().candidates(&class, 1 << 30);
+        assert_eq!(found.map(|c| c.len()), Some(1));
+        mirror.apply(Object::StorageCapacity(capacity), true);
+        let objects = mirror.take_changed().expect("changed");
+        let found = objects.storage_capacities().candidates(&class, 1 << 30);
+        assert_eq!(found.map(|c| c.len()), Some(0), "tracked, and none left");
     }
 }

@@ -12,7 +12,8 @@ use futures::StreamExt;
 use gantry_api::decode::{Namespace, ObjectError, PodController, PriorityClass, Service, from_k8s};
 use gantry_api::dra::{DeviceClass, ResourceClaim, ResourceSlice};
 use gantry_api::{
-    CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
+    CsiDriver, CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget,
+    StorageCapacity, StorageClass,
 };
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
@@ -49,6 +50,8 @@ pub enum Object {
     PersistentVolumeClaim(PersistentVolumeClaim),
     StorageClass(StorageClass),
     CsiNode(CsiNode),
+    CsiDriver(CsiDriver),
+    StorageCapacity(StorageCapacity),
     PodDisruptionBudget(PodDisruptionBudget),
     /// With its `spec.config`, which allocations carry (as JSON, opaque to Gantry).
     DeviceClass(Arc<DeviceClass>, Arc<[Value]>),
@@ -72,6 +75,8 @@ pub enum Kind {
     PersistentVolumeClaim,
     StorageClass,
     CsiNode,
+    CsiDriver,
+    CsiStorageCapacity,
     PodDisruptionBudget,
     DeviceClass,
     ResourceSlice,
@@ -82,7 +87,7 @@ impl Kind {
     /// The resource.k8s.io/v1 kinds, watched when a profile runs DynamicResources.
     pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
 
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -95,6 +100,8 @@ impl Kind {
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
         Kind::CsiNode,
+        Kind::CsiDriver,
+        Kind::CsiStorageCapacity,
         Kind::PodDisruptionBudget,
         Kind::DeviceClass,
         Kind::ResourceSlice,
@@ -116,6 +123,8 @@ impl Kind {
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::StorageClass => "StorageClass",
             Kind::CsiNode => "CSINode",
+            Kind::CsiDriver => "CSIDriver",
+            Kind::CsiStorageCapacity => "CSIStorageCapacity",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
             Kind::DeviceClass => "DeviceClass",
             Kind::ResourceSlice => "ResourceSlice",
@@ -138,6 +147,8 @@ impl Kind {
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::StorageClass => "storageclasses",
             Kind::CsiNode => "csinodes",
+            Kind::CsiDriver => "csidrivers",
+            Kind::CsiStorageCapacity => "csistoragecapacities",
             Kind::PodDisruptionBudget => "poddisruptionbudgets",
             Kind::DeviceClass => "deviceclasses",
             Kind::ResourceSlice => "resourceslices",
@@ -251,6 +262,18 @@ pub fn spawn_all(
         Api::<storage::CSINode>::all(all(client)),
         plain(),
         |o| from_k8s::csi_node(o).map(Object::CsiNode),
+    );
+    spawn(
+        ctx(Kind::CsiDriver),
+        Api::<storage::CSIDriver>::all(all(client)),
+        plain(),
+        |o| from_k8s::csi_driver(o).map(Object::CsiDriver),
+    );
+    spawn(
+        ctx(Kind::CsiStorageCapacity),
+        Api::<storage::CSIStorageCapacity>::all(all(client)),
+        plain(),
+        |o| from_k8s::storage_capacity(o).map(Object::StorageCapacity),
     );
     spawn(
         ctx(Kind::PodDisruptionBudget),

@@ -96,6 +96,8 @@ fn serve(nodes: Vec<Value>, pods: Vec<Value>) -> (String, Arc<Mutex<Vec<String>>
                         "persistentvolumeclaims" => "PersistentVolumeClaimList",
                         "storageclasses" => "StorageClassList",
                         "csinodes" => "CSINodeList",
+                        "csidrivers" => "CSIDriverList",
+                        "csistoragecapacities" => "CSIStorageCapacityList",
                         _ => "PodDisruptionBudgetList",
                     };
                     ("200 OK", list(kind, &[]))

@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::object::{convert_namespace, convert_service};
 use super::{Namespace, ObjectError, PodController, PriorityClass, Service};
-use crate::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::storage::{
+    CsiDriver, CsiNode, PersistentVolume, PersistentVolumeClaim, StorageCapacity, StorageClass,
+};
 use crate::{Node, Pod, PodDisruptionBudget};
 
 fn label(kind: &str, meta: &meta::ObjectMeta) -> String {
@@ -82,6 +84,17 @@ pub fn storage_class(sc: &storage_v1::StorageClass) -> Result<StorageClass, Obje
 
 pub fn csi_node(csi_node: &storage_v1::CSINode) -> Result<CsiNode, ObjectError> {
     super::storage::convert_csi_node(csi_node, &label("CSINode", &csi_node.metadata))
+}
+
+pub fn csi_driver(driver: &storage_v1::CSIDriver) -> Result<CsiDriver, ObjectError> {
+    super::storage::convert_csi_driver(driver, &label("CSIDriver", &driver.metadata))
+}
+
+pub fn storage_capacity(
+    capacity: &storage_v1::CSIStorageCapacity,
+) -> Result<StorageCapacity, ObjectError> {
+    let object = label("CSIStorageCapacity", &capacity.metadata);
+    super::storage::convert_storage_capacity(capacity, &object)
 }
 
 pub fn pod_disruption_budget(

@@ -73,6 +73,13 @@ pub const PRIORITY_CLASSES: Resource = grouped(
 pub const STORAGE_CLASSES: Resource =
     grouped("storage.k8s.io", "storageclasses", "StorageClass", false);
 pub const CSI_NODES: Resource = grouped("storage.k8s.io", "csinodes", "CSINode", false);
+pub const CSI_DRIVERS: Resource = grouped("storage.k8s.io", "csidrivers", "CSIDriver", false);
+pub const CSI_STORAGE_CAPACITIES: Resource = grouped(
+    "storage.k8s.io",
+    "csistoragecapacities",
+    "CSIStorageCapacity",
+    true,
+);
 pub const LEASES: Resource = grouped("coordination.k8s.io", "leases", "Lease", true);
 pub const REPLICA_SETS: Resource = grouped("apps", "replicasets", "ReplicaSet", true);
 pub const STATEFUL_SETS: Resource = grouped("apps", "statefulsets", "StatefulSet", true);
@@ -96,7 +103,7 @@ pub const RESOURCE_CLAIM_TEMPLATES: Resource = grouped(
     true,
 );
 
-pub const ALL: [Resource; 19] = [
+pub const ALL: [Resource; 21] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -108,6 +115,8 @@ pub const ALL: [Resource; 19] = [
     PRIORITY_CLASSES,
     STORAGE_CLASSES,
     CSI_NODES,
+    CSI_DRIVERS,
+    CSI_STORAGE_CAPACITIES,
     LEASES,
     REPLICA_SETS,
     STATEFUL_SETS,
