@@ -1,6 +1,7 @@
 //! `gantry simulate`: the real scheduler over a cluster from manifests or a scenario.
 
 mod compare_arms;
+mod node_change;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -62,6 +63,14 @@ pub struct SimulateArgs {
     /// B's feature gates (default --feature-gates), as --feature-gates takes them.
     #[arg(long, value_name = "NAME=BOOL,...", conflicts_with = "placements")]
     compare_feature_gates: Option<String>,
+    /// Nodes B's cluster has besides A's (replacing nodes of the same name): another node
+    /// group to compare.
+    #[arg(long, num_args = 1.., conflicts_with = "placements")]
+    compare_nodes: Vec<PathBuf>,
+    /// Nodes B's cluster does not have: those with every label given (`key=value,...`);
+    /// their pods wait to be scheduled again.
+    #[arg(long, value_name = "KEY=VALUE,...", conflicts_with = "placements")]
+    compare_without_nodes: Option<String>,
     /// Seed for bind latencies and, deciding as Kubernetes 1.28 to 1.34, tie-breaking (from
     /// 1.35 equal scores go by the score heap's order, as upstream): the same input and
     /// seed give the same placements.

@@ -213,3 +213,44 @@ fn two_releases_side_by_side_as_worked_out_by_hand() {
         assert!(stderr(&out).starts_with(error), "{}", stderr(&out));
     }
 }
+
+/// Another node group in one run: B without pool `old` (a and b, 4 cpu each; q's 2 cpu
+/// on a) and with the new pool's c (8 cpu). Under A, p (1 cpu) goes to the emptier b;
+/// under B, q waits again and both go to c, the only node.
+#[test]
+fn another_node_group_side_by_side() {
+    let args = [
+        "simulate",
+        "--cluster",
+        "testdata/compare/pool-cluster.yaml",
+        "--compare-without-nodes",
+        "pool=old",
+        "--compare-nodes",
+        "testdata/compare/new-pool.yaml",
+    ];
+    let mut json = args.to_vec();
+    json.push("--json");
+    let out = gantry(&json);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["differences"]["other_node"],
+        json!([["default/p", "b", "c"]])
+    );
+    assert_eq!(v["a"]["summary"]["scheduled"], 1);
+    assert_eq!(v["b"]["summary"]["scheduled"], 2, "q placed again, on c");
+    let text = gantry(&args);
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(
+        text.starts_with("gantry simulate: testdata/compare/pool-cluster.yaml, decided as Kubernetes v1.36; B's nodes: 2 removed (1 pods on them to place again), 1 added\n"),
+        "{text}"
+    );
+    let mut bad = args.to_vec();
+    bad[4] = "pool";
+    let out = gantry(&bad);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: --compare-without-nodes: \"pool\" is not key=value"
+    );
+}

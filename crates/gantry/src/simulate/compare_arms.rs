@@ -10,6 +10,7 @@ use gantry_framework::config::SchedulerConfig;
 use gantry_sim::SimOptions;
 use gantry_sim::scenario::Scenario;
 
+use super::node_change::NodeChange;
 use super::{Recorded, SimulateArgs, describe_settings, read_inputs, sim_options};
 use crate::compare::{self, Arm};
 use crate::load;
@@ -21,6 +22,8 @@ impl SimulateArgs {
         self.compare.is_some()
             || self.compare_emulated_version.is_some()
             || self.compare_feature_gates.is_some()
+            || !self.compare_nodes.is_empty()
+            || self.compare_without_nodes.is_some()
     }
 }
 
@@ -73,6 +76,14 @@ pub(super) fn run(
         None => None,
     };
     let name = scenario.name.clone();
+    let mut b_inputs = match b_scenario {
+        Some(b) => (b.cluster, b.events),
+        None => (scenario.cluster.clone(), scenario.events.clone()),
+    };
+    let nodes = args.compare_without_nodes.as_deref();
+    let changed = NodeChange::read(&args.compare_nodes, nodes, b_release)?
+        .map(|change| change.apply(&mut b_inputs.0));
+    let nodes_at_start = [scenario.cluster.nodes.len(), b_inputs.0.nodes.len()];
     // Each run's own report, when asked for: B's names B's configuration and release.
     let own_report = |side: usize, options: &SimOptions, config: &SchedulerConfig| {
         let dir = args.report.as_ref()?;
@@ -90,7 +101,7 @@ pub(super) fn run(
             settings: describe_settings(options, config),
             release: config.release,
             timeline: scenario.timeline.clone(),
-            nodes_at_start: scenario.cluster.nodes.len(),
+            nodes_at_start: nodes_at_start[side],
         };
         Some((dir.join(compare_page::ARM_DIRS[side]), info))
     };
@@ -113,17 +124,19 @@ pub(super) fn run(
         },
     ];
     let a_inputs = (scenario.cluster, scenario.events);
-    let b_inputs = match b_scenario {
-        Some(b) => (b.cluster, b.events),
-        None => a_inputs.clone(),
-    };
     let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
     let outcomes = compare::run([a_inputs, b_inputs], arms, recorded)?;
-    let title = if releases_differ {
+    let mut title = if releases_differ {
         format!("{name}, A decided as Kubernetes {release}, B as {b_release}")
     } else {
         format!("{name}, decided as Kubernetes {release}")
     };
+    if let Some(changed) = changed {
+        title += &format!(
+            "; B's nodes: {} removed ({} pods on them to place again), {} added",
+            changed.removed, changed.unbound, changed.added
+        );
+    }
     compare::write(
         &outcomes,
         recorded,
