@@ -76,11 +76,12 @@ pub struct Differences {
 }
 
 /// Runs both arms over their inputs (the same, but as each release reads them); over a
-/// trace, each follows the bindings it recorded.
+/// trace, each compares its decisions with the bindings it recorded, and with `true`
+/// binds each pod as recorded.
 pub fn run(
     [a_inputs, b_inputs]: [(ClusterObjects, Vec<(Duration, SimEvent)>); 2],
     arms: [Arm; 2],
-    recorded: Option<&[RecordedBinding]>,
+    recorded: Option<(&[RecordedBinding], bool)>,
 ) -> anyhow::Result<[Outcome; 2]> {
     let [a, b] = arms;
     let first = run_arm(a_inputs.0, a_inputs.1, a, recorded)?;
@@ -92,13 +93,16 @@ fn run_arm(
     cluster: ClusterObjects,
     events: Vec<(Duration, SimEvent)>,
     arm: Arm,
-    recorded: Option<&[RecordedBinding]>,
+    recorded: Option<(&[RecordedBinding], bool)>,
 ) -> anyhow::Result<Outcome> {
     let release = arm.config.release;
     let mut sim = Simulation::new(cluster, arm.config.profiles, arm.options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", arm.label))?;
-    if let Some(recorded) = recorded {
+    if let Some((recorded, follow)) = recorded {
         sim.expect_bindings(recorded);
+        if follow {
+            sim.follow_recorded();
+        }
     }
     for (at, event) in events {
         sim.schedule(at, event);

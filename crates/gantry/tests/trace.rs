@@ -184,6 +184,67 @@ fn the_replay_says_how_it_judged_each_recorded_node_it_did_not_choose() {
     );
 }
 
+/// Two nodes alike (4 cpu); the cluster put `a` (2 cpu) on n2, where the simulation's
+/// tie goes to n1, then `b` (2 cpu) on the emptier n1. Replayed freely, the simulation's
+/// `a` on n1 sends `b` to n2: neither binding is reproduced. Following the recording,
+/// `a` is bound to n2 after the simulation decided it, and `b` is decided on the state
+/// the cluster had: n1, as recorded.
+fn tie_trace() -> String {
+    let node = |name: &str| {
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    };
+    let pod = |name: &str, node: Option<&str>| {
+        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "2"}}}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    };
+    let records = [
+        json!({"gantryTrace": 1, "server": "https://cluster.example:6443", "serverVersion": "v1.36.2", "started": "2026-12-04T05:00:00Z"}),
+        json!({"at": 0, "op": "list", "object": node("n1")}),
+        json!({"at": 0, "op": "list", "object": node("n2")}),
+        json!({"at": 1000, "op": "added", "object": pod("a", None)}),
+        json!({"at": 1010, "op": "modified", "object": pod("a", Some("n2"))}),
+        json!({"at": 2000, "op": "added", "object": pod("b", None)}),
+        json!({"at": 2010, "op": "modified", "object": pod("b", Some("n1"))}),
+        json!({"at": 3000, "op": "end", "records": 6}),
+    ];
+    records.iter().map(|r| format!("{r}\n")).collect()
+}
+
+#[test]
+fn following_the_recording_keeps_one_tie_from_changing_every_later_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tie.jsonl");
+    std::fs::write(&trace, tie_trace()).unwrap();
+    let (free, _) = replayed(trace.to_str().unwrap(), &[]);
+    assert_eq!(free["replay"]["same_node"], 0, "{}", free["replay"]);
+    assert_eq!(
+        free["replay"]["other_node_by_cause"],
+        json!({"score": 1, "tie": 1})
+    );
+    let (followed, placements) = replayed(trace.to_str().unwrap(), &["--follow-recorded"]);
+    let replay = &followed["replay"];
+    assert_eq!(replay["same_node"], 1, "{replay}");
+    assert_eq!(replay["other_node_by_cause"], json!({"tie": 1}));
+    assert_eq!(replay["other_node"][0][0], "default/a");
+    // The placements are the simulation's decisions.
+    assert!(
+        placements.contains(r#"{"pod":"default/a","node":"n1"}"#),
+        "{placements}"
+    );
+    assert!(
+        placements.contains(r#"{"pod":"default/b","node":"n1"}"#),
+        "{placements}"
+    );
+    let out = gantry(&["simulate", "--follow-recorded"]);
+    assert!(!out.status.success(), "--follow-recorded needs --trace");
+}
+
 #[test]
 fn the_text_output_leads_with_the_share_reproduced() {
     let out = gantry(&["simulate", "--trace", TRACE]);

@@ -42,6 +42,11 @@ impl Simulation {
         if let Attempt::Scheduled { node, .. } = &attempt {
             self.judge_recorded_node(instance, &queued.pod, *node);
         }
+        if let Some(recorded) = self.node_to_follow(&queued.pod, &attempt) {
+            self.bind_as_recorded(instance, index, &queued, attempt, recorded);
+            self.serve_requests(instance);
+            return;
+        }
         self.conclude(instance, index, queued, attempt);
         self.serve_requests(instance);
     }

@@ -1,14 +1,18 @@
 //! A replay's recorded bindings, followed as the run goes: when the simulation places a
 //! pod on another node than the recorded cluster did, how the pod's cycle judged the
 //! recorded node (a tie, a lower score, a Filter refusal, never searched) is kept, so
-//! that the divergence says why.
+//! that the divergence says why; in follow mode, each pod is then bound where the cluster
+//! bound it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
-use gantry_scheduler::OtherNode;
+use gantry_scheduler::queue::QueuedPod;
+use gantry_scheduler::{Attempt, OtherNode};
 
 use super::Simulation;
+use crate::instance::WatchEvent;
 use crate::replay::RecordedBinding;
 
 /// The recorded node of each pod, and the judgement of it where the simulation chose
@@ -18,6 +22,8 @@ pub(super) struct RecordedNodes {
     /// By `namespace/name`.
     expected: HashMap<String, Sym>,
     judged: HashMap<String, OtherNode>,
+    /// Bind each pod where the cluster bound it, whatever the simulation decided.
+    follow: bool,
 }
 
 impl Simulation {
@@ -31,6 +37,67 @@ impl Simulation {
         self.recorded.expected = (recorded.iter())
             .map(|b| (b.pod.clone(), Sym::new(&b.node)))
             .collect();
+    }
+
+    /// From now on, each pod the cluster bound is bound where it was, after the
+    /// simulation decided it (and its decision recorded): the state follows the recording,
+    /// so that one decision taken otherwise (a tie) does not change every later one, and
+    /// the comparison counts decisions, as `gantry run --shadow` does. The invariants of
+    /// [`Simulation::check_invariants`] then hold for the recording, not for the
+    /// simulation's decisions.
+    pub fn follow_recorded(&mut self) {
+        self.recorded.follow = true;
+    }
+
+    /// In follow mode, the node the cluster bound `pod` to when the attempt decided
+    /// otherwise (another node, or none); `None` when the attempt stands.
+    pub(super) fn node_to_follow(&self, pod: &Pod, attempt: &Attempt) -> Option<Sym> {
+        if !self.recorded.follow {
+            return None;
+        }
+        let recorded = *self.recorded.expected.get(&pod.key())?;
+        self.api.node(recorded)?;
+        match attempt {
+            Attempt::Scheduled { node, .. } if *node != recorded => Some(recorded),
+            Attempt::Unschedulable { .. } => Some(recorded),
+            _ => None,
+        }
+    }
+
+    /// Follow mode: the attempt's decision is kept as the pod's placement (another node,
+    /// or pending with its reason), what it reserved is given back, and the pod is bound
+    /// where the cluster bound it.
+    pub(super) fn bind_as_recorded(
+        &mut self,
+        instance: usize,
+        index: usize,
+        queued: &QueuedPod,
+        attempt: Attempt,
+        recorded: Sym,
+    ) {
+        let now = self.clock;
+        match attempt {
+            Attempt::Scheduled {
+                pod, state, node, ..
+            } => {
+                let scheduler = &self.instances[instance].scheduler;
+                if let Some(cycle) = scheduler.binding_cycle(pod, state) {
+                    // Unreserved and forgotten: the pod is about to be bound elsewhere.
+                    let _ = cycle.finish(Err("bound where the recorded cluster bound it".into()));
+                }
+                self.records.set_bound(index, node, now);
+            }
+            Attempt::Unschedulable { fit_error, .. } => {
+                self.records.set_reason(index, fit_error.to_string());
+            }
+            _ => return,
+        }
+        self.instances[instance]
+            .scheduler
+            .clear_nomination(&queued.pod);
+        let bound = Arc::new(queued.pod.bound_to(recorded));
+        self.api.add_bound_pod(bound.clone());
+        self.broadcast(WatchEvent::PodBound(bound));
     }
 
     /// After a cycle of `instance` placed `pod` on `node`: when the recorded cluster chose

@@ -125,7 +125,8 @@ pub(super) fn run(
     ];
     let a_inputs = (scenario.cluster, scenario.events);
     let recorded = recorded.as_ref().map(|(recorded, _)| recorded.as_slice());
-    let outcomes = compare::run([a_inputs, b_inputs], arms, recorded)?;
+    let follow = args.follow_recorded;
+    let outcomes = compare::run([a_inputs, b_inputs], arms, recorded.map(|r| (r, follow)))?;
     let mut title = if releases_differ {
         format!("{name}, A decided as Kubernetes {release}, B as {b_release}")
     } else {
