@@ -41,6 +41,37 @@ fn chromium(browser: &Path, profile: &Path, args: &[&str]) -> std::process::Outp
         .expect("chromium runs")
 }
 
+/// Chromium, or `None` with a note when it is missing and not required (`.ci/run`
+/// requires it: its absence is then a failure).
+fn browser_or_note(what: &str) -> Option<PathBuf> {
+    let browser = find_browser();
+    if browser.is_none() {
+        assert!(
+            std::env::var_os("GANTRY_REQUIRE_CHROMIUM").is_none(),
+            "GANTRY_REQUIRE_CHROMIUM is set but none of {BROWSERS:?} is on PATH"
+        );
+        eprintln!("note: Chromium not found; {what} was not checked in a browser");
+    }
+    browser
+}
+
+/// A screenshot of `page`: one of a page that drew nothing is a few kilobytes of
+/// background.
+fn assert_draws(browser: &Path, profile: &Path, page: &str, shot: &Path) {
+    let out = chromium(
+        browser,
+        profile,
+        &[
+            "--window-size=1400,2400",
+            &format!("--screenshot={}", shot.display()),
+            page,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let size = std::fs::metadata(shot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 50_000, "screenshot of {size} bytes");
+}
+
 /// The rows the script drew into the pod table, and the count it shows.
 fn pod_table(dom: &str) -> (usize, String) {
     let table = &dom[dom
@@ -55,12 +86,7 @@ fn pod_table(dom: &str) -> (usize, String) {
 
 #[test]
 fn the_report_renders_in_a_browser_and_its_pod_table_filters() {
-    let Some(browser) = find_browser() else {
-        assert!(
-            std::env::var_os("GANTRY_REQUIRE_CHROMIUM").is_none(),
-            "GANTRY_REQUIRE_CHROMIUM is set but none of {BROWSERS:?} is on PATH"
-        );
-        eprintln!("note: Chromium not found; the report was not checked in a browser");
+    let Some(browser) = browser_or_note("the report") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -135,20 +161,7 @@ fn the_report_renders_in_a_browser_and_its_pod_table_filters() {
         .count();
     assert_eq!(rows, matching, "the search box filters");
 
-    // A screenshot of a page that drew nothing is a few kilobytes of background.
-    let shot = dir.path().join("report.png");
-    let out = chromium(
-        &browser,
-        &profile,
-        &[
-            "--window-size=1400,2400",
-            &format!("--screenshot={}", shot.display()),
-            &page,
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-    assert!(size > 50_000, "screenshot of {size} bytes");
+    assert_draws(&browser, &profile, &page, &dir.path().join("report.png"));
 }
 
 /// The rows of the table with this id, as their cells' text.
@@ -188,12 +201,7 @@ fn table_rows(dom: &str, id: &str) -> Vec<Vec<String>> {
 /// and each run's own report beside it, reached by the page's links.
 #[test]
 fn the_comparison_page_renders_and_links_to_each_runs_report() {
-    let Some(browser) = find_browser() else {
-        assert!(
-            std::env::var_os("GANTRY_REQUIRE_CHROMIUM").is_none(),
-            "GANTRY_REQUIRE_CHROMIUM is set but none of {BROWSERS:?} is on PATH"
-        );
-        eprintln!("note: Chromium not found; the comparison page was not checked in a browser");
+    let Some(browser) = browser_or_note("the comparison page") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -273,18 +281,6 @@ fn the_comparison_page_renders_and_links_to_each_runs_report() {
     assert_eq!(pod_table(&a_dom), (1, "1 pod".to_string()));
     assert!(a_dom.contains("<td>n2</td>"), "A put p1 on n2");
 
-    let shot = dir.path().join("compare.png");
     let page = format!("file://{}", report.join("index.html").display());
-    let out = chromium(
-        &browser,
-        &profile,
-        &[
-            "--window-size=1400,2400",
-            &format!("--screenshot={}", shot.display()),
-            &page,
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-    assert!(size > 50_000, "screenshot of {size} bytes");
+    assert_draws(&browser, &profile, &page, &dir.path().join("compare.png"));
 }
