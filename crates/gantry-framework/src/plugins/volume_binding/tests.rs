@@ -589,6 +589,19 @@ fn a_claim_provisioned_for_a_reserved_pod_stays_on_its_node() {
     assert_eq!(fits, [false, true]);
 }
 
+/// Filter's reasons for `pod` on `node` alone (PreFilter must pass).
+fn reasons_on(plugin: &VolumeBinding, objects: &ApiObjects, node: &Node, pod: &Pod) -> Vec<String> {
+    let mut state = CycleState::new();
+    let nodes = std::slice::from_ref(node);
+    assert!(
+        pre_filter(plugin, &mut state, pod, objects, nodes)
+            .1
+            .is_success()
+    );
+    let status = plugin.filter(&state, pod, &node_info(node, &[]));
+    status.reasons().map(str::to_string).collect()
+}
+
 /// A CSIStorageCapacity of `class` on the node labelled `nodeKey: node` (`None`: every
 /// node), of `capacity` and `maximum` bytes: upstream's `makeCapacity`.
 fn capacity(
@@ -738,17 +751,7 @@ fn not_enough_space_replaces_the_bind_conflict_reason() {
     };
     objects.set_storage_capacities(&[driver], &[]);
     let plugin = VolumeBinding::default();
-    let filter = |pod: &Pod| {
-        let mut state = CycleState::new();
-        let nodes = std::slice::from_ref(&node_a);
-        assert!(
-            pre_filter(&plugin, &mut state, pod, &objects, nodes)
-                .1
-                .is_success()
-        );
-        let status = plugin.filter(&state, pod, &node_info(&node_a, &[]));
-        status.reasons().map(str::to_string).collect::<Vec<_>>()
-    };
+    let filter = |pod: &Pod| reasons_on(&plugin, &objects, &node_a, pod);
     assert_eq!(
         filter(&pod_with_claims("p", &["small"])),
         [REASON_NOT_ENOUGH_SPACE]
@@ -790,17 +793,7 @@ fn only_available_volumes_are_matched() {
     ];
     objects.set_storage(&[pending, promised], &claims, &storage_classes(), &[]);
     let plugin = VolumeBinding::default();
-    let reasons = |pod: &Pod| {
-        let mut state = CycleState::new();
-        let nodes = std::slice::from_ref(&node_a);
-        assert!(
-            pre_filter(&plugin, &mut state, pod, &objects, nodes)
-                .1
-                .is_success()
-        );
-        let status = plugin.filter(&state, pod, &node_info(&node_a, &[]));
-        status.reasons().map(str::to_string).collect::<Vec<_>>()
-    };
+    let reasons = |pod: &Pod| reasons_on(&plugin, &objects, &node_a, pod);
     assert_eq!(
         reasons(&pod_with_claims("p", &["data"])),
         [REASON_BIND_CONFLICT]
