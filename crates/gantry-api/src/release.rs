@@ -56,6 +56,9 @@ pub enum Gate {
     /// OpportunisticBatching (KEP-5598): a pod like the one just placed that no longer fits
     /// where that one went takes the next node of that cycle's ranking, without a search.
     OpportunisticBatching,
+    /// ContainerRestartRules (KEP-5307): containers' own `restartPolicy` (and rules); the
+    /// API server keeps and validates them, and drops them while the gate is off.
+    ContainerRestartRules,
     /// SchedulerPopFromBackoffQ (KEP-5142): an idle scheduler takes the pod whose backoff
     /// ends first rather than wait for it; backoffs end on whole seconds.
     SchedulerPopFromBackoffQ,
@@ -190,6 +193,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         Gate::OpportunisticBatching,
         "OpportunisticBatching",
         &[spec(35, true)],
+    ),
+    (
+        Gate::ContainerRestartRules,
+        "ContainerRestartRules",
+        &[spec(34, false), spec(35, true)],
     ),
     (
         Gate::SchedulerPopFromBackoffQ,
@@ -696,11 +704,13 @@ fn parse_version(text: &str) -> Result<u8, ReleaseError> {
     let (Some(major), Some(minor), None) = (parts.next(), parts.next(), parts.next()) else {
         return Err(fail(format!("{text:?} is not MAJOR.MINOR (e.g. 1.35)")));
     };
-    let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else {
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    if !digits(major) || !digits(minor) {
         return Err(fail(format!("{text:?} is not MAJOR.MINOR (e.g. 1.35)")));
-    };
-    match u8::try_from(minor) {
-        Ok(minor) if major == 1 && (OLDEST_MINOR..=NEWEST_MINOR).contains(&minor) => Ok(minor),
+    }
+    // Digits too many for a number are a version out of range, not a malformed one.
+    match (major.parse::<u32>(), minor.parse::<u8>()) {
+        (Ok(1), Ok(minor)) if (OLDEST_MINOR..=NEWEST_MINOR).contains(&minor) => Ok(minor),
         _ => Err(fail(format!(
             "Gantry decides as Kubernetes 1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}, not {text}"
         ))),
@@ -844,6 +854,11 @@ mod tests {
         assert!(err(Some("2.0"), None).contains("not 2.0"));
         assert!(err(Some("1"), None).contains("is not MAJOR.MINOR"));
         assert!(err(Some("1.x"), None).contains("is not MAJOR.MINOR"));
+        assert!(err(Some("1.-3"), None).contains("is not MAJOR.MINOR"));
+        assert!(
+            err(Some("1.4294967296"), None)
+                .ends_with("Gantry decides as Kubernetes 1.28 to 1.37, not 1.4294967296")
+        );
         assert_eq!(
             err(None, Some("SidecarContainers=false")),
             "--feature-gates: cannot set feature gate SidecarContainers to false, feature is locked to true"

@@ -502,3 +502,77 @@ fn a_replication_controller_selects_its_template_labels_by_default() {
     assert!(selector.matches(&labels(&[("app", "web")])));
     assert!(!selector.matches(&labels(&[("app", "api")])));
 }
+
+/// A container's own `restartPolicy`, release by release (`validateInitContainers`,
+/// `validateContainers` and `dropDisabledFields` of each): v1.28 drops an init container's
+/// (SidecarContainers off); v1.29 to v1.33 take `Always` alone and forbid a regular
+/// container's; v1.34 drops all but an init container's `Always` (ContainerRestartRules
+/// off); from v1.35 every container takes `Always`, `Never` or `OnFailure`.
+#[test]
+fn container_restart_policies_follow_the_release() {
+    let with = |init: &str, regular: &str| {
+        pod(
+            "name: web",
+            &format!("{{initContainers: [{{name: i{init}}}], containers: [{{name: c{regular}}}]}}"),
+        )
+    };
+    let decode = |text: &str, minor: u8| {
+        let mut objects = ClusterObjects::for_release(gantry_api::Release::at(minor));
+        match objects.decode_more(text, "input.yaml") {
+            Ok(()) => Ok(objects.pods[0].init_containers[0].restartable),
+            Err(DecodeError::Object { error, .. }) => {
+                Err(format!("{}: {}", error.field, error.message))
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
+    let init_always = "Unsupported value: \"Sometimes\": supported values: \"Always\"";
+    let any_of_three =
+        "Unsupported value: \"Sometimes\": supported values: \"Always\", \"Never\", \"OnFailure\"";
+    let forbidden =
+        "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers";
+    let sometimes = with(", restartPolicy: Sometimes", "");
+    let sidecar = with(", restartPolicy: Always", "");
+    let on_failure = with(", restartPolicy: OnFailure", "");
+    let regular = with("", ", restartPolicy: Always");
+    let regular_sometimes = with("", ", restartPolicy: Sometimes");
+    assert_eq!(
+        decode(&sometimes, 28),
+        Ok(false),
+        "dropped with the sidecar gate off"
+    );
+    assert_eq!(decode(&sidecar, 28), Ok(false));
+    assert_eq!(decode(&regular, 28).unwrap_err(), forbidden);
+    for minor in [29, 33] {
+        let err = decode(&sometimes, minor).unwrap_err();
+        assert_eq!(
+            err,
+            format!("spec.initContainers[0].restartPolicy: {init_always}")
+        );
+        assert!(decode(&on_failure, minor).is_err());
+        assert_eq!(decode(&sidecar, minor), Ok(true));
+        assert_eq!(decode(&regular, minor).unwrap_err(), forbidden);
+    }
+    assert_eq!(
+        decode(&sometimes, 34),
+        Ok(false),
+        "dropped with ContainerRestartRules off"
+    );
+    assert_eq!(decode(&sidecar, 34), Ok(true));
+    assert_eq!(decode(&regular, 34), Ok(false));
+    for minor in [35, 36] {
+        let err = decode(&sometimes, minor).unwrap_err();
+        assert_eq!(
+            err,
+            format!("spec.initContainers[0].restartPolicy: {any_of_three}")
+        );
+        assert_eq!(decode(&on_failure, minor), Ok(false), "not a sidecar");
+        assert_eq!(decode(&sidecar, minor), Ok(true));
+        assert_eq!(decode(&regular, minor), Ok(false));
+        let err = decode(&regular_sometimes, minor).unwrap_err();
+        assert_eq!(
+            err,
+            format!("spec.containers[0].restartPolicy: {any_of_three}")
+        );
+    }
+}

@@ -59,15 +59,18 @@ impl Shard {
     pub fn parse(text: &str) -> Result<Shard, String> {
         let invalid = || format!("{text:?} is not a shard like 0/2 (index/instances)");
         let (index, count) = text.split_once('/').ok_or_else(invalid)?;
-        let index: u64 = index.trim().parse().map_err(|_| invalid())?;
-        let count: u64 = count.trim().parse().map_err(|_| invalid())?;
-        if !(1..=Self::MAX_INSTANCES).contains(&count) {
+        let index = whole_number(index).ok_or_else(invalid)?;
+        let count = whole_number(count).ok_or_else(invalid)?;
+        if !count.is_some_and(|count| (1..=Self::MAX_INSTANCES).contains(&count)) {
             return Err(format!(
-                "{text:?}: the number of instances must be 1 to {}, not {count}",
-                Self::MAX_INSTANCES
+                "{text:?}: the number of instances must be 1 to {}, not {}",
+                Self::MAX_INSTANCES,
+                text.split_once('/').map_or("", |(_, count)| count.trim())
             ));
         }
-        let (Ok(index), Ok(count)) = (u32::try_from(index), u32::try_from(count)) else {
+        let (Some(Ok(index)), Some(Ok(count))) =
+            (index.map(u32::try_from), count.map(u32::try_from))
+        else {
             return Err(format!(
                 "{text:?}: the index must be below the number of instances"
             ));
@@ -123,6 +126,16 @@ impl Shard {
 /// The instance (of `count`) that owns the pod with this UID (FNV-1a, stable everywhere).
 pub fn owner(uid: &str, count: u32) -> u32 {
     (gantry_api::rng::fnv1a(uid.bytes()) % u64::from(count.max(1))) as u32
+}
+
+/// A whole number written in decimal digits: `Some(None)` when it is one but too large
+/// for a u64, so that the error can say "too large" rather than "not a number".
+fn whole_number(text: &str) -> Option<Option<u64>> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(text.parse().ok())
 }
 
 #[cfg(test)]
@@ -222,5 +235,22 @@ mod tests {
             )
         );
         assert!(Shard::parse("99999999999/1024").is_err());
+        // Only too large is said as too large, not as malformed.
+        assert_eq!(
+            Shard::parse("0/18446744073709551616"),
+            Err("\"0/18446744073709551616\": the number of instances must be 1 to 1024, not 18446744073709551616".into())
+        );
+        assert_eq!(
+            Shard::parse("18446744073709551616/2"),
+            Err(
+                "\"18446744073709551616/2\": the index must be below the number of instances"
+                    .into()
+            )
+        );
+        assert!(
+            Shard::parse("0/-1")
+                .unwrap_err()
+                .contains("is not a shard like")
+        );
     }
 }

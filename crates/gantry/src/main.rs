@@ -100,7 +100,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     output::set_json_logs(matches!(cli.log_format, LogFormat::Json));
+    // `run` and `record` write nothing to stdout; every other command's answer is there.
+    let writes_stdout = !matches!(cli.command, Command::Run(_) | Command::Record(_));
     let result = match cli.command {
+        _ if writes_stdout && let Err(closed) = output::stdout_is_open() => Err(closed),
         Command::Simulate(args) => simulate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Explain(args) => explain::run(args),

@@ -15,6 +15,28 @@ pub fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow
         .context("cannot write to stdout")
 }
 
+/// Fails when stdout was closed at start (`gantry simulate >&-`), where Unix tools say
+/// `write error: Bad file descriptor`. Rust's runtime reopens a closed stdout on
+/// `/dev/null` before `main`, read-write, so writes would vanish and the command end 0
+/// having written nothing. A shell's `> /dev/null` opens it write-only and passes. Read from
+/// `/proc`; where that is not mounted, nothing is refused.
+pub fn stdout_is_open() -> anyhow::Result<()> {
+    const ACCESS_MODE: u32 = 0o3;
+    const READ_WRITE: u32 = 0o2;
+    let reopened_by_runtime = std::fs::read_link("/proc/self/fd/1")
+        .is_ok_and(|target| target == std::path::Path::new("/dev/null"))
+        && std::fs::read_to_string("/proc/self/fdinfo/1").is_ok_and(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("flags:"))
+                .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+                .is_some_and(|flags| flags & ACCESS_MODE == READ_WRITE)
+        });
+    if reopened_by_runtime {
+        anyhow::bail!("cannot write to stdout: it was closed when Gantry started");
+    }
+    Ok(())
+}
+
 /// Whether the error is a write to a pipe whose reader has gone.
 pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {

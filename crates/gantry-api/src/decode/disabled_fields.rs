@@ -21,6 +21,16 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
             .iter()
             .flatten()
             .any(|c| c.restart_policy.is_some());
+    // dropContainerRestartRules (v1.34 on): init containers keep only `Always`, other
+    // containers no policy, and no container its rules.
+    let restart_rules = release.at_least(34) && off(Gate::ContainerRestartRules) && {
+        let init = spec.init_containers.iter().flatten().any(|c| {
+            c.restart_policy.as_deref().is_some_and(|p| p != "Always")
+                || c.restart_policy_rules.is_some()
+        });
+        init || (spec.containers.iter())
+            .any(|c| c.restart_policy.is_some() || c.restart_policy_rules.is_some())
+    };
     let pod_resources = off(Gate::PodLevelResources) && spec.resources.is_some();
     let gates = off(Gate::PodSchedulingReadiness) && spec.scheduling_gates.is_some();
     let claims = off(Gate::DynamicResourceAllocation) && spec.resource_claims.is_some();
@@ -40,6 +50,7 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
                 .any(|c| c.resources.is_some() || c.allocated_resources.is_some())
         });
     if !(sidecars
+        || restart_rules
         || pod_resources
         || gates
         || claims
@@ -56,6 +67,18 @@ pub(super) fn drop_disabled_fields(pod: &k8s::Pod, release: Release) -> Cow<'_, 
     if sidecars {
         for c in spec.init_containers.iter_mut().flatten() {
             c.restart_policy = None;
+        }
+    }
+    if restart_rules {
+        for c in spec.init_containers.iter_mut().flatten() {
+            if c.restart_policy.as_deref() != Some("Always") {
+                c.restart_policy = None;
+            }
+            c.restart_policy_rules = None;
+        }
+        for c in &mut spec.containers {
+            c.restart_policy = None;
+            c.restart_policy_rules = None;
         }
     }
     if pod_resources {

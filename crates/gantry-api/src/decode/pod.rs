@@ -30,7 +30,7 @@ pub(super) fn convert_pod(
         .spec
         .as_ref()
         .ok_or_else(|| field_error(object, "spec", validation::required("")))?;
-    super::pod_checks::check_pod_spec(spec, object)?;
+    super::pod_checks::check_pod_spec(spec, object, release)?;
     let mut out = Pod::new(namespace(&pod.metadata).as_str(), name);
     if let Some(uid) = pod.metadata.uid.as_deref() {
         out.uid = Arc::from(uid);

@@ -7,9 +7,15 @@ use k8s_openapi::api::core::v1 as k8s;
 
 use super::validation;
 use super::{ObjectError, field_error};
+use crate::{Gate, Release};
 
-pub(super) fn check_pod_spec(spec: &k8s::PodSpec, object: &str) -> Result<(), ObjectError> {
+pub(super) fn check_pod_spec(
+    spec: &k8s::PodSpec,
+    object: &str,
+    release: Release,
+) -> Result<(), ObjectError> {
     container_names(spec, object)?;
+    container_restart_policies(spec, object, release)?;
     if let Some(policy) = spec.restart_policy.as_deref()
         && !["Always", "OnFailure", "Never"].contains(&policy)
     {
@@ -66,6 +72,47 @@ fn spread_constraints_not_repeated(spec: &k8s::PodSpec, object: &str) -> Result<
                 object,
                 format!("spec.topologySpreadConstraints[{i}].{{topologyKey, whenUnsatisfiable}}"),
                 validation::duplicate(&format!("{{{}, {}}}", c.topology_key, c.when_unsatisfiable)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A container's own `restartPolicy`, as the release's API server validates what its
+/// `dropDisabledFields` left: an init container's is `Always` (a sidecar) unless
+/// ContainerRestartRules allows the pod's three policies; a regular container's is
+/// forbidden unless that gate is on (v1.35 on).
+fn container_restart_policies(
+    spec: &k8s::PodSpec,
+    object: &str,
+    release: Release,
+) -> Result<(), ObjectError> {
+    const SUPPORTED: &[&str] = &["Always", "Never", "OnFailure"];
+    let rules = release.enabled(Gate::ContainerRestartRules);
+    for (i, c) in spec.containers.iter().enumerate() {
+        let Some(policy) = c.restart_policy.as_deref() else {
+            continue;
+        };
+        let field = format!("spec.containers[{i}].restartPolicy");
+        if !rules {
+            let reason = validation::forbidden("may not be set for non-init containers");
+            return Err(field_error(object, field, reason));
+        }
+        if !SUPPORTED.contains(&policy) {
+            let reason = validation::not_supported(policy, SUPPORTED);
+            return Err(field_error(object, field, reason));
+        }
+    }
+    let init = spec.init_containers.as_deref().unwrap_or_default();
+    for (i, c) in init.iter().enumerate() {
+        let supported = if rules { SUPPORTED } else { &["Always"] };
+        if let Some(policy) = c.restart_policy.as_deref()
+            && !supported.contains(&policy)
+        {
+            return Err(field_error(
+                object,
+                format!("spec.initContainers[{i}].restartPolicy"),
+                validation::not_supported(policy, supported),
             ));
         }
     }
