@@ -234,6 +234,16 @@ fn device(
             (Some(i), None, None, None) => AttributeValue::Int(*i),
             (None, Some(b), None, None) => AttributeValue::Bool(*b),
             (None, None, Some(s), None) => AttributeValue::String(Arc::from(s.as_str())),
+            (None, None, None, Some(v)) if !is_semver(v) => {
+                return Err(field_error(
+                    object,
+                    format!("{field}.attributes.{name}.version"),
+                    validation::invalid(
+                        v,
+                        "must be a string compatible with semver.org spec 2.0.0",
+                    ),
+                ));
+            }
             (None, None, None, Some(v)) => AttributeValue::Version(Arc::from(v.as_str())),
             _ => {
                 return Err(field_error(
@@ -727,29 +737,76 @@ pub(crate) fn pod_claim_statuses(pod: &k8s::Pod) -> Option<Arc<[ResourceClaimSta
     (!statuses.is_empty()).then(|| statuses.into())
 }
 
+/// The API server's `semverRe` for a device's version attribute: MAJOR.MINOR.PATCH without
+/// leading zeros, then optional dot-separated pre-release identifiers (numeric ones without
+/// leading zeros) after `-`, and build identifiers after `+`.
+fn is_semver(text: &str) -> bool {
+    let numeric = |id: &str| {
+        !id.is_empty()
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && (id == "0" || !id.starts_with('0'))
+    };
+    let identifier =
+        |id: &str| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let (rest, build) = match text.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (text, None),
+    };
+    let (core, pre_release) = match rest.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (rest, None),
+    };
+    let core_ok = {
+        let parts: Vec<&str> = core.split('.').collect();
+        parts.len() == 3 && parts.iter().all(|p| numeric(p))
+    };
+    let pre_ok = pre_release.is_none_or(|pre| {
+        pre.split('.')
+            .all(|id| identifier(id) && (numeric(id) || !id.bytes().all(|b| b.is_ascii_digit())))
+    });
+    let build_ok = build.is_none_or(|build| build.split('.').all(identifier));
+    core_ok && pre_ok && build_ok
+}
+
 /// A pod's `spec.resourceClaims`.
 pub(crate) fn pod_resource_claims(
     pod: &k8s::Pod,
     object: &str,
 ) -> Result<Vec<PodResourceClaim>, ObjectError> {
     let spec = pod.spec.as_ref();
-    let mut out = Vec::new();
+    let mut out: Vec<PodResourceClaim> = Vec::new();
     for (i, c) in spec
         .and_then(|s| s.resource_claims.as_ref())
         .into_iter()
         .flatten()
         .enumerate()
     {
+        // validatePodResourceClaim: a name, given once, a DNS label; one source.
         let at = format!("spec.resourceClaims[{i}]");
+        let name_at = format!("{at}.name");
+        if c.name.is_empty() {
+            return Err(field_error(object, name_at, validation::required("")));
+        }
+        if out.iter().any(|earlier| *earlier.name == *c.name) {
+            return Err(field_error(object, name_at, validation::duplicate(&c.name)));
+        }
+        validation::check(
+            validation::dns1123_label(&c.name),
+            object,
+            &name_at,
+            &c.name,
+        )?;
         let source = match (&c.resource_claim_name, &c.resource_claim_template_name) {
             (Some(name), None) => ClaimSource::Claim(Arc::from(name.as_str())),
             (None, Some(template)) => ClaimSource::Template(Sym::new(template)),
-            _ => {
-                return Err(field_error(
-                    object,
-                    at,
-                    "exactly one of resourceClaimName and resourceClaimTemplateName must be set",
-                ));
+            (Some(_), Some(_)) => {
+                let detail = "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified";
+                return Err(field_error(object, at, detail));
+            }
+            (None, None) => {
+                let detail =
+                    "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`";
+                return Err(field_error(object, at, detail));
             }
         };
         out.push(PodResourceClaim {
@@ -757,5 +814,80 @@ pub(crate) fn pod_resource_claims(
             source,
         });
     }
+    if let Some(spec) = spec {
+        container_claims(spec, &out, object)?;
+    }
     Ok(out)
+}
+
+/// `validateResourceClaimNames`: each container's `resources.claims` names one of the
+/// pod's claims, and no claim (or claim and request) twice. A container naming a claim the
+/// pod does not have was kept and ignored.
+fn container_claims(
+    spec: &k8s::PodSpec,
+    pod_claims: &[PodResourceClaim],
+    object: &str,
+) -> Result<(), ObjectError> {
+    let lists = [
+        ("spec.containers", spec.containers.as_slice()),
+        (
+            "spec.initContainers",
+            spec.init_containers.as_deref().unwrap_or_default(),
+        ),
+    ];
+    for (list, containers) in lists {
+        for (i, container) in containers.iter().enumerate() {
+            let claims = container
+                .resources
+                .as_ref()
+                .and_then(|r| r.claims.as_deref());
+            let mut seen: Vec<String> = Vec::new();
+            for (j, claim) in claims.unwrap_or_default().iter().enumerate() {
+                let at = format!("{list}[{i}].resources.claims[{j}]");
+                let name = claim.name.as_str();
+                if name.is_empty() {
+                    return Err(field_error(object, at, validation::required("")));
+                }
+                let request = claim.request.as_deref().unwrap_or_default();
+                let key = if request.is_empty() {
+                    name.to_string()
+                } else {
+                    let request_at = format!("{at}.request");
+                    validation::check(
+                        validation::dns1123_label(request),
+                        object,
+                        &request_at,
+                        request,
+                    )?;
+                    format!("{name}/{request}")
+                };
+                // A whole claim overlaps any of its requests named before, and the reverse.
+                let overlaps = |earlier: &String| {
+                    *earlier == key
+                        || *earlier == name
+                        || (request.is_empty()
+                            && earlier.split_once('/').is_some_and(|(n, _)| n == name))
+                };
+                if let Some(earlier) = seen.iter().find(|e| overlaps(e)) {
+                    let value = if *earlier == name { name } else { key.as_str() };
+                    return Err(field_error(object, at, validation::duplicate(value)));
+                }
+                seen.push(key);
+                if !pod_claims.iter().any(|c| *c.name == *name) {
+                    let mut names: Vec<&str> = pod_claims.iter().map(|c| &*c.name).collect();
+                    names.sort_unstable();
+                    let listed = if names.is_empty() {
+                        " which is empty".to_string()
+                    } else {
+                        format!(": {}", names.join(", "))
+                    };
+                    let message = format!(
+                        "Not found: {name:?}: must be one of the names in pod.spec.resourceClaims{listed}"
+                    );
+                    return Err(field_error(object, at, message));
+                }
+            }
+        }
+    }
+    Ok(())
 }

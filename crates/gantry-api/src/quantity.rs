@@ -9,8 +9,9 @@ pub enum QuantityError {
         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {0:?}"
     )]
     Format(String),
-    #[error("quantity {0:?} is too large")]
-    TooLarge(String),
+    /// Past what an int64 holds in the unit it is counted in (the second field says).
+    #[error("quantity {0:?} is too large: {1}")]
+    TooLarge(String, &'static str),
 }
 
 /// A parsed quantity: `mantissa × 10^exp10 × 2^exp2`, exactly as written.
@@ -115,7 +116,12 @@ impl Quantity {
     }
 
     fn scaled_ceil(&self, extra_exp10: i32) -> Result<i64, QuantityError> {
-        let too_large = || QuantityError::TooLarge(self.to_string());
+        let limit = if extra_exp10 == 0 {
+            "at most 9223372036854775807, counted in whole units in an int64"
+        } else {
+            "at most 9223372036854775.807, counted in thousandths in an int64"
+        };
+        let too_large = || QuantityError::TooLarge(self.to_string(), limit);
         if self.mantissa == 0 {
             return Ok(0);
         }
@@ -217,13 +223,30 @@ impl QuantityFormat {
     }
 }
 
+/// The amount as a person would write it, for messages: `9223372036854775808`, `1.5Gi`,
+/// `0.001`; the exponent only where the digits would run long (`1e40`).
 impl std::fmt::Display for Quantity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}e{}", self.mantissa, self.exp10)?;
-        if self.exp2 > 0 {
-            write!(f, "*2^{}", self.exp2)?;
+        if self.mantissa < 0 {
+            f.write_str("-")?;
         }
-        Ok(())
+        let digits = self.mantissa.unsigned_abs().to_string();
+        match self.exp10 {
+            0 => f.write_str(&digits)?,
+            zeros @ 1..=24 => write!(f, "{digits}{}", "0".repeat(zeros as usize))?,
+            fraction @ -40..=-1 => {
+                let fraction = fraction.unsigned_abs() as usize;
+                let padded = format!("{digits:0>width$}", width = fraction + 1);
+                let (whole, decimals) = padded.split_at(padded.len() - fraction);
+                write!(f, "{whole}.{decimals}")?;
+            }
+            exp10 => write!(f, "{digits}e{exp10}")?,
+        }
+        let binary = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        match binary.get(self.exp2 as usize / 10) {
+            Some(suffix) if self.exp2 % 10 == 0 => f.write_str(suffix),
+            _ => write!(f, "*2^{}", self.exp2),
+        }
     }
 }
 
@@ -236,6 +259,40 @@ mod tests {
     }
     fn units(s: &str) -> i64 {
         Quantity::parse(s).unwrap().value().unwrap()
+    }
+
+    /// A quantity too large says its amount as written, not the parser's mantissa and
+    /// exponent, and in which unit it was counted.
+    #[test]
+    fn too_large_names_the_amount_as_written() {
+        for (text, shown) in [
+            ("9223372036854775808", "9223372036854775808"),
+            ("9.3e18", "9300000000000000000"),
+            ("16Ei", "16Ei"),
+            ("9300P", "9300000000000000000"),
+            ("1e40", "1e40"),
+        ] {
+            let err = Quantity::parse(text).unwrap().value().unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "quantity {shown:?} is too large: at most 9223372036854775807, counted in whole units in an int64"
+                ),
+                "{text}"
+            );
+        }
+        let cpu = Quantity::parse("9223372036854775.808").unwrap();
+        assert_eq!(
+            cpu.milli_value().unwrap_err().to_string(),
+            "quantity \"9223372036854775.808\" is too large: at most 9223372036854775.807, counted in thousandths in an int64"
+        );
+        assert_eq!(Quantity::parse("-0.05").unwrap().to_string(), "-0.05");
+        assert_eq!(Quantity::parse("1.5Gi").unwrap().to_string(), "1.5Gi");
+        assert_eq!(
+            units("9223372036854775807"),
+            i64::MAX,
+            "int64's largest is taken"
+        );
     }
 
     #[test]

@@ -141,7 +141,51 @@ fn bad_dra_fields_are_named() {
         (
             "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}],
               resourceClaims: [{name: x}]}}",
-            "Pod default/p: spec.resourceClaims[0]: exactly one of resourceClaimName and resourceClaimTemplateName must be set",
+            "Pod default/p: spec.resourceClaims[0]: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}],
+              resourceClaims: [{name: x, resourceClaimName: a, resourceClaimTemplateName: t}]}}",
+            "Pod default/p: spec.resourceClaims[0]: at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}],
+              resourceClaims: [{name: a, resourceClaimName: a}, {name: a, resourceClaimTemplateName: t}]}}",
+            "Pod default/p: spec.resourceClaims[1].name: Duplicate value: \"a\"",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}],
+              resourceClaims: [{name: A_1, resourceClaimName: a}]}}",
+            "Pod default/p: spec.resourceClaims[0].name: Invalid value: \"A_1\": a lowercase RFC 1123 label",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p},
+              spec: {containers: [{name: c, resources: {claims: [{name: zz}]}}],
+              resourceClaims: [{name: b, resourceClaimName: b}, {name: a, resourceClaimName: a}]}}",
+            "Pod default/p: spec.containers[0].resources.claims[0]: Not found: \"zz\": must be one of the names in pod.spec.resourceClaims: a, b",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p},
+              spec: {initContainers: [{name: i, resources: {claims: [{name: zz}]}}], containers: [{name: c}]}}",
+            "Pod default/p: spec.initContainers[0].resources.claims[0]: Not found: \"zz\": must be one of the names in pod.spec.resourceClaims which is empty",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p},
+              spec: {containers: [{name: c, resources: {claims: [{name: a, request: r}, {name: a}]}}],
+              resourceClaims: [{name: a, resourceClaimName: a}]}}",
+            "Pod default/p: spec.containers[0].resources.claims[1]: Duplicate value: \"a\"",
+        ),
+        (
+            "{apiVersion: v1, kind: Pod, metadata: {name: p},
+              spec: {containers: [{name: c, resources: {claims: [{name: a, request: r}, {name: a, request: r}]}}],
+              resourceClaims: [{name: a, resourceClaimName: a}]}}",
+            "Pod default/p: spec.containers[0].resources.claims[1]: Duplicate value: \"a/r\"",
+        ),
+        (
+            "{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: s},
+              spec: {driver: d, nodeName: node-1, pool: {name: p, generation: 1, resourceSliceCount: 1},
+              devices: [{name: x, attributes: {v: {version: 1.2.x}}}]}}",
+            "ResourceSlice s: spec.devices[0].attributes.v.version: Invalid value: \"1.2.x\": must be a string compatible with semver.org spec 2.0.0",
         ),
         (
             "{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
@@ -376,5 +420,62 @@ fn bad_subrequests_are_named() {
     for (text, expected) in cases {
         let error = ClusterObjects::decode(&text, "in").unwrap_err().to_string();
         assert!(error.contains(expected), "{error}\n  expected: {expected}");
+    }
+}
+
+/// A device's version attribute is what the API server's `semverRe` takes (semver.org 2.0.0's
+/// own examples of valid and invalid versions).
+#[test]
+fn version_attributes_are_semantic_versions() {
+    let slice = |version: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+              spec: {{driver: d, nodeName: node-1, pool: {{name: p, generation: 1, resourceSliceCount: 1}},
+              devices: [{{name: x, attributes: {{v: {{version: '{version}'}}}}}}]}}}}"
+        )
+    };
+    let valid = [
+        "1.2.3",
+        "0.0.0",
+        "10.20.30",
+        "1.0.0-alpha",
+        "1.0.0-alpha.1",
+        "1.0.0-0.3.7",
+        "1.0.0-x.7.z.92",
+        "1.0.0-x-y-z.--",
+        "1.0.0+20130313144700",
+        "1.0.0-beta+exp.sha.5114f85",
+        "1.0.0+21AF26D3----117B344092BD",
+        "1.0.0-0A.is.legal",
+    ];
+    let invalid = [
+        "1.2",
+        "1.2.x",
+        "01.2.3",
+        "1.02.3",
+        "1.2.03",
+        "1.2.3-01",
+        "1.2.3-",
+        "1.2.3+",
+        "1.2.3-a..b",
+        "v1.2.3",
+        "1.2.3.4",
+        "1.2.3+a+b",
+        "1.2.3-a_b",
+        "",
+        "-1.2.3",
+    ];
+    for version in valid {
+        let objects = ClusterObjects::decode(&slice(version), "in");
+        assert!(objects.is_ok(), "{version:?}: {:?}", objects.err());
+    }
+    for version in invalid {
+        let error = ClusterObjects::decode(&slice(version), "in")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("must be a string compatible with semver.org spec 2.0.0"),
+            "{version:?}: {error}"
+        );
     }
 }

@@ -186,6 +186,31 @@ fn a_reader_that_goes_away_ends_the_program_quietly() {
     }
 }
 
+/// `gantry simulate >&-` ended 0 having written nothing: Rust's runtime reopens a closed
+/// stdout on /dev/null. A shell's `> /dev/null` is a choice and still succeeds.
+#[test]
+fn a_closed_stdout_is_one_clear_error() {
+    let gantry = env!("CARGO_BIN_EXE_gantry");
+    for (redirect, fails) in [(">&-", true), ("> /dev/null", false)] {
+        let script = format!("exec \"$0\" simulate --cluster {CLUSTER} {redirect}");
+        let child = std::process::Command::new("sh")
+            .args(["-c", &script, gantry])
+            .current_dir(common::repo_root())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_within(child, LIMIT, &["simulate", redirect]);
+        if fails {
+            assert_one_line_error(
+                &out,
+                &["cannot write to stdout: it was closed when Gantry started"],
+            );
+        } else {
+            assert!(out.status.success(), "{redirect}: {}", stderr(&out));
+        }
+    }
+}
+
 #[test]
 fn a_full_stdout_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -818,6 +843,89 @@ fn hostile_inputs() -> Vec<Hostile> {
             code: 0,
             first_stderr_line: "",
             stdout_has: r#""scheduled":1"#,
+        },
+        Hostile {
+            name: "a node's memory of exactly int64's largest",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&[pending("p", "{name: c, resources: {requests: {memory: 1Gi}}}")])
+                    .replace("memory: 8Gi", "memory: '9223372036854775807'"),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--json"],
+            code: 0,
+            first_stderr_line: "",
+            stdout_has: r#""scheduled":1"#,
+        },
+        Hostile {
+            name: "memory of one byte past int64's largest",
+            files: vec![(
+                "cluster.yaml",
+                one_node_and("").replace("memory: 8Gi", "memory: '9223372036854775808'"),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Node n1: status.allocatable.memory: quantity \"9223372036854775808\" is too large: at most 9223372036854775807, counted in whole units in an int64",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "an init container's restartPolicy Sometimes",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["kind: Pod\nmetadata: {name: p, namespace: default}\nspec: {initContainers: [{name: i, restartPolicy: Sometimes}], containers: [{name: c}]}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--emulated-version", "1.36"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Pod default/p: spec.initContainers[0].restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"Never\", \"OnFailure\"",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a pod with two claims of one name",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["kind: Pod\nmetadata: {name: p, namespace: default}\nspec: {resourceClaims: [{name: a, resourceClaimTemplateName: t}, {name: a, resourceClaimTemplateName: t}], containers: [{name: c}]}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Pod default/p: spec.resourceClaims[1].name: Duplicate value: \"a\"",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a container naming a claim the pod does not have",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["kind: Pod\nmetadata: {name: p, namespace: default}\nspec: {resourceClaims: [{name: a, resourceClaimTemplateName: t}], containers: [{name: c, resources: {claims: [{name: gpu}]}}]}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: Pod default/p: spec.containers[0].resources.claims[0]: Not found: \"gpu\": must be one of the names in pod.spec.resourceClaims: a",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a device whose version attribute is not a semantic version",
+            files: vec![(
+                "cluster.yaml",
+                node_and(&["apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: d0, attributes: {driverVersion: {version: 1.2.x}}}]}\n".to_string()]),
+            )],
+            args: &["simulate", "--cluster", "{dir}/cluster.yaml"],
+            code: 1,
+            first_stderr_line: "error: {dir}/cluster.yaml: ResourceSlice s: spec.devices[0].attributes.driverVersion.version: Invalid value: \"1.2.x\": must be a string compatible with semver.org spec 2.0.0",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a release number only too large",
+            files: vec![],
+            args: &["simulate", "--emulated-version", "1.4294967296"],
+            code: 1,
+            first_stderr_line: "error: --emulated-version: Gantry decides as Kubernetes 1.28 to 1.37, not 1.4294967296",
+            stdout_has: "",
+        },
+        Hostile {
+            name: "a shard of 2^64 instances",
+            files: vec![],
+            args: &["run", "--shard", "0/18446744073709551616"],
+            code: 2,
+            first_stderr_line: "error: invalid value '0/18446744073709551616' for '--shard <SHARD>': \"0/18446744073709551616\": the number of instances must be 1 to 1024, not 18446744073709551616",
+            stdout_has: "",
         },
     ]
 }
