@@ -56,7 +56,7 @@ impl std::fmt::Display for DeviceId {
 }
 
 /// A device attribute's value: exactly one of the four types.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AttributeValue {
     Int(i64),
     Bool(bool),

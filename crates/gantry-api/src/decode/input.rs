@@ -202,7 +202,13 @@ fn read_json(
     let malformed = |position: &str, m: Malformed| Failure::Syntax(format!("{position}: {}", m.0));
     for index in 1.. {
         let position = format!("document {index}");
-        json_values::skip_document_marker(input).map_err(Failure::Read)?;
+        let not_a_marker = json_values::skip_document_marker(input).map_err(Failure::Read)?;
+        if not_a_marker.is_some() {
+            return Err(Failure::Syntax(format!(
+                "trailing characters after document {}: '-' where another JSON object would begin",
+                index - 1
+            )));
+        }
         match json_values::peek(input).map_err(Failure::Read)? {
             None => break,
             Some(b'{') => input.consume(1),

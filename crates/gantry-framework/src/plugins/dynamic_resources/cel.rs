@@ -10,9 +10,7 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
-
-use foldhash::fast::RandomState;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::{Key, Map};
@@ -26,6 +24,7 @@ use gantry_api::{Quantity, Release, Sym};
 
 use super::library;
 use super::semver::Semver;
+use super::verdict_memo::VerdictMemo;
 
 /// The deepest nesting an expression may have: cel-go's default `maxRecursionDepth`,
 /// whose parser refuses deeper ones with "max recursion depth exceeded" (a chain of 251
@@ -42,9 +41,6 @@ const STACK_PER_LEVEL: usize = 64 * 1024;
 /// bracket nesting before its limit stops it, and its tree of a long chain is as deep as
 /// the chain. Reserved, not committed.
 const COMPILE_STACK: usize = 256 << 20;
-
-/// Slices a selector remembers its verdicts on before it forgets them all.
-const MAX_REMEMBERED: usize = 1 << 16;
 
 /// A selector's verdict on one device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,18 +59,8 @@ pub struct Selector {
     minor: u8,
     /// Nesting of the expression, at most [`MAX_DEPTH`].
     depth: usize,
-    /// Verdicts on every device of a slice, by the slice's address: a device's verdict
-    /// does not change until its slice is replaced, and evaluating CEL costs far more
-    /// than a lookup. The weak reference keeps the slice's address from being reused
-    /// while the entry stands, so an address names one slice.
-    remembered: Mutex<HashMap<usize, SliceVerdicts, RandomState>>,
-}
-
-/// A selector's remembered verdicts on one slice.
-struct SliceVerdicts {
-    /// Keeps the slice's address from being reused while the entry stands.
-    _slice: Weak<ResourceSlice>,
-    verdicts: Arc<[Verdict]>,
+    /// Verdicts remembered by slice and by kind of device (see [`VerdictMemo`]).
+    remembered: Mutex<VerdictMemo>,
 }
 
 impl Selector {
@@ -119,37 +105,28 @@ impl Selector {
     }
 
     /// The verdicts on every device of `slice`, in its order: worked out once per slice
-    /// (all its devices at once), then remembered until the slice is replaced.
+    /// (all its devices at once), then remembered until the slice is replaced; a device
+    /// like one already judged (the same driver, attributes and capacities) takes that
+    /// verdict without evaluating the expression. The lock is not held while CEL runs.
     pub fn verdicts(&self, slice: &Arc<ResourceSlice>) -> Arc<[Verdict]> {
-        let key = Arc::as_ptr(slice) as usize;
-        if let Some(known) = self
-            .remembered
-            .lock()
-            .expect("verdict lock poisoned")
-            .get(&key)
-        {
-            return known.verdicts.clone();
-        }
-        let verdicts: Arc<[Verdict]> = slice
-            .devices
-            .iter()
-            .map(|device| match self.matches(slice.driver, device) {
-                Ok(true) => Verdict::Yes,
-                Ok(false) => Verdict::No,
-                Err(_) => Verdict::Error,
+        let known = {
+            let memo = self.remembered.lock().expect("verdict lock poisoned");
+            if let Some(verdicts) = memo.slice(slice) {
+                return verdicts;
+            }
+            memo.by_kind(slice)
+        };
+        let verdicts: Arc<[Verdict]> = (slice.devices.iter().zip(known))
+            .map(|(device, known)| {
+                known.unwrap_or_else(|| match self.matches(slice.driver, device) {
+                    Ok(true) => Verdict::Yes,
+                    Ok(false) => Verdict::No,
+                    Err(_) => Verdict::Error,
+                })
             })
             .collect();
-        let mut remembered = self.remembered.lock().expect("verdict lock poisoned");
-        if remembered.len() >= MAX_REMEMBERED {
-            remembered.clear();
-        }
-        remembered.insert(
-            key,
-            SliceVerdicts {
-                _slice: Arc::downgrade(slice),
-                verdicts: verdicts.clone(),
-            },
-        );
+        let mut memo = self.remembered.lock().expect("verdict lock poisoned");
+        memo.remember(slice, verdicts.clone());
         verdicts
     }
 

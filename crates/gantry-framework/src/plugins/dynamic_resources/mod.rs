@@ -17,6 +17,7 @@ mod first_path;
 pub mod library;
 pub mod score;
 mod semver;
+mod verdict_memo;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,203 @@
+//! What a selector remembers of its verdicts, so that CEL runs once per kind of device
+//! rather than once per device: by slice (a slice's verdicts do not change until it is
+//! replaced), and by what the expression can see of a device (its driver, attributes and
+//! capacities), which the devices of a large cluster share: 100,000 nodes of 128 alike
+//! GPUs have a few hundred kinds, not 12.8 million.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Weak};
+
+use foldhash::fast::{FixedState, RandomState};
+use gantry_api::Sym;
+use gantry_api::dra::{AttributeValue, Device, QualifiedName, ResourceSlice};
+
+use super::cel::Verdict;
+
+/// Slices remembered before they are all forgotten: more than the largest cluster
+/// Gantry is measured at has (one slice a node at 100,000 nodes).
+const MAX_SLICES: usize = 1 << 18;
+
+/// Kinds of device remembered before they are all forgotten.
+const MAX_KINDS: usize = 1 << 16;
+
+#[derive(Default)]
+pub(super) struct VerdictMemo {
+    /// Verdicts on every device of a slice, by the slice's address.
+    by_slice: HashMap<usize, SliceVerdicts, RandomState>,
+    /// Verdicts by kind of device, under the hash of what the expression sees.
+    by_kind: HashMap<u64, Vec<(DeviceKind, Verdict)>, RandomState>,
+    kinds: usize,
+}
+
+/// A selector's remembered verdicts on one slice.
+struct SliceVerdicts {
+    /// Keeps the slice's address from being reused while the entry stands, so that an
+    /// address names one slice.
+    _slice: Weak<ResourceSlice>,
+    verdicts: Arc<[Verdict]>,
+}
+
+/// What a selector's expression can read of a device: `device.driver`,
+/// `device.attributes` and `device.capacity` (not its name).
+struct DeviceKind {
+    driver: Sym,
+    attributes: Vec<(QualifiedName, AttributeValue)>,
+    capacity: Vec<(QualifiedName, i64)>,
+}
+
+impl DeviceKind {
+    fn is(&self, driver: Sym, device: &Device) -> bool {
+        self.driver == driver
+            && self.attributes == device.attributes
+            && self.capacity == device.capacity
+    }
+}
+
+/// The hash of what the expression sees of `device`; fixed, so the same on every run.
+fn kind_hash(driver: Sym, device: &Device) -> u64 {
+    let mut hasher = FixedState::default().build_hasher();
+    driver.hash(&mut hasher);
+    device.attributes.hash(&mut hasher);
+    device.capacity.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl VerdictMemo {
+    pub(super) fn slice(&self, slice: &Arc<ResourceSlice>) -> Option<Arc<[Verdict]>> {
+        let key = Arc::as_ptr(slice) as usize;
+        self.by_slice.get(&key).map(|known| known.verdicts.clone())
+    }
+
+    /// The remembered verdicts on `slice`'s devices, by kind, `None` where a kind is new.
+    pub(super) fn by_kind(&self, slice: &ResourceSlice) -> Vec<Option<Verdict>> {
+        (slice.devices.iter())
+            .map(|device| {
+                let hash = kind_hash(slice.driver, device);
+                let alike = self.by_kind.get(&hash)?;
+                let (_, verdict) = alike
+                    .iter()
+                    .find(|(kind, _)| kind.is(slice.driver, device))?;
+                Some(*verdict)
+            })
+            .collect()
+    }
+
+    /// Remembers the verdicts on `slice`, and those on its devices of kinds not yet known.
+    pub(super) fn remember(&mut self, slice: &Arc<ResourceSlice>, verdicts: Arc<[Verdict]>) {
+        if self.by_slice.len() >= MAX_SLICES {
+            self.by_slice.clear();
+        }
+        for (device, &verdict) in slice.devices.iter().zip(verdicts.iter()) {
+            if self.kinds >= MAX_KINDS {
+                self.by_kind.clear();
+                self.kinds = 0;
+            }
+            let alike = self
+                .by_kind
+                .entry(kind_hash(slice.driver, device))
+                .or_default();
+            if !alike.iter().any(|(kind, _)| kind.is(slice.driver, device)) {
+                let kind = DeviceKind {
+                    driver: slice.driver,
+                    attributes: device.attributes.clone(),
+                    capacity: device.capacity.clone(),
+                };
+                alike.push((kind, verdict));
+                self.kinds += 1;
+            }
+        }
+        let key = Arc::as_ptr(slice) as usize;
+        let entry = SliceVerdicts {
+            _slice: Arc::downgrade(slice),
+            verdicts,
+        };
+        self.by_slice.insert(key, entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::dra::SliceNodes;
+
+    fn gpu(name: &str, model: &str, memory: i64) -> Device {
+        let name_of = |id: &str| QualifiedName {
+            domain: Sym::new("gpu.example.com"),
+            id: Sym::new(id),
+        };
+        Device {
+            name: Sym::new(name),
+            attributes: vec![(name_of("model"), AttributeValue::String(model.into()))],
+            capacity: vec![(name_of("memory"), memory)],
+        }
+    }
+
+    fn slice(name: &str, driver: &str, devices: Vec<Device>) -> Arc<ResourceSlice> {
+        Arc::new(ResourceSlice {
+            name: Sym::new(name),
+            driver: Sym::new(driver),
+            pool: Sym::new(name),
+            pool_generation: 1,
+            pool_slice_count: 1,
+            nodes: SliceNodes::Node(Sym::new(name)),
+            devices,
+        })
+    }
+
+    /// Another node's slice of alike devices takes the verdicts already worked out (a
+    /// device's name is not part of its kind); a device that differs in its driver, an
+    /// attribute or a capacity is judged on its own.
+    #[test]
+    fn alike_devices_share_verdicts_and_others_do_not() {
+        let mut memo = VerdictMemo::default();
+        let first = slice(
+            "n1",
+            "gpu.example.com",
+            vec![gpu("gpu-0", "A100", 80), gpu("gpu-1", "H100", 80)],
+        );
+        memo.remember(&first, Arc::from([Verdict::Yes, Verdict::No]));
+        assert_eq!(
+            memo.slice(&first).as_deref(),
+            Some(&[Verdict::Yes, Verdict::No][..])
+        );
+
+        let second = slice(
+            "n2",
+            "gpu.example.com",
+            vec![
+                gpu("gpu-7", "H100", 80),
+                gpu("gpu-8", "A100", 80),
+                gpu("gpu-9", "A100", 40),
+                gpu("gpu-10", "T4", 80),
+            ],
+        );
+        assert_eq!(
+            memo.slice(&second),
+            None,
+            "remembered by slice only once judged"
+        );
+        assert_eq!(
+            memo.by_kind(&second),
+            [Some(Verdict::No), Some(Verdict::Yes), None, None]
+        );
+        let other_driver = slice("n3", "other.example.com", vec![gpu("gpu-0", "A100", 80)]);
+        assert_eq!(memo.by_kind(&other_driver), [None]);
+    }
+
+    /// Two kinds under one hash are told apart by what they are, not by the hash.
+    #[test]
+    fn a_kind_is_its_driver_attributes_and_capacities() {
+        let a100 = gpu("gpu-0", "A100", 80);
+        let kind = DeviceKind {
+            driver: Sym::new("gpu.example.com"),
+            attributes: a100.attributes.clone(),
+            capacity: a100.capacity.clone(),
+        };
+        let driver = Sym::new("gpu.example.com");
+        assert!(kind.is(driver, &gpu("gpu-5", "A100", 80)));
+        assert!(!kind.is(driver, &gpu("gpu-0", "H100", 80)));
+        assert!(!kind.is(driver, &gpu("gpu-0", "A100", 40)));
+        assert!(!kind.is(Sym::new("other.example.com"), &a100));
+    }
+}
