@@ -122,6 +122,8 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                     )
                 })?;
             }
+            // Before the pods, which carry the claims in their spec.resourceClaims.
+            self.check_claim_names(w, workload)?;
             for i in 0..workload.count {
                 let pod = self.pod(w, workload, i, &cluster)?;
                 workload_pods[w].push(pod.key());
@@ -383,24 +385,10 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
         Ok(slices)
     }
 
-    /// A workload's claim templates, one per claim. `made` holds every template made so
-    /// far, by namespace and name, with the claim that made it.
-    fn claim_templates(
-        &self,
-        w: usize,
-        workload: &Workload,
-        made: &mut HashMap<(String, String), String>,
-    ) -> Result<Vec<ResourceClaimTemplate>, ScenarioError> {
+    /// A workload's claims are named as pods' claims must be (DNS labels), and apart from
+    /// each other and from the template's own `spec.resourceClaims`, which they join.
+    fn check_claim_names(&self, w: usize, workload: &Workload) -> Result<(), ScenarioError> {
         let err = self.err;
-        if !workload.claims.is_empty() && !self.release.enabled(Gate::DynamicResourceAllocation) {
-            return Err(err(
-                format!("workloads[{w}].claims"),
-                format!(
-                    "Kubernetes {} has DynamicResourceAllocation off: its API server would drop the pods' resourceClaims",
-                    self.release
-                ),
-            ));
-        }
         // The template's own `spec.resourceClaims`, which the claims join.
         let own: Vec<&str> = workload
             .template
@@ -410,9 +398,9 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             .flatten()
             .filter_map(|e| e.get("name").and_then(Value::as_str))
             .collect();
-        let mut templates = Vec::new();
         for (c, claim) in workload.claims.iter().enumerate() {
             let field = format!("workloads[{w}].claims[{c}]");
+            devices::dns_label(&claim.name).map_err(|m| err(format!("{field}.name"), m))?;
             if let Some(first) = workload.claims[..c]
                 .iter()
                 .position(|o| o.name == claim.name)
@@ -431,6 +419,31 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// A workload's claim templates, one per claim. `made` holds every template made so
+    /// far, by namespace and name, with the claim that made it.
+    fn claim_templates(
+        &self,
+        w: usize,
+        workload: &Workload,
+        made: &mut HashMap<(String, String), String>,
+    ) -> Result<Vec<ResourceClaimTemplate>, ScenarioError> {
+        let err = self.err;
+        if !workload.claims.is_empty() && !self.release.enabled(Gate::DynamicResourceAllocation) {
+            return Err(err(
+                format!("workloads[{w}].claims"),
+                format!(
+                    "Kubernetes {} has DynamicResourceAllocation off: its API server would drop the pods' resourceClaims",
+                    self.release
+                ),
+            ));
+        }
+        let mut templates = Vec::new();
+        for (c, claim) in workload.claims.iter().enumerate() {
+            let field = format!("workloads[{w}].claims[{c}]");
             if !self
                 .file
                 .device_classes

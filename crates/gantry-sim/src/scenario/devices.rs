@@ -210,7 +210,6 @@ pub(super) fn template_name(workload: &str, claim: &str) -> String {
 impl ClaimSpec {
     /// The ResourceClaimTemplate of the claim: one request, named as the claim.
     pub(super) fn template(&self, workload: &str, namespace: &str) -> Result<Value, FieldError> {
-        dns_label(&self.name).map_err(|m| ("name".into(), m))?;
         let max = gantry_api::dra::ALLOCATION_RESULTS_MAX_SIZE;
         if !(1..=max as u32).contains(&self.count) {
             return Err((
@@ -257,7 +256,7 @@ fn cel_selectors(expressions: &[String]) -> Vec<Value> {
 }
 
 /// apimachinery's `IsDNS1123Label`, its errors joined.
-fn dns_label(value: &str) -> Result<(), String> {
+pub(super) fn dns_label(value: &str) -> Result<(), String> {
     joined(dns1123_label(value))
 }
 
