@@ -110,7 +110,7 @@ impl Selector {
     /// verdict without evaluating the expression. The lock is not held while CEL runs.
     pub fn verdicts(&self, slice: &Arc<ResourceSlice>) -> Arc<[Verdict]> {
         let known = {
-            let memo = self.remembered.lock().expect("verdict lock poisoned");
+            let mut memo = self.remembered.lock().expect("verdict lock poisoned");
             if let Some(verdicts) = memo.slice(slice) {
                 return verdicts;
             }

@@ -2,7 +2,8 @@
 //! rather than once per device: by slice (a slice's verdicts do not change until it is
 //! replaced), and by what the expression can see of a device (its driver, attributes and
 //! capacities), which the devices of a large cluster share: 100,000 nodes of 128 alike
-//! GPUs have a few hundred kinds, not 12.8 million.
+//! GPUs have a few hundred kinds, not 12.8 million. Most nodes of a pool publish alike
+//! slices, so a new slice is first compared with a few recent ones, whole.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -21,6 +22,10 @@ const MAX_SLICES: usize = 1 << 18;
 /// Kinds of device remembered before they are all forgotten.
 const MAX_KINDS: usize = 1 << 16;
 
+/// Slices kept as examples of a whole slice's devices: the nodes of a pool of one
+/// machine type publish alike slices, whose verdicts are then one comparison away.
+const MAX_EXAMPLES: usize = 8;
+
 #[derive(Default)]
 pub(super) struct VerdictMemo {
     /// Verdicts on every device of a slice, by the slice's address.
@@ -28,6 +33,9 @@ pub(super) struct VerdictMemo {
     /// Verdicts by kind of device, under the hash of what the expression sees.
     by_kind: HashMap<u64, Vec<(DeviceKind, Verdict)>, RandomState>,
     kinds: usize,
+    /// Slices judged lately whose devices differ from each other's, newest first, with
+    /// their verdicts.
+    examples: Vec<(Arc<ResourceSlice>, Arc<[Verdict]>)>,
 }
 
 /// A selector's remembered verdicts on one slice.
@@ -44,6 +52,14 @@ struct DeviceKind {
     driver: Sym,
     attributes: Vec<(QualifiedName, AttributeValue)>,
     capacity: Vec<(QualifiedName, i64)>,
+}
+
+/// Whether the expression sees the same devices, in the same order, on both slices.
+fn alike(a: &ResourceSlice, b: &ResourceSlice) -> bool {
+    a.driver == b.driver
+        && a.devices.len() == b.devices.len()
+        && (a.devices.iter().zip(&b.devices))
+            .all(|(x, y)| x.attributes == y.attributes && x.capacity == y.capacity)
 }
 
 impl DeviceKind {
@@ -64,9 +80,20 @@ fn kind_hash(driver: Sym, device: &Device) -> u64 {
 }
 
 impl VerdictMemo {
-    pub(super) fn slice(&self, slice: &Arc<ResourceSlice>) -> Option<Arc<[Verdict]>> {
+    /// The verdicts on `slice`: remembered for it, or for an example slice whose devices
+    /// are alike (then remembered for this one too).
+    pub(super) fn slice(&mut self, slice: &Arc<ResourceSlice>) -> Option<Arc<[Verdict]>> {
         let key = Arc::as_ptr(slice) as usize;
-        self.by_slice.get(&key).map(|known| known.verdicts.clone())
+        if let Some(known) = self.by_slice.get(&key) {
+            return Some(known.verdicts.clone());
+        }
+        let (_, verdicts) = self
+            .examples
+            .iter()
+            .find(|(example, _)| alike(example, slice))?;
+        let verdicts = verdicts.clone();
+        self.remember_slice(slice, verdicts.clone());
+        Some(verdicts)
     }
 
     /// The remembered verdicts on `slice`'s devices, by kind, `None` where a kind is new.
@@ -85,9 +112,6 @@ impl VerdictMemo {
 
     /// Remembers the verdicts on `slice`, and those on its devices of kinds not yet known.
     pub(super) fn remember(&mut self, slice: &Arc<ResourceSlice>, verdicts: Arc<[Verdict]>) {
-        if self.by_slice.len() >= MAX_SLICES {
-            self.by_slice.clear();
-        }
         for (device, &verdict) in slice.devices.iter().zip(verdicts.iter()) {
             if self.kinds >= MAX_KINDS {
                 self.by_kind.clear();
@@ -106,6 +130,17 @@ impl VerdictMemo {
                 alike.push((kind, verdict));
                 self.kinds += 1;
             }
+        }
+        if self.examples.len() >= MAX_EXAMPLES {
+            self.examples.pop();
+        }
+        self.examples.insert(0, (slice.clone(), verdicts.clone()));
+        self.remember_slice(slice, verdicts);
+    }
+
+    fn remember_slice(&mut self, slice: &Arc<ResourceSlice>, verdicts: Arc<[Verdict]>) {
+        if self.by_slice.len() >= MAX_SLICES {
+            self.by_slice.clear();
         }
         let key = Arc::as_ptr(slice) as usize;
         let entry = SliceVerdicts {
@@ -183,6 +218,32 @@ mod tests {
         );
         let other_driver = slice("n3", "other.example.com", vec![gpu("gpu-0", "A100", 80)]);
         assert_eq!(memo.by_kind(&other_driver), [None]);
+        assert_eq!(memo.slice(&other_driver), None);
+    }
+
+    /// A slice alike an example slice (the same devices but for their names, in the same
+    /// order) takes its verdicts whole; one in another order or with a device more does not.
+    #[test]
+    fn a_slice_alike_an_example_takes_its_verdicts() {
+        let mut memo = VerdictMemo::default();
+        let devices = |names: [&str; 2]| vec![gpu(names[0], "A100", 80), gpu(names[1], "H100", 80)];
+        let first = slice("n1", "gpu.example.com", devices(["a", "b"]));
+        memo.remember(&first, Arc::from([Verdict::Yes, Verdict::No]));
+        let alike = slice("n2", "gpu.example.com", devices(["c", "d"]));
+        assert_eq!(
+            memo.slice(&alike).as_deref(),
+            Some(&[Verdict::Yes, Verdict::No][..])
+        );
+        let mut swapped = devices(["c", "d"]);
+        swapped.reverse();
+        assert_eq!(memo.slice(&slice("n3", "gpu.example.com", swapped)), None);
+        let mut more = devices(["c", "d"]);
+        more.push(gpu("e", "A100", 80));
+        assert_eq!(memo.slice(&slice("n4", "gpu.example.com", more)), None);
+        assert_eq!(
+            memo.slice(&slice("n5", "other.example.com", devices(["c", "d"]))),
+            None
+        );
     }
 
     /// Two kinds under one hash are told apart by what they are, not by the hash.
