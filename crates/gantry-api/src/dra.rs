@@ -357,7 +357,9 @@ pub struct ResourceClaimStatus {
 #[derive(Debug, Clone, Default)]
 pub struct DraObjects {
     pub device_classes: Vec<DeviceClass>,
-    pub slices: Vec<ResourceSlice>,
+    /// Shared, never copied: a large cluster's slices hold millions of devices, and every
+    /// cache of a simulation (each instance's, admission's) reads the same ones.
+    pub slices: Vec<Arc<ResourceSlice>>,
     pub claims: Vec<ResourceClaim>,
     pub templates: Vec<ResourceClaimTemplate>,
 }

@@ -52,7 +52,7 @@ pub(crate) fn add_object(
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
-            out.slices.push(resource_slice(&slice, object)?);
+            out.slices.push(Arc::new(resource_slice(&slice, object)?));
         }
         "ResourceClaim" => {
             let claim: resource::ResourceClaim = typed(value, object)?;

@@ -122,7 +122,7 @@ pub fn decode_slice(object: &DynamicObject, release: Release) -> Result<Object, 
         .slices
         .pop()
         .ok_or_else(|| missing(Kind::ResourceSlice, &value))?;
-    Ok(Object::ResourceSlice(Arc::new(slice)))
+    Ok(Object::ResourceSlice(slice))
 }
 
 pub fn decode_device_class(

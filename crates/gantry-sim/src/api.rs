@@ -147,7 +147,7 @@ pub(crate) fn load_dra_catalog(cache: &Cache, catalog: &DraObjects) {
         cache.dra().set_device_class(Arc::new(class.clone()));
     }
     for slice in &catalog.slices {
-        cache.set_resource_slice(Arc::new(slice.clone()));
+        cache.set_resource_slice(slice.clone());
     }
 }
 

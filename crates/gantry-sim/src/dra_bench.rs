@@ -161,7 +161,7 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
     });
     cluster.dra.slices = (0..shape.nodes)
-        .map(|i| slice(i, shape.devices_per_node))
+        .map(|i| Arc::new(slice(i, shape.devices_per_node)))
         .collect();
     let selectors: &[&str] = if shape.at_scale {
         &SCALE_SELECTORS
@@ -235,7 +235,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
         name: Sym::new(SHARED_CLASS),
         selectors: vec![Arc::from(format!("device.driver == \"{SHARED_DRIVER}\""))],
     });
-    cluster.dra.slices.push(ResourceSlice {
+    cluster.dra.slices.push(Arc::new(ResourceSlice {
         name: Sym::new("shared"),
         driver,
         pool: Sym::new("shared"),
@@ -249,7 +249,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
                 capacity: Vec::new(),
             })
             .collect(),
-    });
+    }));
     for namespace in namespaces {
         cluster.dra.claims.push(shared_claim(namespace));
     }

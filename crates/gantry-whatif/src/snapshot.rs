@@ -3,10 +3,13 @@
 //! what-if answer is the scheduler's answer; DRA claims made, allocated and reserved on
 //! the way live in the current fork and vanish on revert.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use gantry_api::decode::ClusterObjects;
-use gantry_api::dra::{ClaimKey, ClaimSource, DraObjects, ResourceClaim, SliceNodes};
+use gantry_api::dra::{
+    ClaimKey, ClaimSource, DraObjects, ResourceClaim, ResourceSlice, SliceNodes,
+};
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo, NodeTree};
 use gantry_framework::plugins::dynamic_resources;
@@ -98,7 +101,7 @@ impl ClusterSnapshot {
                 .slices
                 .iter()
                 .filter(|s| s.node_name().is_none())
-                .map(|s| Arc::new(s.clone()))
+                .cloned()
                 .collect(),
         };
         let mut store = kind.new_store(Arc::new(catalog));
@@ -126,17 +129,20 @@ impl ClusterSnapshot {
         for node in nodes {
             tree.add(node);
         }
+        // By name, looked up once each: the last node of a name, and each node's own
+        // slices in input order (a scan of all of them per node is quadratic at 100,000).
+        let by_name: HashMap<Sym, &Node> = nodes.iter().map(|n| (n.name, n)).collect();
+        let mut local: HashMap<Sym, Vec<Arc<ResourceSlice>>> = HashMap::new();
+        for slice in &dra.slices {
+            if let SliceNodes::Node(node) = slice.nodes {
+                local.entry(node).or_default().push(slice.clone());
+            }
+        }
         for name in tree.list() {
-            let node = nodes.iter().rev().find(|n| n.name == name).expect("listed");
+            let node = by_name[&name];
             let mut info = NodeInfo::new(Arc::new(node.clone()));
-            let local: Vec<_> = dra
-                .slices
-                .iter()
-                .filter(|s| s.nodes == SliceNodes::Node(name))
-                .map(|s| Arc::new(s.clone()))
-                .collect();
-            if !local.is_empty() {
-                info.set_resource_slices(local);
+            if let Some(slices) = local.remove(&name) {
+                info.set_resource_slices(slices);
             }
             self.store.add_node(info)?;
         }

@@ -241,7 +241,12 @@ fn scale_up_copies_the_templates_devices() {
         ClusterObjects::decode(&testdata("gpu-template.yaml"), "gpu-template.yaml").unwrap();
     let template = NodeTemplate {
         node: template_objects.nodes[0].clone(),
-        slices: template_objects.dra.slices.clone(),
+        slices: template_objects
+            .dra
+            .slices
+            .iter()
+            .map(|s| (**s).clone())
+            .collect(),
     };
     // Ten GPU pods with a controller, so they form one group: four per new node.
     let mut many = Vec::new();

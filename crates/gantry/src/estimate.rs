@@ -134,7 +134,7 @@ pub(crate) fn templates(
                 .slices
                 .iter()
                 .filter(|s| s.node_name() == Some(node.name))
-                .cloned()
+                .map(|s| (**s).clone())
                 .collect();
             out.push(NodeTemplate {
                 node: node.clone(),

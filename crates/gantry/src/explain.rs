@@ -32,7 +32,7 @@ fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod:
         cache.dra().set_device_class(Arc::new(class.clone()));
     }
     for slice in cluster.dra.slices.iter().chain(&with_pod.slices) {
-        cache.set_resource_slice(Arc::new(slice.clone()));
+        cache.set_resource_slice(slice.clone());
     }
     let claims: Vec<&ResourceClaim> = cluster.dra.claims.iter().chain(&with_pod.claims).collect();
     for claim in &claims {

@@ -380,7 +380,7 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
                 .slice(&node)
                 .map_err(|(sub, message)| (self.err)(below(&field, &sub), message))?;
             let decoded = self.decode_as(manifest, &field, devices::own_slice_field)?;
-            slices.extend(decoded.dra.slices);
+            slices.extend(decoded.dra.slices.iter().map(|s| (**s).clone()));
         }
         Ok(slices)
     }
@@ -640,12 +640,14 @@ fn node_name(group: &str, index: usize) -> String {
 fn node_slices<'a>(
     slices: &'a [ResourceSlice],
     node: &'a str,
-) -> impl Iterator<Item = ResourceSlice> + 'a {
-    slices.iter().map(move |slice| ResourceSlice {
-        name: Sym::new(&devices::slice_name(node, slice.driver.as_str())),
-        pool: Sym::new(node),
-        nodes: SliceNodes::Node(Sym::new(node)),
-        ..slice.clone()
+) -> impl Iterator<Item = Arc<ResourceSlice>> + 'a {
+    slices.iter().map(move |slice| {
+        Arc::new(ResourceSlice {
+            name: Sym::new(&devices::slice_name(node, slice.driver.as_str())),
+            pool: Sym::new(node),
+            nodes: SliceNodes::Node(Sym::new(node)),
+            ..slice.clone()
+        })
     })
 }
 
