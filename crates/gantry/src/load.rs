@@ -19,8 +19,7 @@ const MAX_WARNINGS_SHOWN: usize = 20;
 pub fn manifests(files: &[PathBuf], release: Release) -> anyhow::Result<ClusterObjects> {
     let mut objects = ClusterObjects::for_release(release);
     for file in files {
-        let reader =
-            std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let reader = open(file).with_context(|| format!("cannot read {}", file.display()))?;
         objects.read(reader, &file.display().to_string(), &InputLimits::default())?;
     }
     Ok(objects)

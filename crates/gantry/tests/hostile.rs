@@ -1353,6 +1353,18 @@ fn a_fifo_nobody_writes_is_refused_not_waited_on() {
         )],
     );
     assert!(started.elapsed() < Duration::from_secs(60));
+    // Manifests and configurations alike (`--cluster` blocked forever).
+    for flag in ["--cluster", "--config"] {
+        let started = std::time::Instant::now();
+        let out = gantry_within(&["simulate", flag, fifo], LIMIT);
+        assert_one_line_error(
+            &out,
+            &[&format!(
+                "error: cannot read {fifo}: a named pipe (FIFO) that no writer opened within 5 s"
+            )],
+        );
+        assert!(started.elapsed() < Duration::from_secs(60), "{flag}");
+    }
     // A FIFO with a writer is read as it streams in.
     let writer = {
         let fifo = fifo.to_string();

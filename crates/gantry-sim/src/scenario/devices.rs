@@ -426,8 +426,8 @@ mod tests {
             made["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"],
             2
         );
+        // The claim's name is checked with the workload's others (`check_claim_names`).
         for (yaml, field) in [
-            ("{name: GPU, deviceClass: gpu}", "name"),
             ("{name: gpu, deviceClass: gpu, count: 0}", "count"),
             ("{name: gpu, deviceClass: gpu, count: 33}", "count"),
             (
