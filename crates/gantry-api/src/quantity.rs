@@ -244,7 +244,7 @@ impl std::fmt::Display for Quantity {
         }
         let binary = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
         match binary.get(self.exp2 as usize / 10) {
-            Some(suffix) if self.exp2 % 10 == 0 => f.write_str(suffix),
+            Some(suffix) if self.exp2.is_multiple_of(10) => f.write_str(suffix),
             _ => write!(f, "*2^{}", self.exp2),
         }
     }
