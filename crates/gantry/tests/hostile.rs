@@ -845,10 +845,12 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: r#""scheduled":1"#,
         },
         Hostile {
-            name: "a node's memory of exactly int64's largest",
+            // Sums saturate at i64::MAX; a total exactly there did not overflow and was
+            // refused as if it had.
+            name: "a pod's memory request of exactly int64's largest",
             files: vec![(
                 "cluster.yaml",
-                node_and(&[pending("p", "{name: c, resources: {requests: {memory: 1Gi}}}")])
+                node_and(&[pending("p", "{name: c, resources: {requests: {memory: '9223372036854775807'}}}")])
                     .replace("memory: 8Gi", "memory: '9223372036854775807'"),
             )],
             args: &["simulate", "--cluster", "{dir}/cluster.yaml", "--json"],

@@ -206,8 +206,8 @@ pub(super) fn convert_pod(
         .collect();
     out.needs_features = needed_features(spec);
     out.scheduling_group = scheduling_group(spec, object)?;
-    out.update_requests();
-    if let Some(resource) = out.requests_overflow() {
+    let overflowed = out.update_requests();
+    if let Some(resource) = overflowed.then(|| out.saturated_resource()).flatten() {
         // The API server takes each quantity that fits alone; kube-scheduler's int64 sum
         // of them would wrap and the pod fit anywhere. Refused rather than rounded down.
         let unit = if resource == ResourceName::Cpu {

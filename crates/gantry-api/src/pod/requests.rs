@@ -40,12 +40,13 @@ impl PodTemplate {
         &self.non_zero_usage
     }
 
-    /// The first resource whose request or usage adds up to more than i64 holds (cpu in
-    /// millicores, the rest in units), if any: the API server takes every quantity that
-    /// fits alone, but kube-scheduler's int64 sum of them wraps. Sums saturate, so such a
-    /// total stands at an end of i64; the decoder refuses the pod rather than schedule it
-    /// with a saturated request.
-    pub fn requests_overflow(&self) -> Option<crate::ResourceName> {
+    /// The resource whose request or usage added up to more than i64 holds (cpu in
+    /// millicores, the rest in units) when [`update_requests`](Self::update_requests) said
+    /// a sum did: the API server takes every quantity that fits alone, but
+    /// kube-scheduler's int64 sum of them wraps. Sums saturate, so such a total stands at
+    /// an end of i64; the decoder refuses the pod rather than schedule it with a saturated
+    /// request. (A total of exactly i64::MAX that did not overflow is a request.)
+    pub fn saturated_resource(&self) -> Option<crate::ResourceName> {
         [
             self.requests(),
             self.non_zero_requests(),
@@ -60,19 +61,18 @@ impl PodTemplate {
     /// overhead (upstream's `AggregateContainerRequests`, which the API server's defaulting
     /// and validation of pod-level resources read).
     pub fn aggregate_container_requests(&self) -> Resources {
-        aggregate(
-            self,
-            Container::spec,
-            Defaults {
-                cpu: false,
-                memory: false,
-            },
-        )
+        let defaults = Defaults {
+            cpu: false,
+            memory: false,
+        };
+        aggregate(self, Container::spec, defaults, &mut false)
     }
 
     /// Recomputes the derived requests from the containers, pod-level requests, overhead
-    /// and rules. Call after changing any of them; the decoder and builders do.
-    pub fn update_requests(&mut self) {
+    /// and rules. Call after changing any of them; the decoder and builders do. True when
+    /// a sum went past i64 and saturated (see [`saturated_resource`](Self::saturated_resource)).
+    pub fn update_requests(&mut self) -> bool {
+        let mut overflow = false;
         const NONE: Defaults = Defaults {
             cpu: false,
             memory: false,
@@ -81,14 +81,14 @@ impl PodTemplate {
             cpu: true,
             memory: true,
         };
-        self.requests = pod_requests(self, Container::spec, NONE);
-        self.non_zero_requests = aggregate(self, Container::spec, BOTH);
+        self.requests = pod_requests(self, Container::spec, NONE, &mut overflow);
+        self.non_zero_requests = aggregate(self, Container::spec, BOTH, &mut overflow);
         if let Some(overhead) = &self.overhead {
-            self.non_zero_requests.add(overhead);
+            overflow |= self.non_zero_requests.add(overhead);
         }
-        let usage = pod_requests(self, Container::held, NONE);
+        let usage = pod_requests(self, Container::held, NONE, &mut overflow);
         let non_zero = if !self.rules.non_zero_counts_sidecars {
-            legacy_non_zero(self)
+            legacy_non_zero(self, &mut overflow)
         } else if let Some(pod_level) = &self.pod_level {
             // Upstream's getNonMissingContainerRequests: with pod-level requests, the
             // defaults fill only what is missing at every level.
@@ -104,15 +104,16 @@ impl PodTemplate {
                 memory: !named(ResourceName::Memory, |v| v.memory_unset),
             };
             if defaults.cpu || defaults.memory {
-                pod_requests(self, Container::held, defaults)
+                pod_requests(self, Container::held, defaults, &mut overflow)
             } else {
                 usage.clone()
             }
         } else {
-            pod_requests(self, Container::held, BOTH)
+            pod_requests(self, Container::held, BOTH, &mut overflow)
         };
         self.non_zero_usage = Resources::new(non_zero.milli_cpu, non_zero.memory);
         self.usage = (usage != self.requests).then(|| Box::new(usage));
+        overflow
     }
 }
 
@@ -152,37 +153,43 @@ fn pod_requests(
     pod: &PodTemplate,
     view: fn(&Container) -> View<'_>,
     defaults: Defaults,
+    overflow: &mut bool,
 ) -> Resources {
-    let mut total = aggregate(pod, view, defaults);
+    let mut total = aggregate(pod, view, defaults, overflow);
     if let Some(pod_level) = &pod.pod_level {
         for &resource in &pod_level.named {
             total.set(resource, pod_level.requests.get(resource));
         }
     }
     if let Some(overhead) = &pod.overhead {
-        total.add(overhead);
+        *overflow |= total.add(overhead);
     }
     total
 }
 
-/// Upstream's `AggregateContainerRequests`. Sums saturate at the ends of i64 (see
-/// [`PodTemplate::requests_overflow`]).
-fn aggregate(pod: &PodTemplate, view: fn(&Container) -> View<'_>, defaults: Defaults) -> Resources {
+/// Upstream's `AggregateContainerRequests`. Sums saturate at the ends of i64, and
+/// `overflow` says so (see [`PodTemplate::saturated_resource`]).
+fn aggregate(
+    pod: &PodTemplate,
+    view: fn(&Container) -> View<'_>,
+    defaults: Defaults,
+    overflow: &mut bool,
+) -> Resources {
     let mut total = Resources::default();
     for c in &pod.containers {
-        total.add(&view(c).with(defaults));
+        *overflow |= total.add(&view(c).with(defaults));
     }
     let mut sidecars = Resources::default();
     let mut init_peak = Resources::default();
     for c in &pod.init_containers {
         let r = view(c).with(defaults);
         if c.restartable {
-            total.add(&r);
-            sidecars.add(&r);
+            *overflow |= total.add(&r);
+            *overflow |= sidecars.add(&r);
             init_peak.max_with(&sidecars);
         } else {
             let mut during = r;
-            during.add(&sidecars);
+            *overflow |= during.add(&sidecars);
             init_peak.max_with(&during);
         }
     }
@@ -196,7 +203,7 @@ fn aggregate(pod: &PodTemplate, view: fn(&Container) -> View<'_>, defaults: Defa
 /// a whole (`GetNonzeroRequests` on the list `PodRequests` hands its `ContainerFn`: a
 /// sidecar's is the sidecars' running sum, another init container's its own requests
 /// plus that sum), sidecars not added to the regular containers; overhead added.
-fn legacy_non_zero(pod: &PodTemplate) -> Resources {
+fn legacy_non_zero(pod: &PodTemplate, overflow: &mut bool) -> Resources {
     let non_zero = |r: &Resources, cpu_named: bool, memory_named: bool| {
         (
             if cpu_named {
@@ -211,10 +218,11 @@ fn legacy_non_zero(pod: &PodTemplate) -> Resources {
             },
         )
     };
-    let (mut cpu, mut memory) = (0, 0);
+    let (mut cpu, mut memory) = (0i64, 0i64);
     for c in &pod.containers {
         let v = c.held();
         let (c, m) = non_zero(v.requests, !v.cpu_unset, !v.memory_unset);
+        *overflow |= cpu.checked_add(c).is_none() || memory.checked_add(m).is_none();
         cpu = i64::saturating_add(cpu, c);
         memory = i64::saturating_add(memory, m);
     }
@@ -224,13 +232,13 @@ fn legacy_non_zero(pod: &PodTemplate) -> Resources {
     for c in &pod.init_containers {
         let v = c.held();
         let (c_cpu, c_memory) = if c.restartable {
-            sidecars.add(v.requests);
+            *overflow |= sidecars.add(v.requests);
             sidecars_cpu |= !v.cpu_unset;
             sidecars_memory |= !v.memory_unset;
             non_zero(&sidecars, sidecars_cpu, sidecars_memory)
         } else {
             let mut during = v.requests.clone();
-            during.add(&sidecars);
+            *overflow |= during.add(&sidecars);
             non_zero(
                 &during,
                 sidecars_cpu || !v.cpu_unset,
@@ -242,7 +250,7 @@ fn legacy_non_zero(pod: &PodTemplate) -> Resources {
     }
     let mut out = Resources::new(cpu.max(init_cpu), memory.max(init_memory));
     if let Some(overhead) = &pod.overhead {
-        out.add(&Resources::new(overhead.milli_cpu, overhead.memory));
+        *overflow |= out.add(&Resources::new(overhead.milli_cpu, overhead.memory));
     }
     out
 }
