@@ -35,12 +35,12 @@ fn selectors(expressions: &[String]) -> Arc<[Arc<Selector>]> {
 
 /// `count` devices (`None`: All) of the class selecting `driver`.
 fn selection(driver: &str, count: Option<u32>, cel: &[String]) -> PreparedSelection {
-    PreparedSelection {
-        class: sym(&format!("class-{driver}")),
-        mode: count.map_or(AllocationMode::All, AllocationMode::ExactCount),
-        class_selectors: selectors(&[format!("device.driver == \"{driver}\"")]),
-        request_selectors: selectors(cel),
-    }
+    PreparedSelection::new(
+        sym(&format!("class-{driver}")),
+        count.map_or(AllocationMode::All, AllocationMode::ExactCount),
+        selectors(&[format!("device.driver == \"{driver}\"")]),
+        selectors(cel),
+    )
 }
 
 /// A request (`exactly`) of `count` devices (`None`: All) of the class selecting `driver`.

@@ -140,14 +140,13 @@ fn build_claim(i: usize, requests: &[RequestSpec], constrained: bool) -> Prepare
                 };
                 PreparedRequest::exactly(
                     format!("req-{r}"),
-                    PreparedSelection {
-                        class: Sym::new(&format!("class-{driver}")),
-                        mode: spec
-                            .count
+                    PreparedSelection::new(
+                        Sym::new(&format!("class-{driver}")),
+                        spec.count
                             .map_or(AllocationMode::All, AllocationMode::ExactCount),
-                        class_selectors: selectors(&[format!("device.driver == \"{driver}\"")]),
-                        request_selectors: selectors(&request_selectors),
-                    },
+                        selectors(&[format!("device.driver == \"{driver}\"")]),
+                        selectors(&request_selectors),
+                    ),
                 )
             })
             .collect(),
@@ -230,4 +229,47 @@ fn the_search_backtracks_where_the_walk_cannot() {
         .map(|d| format!("{}={}", d.request, d.device.device))
         .collect();
     assert_eq!(devices, ["req-0=dev-2", "req-1=dev-1"]);
+}
+
+/// A slice's names are checked once and remembered: a duplicate name, the last of 20
+/// devices, sends the claim to the search (which finds the pool invalid), both on the
+/// first ask and from the memo.
+#[test]
+fn a_duplicate_name_leaves_the_claim_to_the_search_also_when_remembered() {
+    let mut devices: Vec<(u8, bool)> = (0..20).map(|n| (n, true)).collect();
+    devices[19].0 = 3;
+    let slice = build_slice(
+        0,
+        &SliceSpec {
+            driver: 0,
+            pool: 0,
+            slice_count: 1,
+            devices,
+            shared: false,
+        },
+    );
+    let allocator = Allocator {
+        claims: vec![build_claim(
+            0,
+            &[RequestSpec {
+                driver: 0,
+                count: Some(1),
+                only_big: false,
+            }],
+            false,
+        )],
+        allocated: Arc::new(HashSet::<DeviceId, RandomState>::default()),
+        shared_slices: Vec::new(),
+    };
+    let node = Node::new("node-1", Resources::default());
+    let slow = allocator
+        .search(&node, std::slice::from_ref(&slice), Features::default())
+        .0;
+    assert!(slow.is_err(), "the search refuses the pool: {slow:?}");
+    for _ in 0..2 {
+        let fast = allocator
+            .find(&node, std::slice::from_ref(&slice), Features::default())
+            .0;
+        assert_eq!(fast, slow);
+    }
 }

@@ -43,6 +43,7 @@ use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Sym};
 use gantry_cache::DeviceUse;
 
 use super::cel::Selector;
+use super::selection_verdicts::SelectionVerdicts;
 
 /// What a request (`exactly`) or one subrequest selects: the class and the compiled
 /// selectors (the class's first, then the request's), and how many devices.
@@ -52,6 +53,33 @@ pub struct PreparedSelection {
     pub mode: AllocationMode,
     pub class_selectors: Arc<[Arc<Selector>]>,
     pub request_selectors: Arc<[Arc<Selector>]>,
+    /// The selectors' verdicts together, per slice (shared by the requests of every pod
+    /// with these selectors, when the plugin prepares them).
+    pub together: Arc<SelectionVerdicts>,
+}
+
+impl PreparedSelection {
+    /// A selection whose verdicts together are remembered for it alone.
+    pub fn new(
+        class: Sym,
+        mode: AllocationMode,
+        class_selectors: Arc<[Arc<Selector>]>,
+        request_selectors: Arc<[Arc<Selector>]>,
+    ) -> PreparedSelection {
+        let together = Arc::new(SelectionVerdicts::new(
+            class_selectors
+                .iter()
+                .chain(request_selectors.iter())
+                .cloned(),
+        ));
+        PreparedSelection {
+            class,
+            mode,
+            class_selectors,
+            request_selectors,
+            together,
+        }
+    }
 }
 
 /// One subrequest of a `firstAvailable` list, by its own name.

@@ -7,10 +7,7 @@
 //! pools need the search's care (pools of several slices, an incomplete or invalid pool),
 //! the full search runs instead.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
-
-use foldhash::fast::RandomState;
+use std::sync::Arc;
 
 use gantry_api::Node;
 use gantry_api::dra::{
@@ -22,36 +19,7 @@ use smallvec::SmallVec;
 
 use super::allocator::{Allocator, PreparedKind, selector_verdict};
 use super::cel::Verdict;
-
-/// Devices in one slice beyond which the duplicate-name check is left to the search.
-const MAX_DEVICES_CHECKED: usize = 64;
-
-/// Slices whose names were checked, before the answers are all forgotten.
-const MAX_CHECKED_SLICES: usize = 1 << 16;
-
-/// Whether each slice's devices have distinct names, by the slice's address (the weak
-/// reference keeps the address from being reused while the entry stands): a slice does
-/// not change, and every pod would otherwise check every node's slices again.
-static DISTINCT_NAMES: LazyLock<Mutex<CheckedSlices>> = LazyLock::new(Mutex::default);
-
-/// Slice address → (the slice, kept from reuse; whether its names are distinct).
-type CheckedSlices = HashMap<usize, (Weak<ResourceSlice>, bool), RandomState>;
-
-fn has_distinct_names(slice: &Arc<ResourceSlice>) -> bool {
-    let key = Arc::as_ptr(slice) as usize;
-    let mut checked = DISTINCT_NAMES.lock().expect("name check lock poisoned");
-    if let Some((_, distinct)) = checked.get(&key) {
-        return *distinct;
-    }
-    let devices = &slice.devices;
-    let distinct =
-        !(0..devices.len()).any(|a| devices[a + 1..].iter().any(|d| d.name == devices[a].name));
-    if checked.len() >= MAX_CHECKED_SLICES {
-        checked.clear();
-    }
-    checked.insert(key, (Arc::downgrade(slice), distinct));
-    distinct
-}
+use super::selection_verdicts::SliceFacts;
 
 /// `Some` with the answer when the first path settles it, `None` to run the search.
 pub(super) fn allocate(
@@ -101,11 +69,25 @@ fn walk(
         return None;
     }
     let slices = single_slice_pools(node, local, &allocator.shared_slices)?;
+    // The first request's facts of every slice, which say whether each slice's names are
+    // distinct (a pool with a name twice is the search's to refuse).
+    let first = &allocator.claims.first()?.requests.first()?.kind;
+    let PreparedKind::Exactly(first) = first else {
+        return None;
+    };
+    let mut first_facts: SmallVec<[Arc<SliceFacts>; 4]> = SmallVec::new();
+    for slice in &slices {
+        let facts = first.together.on(slice);
+        if !facts.names_distinct {
+            return None;
+        }
+        first_facts.push(facts);
+    }
     let mut outcome = None;
     let mut pick = Some(pick);
     allocator.allocated.with_allocated(&mut |taken| {
         if let Some(pick) = pick.take() {
-            outcome = walk_slices(allocator, &slices, taken, pick);
+            outcome = walk_slices(allocator, &slices, &first_facts, taken, pick);
         }
     });
     outcome
@@ -114,12 +96,13 @@ fn walk(
 fn walk_slices(
     allocator: &Allocator,
     slices: &[&Arc<ResourceSlice>],
+    first_facts: &[Arc<SliceFacts>],
     taken: &dyn AllocatedView,
     mut pick: impl FnMut(usize, &Arc<str>, DeviceId),
 ) -> Option<Result<bool, String>> {
     let mut picked: SmallVec<[DeviceId; 8]> = SmallVec::new();
     for (c, claim) in allocator.claims.iter().enumerate() {
-        for request in &claim.requests {
+        for (r, request) in claim.requests.iter().enumerate() {
             let PreparedKind::Exactly(selection) = &request.kind else {
                 return None;
             };
@@ -127,24 +110,26 @@ fn walk_slices(
                 return None;
             };
             let mut found = 0;
-            'slices: for slice in slices {
-                // Each selector's verdicts on the whole slice, class selectors first.
-                let mut verdicts: SmallVec<[Arc<[Verdict]>; 4]> = SmallVec::new();
-                for selector in selection.class_selectors.iter() {
-                    verdicts.push(selector.verdicts(slice));
+            for (s, slice) in slices.iter().enumerate() {
+                if found == count {
+                    break;
                 }
-                for selector in selection.request_selectors.iter() {
-                    verdicts.push(selector.verdicts(slice));
-                }
+                // The selectors' verdicts on the whole slice, class selectors first.
+                let facts = if (c, r) == (0, 0) {
+                    first_facts[s].clone()
+                } else {
+                    selection.together.on(slice)
+                };
+                let verdicts = &facts.verdicts;
                 let taken_here = taken.taken_in_pool(slice.driver, slice.pool);
-                for index in 0..slice.devices.len() {
+                for (index, device) in slice.devices.iter().enumerate() {
                     if found == count {
-                        break 'slices;
+                        break;
                     }
                     let id = DeviceId {
                         driver: slice.driver,
                         pool: slice.pool,
-                        device: slice.devices[index].name,
+                        device: device.name,
                     };
                     let is_taken = match taken_here {
                         Some(names) => names.contains(&id.device),
@@ -155,17 +140,13 @@ fn walk_slices(
                     }
                     // In order, as the search evaluates them: the first No rejects the
                     // device, the first Error is reported (worded by the search's code).
-                    match verdicts
-                        .iter()
-                        .map(|v| v[index])
-                        .find(|v| *v != Verdict::Yes)
-                    {
-                        Some(Verdict::No) => continue,
-                        Some(_) => {
+                    match verdicts[index] {
+                        Verdict::No => continue,
+                        Verdict::Error => {
                             let error = selector_verdict(claim, selection, slice, index);
                             return Some(error.and(Err("a selector failed".to_string())));
                         }
-                        None => {}
+                        Verdict::Yes => {}
                     }
                     picked.push(id);
                     pick(c, &request.name, id);
@@ -201,7 +182,7 @@ fn is_simple(allocator: &Allocator) -> bool {
 }
 
 /// The slices the node reaches, in the search's pool order, when every pool is one
-/// complete slice with distinct device names; `None` otherwise.
+/// complete slice; `None` otherwise.
 fn single_slice_pools<'a>(
     node: &Node,
     local: &'a [Arc<ResourceSlice>],
@@ -224,7 +205,7 @@ fn single_slice_pools<'a>(
         }
     }
     // By driver, then pool, as strings; a name is looked up only where the symbols differ.
-    slices.sort_by(|a, b| {
+    let order = |a: &&Arc<ResourceSlice>, b: &&Arc<ResourceSlice>| {
         if a.driver != b.driver {
             a.driver.as_str().cmp(b.driver.as_str())
         } else if a.pool != b.pool {
@@ -232,15 +213,22 @@ fn single_slice_pools<'a>(
         } else {
             std::cmp::Ordering::Equal
         }
-    });
+    };
+    match slices.len() {
+        0 | 1 => {}
+        // A node's own slice and one shared: one comparison, not the sort's machinery.
+        2 => {
+            if order(&slices[0], &slices[1]).is_gt() {
+                slices.swap(0, 1);
+            }
+        }
+        _ => slices.sort_by(order),
+    }
     for (i, slice) in slices.iter().enumerate() {
         let alone = slices[i + 1..]
             .first()
             .is_none_or(|next| (next.driver, next.pool) != (slice.driver, slice.pool));
-        if !alone || slice.pool_slice_count != 1 || slice.devices.len() > MAX_DEVICES_CHECKED {
-            return None;
-        }
-        if !has_distinct_names(slice) {
+        if !alone || slice.pool_slice_count != 1 {
             return None;
         }
     }

@@ -16,10 +16,12 @@ pub mod device_report;
 mod first_path;
 pub mod library;
 pub mod score;
+pub mod selection_verdicts;
 mod semver;
 mod verdict_memo;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
@@ -32,6 +34,8 @@ pub use allocator::{
     PreparedSubRequest, Stats,
 };
 use cel::Selector;
+use selection_verdicts::SelectionVerdicts;
+use smallvec::SmallVec;
 
 use crate::{
     Cluster, CycleState, Detail, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin,
@@ -52,6 +56,9 @@ pub const REASON_NOT_TRACKED: &str =
 #[derive(Default)]
 pub struct DynamicResources {
     selectors: Mutex<HashMap<Arc<str>, Compiled, RandomState>>,
+    /// The verdicts of each list of selectors together, by the selectors' addresses in
+    /// order (compiled selectors are kept in `selectors`, so an address names one).
+    selections: Mutex<HashMap<SelectorList, Arc<SelectionVerdicts>, RandomState>>,
     /// The release whose CEL environment selectors compile in (the default: the newest).
     release: gantry_api::Release,
 }
@@ -61,6 +68,7 @@ impl DynamicResources {
     pub fn for_release(release: gantry_api::Release) -> DynamicResources {
         DynamicResources {
             selectors: Mutex::default(),
+            selections: Mutex::default(),
             release,
         }
     }
@@ -69,11 +77,49 @@ impl DynamicResources {
 /// A selector compiled, or why it does not compile.
 type Compiled = Result<Arc<Selector>, String>;
 
+/// Selectors' addresses, in the order they are evaluated.
+type SelectorList = SmallVec<[usize; 4]>;
+
 /// Filter's allocations for the pod's claims, per node, where the search found them:
 /// a node that passed Filter and has no entry got its devices on the first path (see
 /// [`PodClaims::found_on`]), so the common case writes nothing per node, and the map
 /// grows with the nodes the search served, not with the cluster.
 type NodeAllocations = HashMap<Sym, Found, RandomState>;
+
+/// Filter's search allocations per node, and whether there are any: a node the first
+/// path served need not take the lock to drop an entry the search never made.
+#[derive(Default)]
+struct SearchedAllocations {
+    any: AtomicBool,
+    by_node: Mutex<NodeAllocations>,
+}
+
+impl SearchedAllocations {
+    /// Keeps the last Filter's result for the node, as upstream's map does: a first-path
+    /// result drops a search an earlier Filter of this node made (in `run`, devices
+    /// allocated meanwhile can change which one applies).
+    fn keep(&self, node: Sym, found: Found) {
+        match found {
+            Found::Allocations(_) => {
+                self.lock().insert(node, found);
+                self.any.store(true, Ordering::Release);
+            }
+            Found::FirstPath => {
+                if self.any.load(Ordering::Acquire) {
+                    self.lock().remove(&node);
+                }
+            }
+        }
+    }
+
+    fn get(&self, node: Sym) -> Option<Found> {
+        self.lock().get(&node).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NodeAllocations> {
+        self.by_node.lock().expect("allocation map lock poisoned")
+    }
+}
 
 /// The pod's claims and what Filter and Reserve worked out for them.
 #[derive(Clone, Default)]
@@ -86,7 +132,7 @@ struct PodClaims {
     allocator: Option<Arc<Allocator>>,
     /// Filter's search allocations per node (Filter runs on several nodes, possibly at
     /// once).
-    node_allocations: Arc<Mutex<NodeAllocations>>,
+    node_allocations: Arc<SearchedAllocations>,
     /// Allocated claims some node could not use (their allocation is elsewhere), by
     /// index: PostFilter may free one.
     unavailable: Arc<Mutex<BTreeSet<usize>>>,
@@ -228,6 +274,22 @@ impl DynamicResources {
             .collect()
     }
 
+    /// The verdicts of the class's and the request's selectors together, shared with
+    /// every request of the same selectors.
+    fn together(
+        &self,
+        class_selectors: &[Arc<Selector>],
+        request_selectors: &[Arc<Selector>],
+    ) -> Arc<SelectionVerdicts> {
+        let all = || class_selectors.iter().chain(request_selectors);
+        let key: SelectorList = all().map(|s| Arc::as_ptr(s) as usize).collect();
+        let mut selections = self.selections.lock().expect("selection lock poisoned");
+        selections
+            .entry(key)
+            .or_insert_with(|| Arc::new(SelectionVerdicts::new(all().cloned())))
+            .clone()
+    }
+
     /// Prepares the unallocated claims' requests: classes must exist (every subrequest's
     /// too, named `<request>/<subrequest>` as upstream's PreFilter names them), selectors
     /// compile.
@@ -248,15 +310,19 @@ impl DynamicResources {
                     "request {name}: device class {class} does not exist"
                 )));
             };
+            let class_selectors = self.selectors(
+                &class.selectors,
+                &format!("class {}", class.name),
+                "spec.selectors",
+            )?;
+            let request_selectors = self.selectors(selectors, &owner, field)?;
+            let together = self.together(&class_selectors, &request_selectors);
             Ok(PreparedSelection {
                 class: class.name,
                 mode,
-                class_selectors: self.selectors(
-                    &class.selectors,
-                    &format!("class {}", class.name),
-                    "spec.selectors",
-                )?,
-                request_selectors: self.selectors(selectors, &owner, field)?,
+                class_selectors,
+                request_selectors,
+                together,
             })
         };
         let mut requests = Vec::with_capacity(claim.spec.requests.len());
@@ -438,16 +504,19 @@ impl FilterPlugin for DynamicResources {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        let unavailable: Vec<usize> = s
-            .available_on
-            .iter()
-            .enumerate()
-            .filter(|(_, sel)| {
-                sel.as_ref()
-                    .is_some_and(|sel| !sel.matches(n.name, &n.labels))
-            })
-            .map(|(i, _)| i)
-            .collect();
+        let unavailable_here = |sel: &Option<NodeSelector>| {
+            sel.as_ref()
+                .is_some_and(|sel| !sel.matches(n.name, &n.labels))
+        };
+        // Looked for before anything is collected: most pods' claims are all usable.
+        let unavailable: Vec<usize> = if s.available_on.iter().any(unavailable_here) {
+            (s.available_on.iter().enumerate())
+                .filter(|(_, sel)| unavailable_here(sel))
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let allocations = match &s.allocator {
             None => None,
             Some(allocator) => {
@@ -466,17 +535,7 @@ impl FilterPlugin for DynamicResources {
             return Status::unresolvable(REASON_NOT_AVAILABLE);
         }
         if let Some(found) = allocations {
-            let mut by_node = s
-                .node_allocations
-                .lock()
-                .expect("allocation map lock poisoned");
-            // The map holds the last Filter's result for each node, as upstream's does: a
-            // first-path result drops a search an earlier Filter of this node made (in
-            // `run`, devices allocated meanwhile can change which one applies).
-            match found {
-                Found::Allocations(_) => by_node.insert(n.name, found),
-                Found::FirstPath => by_node.remove(&n.name),
-            };
+            s.node_allocations.keep(n.name, found);
         }
         Status::success()
     }
@@ -487,12 +546,7 @@ impl PodClaims {
     /// allocations where it searched, otherwise the first path's (when there were claims
     /// to allocate).
     fn found_on(&self, node: Sym) -> Option<Found> {
-        let searched = self
-            .node_allocations
-            .lock()
-            .expect("allocation map lock poisoned")
-            .get(&node)
-            .cloned();
+        let searched = self.node_allocations.get(node);
         searched.or_else(|| self.allocator.is_some().then_some(Found::FirstPath))
     }
 
