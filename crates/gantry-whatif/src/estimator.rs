@@ -248,14 +248,13 @@ fn binpack(
                 accepts: &eligible,
                 others_are: "not a new node",
             };
-            match snapshot.schedule_anywhere(pod, None, &destinations) {
-                Ok(node) => {
+            match snapshot.place_anywhere(pod, &destinations)? {
+                Some(node) => {
                     state.with_pods.insert(node);
                     out.scheduled.push((pod.clone(), node));
                     rest = tail;
                 }
-                Err(SchedulingError::Unschedulable(_)) => break,
-                Err(e) => return Err(e),
+                None => break,
             }
         }
         let mut stop_reason: Option<String> = None;
@@ -360,11 +359,7 @@ fn place_elsewhere(
         accepts: &others,
         others_are: "the last new node",
     };
-    match snapshot.schedule_anywhere(pod, None, &destinations) {
-        Ok(node) => Ok(Some(node)),
-        Err(SchedulingError::Unschedulable(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
+    snapshot.place_anywhere(pod, &destinations)
 }
 
 /// The Cluster Autoscaler's least-waste score of an estimate: the unused share of the new

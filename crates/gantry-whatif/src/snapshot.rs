@@ -77,6 +77,13 @@ impl Destinations<'_> {
     };
 }
 
+/// Whether a search that finds no node keeps why each node refused the pod.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Explain {
+    Yes,
+    No,
+}
+
 impl ClusterSnapshot {
     /// An empty snapshot; `profile` decides what fits (add DynamicResources to it for
     /// pods with claims, see [`with_dynamic_resources`]).
@@ -306,12 +313,41 @@ impl ClusterSnapshot {
     }
 
     /// Places the pod on the first node, in the scheduler's order from a rotating start,
-    /// that `destinations` accepts and Filter allows; `hint` is tried first. Returns the node.
+    /// that `destinations` accepts and Filter allows; `hint` is tried first. Returns the node,
+    /// or why each node refused the pod.
     pub fn schedule_anywhere(
         &mut self,
         pod: &Arc<Pod>,
         hint: Option<Sym>,
         destinations: &Destinations,
+    ) -> Result<Sym, SchedulingError> {
+        self.search(pod, hint, destinations, Explain::Yes)
+    }
+
+    /// [`schedule_anywhere`](Self::schedule_anywhere) for a caller that only needs to know
+    /// whether the pod fits: `Ok(None)` when it fits nowhere, without keeping why each node
+    /// refused it (the autoscaler's `RunFiltersUntilPassingNode` keeps nothing either). A
+    /// pod tried on thousands of full nodes otherwise makes and drops a status for each.
+    pub fn place_anywhere(
+        &mut self,
+        pod: &Arc<Pod>,
+        destinations: &Destinations,
+    ) -> Result<Option<Sym>, SchedulingError> {
+        match self.search(pod, None, destinations, Explain::No) {
+            Ok(node) => Ok(Some(node)),
+            Err(SchedulingError::Unschedulable(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The search behind both. A pod that fits nowhere is an `Unschedulable` error, with
+    /// every node's status only under `Explain::Yes`.
+    fn search(
+        &mut self,
+        pod: &Arc<Pod>,
+        hint: Option<Sym>,
+        destinations: &Destinations,
+        explain: Explain,
     ) -> Result<Sym, SchedulingError> {
         let eligible = destinations.accepts;
         let (state, candidates) = self.pre_filter_state(pod)?;
@@ -356,7 +392,9 @@ impl ClusterSnapshot {
                 if !status.is_rejected() {
                     return Err(SchedulingError::internal(pod, status.message()));
                 }
-                statuses.push((info.name(), status));
+                if explain == Explain::Yes {
+                    statuses.push((info.name(), status));
+                }
             }
         }
         match chosen {
@@ -364,6 +402,7 @@ impl ClusterSnapshot {
                 self.place(pod, node, state)?;
                 Ok(node)
             }
+            None if explain == Explain::No => Err(self.unschedulable(Vec::new())),
             None if left_out => {
                 // In node order, as the search met them: each node the destinations leave
                 // out is said, so that a pod that fits nowhere is not `0/N nodes are

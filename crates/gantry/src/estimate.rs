@@ -167,13 +167,12 @@ fn scale_up(
             remaining.push(pod.clone());
             continue;
         }
-        match snapshot.schedule_anywhere(pod, None, &gantry_whatif::Destinations::ANY) {
-            Ok(node) => fits_existing.push((pod.clone(), node)),
-            Err(e) if e.fit_error().is_some() => {
+        match snapshot.place_anywhere(pod, &gantry_whatif::Destinations::ANY)? {
+            Some(node) => fits_existing.push((pod.clone(), node)),
+            None => {
                 similar.set_unschedulable(pod);
                 remaining.push(pod.clone());
             }
-            Err(e) => return Err(e.into()),
         }
     }
     let groups = equivalence_groups(&remaining);
