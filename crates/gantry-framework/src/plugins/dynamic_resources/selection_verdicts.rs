@@ -20,6 +20,8 @@ const MAX_SLICES: usize = 1 << 18;
 
 pub struct SelectionVerdicts {
     selectors: Box<[Arc<Selector>]>,
+    /// Slices remembered before they are all forgotten ([`MAX_SLICES`]).
+    max_slices: usize,
     /// By the slice's address; the weak reference keeps the address from being reused
     /// while the entry stands.
     by_slice: Mutex<BySlice>,
@@ -40,6 +42,7 @@ impl SelectionVerdicts {
     pub fn new(selectors: impl IntoIterator<Item = Arc<Selector>>) -> SelectionVerdicts {
         SelectionVerdicts {
             selectors: selectors.into_iter().collect(),
+            max_slices: MAX_SLICES,
             by_slice: Mutex::default(),
         }
     }
@@ -67,7 +70,7 @@ impl SelectionVerdicts {
             names_distinct: names.windows(2).all(|pair| pair[0] != pair[1]),
         });
         let mut memo = self.lock();
-        if memo.len() >= MAX_SLICES {
+        if memo.len() >= self.max_slices {
             memo.clear();
         }
         memo.insert(key, (Arc::downgrade(slice), facts.clone()));
@@ -152,6 +155,22 @@ mod tests {
             *reversed.on(&s).verdicts,
             [Verdict::Yes, Verdict::Error, Verdict::Error]
         );
+    }
+
+    /// The memo forgets everything once full, and still answers.
+    #[test]
+    fn a_full_memo_starts_again() {
+        let together = SelectionVerdicts {
+            max_slices: 2,
+            ..SelectionVerdicts::new([selector(
+                "device.attributes[\"gpu.example.com\"].model == \"A100\"",
+            )])
+        };
+        let slices: Vec<_> = (0..5).map(|_| slice(&["A100", "T4"])).collect();
+        for s in &slices {
+            assert_eq!(*together.on(s).verdicts, [Verdict::Yes, Verdict::No]);
+            assert!(together.lock().len() <= 2);
+        }
     }
 
     #[test]
