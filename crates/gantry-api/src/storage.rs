@@ -101,6 +101,9 @@ pub struct PersistentVolumeClaim {
     /// The uid of the object controlling the claim (its owner reference marked as
     /// controller): for an ephemeral volume's claim, the pod it was created for.
     pub controller_uid: Option<std::sync::Arc<str>>,
+    /// The `volume.kubernetes.io/selected-node` annotation: a scheduler chose this node
+    /// to provision the claim on (an empty value names no node).
+    pub selected_node: Option<Sym>,
 }
 
 impl PersistentVolumeClaim {

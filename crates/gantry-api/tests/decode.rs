@@ -272,7 +272,7 @@ kind: PersistentVolumeClaim
 metadata:
   name: data-db-0
   namespace: shop
-  annotations: {volume.beta.kubernetes.io/storage-class: legacy}
+  annotations: {volume.beta.kubernetes.io/storage-class: legacy, volume.kubernetes.io/selected-node: worker-1}
 spec:
   storageClassName: local
   accessModes: [ReadWriteOncePod]
@@ -339,6 +339,7 @@ fn decodes_storage_objects() {
     assert_eq!(pvc.access_modes.as_slice(), [AccessMode::ReadWriteOncePod]);
     assert_eq!(pvc.phase, ClaimPhase::Bound);
     assert!(pvc.is_bound());
+    assert_eq!(pvc.selected_node, Some(Sym::new("worker-1")));
 
     let (local, standard) = (&objects.storage_classes[0], &objects.storage_classes[1]);
     assert_eq!(local.binding_mode, VolumeBindingMode::WaitForFirstConsumer);

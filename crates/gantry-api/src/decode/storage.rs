@@ -23,6 +23,9 @@ use crate::{ResourceName, Sym};
 /// upstream still lets it win.
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
+/// The node a scheduler chose to provision a claim on (upstream's `AnnSelectedNode`).
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
 /// Upstream's `GetPersistentVolume(Claim)Class`: the beta annotation, else the field;
 /// empty means no class.
 fn storage_class_name(meta: &meta::ObjectMeta, field: Option<&str>) -> Option<Sym> {
@@ -161,6 +164,9 @@ pub(super) fn convert_pvc(
         phase,
         terminating: pvc.metadata.deletion_timestamp.is_some(),
         controller_uid: super::pod::controller(&pvc.metadata).map(|owner| owner.uid.clone()),
+        selected_node: (pvc.metadata.annotations.as_ref())
+            .and_then(|a| a.get(SELECTED_NODE))
+            .map(|node| Sym::new(node)),
     })
 }
 

@@ -145,13 +145,25 @@ impl PreFilterPlugin for VolumeBinding {
                     claim: this,
                     class: class.clone(),
                     candidates,
-                    selected_node: assumed.selected_node(this),
+                    // The claim as the assume cache holds it: annotated by an earlier
+                    // pod's Reserve, else as the API has it.
+                    selected_node: assumed.selected_node(this).or(claim.selected_node),
                     capacities,
                 },
             ));
         }
         drop(assumed);
-        unbound.sort_by_key(|(requested, _)| *requested);
+        // Claims with a selected node first, in the pod's order (upstream provisions them
+        // without looking for a volume), then the others by increasing size, as
+        // `findMatchingVolumes` sorts them.
+        let selected = unbound
+            .iter()
+            .filter(|(_, c)| c.selected_node.is_some())
+            .count();
+        unbound.sort_by_key(|(requested, c)| match c.selected_node {
+            Some(_) => (false, 0),
+            None => (true, *requested),
+        });
         let eligible = if self.narrows_to_hostnames {
             eligible_nodes(&bound)
         } else {
@@ -162,6 +174,7 @@ impl PreFilterPlugin for VolumeBinding {
             PreFilterState {
                 bound,
                 unbound: unbound.into_iter().map(|(_, c)| c).collect(),
+                selected,
                 reserved: Assumed::default(),
             },
         );
@@ -218,24 +231,40 @@ pub(super) enum Plan {
 }
 
 impl PreFilterState {
-    /// Upstream's `findMatchingVolumes` then `checkVolumeProvisions` for one node.
+    /// Upstream's `FindPodVolumes` for the unbound claims on one node: a claim with a
+    /// selected node other than this one is a conflict at once; the others are matched
+    /// with volumes (`findMatchingVolumes`); then the claims with a selected node and
+    /// those no volume matched, in that order, are checked for provisioning
+    /// (`checkVolumeProvisions`), the first that cannot be deciding.
     pub(super) fn plan(&self, node: &gantry_api::Node) -> Plan {
+        let (selected, to_match) = self.unbound.split_at(self.selected);
+        if selected
+            .iter()
+            .any(|claim| claim.selected_node != Some(node.name))
+        {
+            return Plan::Conflict;
+        }
         let mut chosen: SmallVec<[Sym; 4]> = SmallVec::new();
         let mut bindings = SmallVec::new();
-        let mut provisions = SmallVec::new();
-        for claim in &self.unbound {
-            if claim.selected_node.is_some_and(|n| n != node.name) {
-                return Plan::Conflict;
-            }
+        let mut unmatched: SmallVec<[&UnboundClaim; 4]> = SmallVec::new();
+        for claim in to_match {
             match claim.find_match(&node.labels, &chosen) {
                 Some((pv, already_promised)) => {
                     chosen.push(pv.name);
                     bindings.push((claim.claim, (!already_promised).then_some(pv.name)));
                 }
-                None if !claim.can_provision_on(&node.labels) => return Plan::Conflict,
-                None if !claim.has_capacity_on(&node.labels) => return Plan::NotEnoughSpace,
-                None => provisions.push(claim.claim),
+                None => unmatched.push(claim),
             }
+        }
+        let mut provisions = SmallVec::new();
+        for claim in selected.iter().chain(unmatched) {
+            if !claim.can_provision_on(&node.labels) {
+                return Plan::Conflict;
+            }
+            if !claim.has_capacity_on(&node.labels) {
+                return Plan::NotEnoughSpace;
+            }
+            provisions.push(claim.claim);
         }
         Plan::Fits(bindings, provisions)
     }

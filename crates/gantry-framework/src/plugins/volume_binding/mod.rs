@@ -158,8 +158,10 @@ struct UnboundClaim {
 struct PreFilterState {
     /// The volumes of the bound claims, in the pod's order; `None` when missing.
     bound: Vec<Option<Arc<PersistentVolume>>>,
-    /// Sorted by increasing request, so the smallest claims pick first.
+    /// The first `selected` have a selected node, in the pod's order; the rest follow by
+    /// increasing request, so the smallest claims pick first.
     unbound: Vec<UnboundClaim>,
+    selected: usize,
     /// What Reserve assumed for this pod, for Unreserve to give back.
     reserved: Assumed,
 }

@@ -22,6 +22,7 @@ pub fn claim(name: &str, class: Option<&str>) -> PersistentVolumeClaim {
         phase: ClaimPhase::Pending,
         terminating: false,
         controller_uid: None,
+        selected_node: None,
     }
 }
 

@@ -768,6 +768,125 @@ fn not_enough_space_replaces_the_bind_conflict_reason() {
     );
 }
 
+/// A claim annotated `volume.kubernetes.io/selected-node` (a scheduler chose where to
+/// provision it) is provisioned there without looking for a volume, even where one would
+/// match; on any other node it is a conflict (`FindPodVolumes`' "Filter out claims to
+/// provision").
+#[test]
+fn a_claim_with_a_selected_node_is_provisioned_there_not_matched() {
+    let wait = "csi-sc";
+    let nodes = [node("node-a", 1000, GIB), node("node-b", 1000, GIB)];
+    let mut classes = storage_classes();
+    classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
+    let mut objects = ApiObjects::default();
+    let annotated = PersistentVolumeClaim {
+        selected_node: Some(Sym::new("node-a")),
+        ..sized(claim("data", Some(wait)), 1)
+    };
+    let volumes = [
+        local("pv-a", wait, 1, "node-a"),
+        local("pv-b", wait, 1, "node-b"),
+    ];
+    objects.set_storage(&volumes, &[annotated], &classes, &[]);
+    let plugin = VolumeBinding::default();
+    let pod = pod_with_claims("p", &["data"]);
+    assert!(reasons_on(&plugin, &objects, &nodes[0], &pod).is_empty());
+    assert_eq!(
+        reasons_on(&plugin, &objects, &nodes[1], &pod),
+        [REASON_BIND_CONFLICT],
+        "a volume would match on node-b, but the claim's node is node-a"
+    );
+    let mut state = CycleState::new();
+    assert!(
+        pre_filter(&plugin, &mut state, &pod, &objects, &nodes)
+            .1
+            .is_success()
+    );
+    assert!(
+        plugin
+            .reserve(&mut state, &pod, &node_info(&nodes[0], &[]))
+            .is_success()
+    );
+    let writes = volume_writes(&state);
+    let data = ClaimRef {
+        namespace: Sym::new("default"),
+        name: Sym::new("data"),
+    };
+    assert_eq!(writes.bind, [], "pv-a is not bound to it");
+    assert_eq!(writes.provision, [(data, Sym::new("node-a"))]);
+}
+
+/// The selected nodes are checked before any claim is matched or provisioned: a claim
+/// selected for another node makes a conflict even where a smaller claim, sorted first,
+/// finds no storage capacity on the node (which alone says "not enough space").
+#[test]
+fn a_claim_selected_elsewhere_is_a_conflict_before_capacity_is_checked() {
+    let wait = "csi-sc";
+    let node_a = node("node-a", 1000, GIB);
+    let mut classes = storage_classes();
+    classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
+    let mut objects = ApiObjects::default();
+    let claims = [
+        sized(claim("small", Some(wait)), 1),
+        PersistentVolumeClaim {
+            selected_node: Some(Sym::new("node-b")),
+            ..sized(claim("big", Some("wait-sc")), 2)
+        },
+    ];
+    objects.set_storage(&[], &claims, &classes, &[]);
+    let driver = gantry_api::CsiDriver {
+        name: Sym::new("csi"),
+        storage_capacity: true,
+    };
+    objects.set_storage_capacities(&[driver], &[]);
+    let plugin = VolumeBinding::default();
+    let filter = |pod: &Pod| reasons_on(&plugin, &objects, &node_a, pod);
+    assert_eq!(
+        filter(&pod_with_claims("p", &["small"])),
+        [REASON_NOT_ENOUGH_SPACE]
+    );
+    assert_eq!(
+        filter(&pod_with_claims("p", &["small", "big"])),
+        [REASON_BIND_CONFLICT]
+    );
+}
+
+/// Claims to provision are checked with the selected ones first, then those no volume
+/// matched: a claim selected for this node whose class cannot provision here decides
+/// (a conflict) before a smaller unselected claim that finds no capacity.
+#[test]
+fn selected_claims_are_checked_for_provisioning_first() {
+    let wait = "csi-sc";
+    let node_a = node("node-a", 1000, GIB);
+    let mut classes = storage_classes();
+    classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
+    let mut objects = ApiObjects::default();
+    let claims = [
+        sized(claim("small", Some(wait)), 1),
+        PersistentVolumeClaim {
+            selected_node: Some(Sym::new("node-a")),
+            // No provisioner: it cannot be provisioned anywhere.
+            ..sized(claim("big", Some("wait-sc")), 2)
+        },
+    ];
+    objects.set_storage(&[], &claims, &classes, &[]);
+    let driver = gantry_api::CsiDriver {
+        name: Sym::new("csi"),
+        storage_capacity: true,
+    };
+    objects.set_storage_capacities(&[driver], &[]);
+    let plugin = VolumeBinding::default();
+    assert_eq!(
+        reasons_on(
+            &plugin,
+            &objects,
+            &node_a,
+            &pod_with_claims("p", &["small", "big"])
+        ),
+        [REASON_BIND_CONFLICT]
+    );
+}
+
 /// Upstream's `FindMatchingVolume` passes over a volume not in phase Available (the PV
 /// controller has not made it available, or it was released) unless the claim is bound
 /// to it already.
