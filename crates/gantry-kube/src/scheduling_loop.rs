@@ -18,7 +18,7 @@ use gantry_scheduler::{Attempt, OtherNode, Scheduler};
 
 use crate::dra::DraMirror;
 use crate::fence_scope;
-use crate::objects::ObjectMirror;
+use crate::objects::{Mirrored, ObjectMirror, StorageEvent};
 use crate::shadow::{Decision, Disagreement, SCORED_LOWER, Shadow, placed_on};
 use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
@@ -222,16 +222,14 @@ impl SchedulingLoop {
 
     fn apply(&mut self, change: Change) {
         match change {
-            Change::Applied(object) => {
-                if let Some(object) = self.mirror.apply(object, false) {
-                    self.apply_node_or_pod(object, false);
-                }
-            }
-            Change::Deleted(object) => {
-                if let Some(object) = self.mirror.apply(object, true) {
-                    self.apply_node_or_pod(object, true);
-                }
-            }
+            Change::Applied(object) => match self.mirror.apply(object, false) {
+                Mirrored::Forward(object) => self.apply_node_or_pod(object, false),
+                Mirrored::Kept(event) => self.storage_event(event),
+            },
+            Change::Deleted(object) => match self.mirror.apply(object, true) {
+                Mirrored::Forward(object) => self.apply_node_or_pod(object, true),
+                Mirrored::Kept(event) => self.storage_event(event),
+            },
             Change::Relisted(kind, objects) => {
                 self.synced.insert(kind);
                 self.shared.set_synced(self.is_synced());
@@ -242,7 +240,10 @@ impl SchedulingLoop {
                         let event = self.dra.relist(kind, objects);
                         self.dra_event(event);
                     }
-                    _ => self.mirror.relist(kind, objects),
+                    _ => {
+                        let event = self.mirror.relist(kind, objects);
+                        self.storage_event(event);
+                    }
                 }
             }
         }
@@ -266,6 +267,17 @@ impl SchedulingLoop {
                 self.dra_event(event);
             }
         }
+    }
+
+    /// A volume, claim, class, CSINode, CSIDriver or capacity changed: pods the storage
+    /// plugins rejected may fit (for a claim, only the pods using it).
+    fn storage_event(&mut self, event: Option<StorageEvent>) {
+        let Some(event) = event else {
+            return;
+        };
+        let now = self.now();
+        self.queue
+            .on_event_for(event.event, now, |pod| event.concerns(pod));
     }
 
     /// A device class, slice or claim changed: pods DynamicResources rejected may fit.

@@ -551,6 +551,50 @@ async fn a_claim_to_provision_is_given_the_node_and_bound_before_the_pod() {
     assert_deployable(&api);
 }
 
+/// A pod whose claim does not exist yet is retried when the claim appears, as
+/// kube-scheduler's storage plugins register claim events (their queueing hint: the
+/// pod uses the claim), not at the five-minute flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_waiting_for_its_claim_is_retried_when_the_claim_appears() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(
+        STORAGE_CLASSES,
+        json!({"metadata": {"name": "wffc"},
+        "provisioner": "example.com/disk", "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    let mut web = pod("web", 100);
+    web["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+    api.put(PODS, web);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("a FailedScheduling event", WAIT, || {
+        !events_about(&api, "web", "FailedScheduling").is_empty()
+    })
+    .await;
+    let note = events_about(&api, "web", "FailedScheduling")[0]["note"].clone();
+    assert!(
+        note.as_str()
+            .unwrap()
+            .contains("persistentvolumeclaim \"data\" not found"),
+        "{note}"
+    );
+    let claim = json!({"metadata": {"name": "data", "namespace": "default"},
+        "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let selected = |api: &TestApiServer| {
+        api.get(PVCS, "default", "data")
+            .map(|pvc| pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"].clone())
+    };
+    api.put(PVCS, claim);
+    wait_for("the claim given the node", WAIT, || {
+        selected(&api) == Some(json!("node-0"))
+    })
+    .await;
+    instance.stop().await.unwrap();
+}
+
 /// VolumeBinding's PreBind for a volume Reserve matched: the volume is pre-bound to the
 /// claim (`claimRef` with the claim's UID), and the pod bound once the claim is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

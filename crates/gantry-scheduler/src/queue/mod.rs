@@ -487,8 +487,9 @@ impl SchedulingQueue {
         self.on_event_for(event, now, |_| true);
     }
 
-    /// `on_event` for the unschedulable pods `concerned` accepts only.
-    fn on_event_for(
+    /// `on_event` for the unschedulable pods `concerned` accepts only (a plugin's
+    /// queueing hint that looks at the pod, as the storage plugins' for a claim).
+    pub fn on_event_for(
         &mut self,
         event: ClusterEvent,
         now: Duration,

@@ -46,13 +46,17 @@ const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 const ADD_OR_UPDATE: ActionType = ActionType::ADD.or(ActionType::UPDATE);
 
-/// Upstream v1.28: new or changed volumes, claims, classes, nodes and CSINodes.
+/// New or changed volumes, claims, classes, nodes and CSINodes, changed CSIDrivers and new
+/// or changed CSIStorageCapacities (v1.36; v1.28 also took a new CSIDriver). Without
+/// upstream's queueing hints, but for a claim's: only the pods using it move.
 const EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::PersistentVolume, ADD_OR_UPDATE),
     ClusterEvent::new(EventResource::PersistentVolumeClaim, ADD_OR_UPDATE),
     ClusterEvent::new(EventResource::StorageClass, ADD_OR_UPDATE),
     ClusterEvent::new(EventResource::Node, ADD_OR_UPDATE),
     ClusterEvent::new(EventResource::CsiNode, ADD_OR_UPDATE),
+    ClusterEvent::new(EventResource::CsiDriver, ActionType::UPDATE),
+    ClusterEvent::new(EventResource::CsiStorageCapacity, ADD_OR_UPDATE),
 ];
 
 /// The plugin, with the bindings it assumed for pods it reserved (upstream's assume
