@@ -560,17 +560,7 @@ fn a_claim_provisioned_for_a_reserved_pod_stays_on_its_node() {
     objects.set_storage(&[], &[claim("data", Some("csi-sc"))], &classes, &[]);
     let plugin = VolumeBinding::default();
     let pod = pod_with_claims("writer", &["data"]);
-    let mut state = CycleState::new();
-    assert!(
-        pre_filter(&plugin, &mut state, &pod, &objects, &nodes)
-            .1
-            .is_success()
-    );
-    assert!(
-        plugin
-            .reserve(&mut state, &pod, &node_info(&nodes[1], &[]))
-            .is_success()
-    );
+    reserved_on(&plugin, &objects, &nodes, &pod, 1);
     let reader = pod_with_claims("reader", &["data"]);
     let mut reader_state = CycleState::new();
     assert!(
@@ -587,6 +577,26 @@ fn a_claim_provisioned_for_a_reserved_pod_stays_on_its_node() {
         })
         .collect();
     assert_eq!(fits, [false, true]);
+}
+
+/// The cycle state of `pod` after PreFilter over `nodes` and Reserve on `nodes[chosen]`
+/// (both must pass).
+fn reserved_on(
+    plugin: &VolumeBinding,
+    objects: &ApiObjects,
+    nodes: &[Node],
+    pod: &Pod,
+    chosen: usize,
+) -> CycleState {
+    let mut state = CycleState::new();
+    assert!(
+        pre_filter(plugin, &mut state, pod, objects, nodes)
+            .1
+            .is_success()
+    );
+    let node = node_info(&nodes[chosen], &[]);
+    assert!(plugin.reserve(&mut state, pod, &node).is_success());
+    state
 }
 
 /// Filter's reasons for `pod` on `node` alone (PreFilter must pass).
@@ -796,18 +806,7 @@ fn a_claim_with_a_selected_node_is_provisioned_there_not_matched() {
         [REASON_BIND_CONFLICT],
         "a volume would match on node-b, but the claim's node is node-a"
     );
-    let mut state = CycleState::new();
-    assert!(
-        pre_filter(&plugin, &mut state, &pod, &objects, &nodes)
-            .1
-            .is_success()
-    );
-    assert!(
-        plugin
-            .reserve(&mut state, &pod, &node_info(&nodes[0], &[]))
-            .is_success()
-    );
-    let writes = volume_writes(&state);
+    let writes = volume_writes(&reserved_on(&plugin, &objects, &nodes, &pod, 0));
     let data = ClaimRef {
         namespace: Sym::new("default"),
         name: Sym::new("data"),
@@ -816,20 +815,18 @@ fn a_claim_with_a_selected_node_is_provisioned_there_not_matched() {
     assert_eq!(writes.provision, [(data, Sym::new("node-a"))]);
 }
 
-/// The selected nodes are checked before any claim is matched or provisioned: a claim
-/// selected for another node makes a conflict even where a smaller claim, sorted first,
-/// finds no storage capacity on the node (which alone says "not enough space").
-#[test]
-fn a_claim_selected_elsewhere_is_a_conflict_before_capacity_is_checked() {
+/// A claim `small` (1 Gi) of a class whose driver tracks capacity, and none of it
+/// anywhere, and a claim `big` (2 Gi) of a class with no provisioner, selected for
+/// `selected`.
+fn small_untracked_and_big_selected_for(selected: &str) -> ApiObjects {
     let wait = "csi-sc";
-    let node_a = node("node-a", 1000, GIB);
     let mut classes = storage_classes();
     classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
     let mut objects = ApiObjects::default();
     let claims = [
         sized(claim("small", Some(wait)), 1),
         PersistentVolumeClaim {
-            selected_node: Some(Sym::new("node-b")),
+            selected_node: Some(Sym::new(selected)),
             ..sized(claim("big", Some("wait-sc")), 2)
         },
     ];
@@ -839,6 +836,16 @@ fn a_claim_selected_elsewhere_is_a_conflict_before_capacity_is_checked() {
         storage_capacity: true,
     };
     objects.set_storage_capacities(&[driver], &[]);
+    objects
+}
+
+/// The selected nodes are checked before any claim is matched or provisioned: a claim
+/// selected for another node makes a conflict even where a smaller claim, sorted first,
+/// finds no storage capacity on the node (which alone says "not enough space").
+#[test]
+fn a_claim_selected_elsewhere_is_a_conflict_before_capacity_is_checked() {
+    let node_a = node("node-a", 1000, GIB);
+    let objects = small_untracked_and_big_selected_for("node-b");
     let plugin = VolumeBinding::default();
     let filter = |pod: &Pod| reasons_on(&plugin, &objects, &node_a, pod);
     assert_eq!(
@@ -852,37 +859,15 @@ fn a_claim_selected_elsewhere_is_a_conflict_before_capacity_is_checked() {
 }
 
 /// Claims to provision are checked with the selected ones first, then those no volume
-/// matched: a claim selected for this node whose class cannot provision here decides
-/// (a conflict) before a smaller unselected claim that finds no capacity.
+/// matched: a claim selected for this node whose class cannot provision (no provisioner)
+/// decides, a conflict, before a smaller unselected claim that finds no capacity.
 #[test]
 fn selected_claims_are_checked_for_provisioning_first() {
-    let wait = "csi-sc";
     let node_a = node("node-a", 1000, GIB);
-    let mut classes = storage_classes();
-    classes.push(class(wait, VolumeBindingMode::WaitForFirstConsumer, "csi"));
-    let mut objects = ApiObjects::default();
-    let claims = [
-        sized(claim("small", Some(wait)), 1),
-        PersistentVolumeClaim {
-            selected_node: Some(Sym::new("node-a")),
-            // No provisioner: it cannot be provisioned anywhere.
-            ..sized(claim("big", Some("wait-sc")), 2)
-        },
-    ];
-    objects.set_storage(&[], &claims, &classes, &[]);
-    let driver = gantry_api::CsiDriver {
-        name: Sym::new("csi"),
-        storage_capacity: true,
-    };
-    objects.set_storage_capacities(&[driver], &[]);
-    let plugin = VolumeBinding::default();
+    let objects = small_untracked_and_big_selected_for("node-a");
+    let pod = pod_with_claims("p", &["small", "big"]);
     assert_eq!(
-        reasons_on(
-            &plugin,
-            &objects,
-            &node_a,
-            &pod_with_claims("p", &["small", "big"])
-        ),
+        reasons_on(&VolumeBinding::default(), &objects, &node_a, &pod),
         [REASON_BIND_CONFLICT]
     );
 }
