@@ -195,6 +195,24 @@ pub struct Estimate {
     pub unschedulable: Vec<Unplaced>,
 }
 
+/// Pods worth placing only together: a PodGroup's gang (`minCount`) or a Coscheduling
+/// group (`minMember`). A template's new nodes take them only if at least `needed` of
+/// them fit there, and otherwise none, as the Cluster Autoscaler's all-or-nothing
+/// scale-up does for a set of pods (`ScaleUp(..., allOrNothing)`, the
+/// ProvisioningRequests' `best-effort-atomic-scale-up` class: "Some pods can't fit to %s,
+/// giving up due to all-or-nothing scale-up strategy").
+#[derive(Debug, Clone)]
+pub struct Gang {
+    /// `namespace/name`, for the reason its members are left.
+    pub name: String,
+    /// Its pending members.
+    pub pods: Vec<Arc<Pod>>,
+    /// How many of them must be placed: the group's minimum less its members already
+    /// bound.
+    pub needed: usize,
+}
+
+#[derive(Clone)]
 struct State {
     new_nodes: HashSet<Sym, RandomState>,
     with_pods: HashSet<Sym, RandomState>,
@@ -210,21 +228,15 @@ pub fn estimate(
     template: &NodeTemplate,
     max_nodes: Option<usize>,
 ) -> Result<Estimate, SchedulingError> {
-    let mut ordered: Vec<(f64, &EquivalenceGroup)> = groups
-        .iter()
-        .filter(|g| !g.pods.is_empty())
-        .map(|g| (template.pod_score(&g.pods[0]), g))
-        .collect();
-    ordered.sort_by(|a, b| b.0.total_cmp(&a.0));
-    snapshot.fork();
-    let result = binpack(snapshot, &ordered, template, max_nodes);
-    snapshot.revert().expect("forked above");
-    result
+    estimate_with_gangs(snapshot, groups, &[], template, max_nodes)
 }
 
-fn binpack(
+/// [`estimate`], then each gang in turn on the nodes added so far and new ones, kept only
+/// if enough of its members fit (its nodes and placements are given back otherwise).
+pub fn estimate_with_gangs(
     snapshot: &mut ClusterSnapshot,
-    groups: &[(f64, &EquivalenceGroup)],
+    groups: &[EquivalenceGroup],
+    gangs: &[Gang],
     template: &NodeTemplate,
     max_nodes: Option<usize>,
 ) -> Result<Estimate, SchedulingError> {
@@ -239,7 +251,73 @@ fn binpack(
         scheduled: Vec::new(),
         unschedulable: Vec::new(),
     };
-    for (_, group) in groups {
+    snapshot.fork();
+    let result =
+        binpack(snapshot, groups, template, max_nodes, &mut state, &mut out).and_then(|()| {
+            for gang in gangs {
+                binpack_gang(snapshot, gang, template, max_nodes, &mut state, &mut out)?;
+            }
+            Ok(())
+        });
+    snapshot.revert().expect("forked above");
+    result?;
+    out.nodes_needed = state.with_pods.len();
+    Ok(out)
+}
+
+/// One gang on a fork of the estimate so far: committed when at least `needed` members
+/// fit, else reverted with the state as it was, and every member left with the reason.
+fn binpack_gang(
+    snapshot: &mut ClusterSnapshot,
+    gang: &Gang,
+    template: &NodeTemplate,
+    max_nodes: Option<usize>,
+    state: &mut State,
+    out: &mut Estimate,
+) -> Result<(), SchedulingError> {
+    let before = state.clone();
+    let (scheduled, unschedulable) = (out.scheduled.len(), out.unschedulable.len());
+    snapshot.fork();
+    let groups = equivalence_groups(&gang.pods);
+    binpack(snapshot, &groups, template, max_nodes, state, out)?;
+    let placed = out.scheduled.len() - scheduled;
+    if placed >= gang.needed {
+        snapshot.commit().expect("forked above");
+        return Ok(());
+    }
+    snapshot.revert().expect("forked above");
+    *state = before;
+    out.scheduled.truncate(scheduled);
+    out.unschedulable.truncate(unschedulable);
+    let reason = format!(
+        "gang {}: {placed} of the {} members it needs fit on new nodes of this template, and it is placed all or nothing",
+        gang.name, gang.needed
+    );
+    out.unschedulable
+        .extend(gang.pods.iter().map(|pod| Unplaced {
+            pod: pod.clone(),
+            reason: reason.clone(),
+        }));
+    Ok(())
+}
+
+/// The autoscaler's binpacking of `groups`, in its order (see the module's doc), adding
+/// to `state` and `out`.
+fn binpack(
+    snapshot: &mut ClusterSnapshot,
+    groups: &[EquivalenceGroup],
+    template: &NodeTemplate,
+    max_nodes: Option<usize>,
+    state: &mut State,
+    out: &mut Estimate,
+) -> Result<(), SchedulingError> {
+    let mut ordered: Vec<(f64, &EquivalenceGroup)> = groups
+        .iter()
+        .filter(|g| !g.pods.is_empty())
+        .map(|g| (template.pod_score(&g.pods[0]), g))
+        .collect();
+    ordered.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, group) in ordered {
         let mut rest = group.pods.as_slice();
         while let Some((pod, tail)) = rest.split_first() {
             let new_nodes = &state.new_nodes;
@@ -327,8 +405,7 @@ fn binpack(
             });
         }
     }
-    out.nodes_needed = state.with_pods.len();
-    Ok(out)
+    Ok(())
 }
 
 /// Whether the pod spreads over hostnames and the last new node refused it for the spread

@@ -11,7 +11,9 @@ use gantry_api::{InclusionPolicy, TopologySpreadConstraint, WhenUnsatisfiable};
 use gantry_framework::ApiObjects;
 use gantry_framework::plugins::default_profile;
 use gantry_whatif::bench::AutoscalerBenchmark;
-use gantry_whatif::estimator::{EquivalenceGroup, NodeTemplate, estimate};
+use gantry_whatif::estimator::{
+    EquivalenceGroup, Gang, NodeTemplate, estimate, estimate_with_gangs,
+};
 use gantry_whatif::{ClusterSnapshot, StoreKind};
 
 const MIB: i64 = 1 << 20;
@@ -268,6 +270,63 @@ fn a_pod_too_big_for_the_template_is_reported_with_its_reason() {
         "{}",
         result.unschedulable[0].reason
     );
+}
+
+/// A gang is placed on new nodes all or nothing (the autoscaler's all-or-nothing
+/// scale-up): three members of 3 cpu on templates of 4 cpu need three nodes; with at most
+/// two new nodes (two members fit, one beside the single pod) none is placed and its
+/// node is given back, while a single pod placed
+/// before it keeps its node; needing only two members, the gang takes the two nodes.
+#[test]
+fn a_gang_is_placed_on_new_nodes_all_or_nothing() {
+    let template = NodeTemplate {
+        node: make_node(4000, 5000, 10, "template", "zone-mars"),
+        slices: Vec::new(),
+    };
+    let single = group(build_pod("single", 1000, 100), 1);
+    let gang = |needed| Gang {
+        name: "universe/training".to_string(),
+        pods: group(build_pod("worker", 3000, 100), 3).pods,
+        needed,
+    };
+    for kind in [StoreKind::Basic, StoreKind::Delta] {
+        let mut snapshot = snapshot(kind);
+        let run = |snapshot: &mut ClusterSnapshot, needed, max_nodes| {
+            let groups = std::slice::from_ref(&single);
+            estimate_with_gangs(snapshot, groups, &[gang(needed)], &template, max_nodes).unwrap()
+        };
+        let all = run(&mut snapshot, 3, Some(3));
+        assert_eq!((all.nodes_needed, all.scheduled.len()), (3, 4), "{kind:?}");
+        assert!(all.unschedulable.is_empty());
+
+        let short = run(&mut snapshot, 3, Some(2));
+        assert_eq!(
+            (short.nodes_needed, short.scheduled.len()),
+            (1, 1),
+            "{kind:?}"
+        );
+        assert_eq!(short.scheduled[0].0.name.as_ref(), "single-0");
+        assert_eq!(short.unschedulable.len(), 3, "every member is left");
+        assert!(
+            short.unschedulable.iter().all(|u| u.reason
+                == "gang universe/training: 2 of the 3 members it needs fit on new nodes of this template, and it is placed all or nothing"),
+            "{:?}",
+            short.unschedulable[0].reason
+        );
+
+        let enough = run(&mut snapshot, 2, Some(2));
+        assert_eq!(
+            (enough.nodes_needed, enough.scheduled.len()),
+            (2, 3),
+            "{kind:?}"
+        );
+        assert_eq!(enough.unschedulable.len(), 1, "the third member only");
+        assert_eq!(
+            snapshot.cluster().num_nodes(),
+            1,
+            "every estimate reverts its fork"
+        );
+    }
 }
 
 /// BenchmarkBinpackingEstimate (the input `gantry bench estimate` times): 51,000 pods

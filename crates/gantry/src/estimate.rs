@@ -13,11 +13,12 @@ use clap::Args;
 use gantry_api::decode::ClusterObjects;
 use gantry_api::{Pod, Sym};
 use gantry_whatif::estimator::{
-    Estimate, NodeTemplate, SimilarUnschedulable, equivalence_groups, estimate, waste,
+    Estimate, NodeTemplate, SimilarUnschedulable, equivalence_groups, estimate_with_gangs, waste,
 };
 use gantry_whatif::{ClusterSnapshot, StoreKind, with_dynamic_resources};
 use serde_json::{Value, json};
 
+use crate::estimate_gangs::Pending;
 use crate::explain::table;
 use crate::{load, output};
 
@@ -160,25 +161,48 @@ fn scale_up(
     snapshot.fork();
     let mut fits_existing = Vec::new();
     let mut remaining = Vec::new();
+    let mut pending_gangs = Vec::new();
     // A pod like one of the same controller that fitted nowhere is not tried again.
     let mut similar = SimilarUnschedulable::default();
-    for pod in &pending {
-        if args.estimator_only || similar.is_similar_unschedulable(pod) {
-            remaining.push(pod.clone());
-            continue;
-        }
-        match snapshot.place_anywhere(pod, &gantry_whatif::Destinations::ANY)? {
-            Some(node) => fits_existing.push((pod.clone(), node)),
-            None => {
-                similar.set_unschedulable(pod);
-                remaining.push(pod.clone());
+    for unit in crate::estimate_gangs::in_order(&pending, cluster) {
+        match unit {
+            Pending::Single(pod) => {
+                if args.estimator_only || similar.is_similar_unschedulable(&pod) {
+                    remaining.push(pod);
+                    continue;
+                }
+                match snapshot.place_anywhere(&pod, &gantry_whatif::Destinations::ANY)? {
+                    Some(node) => fits_existing.push((pod, node)),
+                    None => {
+                        similar.set_unschedulable(&pod);
+                        remaining.push(pod);
+                    }
+                }
+            }
+            // A gang stays where its members fit only if enough of them do; else all of it
+            // waits for new nodes.
+            Pending::Gang(gang) if args.estimator_only => pending_gangs.push(gang),
+            Pending::Gang(gang) => {
+                match crate::estimate_gangs::place_on_existing(&mut snapshot, &gang)? {
+                    Some(kept) => {
+                        fits_existing.extend(kept.placed);
+                        remaining.extend(kept.rest);
+                    }
+                    None => pending_gangs.push(gang),
+                }
             }
         }
     }
     let groups = equivalence_groups(&remaining);
     let mut results: Vec<(&NodeTemplate, Estimate, f64)> = Vec::new();
     for template in &templates {
-        let result = estimate(&mut snapshot, &groups, template, args.max_nodes)?;
+        let result = estimate_with_gangs(
+            &mut snapshot,
+            &groups,
+            &pending_gangs,
+            template,
+            args.max_nodes,
+        )?;
         let wasted = waste(&result, template);
         results.push((template, result, wasted));
     }

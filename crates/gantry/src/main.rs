@@ -9,6 +9,7 @@ mod counterfactual;
 mod drain;
 mod estimate;
 mod estimate_gang;
+mod estimate_gangs;
 mod explain;
 mod explain_gang;
 mod live;

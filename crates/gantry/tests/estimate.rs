@@ -454,3 +454,56 @@ fn like_pods_of_a_controller_that_fits_nowhere_are_not_tried_again() {
     assert_eq!(v["pending_pods"], 3, "{v}");
     assert_eq!(v["fit_existing_nodes"], 1, "only db-1: {v}");
 }
+
+/// A Coscheduling gang (minMember 3) of 3-cpu pods is not split between the existing nodes
+/// (room for two) and new ones: it is placed all or nothing, here all three on new nodes
+/// of the template; the pod of no gang still takes an existing node.
+#[test]
+fn scale_up_places_a_gang_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}\nstatus: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}}}\n"
+        )
+    };
+    let pod = |name: &str, cpu: &str, group: Option<&str>| {
+        let labels = group.map_or(String::new(), |g| {
+            format!(", labels: {{scheduling.x-k8s.io/pod-group: {g}}}")
+        });
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default{labels}}}\nspec: {{containers: [{{name: c, image: i, resources: {{requests: {{cpu: '{cpu}'}}}}}}]}}\n"
+        )
+    };
+    let group = "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: train, namespace: default}\nspec: {minMember: 3}\n";
+    let cluster = [
+        node("n1"),
+        node("n2"),
+        group.to_string(),
+        pod("lone", "1", None),
+        pod("w1", "3", Some("train")),
+        pod("w2", "3", Some("train")),
+        pod("w3", "3", Some("train")),
+    ]
+    .join("---\n");
+    let cluster_file = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster_file, cluster).unwrap();
+    let template_file = dir.path().join("template.yaml");
+    std::fs::write(&template_file, node("big")).unwrap();
+    let v = json(&gantry(&[
+        "estimate",
+        "--cluster",
+        cluster_file.to_str().unwrap(),
+        "--node-template",
+        template_file.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v["pending_pods"], 4);
+    assert_eq!(
+        v["fit_existing_nodes"], 1,
+        "the lone pod; the gang does not split"
+    );
+    let template = &v["templates"][0];
+    assert_eq!(template["nodes_needed"], 3, "{template}");
+    assert_eq!(template["pods_scheduled"], 3);
+    assert_eq!(template["pods_unschedulable"], 0);
+}
