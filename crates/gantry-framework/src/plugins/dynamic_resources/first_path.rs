@@ -115,10 +115,12 @@ fn walk_slices(
                     break;
                 }
                 // The selectors' verdicts on the whole slice, class selectors first.
-                let facts = if (c, r) == (0, 0) {
-                    first_facts[s].clone()
+                let looked_up;
+                let facts: &SliceFacts = if (c, r) == (0, 0) {
+                    &first_facts[s]
                 } else {
-                    selection.together.on(slice)
+                    looked_up = selection.together.on(slice);
+                    &looked_up
                 };
                 let verdicts = &facts.verdicts;
                 let taken_here = taken.taken_in_pool(slice.driver, slice.pool);
