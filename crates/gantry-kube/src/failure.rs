@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
+use kube::discovery::ApiResource;
 use kube::{Api, Client};
 use parking_lot::Mutex;
 
@@ -324,35 +325,11 @@ pub async fn probe_dra(
     release: gantry_api::Release,
     startup: &Startup,
 ) -> Result<(), String> {
-    let params = ListParams::default().limit(1);
     for kind in crate::watch::Kind::DRA {
-        let api: Api<DynamicObject> =
-            Api::all_with(client.clone(), &crate::dra::api_resource(kind));
-        let Ok(Err(kube::Error::Api(status))) =
-            tokio::time::timeout(startup.timeout, api.list_metadata(&params)).await
-        else {
-            continue;
-        };
-        match status.code {
-            404 => {
-                let info = tokio::time::timeout(startup.timeout, client.apiserver_version())
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-                let running = info.as_ref().map_or_else(String::new, |info| {
-                    format!(" (it runs Kubernetes {})", info.git_version)
-                });
-                // `minor` may carry a suffix (`28+` on some providers).
-                let hint = info
-                    .map(|info| {
-                        info.minor
-                            .trim_end_matches(|c: char| !c.is_ascii_digit())
-                            .to_owned()
-                    })
-                    .filter(|minor| !minor.is_empty())
-                    .map_or_else(String::new, |minor| {
-                        format!(" (--emulated-version 1.{minor})")
-                    });
+        let resource = crate::dra::api_resource(kind);
+        match refusal(client, server, &resource, startup).await {
+            Some((404, _)) => {
+                let (running, hint) = server_release(client, startup).await;
                 return Err(format!(
                     "{server} does not serve {}/{} {}{running}, which the DynamicResources plugin reads when deciding as Kubernetes {release}: pass --emulated-version with the server's release{hint}, or leave DynamicResources out of the profile",
                     crate::dra::GROUP,
@@ -360,13 +337,80 @@ pub async fn probe_dra(
                     kind.name(),
                 ));
             }
-            403 => {
-                return Err(describe_status(server, 403, &status.reason, &status.message).message);
-            }
+            Some((403, line)) => return Err(line),
             _ => {}
         }
     }
     Ok(())
+}
+
+/// The same check for PodGroups, when GenericWorkload is on: a server that does not
+/// serve `scheduling.k8s.io/v1alpha2` (the API group off, or another release) would
+/// leave every gang's members pending in silence.
+pub async fn probe_pod_groups(
+    client: &Client,
+    server: &str,
+    release: gantry_api::Release,
+    startup: &Startup,
+) -> Result<(), String> {
+    let resource = crate::pod_groups::api_resource();
+    match refusal(client, server, &resource, startup).await {
+        Some((404, _)) => {
+            let (running, _) = server_release(client, startup).await;
+            Err(format!(
+                "{server} does not serve {}/{} podgroups{running}, which GenericWorkload reads when deciding as Kubernetes {release}: start kube-apiserver with --runtime-config={}/{}=true --feature-gates=GenericWorkload=true, or turn the gate off",
+                crate::pod_groups::GROUP,
+                crate::pod_groups::VERSION,
+                crate::pod_groups::GROUP,
+                crate::pod_groups::VERSION,
+            ))
+        }
+        Some((403, line)) => Err(line),
+        _ => Ok(()),
+    }
+}
+
+/// How the server refuses to list `resource` (one item), if it does: the code, and the
+/// line a 403 is reported with.
+async fn refusal(
+    client: &Client,
+    server: &str,
+    resource: &ApiResource,
+    startup: &Startup,
+) -> Option<(u16, String)> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let params = ListParams::default().limit(1);
+    match tokio::time::timeout(startup.timeout, api.list_metadata(&params)).await {
+        Ok(Err(kube::Error::Api(status))) => {
+            let line = describe_status(server, status.code, &status.reason, &status.message);
+            Some((status.code, line.message))
+        }
+        _ => None,
+    }
+}
+
+/// The server's release, as ` (it runs Kubernetes v1.x.y)`, and the flag that decides as
+/// it, as ` (--emulated-version 1.x)`; empty where it does not say.
+async fn server_release(client: &Client, startup: &Startup) -> (String, String) {
+    let info = tokio::time::timeout(startup.timeout, client.apiserver_version())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let running = info.as_ref().map_or_else(String::new, |info| {
+        format!(" (it runs Kubernetes {})", info.git_version)
+    });
+    // `minor` may carry a suffix (`28+` on some providers).
+    let hint = info
+        .map(|info| {
+            info.minor
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .to_owned()
+        })
+        .filter(|minor| !minor.is_empty())
+        .map_or_else(String::new, |minor| {
+            format!(" (--emulated-version 1.{minor})")
+        });
+    (running, hint)
 }
 
 /// A running instance's failures to use the API server (watches and writes all retry

@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(resources.len(), KINDS.len());
         // The watch reads the same core kinds.
         assert_eq!(
-            KINDS.iter().filter(|k| !k.optional).count() + 3, // DRA kinds watched
+            KINDS.iter().filter(|k| !k.optional).count() + 4, // DRA kinds and PodGroups
             crate::watch::Kind::ALL.len()
         );
     }

@@ -25,6 +25,7 @@ mod import;
 mod leader;
 mod metrics;
 mod objects;
+mod pod_groups;
 mod record;
 mod scheduling_loop;
 mod shadow;
@@ -39,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gantry_api::{Pod, Sym};
+use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::Cache;
 use gantry_framework::ApiObjects;
 use gantry_framework::config::SchedulerConfig;
@@ -242,22 +243,26 @@ pub async fn run(
         .map_err(RunError::Server)?;
     let outage = Arc::new(failure::Outage::new(&options.server, OUTAGE_REPORT_EVERY));
 
-    // The resource.k8s.io/v1 kinds only when scheduling needs them: a cluster that does
-    // not serve them would otherwise never be listed in full.
-    let with_dra = options.config.profiles.iter().any(|p| {
-        p.pre_filter
-            .iter()
-            .any(|plugin| plugin.name() == dynamic_resources::NAME)
-    });
-    if with_dra {
-        failure::probe_dra(
-            &options.client,
-            &options.server,
-            options.config.release,
-            &options.startup,
-        )
-        .await
-        .map_err(RunError::Server)?;
+    // The resource.k8s.io/v1 kinds and PodGroups only when scheduling needs them: a
+    // cluster that does not serve them would otherwise never be listed in full.
+    let release = options.config.release;
+    let optional = watch::Optional {
+        dra: options.config.profiles.iter().any(|p| {
+            p.pre_filter
+                .iter()
+                .any(|plugin| plugin.name() == dynamic_resources::NAME)
+        }),
+        pod_groups: release.enabled(Gate::GenericWorkload),
+    };
+    if optional.dra {
+        failure::probe_dra(&options.client, &options.server, release, &options.startup)
+            .await
+            .map_err(RunError::Server)?;
+    }
+    if optional.pod_groups {
+        failure::probe_pod_groups(&options.client, &options.server, release, &options.startup)
+            .await
+            .map_err(RunError::Server)?;
     }
     let watched = watch::spawn_all(
         &options.client,
@@ -265,8 +270,8 @@ pub async fn run(
         &kube_metrics,
         &stop_rx,
         &outage,
-        options.config.release,
-        with_dra,
+        release,
+        optional,
     );
 
     let mut elector = None;
@@ -308,6 +313,9 @@ pub async fn run(
         Duration::from_secs(options.config.pod_max_backoff_seconds),
     );
     queue.wait_out_backoffs();
+    queue.share_pod_groups(cache.pod_groups().clone());
+    let gang_scheduling =
+        (options.config.profiles.iter()).any(|p| p.release.enabled(Gate::GangScheduling));
     let mut scheduler = Scheduler::new(
         cache.clone(),
         options.config.profiles,
@@ -372,6 +380,8 @@ pub async fn run(
         watched,
         start: Instant::now(),
         shadow: options.shadow.map(shadow::Shadow::new),
+        gang_scheduling,
+        pod_groups: HashMap::new(),
     };
     let thread = std::thread::Builder::new()
         .name("gantry-scheduler".into())

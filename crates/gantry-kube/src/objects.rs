@@ -62,8 +62,8 @@ impl StorageEvent {
 }
 
 impl ObjectMirror {
-    /// Records an applied or deleted object of the kinds kept here; a node, a pod or a
-    /// DRA object is handed back.
+    /// Records an applied or deleted object of the kinds kept here; a node, a pod, a
+    /// PodGroup or a DRA object is handed back.
     pub fn apply(&mut self, object: Object, deleted: bool) -> Mirrored {
         /// Puts or removes the object; the action, `None` when a deleted object was not
         /// known.
@@ -93,7 +93,8 @@ impl ObjectMirror {
             | Object::Pod(..)
             | Object::DeviceClass(..)
             | Object::ResourceSlice(_)
-            | Object::ResourceClaim(..) => return Mirrored::Forward(object),
+            | Object::ResourceClaim(..)
+            | Object::PodGroup(..) => return Mirrored::Forward(object),
             Object::Namespace(ns) => {
                 put(&mut self.namespaces, ns.name.to_string(), ns, deleted);
                 None
@@ -189,7 +190,8 @@ impl ObjectMirror {
             | Kind::Pod
             | Kind::DeviceClass
             | Kind::ResourceSlice
-            | Kind::ResourceClaim => return None,
+            | Kind::ResourceClaim
+            | Kind::PodGroup => return None,
         }
         self.changed = true;
         for object in objects {

@@ -13,7 +13,7 @@ use gantry_api::decode::{Namespace, ObjectError, PodController, PriorityClass, S
 use gantry_api::dra::{DeviceClass, ResourceClaim, ResourceSlice};
 use gantry_api::{
     CsiDriver, CsiNode, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget,
-    StorageCapacity, StorageClass,
+    PodGroup, StorageCapacity, StorageClass,
 };
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
@@ -28,9 +28,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::Input;
-use crate::dra;
 use crate::failure::Outage;
 use crate::metrics::KubeMetrics;
+use crate::{dra, pod_groups};
 
 /// kube-scheduler's pod watch leaves out pods that finished: they hold nothing.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -58,6 +58,8 @@ pub enum Object {
     ResourceSlice(Arc<ResourceSlice>),
     /// With the object as the API sent it: a status write sends it back whole.
     ResourceClaim(Arc<ResourceClaim>, Arc<Value>),
+    /// With its `PodGroupScheduled` condition, which the next write of it starts from.
+    PodGroup(Arc<PodGroup>, Option<Arc<Value>>),
 }
 
 /// The kinds watched, for relists and metrics.
@@ -81,13 +83,14 @@ pub enum Kind {
     DeviceClass,
     ResourceSlice,
     ResourceClaim,
+    PodGroup,
 }
 
 impl Kind {
     /// The resource.k8s.io/v1 kinds, watched when a profile runs DynamicResources.
     pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
 
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -106,6 +109,7 @@ impl Kind {
         Kind::DeviceClass,
         Kind::ResourceSlice,
         Kind::ResourceClaim,
+        Kind::PodGroup,
     ];
 
     /// The Kubernetes kind (`Node`, `ResourceClaim`).
@@ -129,6 +133,7 @@ impl Kind {
             Kind::DeviceClass => "DeviceClass",
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
+            Kind::PodGroup => "PodGroup",
         }
     }
 
@@ -153,6 +158,7 @@ impl Kind {
             Kind::DeviceClass => "deviceclasses",
             Kind::ResourceSlice => "resourceslices",
             Kind::ResourceClaim => "resourceclaims",
+            Kind::PodGroup => "podgroups",
         }
     }
 }
@@ -166,9 +172,18 @@ pub enum Change {
     Relisted(Kind, Vec<Object>),
 }
 
-/// Starts one watch per kind on the runtime (the DRA kinds only `with_dra`: a cluster
-/// without resource.k8s.io/v1 would never list them); each ends when `stop` turns true.
-/// Returns the kinds watched.
+/// Which optional kinds a run watches: each only when scheduling reads it, as a cluster
+/// that does not serve it would never list it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Optional {
+    /// resource.k8s.io/v1 (a profile runs DynamicResources).
+    pub dra: bool,
+    /// scheduling.k8s.io/v1alpha2 PodGroups (GenericWorkload is on).
+    pub pod_groups: bool,
+}
+
+/// Starts one watch per kind on the runtime (the optional kinds only as `optional`
+/// says); each ends when `stop` turns true. Returns the kinds watched.
 pub fn spawn_all(
     client: &Client,
     inputs: &Sender<Input>,
@@ -176,7 +191,7 @@ pub fn spawn_all(
     stop: &watch::Receiver<bool>,
     outage: &Arc<Outage>,
     release: gantry_api::Release,
-    with_dra: bool,
+    optional: Optional,
 ) -> Vec<Kind> {
     let all = |c: &Client| c.clone();
     let pods_config = watcher::Config::default().fields(POD_FIELD_SELECTOR);
@@ -281,12 +296,23 @@ pub fn spawn_all(
         plain(),
         |o| from_k8s::pod_disruption_budget(o).map(Object::PodDisruptionBudget),
     );
-    if !with_dra {
-        return Kind::ALL
-            .into_iter()
-            .filter(|k| !Kind::DRA.contains(k))
-            .collect();
+    let mut watched: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| !Kind::DRA.contains(k) && *k != Kind::PodGroup)
+        .collect();
+    if optional.pod_groups {
+        spawn(
+            ctx(Kind::PodGroup),
+            Api::<DynamicObject>::all_with(all(client), &pod_groups::api_resource()),
+            plain(),
+            move |o| pod_groups::decode(o, release),
+        );
+        watched.push(Kind::PodGroup);
     }
+    if !optional.dra {
+        return watched;
+    }
+    watched.extend(Kind::DRA);
     let dynamic =
         |kind: Kind| Api::<DynamicObject>::all_with(all(client), &dra::api_resource(kind));
     spawn(
@@ -307,7 +333,7 @@ pub fn spawn_all(
         plain(),
         move |o| dra::decode_claim_object(o, release),
     );
-    Kind::ALL.to_vec()
+    watched
 }
 
 struct WatchContext {

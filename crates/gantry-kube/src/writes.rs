@@ -10,13 +10,13 @@ use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use gantry_api::dra::ResourceClaim;
-use gantry_api::{Pod, Release, Sym};
+use gantry_api::{Pod, PodGroup, Release, Sym};
 use gantry_framework::plugins::{dynamic_resources, volume_binding};
 use gantry_scheduler::BindingCycle;
 use gantry_scheduler::shard::HOPS_ANNOTATION;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::runtime::Handle;
@@ -28,6 +28,7 @@ use crate::events::{EventRecord, Events, PodVersions};
 use crate::failure::Outage;
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
+use crate::pod_groups;
 use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
 
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
@@ -496,6 +497,35 @@ impl ApiWriter {
                 write_failed(
                     &outage,
                     &format!("could not update the status of pod {name}"),
+                    error,
+                );
+            }
+        });
+    }
+
+    /// Sets a PodGroup's `PodGroupScheduled` condition (see [`crate::pod_groups`]) with a
+    /// strategic-merge patch of its status, as upstream's `PatchPodGroupStatus`.
+    pub fn pod_group_condition(&self, group: &PodGroup, condition: &serde_json::Value) {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            group.namespace.as_str(),
+            &pod_groups::api_resource(),
+        );
+        let name = group.name.to_string();
+        let patch = pod_groups::status_patch(condition);
+        let outage = self.outage.clone();
+        let slots = self.writes.clone();
+        self.runtime.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
+            if let Err(error) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                write_failed(
+                    &outage,
+                    &format!("could not update the status of PodGroup {name}"),
                     error,
                 );
             }

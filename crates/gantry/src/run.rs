@@ -192,10 +192,14 @@ async fn stop_signal() {
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Flags are checked before any request: the release named, the configuration, names.
     let named = args.release.release()?;
-    // The gate is off by default in every release: only --feature-gates turns it on.
-    if named.enabled(gantry_api::Gate::GenericWorkload) {
+    // Shards dividing the nodes hand a pod that fits none of theirs to the next: a gang
+    // would be split across them.
+    if named.enabled(gantry_api::Gate::GangScheduling)
+        && args.shard.is_shared()
+        && args.shard_by == Divide::Nodes
+    {
         bail!(
-            "--feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet (gangs are scheduled by `gantry simulate`); turn it off to run"
+            "--feature-gates: GangScheduling places a gang in one cycle, which shards dividing the nodes would split: give --shard-by pods (each gang is then one shard's)"
         );
     }
     scheduler_config(&args, named)?;

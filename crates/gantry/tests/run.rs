@@ -316,20 +316,22 @@ fn names_that_reach_request_paths_are_refused_before_any_request() {
     }
 }
 
-/// `run` does not watch PodGroups: the workload gates are refused before any request.
+/// Shards dividing the nodes would split a gang: refused before any request.
 #[test]
-fn the_workload_gates_are_refused_before_any_request() {
+fn gangs_on_shards_dividing_the_nodes_are_refused_before_any_request() {
     let out = gantry(&[
         "run",
         "--kubeconfig",
         "/nonexistent/kubeconfig",
         "--feature-gates",
         "GenericWorkload=true,GangScheduling=true",
+        "--shard",
+        "0/2",
     ]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.starts_with("error: --feature-gates: GenericWorkload is on, but `gantry run` does not watch PodGroups yet"),
+        err.starts_with("error: --feature-gates: GangScheduling places a gang in one cycle, which shards dividing the nodes would split"),
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

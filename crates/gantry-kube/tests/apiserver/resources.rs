@@ -103,7 +103,16 @@ pub const RESOURCE_CLAIM_TEMPLATES: Resource = grouped(
     true,
 );
 
-pub const ALL: [Resource; 21] = [
+/// v1.36's Workload API (GenericWorkload), alpha.
+pub const POD_GROUPS: Resource = Resource {
+    group: "scheduling.k8s.io",
+    version: "v1alpha2",
+    plural: "podgroups",
+    kind: "PodGroup",
+    namespaced: true,
+};
+
+pub const ALL: [Resource; 22] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -125,6 +134,7 @@ pub const ALL: [Resource; 21] = [
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
     RESOURCE_CLAIM_TEMPLATES,
+    POD_GROUPS,
 ];
 
 /// A request path, parsed.

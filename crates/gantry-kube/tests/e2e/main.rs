@@ -9,6 +9,7 @@ mod apiserver;
 mod common;
 
 mod dra;
+mod gangs;
 mod import;
 mod node_shards;
 mod record;

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use gantry_api::{Node, Pod, Sym};
-use gantry_cache::Cache;
+use gantry_cache::{Cache, GroupKey};
 use gantry_framework::config::Point;
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
 use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
@@ -24,6 +24,9 @@ use crate::watch::{Change, Kind, Object};
 use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
 use gantry_scheduler::shard::{self, Divide, Shard};
+use serde_json::Value;
+
+mod pod_groups;
 
 /// How long the loop sleeps when it has nothing to do (it wakes at once for any input).
 const IDLE_WAIT: Duration = Duration::from_millis(500);
@@ -75,6 +78,10 @@ pub struct SchedulingLoop {
     pub start: Instant,
     /// `--shadow`: decide, write nothing, compare with the real bindings.
     pub shadow: Option<Shadow>,
+    /// GangScheduling is on: a member of a PodGroup is scheduled in its group's cycle.
+    pub gang_scheduling: bool,
+    /// The PodGroups watched, with the `PodGroupScheduled` condition last seen or written.
+    pub pod_groups: HashMap<GroupKey, Option<Arc<Value>>>,
 }
 
 /// Why the loop ended.
@@ -240,6 +247,7 @@ impl SchedulingLoop {
                         let event = self.dra.relist(kind, objects);
                         self.dra_event(event);
                     }
+                    Kind::PodGroup => self.relist_pod_groups(objects),
                     _ => {
                         let event = self.mirror.relist(kind, objects);
                         self.storage_event(event);
@@ -261,6 +269,10 @@ impl SchedulingLoop {
             (Object::Pod(pod, version), true) => {
                 self.note_pods_version(version.as_deref());
                 self.pod_deleted(&pod.uid)
+            }
+            (Object::PodGroup(group, condition), false) => self.pod_group_applied(group, condition),
+            (Object::PodGroup(group, _), true) => {
+                self.pod_group_deleted(GroupKey::of_group(&group))
             }
             (object, deleted) => {
                 let event = self.dra.apply(object, deleted);
@@ -387,6 +399,11 @@ impl SchedulingLoop {
     /// nodes) it was handed on to it.
     fn holds(&self, pod: &Pod) -> bool {
         match self.divide {
+            // A gang is one instance's, all of it: its Reserve is never split.
+            Divide::Pods if self.gang_scheduling && pod.scheduling_group.is_some() => {
+                let group = GroupKey::of(pod).expect("checked above");
+                self.shard.owns(&group.to_string())
+            }
             Divide::Pods => self.shard.owns(&pod.uid),
             Divide::Nodes => self.shard.holds(&pod.uid, shard::hops(pod)),
         }
@@ -425,6 +442,18 @@ impl SchedulingLoop {
             self.assigned_pod_applied(pod, old);
             return;
         }
+        let new_member_of = self.note_pending_member(&pod);
+        let arrived = old.is_none();
+        // Queued first, then the events its arrival sends, as upstream's handler does.
+        self.pending_pod_queued(pod, old);
+        if arrived {
+            self.pending_pod_arrived(new_member_of);
+        }
+    }
+
+    /// A pending pod seen: queued (or its queue entry updated) if this instance schedules
+    /// it.
+    fn pending_pod_queued(&mut self, pod: Arc<Pod>, old: Option<Arc<Pod>>) {
         if !self.responsible_for(&pod) || self.cache.is_assumed(&pod.uid) {
             // Someone else's pod, or ours while its bind is in flight. Another
             // instance's preemptor keeps the room it freed from this one too.
@@ -517,6 +546,7 @@ impl SchedulingLoop {
         self.maybe_bound.remove(uid);
         self.writer.versions.forget(uid);
         self.queue.delete(uid);
+        self.cache.pod_groups().lock().remove_member(uid);
         self.reported.remove(uid);
         self.scheduler.clear_nomination(&pod);
         if let Some(cached) = self.cache.pod(uid)
@@ -560,7 +590,21 @@ impl SchedulingLoop {
         let hands_on = self.hands_on(&queued.pod);
         // A shadow deletes no victims: preemption is the shadowed scheduler's.
         self.scheduler.may_preempt = !hands_on && self.shadow.is_none();
-        match self.scheduler.schedule_one(&queued.pod) {
+        if self.gang_scheduling
+            && let Some(group) = GroupKey::of(&queued.pod)
+        {
+            self.attempt_group(group, queued);
+            return;
+        }
+        let attempt = self.scheduler.schedule_one(&queued.pod);
+        self.conclude(queued, attempt, hands_on);
+    }
+
+    /// What follows from an attempt: a bind handed to a writer (or, for a shadow, the
+    /// decision kept to compare), or the pod back in the queue with its failure written.
+    fn conclude(&mut self, queued: QueuedPod, attempt: Attempt, hands_on: bool) {
+        let now = self.now();
+        match attempt {
             Attempt::Scheduled { pod, state, .. } if self.shadow.is_some() => {
                 let uid = pod.uid.clone();
                 match self.scheduler.binding_cycle(pod, state) {
@@ -632,8 +676,8 @@ impl SchedulingLoop {
                 self.report(&retry.pod, message, REASON_UNSCHEDULABLE, nominated_node);
                 self.queue.add_unschedulable(retry, plugins, now);
             }
-            // Pod-group cycles are the simulation's only (`gantry run` refuses
-            // GenericWorkload); a member rejected with its group would wait for an event.
+            // A member of a group that was not scheduled: no plugin in particular
+            // rejected it, so any cluster event retries it.
             Attempt::GroupRejected(message) => {
                 self.report(&queued.pod, message, REASON_UNSCHEDULABLE, None);
                 self.queue.add_unschedulable(queued, Vec::new(), now);

@@ -1,0 +1,210 @@
+//! `gantry run` with GenericWorkload and GangScheduling (v1.36): PodGroups watched, a
+//! gang placed in one pod-group cycle or not at all, and the group's `PodGroupScheduled`
+//! condition written, against the in-process API server. The same cases as the
+//! recordings of real kube-scheduler v1.36.3 in `testdata/gang-1.36/`.
+
+use crate::{apiserver, common};
+
+use apiserver::TestApiServer;
+use apiserver::resources::{NODES, POD_GROUPS, PODS};
+use common::*;
+use gantry_api::Release;
+use gantry_framework::config::SchedulerConfig;
+use gantry_framework::plugins::default_profile_for;
+use gantry_kube::Shard;
+use serde_json::{Value, json};
+
+/// v1.36 with the two gates on, as `--feature-gates GenericWorkload=true,GangScheduling=true`.
+fn gang_config() -> SchedulerConfig {
+    let release = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true"),
+    )
+    .expect("the gates are valid at 1.36");
+    SchedulerConfig {
+        profiles: vec![default_profile_for(SCHEDULER, release)],
+        ..SchedulerConfig::for_release(release)
+    }
+}
+
+fn gang(name: &str, min_count: u32) -> Value {
+    json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    })
+}
+
+fn member(name: &str, milli_cpu: i64, group: &str) -> Value {
+    let mut pod = pod(name, milli_cpu);
+    pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+    pod
+}
+
+fn group_condition(api: &TestApiServer, name: &str) -> Option<Value> {
+    let group = api.get(POD_GROUPS, "default", name)?;
+    group["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodGroupScheduled")
+        .cloned()
+}
+
+const PERMIT_WAIT: &str = "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more plugins asked to wait and no plugin rejected pod";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_bound_whole_or_held_and_its_pod_group_says_so() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for i in 1..=3 {
+        api.put(NODES, node(&format!("n{i}"), 4000, "a"));
+    }
+    // 4 pods of 3 cpu on three nodes of 4: the gang cannot fit whole.
+    api.put(POD_GROUPS, gang("trainer", 4));
+    for i in 0..4 {
+        api.put(PODS, member(&format!("trainer-{i}"), 3000, "trainer"));
+    }
+    // Fits: bound together.
+    api.put(POD_GROUPS, gang("eval", 2));
+    for i in 0..2 {
+        api.put(PODS, member(&format!("eval-{i}"), 1000, "eval"));
+    }
+    // Two of its three: not tried until the third exists.
+    api.put(POD_GROUPS, gang("short", 3));
+    for i in 0..2 {
+        api.put(PODS, member(&format!("short-{i}"), 100, "short"));
+    }
+    // A member of a group that does not exist is held.
+    api.put(PODS, member("orphan-0", 100, "missing"));
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, gang_config()).await;
+
+    wait_for("eval bound and trainer judged", WAIT, || {
+        node_of(&api, "eval-0").is_some()
+            && node_of(&api, "eval-1").is_some()
+            && group_condition(&api, "trainer").is_some()
+    })
+    .await;
+    let scheduled = group_condition(&api, "eval").expect("eval's condition");
+    assert_eq!(scheduled["status"], "True");
+    assert_eq!(scheduled["reason"], "Scheduled");
+    assert_eq!(scheduled["message"], "");
+    assert_eq!(scheduled["observedGeneration"], 1);
+    let refused = group_condition(&api, "trainer").unwrap();
+    assert_eq!(
+        (&refused["status"], &refused["reason"], &refused["message"]),
+        (
+            &json!("False"),
+            &json!("Unschedulable"),
+            &json!("pod group is unschedulable")
+        )
+    );
+    // No trainer is bound; three waited at Permit, the fourth fitted nowhere.
+    for i in 0..4 {
+        assert_eq!(node_of(&api, &format!("trainer-{i}")), None);
+    }
+    wait_for("every trainer's condition", WAIT, || {
+        (0..4).all(|i| condition(&api, &format!("trainer-{i}"), "PodScheduled").is_some())
+    })
+    .await;
+    let messages: Vec<String> = (0..4)
+        .map(|i| {
+            condition(&api, &format!("trainer-{i}"), "PodScheduled").unwrap()["message"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        messages.iter().filter(|m| *m == PERMIT_WAIT).count(),
+        3,
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("0/3 nodes are available: ")),
+        "{messages:?}"
+    );
+    // PreEnqueue holds the short gang and the orphan: no condition, no group status.
+    for held in ["short-0", "short-1", "orphan-0"] {
+        assert_eq!(node_of(&api, held), None);
+        assert_eq!(condition(&api, held, "PodScheduled"), None, "{held}");
+    }
+    assert_eq!(group_condition(&api, "short"), None);
+
+    // The third member arrives: the gang is tried and bound whole.
+    api.put(PODS, member("short-2", 100, "short"));
+    wait_for("the short gang bound", WAIT, || {
+        (0..3).all(|i| node_of(&api, &format!("short-{i}")).is_some())
+    })
+    .await;
+    wait_for("short's condition", WAIT, || {
+        group_condition(&api, "short").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    // A trainer never bound, and the condition was written once per change.
+    for i in 0..4 {
+        assert_eq!(node_of(&api, &format!("trainer-{i}")), None);
+    }
+    let status_writes = |group: &str| {
+        api.requests_matching(&format!(
+            "PATCH /apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/{group}/status"
+        ))
+        .len()
+    };
+    assert_eq!(status_writes("eval"), 1);
+    assert_eq!(status_writes("short"), 1);
+    assert_eq!(node_of(&api, "orphan-0"), None);
+    instance.stop().await.unwrap();
+    assert_deployable(&api);
+}
+
+/// Room for the gang appears: its members are retried and bound together, and the
+/// group's condition moves from False to True (never back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_gang_is_bound_once_a_node_makes_room() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("n1", 4000, "a"));
+    api.put(POD_GROUPS, gang("pair", 2));
+    for i in 0..2 {
+        api.put(PODS, member(&format!("pair-{i}"), 3000, "pair"));
+    }
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, gang_config()).await;
+    wait_for("pair judged", WAIT, || {
+        group_condition(&api, "pair").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    assert_eq!(node_of(&api, "pair-0"), None);
+    assert_eq!(node_of(&api, "pair-1"), None);
+    api.put(NODES, node("n2", 4000, "a"));
+    wait_for("pair bound", WAIT, || {
+        node_of(&api, "pair-0").is_some() && node_of(&api, "pair-1").is_some()
+    })
+    .await;
+    assert_ne!(node_of(&api, "pair-0"), node_of(&api, "pair-1"));
+    wait_for("pair scheduled", WAIT, || {
+        group_condition(&api, "pair").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    instance.stop().await.unwrap();
+}
+
+/// A server that does not serve the Workload API is refused at start, in one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_pod_groups_is_refused_at_start() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.unserve("/apis/scheduling.k8s.io/v1alpha2");
+    let options = gantry_kube::RunOptions {
+        config: gang_config(),
+        ..options(api.client(), &api.url())
+    };
+    let error = run_to_end(options, WAIT).await.unwrap_err().to_string();
+    assert!(
+        error.contains("does not serve scheduling.k8s.io/v1alpha2 podgroups")
+            && error.contains("--runtime-config=scheduling.k8s.io/v1alpha2=true"),
+        "{error}"
+    );
+    assert_eq!(error.lines().count(), 1, "{error}");
+}
