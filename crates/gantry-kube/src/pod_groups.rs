@@ -99,18 +99,24 @@ pub fn next_condition(
         Some(c) if existing_status == Some(status) => c["lastTransitionTime"].clone(),
         _ => Value::from(now),
     };
-    let condition = json!({
+    let mut condition = json!({
         "type": CONDITION,
         "status": status,
-        "observedGeneration": group.generation,
         "lastTransitionTime": transition,
         "reason": reason,
         "message": message,
     });
+    // Go's `omitempty`: a group without a generation (v1.36.2's API server sets none)
+    // gets a condition without one.
+    if group.generation != 0 {
+        condition["observedGeneration"] = Value::from(group.generation);
+    }
+    let generation = |c: &Value| c["observedGeneration"].as_i64().unwrap_or(0);
     let unchanged = existing.is_some_and(|c| {
-        ["status", "reason", "message", "observedGeneration"]
+        ["status", "reason", "message"]
             .iter()
             .all(|field| c[field] == condition[field])
+            && generation(c) == group.generation
     });
     (!unchanged).then_some(condition)
 }
@@ -146,6 +152,15 @@ mod tests {
             json!({"type": "PodGroupScheduled", "status": "False", "observedGeneration": 3,
                 "lastTransitionTime": NOW, "reason": "Unschedulable",
                 "message": "pod group is unschedulable"})
+        );
+        // As the API server stores most: no generation, none observed.
+        let mut unversioned = group();
+        unversioned.generation = 0;
+        let condition = next_condition(None, &unschedulable(), &unversioned, NOW).unwrap();
+        assert_eq!(condition.get("observedGeneration"), None);
+        assert_eq!(
+            next_condition(Some(&condition), &unschedulable(), &unversioned, NOW),
+            None
         );
         let scheduled = next_condition(None, &GroupOutcome::Scheduled, &group(), NOW).unwrap();
         assert_eq!(scheduled["reason"], "Scheduled");

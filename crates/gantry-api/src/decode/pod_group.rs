@@ -104,6 +104,7 @@ pub(super) fn convert(
         namespace: Sym::new(raw.metadata.namespace.as_deref().unwrap_or("default")),
         name: Sym::new(raw.metadata.name.as_deref().unwrap_or_default()),
         policy,
-        generation: raw.metadata.generation.unwrap_or(1),
+        // v1.36.2's API server sets none on a PodGroup (its strategy keeps no generation).
+        generation: raw.metadata.generation.unwrap_or(0),
     })
 }

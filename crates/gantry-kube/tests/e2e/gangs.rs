@@ -88,7 +88,8 @@ async fn a_gang_is_bound_whole_or_held_and_its_pod_group_says_so() {
     assert_eq!(scheduled["status"], "True");
     assert_eq!(scheduled["reason"], "Scheduled");
     assert_eq!(scheduled["message"], "");
-    assert_eq!(scheduled["observedGeneration"], 1);
+    // The group has no generation (the API server sets none on a PodGroup): none observed.
+    assert_eq!(scheduled.get("observedGeneration"), None);
     let refused = group_condition(&api, "trainer").unwrap();
     assert_eq!(
         (&refused["status"], &refused["reason"], &refused["message"]),
@@ -207,4 +208,50 @@ async fn a_server_without_pod_groups_is_refused_at_start() {
         "{error}"
     );
     assert_eq!(error.lines().count(), 1, "{error}");
+}
+
+/// Two instances dividing the pods: each gang is one instance's, all of it (its members
+/// are bound by the same instance), so that no gang's Reserve is split between two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_dividing_the_pods_never_split_a_gang() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for i in 1..=4 {
+        api.put(NODES, node(&format!("n{i}"), 4000, "a"));
+    }
+    let groups = ["g0", "g1", "g2", "g3", "g4", "g5"];
+    for group in groups {
+        api.put(POD_GROUPS, gang(group, 3));
+        for i in 0..3 {
+            api.put(PODS, member(&format!("{group}-{i}"), 400, group));
+        }
+    }
+    let (a, b) = tokio::join!(
+        start_with(&api, "a", Shard { index: 0, count: 2 }, None, gang_config()),
+        start_with(&api, "b", Shard { index: 1, count: 2 }, None, gang_config()),
+    );
+    wait_for("every member bound", WAIT, || {
+        groups
+            .iter()
+            .all(|g| (0..3).all(|i| node_of(&api, &format!("{g}-{i}")).is_some()))
+    })
+    .await;
+    let bound_by = |pod: &str| {
+        let events = events_about(&api, pod, "Scheduled");
+        assert_eq!(events.len(), 1, "{pod}: {events:?}");
+        events[0]["reportingInstance"].as_str().unwrap().to_string()
+    };
+    let mut instances = Vec::new();
+    for group in groups {
+        let by: Vec<String> = (0..3).map(|i| bound_by(&format!("{group}-{i}"))).collect();
+        assert!(by.iter().all(|b| *b == by[0]), "{group} split: {by:?}");
+        instances.push(by[0].clone());
+    }
+    instances.sort();
+    instances.dedup();
+    // The groups' names hash to both instances: the test divides something.
+    assert_eq!(instances.len(), 2, "{instances:?}");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    assert_deployable(&api);
 }
