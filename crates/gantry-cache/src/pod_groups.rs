@@ -316,6 +316,11 @@ impl PodGroupStates {
         self.members.stage(uid)
     }
 
+    /// The PodGroup a member names (`spec.schedulingGroup`).
+    pub fn group_of(&self, uid: &str) -> Option<GroupKey> {
+        self.members.group_of.get(uid).copied()
+    }
+
     pub fn counts(&self, key: GroupKey) -> GroupCounts {
         self.members.counts(key)
     }

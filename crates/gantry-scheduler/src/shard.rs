@@ -87,6 +87,17 @@ impl Shard {
         self.count <= 1 || owner(uid, self.count) == self.index
     }
 
+    /// Whether this shard schedules `pod` when shards divide the pods: with gang
+    /// scheduling on, a member of a PodGroup goes with its group (`namespace/name`), so that
+    /// a gang is one shard's whole and no pod-group cycle sees part of it; any other pod
+    /// goes by its UID.
+    pub fn owns_pod(self, pod: &Pod, gangs: bool) -> bool {
+        match pod.scheduling_group {
+            Some(group) if gangs => self.owns(&format!("{}/{group}", pod.namespace)),
+            _ => self.owns(&pod.uid),
+        }
+    }
+
     /// Whether this shard places pods on `node` when shards divide the nodes.
     pub fn owns_node(self, node: &str) -> bool {
         self.count <= 1 || owner(node, self.count) == self.index
@@ -194,6 +205,34 @@ mod tests {
             assert_eq!(shards.iter().filter(|s| s.owns_node(&node)).count(), 1);
         }
         assert!(Shard::WHOLE.owns_node("any"));
+    }
+
+    #[test]
+    fn a_gang_is_one_shards_whole_when_gangs_are_scheduled() {
+        let shards: Vec<Shard> = (0..4).map(|index| Shard { index, count: 4 }).collect();
+        let member = |uid: String| {
+            let mut pod = Pod::new("default", &uid);
+            pod.uid = uid.into();
+            pod.scheduling_group = Some(gantry_api::Sym::new("trainer"));
+            pod
+        };
+        let members: Vec<Pod> = (0..32).map(|i| member(format!("uid-{i}"))).collect();
+        let shards = &shards;
+        let holders = |gangs: bool| -> Vec<usize> {
+            let mut held: Vec<usize> = (members.iter())
+                .flat_map(|m| (0..4).filter(move |&s| shards[s].owns_pod(m, gangs)))
+                .collect();
+            held.sort_unstable();
+            held.dedup();
+            held
+        };
+        assert_eq!(holders(true).len(), 1, "one shard holds every member");
+        assert!(holders(false).len() > 1, "by UID the members spread");
+        let single = Pod::new("default", "web");
+        assert_eq!(
+            shards.iter().filter(|s| s.owns_pod(&single, true)).count(),
+            1
+        );
     }
 
     #[test]

@@ -410,43 +410,17 @@ impl SimulatedApi {
     }
 
     fn try_bind(&mut self, pod: &Arc<Pod>) -> Result<(), BindRefusal> {
-        let node = pod
-            .node_name
-            .ok_or_else(|| BindRefusal::NoNode(pod.key()))?;
-        if self.bound.contains_key(&pod.uid) {
-            return Err(BindRefusal::AlreadyBound(pod.key()));
-        }
-        if self.deleted.contains(&pod.uid) {
-            return Err(BindRefusal::Deleted(pod.key()));
-        }
+        self.refused_before_writing(pod)?;
         if self.failure_rate > 0.0 && (self.rng.below(1_000_000) as f64) < self.failure_rate * 1e6 {
             return Err(BindRefusal::Injected(pod.key()));
         }
-        if !self.nodes.contains_key(&node) {
-            return Err(BindRefusal::NodeNotFound(node));
-        }
-        if let Some(admission) = &mut self.admission {
-            admission
-                .admit(pod)
-                .map_err(|status| BindRefusal::Constraint {
-                    pod: pod.key(),
-                    node,
-                    plugin: status.plugin(),
-                    message: status.message(),
-                })?;
-        }
+        let node = self.refused_at_node(pod)?;
         let usage = self
             .nodes
             .get_mut(&node)
             .ok_or(BindRefusal::NodeNotFound(node))?;
         let over = usage.overcommitted_by(pod);
         let overfilled_card = usage.card_overfilled_by(pod);
-        if (over || overfilled_card.is_some()) && self.capacity_check {
-            return Err(BindRefusal::OverCommit {
-                pod: pod.key(),
-                node,
-            });
-        }
         if over {
             self.overcommitted.insert(node);
         }
@@ -482,6 +456,94 @@ impl SimulatedApi {
     /// is refused.
     pub fn delete_unbound(&mut self, uid: Arc<str>) {
         self.deleted.insert(uid);
+    }
+
+    /// Why the API refuses to bind `pod` whatever its node holds: it names no node, is
+    /// bound already, or was deleted.
+    fn refused_before_writing(&self, pod: &Pod) -> Result<(), BindRefusal> {
+        if pod.node_name.is_none() {
+            return Err(BindRefusal::NoNode(pod.key()));
+        }
+        if self.bound.contains_key(&pod.uid) {
+            return Err(BindRefusal::AlreadyBound(pod.key()));
+        }
+        if self.deleted.contains(&pod.uid) {
+            return Err(BindRefusal::Deleted(pod.key()));
+        }
+        Ok(())
+    }
+
+    /// Why the API refuses `pod` on its node as the node stands: the node is gone, the
+    /// admission's Filter plugins refuse it, or (checking capacity) it would over-commit
+    /// the node or a GPU card. Returns the node otherwise.
+    fn refused_at_node(&mut self, pod: &Arc<Pod>) -> Result<Sym, BindRefusal> {
+        let node = pod
+            .node_name
+            .ok_or_else(|| BindRefusal::NoNode(pod.key()))?;
+        let Some(usage) = self.nodes.get(&node) else {
+            return Err(BindRefusal::NodeNotFound(node));
+        };
+        let over = usage.overcommitted_by(pod) || usage.card_overfilled_by(pod).is_some();
+        if let Some(admission) = &mut self.admission {
+            admission
+                .admit(pod)
+                .map_err(|status| BindRefusal::Constraint {
+                    pod: pod.key(),
+                    node,
+                    plugin: status.plugin(),
+                    message: status.message(),
+                })?;
+        }
+        if over && self.capacity_check {
+            return Err(BindRefusal::OverCommit {
+                pod: pod.key(),
+                node,
+            });
+        }
+        Ok(node)
+    }
+
+    /// Whether the API would bind every one of `pods`, in this order, each checked as its
+    /// bind is with the ones before it counted: a gang's binds checked together before
+    /// any is written, as a binder holding every member's node fence checks them (see
+    /// docs/shared-state.md). Nothing is kept; injected failures are the writes' own.
+    pub fn admits_together(&mut self, pods: &[Arc<Pod>]) -> Result<(), BindRefusal> {
+        let mut counted: Vec<&Arc<Pod>> = Vec::with_capacity(pods.len());
+        let mut verdict = Ok(());
+        for pod in pods {
+            if let Err(refusal) = self
+                .refused_before_writing(pod)
+                .and_then(|()| self.refused_at_node(pod))
+            {
+                verdict = Err(refusal);
+                break;
+            }
+            self.count_tentatively(pod, true);
+            counted.push(pod);
+        }
+        for pod in counted.into_iter().rev() {
+            self.count_tentatively(pod, false);
+        }
+        verdict
+    }
+
+    /// Adds `pod` to its node's usage and the admission's view, or takes it back off.
+    fn count_tentatively(&mut self, pod: &Arc<Pod>, add: bool) {
+        let Some(node) = pod.node_name else { return };
+        if let Some(usage) = self.nodes.get_mut(&node) {
+            if add {
+                usage.add(pod);
+            } else {
+                usage.remove(pod, &self.bound);
+            }
+        }
+        if let Some(admission) = &self.admission {
+            if add {
+                admission.add_pod(pod);
+            } else {
+                admission.remove_pod(pod);
+            }
+        }
     }
 
     /// Deletes a bound pod; returns it if it was bound.

@@ -107,7 +107,7 @@ impl Instance {
                 if PodGroupStates::is_member(pod) {
                     self.cache.pod_groups().lock().add_member(pod.clone());
                 }
-                if self.shard.owns(&pod.uid) {
+                if self.shard.owns_pod(pod, self.gang_scheduling) {
                     self.queue.add(pod.clone(), now);
                 }
                 if self.gang_scheduling {
@@ -130,7 +130,7 @@ impl Instance {
                 self.on_event(EventResource::PodGroup, ActionType::ADD, now);
             }
             WatchEvent::PodNominated(pod) => {
-                if !self.shard.owns(&pod.uid) {
+                if !self.shard.owns_pod(pod, self.gang_scheduling) {
                     self.scheduler.note_nomination(pod.clone());
                 }
             }
@@ -143,9 +143,17 @@ impl Instance {
                 self.on_event(EventResource::AssignedPod, ActionType::ADD, now);
             }
             WatchEvent::PendingPodDeleted(uid) => {
-                self.cache.pod_groups().lock().remove_member(uid);
+                let owned = {
+                    let mut groups = self.cache.pod_groups().lock();
+                    let owned = match groups.group_of(uid) {
+                        Some(group) if self.gang_scheduling => self.shard.owns(&group.to_string()),
+                        _ => self.shard.owns(uid),
+                    };
+                    groups.remove_member(uid);
+                    owned
+                };
                 self.scheduler.forget_nomination(uid);
-                if self.shard.owns(uid) && !self.queue.delete(uid) {
+                if owned && !self.queue.delete(uid) {
                     self.deleted_in_flight.insert(uid.clone());
                 }
             }

@@ -400,11 +400,7 @@ impl SchedulingLoop {
     fn holds(&self, pod: &Pod) -> bool {
         match self.divide {
             // A gang is one instance's, all of it: its Reserve is never split.
-            Divide::Pods if self.gang_scheduling && pod.scheduling_group.is_some() => {
-                let group = GroupKey::of(pod).expect("checked above");
-                self.shard.owns(&group.to_string())
-            }
-            Divide::Pods => self.shard.owns(&pod.uid),
+            Divide::Pods => self.shard.owns_pod(pod, self.gang_scheduling),
             Divide::Nodes => self.shard.holds(&pod.uid, shard::hops(pod)),
         }
     }

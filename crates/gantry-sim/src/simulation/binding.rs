@@ -10,7 +10,7 @@ use gantry_api::{Pod, Sym};
 use gantry_cache::{GroupKey, Stage};
 use gantry_framework::CycleState;
 use gantry_scheduler::queue::QueuedPod;
-use gantry_scheduler::{Attempt, Binder};
+use gantry_scheduler::{Attempt, Binder, GroupOutcome};
 
 use super::{Event, MAX_FAILED_ATTEMPTS, Simulation};
 use crate::SimulatedApi;
@@ -75,10 +75,96 @@ impl Simulation {
         self.latencies_us.push(started.elapsed().as_micros() as u64);
         self.records
             .set_group_outcome(group, &cycle.outcome, self.clock);
+        // Alone, an instance's binds follow its decisions; shared, another instance may
+        // take a member's room between two binds, so the gang's binds are checked and
+        // written together.
+        let together = self.instances.len() > 1 && cycle.outcome == GroupOutcome::Scheduled;
+        let mut binds = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
-            if let Some(index) = self.records.index(&queued.pod.uid) {
-                self.conclude(instance, index, queued, attempt);
+            let Some(index) = self.records.index(&queued.pod.uid) else {
+                continue;
+            };
+            match attempt {
+                Attempt::Scheduled {
+                    pod,
+                    state,
+                    wait: None,
+                    ..
+                } if together => {
+                    self.records.placement_mut(index).annotations = written(&pod);
+                    binds.push((pod, state, queued));
+                }
+                attempt => self.conclude(instance, index, queued, attempt),
             }
+        }
+        if !binds.is_empty() {
+            let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+            let due = self.clock.saturating_add(latency);
+            self.push(
+                due,
+                Event::GangBindDue {
+                    instance,
+                    members: binds,
+                },
+            );
+        }
+    }
+
+    /// Whether binding `pods` leaves their gang with at least `minCount` members bound: a
+    /// member let through Permit on the count of siblings only assumed (their binds in
+    /// flight, refused later) would otherwise be bound alone. Siblings count once the
+    /// instance's watch has shown them bound.
+    fn quorum_bound_with(
+        &self,
+        instance: usize,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), (&'static str, String)> {
+        let Some(key) = pods.first().and_then(|pod| GroupKey::of(pod)) else {
+            return Ok(());
+        };
+        let groups = self.instances[instance].cache.pod_groups().lock();
+        let Some(min_count) = groups.group(key).and_then(|g| g.min_count()) else {
+            return Ok(());
+        };
+        let bound = groups.counts(key).assigned;
+        if bound + pods.len() >= min_count as usize {
+            return Ok(());
+        }
+        Err((
+            gantry_framework::plugins::gang_scheduling::NAME,
+            format!(
+                "the gang {key} would have {} of its minCount {min_count} members bound: the siblings it was let through with are not",
+                bound + pods.len()
+            ),
+        ))
+    }
+
+    /// The binding cycles of a gang's members, all or none: the gang's quorum is bound
+    /// with them, and the API admits them together (as a binder holding every member's
+    /// node fence would), before any is bound. One refusal refuses them all, and each goes
+    /// back to the queue as after a refused bind.
+    pub(super) fn finish_gang_bind(
+        &mut self,
+        instance: usize,
+        members: Vec<(Arc<Pod>, Box<CycleState>, QueuedPod)>,
+    ) {
+        let pods: Vec<Arc<Pod>> = members.iter().map(|(pod, ..)| pod.clone()).collect();
+        let mut verdict = self.quorum_bound_with(instance, &pods);
+        if verdict.is_ok()
+            && let Err(refusal) = self.api.admits_together(&pods)
+        {
+            let plugin = match &refusal {
+                BindRefusal::Constraint { plugin, .. } => *plugin,
+                BindRefusal::OverCommit { .. } => "capacity",
+                _ => "",
+            };
+            verdict = Err((
+                plugin,
+                format!("the gang's binds, checked together: {refusal}"),
+            ));
+        }
+        for (pod, state, queued) in members {
+            self.finish_bind(instance, pod, state, queued, Some(verdict.clone()));
         }
     }
 
@@ -210,14 +296,16 @@ impl Simulation {
     }
 
     /// The binding cycle of a pod `instance` decided earlier. With several instances the
-    /// binder first re-checks the placement against the instance's latest cache. A bound
-    /// pod goes out on the watch; a refused one is forgotten and retried after backoff.
+    /// binder first re-checks the placement against the instance's latest cache (unless
+    /// `checked` brings the verdict of its gang's check). A bound pod goes out on the
+    /// watch; a refused one is forgotten and retried after backoff.
     pub(super) fn finish_bind(
         &mut self,
         instance: usize,
         pod: Arc<Pod>,
         mut state: Box<CycleState>,
         popped: QueuedPod,
+        checked: Option<Result<(), (&'static str, String)>>,
     ) {
         let now = self.clock;
         let Some(index) = self.records.index(&pod.uid) else {
@@ -227,6 +315,7 @@ impl Simulation {
         let shared = self.instances.len() > 1;
         let binder_instance = &mut self.instances[instance];
         let check = match pod.node_name {
+            _ if checked.is_some() => checked.expect("checked above"),
             Some(node) if shared => binder_instance.scheduler.check_placement(&pod).map_err(
                 |status| {
                     let message = status.message();

@@ -30,7 +30,10 @@ impl Simulation {
                     pod,
                     state,
                     queued,
-                } => self.finish_bind(instance, pod, state, queued),
+                } => self.finish_bind(instance, pod, state, queued, None),
+                Event::GangBindDue { instance, members } => {
+                    self.finish_gang_bind(instance, members)
+                }
                 Event::Watch(change) => self.deliver(&change),
                 Event::PermitTimeout { uid, seq } => self.permit_timeout(&uid, seq),
             }
@@ -57,11 +60,10 @@ impl Simulation {
         for instance in &mut self.instances {
             instance.watch(change, self.clock);
         }
-        if let WatchEvent::PodCreated(pod) = change {
-            let owner = self.owner(&pod.uid);
-            if self.instances[owner].queue.is_gated(&pod.uid) {
-                self.mark_gated(&pod.uid);
-            }
+        if let WatchEvent::PodCreated(pod) = change
+            && self.instances.iter().any(|i| i.queue.is_gated(&pod.uid))
+        {
+            self.mark_gated(&pod.uid);
         }
         // Members a new member or their PodGroup let into the queue are no longer held.
         let group_changed = match change {
@@ -70,16 +72,20 @@ impl Simulation {
             _ => false,
         };
         if group_changed {
-            self.records.release_held(|uid| {
-                let owner = gantry_scheduler::shard::owner(uid, self.options.schedulers) as usize;
-                !self.instances[owner].queue.is_gated(uid)
-            });
+            let instances = &self.instances;
+            self.records
+                .release_held(|uid| !instances.iter().any(|i| i.queue.is_gated(uid)));
         }
     }
 
-    /// The index of the instance that owns the pod.
+    /// The index of the instance whose queue holds the pod (a gang member is its group's
+    /// instance's, any other pod its UID's).
     fn owner(&self, uid: &str) -> usize {
-        gantry_scheduler::shard::owner(uid, self.options.schedulers) as usize
+        (self.instances.iter())
+            .position(|i| i.queue.contains(uid))
+            .unwrap_or_else(|| {
+                gantry_scheduler::shard::owner(uid, self.options.schedulers) as usize
+            })
     }
 
     /// Sequential mode: submits the next pod that is not gated (to the only instance).

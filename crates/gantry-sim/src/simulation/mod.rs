@@ -131,10 +131,6 @@ pub enum SimError {
     #[error("sequential: pods are submitted one at a time to one scheduler instance, not {0}")]
     SequentialWithInstances(u32),
     #[error(
-        "schedulers: GangScheduling is modelled for one scheduler instance, not {0}: instances dividing the pods would divide a gang's members between their pod-group cycles"
-    )]
-    GangsWithInstances(u32),
-    #[error(
         "schedulers: Coscheduling is modelled for one scheduler instance, not {0}: instances dividing the pods would each hold part of a gang at Permit"
     )]
     CoschedulingWithInstances(u32),
@@ -187,6 +183,13 @@ enum Event {
         state: Box<CycleState>,
         /// The pod as popped, with its attempts and failures so far.
         queued: QueuedPod,
+    },
+    /// The binding cycles of a gang's members that `instance` scheduled together, with
+    /// several instances sharing the cluster: checked together, then bound or refused
+    /// together.
+    GangBindDue {
+        instance: usize,
+        members: Vec<(Arc<Pod>, Box<CycleState>, QueuedPod)>,
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),
@@ -315,12 +318,6 @@ impl Simulation {
         }
         if options.sequential && options.schedulers > 1 {
             return Err(SimError::SequentialWithInstances(options.schedulers).to_string());
-        }
-        let gangs = profiles
-            .iter()
-            .any(|p| p.release.enabled(gantry_api::Gate::GangScheduling));
-        if gangs && options.schedulers > 1 {
-            return Err(SimError::GangsWithInstances(options.schedulers).to_string());
         }
         let coscheduling = profiles
             .iter()
