@@ -78,9 +78,10 @@ const OUTAGE_REPORT_EVERY: Duration = Duration::from_secs(60);
 pub(crate) enum Input {
     Watch(watch::Change),
     BindDone(Box<BindDone>),
-    /// A binder asks whether its pod still fits its node by the latest cache.
+    /// A binder asks whether its pod (or its gang's members, together) still fits its
+    /// node by the latest cache.
     Check {
-        pod: Arc<Pod>,
+        pods: Vec<Arc<Pod>>,
         reply: oneshot::Sender<Result<(), String>>,
     },
     /// A binder waiting at a node's fence asks whether the cache has seen this pod bound,

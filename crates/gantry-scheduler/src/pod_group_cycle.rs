@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use gantry_api::Pod;
+use gantry_cache::GroupKey;
 
 use crate::scheduler::GroupCycleState;
 use crate::{Attempt, Scheduler, unreserve};
@@ -108,6 +109,28 @@ impl Scheduler {
             }
         }
         GroupAttempt { attempts, outcome }
+    }
+
+    /// Whether binding `pods` (members of one gang, bound together) leaves the gang with
+    /// at least `minCount` members bound, its siblings counted once the cache has seen
+    /// them bound. Instances sharing the cluster bind a gang only so: a member let through
+    /// Permit on the count of siblings merely assumed (their binds in flight, and refused
+    /// later) would otherwise be bound alone.
+    pub fn check_quorum(&self, pods: &[Arc<Pod>]) -> Result<(), String> {
+        let Some(key) = pods.first().and_then(|pod| GroupKey::of(pod)) else {
+            return Ok(());
+        };
+        let groups = self.cache.pod_groups().lock();
+        let Some(min_count) = groups.group(key).and_then(|g| g.min_count()) else {
+            return Ok(());
+        };
+        let bound = groups.counts(key).assigned + pods.len();
+        if bound >= min_count as usize {
+            return Ok(());
+        }
+        Err(format!(
+            "the gang {key} would have {bound} of its minCount {min_count} members bound: the siblings it was let through with are not"
+        ))
     }
 
     /// Forgets every assumed member, last first (upstream's deferred reverts), and turns

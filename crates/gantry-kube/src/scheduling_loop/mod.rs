@@ -169,8 +169,15 @@ impl SchedulingLoop {
         match input {
             Input::Watch(change) => self.apply(change),
             Input::BindDone(done) => self.conclude_bind(*done),
-            Input::Check { pod, reply } => {
-                let _ = reply.send(self.check_placement(&pod));
+            Input::Check { pods, reply } => {
+                let checked = pods.iter().try_for_each(|pod| {
+                    self.check_placement(pod)
+                        .map_err(|message| match pods.len() {
+                            1 => message,
+                            _ => format!("the gang's member {}: {message}", pod.key()),
+                        })
+                });
+                let _ = reply.send(checked.and_then(|()| self.scheduler.check_quorum(&pods)));
             }
             Input::Seen {
                 uid,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use gantry_api::{Pod, PodGroup};
 use gantry_cache::{GroupKey, PodGroupStates, Stage};
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
-use gantry_scheduler::GroupOutcome;
 use gantry_scheduler::queue::QueuedPod;
+use gantry_scheduler::{Attempt, BindingCycle, GroupOutcome};
 use serde_json::Value;
 
 use super::SchedulingLoop;
@@ -112,10 +112,44 @@ impl SchedulingLoop {
         let members = self.queue.pop_members(queued, &members);
         let pods: Vec<Arc<Pod>> = members.iter().map(|q| q.pod.clone()).collect();
         let cycle = self.scheduler.schedule_pod_group(&pods);
+        // Alone, each member binds as a single pod does; beside other instances, another
+        // may take a member's room between two binds, so the gang binds together.
+        let together = self.shard.is_shared()
+            && self.shadow.is_none()
+            && cycle.outcome == GroupOutcome::Scheduled;
+        let mut gang = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
-            self.conclude(queued, attempt, false);
+            match attempt {
+                Attempt::Scheduled { pod, state, .. } if together => {
+                    match self.scheduler.binding_cycle(pod, state) {
+                        Some(binding) => gang.push((queued, binding)),
+                        None => self.queue.add_backoff(queued, self.now()),
+                    }
+                }
+                attempt => self.conclude(queued, attempt, false),
+            }
+        }
+        if !gang.is_empty() {
+            self.bind_gang(gang);
         }
         self.write_group_condition(group, &cycle.outcome);
+    }
+
+    /// Hands the gang's binding cycles to one writer task, behind the union of their
+    /// fences.
+    fn bind_gang(&mut self, gang: Vec<(QueuedPod, BindingCycle)>) {
+        let mut fences: Vec<String> = (gang.iter())
+            .flat_map(|(_, cycle)| self.fences_for(cycle.pod(), cycle.node()))
+            .collect();
+        // Taken in one order by every binder, so that two never wait on each other.
+        fences.sort_unstable();
+        fences.dedup();
+        let mut cycles = Vec::with_capacity(gang.len());
+        for (queued, cycle) in gang {
+            self.binding.insert(queued.pod.uid.clone(), queued);
+            cycles.push(cycle);
+        }
+        self.writer.bind_gang(cycles, fences);
     }
 
     /// Writes the condition the cycle's outcome sets, unless it would change nothing (a

@@ -255,3 +255,56 @@ async fn instances_dividing_the_pods_never_split_a_gang() {
     b.stop().await.unwrap();
     assert_deployable(&api);
 }
+
+/// Two instances racing for too little room (binds slowed so that they overlap): a
+/// gang's members are bound together or not at all, whatever the other instance bound
+/// meanwhile, and no node is over-committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_instances_never_leave_a_gang_partly_bound() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.set_bind_delay(std::time::Duration::from_millis(40));
+    for i in 1..=4 {
+        api.put(NODES, node(&format!("n{i}"), 4000, "a"));
+    }
+    let groups: Vec<String> = (0..8).map(|g| format!("g{g}")).collect();
+    for group in &groups {
+        api.put(POD_GROUPS, gang(group, 3));
+        for i in 0..3 {
+            api.put(PODS, member(&format!("{group}-{i}"), 1000, group));
+        }
+    }
+    for i in 0..8 {
+        api.put(PODS, pod(&format!("single-{i}"), 1000));
+    }
+    let (a, b) = tokio::join!(
+        start_with(&api, "a", Shard { index: 0, count: 2 }, None, gang_config()),
+        start_with(&api, "b", Shard { index: 1, count: 2 }, None, gang_config()),
+    );
+    // 16 cpu for 32 pods of 1: wait until nothing has moved for 2 s.
+    let mut seen = (0, std::time::Instant::now());
+    wait_for("the binds to settle", WAIT, || {
+        let binds = api.binds().len();
+        if binds != seen.0 {
+            seen = (binds, std::time::Instant::now());
+        }
+        seen.1.elapsed() > std::time::Duration::from_secs(2)
+    })
+    .await;
+    let partly: Vec<String> = (groups.iter())
+        .map(|group| {
+            let bound = (0..3)
+                .filter(|i| node_of(&api, &format!("{group}-{i}")).is_some())
+                .count();
+            format!("{group}: {bound} of 3")
+        })
+        .filter(|line| !line.ends_with(": 0 of 3") && !line.ends_with(": 3 of 3"))
+        .collect();
+    assert_eq!(partly, Vec::<String>::new(), "gangs partly bound");
+    // Every cpu is taken (a gang left out leaves room to a single pod, not to nothing).
+    assert_eq!(api.binds().len(), 16, "{:?}", api.binds());
+    assert_eq!(overcommitted_nodes(&api), Vec::<String>::new());
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    assert_deployable(&api);
+}

@@ -110,35 +110,6 @@ impl Simulation {
         }
     }
 
-    /// Whether binding `pods` leaves their gang with at least `minCount` members bound: a
-    /// member let through Permit on the count of siblings only assumed (their binds in
-    /// flight, refused later) would otherwise be bound alone. Siblings count once the
-    /// instance's watch has shown them bound.
-    fn quorum_bound_with(
-        &self,
-        instance: usize,
-        pods: &[Arc<Pod>],
-    ) -> Result<(), (&'static str, String)> {
-        let Some(key) = pods.first().and_then(|pod| GroupKey::of(pod)) else {
-            return Ok(());
-        };
-        let groups = self.instances[instance].cache.pod_groups().lock();
-        let Some(min_count) = groups.group(key).and_then(|g| g.min_count()) else {
-            return Ok(());
-        };
-        let bound = groups.counts(key).assigned;
-        if bound + pods.len() >= min_count as usize {
-            return Ok(());
-        }
-        Err((
-            gantry_framework::plugins::gang_scheduling::NAME,
-            format!(
-                "the gang {key} would have {} of its minCount {min_count} members bound: the siblings it was let through with are not",
-                bound + pods.len()
-            ),
-        ))
-    }
-
     /// The binding cycles of a gang's members, all or none: the gang's quorum is bound
     /// with them, and the API admits them together (as a binder holding every member's
     /// node fence would), before any is bound. One refusal refuses them all, and each goes
@@ -149,7 +120,8 @@ impl Simulation {
         members: Vec<(Arc<Pod>, Box<CycleState>, QueuedPod)>,
     ) {
         let pods: Vec<Arc<Pod>> = members.iter().map(|(pod, ..)| pod.clone()).collect();
-        let mut verdict = self.quorum_bound_with(instance, &pods);
+        let mut verdict = (self.instances[instance].scheduler.check_quorum(&pods))
+            .map_err(|message| (gantry_framework::plugins::gang_scheduling::NAME, message));
         if verdict.is_ok()
             && let Err(refusal) = self.api.admits_together(&pods)
         {

@@ -31,6 +31,8 @@ use crate::metrics::KubeMetrics;
 use crate::pod_groups;
 use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
 
+mod gang;
+
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
 pub const MAX_BINDS_IN_FLIGHT: usize = 64;
@@ -52,6 +54,25 @@ pub struct BindFailure {
     /// The binding was sent but no answer came back (the connection failed), or the
     /// server failed it (5xx: a timeout, a restart): it may have been written.
     pub outcome_unknown: bool,
+}
+
+impl BindFailure {
+    fn plain(message: String) -> BindFailure {
+        BindFailure {
+            message,
+            conflict: false,
+            outcome_unknown: false,
+        }
+    }
+
+    /// The binder's re-check refused the placement.
+    fn conflict(message: String) -> BindFailure {
+        BindFailure {
+            message: format!("placement no longer fits: {message}"),
+            conflict: true,
+            outcome_unknown: false,
+        }
+    }
 }
 
 /// The outcome of one binding cycle's API part, sent back to the scheduling loop, which
@@ -84,10 +105,11 @@ pub struct ApiWriter {
     outage: Arc<Outage>,
 }
 
-/// The binder's questions to the scheduling loop, for one pod.
+/// The binder's questions to the scheduling loop, for one pod or a gang's members bound
+/// together.
 struct AskLoop {
     inputs: Sender<Input>,
-    pod: Arc<Pod>,
+    pods: Vec<Arc<Pod>>,
 }
 
 impl fence::Loop for AskLoop {
@@ -108,8 +130,8 @@ impl fence::Loop for AskLoop {
 
     async fn check(&self) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
-        let pod = self.pod.clone();
-        if self.inputs.send(Input::Check { pod, reply }).is_err() {
+        let pods = self.pods.clone();
+        if self.inputs.send(Input::Check { pods, reply }).is_err() {
             return Err("the scheduler stopped".into());
         }
         answer.await.unwrap_or(Err("the scheduler stopped".into()))
@@ -238,53 +260,78 @@ impl ApiWriter {
         cycle: &mut BindingCycle,
         fence_names: &[String],
     ) -> Result<(), BindFailure> {
-        let failure = |message: String| BindFailure {
-            message,
-            conflict: false,
-            outcome_unknown: false,
+        self.pre_bind(cycle).await?;
+        let asker = AskLoop {
+            inputs: self.inputs.clone(),
+            pods: vec![cycle.pod().clone()],
         };
-        let conflict = |message: String| BindFailure {
-            message: format!("placement no longer fits: {message}"),
-            conflict: true,
-            outcome_unknown: false,
-        };
-        cycle.pre_bind().map_err(failure)?;
-        // VolumeBinding's PreBind: before the fences, as it may wait long for a
-        // provisioner (volumes are the pod's own; a volume another pod's binder took
-        // meanwhile fails the conditioned update).
+        let held = self
+            .take_fences(fence_names, &cycle.pod().uid, &asker)
+            .await?;
+        let bound = self.write_binding(cycle, held.as_ref()).await;
+        if bound.is_err()
+            && let (Some(fences), Some(held)) = (&self.fences, held)
+        {
+            fences.release_failed(held).await;
+        }
+        bound
+    }
+
+    /// PreBind: the plugins' own, then VolumeBinding's, before the fences, as it may
+    /// wait long for a provisioner (volumes are the pod's own; a volume another pod's
+    /// binder took meanwhile fails the conditioned update).
+    async fn pre_bind(&self, cycle: &mut BindingCycle) -> Result<(), BindFailure> {
+        cycle.pre_bind().map_err(BindFailure::plain)?;
         let volumes = cycle.volumes_to_write();
         if !volumes.is_empty() {
             self.volumes
                 .bind(cycle.pod(), cycle.node(), &volumes)
                 .await
                 .map_err(|e| {
-                    failure(format!(
+                    BindFailure::plain(format!(
                         "running PreBind plugin {:?}: {e}",
                         volume_binding::NAME
                     ))
                 })?;
         }
-        let mut held = None;
-        if let Some(fences) = self.fences.as_ref().filter(|_| !fence_names.is_empty()) {
-            let asker = AskLoop {
-                inputs: self.inputs.clone(),
-                pod: cycle.pod().clone(),
-            };
-            match fences.acquire(fence_names, &cycle.pod().uid, &asker).await {
-                Ok(fence) => held = Some(fence),
-                Err(fence::Refused::Conflict(message)) => {
-                    self.metrics.conflict();
-                    return Err(conflict(message));
-                }
-                Err(fence::Refused::Failed(message)) => {
-                    return Err(failure(format!("at the node's bind fence: {message}")));
-                }
-                Err(fence::Refused::Forbidden(message)) => {
-                    let _ = self.inputs.send(Input::Fatal(message.clone()));
-                    return Err(failure(message));
-                }
+        Ok(())
+    }
+
+    /// Takes the turn behind `fence_names` (none when alone), naming `last` as the pod
+    /// the next binder waits to see bound; `asker` re-checks the placements under them.
+    async fn take_fences(
+        &self,
+        fence_names: &[String],
+        last: &str,
+        asker: &AskLoop,
+    ) -> Result<Option<fence::Held>, BindFailure> {
+        let Some(fences) = self.fences.as_ref().filter(|_| !fence_names.is_empty()) else {
+            return Ok(None);
+        };
+        match fences.acquire(fence_names, last, asker).await {
+            Ok(fence) => Ok(Some(fence)),
+            Err(fence::Refused::Conflict(message)) => {
+                self.metrics.conflict();
+                Err(BindFailure::conflict(message))
+            }
+            Err(fence::Refused::Failed(message)) => Err(BindFailure::plain(format!(
+                "at the node's bind fence: {message}"
+            ))),
+            Err(fence::Refused::Forbidden(message)) => {
+                let _ = self.inputs.send(Input::Fatal(message.clone()));
+                Err(BindFailure::plain(message))
             }
         }
+    }
+
+    /// Behind the fences (if any): DynamicResources' PreBind (the claims reserved), then
+    /// `POST pods/{name}/binding`; on failure the claims are given back (upstream's
+    /// Unreserve, before the pod is forgotten and retried).
+    async fn write_binding(
+        &self,
+        cycle: &BindingCycle,
+        held: Option<&fence::Held>,
+    ) -> Result<(), BindFailure> {
         let pod = cycle.pod().clone();
         let claims: Vec<Arc<ResourceClaim>> = cycle.claims_to_write().to_vec();
         let mut reserved = Vec::new();
@@ -295,17 +342,17 @@ impl ApiWriter {
                 .reserve(&pod, &claims, &mut reserved)
                 .await
                 .map_err(|e| {
-                    failure(format!(
+                    BindFailure::plain(format!(
                         "running PreBind plugin {:?}: {e}",
                         dynamic_resources::NAME
                     ))
                 });
         }
-        if bound.is_ok() && held.as_ref().is_some_and(|h| !h.may_bind()) {
+        if bound.is_ok() && held.is_some_and(|h| !h.may_bind()) {
             // Waiters pass a fence after a while: a binding sent later could land
             // unseen by them.
             self.metrics.conflict();
-            bound = Err(conflict(format!(
+            bound = Err(BindFailure::conflict(format!(
                 "its fences were held longer than {:?} before the binding",
                 fence::BIND_DEADLINE
             )));
@@ -324,7 +371,7 @@ impl ApiWriter {
                 }
                 BindFailure {
                     outcome_unknown,
-                    ..failure(format!(
+                    ..BindFailure::plain(format!(
                         "running Bind plugin \"DefaultBinder\": {}",
                         api_message(error)
                     ))
@@ -332,11 +379,7 @@ impl ApiWriter {
             });
         }
         if bound.is_err() {
-            // Upstream's Unreserve, before the pod is forgotten and retried.
             self.claims.unreserve(&pod, &reserved).await;
-            if let (Some(fences), Some(held)) = (&self.fences, held) {
-                fences.release_failed(held).await;
-            }
         }
         bound
     }
