@@ -5,7 +5,7 @@
 //! ([`Divide::Nodes`]): each binds onto its own nodes only, and a pod that fits none of
 //! them is handed on to the next shard by a count on the pod ([`HOPS_ANNOTATION`]).
 
-use gantry_api::Pod;
+use gantry_api::{Pod, Sym};
 
 /// What instances sharing a cluster divide between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,9 +93,14 @@ impl Shard {
     /// goes by its UID.
     pub fn owns_pod(self, pod: &Pod, gangs: bool) -> bool {
         match pod.scheduling_group {
-            Some(group) if gangs => self.owns(&format!("{}/{group}", pod.namespace)),
+            Some(group) if gangs => self.owns_group(pod.namespace, group),
             _ => self.owns(&pod.uid),
         }
+    }
+
+    /// Whether this shard schedules the members of the PodGroup `namespace/name`.
+    pub fn owns_group(self, namespace: Sym, name: Sym) -> bool {
+        self.count <= 1 || self.owns(&format!("{namespace}/{name}"))
     }
 
     /// Whether this shard places pods on `node` when shards divide the nodes.
@@ -213,7 +218,7 @@ mod tests {
         let member = |uid: String| {
             let mut pod = Pod::new("default", &uid);
             pod.uid = uid.into();
-            pod.scheduling_group = Some(gantry_api::Sym::new("trainer"));
+            pod.scheduling_group = Some(Sym::new("trainer"));
             pod
         };
         let members: Vec<Pod> = (0..32).map(|i| member(format!("uid-{i}"))).collect();

@@ -146,7 +146,9 @@ impl Instance {
                 let owned = {
                     let mut groups = self.cache.pod_groups().lock();
                     let owned = match groups.group_of(uid) {
-                        Some(group) if self.gang_scheduling => self.shard.owns(&group.to_string()),
+                        Some(group) if self.gang_scheduling => {
+                            self.shard.owns_group(group.namespace, group.name)
+                        }
                         _ => self.shard.owns(uid),
                     };
                     groups.remove_member(uid);
