@@ -21,6 +21,16 @@ pub struct PodGroup {
     pub policy: GroupPolicy,
     /// `metadata.generation`: the PodGroupScheduled condition's `observedGeneration`.
     pub generation: i64,
+    /// `spec.schedulingConstraints`, kept while TopologyAwareWorkloadScheduling is on (the
+    /// API server drops it otherwise).
+    pub constraints: Option<GroupConstraints>,
+}
+
+/// A PodGroup's scheduling constraints (TopologyAwareWorkloadScheduling).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupConstraints {
+    /// `topology[0].key`: the node label whose one domain must hold every member.
+    pub topology_key: Option<Sym>,
 }
 
 impl PodGroup {
@@ -31,12 +41,26 @@ impl PodGroup {
             name: Sym::new(name),
             policy: GroupPolicy::Gang { min_count },
             generation: 1,
+            constraints: None,
         }
     }
 
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The same gang, kept to one domain of the node label `key`.
+    pub fn in_one_domain_of(mut self, key: &str) -> PodGroup {
+        self.constraints = Some(GroupConstraints {
+            topology_key: Some(Sym::new(key)),
+        });
+        self
+    }
+
+    /// The node label one domain of which must hold every member, if the group says.
+    pub fn topology_key(&self) -> Option<Sym> {
+        self.constraints.as_ref().and_then(|c| c.topology_key)
     }
 
     /// The gang's quorum, if it is a gang.

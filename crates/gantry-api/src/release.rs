@@ -53,6 +53,9 @@ pub enum Gate {
     /// The GangScheduling plugin: a gang's pods wait for `minCount` of them (v1.35, v1.36;
     /// merged into GenericWorkload in v1.37).
     GangScheduling,
+    /// TopologyAwareWorkloadScheduling (KEP-5732, alpha in v1.36): a pod group whose
+    /// PodGroup names a topology key is tried on each domain of that key, and placed in one.
+    TopologyAwareWorkloadScheduling,
     /// OpportunisticBatching (KEP-5598): a pod like the one just placed that no longer fits
     /// where that one went takes the next node of that cycle's ranking, without a search.
     OpportunisticBatching,
@@ -190,6 +193,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(35, false), removed(37, false)],
     ),
     (
+        Gate::TopologyAwareWorkloadScheduling,
+        "TopologyAwareWorkloadScheduling",
+        &[spec(36, false)],
+    ),
+    (
         Gate::OpportunisticBatching,
         "OpportunisticBatching",
         &[spec(35, true)],
@@ -217,6 +225,10 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
         &[Gate::MatchLabelKeysInPodTopologySpread],
     ),
     (Gate::GangScheduling, &[Gate::GenericWorkload]),
+    (
+        Gate::TopologyAwareWorkloadScheduling,
+        &[Gate::GenericWorkload],
+    ),
 ];
 
 /// The one release whose Workload API Gantry reads (PodGroup `scheduling.k8s.io/v1alpha2`

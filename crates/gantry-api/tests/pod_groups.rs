@@ -212,3 +212,62 @@ fn coscheduling_pod_groups_decode_or_are_refused_as_the_crd_says() {
     .unwrap_err();
     assert_eq!(field, "spec.minMember", "{message}");
 }
+
+/// `spec.schedulingConstraints` (TopologyAwareWorkloadScheduling): dropped while the gate is
+/// off, as the API server's strategy drops it; with it on, checked as v1.36's declarative
+/// validation checks it (upstream's declarative_validation_test.go cases).
+#[test]
+fn scheduling_constraints_are_dropped_without_the_gate_and_checked_with_it() {
+    let with = |topology: &str| {
+        group("{gang: {minCount: 2}}").replace(
+            "spec: {",
+            &format!("spec: {{schedulingConstraints: {{topology: {topology}}}, "),
+        )
+    };
+    let tas_on = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"),
+    )
+    .unwrap();
+    let off = decode(gangs_on(), &with("[{key: foo}, {key: bar}]")).unwrap();
+    assert_eq!(off.pod_groups[0].constraints, None);
+    let key = |topology: &str| {
+        decode(tas_on, &with(topology))
+            .map(|o| o.pod_groups[0].topology_key().map(|k| k.to_string()))
+    };
+    assert_eq!(key("[{key: foo}]"), Ok(Some("foo".into())));
+    assert_eq!(
+        key("[{key: example.com/Foo}]"),
+        Ok(Some("example.com/Foo".into()))
+    );
+    let long = format!("[{{key: {}/{}}}]", "a".repeat(253), "b".repeat(63));
+    assert!(key(&long).is_ok());
+    // "valid with empty schedulingConstraints": kept, with no key.
+    assert_eq!(key("[]"), Ok(None));
+    let empty = decode(tas_on, &with("[]")).unwrap();
+    assert!(empty.pod_groups[0].constraints.is_some());
+    assert_eq!(
+        key("[{key: foo}, {key: bar}]").unwrap_err(),
+        (
+            "spec.schedulingConstraints.topology".to_string(),
+            "Too many: 2: must have at most 1 item".to_string()
+        )
+    );
+    assert_eq!(
+        key("[{key: ''}]").unwrap_err(),
+        (
+            "spec.schedulingConstraints.topology[0].key".to_string(),
+            "Required value".to_string()
+        )
+    );
+    for bad in [
+        format!("{}/foo", "a".repeat(254)),
+        format!("foo/{}", "b".repeat(64)),
+        "b".repeat(64),
+        "Example.com/Foo".to_string(),
+    ] {
+        let (field, message) = key(&format!("[{{key: '{bad}'}}]")).unwrap_err();
+        assert_eq!(field, "spec.schedulingConstraints.topology[0].key", "{bad}");
+        assert!(message.starts_with("Invalid value: "), "{bad}: {message}");
+    }
+}

@@ -140,10 +140,14 @@ pub enum Point {
     PreBind,
     Bind,
     PostBind,
+    /// TopologyAwareWorkloadScheduling: the sets of nodes a pod group is tried on.
+    PlacementGenerate,
+    /// TopologyAwareWorkloadScheduling: which of the placements that fit is taken.
+    PlacementScore,
 }
 
 impl Point {
-    pub const ALL: [Point; 12] = [
+    pub const ALL: [Point; 14] = [
         Point::PreEnqueue,
         Point::QueueSort,
         Point::PreFilter,
@@ -156,7 +160,15 @@ impl Point {
         Point::PreBind,
         Point::Bind,
         Point::PostBind,
+        Point::PlacementGenerate,
+        Point::PlacementScore,
     ];
+
+    /// Whether `plugins` has the point's field at `minor` (the placement points came with
+    /// v1.36's workload-aware scheduling).
+    pub fn exists_at(self, minor: u8) -> bool {
+        !matches!(self, Point::PlacementGenerate | Point::PlacementScore) || minor >= 36
+    }
 
     /// The point's field in `plugins`.
     pub fn field(self) -> &'static str {
@@ -173,6 +185,8 @@ impl Point {
             Point::PreBind => "preBind",
             Point::Bind => "bind",
             Point::PostBind => "postBind",
+            Point::PlacementGenerate => "placementGenerate",
+            Point::PlacementScore => "placementScore",
         }
     }
 }
@@ -487,11 +501,12 @@ fn check_names(
     }
     for (key, set) in &raw.plugins {
         let at = format!("{at}.plugins.{key}");
-        let point = match Point::ALL.into_iter().find(|p| p.field() == key) {
+        let points = Point::ALL.into_iter().filter(|p| p.exists_at(minor));
+        let point = match points.clone().find(|p| p.field() == key) {
             Some(point) => Some(point),
             None if key == MULTI_POINT => None,
             None => {
-                let names: Vec<_> = Point::ALL.iter().map(|p| p.field()).collect();
+                let names: Vec<_> = points.map(|p| p.field()).collect();
                 return fail(
                     at,
                     format!(
@@ -630,8 +645,10 @@ impl<'a> Merged<'a> {
 
     /// Upstream's `getScoreWeights`: a weight given at `score` wins over one given at
     /// multiPoint; none (or 0) means 1.
-    fn weight(&self, name: &str) -> i64 {
-        self.at(Point::Score)
+    /// A Score or PlacementScore plugin's weight: as that point or multiPoint sets it, else
+    /// 1 (upstream's default for a weight of 0 or none).
+    fn weight(&self, point: Point, name: &str) -> i64 {
+        self.at(point)
             .enabled
             .iter()
             .chain(&self.multi)
@@ -666,15 +683,25 @@ impl<'a> Merged<'a> {
                             .score
                             .extend(r.score.clone().map(|plugin| WeightedScorePlugin {
                                 plugin,
-                                weight: self.weight(r.name),
+                                weight: self.weight(point, r.name),
                             }))
                     }
                     Point::Reserve => profile.reserve.extend(r.reserve.clone()),
                     Point::Permit => profile.permit.extend(r.permit.clone()),
                     Point::PreBind => profile.pre_bind.extend(r.pre_bind.clone()),
+                    Point::PlacementGenerate if r.implements(point) => {
+                        profile.placement_generate.push(r.name)
+                    }
+                    Point::PlacementScore if r.implements(point) => profile
+                        .placement_score
+                        .push((r.name, self.weight(point, r.name))),
                     // PrioritySort and DefaultBinder are the scheduler's own; nothing
                     // Gantry implements runs at PostBind yet.
-                    Point::QueueSort | Point::Bind | Point::PostBind => {}
+                    Point::QueueSort
+                    | Point::Bind
+                    | Point::PostBind
+                    | Point::PlacementGenerate
+                    | Point::PlacementScore => {}
                 }
             }
         }

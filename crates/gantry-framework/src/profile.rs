@@ -53,6 +53,11 @@ pub struct Profile {
     pub min_candidate_nodes_percentage: u32,
     /// DefaultPreemption's `minCandidateNodesAbsolute` (default 100).
     pub min_candidate_nodes_absolute: u32,
+    /// PlacementGenerate plugins (TopologyAwareWorkloadScheduling); upstream runs the
+    /// first only.
+    pub placement_generate: Vec<&'static str>,
+    /// PlacementScore plugins with their weights.
+    pub placement_score: Vec<(&'static str, i64)>,
 }
 
 impl Profile {
@@ -77,6 +82,8 @@ impl Profile {
             percentage_of_nodes_to_score: None,
             min_candidate_nodes_percentage: 10,
             min_candidate_nodes_absolute: 100,
+            placement_generate: Vec::new(),
+            placement_score: Vec::new(),
         }
     }
 

@@ -606,7 +606,7 @@ profiles:
     scoring:
       enabled: [{name: ImageLocality}]
 ",
-            "profiles[0].plugins.scoring: unknown extension point; must be multiPoint, preEnqueue, queueSort, preFilter, filter, postFilter, preScore, score, reserve, permit, preBind, bind, postBind",
+            "profiles[0].plugins.scoring: unknown extension point; must be multiPoint, preEnqueue, queueSort, preFilter, filter, postFilter, preScore, score, reserve, permit, preBind, bind, postBind, placementGenerate, placementScore",
         ),
         (
             "
@@ -850,5 +850,45 @@ profiles:
     assert_eq!(
         error(&mixed),
         "scheduler.yaml: profiles[1].plugins.queueSort: must be the same for all profiles"
+    );
+}
+
+/// TopologyAwareWorkloadScheduling adds TopologyPlacementGenerator and PodGroupPodsCount
+/// (weight 1) to the default profile (`applyTopologyAwareWorkloadScheduling`); the
+/// placement points are v1.36's, and their plugins are configured as any other.
+#[test]
+fn topology_aware_workload_scheduling_adds_the_placement_plugins() {
+    let tas = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"),
+    )
+    .unwrap();
+    let default = default_profile_for("default-scheduler", tas);
+    assert_eq!(default.placement_generate, ["TopologyPlacementGenerator"]);
+    assert_eq!(default.placement_score, [("PodGroupPodsCount", 1)]);
+    assert!(
+        default_profile("default-scheduler")
+            .placement_generate
+            .is_empty()
+    );
+    let body = "profiles:\n- plugins:\n    placementScore:\n      enabled: [{name: PodGroupPodsCount, weight: 3}]\n      disabled: [{name: PodGroupPodsCount}]\n";
+    let config =
+        SchedulerConfig::parse_for(&format!("{HEADER}{body}"), "scheduler.yaml", tas).unwrap();
+    assert_eq!(
+        config.profiles[0].placement_score,
+        [("PodGroupPodsCount", 3)]
+    );
+    let off = "profiles:\n- plugins:\n    placementGenerate:\n      disabled: [{name: '*'}]\n";
+    let config =
+        SchedulerConfig::parse_for(&format!("{HEADER}{off}"), "scheduler.yaml", tas).unwrap();
+    assert!(config.profiles[0].placement_generate.is_empty());
+    let v1_35 =
+        SchedulerConfig::parse_for(&format!("{HEADER}{off}"), "scheduler.yaml", Release::at(35))
+            .err()
+            .expect("v1.35 has no placementGenerate")
+            .to_string();
+    assert!(
+        v1_35.contains("plugins.placementGenerate: unknown extension point"),
+        "{v1_35}"
     );
 }

@@ -338,7 +338,10 @@ fn unschedulable(
     }
     let mut nominated = None;
     let preemption_runs = fit_error.run_claims_post_filter(profile, pod, state);
-    if profile.preemption && preemption_runs {
+    let refused = preemption::refused_for_group(profile, pod, objects.pod_groups());
+    if let (true, true, Some(message)) = (profile.preemption, preemption_runs, refused) {
+        fit_error.add_post_filter_reason(&format!("preemption: {message}"));
+    } else if profile.preemption && preemption_runs {
         let preemption = Preemption {
             profile,
             snapshot,

@@ -14,6 +14,7 @@ mod last_cycle;
 pub mod metrics;
 mod nominations;
 mod own_nodes;
+pub mod placement;
 mod placement_check;
 mod pod_group_cycle;
 mod preemption;
@@ -27,7 +28,7 @@ mod waiting;
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
 pub use placement_check::check_placement;
-pub use pod_group_cycle::{GroupAttempt, GroupOutcome, POD_GROUP_UNSCHEDULABLE};
+pub use pod_group_cycle::{GroupAttempt, GroupOutcome, NO_PLACEMENTS, POD_GROUP_UNSCHEDULABLE};
 // The extension-point runners, for anything that runs the plugins on a cluster view of its
 // own (the what-if snapshot).
 pub use binding::{run_pre_bind, unreserve};

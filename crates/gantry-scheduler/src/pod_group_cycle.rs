@@ -8,14 +8,20 @@
 
 use std::sync::Arc;
 
-use gantry_api::Pod;
-use gantry_cache::GroupKey;
+use gantry_api::{Pod, Sym};
+use gantry_cache::{GroupKey, Stage};
+use gantry_framework::CycleState;
+use gantry_framework::plugins;
 
 use crate::scheduler::GroupCycleState;
-use crate::{Attempt, Scheduler, unreserve};
+use crate::{Attempt, Scheduler, placement, unreserve};
 
 /// upstream's `errPodGroupUnschedulable`.
 pub const POD_GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
+
+/// RunPlacementGeneratePlugins' status when the generator made no placement (no node
+/// carries the group's topology key).
+pub const NO_PLACEMENTS: &str = "no feasible placements found";
 
 /// The PodGroupScheduled condition a group cycle writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +42,27 @@ pub struct GroupAttempt {
     pub outcome: GroupOutcome,
 }
 
+impl GroupAttempt {
+    /// Every member failed alike: with the group's error, or rejected with its reason.
+    fn failed(pods: &[Arc<Pod>], outcome: GroupOutcome) -> GroupAttempt {
+        let attempt = |message: &str| match &outcome {
+            GroupOutcome::Error(_) => Attempt::Error(message.to_string()),
+            _ => Attempt::GroupRejected(message.to_string()),
+        };
+        let message = match &outcome {
+            GroupOutcome::Error(m) | GroupOutcome::Unschedulable(m) => m.clone(),
+            GroupOutcome::Scheduled => String::new(),
+        };
+        GroupAttempt {
+            attempts: pods
+                .iter()
+                .map(|p| (p.clone(), attempt(&message)))
+                .collect(),
+            outcome,
+        }
+    }
+}
+
 impl Scheduler {
     /// Schedules the group's pending members, `pods` in upstream's order (priority, then
     /// first attempt). Scheduled attempts are assumed in the cache, as a single pod's are.
@@ -49,14 +76,116 @@ impl Scheduler {
                 other.scheduler_name.as_str(),
                 pods[0].scheduler_name.as_str()
             );
-            return GroupAttempt {
-                attempts: pods
-                    .iter()
-                    .map(|p| (p.clone(), Attempt::Error(message.clone())))
-                    .collect(),
-                outcome: GroupOutcome::Error(message),
-            };
+            return GroupAttempt::failed(pods, GroupOutcome::Error(message));
         }
+        let placements = self
+            .profile_for(&pods[0])
+            .is_some_and(|p| !p.placement_generate.is_empty());
+        if placements {
+            return self.schedule_by_placements(pods);
+        }
+        self.run_group(pods)
+    }
+
+    /// upstream's `podGroupSchedulingPlacementAlgorithm` (TopologyAwareWorkloadScheduling):
+    /// the group is tried on each placement (every node, or each domain of its topology
+    /// key), each try given back; of those that schedule it, the one PodGroupPodsCount
+    /// scores highest is tried again and kept. When none does, the first placement's
+    /// outcome stands, its condition saying how many placements there were.
+    fn schedule_by_placements(&mut self, pods: &[Arc<Pod>]) -> GroupAttempt {
+        if let Err(inconsistent) = self.cache.update_snapshot(&mut self.snapshot) {
+            return GroupAttempt::failed(pods, GroupOutcome::Error(inconsistent.to_string()));
+        }
+        let (key, scheduled) = {
+            let groups = self.cache.pod_groups().lock();
+            let group = GroupKey::of(&pods[0]);
+            let key = group
+                .and_then(|g| groups.group(g))
+                .and_then(|g| g.topology_key());
+            let scheduled: Vec<Arc<Pod>> = (group.into_iter())
+                .flat_map(|g| {
+                    let mut members = groups.members_at(g, Stage::Assumed);
+                    members.extend(groups.members_at(g, Stage::Assigned));
+                    members
+                })
+                .collect();
+            (key, scheduled)
+        };
+        let placements = match placement::generate(&self.snapshot, key, &scheduled) {
+            Ok(placements) => placements,
+            Err(message) => return GroupAttempt::failed(pods, GroupOutcome::Error(message)),
+        };
+        if placements.is_empty() {
+            let outcome = GroupOutcome::Unschedulable(NO_PLACEMENTS.to_string());
+            return GroupAttempt::failed(pods, outcome);
+        }
+        let mut first_failure = None;
+        let mut fitted: Vec<(usize, usize)> = Vec::new();
+        for (i, placement) in placements.iter().enumerate() {
+            let mut trial = self.run_group_on(pods, placement);
+            match &trial.outcome {
+                GroupOutcome::Error(_) => return trial,
+                GroupOutcome::Scheduled => {
+                    let proposed = (trial.attempts.iter())
+                        .filter(|(_, a)| matches!(a, Attempt::Scheduled { .. }))
+                        .count();
+                    self.forget_scheduled(&mut trial.attempts);
+                    fitted.push((i, proposed));
+                }
+                GroupOutcome::Unschedulable(_) if i == 0 => first_failure = Some(trial),
+                GroupOutcome::Unschedulable(_) => {}
+            }
+        }
+        if fitted.is_empty() {
+            let mut first = first_failure.expect("the first placement failed");
+            if let GroupOutcome::Unschedulable(message) = &first.outcome {
+                first.outcome = GroupOutcome::Unschedulable(format!(
+                    "0/{} placements are available, first placement status: {message}",
+                    placements.len()
+                ));
+            }
+            return first;
+        }
+        let weight: i64 = (self.profile_for(&pods[0]).into_iter())
+            .flat_map(|p| p.placement_score.iter())
+            .filter(|(name, _)| *name == plugins::POD_GROUP_PODS_COUNT)
+            .map(|(_, weight)| weight)
+            .sum();
+        let proposed: Vec<usize> = fitted.iter().map(|&(_, p)| p).collect();
+        let chosen = fitted[placement::best(&proposed, scheduled.len(), weight)].0;
+        self.run_group_on(pods, &placements[chosen])
+    }
+
+    /// The default algorithm with every cycle kept to `placement`'s nodes.
+    fn run_group_on(
+        &mut self,
+        pods: &[Arc<Pod>],
+        placement: &placement::Placement,
+    ) -> GroupAttempt {
+        self.placement = Some(placement.positions.clone());
+        let attempt = self.run_group(pods);
+        self.placement = None;
+        attempt
+    }
+
+    /// Gives back every member a try of a placement assumed, last first.
+    fn forget_scheduled(&mut self, attempts: &mut [(Arc<Pod>, Attempt)]) {
+        for (pod, attempt) in attempts.iter_mut().rev() {
+            if let Attempt::Scheduled {
+                pod: assumed,
+                node,
+                state,
+                ..
+            } = attempt
+            {
+                self.unassume(pod, assumed, *node, state);
+            }
+        }
+    }
+
+    /// upstream's `podGroupSchedulingDefaultAlgorithm`: the members tried one after
+    /// another on one view of the cluster.
+    fn run_group(&mut self, pods: &[Arc<Pod>]) -> GroupAttempt {
         self.group_cycle = Some(GroupCycleState::default());
         let mut attempts = Vec::with_capacity(pods.len());
         // Each assumed member's Permit message (`None`: allowed).
@@ -133,6 +262,18 @@ impl Scheduler {
         ))
     }
 
+    /// Unreserves an assumed member and forgets it: it is pending again.
+    fn unassume(&mut self, pod: &Pod, assumed: &Arc<Pod>, node: Sym, state: &mut CycleState) {
+        if let Some(profile) = self.profile_for(pod) {
+            unreserve(profile, state, assumed, node);
+        }
+        if self.assume
+            && let Err(e) = self.cache.forget_pod(assumed)
+        {
+            tracing::error!(pod = %assumed.key(), error = %e, "could not forget a member of a pod group");
+        }
+    }
+
     /// Forgets every assumed member, last first (upstream's deferred reverts), and turns
     /// its attempt into the group's rejection.
     fn revert(
@@ -151,14 +292,7 @@ impl Scheduler {
             else {
                 continue;
             };
-            if let Some(profile) = self.profile_for(pod) {
-                unreserve(profile, state, assumed, *node);
-            }
-            if self.assume
-                && let Err(e) = self.cache.forget_pod(assumed)
-            {
-                tracing::error!(pod = %assumed.key(), error = %e, "could not forget a member of an unschedulable pod group");
-            }
+            self.unassume(pod, assumed, *node, state);
             *attempt = match outcome {
                 GroupOutcome::Error(message) => Attempt::Error(message.clone()),
                 _ => Attempt::GroupRejected(match wait {

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_api::{LeftOutNodes, Pod, PodDisruptionBudget, PreemptionPolicy, Sym};
-use gantry_cache::{ClusterState, NodeInfo, Snapshot};
+use gantry_api::{Gate, LeftOutNodes, Pod, PodDisruptionBudget, PreemptionPolicy, Sym};
+use gantry_cache::{ClusterState, GroupKey, NodeInfo, SharedPodGroups, Snapshot};
 use gantry_framework::{Code, CycleState, Profile, Status};
 use smallvec::SmallVec;
 
@@ -86,6 +86,30 @@ fn budget_violations(pods: &[Arc<Pod>], budgets: &[PodDisruptionBudget]) -> Smal
 struct DryRun {
     candidates: Vec<Candidate>,
     statuses: Vec<(Sym, Status)>,
+}
+
+/// DefaultPreemption's refusal of a pod-group member (v1.36, TopologyAwareWorkloadScheduling
+/// on): preempting for each placement tried would preempt once per topology option, so a
+/// member of a group with scheduling constraints is not preempted for.
+pub fn refused_for_group(
+    profile: &Profile,
+    pod: &Pod,
+    groups: &SharedPodGroups,
+) -> Option<&'static str> {
+    if !profile
+        .release
+        .enabled(Gate::TopologyAwareWorkloadScheduling)
+    {
+        return None;
+    }
+    let key = GroupKey::of(pod)?;
+    match groups.lock().group(key) {
+        None => Some("pod group for pod not found"),
+        Some(group) if group.constraints.is_some() => {
+            Some("not eligible due to placement-based pod group scheduling limitation")
+        }
+        Some(_) => None,
+    }
 }
 
 impl Preemption<'_> {

@@ -157,7 +157,7 @@ impl Candidates {
 
 pub struct Scheduler {
     pub(crate) cache: Arc<Cache>,
-    snapshot: Snapshot,
+    pub(crate) snapshot: Snapshot,
     profiles: Vec<Profile>,
     objects: ApiObjects,
     next_start: usize,
@@ -184,6 +184,10 @@ pub struct Scheduler {
     /// In a pod-group cycle: Permit may ask a pod to wait (for its gang), and the message
     /// of the last pod's wait is kept here (see `pod_group_cycle`).
     pub(crate) group_cycle: Option<GroupCycleState>,
+    /// The placement a pod-group cycle is tried on (TopologyAwareWorkloadScheduling): the
+    /// only nodes a cycle filters, and all its failure message counts, as upstream's
+    /// `AssumePlacement` makes them.
+    pub(crate) placement: Option<Arc<[usize]>>,
     /// The time of the cycle, for what is remembered for a while (Coscheduling's failures
     /// and backoffs, OpportunisticBatching's rankings); the simulation keeps it at its
     /// virtual time, `gantry run` at the time since it started.
@@ -241,6 +245,7 @@ impl Scheduler {
             own_nodes: None,
             may_preempt: true,
             group_cycle: None,
+            placement: None,
             clock: Duration::ZERO,
             requests: Vec::new(),
             batches,
@@ -337,8 +342,9 @@ impl Scheduler {
         };
         let mut state = CycleState::new();
         let num_nodes = self.snapshot.num_nodes();
+        let placement = self.placement.clone();
         let mut fit_error = FitError {
-            num_all_nodes: num_nodes,
+            num_all_nodes: placement.as_ref().map_or(num_nodes, |p| p.len()),
             release: profile.release,
             ..FitError::default()
         };
@@ -356,17 +362,23 @@ impl Scheduler {
             ),
             Err(status) if status.is_rejected() => {
                 fit_error.pre_filter_message = Some(status.message());
-                fit_error.node_statuses = (0..num_nodes)
-                    .map(|i| (self.snapshot.node_at(i).name(), status.clone()))
-                    .collect();
+                let name = |i: usize| (self.snapshot.node_at(i).name(), status.clone());
+                fit_error.node_statuses = match &placement {
+                    Some(positions) => positions.iter().map(|&i| name(i)).collect(),
+                    None => (0..num_nodes).map(name).collect(),
+                };
                 return self.fail(profile_index, &mut state, pod, fit_error);
             }
             Err(status) => return Attempt::Error(status.message()),
         };
-        let own = self
-            .own_nodes
-            .as_mut()
-            .map(|own| own.positions(&self.snapshot));
+        // The nodes this cycle may use: its placement's, or this shard's.
+        let own = match &placement {
+            Some(positions) => Some(positions.clone()),
+            None => self
+                .own_nodes
+                .as_mut()
+                .map(|own| own.positions(&self.snapshot)),
+        };
         let candidates = match (candidates, &own) {
             (candidates, None) => candidates,
             (Candidates::All(_), Some(own)) => Candidates::Narrowed(own.to_vec(), Vec::new()),
@@ -397,7 +409,7 @@ impl Scheduler {
             .observe_extension_point(Point::Filter, phase.elapsed());
         if feasible.is_empty() {
             self.buffers.feasible = feasible;
-            if let Some(own) = &own {
+            if let Some(own) = own.as_ref().filter(|_| placement.is_none()) {
                 own_nodes::add_other_shards_nodes(&mut fit_error, &self.snapshot, own);
             }
             if let Candidates::Narrowed(positions, plugins) = &candidates
@@ -636,6 +648,7 @@ impl Scheduler {
                 .own_nodes
                 .as_ref()
                 .is_none_or(|own| own.shard().owns_node(node.as_str()))
+            && (self.placement.as_ref()).is_none_or(|p| p.binary_search(&position).is_ok())
         {
             let info = snapshot.node_at(position);
             let status = filters.run_with_nominated(
@@ -804,6 +817,15 @@ impl Scheduler {
             };
         }
         if !profile.preemption || !self.may_preempt {
+            self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
+            return Attempt::Unschedulable {
+                fit_error,
+                nominated: None,
+            };
+        }
+        if let Some(message) = preemption::refused_for_group(profile, pod, self.cache.pod_groups())
+        {
+            fit_error.add_post_filter_reason(&format!("preemption: {message}"));
             self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
             return Attempt::Unschedulable {
                 fit_error,

@@ -176,7 +176,7 @@ pub(super) fn convert(
         {
             Object::CoschedulingGroup(super::coscheduling_group::convert(value, &object, w)?)
         }
-        "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, w)?),
+        "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, release, w)?),
         _ => Object::Ignored(object),
     };
     Ok(Converted {

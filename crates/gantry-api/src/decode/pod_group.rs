@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::validation::{self, NameRule};
 use super::{ObjectError, Warning, field_error};
-use crate::Sym;
-use crate::pod_group::{GroupPolicy, PodGroup};
+use crate::pod_group::{GroupConstraints, GroupPolicy, PodGroup};
+use crate::{Gate, Release, Sym};
 
 /// The Workload API version whose PodGroup Gantry reads.
 pub(super) const API_VERSION: &str = "scheduling.k8s.io/v1alpha2";
@@ -24,6 +24,17 @@ struct RawPodGroup {
 #[serde(rename_all = "camelCase")]
 struct RawSpec {
     scheduling_policy: RawPolicy,
+    scheduling_constraints: Option<RawConstraints>,
+}
+
+#[derive(Deserialize)]
+struct RawConstraints {
+    topology: Option<Vec<RawTopology>>,
+}
+
+#[derive(Deserialize)]
+struct RawTopology {
+    key: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -43,6 +54,7 @@ struct RawGang {
 pub(super) fn convert(
     mut value: Value,
     object: &str,
+    release: Release,
     warnings: &mut Vec<Warning>,
 ) -> Result<PodGroup, ObjectError> {
     let api_version = value.get("apiVersion").and_then(Value::as_str);
@@ -100,11 +112,44 @@ pub(super) fn convert(
             ));
         }
     };
+    // The API server drops the constraints while the gate is off (`dropDisabled...`).
+    let constraints = match raw.spec.scheduling_constraints {
+        Some(raw) if release.enabled(Gate::TopologyAwareWorkloadScheduling) => {
+            Some(constraints(raw, object)?)
+        }
+        _ => None,
+    };
     Ok(PodGroup {
+        constraints,
         namespace: Sym::new(raw.metadata.namespace.as_deref().unwrap_or("default")),
         name: Sym::new(raw.metadata.name.as_deref().unwrap_or_default()),
         policy,
         // v1.36.2's API server sets none on a PodGroup (its strategy keeps no generation).
         generation: raw.metadata.generation.unwrap_or(0),
+    })
+}
+
+/// `spec.schedulingConstraints`, validated as v1.36's declarative validation does: at most
+/// one topology constraint, its key required and a label key.
+fn constraints(raw: RawConstraints, object: &str) -> Result<GroupConstraints, ObjectError> {
+    let topology = raw.topology.unwrap_or_default();
+    if topology.len() > 1 {
+        return Err(field_error(
+            object,
+            "spec.schedulingConstraints.topology",
+            format!("Too many: {}: must have at most 1 item", topology.len()),
+        ));
+    }
+    let Some(first) = topology.into_iter().next() else {
+        return Ok(GroupConstraints::default());
+    };
+    let field = "spec.schedulingConstraints.topology[0].key";
+    let key = first.key.unwrap_or_default();
+    if key.is_empty() {
+        return Err(field_error(object, field, "Required value"));
+    }
+    validation::check(validation::qualified_name(&key), object, field, &key)?;
+    Ok(GroupConstraints {
+        topology_key: Some(Sym::new(&key)),
     })
 }

@@ -139,8 +139,22 @@ pub fn default_plugins(release: Release) -> Vec<(&'static str, Option<i32>)> {
     if release.enabled(Gate::GangScheduling) {
         plugins.push((gang_scheduling::NAME, None));
     }
+    // `applyTopologyAwareWorkloadScheduling` appends these after it.
+    if release.enabled(Gate::TopologyAwareWorkloadScheduling) {
+        plugins.extend([
+            (TOPOLOGY_PLACEMENT_GENERATOR, None),
+            (POD_GROUP_PODS_COUNT, Some(1)),
+        ]);
+    }
     plugins
 }
+
+/// TopologyAwareWorkloadScheduling's PlacementGenerate plugin: one placement per domain of
+/// the PodGroup's topology key (the scheduler's own, `gantry_scheduler::placement`).
+pub const TOPOLOGY_PLACEMENT_GENERATOR: &str = "TopologyPlacementGenerator";
+/// TopologyAwareWorkloadScheduling's PlacementScore plugin: placements that hold more of
+/// the group score higher.
+pub const POD_GROUP_PODS_COUNT: &str = "PodGroupPodsCount";
 
 /// kube-scheduler's default profile for `release`: the default plugins at every
 /// extension point they implement, in upstream's order, with upstream's score weights.
@@ -383,6 +397,12 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
                 .pre_enqueue(gang.clone())
                 .permit(gang),
         );
+    }
+    if release.enabled(Gate::TopologyAwareWorkloadScheduling) {
+        registry.extend([
+            Registered::builtin(TOPOLOGY_PLACEMENT_GENERATOR, &[Point::PlacementGenerate]),
+            Registered::builtin(POD_GROUP_PODS_COUNT, &[Point::PlacementScore]),
+        ]);
     }
     // scheduler-plugins' Coscheduling: not in the default profile, enabled by name (its
     // queue sort is the scheduler's, chosen by the name).

@@ -35,7 +35,20 @@ fn gangs_on() -> Release {
 type Outcome = (Option<String>, Option<String>);
 
 fn check_scenario(dir: &Path) -> Vec<String> {
-    let release = gangs_on();
+    check_scenario_as(dir, gangs_on())
+}
+
+/// The same with TopologyAwareWorkloadScheduling on (`testdata/gang-tas-1.36`).
+fn check_topology_scenario(dir: &Path) -> Vec<String> {
+    let release = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"),
+    )
+    .unwrap();
+    check_scenario_as(dir, release)
+}
+
+fn check_scenario_as(dir: &Path, release: Release) -> Vec<String> {
     let read = |f: &str| {
         std::fs::read_to_string(dir.join(f))
             .unwrap_or_else(|e| panic!("{}: {e}", dir.join(f).display()))
@@ -152,4 +165,9 @@ fn check_scenario(dir: &Path) -> Vec<String> {
 #[test]
 fn the_v1_36_gang_recordings_match() {
     step_corpus::check_every_scenario("gang-1.36", 8, check_scenario);
+}
+
+#[test]
+fn the_v1_36_topology_aware_gang_recordings_match() {
+    step_corpus::check_every_scenario("gang-tas-1.36", 5, check_topology_scenario);
 }

@@ -337,3 +337,44 @@ proptest! {
         prop_assert!(unbound.is_empty(), "{} instances: {unbound:?}", schedulers);
     }
 }
+
+/// TopologyAwareWorkloadScheduling on, and no node carries the group's topology key: the
+/// generator makes no placement, and every member fails with RunPlacementGeneratePlugins'
+/// status (`no feasible placements found`), as the group's condition says too.
+#[test]
+fn a_topology_key_no_node_carries_leaves_the_gang_without_a_placement() {
+    let release = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"),
+    )
+    .unwrap();
+    let mut sim = simulation(nodes(&[8, 8]), release);
+    let group = PodGroup::gang("default", "g", 2).in_one_domain_of("example.com/rack");
+    sim.schedule(Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(group)));
+    for i in 0..2 {
+        sim.schedule(
+            Duration::from_secs(1),
+            SimEvent::CreatePod(member(&format!("p{i}"), Some("g"), 1000)),
+        );
+    }
+    sim.run().unwrap();
+    let results = outcome(&sim);
+    assert_eq!(
+        results,
+        vec![
+            (
+                "default/p0".into(),
+                Err("no feasible placements found".into())
+            ),
+            (
+                "default/p1".into(),
+                Err("no feasible placements found".into())
+            ),
+        ]
+    );
+    let condition = sim.pod_groups()[0].condition.clone().unwrap();
+    assert_eq!(
+        (condition.status, condition.message.as_str()),
+        ("False", "no feasible placements found")
+    );
+}
