@@ -816,16 +816,14 @@ impl Scheduler {
                 nominated: None,
             };
         }
-        if !profile.preemption || !self.may_preempt {
-            self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
-            return Attempt::Unschedulable {
-                fit_error,
-                nominated: None,
-            };
-        }
-        if let Some(message) = preemption::refused_for_group(profile, pod, self.cache.pod_groups())
-        {
+        let preempts = profile.preemption && self.may_preempt;
+        let refused = (preempts
+            .then(|| preemption::refused_for_group(profile, pod, self.cache.pod_groups())))
+        .flatten();
+        if let Some(message) = refused {
             fit_error.add_post_filter_reason(&format!("preemption: {message}"));
+        }
+        if !preempts || refused.is_some() {
             self.run_other_post_filters(profile_index, state, pod, &mut fit_error);
             return Attempt::Unschedulable {
                 fit_error,
