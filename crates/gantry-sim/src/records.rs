@@ -176,8 +176,19 @@ pub struct GroupRecord {
     pub condition: Option<GroupCondition>,
     /// Pod-group cycles run for it.
     pub cycles: u32,
+    /// When it was created (zero for those there at the start).
+    pub created_at: Duration,
     /// When a cycle first scheduled it.
     pub scheduled_at: Option<Duration>,
+}
+
+impl GroupRecord {
+    /// How long the group waited from its creation to its members' placement (the quorum
+    /// bound together), once scheduled.
+    pub fn time_to_placement(&self) -> Option<Duration> {
+        self.scheduled_at
+            .map(|at| at.saturating_sub(self.created_at))
+    }
 }
 
 #[derive(Default)]
@@ -267,13 +278,14 @@ impl PodRecords {
         self.placements[index].reason = Some(reason);
     }
 
-    /// A PodGroup was created (or a cycle ran for one the run did not create).
-    pub fn add_group(&mut self, group: gantry_cache::GroupKey) -> &mut GroupRecord {
+    /// A PodGroup was created at `at` (or a cycle ran then for one the run did not create).
+    pub fn add_group(&mut self, group: gantry_cache::GroupKey, at: Duration) -> &mut GroupRecord {
         let key = group.to_string();
         self.groups.entry(key.clone()).or_insert(GroupRecord {
             group: key,
             condition: None,
             cycles: 0,
+            created_at: at,
             scheduled_at: None,
         })
     }
@@ -287,7 +299,7 @@ impl PodRecords {
         at: Duration,
     ) {
         use gantry_scheduler::GroupOutcome;
-        let record = self.add_group(group);
+        let record = self.add_group(group, at);
         record.cycles += 1;
         let condition = match outcome {
             GroupOutcome::Scheduled => GroupCondition {

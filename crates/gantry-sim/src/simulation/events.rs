@@ -145,8 +145,8 @@ impl Simulation {
                 self.broadcast(WatchEvent::CoschedulingGroupCreated(group));
             }
             SimEvent::CreatePodGroup(group) => {
-                self.records
-                    .add_group(gantry_cache::GroupKey::of_group(&group));
+                let key = gantry_cache::GroupKey::of_group(&group);
+                self.records.add_group(key, self.clock);
                 self.broadcast(WatchEvent::PodGroupCreated(group));
             }
         }

@@ -363,7 +363,7 @@ impl Simulation {
         api.failure_rate = options.bind_failure_rate;
         let mut records = PodRecords::default();
         for group in cluster.pod_groups {
-            records.add_group(gantry_cache::GroupKey::of_group(&group));
+            records.add_group(gantry_cache::GroupKey::of_group(&group), Duration::ZERO);
             let group = Arc::new(group);
             for instance in &instances {
                 instance.cache.pod_groups().lock().set_group(group.clone());

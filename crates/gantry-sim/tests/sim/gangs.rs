@@ -107,6 +107,7 @@ fn a_gang_waits_for_its_quorum_of_members_then_binds_at_once() {
     let condition = group.condition.as_ref().unwrap();
     assert_eq!((condition.status, condition.reason), ("True", "Scheduled"));
     assert_eq!(group.scheduled_at, Some(Duration::from_secs(11)));
+    assert_eq!(group.time_to_placement(), Some(Duration::from_secs(11)));
     // One pod-group cycle tried all four.
     assert_eq!(group.cycles, 1);
     assert_eq!(summary.attempts, 4);
@@ -183,6 +184,10 @@ fn a_pod_of_a_missing_group_waits_for_it() {
     );
     sim.run().unwrap();
     assert_eq!(outcome(&sim)[0].1, Ok("n0".into()));
+    // Created at 6 s and placed at once: the report's time to placement counts from then.
+    let group = &sim.pod_groups()[0];
+    assert_eq!(group.created_at, Duration::from_secs(6));
+    assert_eq!(group.time_to_placement(), Some(Duration::ZERO));
 
     let pod = r#"
 kind: Pod
