@@ -231,7 +231,44 @@ pub trait PermitPlugin: Plugin {
         pod: &Pod,
         node: Sym,
         groups: &gantry_cache::PodGroupStates,
-    ) -> (Status, std::time::Duration);
+    ) -> (Status, PermitTimeout);
+}
+
+/// How long a Permit plugin asks a pod to wait: a Go `time.Duration` of whole seconds,
+/// which may be negative (Coscheduling's `scheduleTimeoutSeconds` is not checked by its
+/// CRD). A negative wait ends at once, and the rejection names it as Go prints it (`-5s`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PermitTimeout {
+    pub seconds: i64,
+}
+
+impl PermitTimeout {
+    pub const ZERO: PermitTimeout = PermitTimeout { seconds: 0 };
+
+    pub const fn from_secs(seconds: i64) -> PermitTimeout {
+        PermitTimeout { seconds }
+    }
+
+    /// The wait itself: none when negative.
+    pub fn wait(self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::try_from(self.seconds).unwrap_or(0))
+    }
+}
+
+/// Go's `time.Duration.String()` for whole seconds: `4s`, `1m0s`, `1h0m0s`, `-5s`.
+impl std::fmt::Display for PermitTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.seconds < 0 {
+            f.write_str("-")?;
+        }
+        let seconds = self.seconds.unsigned_abs();
+        let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+        match (h, m) {
+            (0, 0) => write!(f, "{s}s"),
+            (0, _) => write!(f, "{m}m{s}s"),
+            _ => write!(f, "{h}h{m}m{s}s"),
+        }
+    }
 }
 
 /// PreBind: work before the bind (attaching volumes, say); a failure aborts the binding

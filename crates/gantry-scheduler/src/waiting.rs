@@ -5,23 +5,22 @@
 //! those requests with [`Scheduler::take_requests`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use gantry_api::{Pod, Release, Sym};
 use gantry_framework::handle::{self, Memory, Request};
-use gantry_framework::{CycleState, Status};
+use gantry_framework::{CycleState, PermitTimeout, Status};
 
 use crate::binding::unreserve;
 use crate::{FitError, Scheduler};
 
 /// Upstream's `maxTimeout`: no plugin makes a pod wait longer at Permit.
-pub const MAX_PERMIT_WAIT: Duration = Duration::from_secs(15 * 60);
+pub const MAX_PERMIT_WAIT: PermitTimeout = PermitTimeout::from_secs(15 * 60);
 
 /// How long a pod waits at Permit, and the plugin whose wait ends first (the framework
 /// keeps a timer per waiting plugin; the first to fire rejects the pod).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitWait {
-    pub timeout: Duration,
+    pub timeout: PermitTimeout,
     pub plugin: &'static str,
 }
 
@@ -31,7 +30,7 @@ impl PermitWait {
     pub(crate) fn shorter(
         current: Option<PermitWait>,
         plugin: &'static str,
-        timeout: Duration,
+        timeout: PermitTimeout,
     ) -> PermitWait {
         let timeout = timeout.min(MAX_PERMIT_WAIT);
         match current {
@@ -44,20 +43,8 @@ impl PermitWait {
     pub fn timeout_message(&self) -> String {
         format!(
             "rejected due to timeout after waiting {} at plugin {}",
-            go_duration(self.timeout),
-            self.plugin
+            self.timeout, self.plugin
         )
-    }
-}
-
-/// Go's `time.Duration.String()` for whole seconds: `4s`, `1m0s`, `1h0m0s`.
-fn go_duration(duration: Duration) -> String {
-    let seconds = duration.as_secs();
-    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, _) => format!("{m}m{s}s"),
-        _ => format!("{h}h{m}m{s}s"),
     }
 }
 
@@ -134,18 +121,29 @@ mod tests {
 
     #[test]
     fn durations_read_as_go_prints_them() {
-        let secs = Duration::from_secs;
-        assert_eq!(go_duration(secs(4)), "4s");
-        assert_eq!(go_duration(secs(60)), "1m0s");
-        assert_eq!(go_duration(secs(90)), "1m30s");
-        assert_eq!(go_duration(secs(900)), "15m0s");
-        assert_eq!(go_duration(secs(3600)), "1h0m0s");
-        assert_eq!(go_duration(secs(0)), "0s");
+        let said = |s| PermitTimeout::from_secs(s).to_string();
+        assert_eq!(said(4), "4s");
+        assert_eq!(said(60), "1m0s");
+        assert_eq!(said(90), "1m30s");
+        assert_eq!(said(900), "15m0s");
+        assert_eq!(said(3600), "1h0m0s");
+        assert_eq!(said(0), "0s");
+        assert_eq!(said(-5), "-5s");
+        assert_eq!(said(-90), "-1m30s");
+        let wait = PermitWait {
+            timeout: PermitTimeout::from_secs(-5),
+            plugin: "Coscheduling",
+        };
+        assert_eq!(
+            wait.timeout_message(),
+            "rejected due to timeout after waiting -5s at plugin Coscheduling"
+        );
+        assert_eq!(wait.timeout.wait(), std::time::Duration::ZERO);
     }
 
     #[test]
     fn the_shortest_wait_decides_and_none_exceeds_fifteen_minutes() {
-        let secs = Duration::from_secs;
+        let secs = PermitTimeout::from_secs;
         let first = PermitWait::shorter(None, "A", secs(3600));
         assert_eq!(
             first,

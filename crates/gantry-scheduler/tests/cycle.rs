@@ -2,7 +2,6 @@
 //! unreserve, binding failures, the assume ablation, and metrics.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
@@ -100,13 +99,19 @@ impl PermitPlugin for Recorder {
         pod: &Pod,
         _node: Sym,
         _groups: &gantry_cache::PodGroupStates,
-    ) -> (Status, Duration) {
+    ) -> (Status, gantry_framework::PermitTimeout) {
         if &*pod.name == "reject-me" {
-            (Status::unschedulable("not today"), Duration::ZERO)
+            (
+                Status::unschedulable("not today"),
+                gantry_framework::PermitTimeout::ZERO,
+            )
         } else if &*pod.name == "fail-me" {
-            (Status::error("permit broke"), Duration::ZERO)
+            (
+                Status::error("permit broke"),
+                gantry_framework::PermitTimeout::ZERO,
+            )
         } else {
-            (Status::success(), Duration::ZERO)
+            (Status::success(), gantry_framework::PermitTimeout::ZERO)
         }
     }
 }

@@ -298,12 +298,15 @@ impl PermitPlugin for Coscheduling {
         pod: &Pod,
         _node: Sym,
         groups: &PodGroupStates,
-    ) -> (Status, Duration) {
+    ) -> (Status, PermitTimeout) {
         let Some((key, group)) = group_of(pod, groups) else {
-            return (Status::success(), Duration::ZERO);
+            return (Status::success(), PermitTimeout::ZERO);
         };
         let Some(group) = group else {
-            return (Status::unschedulable("PodGroup not found"), Duration::ZERO);
+            return (
+                Status::unschedulable("PodGroup not found"),
+                PermitTimeout::ZERO,
+            );
         };
         let assigned = groups.labelled_counts(key).scheduled();
         if assigned >= group.min_member as usize {
@@ -321,7 +324,7 @@ impl PermitPlugin for Coscheduling {
                     plugin: NAME,
                 },
             );
-            return (Status::success(), Duration::ZERO);
+            return (Status::success(), PermitTimeout::ZERO);
         }
         if assigned == 1 {
             handle::ask(
@@ -340,13 +343,12 @@ impl Coscheduling {
     /// `util.GetWaitTimeDuration` as Permit applies it: the group's
     /// `scheduleTimeoutSeconds` unless it is 0, else the arguments' wait, else 60 s.
     /// Negative: the wait ends at once.
-    pub fn wait_time(&self, group: &CoschedulingGroup) -> Duration {
+    pub fn wait_time(&self, group: &CoschedulingGroup) -> PermitTimeout {
+        let seconds = |d: Duration| PermitTimeout::from_secs(d.as_secs() as i64);
         match group.schedule_timeout_seconds {
-            Some(seconds) if seconds != 0 => {
-                Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
-            }
-            _ if !self.permit_waiting_time.is_zero() => self.permit_waiting_time,
-            _ => DEFAULT_WAIT,
+            Some(timeout) if timeout != 0 => PermitTimeout::from_secs(i64::from(timeout)),
+            _ if !self.permit_waiting_time.is_zero() => seconds(self.permit_waiting_time),
+            _ => seconds(DEFAULT_WAIT),
         }
     }
 }
@@ -678,7 +680,7 @@ mod tests {
         let (status, timeout) =
             plugin.permit(&mut state, &assumed_a, node, &objects.pod_groups().lock());
         assert_eq!(status.code(), Code::Wait);
-        assert_eq!(timeout, Duration::from_secs(60));
+        assert_eq!(timeout, PermitTimeout::from_secs(60));
         let key = GroupKey::labelled(&a).unwrap();
         assert_eq!(
             handle::take(&mut state),
@@ -714,17 +716,21 @@ mod tests {
             permit_waiting_time: Duration::from_secs(10),
             ..Coscheduling::default()
         };
-        assert_eq!(plugin.wait_time(&g), Duration::from_secs(10));
+        let secs = PermitTimeout::from_secs;
+        assert_eq!(plugin.wait_time(&g), secs(10));
         g.schedule_timeout_seconds = Some(4);
-        assert_eq!(plugin.wait_time(&g), Duration::from_secs(4));
+        assert_eq!(plugin.wait_time(&g), secs(4));
         g.schedule_timeout_seconds = Some(0);
-        assert_eq!(plugin.wait_time(&g), Duration::from_secs(10));
+        assert_eq!(plugin.wait_time(&g), secs(10));
         let unset = Coscheduling {
             permit_waiting_time: Duration::ZERO,
             ..Coscheduling::default()
         };
-        assert_eq!(unset.wait_time(&g), DEFAULT_WAIT);
+        assert_eq!(unset.wait_time(&g), secs(60));
+        // Negative: the wait ends at once, and the rejection says `-5s`, as Go prints it.
         g.schedule_timeout_seconds = Some(-5);
-        assert_eq!(plugin.wait_time(&g), Duration::ZERO);
+        assert_eq!(plugin.wait_time(&g), secs(-5));
+        assert_eq!(plugin.wait_time(&g).wait(), Duration::ZERO);
+        assert_eq!(plugin.wait_time(&g).to_string(), "-5s");
     }
 }

@@ -3,7 +3,7 @@
 //! `minCount` members exist, and waits at Permit until `minCount` members are scheduled
 //! (assumed or bound); the pod-group cycle lets the whole gang through at once.
 
-use std::time::Duration;
+use crate::PermitTimeout;
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::{GroupKey, PodGroupStates};
@@ -14,7 +14,7 @@ use crate::{Code, CycleState, PermitPlugin, Plugin, PreEnqueuePlugin, Status};
 pub const NAME: &str = "GangScheduling";
 
 /// How long gang pods wait at Permit for the quorum (`permitTimeoutDuration`).
-pub const PERMIT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub const PERMIT_TIMEOUT: PermitTimeout = PermitTimeout::from_secs(5 * 60);
 
 /// PreEnqueue's reason while fewer than `minCount` members exist.
 pub const WAITING_FOR_MEMBERS: &str =
@@ -77,9 +77,9 @@ impl PermitPlugin for GangScheduling {
         pod: &Pod,
         _node: Sym,
         groups: &PodGroupStates,
-    ) -> (Status, Duration) {
+    ) -> (Status, PermitTimeout) {
         let Some(key) = GroupKey::of(pod) else {
-            return (Status::success(), Duration::ZERO);
+            return (Status::success(), PermitTimeout::ZERO);
         };
         let Some(group) = groups.group(key) else {
             return (
@@ -87,16 +87,16 @@ impl PermitPlugin for GangScheduling {
                     "failed to get podGroup {key}: podgroup.scheduling.k8s.io {:?} not found",
                     key.name.as_str()
                 )),
-                Duration::ZERO,
+                PermitTimeout::ZERO,
             );
         };
         let Some(min_count) = group.min_count() else {
-            return (Status::success(), Duration::ZERO);
+            return (Status::success(), PermitTimeout::ZERO);
         };
         if groups.counts(key).scheduled() < min_count as usize {
             return (Status::new(Code::Wait, WAITING_FOR_QUORUM), PERMIT_TIMEOUT);
         }
-        (Status::success(), Duration::ZERO)
+        (Status::success(), PermitTimeout::ZERO)
     }
 }
 

@@ -42,7 +42,7 @@ impl Simulation {
         self.seq += 1;
         let seq = self.seq;
         let uid = pod.uid.clone();
-        let deadline = self.clock.saturating_add(wait.timeout);
+        let deadline = self.clock.saturating_add(wait.timeout.wait());
         self.waiting.insert(
             uid.clone(),
             Waiting {

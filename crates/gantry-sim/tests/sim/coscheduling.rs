@@ -83,7 +83,7 @@ fn instant_binds() -> SimOptions {
 
 const POD: &str = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "NAME", "namespace": "default", "labels": {"scheduling.x-k8s.io/pod-group": "g"}}, "spec": {SPEC"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "CPU", "memory": "1Gi"}}}]}}"#;
 
-fn gang(min_member: u32, timeout: u32, pods: &[(&str, &str, &str)]) -> String {
+fn gang(min_member: u32, timeout: i32, pods: &[(&str, &str, &str)]) -> String {
     let mut items = vec![format!(
         r#"{{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {{"name": "g", "namespace": "default"}}, "spec": {{"minMember": {min_member}, "scheduleTimeoutSeconds": {timeout}}}}}"#
     )];
@@ -167,6 +167,32 @@ fn waits_run_out_on_the_virtual_clock() {
     assert_eq!(waited, [timed_out, unreserved]);
     assert!(outcomes["default/g-0"].contains("didn't match Pod's node affinity/selector"));
     assert_eq!(summary.virtual_s, 7.0);
+    assert_eq!(summary.scheduled, 0);
+}
+
+/// A negative `scheduleTimeoutSeconds` (the CRD takes it): the wait ends at once, and the
+/// rejection names the negative duration as Go prints it.
+#[test]
+fn a_negative_timeout_ends_the_wait_at_once_and_says_so() {
+    let pods = gang(
+        3,
+        -5,
+        &[
+            ("g-0", "1", r#""nodeSelector": {"disk": "ssd"}, "#),
+            ("g-1", "1", ""),
+            ("g-2", "1", ""),
+        ],
+    );
+    let (outcomes, summary) = run(
+        coscheduling("{podGroupRejectPercentage: 70}"),
+        &pods,
+        &[],
+        instant_binds(),
+    )
+    .unwrap();
+    let timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting -5s at plugin Coscheduling.";
+    assert!(outcomes.values().any(|o| o == timed_out), "{outcomes:?}");
+    assert_eq!(summary.virtual_s, 0.0);
     assert_eq!(summary.scheduled, 0);
 }
 
