@@ -162,7 +162,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
     let groups = shared.lock();
     let held_back = held_back(profile, &pod, &groups);
-    let gang = crate::explain_gang::lines(&groups, &pod);
+    let mut gang = crate::explain_gang::lines(&groups, &pod);
+    let topology = crate::explain_gang::topology_line(&groups, &pod, &snapshot);
+    gang.extend(topology.clone());
     // For a pending pod: what would change that.
     let what_if = match explanation.outcome {
         Outcome::Unschedulable { .. } => Some(crate::counterfactual::compute(
@@ -183,6 +185,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             json["counterfactuals"] = crate::counterfactual::to_json(c);
         }
         json["pod_group"] = crate::explain_gang::to_json(&groups, &pod);
+        if let (Some(line), Some(says)) = (topology, json["pod_group"]["says"].as_array_mut()) {
+            says.push(line.into());
+        }
         output::to_stdout(|out| writeln!(out, "{json}"))
     } else {
         output::to_stdout(|out| {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_api::{GroupPolicy, Pod};
-use gantry_cache::{GroupKey, PodGroupStates};
+use gantry_cache::{GroupKey, PodGroupStates, Snapshot, Stage};
+use gantry_scheduler::{NO_PLACEMENTS, placement};
 use serde_json::{Value, json};
 
 /// The PodGroups and members as kube-scheduler's cache would hold them for `pod`: the
@@ -79,6 +80,43 @@ pub fn lines(states: &PodGroupStates, pod: &Pod) -> Vec<String> {
             lines
         }
     }
+}
+
+/// With TopologyAwareWorkloadScheduling, for a member of a group kept to one domain of a
+/// node label: the domains its pod-group cycle would try (upstream's placements), or why
+/// it has none.
+pub fn topology_line(states: &PodGroupStates, pod: &Pod, snapshot: &Snapshot) -> Option<String> {
+    let key = GroupKey::of(pod)?;
+    let label = states.group(key)?.topology_key()?;
+    let mut placed = states.members_at(key, Stage::Assigned);
+    placed.extend(states.members_at(key, Stage::Assumed));
+    let placements = match placement::generate(snapshot, Some(label), &placed) {
+        Err(message) => {
+            return Some(format!(
+                "its placed members leave no {label} domain: {message}"
+            ));
+        }
+        Ok(placements) if placements.is_empty() => {
+            return Some(format!(
+                "no node carries {label}: the group has no placement ({NO_PLACEMENTS})"
+            ));
+        }
+        Ok(placements) => placements,
+    };
+    let domains: Vec<String> = (placements.iter())
+        .map(|p| format!("{} ({} node(s))", p.name, p.positions.len()))
+        .collect();
+    Some(if placed.is_empty() {
+        format!(
+            "kept to one {label} domain: the group is tried in each of {}; of those that place it, the one placing the most members is kept",
+            domains.join(", ")
+        )
+    } else {
+        format!(
+            "kept to one {label} domain: its placed members are in {}, the only one tried",
+            domains.join(", ")
+        )
+    })
 }
 
 /// What the pod's Coscheduling group means for it (none for a pod without the label).
@@ -177,6 +215,47 @@ mod tests {
             states.add_member(m.clone());
         }
         states
+    }
+
+    /// The domains a topology-constrained group would try, as the placements upstream's
+    /// TopologyPlacementGenerator makes.
+    #[test]
+    fn a_topology_constrained_group_says_which_domains_it_would_try() {
+        let cache = gantry_cache::Cache::new();
+        for (name, rack) in [("n1", "a"), ("n2", "a"), ("n3", "b"), ("n4", "")] {
+            let node = gantry_api::Node::new(name, gantry_api::Resources::default());
+            let labels: Vec<(&str, &str)> = [("example.com/rack", rack)]
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .collect();
+            cache.add_node(Arc::new(node.with_labels(labels)));
+        }
+        let mut snapshot = Snapshot::new();
+        cache.update_snapshot(&mut snapshot).unwrap();
+        let gang = |key: &str| Some(PodGroup::gang("ml", "g", 2).in_one_domain_of(key));
+        let pod = member("p0", false);
+        let said =
+            |group, members: &[Arc<Pod>]| topology_line(&states(group, members), &pod, &snapshot);
+        assert_eq!(
+            said(
+                Some(PodGroup::gang("ml", "g", 2)),
+                std::slice::from_ref(&pod)
+            ),
+            None
+        );
+        assert_eq!(
+            said(gang("example.com/rack"), std::slice::from_ref(&pod)).unwrap(),
+            "kept to one example.com/rack domain: the group is tried in each of a (2 node(s)), b (1 node(s)); of those that place it, the one placing the most members is kept"
+        );
+        // A member bound on n1 (rack a) keeps the group there.
+        assert_eq!(
+            said(gang("example.com/rack"), &[pod.clone(), member("p1", true)]).unwrap(),
+            "kept to one example.com/rack domain: its placed members are in a (2 node(s)), the only one tried"
+        );
+        assert_eq!(
+            said(gang("example.com/row"), std::slice::from_ref(&pod)).unwrap(),
+            "no node carries example.com/row: the group has no placement (no feasible placements found)"
+        );
     }
 
     /// One line per case of GangScheduling's PreEnqueue and Permit.
