@@ -137,13 +137,13 @@ fn a_gang_that_cannot_fit_holds_nothing() {
 }
 
 /// Two members wait; the third fits nowhere but is within the reject percentage, so the
-/// first waiter's `scheduleTimeoutSeconds` runs out on the virtual clock and its Unreserve
-/// rejects the other.
-#[test]
-fn waits_run_out_on_the_virtual_clock() {
+/// waiters' `scheduleTimeoutSeconds` (`timeout`) runs out on the virtual clock. The
+/// rejection names the wait as Go prints it (`said`); the first waiter's Unreserve rejects
+/// the other unless its own wait has ended already (`both_time_out`).
+fn a_wait_runs_out(timeout: i32, said: &str, virtual_s: f64, both_time_out: bool) {
     let pods = gang(
         3,
-        7,
+        timeout,
         &[
             ("g-0", "1", r#""nodeSelector": {"disk": "ssd"}, "#),
             ("g-1", "1", ""),
@@ -157,43 +157,37 @@ fn waits_run_out_on_the_virtual_clock() {
         instant_binds(),
     )
     .unwrap();
-    let timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting 7s at plugin Coscheduling.";
+    let timed_out = format!(
+        "0/1 nodes are available: 1 rejected due to timeout after waiting {said} at plugin Coscheduling."
+    );
     let unreserved = "0/1 nodes are available: 1 rejection in Unreserve.";
     let mut waited = vec![
         outcomes["default/g-1"].as_str(),
         outcomes["default/g-2"].as_str(),
     ];
     waited.sort();
-    assert_eq!(waited, [timed_out, unreserved]);
+    let other = if both_time_out {
+        &timed_out
+    } else {
+        unreserved
+    };
+    assert_eq!(waited, [timed_out.as_str(), other]);
     assert!(outcomes["default/g-0"].contains("didn't match Pod's node affinity/selector"));
-    assert_eq!(summary.virtual_s, 7.0);
+    assert_eq!(summary.virtual_s, virtual_s);
     assert_eq!(summary.scheduled, 0);
 }
 
-/// A negative `scheduleTimeoutSeconds` (the CRD takes it): the wait ends at once, and the
-/// rejection names the negative duration as Go prints it.
+#[test]
+fn waits_run_out_on_the_virtual_clock() {
+    a_wait_runs_out(7, "7s", 7.0, false);
+}
+
+/// A negative `scheduleTimeoutSeconds` (the CRD takes it): each wait ends as it starts
+/// (upstream's timer fires at once), and the rejection names the negative duration as Go
+/// prints it.
 #[test]
 fn a_negative_timeout_ends_the_wait_at_once_and_says_so() {
-    let pods = gang(
-        3,
-        -5,
-        &[
-            ("g-0", "1", r#""nodeSelector": {"disk": "ssd"}, "#),
-            ("g-1", "1", ""),
-            ("g-2", "1", ""),
-        ],
-    );
-    let (outcomes, summary) = run(
-        coscheduling("{podGroupRejectPercentage: 70}"),
-        &pods,
-        &[],
-        instant_binds(),
-    )
-    .unwrap();
-    let timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting -5s at plugin Coscheduling.";
-    assert!(outcomes.values().any(|o| o == timed_out), "{outcomes:?}");
-    assert_eq!(summary.virtual_s, 0.0);
-    assert_eq!(summary.scheduled, 0);
+    a_wait_runs_out(-5, "-5s", 0.0, true);
 }
 
 /// A member deleted while it waits is withdrawn (its room freed); the other waiting member
