@@ -241,7 +241,7 @@ func main() {
 			pc.Namespace = ""
 			_, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
 			must(err)
-		case "StorageClass", "CSIDriver", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
+		case "StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
 			createStorageObject(ctx, client, it)
 		default:
 			must(fmt.Errorf("cluster.yaml: kind %s not handled", it.kind))
@@ -374,9 +374,7 @@ func main() {
 	must(evOut.Close())
 }
 
-// createNode creates a Node as the API server would store it (core/v1 defaults, the
-// hostname label the kubelet sets) and returns its name.
-// createStorageObject creates a StorageClass, CSIDriver, CSIStorageCapacity,
+// createStorageObject creates a StorageClass, CSIDriver, CSINode, CSIStorageCapacity,
 // PersistentVolumeClaim or PersistentVolume of cluster.yaml, as the API server would
 // store it (claims and capacities in "default" unless they name a namespace).
 func createStorageObject(ctx context.Context, client *fake.Clientset, it item) {
@@ -394,6 +392,12 @@ func createStorageObject(ctx context.Context, client *fake.Clientset, it item) {
 		stamp(&o.ObjectMeta)
 		o.Namespace = ""
 		_, err = client.StorageV1().CSIDrivers().Create(ctx, &o, metav1.CreateOptions{})
+	case "CSINode":
+		var o storagev1.CSINode
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		_, err = client.StorageV1().CSINodes().Create(ctx, &o, metav1.CreateOptions{})
 	case "CSIStorageCapacity":
 		var o storagev1.CSIStorageCapacity
 		must(json.Unmarshal(it.raw, &o))
@@ -417,11 +421,14 @@ func createStorageObject(ctx context.Context, client *fake.Clientset, it item) {
 // emulateProvisioner stands in for a CSI driver's external provisioner and the PV
 // controller, which the fake clientset does not run: a claim the scheduler marked with
 // the selected-node annotation gets a volume of its size on that node, and is bound to
-// it, so that VolumeBinding's PreBind sees it fully bound and the pod is bound.
+// it, and a claim whose static volume the scheduler pre-bound (the volume's claimRef) is
+// bound to that volume, so that VolumeBinding's PreBind sees it fully bound and the pod
+// is bound.
 func emulateProvisioner(ctx context.Context, client *fake.Clientset) {
 	const selectedNode = "volume.kubernetes.io/selected-node"
 	for ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
+		bindPreboundClaims(ctx, client)
 		claims, err := client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
@@ -465,6 +472,42 @@ func emulateProvisioner(ctx context.Context, client *fake.Clientset) {
 	}
 }
 
+// bindPreboundClaims is the PV controller's side of a static binding: a volume the
+// scheduler pointed at a claim (claimRef) and the claim, still without a volume, are
+// bound to each other.
+func bindPreboundClaims(ctx context.Context, client *fake.Clientset) {
+	volumes, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range volumes.Items {
+		pv := volumes.Items[i]
+		ref := pv.Spec.ClaimRef
+		if ref == nil || pv.Status.Phase == v1.VolumeBound {
+			continue
+		}
+		claim, err := client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil || claim.Spec.VolumeName != "" {
+			continue
+		}
+		claim.Spec.VolumeName = pv.Name
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+		claim.Status.Phase = v1.ClaimBound
+		claim.ResourceVersion = nextRV()
+		_, err = client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{})
+		must(err)
+		pv.Status.Phase = v1.VolumeBound
+		pv.ResourceVersion = nextRV()
+		_, err = client.CoreV1().PersistentVolumes().Update(ctx, &pv, metav1.UpdateOptions{})
+		must(err)
+	}
+}
+
+// createNode creates a Node as the API server would store it (core/v1 defaults, the
+// hostname label the kubelet sets) and returns its name.
 func createNode(ctx context.Context, client *fake.Clientset, raw []byte) string {
 	var n v1.Node
 	must(json.Unmarshal(raw, &n))

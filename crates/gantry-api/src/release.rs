@@ -65,6 +65,12 @@ pub enum Gate {
     /// SchedulerPopFromBackoffQ (KEP-5142): an idle scheduler takes the pod whose backoff
     /// ends first rather than wait for it; backoffs end on whole seconds.
     SchedulerPopFromBackoffQ,
+    /// StorageCapacityScoring (KEP-4049): VolumeBinding scores nodes by how much of the
+    /// storage the pod's volumes would take there (`VolumeBindingArgs.shape`).
+    StorageCapacityScoring,
+    /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
+    /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
+    VolumeLimitScaling,
 }
 
 /// One step of a gate's history: from `minor` on, its default, and whether it is locked
@@ -211,6 +217,16 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         Gate::SchedulerPopFromBackoffQ,
         "SchedulerPopFromBackoffQ",
         &[spec(33, true)],
+    ),
+    (
+        Gate::StorageCapacityScoring,
+        "StorageCapacityScoring",
+        &[spec(33, false), spec(37, true)],
+    ),
+    (
+        Gate::VolumeLimitScaling,
+        "VolumeLimitScaling",
+        &[spec(35, false), spec(37, true)],
     ),
 ];
 
@@ -771,9 +787,15 @@ mod tests {
             Gate::SchedulerQueueingHints,
             Gate::NodeDeclaredFeatures,
             Gate::DRAPrioritizedList,
+            Gate::StorageCapacityScoring,
+            Gate::VolumeLimitScaling,
         ] {
             assert!(v137.enabled(gate), "{}", gate.name());
         }
+        assert!(!v136.enabled(Gate::StorageCapacityScoring));
+        assert!(!v136.enabled(Gate::VolumeLimitScaling));
+        assert!(Release::parse(Some("1.32"), Some("StorageCapacityScoring=true")).is_err());
+        assert!(Release::parse(Some("1.34"), Some("VolumeLimitScaling=true")).is_err());
     }
 
     #[test]

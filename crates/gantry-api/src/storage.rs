@@ -146,12 +146,16 @@ impl StorageClass {
     }
 }
 
-/// A CSIDriver, as VolumeBinding reads it: whether its volumes are provisioned only where
-/// CSIStorageCapacity objects say there is room (`spec.storageCapacity`).
+/// A CSIDriver, as VolumeBinding and NodeVolumeLimits read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiDriver {
     pub name: Sym,
+    /// Its volumes are provisioned only where CSIStorageCapacity objects say there is
+    /// room (`spec.storageCapacity`).
     pub storage_capacity: bool,
+    /// A pod with its volumes goes only to nodes whose CSINode lists it, under
+    /// VolumeLimitScaling (`spec.preventPodSchedulingIfMissing`, v1.36).
+    pub prevent_pod_scheduling_if_missing: bool,
 }
 
 /// A CSIStorageCapacity: how large a volume of a storage class can be provisioned on the

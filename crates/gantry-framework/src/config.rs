@@ -427,7 +427,7 @@ fn build_profile(
     release: Release,
     warnings: &mut Vec<String>,
 ) -> Checked<Profile> {
-    let args = args::parse(&raw.plugin_config, at)?;
+    let args = args::parse(&raw.plugin_config, at, release)?;
     let registry = plugins::registry(args.plugins, release);
     check_names(raw, &registry, at, release, warnings)?;
     let merged = Merged::new(&raw.plugins, &registry, release);
@@ -643,10 +643,8 @@ impl<'a> Merged<'a> {
             .collect()
     }
 
-    /// Upstream's `getScoreWeights`: a weight given at `score` wins over one given at
-    /// multiPoint; none (or 0) means 1.
-    /// A Score or PlacementScore plugin's weight: as that point or multiPoint sets it, else
-    /// 1 (upstream's default for a weight of 0 or none).
+    /// A Score or PlacementScore plugin's weight (upstream's `getScoreWeights`): one given
+    /// at that point wins over one given at multiPoint; none (or 0) means 1.
     fn weight(&self, point: Point, name: &str) -> i64 {
         self.at(point)
             .enabled

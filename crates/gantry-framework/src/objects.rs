@@ -231,7 +231,7 @@ impl ApiObjects {
         self.storage_capacities = Arc::new(crate::StorageCapacities::new(drivers, capacities));
     }
 
-    pub fn storage_capacities(&self) -> &crate::StorageCapacities {
+    pub fn storage_capacities(&self) -> &Arc<crate::StorageCapacities> {
         &self.storage_capacities
     }
 

@@ -1,6 +1,7 @@
 //! CSIDrivers and CSIStorageCapacities, as VolumeBinding's Filter reads them: where a CSI
 //! driver opts into storage capacity tracking, a claim is provisioned on a node only where
 //! a capacity object of its class reaches the node and allows a volume of its size.
+//! NodeVolumeLimits reads the CSIDrivers too (VolumeLimitScaling).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,8 +11,8 @@ use gantry_api::{CsiDriver, StorageCapacity, StorageClass, Sym};
 
 #[derive(Debug, Default)]
 pub struct StorageCapacities {
-    /// Whether each CSIDriver opts into capacity tracking (`spec.storageCapacity`).
-    drivers: HashMap<Sym, bool, RandomState>,
+    /// The CSIDrivers by name.
+    drivers: HashMap<Sym, CsiDriver, RandomState>,
     /// In input order: upstream takes the first match in its informer's order, which only
     /// StorageCapacityScoring reads.
     capacities: Vec<Arc<StorageCapacity>>,
@@ -20,10 +21,7 @@ pub struct StorageCapacities {
 impl StorageCapacities {
     pub fn new(drivers: &[CsiDriver], capacities: &[StorageCapacity]) -> StorageCapacities {
         StorageCapacities {
-            drivers: drivers
-                .iter()
-                .map(|d| (d.name, d.storage_capacity))
-                .collect(),
+            drivers: drivers.iter().map(|d| (d.name, d.clone())).collect(),
             capacities: capacities.iter().cloned().map(Arc::new).collect(),
         }
     }
@@ -40,8 +38,7 @@ impl StorageCapacities {
         if !self
             .drivers
             .get(&class.provisioner)
-            .copied()
-            .unwrap_or(false)
+            .is_some_and(|d| d.storage_capacity)
         {
             return None;
         }
@@ -51,5 +48,10 @@ impl StorageCapacities {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// The CSIDriver of that name, if one exists.
+    pub fn csi_driver(&self, name: Sym) -> Option<&CsiDriver> {
+        self.drivers.get(&name)
     }
 }

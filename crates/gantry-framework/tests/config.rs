@@ -38,11 +38,13 @@ fn scores(p: &Profile) -> Vec<(&'static str, i64)> {
         .collect()
 }
 
-/// The default score plugins and weights up to v1.34.
-const DEFAULT_SCORES: [(&str, i64); 7] = [
+/// The default score plugins and weights up to v1.34. VolumeBinding is a Score plugin in
+/// every release (its PreScore skips while StorageCapacityScoring is off).
+const DEFAULT_SCORES: [(&str, i64); 8] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
@@ -50,10 +52,11 @@ const DEFAULT_SCORES: [(&str, i64); 7] = [
 ];
 
 /// From v1.35 DynamicResources scores too, weight 2 (#134711, `applyDynamicResources`).
-const DEFAULT_SCORES_1_35: [(&str, i64); 8] = [
+const DEFAULT_SCORES_1_35: [(&str, i64); 9] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("DynamicResources", 2),
@@ -94,6 +97,7 @@ fn defaults_are_upstreams_default_profile() {
         vec![
             "TaintToleration",
             "NodeAffinity",
+            "VolumeBinding",
             "PodTopologySpread",
             "InterPodAffinity",
             "ImageLocality",
@@ -236,7 +240,7 @@ profiles:
     );
     // Other points keep their defaults.
     assert_eq!(names(profile)[2].len(), 15);
-    assert_eq!(names(profile)[3].len(), 6);
+    assert_eq!(names(profile)[3].len(), 7);
 }
 
 #[test]
@@ -271,6 +275,7 @@ profiles:
             ("TaintToleration", 1),
             ("NodeAffinity", 2),
             ("NodeResourcesFit", 1),
+            ("VolumeBinding", 1),
             ("PodTopologySpread", 2),
             ("DynamicResources", 2),
             ("ImageLocality", 7),
@@ -338,9 +343,9 @@ profiles:
     assert_eq!(
         summary,
         [
-            ("default-scheduler", Some(40), 8),
+            ("default-scheduler", Some(40), 9),
             ("fast", Some(10), 0),
-            ("adaptive", Some(0), 8),
+            ("adaptive", Some(0), 9),
         ]
     );
     assert_eq!(config.percentage_of_nodes_to_score, Some(40));

@@ -269,6 +269,7 @@ mod tests {
         let driver = CsiDriver {
             name: class.provisioner,
             storage_capacity: true,
+            prevent_pod_scheduling_if_missing: false,
         };
         mirror.apply(Object::CsiDriver(driver), false);
         mirror.apply(Object::StorageCapacity(capacity.clone()), false);
@@ -343,6 +344,7 @@ mod tests {
         let driver = CsiDriver {
             name: Sym::new("csi.example.com"),
             storage_capacity: true,
+            prevent_pod_scheduling_if_missing: false,
         };
         assert_eq!(
             event(mirror.apply(Object::CsiDriver(driver), false)).map(|e| e.event),

@@ -350,8 +350,8 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
             "error: --feature-gates: cannot set feature gate DynamicResourceAllocation to false, feature is locked to true\n",
         ),
         (
-            &["--feature-gates", "StorageCapacityScoring=true"][..],
-            "error: --feature-gates: unrecognized feature gate: StorageCapacityScoring",
+            &["--feature-gates", "TaintTolerationComparisonOperators=true"][..],
+            "error: --feature-gates: unrecognized feature gate: TaintTolerationComparisonOperators",
         ),
     ] {
         let out = run(flags);

@@ -244,6 +244,8 @@ pub(super) fn convert_csi_driver(
     Ok(CsiDriver {
         name: Sym::new(&required_name(&driver.metadata, object)?),
         storage_capacity: driver.spec.storage_capacity == Some(true),
+        prevent_pod_scheduling_if_missing: driver.spec.prevent_pod_scheduling_if_missing
+            == Some(true),
     })
 }
 

@@ -2,9 +2,10 @@
 //! `validation_pluginargs.go` does.
 
 use gantry_api::labels::NodeSelectorRequirement;
+use gantry_api::release::Gate;
 use gantry_api::{
-    InclusionPolicy, NodeSelector, NodeSelectorTerm, ResourceName, Sym, TopologySpreadConstraint,
-    WhenUnsatisfiable,
+    InclusionPolicy, NodeSelector, NodeSelectorTerm, Release, ResourceName, Sym,
+    TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -33,9 +34,13 @@ pub(super) struct ProfileArgs {
     pub min_candidate_nodes_absolute: u32,
 }
 
-/// Reads the `pluginConfig` of the profile at `at`. Plugins without arguments Gantry uses
-/// (including VolumeBinding, not implemented yet) keep theirs unread.
-pub(super) fn parse(configs: &[RawPluginConfig], at: &str) -> Checked<ProfileArgs> {
+/// Reads the `pluginConfig` of the profile at `at` as `release` does. Plugins without
+/// arguments Gantry uses keep theirs unread.
+pub(super) fn parse(
+    configs: &[RawPluginConfig],
+    at: &str,
+    release: Release,
+) -> Checked<ProfileArgs> {
     let mut out = ProfileArgs {
         plugins: PluginArgs::default(),
         min_candidate_nodes_percentage: 10,
@@ -68,6 +73,10 @@ pub(super) fn parse(configs: &[RawPluginConfig], at: &str) -> Checked<ProfileArg
                     .or_else(|(field, message)| fail(format!("{at}.{field}"), message))?;
             }
             "Coscheduling" => out.plugins.coscheduling = coscheduling(typed(args, &at)?, &at)?,
+            "VolumeBinding" => {
+                out.plugins.volume_capacity_shape =
+                    volume_binding(typed(args, &at)?, &at, release)?;
+            }
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
                 let percentage = format!("{at}.minCandidateNodesPercentage");
@@ -254,6 +263,50 @@ fn shape(points: &[ShapePoint], at: &str) -> Checked<Vec<(i64, i64)>> {
         .iter()
         .map(|p| (i64::from(p.utilization), i64::from(p.score)))
         .collect())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VolumeBindingArgs {
+    bind_timeout_seconds: Option<i64>,
+    shape: Option<Vec<ShapePoint>>,
+}
+
+/// `VolumeBindingArgs` (`ValidateVolumeBindingArgsWithOptions`): the shape StorageCapacityScoring
+/// scores with, when given; refused while the gate is off, defaulted when empty.
+/// `bindTimeoutSeconds` is checked only: `gantry run` waits upstream's default 600 s.
+fn volume_binding(
+    args: VolumeBindingArgs,
+    at: &str,
+    release: Release,
+) -> Checked<Option<Vec<(i64, i64)>>> {
+    if let Some(timeout) = args.bind_timeout_seconds
+        && timeout < 0
+    {
+        return fail(
+            format!("{at}.bindTimeoutSeconds"),
+            format!("invalid BindTimeoutSeconds, should not be a negative value, not {timeout}"),
+        );
+    }
+    let Some(points) = args.shape else {
+        return Ok(None);
+    };
+    if !release.enabled(Gate::StorageCapacityScoring) {
+        // v1.33 renamed the gate from VolumeCapacityPriority.
+        let gate = if release.at_least(33) {
+            Gate::StorageCapacityScoring.name()
+        } else {
+            "VolumeCapacityPriority"
+        };
+        return fail(
+            format!("{at}.shape"),
+            format!("unexpected field `shape`, remove it or turn on the feature gate {gate}"),
+        );
+    }
+    if points.is_empty() {
+        return Ok(None);
+    }
+    shape(&points, &format!("{at}.shape")).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -551,10 +604,60 @@ fn requirement(r: &Requirement, at: &str, is_field: bool) -> Checked<NodeSelecto
 mod tests {
     use super::*;
 
-    fn args(yaml: &str) -> ProfileArgs {
+    fn parsed_as(yaml: &str, release: Release) -> Checked<ProfileArgs> {
         let configs: Vec<RawPluginConfig> = typed(serde_saphyr::from_str(yaml).unwrap(), "")
             .unwrap_or_else(|e| panic!("{}: {}", e.field, e.message));
-        parse(&configs, "profiles[0]").unwrap_or_else(|e| panic!("{}: {}", e.field, e.message))
+        parse(&configs, "profiles[0]", release)
+    }
+
+    fn args(yaml: &str) -> ProfileArgs {
+        parsed_as(yaml, Release::default()).unwrap_or_else(|e| panic!("{}: {}", e.field, e.message))
+    }
+
+    /// `ValidateVolumeBindingArgsWithOptions`: a shape only with StorageCapacityScoring on
+    /// (the gate named as the release names it), defaulted when empty, checked as
+    /// RequestedToCapacityRatio's; a negative timeout refused.
+    #[test]
+    fn volume_binding_shape_follows_storage_capacity_scoring() {
+        let shape = "- name: VolumeBinding\n  args: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}";
+        let v137 = Release::parse(Some("1.37"), None).unwrap();
+        let shape_of = |yaml: &str, release| {
+            parsed_as(yaml, release)
+                .unwrap_or_else(|e| panic!("{}: {}", e.field, e.message))
+                .plugins
+                .volume_capacity_shape
+        };
+        assert_eq!(shape_of(shape, v137), Some(vec![(0, 0), (100, 10)]));
+        let empty = "- name: VolumeBinding\n  args: {shape: [], bindTimeoutSeconds: 0}";
+        assert_eq!(shape_of(empty, v137), None);
+        let error = |yaml: &str, release| {
+            let e = parsed_as(yaml, release).err().expect("refused");
+            format!("{}: {}", e.field, e.message)
+        };
+        assert_eq!(
+            error(shape, Release::parse(Some("1.36"), None).unwrap()),
+            "profiles[0].pluginConfig[0].args.shape: unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring"
+        );
+        assert_eq!(
+            error(empty, Release::parse(Some("1.28"), None).unwrap()),
+            "profiles[0].pluginConfig[0].args.shape: unexpected field `shape`, remove it or turn on the feature gate VolumeCapacityPriority"
+        );
+        let on = Release::parse(Some("1.36"), Some("StorageCapacityScoring=true")).unwrap();
+        assert_eq!(shape_of(shape, on), Some(vec![(0, 0), (100, 10)]));
+        assert_eq!(
+            error(
+                "- name: VolumeBinding\n  args: {shape: [{utilization: 50, score: 1}, {utilization: 50, score: 2}]}",
+                on
+            ),
+            "profiles[0].pluginConfig[0].args.shape[1].utilization: values must be sorted in increasing order"
+        );
+        assert_eq!(
+            error(
+                "- name: VolumeBinding\n  args: {bindTimeoutSeconds: -1}",
+                on
+            ),
+            "profiles[0].pluginConfig[0].args.bindTimeoutSeconds: invalid BindTimeoutSeconds, should not be a negative value, not -1"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod openb;
 pub mod pod_topology_spread;
 pub mod scheduling_gates;
 mod scored_resources;
+mod shape_score;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -179,6 +180,8 @@ pub struct PluginArgs {
     pub coscheduling: coscheduling::Coscheduling,
     /// FGDScore's typical pods, when configured.
     pub fgd_typical: Option<Arc<openb::TypicalPods>>,
+    /// VolumeBinding's `shape`, when configured (StorageCapacityScoring on).
+    pub volume_capacity_shape: Option<Vec<(i64, i64)>>,
 }
 
 /// One plugin name a profile may use, and what it runs at each extension point.
@@ -311,10 +314,18 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
         counts_image_volumes: release.image_locality_counts_image_volumes(),
     });
     // One instance per profile: its Reserve remembers the volumes it promised.
-    let volume_binding = Arc::new(volume_binding::VolumeBinding::new(
+    let mut volume_binding = volume_binding::VolumeBinding::new(
         release.volume_binding_narrows(),
         release.pv_node_affinity_message(),
-    ));
+    );
+    volume_binding.capacity_shape = release.enabled(Gate::StorageCapacityScoring).then(|| {
+        (args.volume_capacity_shape)
+            .unwrap_or_else(|| volume_binding::DEFAULT_CAPACITY_SHAPE.to_vec())
+    });
+    let volume_binding = Arc::new(volume_binding);
+    let volume_limits = Arc::new(node_volume_limits::NodeVolumeLimits {
+        missing_drivers: node_volume_limits::MissingDrivers::for_release(release),
+    });
     let volume_restrictions = Arc::new(volume_restrictions::VolumeRestrictions {
         says_in_use: release.read_write_once_pod_message(),
     });
@@ -351,11 +362,15 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             .pre_filter(volume_restrictions.clone())
             .filter(volume_restrictions),
         Registered::new(node_volume_limits::NAME)
-            .pre_filter(Arc::new(node_volume_limits::NodeVolumeLimits))
-            .filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
+            .pre_filter(volume_limits.clone())
+            .filter(volume_limits),
+        // Scores only under StorageCapacityScoring (its PreScore skips otherwise), but is a
+        // Score plugin in every release, as upstream's.
         Registered::new(volume_binding::NAME)
             .pre_filter(volume_binding.clone())
             .filter(volume_binding.clone())
+            .pre_score(volume_binding.clone())
+            .score(volume_binding.clone())
             .reserve(volume_binding),
         Registered::new(volume_zone::NAME)
             .pre_filter(Arc::new(volume_zone::VolumeZone))

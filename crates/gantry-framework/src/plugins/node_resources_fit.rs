@@ -7,6 +7,7 @@ use gantry_api::{Pod, ResourceName, Resources, Sym};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
+use super::shape_score::broken_linear;
 use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor, mul_div_floor};
 use crate::{Code, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
 
@@ -247,27 +248,6 @@ fn most_allocated(requested: i64, capacity: i64) -> i64 {
     } else {
         mul_div_floor(requested.min(capacity), MAX_NODE_SCORE, capacity)
     }
-}
-
-/// Piecewise-linear interpolation over (utilisation, score) points, flat beyond the ends;
-/// the shape's scores are the config's 0..=10, scaled to 0..=MAX_NODE_SCORE point by
-/// point as upstream scales the shape.
-fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
-    let scale = |s: i64| s * MAX_NODE_SCORE / 10;
-    let Some(&(first_u, first_s)) = shape.first() else {
-        return 0;
-    };
-    if x <= first_u {
-        return scale(first_s);
-    }
-    for pair in shape.windows(2) {
-        let ((u0, s0), (u1, s1)) = (pair[0], pair[1]);
-        if x <= u1 {
-            let (s0, s1) = (scale(s0), scale(s1));
-            return s0 + (s1 - s0) * (x - u0) / (u1 - u0).max(1);
-        }
-    }
-    shape.last().map_or(0, |p| scale(p.1))
 }
 
 impl RowScore for NodeResourcesFit {
@@ -568,6 +548,5 @@ mod tests {
                 .unwrap(),
             38
         );
-        assert_eq!(broken_linear(&[(0, 0), (50, 10), (100, 0)], 75), 50);
     }
 }

@@ -1,6 +1,8 @@
 //! NodeVolumeLimits (upstream's CSILimits): a node can attach only so many volumes of each
 //! CSI driver, the `allocatable.count` its CSINode reports. Volumes are counted once per
-//! node however many pods use them.
+//! node however many pods use them. Under VolumeLimitScaling, a pod's volume of a CSI
+//! driver also needs the driver on the node (listed in its CSINode), where the driver
+//! asks for that.
 //!
 //! Left out: limits from the node's `attachable-volumes-csi-*` allocatable (the pre-CSINode
 //! source), in-tree volumes migrated to CSI, and generic ephemeral volumes.
@@ -14,10 +16,38 @@ use smallvec::SmallVec;
 use super::volume_restrictions::claim_not_found;
 use crate::events::{ActionType, ClusterEvent, EventResource};
 use crate::objects::{StorageObjects, ephemeral_claim_is_for_pod};
-use crate::{Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status};
+use crate::{
+    Cluster, CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Status,
+    StorageCapacities,
+};
 
 pub const NAME: &str = "NodeVolumeLimits";
 pub const REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// Which CSI drivers a node must have (in its CSINode) for the pod's volumes of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MissingDrivers {
+    /// VolumeLimitScaling off: none.
+    #[default]
+    Allowed,
+    /// v1.35's VolumeLimitScaling: every driver a CSIDriver object exists for.
+    RefusedIfDriverExists,
+    /// v1.36's: drivers whose CSIDriver sets `preventPodSchedulingIfMissing`.
+    RefusedIfDriverAsks,
+}
+
+impl MissingDrivers {
+    /// As `release` has it (upstream's `checkCSIDriverOnNode`).
+    pub fn for_release(release: gantry_api::Release) -> MissingDrivers {
+        if !release.enabled(gantry_api::release::Gate::VolumeLimitScaling) {
+            MissingDrivers::Allowed
+        } else if release.at_least(36) {
+            MissingDrivers::RefusedIfDriverAsks
+        } else {
+            MissingDrivers::RefusedIfDriverExists
+        }
+    }
+}
 
 /// Upstream v1.28: a CSINode appearing, or a pod going, may make room.
 const EVENTS: &[ClusterEvent] = &[
@@ -25,7 +55,10 @@ const EVENTS: &[ClusterEvent] = &[
     ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE),
 ];
 
-pub struct NodeVolumeLimits;
+#[derive(Default)]
+pub struct NodeVolumeLimits {
+    pub missing_drivers: MissingDrivers,
+}
 
 #[derive(Clone)]
 struct PreFilterState {
@@ -36,6 +69,8 @@ struct PreFilterState {
     /// A claim of the pod that is missing or not the pod's: upstream finds it in Filter
     /// (its PreFilter looks nothing up), so every node fails with this status.
     unusable_claim: Option<Status>,
+    /// The CSIDrivers, where some may have to be on the node ([`MissingDrivers`]).
+    drivers: Option<Arc<StorageCapacities>>,
 }
 
 impl Plugin for NodeVolumeLimits {
@@ -118,6 +153,8 @@ impl PreFilterPlugin for NodeVolumeLimits {
                 storage: storage.clone(),
                 volumes,
                 unusable_claim,
+                drivers: (self.missing_drivers != MissingDrivers::Allowed)
+                    .then(|| cluster.objects.storage_capacities().clone()),
             },
         );
         (None, Status::success())
@@ -132,7 +169,13 @@ impl FilterPlugin for NodeVolumeLimits {
         if let Some(status) = &s.unusable_claim {
             return status.clone();
         }
-        let Some(csi_node) = node.node().and_then(|n| s.storage.csi_node(n.name)) else {
+        let csi_node = node.node().and_then(|n| s.storage.csi_node(n.name));
+        if let Some(missing) = self.missing_driver(s, csi_node) {
+            return Status::unschedulable(format!(
+                "{missing} CSI driver is not installed on the node"
+            ));
+        }
+        let Some(csi_node) = csi_node else {
             return Status::success();
         };
         let on_node = |key: PvcKey| node.pvc_ref_counts().any(|(k, _)| k == key);
@@ -164,6 +207,28 @@ impl FilterPlugin for NodeVolumeLimits {
     }
 }
 
+impl NodeVolumeLimits {
+    /// The first driver of the pod's volumes (in the pod's order; upstream takes Go's map
+    /// order) that the node must have and lacks.
+    fn missing_driver(
+        &self,
+        s: &PreFilterState,
+        csi_node: Option<&gantry_api::CsiNode>,
+    ) -> Option<Sym> {
+        if self.missing_drivers == MissingDrivers::Allowed {
+            return None;
+        }
+        let drivers = s.drivers.as_ref()?;
+        s.volumes.iter().map(|&(driver, _)| driver).find(|&driver| {
+            let needed = drivers.csi_driver(driver).is_some_and(|d| {
+                self.missing_drivers == MissingDrivers::RefusedIfDriverExists
+                    || d.prevent_pod_scheduling_if_missing
+            });
+            needed && csi_node.is_none_or(|n| n.drivers.iter().all(|d| d.name != driver))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,7 +238,7 @@ mod tests {
     };
     use crate::{ApiObjects, Code};
     use gantry_api::storage::VolumeBindingMode;
-    use gantry_api::{CsiNode, CsiNodeDriver, PersistentVolume, PersistentVolumeClaim};
+    use gantry_api::{CsiDriver, CsiNode, CsiNodeDriver, PersistentVolume, PersistentVolumeClaim};
 
     const EBS: &str = "ebs.csi.aws.com";
     const GCE: &str = "pd.csi.storage.gke.io";
@@ -182,6 +247,11 @@ mod tests {
     /// `csi-4` pending in class `csi-sc` (provisioned by the first driver), `csi-5` with no
     /// class, `csi-6` bound to a missing volume in `csi-sc`.
     fn objects(drivers: &[&str], limit: Option<i32>) -> ApiObjects {
+        objects_on(drivers, limit, drivers)
+    }
+
+    /// As [`objects`], with a CSINode listing `installed`.
+    fn objects_on(drivers: &[&str], limit: Option<i32>, installed: &[&str]) -> ApiObjects {
         let mut pvs: Vec<PersistentVolume> = Vec::new();
         let mut pvcs: Vec<PersistentVolumeClaim> = Vec::new();
         for driver in drivers {
@@ -206,7 +276,7 @@ mod tests {
         let classes = [class("csi-sc", VolumeBindingMode::Immediate, drivers[0])];
         let csi_node = CsiNode {
             node_name: Sym::new("node-for-max-pd-test-1"),
-            drivers: drivers
+            drivers: installed
                 .iter()
                 .map(|d| CsiNodeDriver {
                     name: Sym::new(d),
@@ -339,9 +409,10 @@ mod tests {
                 nodes: &snapshot,
                 objects: &objects,
             };
-            let (_, status) = NodeVolumeLimits.pre_filter(&mut state, &new_pod, cluster);
+            let (_, status) = NodeVolumeLimits::default().pre_filter(&mut state, &new_pod, cluster);
             assert!(status.is_success(), "{name}: {status:?}");
-            let status = NodeVolumeLimits.filter(&state, &new_pod, &node_info(&n, &existing));
+            let status =
+                NodeVolumeLimits::default().filter(&state, &new_pod, &node_info(&n, &existing));
             if rejected {
                 assert_eq!(status.code(), Code::Unschedulable, "{name}");
                 assert_eq!(status.message(), REASON_MAX_VOLUME_COUNT_EXCEEDED, "{name}");
@@ -361,7 +432,7 @@ mod tests {
             objects: &objects,
         };
         let pre_filter = |pod: &Pod| {
-            NodeVolumeLimits
+            NodeVolumeLimits::default()
                 .pre_filter(&mut CycleState::new(), pod, cluster)
                 .1
         };
@@ -375,16 +446,90 @@ mod tests {
         let missing = pod_with_claims("p", &["nope"]);
         let mut state = CycleState::new();
         assert!(
-            NodeVolumeLimits
+            NodeVolumeLimits::default()
                 .pre_filter(&mut state, &missing, cluster)
                 .1
                 .is_success()
         );
-        let status = NodeVolumeLimits.filter(&state, &missing, &node_info(&n, &[]));
+        let status = NodeVolumeLimits::default().filter(&state, &missing, &node_info(&n, &[]));
         assert_eq!(status.code(), Code::UnschedulableAndUnresolvable);
         assert_eq!(
             status.message(),
             r#"looking up PVC default/nope: persistentvolumeclaim "nope" not found"#
+        );
+    }
+
+    /// Upstream's `TestVolumeLimitScalingGate` (v1.36.2), and v1.35's rule: with the gate
+    /// on, a pod's CSI volume needs its driver on the node where a CSIDriver asks for it
+    /// (v1.35: where one exists); a node with no CSINode lacks every driver.
+    #[test]
+    fn volume_limit_scaling_refuses_nodes_without_the_driver() {
+        let pod = pod(&["ebs.csi.aws.com:0"]);
+        let missing = format!("{EBS} CSI driver is not installed on the node");
+        // (rule, CSIDriver object: Some(preventPodSchedulingIfMissing), driver on the
+        // node's CSINode, node with a CSINode at all, refused)
+        use MissingDrivers::{
+            Allowed, RefusedIfDriverAsks as Asks, RefusedIfDriverExists as Exists,
+        };
+        let cases = [
+            (Asks, Some(false), false, true, false),
+            (Asks, Some(true), false, true, true),
+            (Allowed, Some(true), false, true, false),
+            (Asks, Some(true), true, true, false),
+            (Asks, None, false, true, false),
+            (Asks, Some(true), false, false, true),
+            (Exists, Some(false), false, true, true),
+            (Exists, None, false, false, false),
+        ];
+        for (i, (rule, driver, installed, has_csi_node, refused)) in cases.into_iter().enumerate() {
+            let installed: &[&str] = if installed { &[EBS] } else { &[GCE] };
+            let mut objects = objects_on(&[EBS], Some(2), installed);
+            let drivers: Vec<CsiDriver> = driver
+                .map(|prevent| CsiDriver {
+                    name: Sym::new(EBS),
+                    storage_capacity: false,
+                    prevent_pod_scheduling_if_missing: prevent,
+                })
+                .into_iter()
+                .collect();
+            objects.set_storage_capacities(&drivers, &[]);
+            let name = if has_csi_node {
+                "node-for-max-pd-test-1"
+            } else {
+                "no-csi-node"
+            };
+            let n = node(name, 1000, 1 << 30);
+            let snapshot = snapshot(std::slice::from_ref(&n), &[]);
+            let cluster = Cluster {
+                nodes: &snapshot,
+                objects: &objects,
+            };
+            let plugin = NodeVolumeLimits {
+                missing_drivers: rule,
+            };
+            let mut state = CycleState::new();
+            assert!(plugin.pre_filter(&mut state, &pod, cluster).1.is_success());
+            let status = plugin.filter(&state, &pod, &node_info(&n, &[]));
+            if refused {
+                assert_eq!(status.code(), Code::Unschedulable, "case {i}");
+                assert_eq!(status.message(), missing, "case {i}");
+            } else {
+                assert!(status.is_success(), "case {i}: {status:?}");
+            }
+        }
+        let release = |v: &str| gantry_api::Release::parse(Some(v), None).unwrap();
+        assert_eq!(
+            MissingDrivers::for_release(release("1.36")),
+            MissingDrivers::Allowed
+        );
+        assert_eq!(
+            MissingDrivers::for_release(release("1.37")),
+            MissingDrivers::RefusedIfDriverAsks
+        );
+        let v135 = gantry_api::Release::parse(Some("1.35"), Some("VolumeLimitScaling=true"));
+        assert_eq!(
+            MissingDrivers::for_release(v135.unwrap()),
+            MissingDrivers::RefusedIfDriverExists
         );
     }
 }

@@ -1,8 +1,10 @@
-//! VolumeBinding's storage capacity check and its volume phases against real kube-scheduler
-//! v1.36.3 (`testdata/storage-1.36`, see its README): claims provisioned only where a
-//! CSIStorageCapacity of their class reaches the node and allows their size (when their
-//! CSI driver opts in), and local volumes matched only in phase Available. Every pod must
-//! land where upstream put it, or wait with upstream's message word for word.
+//! VolumeBinding's storage capacity check, its volume phases and its capacity scoring
+//! against real kube-scheduler v1.36.3 (`testdata/storage-1.36`, see its README): claims
+//! provisioned only where a CSIStorageCapacity of their class reaches the node and allows
+//! their size (when their CSI driver opts in), local volumes matched only in phase
+//! Available, and, under StorageCapacityScoring, nodes scored by the share of storage the
+//! pod would take. Every pod must land where upstream put it, or wait with upstream's
+//! message word for word.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,24 +16,26 @@ use gantry_framework::plugins::default_profile_for;
 use gantry_sim::{SimEvent, SimOptions, Simulation};
 use serde_json::Value;
 
-fn scenario() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/storage-1.36/capacity")
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/storage-1.36")
+        .join(name)
 }
 
-fn read(file: &str) -> String {
-    let path = scenario().join(file);
+fn read(scenario_name: &str, file: &str) -> String {
+    let path = scenario(scenario_name).join(file);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 type Outcome = (String, Option<String>, Option<String>);
 
-/// Each pod's node or message, as Gantry decides the scenario: the pods created 2 s apart,
-/// as they were recorded.
-fn decide() -> Vec<Outcome> {
-    let release = Release::parse(Some("1.36"), None).unwrap();
+/// Each pod's node or message, as Gantry decides the scenario under `gates`: the pods
+/// created 2 s apart, as they were recorded.
+fn decide(name: &str, gates: Option<&str>) -> Vec<Outcome> {
+    let release = Release::parse(Some("1.36"), gates).unwrap();
     let decode = |file: &str| {
         let mut objects = ClusterObjects::for_release(release);
-        objects.decode_more(&read(file), file).unwrap();
+        objects.decode_more(&read(name, file), file).unwrap();
         objects.resolve_priorities().unwrap();
         objects
     };
@@ -53,8 +57,8 @@ fn decide() -> Vec<Outcome> {
         .collect()
 }
 
-fn recorded() -> Vec<Outcome> {
-    read("expected.jsonl")
+fn recorded(name: &str, file: &str) -> Vec<Outcome> {
+    read(name, file)
         .lines()
         .map(|line| {
             let v: Value = serde_json::from_str(line).unwrap();
@@ -66,7 +70,33 @@ fn recorded() -> Vec<Outcome> {
 
 #[test]
 fn storage_capacity_and_volume_phases_decide_as_v1_36_does() {
-    let want = recorded();
+    let want = recorded("capacity", "expected.jsonl");
     assert_eq!(want.len(), 5);
-    assert_eq!(decide(), want);
+    assert_eq!(decide("capacity", None), want);
+}
+
+/// The same pods with StorageCapacityScoring on and off (its v1.36 default): three of the
+/// six land elsewhere.
+#[test]
+fn storage_capacity_scoring_decides_as_v1_36_does_with_the_gate_on() {
+    let on = recorded("capacity-scoring", "expected.jsonl");
+    let off = recorded("capacity-scoring", "expected-gate-off.jsonl");
+    assert_eq!(on.len(), 6);
+    assert_eq!(on.iter().zip(&off).filter(|(a, b)| a != b).count(), 3);
+    let name = "capacity-scoring";
+    assert_eq!(decide(name, Some("StorageCapacityScoring=true")), on);
+    assert_eq!(decide(name, None), off);
+}
+
+/// VolumeLimitScaling on and off (its v1.36 default): with it on, a claim of a driver that
+/// sets `preventPodSchedulingIfMissing` goes only to a node whose CSINode lists the driver.
+#[test]
+fn volume_limit_scaling_decides_as_v1_36_does_with_the_gate_on() {
+    let name = "volume-limit-scaling";
+    let on = recorded(name, "expected.jsonl");
+    let off = recorded(name, "expected-gate-off.jsonl");
+    assert_eq!(on.len(), 4);
+    assert_eq!(on.iter().zip(&off).filter(|(a, b)| a != b).count(), 4);
+    assert_eq!(decide(name, Some("VolumeLimitScaling=true")), on);
+    assert_eq!(decide(name, None), off);
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gantry_api::storage::{ClaimPhase, ClaimRef, VolumeBindingMode};
+use gantry_api::storage::{ClaimPhase, VolumeBindingMode};
 use gantry_api::{Labels, PersistentVolume, PersistentVolumeClaim, Pod, Sym};
 use gantry_cache::NodeInfo;
 use smallvec::SmallVec;
@@ -143,6 +143,7 @@ impl PreFilterPlugin for VolumeBinding {
                 claim.requested,
                 UnboundClaim {
                     claim: this,
+                    requested: claim.requested,
                     class: class.clone(),
                     candidates,
                     // The claim as the assume cache holds it: annotated by an earlier
@@ -217,17 +218,22 @@ impl UnboundClaim {
 }
 
 /// How the pod's unbound claims would be served on one node.
-pub(super) enum Plan {
-    /// Volumes to promise to claims (`None`: the claim's volume was promised already),
-    /// and claims to provision, per claim in order.
-    Fits(
-        SmallVec<[(ClaimRef, Option<Sym>); 4]>,
-        SmallVec<[ClaimRef; 4]>,
-    ),
+pub(super) enum Plan<'s> {
+    /// The claims matched with a volume, then the claims to provision, in order.
+    Fits(SmallVec<[Match<'s>; 4]>, SmallVec<[&'s UnboundClaim; 4]>),
     Conflict,
     /// A claim to provision fits no storage capacity that reaches the node (upstream
     /// then drops the "didn't find available persistent volumes" reason).
     NotEnoughSpace,
+}
+
+/// An unbound claim and the volume it would be bound to on the node (upstream's
+/// `BindingInfo`).
+pub(super) struct Match<'s> {
+    pub claim: &'s UnboundClaim,
+    pub volume: &'s PersistentVolume,
+    /// The volume was promised to the claim already (by an earlier pod's Reserve).
+    pub promised: bool,
 }
 
 impl PreFilterState {
@@ -236,7 +242,7 @@ impl PreFilterState {
     /// with volumes (`findMatchingVolumes`); then the claims with a selected node and
     /// those no volume matched, in that order, are checked for provisioning
     /// (`checkVolumeProvisions`), the first that cannot be deciding.
-    pub(super) fn plan(&self, node: &gantry_api::Node) -> Plan {
+    pub(super) fn plan(&self, node: &gantry_api::Node) -> Plan<'_> {
         let (selected, to_match) = self.unbound.split_at(self.selected);
         if selected
             .iter()
@@ -249,9 +255,13 @@ impl PreFilterState {
         let mut unmatched: SmallVec<[&UnboundClaim; 4]> = SmallVec::new();
         for claim in to_match {
             match claim.find_match(&node.labels, &chosen) {
-                Some((pv, already_promised)) => {
-                    chosen.push(pv.name);
-                    bindings.push((claim.claim, (!already_promised).then_some(pv.name)));
+                Some((volume, promised)) => {
+                    chosen.push(volume.name);
+                    bindings.push(Match {
+                        claim,
+                        volume,
+                        promised,
+                    });
                 }
                 None => unmatched.push(claim),
             }
@@ -264,7 +274,7 @@ impl PreFilterState {
             if !claim.has_capacity_on(&node.labels) {
                 return Plan::NotEnoughSpace;
             }
-            provisions.push(claim.claim);
+            provisions.push(claim);
         }
         Plan::Fits(bindings, provisions)
     }

@@ -8,11 +8,13 @@
 //! assumes the bindings chosen for the pod's node, as upstream's assume cache does, so that
 //! the next pod cannot take a volume a pod just got; Unreserve gives them back.
 //!
+//! With StorageCapacityScoring on, Score prefers the nodes where the pod's volumes would
+//! take the share of storage `VolumeBindingArgs.shape` favours (`score.rs`).
+//!
 //! PreBind's writes (upstream's `BindPodVolumes`) are the binder's: [`volume_writes`]
 //! gives `gantry run` what Reserve assumed, to write to the API and wait for; the
-//! simulation has no PV controller and binds at once. Left out: storage-capacity checks (CSIStorageCapacity), claims already carrying a
-//! selected-node annotation, claim label selectors, volume modes and PV phases (a volume
-//! without a claimRef counts as available), and the optional Score.
+//! simulation has no PV controller and binds at once. Left out: claim label selectors and
+//! volume modes.
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use crate::events::{ActionType, ClusterEvent, EventResource};
 
 mod filter;
 mod reserve;
+mod score;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -67,10 +70,17 @@ pub struct VolumeBinding {
     pub narrows_to_hostnames: bool,
     /// Say [`REASON_PV_NODE_AFFINITY`] rather than [`REASON_NODE_CONFLICT`] (v1.33 on).
     pub says_pv_node_affinity: bool,
+    /// With StorageCapacityScoring on, the score of each utilisation: (utilisation,
+    /// score 0..=10) points of `VolumeBindingArgs.shape`. `None`: Score skips.
+    pub capacity_shape: Option<Vec<(i64, i64)>>,
 }
 
+/// `VolumeBindingArgs.shape` when the gate is on and the configuration gives none
+/// (`SetDefaults_VolumeBindingArgs`): the emptier the node's storage, the higher.
+pub const DEFAULT_CAPACITY_SHAPE: [(i64, i64); 2] = [(0, 10), (100, 0)];
+
 impl Default for VolumeBinding {
-    /// As the newest release has it.
+    /// As v1.36 has it.
     fn default() -> VolumeBinding {
         VolumeBinding::new(false, true)
     }
@@ -82,6 +92,7 @@ impl VolumeBinding {
             assumed: Mutex::default(),
             narrows_to_hostnames,
             says_pv_node_affinity,
+            capacity_shape: None,
         }
     }
 }
@@ -147,6 +158,8 @@ fn claim_ref(claim: &PersistentVolumeClaim) -> ClaimRef {
 #[derive(Clone)]
 struct UnboundClaim {
     claim: ClaimRef,
+    /// Its storage request, in bytes.
+    requested: i64,
     class: StorageClass,
     /// Volumes of the claim's class, big enough and not promised to another claim, in
     /// upstream's scan order; `.1` says the volume is promised to this very claim.

@@ -3,6 +3,7 @@
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::NodeInfo;
+use smallvec::SmallVec;
 
 use super::filter::Plan;
 use super::{NAME, PreFilterState, VolumeBinding};
@@ -19,18 +20,25 @@ impl ReservePlugin for VolumeBinding {
         let Some(node) = node.node() else {
             return Status::error("node not found");
         };
-        let Plan::Fits(bindings, provisions) = s.plan(node) else {
-            return Status::error(format!(
-                "pod's volumes no longer fit node {:?}",
-                node.name.as_str()
-            ));
+        let (bindings, provisions): (SmallVec<[_; 4]>, SmallVec<[_; 4]>) = match s.plan(node) {
+            Plan::Fits(matches, provisions) => (
+                (matches.iter())
+                    .filter(|m| !m.promised)
+                    .map(|m| (m.volume.name, m.claim.claim))
+                    .collect(),
+                provisions.iter().map(|c| c.claim).collect(),
+            ),
+            Plan::Conflict | Plan::NotEnoughSpace => {
+                return Status::error(format!(
+                    "pod's volumes no longer fit node {:?}",
+                    node.name.as_str()
+                ));
+            }
         };
         let mut assumed = self.assumed.lock();
-        for (claim, volume) in bindings {
-            if let Some(pv) = volume {
-                assumed.volumes.push((pv, claim));
-                s.reserved.volumes.push((pv, claim));
-            }
+        for (pv, claim) in bindings {
+            assumed.volumes.push((pv, claim));
+            s.reserved.volumes.push((pv, claim));
         }
         for claim in provisions {
             assumed.provisioned.push((claim, node.name));

@@ -719,6 +719,7 @@ fn storage_capacity_as_upstreams_test_capacity() {
             let driver = gantry_api::CsiDriver {
                 name: Sym::new("test-provisioner"),
                 storage_capacity: opt_in,
+                prevent_pod_scheduling_if_missing: false,
             };
             objects.set_storage_capacities(&[driver], capacities);
             let mut state = CycleState::new();
@@ -758,6 +759,7 @@ fn not_enough_space_replaces_the_bind_conflict_reason() {
     let driver = gantry_api::CsiDriver {
         name: Sym::new("csi"),
         storage_capacity: true,
+        prevent_pod_scheduling_if_missing: false,
     };
     objects.set_storage_capacities(&[driver], &[]);
     let plugin = VolumeBinding::default();
@@ -834,6 +836,7 @@ fn small_untracked_and_big_selected_for(selected: &str) -> ApiObjects {
     let driver = gantry_api::CsiDriver {
         name: Sym::new("csi"),
         storage_capacity: true,
+        prevent_pod_scheduling_if_missing: false,
     };
     objects.set_storage_capacities(&[driver], &[]);
     objects
