@@ -27,6 +27,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
@@ -241,6 +242,15 @@ func main() {
 			pc.Namespace = ""
 			_, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
 			must(err)
+		case "Pod":
+			// A pod already bound (spec.nodeName), running.
+			p := admitPod(it.raw, priorities)
+			if p.Spec.NodeName == "" {
+				must(fmt.Errorf("cluster.yaml: pod %s has no spec.nodeName", p.Name))
+			}
+			p.Status.Phase = v1.PodRunning
+			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+			must(err)
 		case "StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
 			createStorageObject(ctx, client, it)
 		default:
@@ -301,32 +311,8 @@ func main() {
 		var created string
 		switch it.kind {
 		case "Pod":
-			var p v1.Pod
-			must(json.Unmarshal(it.raw, &p))
-			corev1defaults.SetObjectDefaults_Pod(&p)
-			stamp(&p.ObjectMeta)
-			// Priority admission.
-			if p.Spec.PriorityClassName != "" {
-				value, ok := priorities[p.Spec.PriorityClassName]
-				if !ok {
-					must(fmt.Errorf("pod %s: no PriorityClass %s", p.Name, p.Spec.PriorityClassName))
-				}
-				p.Spec.Priority = &value
-			} else {
-				zero := int32(0)
-				p.Spec.Priority = &zero
-			}
-			policy := v1.PreemptLowerPriority
-			p.Spec.PreemptionPolicy = &policy
-			// DefaultTolerationSeconds.
-			secs := int64(300)
-			p.Spec.Tolerations = append(p.Spec.Tolerations,
-				v1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs},
-				v1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs})
-			p.Status.Phase = v1.PodPending
-			p.Status.QOSClass = v1.PodQOSBurstable
-			p.ResourceVersion = nextRV()
-			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, &p, metav1.CreateOptions{})
+			p := admitPod(it.raw, priorities)
+			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			must(err)
 			created = "Pod " + p.Namespace + "/" + p.Name
 		case "Node":
@@ -372,6 +358,35 @@ func main() {
 		fmt.Fprintln(evOut, pyjson(eventLine(e)))
 	}
 	must(evOut.Close())
+}
+
+// admitPod decodes a Pod as the API server would admit it: core/v1 defaults, Priority
+// admission (PriorityClasses of cluster.yaml read so far) and DefaultTolerationSeconds.
+func admitPod(raw []byte, priorities map[string]int32) *v1.Pod {
+	var p v1.Pod
+	must(json.Unmarshal(raw, &p))
+	corev1defaults.SetObjectDefaults_Pod(&p)
+	stamp(&p.ObjectMeta)
+	if p.Spec.PriorityClassName != "" {
+		value, ok := priorities[p.Spec.PriorityClassName]
+		if !ok {
+			must(fmt.Errorf("pod %s: no PriorityClass %s", p.Name, p.Spec.PriorityClassName))
+		}
+		p.Spec.Priority = &value
+	} else {
+		zero := int32(0)
+		p.Spec.Priority = &zero
+	}
+	policy := v1.PreemptLowerPriority
+	p.Spec.PreemptionPolicy = &policy
+	secs := int64(300)
+	p.Spec.Tolerations = append(p.Spec.Tolerations,
+		v1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs},
+		v1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs})
+	p.Status.Phase = v1.PodPending
+	p.Status.QOSClass = v1.PodQOSBurstable
+	p.ResourceVersion = nextRV()
+	return &p
 }
 
 // createStorageObject creates a StorageClass, CSIDriver, CSINode, CSIStorageCapacity,
@@ -573,6 +588,11 @@ func snapshot(ctx context.Context, client *fake.Clientset, order []string) ([]or
 		switch kind {
 		case "Pod":
 			p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				// Preempted: its deletion went through.
+				pods = append(pods, om("pod", key, "node", nil, "reason", "deleted"))
+				continue
+			}
 			must(err)
 			var node, reason any
 			if p.Spec.NodeName != "" {

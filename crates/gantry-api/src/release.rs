@@ -11,11 +11,11 @@ use std::fmt;
 /// The oldest and newest minor releases of Kubernetes 1.x Gantry decides as.
 pub const OLDEST_MINOR: u8 = 28;
 pub const NEWEST_MINOR: u8 = 37;
-/// What Gantry decides as when the user names no release: the newest whose decisions are
-/// checked against recordings of its real scheduler (v1.36.3). v1.37 follows its feature
-/// gates as read from its source; its scheduling code has not been recorded (see
-/// docs/compatibility.md).
-pub const DEFAULT_MINOR: u8 = 36;
+/// What Gantry decides as when the user names no release: the newest, v1.37 (current since
+/// 2026-08-26). Its decisions are derived, not recorded: v1.36.3's recorded rules under
+/// v1.37's feature gates, the gates' new defaults each recorded with v1.36.3's code with
+/// the gate turned on (see docs/compatibility.md).
+pub const DEFAULT_MINOR: u8 = 37;
 
 /// A feature gate whose setting changes what Gantry decides or says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -506,6 +506,12 @@ impl Release {
                     self.minor
                 )));
             };
+            if spec.removed && gate == Gate::GangScheduling {
+                return Err(fail(format!(
+                    "unrecognized feature gate: {name} (merged into GenericWorkload in Kubernetes 1.{}, whose Workload API Gantry does not read yet: use --emulated-version 1.{WORKLOAD_API_MINOR})",
+                    spec.minor
+                )));
+            }
             if spec.removed {
                 return Err(fail(format!(
                     "unrecognized feature gate: {name} (removed in Kubernetes 1.{}, which always has it {})",
@@ -762,7 +768,7 @@ mod tests {
         assert!(!v133.enabled(Gate::DynamicResourceAllocation));
         assert!(!v133.enabled(Gate::PodLevelResources));
         let v135 = Release::at(35);
-        assert_eq!(Release::default().minor(), 36);
+        assert_eq!(Release::default().minor(), 37);
         for gate in [
             Gate::SidecarContainers,
             Gate::PodLevelResources,
@@ -894,8 +900,12 @@ mod tests {
                 .ends_with("Gantry decides as Kubernetes 1.28 to 1.37, not 1.4294967296")
         );
         assert_eq!(
-            err(None, Some("SidecarContainers=false")),
+            err(Some("1.36"), Some("SidecarContainers=false")),
             "--feature-gates: cannot set feature gate SidecarContainers to false, feature is locked to true"
+        );
+        assert_eq!(
+            err(None, Some("GenericWorkload=true,GangScheduling=true")),
+            "--feature-gates: unrecognized feature gate: GangScheduling (merged into GenericWorkload in Kubernetes 1.37, whose Workload API Gantry does not read yet: use --emulated-version 1.36)"
         );
         assert!(
             err(None, Some("NoSuchGate=true"))

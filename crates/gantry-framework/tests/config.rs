@@ -557,7 +557,7 @@ profiles:
 - pluginConfig:
   - name: CapacityScheduling
 ",
-            r#"profiles[0].pluginConfig[0].name: unknown plugin "CapacityScheduling": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
+            r#"profiles[0].pluginConfig[0].name: unknown plugin "CapacityScheduling": not one of kube-scheduler v1.37's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -566,7 +566,7 @@ profiles:
     score:
       enabled: [{name: NodeResourceFit}]
 ",
-            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
+            r#"profiles[0].plugins.score.enabled[0].name: unknown plugin "NodeResourceFit": not one of kube-scheduler v1.37's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -575,7 +575,7 @@ profiles:
     filter:
       disabled: [{name: NodeNames}]
 ",
-            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
+            r#"profiles[0].plugins.filter.disabled[0].name: unknown plugin "NodeNames": not one of kube-scheduler v1.37's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"#,
         ),
         (
             "
@@ -729,7 +729,7 @@ fn v1beta3_is_read_as_v1_with_a_deprecation_warning() {
     .unwrap();
     assert_eq!(
         refused.to_string(),
-        "beta.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.36 does not read it: use kubescheduler.config.k8s.io/v1 (the same fields)"
+        "beta.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta3 was removed in v1.29, so kube-scheduler v1.37 does not read it: use kubescheduler.config.k8s.io/v1 (the same fields)"
     );
     assert_eq!(
         beta.warnings,
@@ -757,7 +757,7 @@ fn unimplemented_upstream_plugins_warn_out_of_tree_ones_fail() {
     let removed = SchedulerConfig::parse(in_tree, "s.yaml").err().unwrap();
     assert_eq!(
         removed.to_string(),
-        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.36's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"
+        "s.yaml: profiles[0].plugins.filter.enabled[0].name: unknown plugin \"EBSLimits\": not one of kube-scheduler v1.37's in-tree plugins (of scheduler-plugins' out-of-tree plugins Gantry has Coscheduling only)"
     );
     assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
     assert!(config.warnings[0].starts_with(

@@ -313,7 +313,7 @@ fn outputs_name_the_release_and_release_flags_are_checked() {
     let out = run(&["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    assert_eq!(summary["kubernetes_release"], "v1.36");
+    assert_eq!(summary["kubernetes_release"], "v1.37");
     let out = run(&[
         "--emulated-version",
         "1.31",
@@ -444,6 +444,8 @@ fn the_report_shows_each_pod_group() {
         "testdata/examples/gangs/cluster.yaml",
         "--pods",
         "testdata/examples/gangs/pods.yaml",
+        "--emulated-version",
+        "1.36",
         "--feature-gates",
         "GenericWorkload=true,GangScheduling=true",
         "--report",

@@ -44,7 +44,7 @@ fn two_configurations_side_by_side_as_worked_out_by_hand() {
     assert_eq!(v["b"]["config"], MOST);
     assert_eq!(v["a"]["summary"]["scheduled"], 3);
     assert_eq!(v["b"]["summary"]["scheduled"], 2);
-    assert_eq!(v["kubernetes_release"], "v1.36");
+    assert_eq!(v["kubernetes_release"], "v1.37");
     // The same inputs and seed give the same comparison, byte for byte but for timings.
     let again = gantry(&[
         "simulate",
@@ -242,7 +242,7 @@ fn another_node_group_side_by_side() {
     let text = gantry(&args);
     let text = String::from_utf8_lossy(&text.stdout).to_string();
     assert!(
-        text.starts_with("gantry simulate: testdata/compare/pool-cluster.yaml, decided as Kubernetes v1.36; B's nodes: 2 removed (1 pods on them to place again), 1 added\n"),
+        text.starts_with("gantry simulate: testdata/compare/pool-cluster.yaml, decided as Kubernetes v1.37; B's nodes: 2 removed (1 pods on them to place again), 1 added\n"),
         "{text}"
     );
     let mut bad = args.to_vec();

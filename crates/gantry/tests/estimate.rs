@@ -157,9 +157,11 @@ fn pod_groups_are_admitted_as_the_pod_group_cycle_admits_them() {
         "testdata/examples/gangs/cluster.yaml",
         "--gang",
         "testdata/examples/gangs/pods.yaml",
+        "--json",
+        "--emulated-version",
+        "1.36",
         "--feature-gates",
         "GenericWorkload=true,GangScheduling=true",
-        "--json",
     ];
     let v = json(&gantry(&args));
     let groups = v["pod_groups"].as_array().unwrap();
@@ -187,7 +189,7 @@ fn pod_groups_are_admitted_as_the_pod_group_cycle_admits_them() {
         "0/3 nodes are available: 3 Insufficient cpu."
     );
     // Without the gates the API server drops the members' group: said, not guessed.
-    let out = gantry(&args[..5]);
+    let out = gantry(&args[..8]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

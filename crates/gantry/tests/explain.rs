@@ -35,7 +35,7 @@ fn the_table_shows_every_node_and_the_chosen_one() {
     // The node `gantry simulate` places this pod on.
     assert!(text.contains("would be placed on: n4"), "{text}");
     assert!(
-        text.starts_with("gantry explain: decided as Kubernetes v1.36\n"),
+        text.starts_with("gantry explain: decided as Kubernetes v1.37\n"),
         "{text}"
     );
     // Deciding as v1.28, the taint is named.

@@ -92,12 +92,12 @@ fn the_gpu_share_benchmark_reports_its_keys() {
         (Some("gpu-share"), Some(16))
     );
     assert_eq!(r["scheduled"], 500);
-    assert_eq!(r["kubernetes_release"], "v1.36");
+    assert_eq!(r["kubernetes_release"], "v1.37");
     let sentence = gantry(&["bench", "gpu-share", "--nodes", "16"]);
     assert!(
         stdout(&sentence)
             .trim_end()
-            .ends_with("as Kubernetes v1.36"),
+            .ends_with("as Kubernetes v1.37"),
         "{}",
         stdout(&sentence)
     );

@@ -211,7 +211,7 @@ fn an_unreachable_server_ends_the_run_and_logs_suit_files() {
     assert!(
         logged.iter().any(|l| l["fields"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("deciding as Kubernetes v1.36"))),
+            .is_some_and(|m| m.contains("deciding as Kubernetes v1.37"))),
         "{err}"
     );
     let warnings: Vec<&serde_json::Value> =
@@ -323,6 +323,8 @@ fn gangs_on_shards_dividing_the_nodes_are_refused_before_any_request() {
         "run",
         "--kubeconfig",
         "/nonexistent/kubeconfig",
+        "--emulated-version",
+        "1.36",
         "--feature-gates",
         "GenericWorkload=true,GangScheduling=true",
         "--shard",

@@ -220,7 +220,7 @@ async fn a_forbidden_bind_fence_is_not_a_conflict_and_ends_the_run() {
 }
 
 /// A server of a release without resource.k8s.io/v1 (here v1.28), asked by a profile that
-/// runs DynamicResources (v1.36's default): the run ends at once, saying which release to
+/// runs DynamicResources (on by default): the run ends at once, saying which release to
 /// decide as, rather than waiting in silence for a watch that can never start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_the_dra_api_ends_the_run_naming_its_release() {
@@ -235,7 +235,7 @@ async fn a_server_without_the_dra_api_ends_the_run_naming_its_release() {
             &api.url(),
             "does not serve resource.k8s.io/v1 deviceclasses",
             "it runs Kubernetes v1.28.0",
-            "deciding as Kubernetes v1.36",
+            "deciding as Kubernetes v1.37",
             "--emulated-version 1.28",
         ],
     );

@@ -29,10 +29,13 @@ fn read(scenario_name: &str, file: &str) -> String {
 
 type Outcome = (String, Option<String>, Option<String>);
 
-/// Each pod's node or message, as Gantry decides the scenario under `gates`: the pods
-/// created 2 s apart, as they were recorded.
+/// Each pod's node or message, as Gantry decides the scenario as v1.36 under `gates`: the
+/// pods created 2 s apart, as they were recorded.
 fn decide(name: &str, gates: Option<&str>) -> Vec<Outcome> {
-    let release = Release::parse(Some("1.36"), gates).unwrap();
+    decide_as(name, Release::parse(Some("1.36"), gates).unwrap())
+}
+
+fn decide_as(name: &str, release: Release) -> Vec<Outcome> {
     let decode = |file: &str| {
         let mut objects = ClusterObjects::for_release(release);
         objects.decode_more(&read(name, file), file).unwrap();
@@ -99,4 +102,18 @@ fn volume_limit_scaling_decides_as_v1_36_does_with_the_gate_on() {
     assert_eq!(on.iter().zip(&off).filter(|(a, b)| a != b).count(), 4);
     assert_eq!(decide(name, Some("VolumeLimitScaling=true")), on);
     assert_eq!(decide(name, None), off);
+}
+
+/// v1.37 turns both gates on by default; v1.36.3's code with both on decided each scenario
+/// as the files above say (recorded, see the README), and so must Gantry's v1.37.
+#[test]
+fn v1_37_decides_the_storage_scenarios_as_v1_36_with_its_gates() {
+    let v137 = Release::parse(Some("1.37"), None).unwrap();
+    for name in ["capacity", "capacity-scoring", "volume-limit-scaling"] {
+        assert_eq!(
+            decide_as(name, v137),
+            recorded(name, "expected.jsonl"),
+            "{name}"
+        );
+    }
 }
