@@ -6,18 +6,20 @@
 //! creation, or later by a scheduler no simulated profile stands for: placed where the
 //! cluster put them, at that time), pods deleted or finished (a pod whose phase becomes
 //! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
-//! and deleted, PodGroups created. A pod bound to a node the trace has not added yet (a
-//! relist of pods written before the relist of nodes) waits for its node. Every other change (a node relabelled or cordoned, a
-//! claim or volume changed) is counted in [`Replay::not_replayed`], not applied.
+//! and changed in what scheduling reads of them (relabelled, cordoned, tainted, resized:
+//! a heartbeat alone changes nothing), deleted, PodGroups created. A pod bound to a node
+//! the trace has not added yet (a relist of pods written before the relist of nodes)
+//! waits for its node. Every other change (a claim or volume changed) is counted in
+//! [`Replay::not_replayed`], not applied.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_api::trace::{Op, TraceHeader, TraceReader, TraceRecord};
-use gantry_api::{Pod, Release};
+use gantry_api::{Node, Pod, Release};
 use gantry_scheduler::OtherNode;
 use serde::Serialize;
 use serde_json::Value;
@@ -58,7 +60,8 @@ struct Known {
 #[derive(Default)]
 struct Seen {
     pods: HashMap<String, Known>,
-    nodes: HashSet<String>,
+    /// The nodes, as last added or changed.
+    nodes: HashMap<String, Arc<Node>>,
     /// Pods bound to a node not added yet, by node.
     waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
 }
@@ -108,7 +111,8 @@ pub fn read(
                 };
                 seen.pods.insert(pod.key(), known);
             }
-            let nodes = replay.cluster.nodes.iter().map(|n| n.name.to_string());
+            let nodes =
+                (replay.cluster.nodes.iter()).map(|n| (n.name.to_string(), Arc::new(n.clone())));
             seen.nodes.extend(nodes);
         }
         let at = Duration::from_millis(record.at);
@@ -158,14 +162,9 @@ impl Replay {
                 };
                 self.pod_change(pod, at, simulated, seen);
             }
-            ("Node", Op::Added) => {
+            ("Node", Op::Added | Op::Modified) => {
                 if let Some(node) = decode(object, position, release)?.nodes.pop() {
-                    let name = node.name.to_string();
-                    self.events.push((at, SimEvent::AddNode(Arc::new(node))));
-                    for pod in seen.waiting_for_node.remove(&name).unwrap_or_default() {
-                        self.events.push((at, SimEvent::PlacedElsewhere(pod)));
-                    }
-                    seen.nodes.insert(name);
+                    self.node_change(Arc::new(node), at, seen);
                 }
             }
             ("Node", Op::Deleted) => {
@@ -242,11 +241,28 @@ impl Replay {
     /// A bound pod joins its node, or waits for it to be added.
     fn placed_elsewhere(&mut self, pod: Arc<Pod>, at: Duration, seen: &mut Seen) {
         let node = pod.node_name.map(|n| n.to_string()).unwrap_or_default();
-        if seen.nodes.contains(&node) {
+        if seen.nodes.contains_key(&node) {
             self.events.push((at, SimEvent::PlacedElsewhere(pod)));
         } else {
             seen.waiting_for_node.entry(node).or_default().push(pod);
         }
+    }
+
+    /// A node added, or changed: an update where scheduling reads something new of it
+    /// (a status heartbeat alone is skipped).
+    fn node_change(&mut self, node: Arc<Node>, at: Duration, seen: &mut Seen) {
+        let name = node.name.to_string();
+        match seen.nodes.get(&name) {
+            Some(known) if **known == *node => {}
+            Some(_) => self.events.push((at, SimEvent::UpdateNode(node.clone()))),
+            None => {
+                self.events.push((at, SimEvent::AddNode(node.clone())));
+                for pod in seen.waiting_for_node.remove(&name).unwrap_or_default() {
+                    self.events.push((at, SimEvent::PlacedElsewhere(pod)));
+                }
+            }
+        }
+        seen.nodes.insert(name, node);
     }
 
     /// A pod deleted, or finished.

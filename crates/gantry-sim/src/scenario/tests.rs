@@ -83,6 +83,7 @@ fn example_scenario_expands_into_nodes_and_timed_events() {
         .iter()
         .map(|(_, e)| match e {
             SimEvent::AddNode(_) => "add",
+            SimEvent::UpdateNode(_) => "update-node",
             SimEvent::DrainNode { .. } => "drain",
             SimEvent::DeletePod(_) => "delete-pod",
             SimEvent::CreatePod(_) => "create",

@@ -129,6 +129,14 @@ impl Simulation {
                 self.api.add_node(node.clone());
                 self.broadcast(WatchEvent::NodeAdded(node));
             }
+            SimEvent::UpdateNode(node) => {
+                if self.api.node(node.name).is_none() {
+                    tracing::warn!(node = %node.name, "updating a node the simulation does not hold");
+                    return Ok(());
+                }
+                self.api.add_node(node.clone());
+                self.broadcast(WatchEvent::NodeUpdated(node));
+            }
             SimEvent::DeleteNode(name) => {
                 let pods = self.api.delete_node(name);
                 self.broadcast(WatchEvent::NodeDeleted {

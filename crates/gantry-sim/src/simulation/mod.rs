@@ -148,6 +148,8 @@ pub enum SimEvent {
     /// A pod (pending or bound) is deleted, by `namespace/name`.
     DeletePod(String),
     AddNode(Arc<Node>),
+    /// The node changes (relabelled, cordoned, resized); its pods stay.
+    UpdateNode(Arc<Node>),
     /// The node and the pods bound to it are deleted.
     DeleteNode(Sym),
     /// The node is cordoned and its pods are evicted (and re-created as pending pods when
