@@ -367,7 +367,9 @@ fn claim_spec(
                     ),
                 ));
             }
-            (Some(exact), None) => RequestKind::Exactly(exact_request(exact, object, &at)?),
+            (Some(exact), None) => {
+                RequestKind::Exactly(exact_request(exact, object, &at, release)?)
+            }
             (None, Some(list)) => RequestKind::FirstAvailable(subrequests(
                 list,
                 object,
@@ -435,16 +437,8 @@ fn exact_request(
     exact: &resource::ExactDeviceRequest,
     object: &str,
     at: &str,
+    release: Release,
 ) -> Result<ExactRequest, ObjectError> {
-    // `adminAccess: false` is the default written out; `true` (on by default from v1.34)
-    // is not modelled yet, and refused rather than ignored.
-    if exact.admin_access == Some(true) {
-        return Err(unsupported(
-            object,
-            format!("{at}.exactly.adminAccess"),
-            "admin access",
-        ));
-    }
     if exact.tolerations.is_some() {
         return Err(unsupported(
             object,
@@ -488,6 +482,9 @@ fn exact_request(
             &format!("{at}.exactly.selectors"),
         )?,
         mode,
+        // With DRAAdminAccess off the API server drops the field on create
+        // (`dropDisabledDRAAdminAccessFields`).
+        admin_access: exact.admin_access == Some(true) && release.enabled(Gate::DRAAdminAccess),
     })
 }
 
@@ -685,21 +682,13 @@ fn controller_pod(meta: &meta::ObjectMeta) -> Option<Arc<str>> {
 
 fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation, ObjectError> {
     let mut devices = Vec::new();
-    for (i, r) in a
+    for r in a
         .devices
         .as_ref()
         .and_then(|d| d.results.as_ref())
         .into_iter()
         .flatten()
-        .enumerate()
     {
-        if r.admin_access == Some(true) {
-            return Err(unsupported(
-                object,
-                format!("status.allocation.devices.results[{i}].adminAccess"),
-                "admin access",
-            ));
-        }
         devices.push(AllocatedDevice {
             request: Arc::from(r.request.as_str()),
             device: DeviceId {
@@ -707,6 +696,9 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
                 pool: Sym::new(&r.pool),
                 device: Sym::new(&r.device),
             },
+            // Kept whatever the gate: a result written while it was on still holds
+            // nothing (`dropDisabledDRAAdminAccessStatusFields` keeps fields in use).
+            admin_access: r.admin_access == Some(true),
         });
     }
     Ok(Allocation {

@@ -68,6 +68,9 @@ pub enum Gate {
     /// StorageCapacityScoring (KEP-4049): VolumeBinding scores nodes by how much of the
     /// storage the pod's volumes would take there (`VolumeBindingArgs.shape`).
     StorageCapacityScoring,
+    /// DRAAdminAccess (KEP-5018): a request with `adminAccess` may take devices other
+    /// claims hold, and what it gets holds nothing.
+    DRAAdminAccess,
     /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
     /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
     VolumeLimitScaling,
@@ -224,6 +227,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(33, false), spec(37, true)],
     ),
     (
+        Gate::DRAAdminAccess,
+        "DRAAdminAccess",
+        &[spec(32, false), spec(34, true), locked(36, true)],
+    ),
+    (
         Gate::VolumeLimitScaling,
         "VolumeLimitScaling",
         &[spec(35, false), spec(37, true)],
@@ -236,6 +244,7 @@ const FIRST_DEPENDENCIES_MINOR: u8 = 35;
 /// The dependencies among modelled gates (`kube_features.go`, v1.35.4 and v1.36.3).
 const DEPENDENCIES: &[(Gate, &[Gate])] = &[
     (Gate::DRAPrioritizedList, &[Gate::DynamicResourceAllocation]),
+    (Gate::DRAAdminAccess, &[Gate::DynamicResourceAllocation]),
     (
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],

@@ -337,6 +337,31 @@ fn first_available_is_dropped_with_the_gate_off() {
     );
 }
 
+/// `adminAccess` is kept while DRAAdminAccess is on (GA and locked from v1.36) and dropped
+/// while it is off (v1.33's default, `dropDisabledDRAAdminAccessFields`); an allocation
+/// result given for admin access keeps its flag whatever the gate.
+#[test]
+fn admin_access_follows_its_gate() {
+    let claim = "{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
+        spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x, adminAccess: true}}]}},
+        status: {allocation: {devices: {results: [
+          {request: r, driver: d, pool: p, device: g, adminAccess: true}]}}}}";
+    let admin_of = |release: Release| {
+        let mut objects = ClusterObjects::for_release(release);
+        objects.decode_more(claim, "c.yaml").unwrap();
+        let claim = &objects.dra.claims[0];
+        let allocation = claim.allocation.as_ref().unwrap();
+        (
+            claim.spec.requests[0].exact().unwrap().admin_access,
+            allocation.devices[0].admin_access,
+            allocation.held_devices().count(),
+        )
+    };
+    assert_eq!(admin_of(Release::at(36)), (true, true, 0));
+    assert_eq!(admin_of(Release::at(33)), (false, true, 0));
+    assert!(Release::parse(Some("1.36"), Some("DRAAdminAccess=false")).is_err());
+}
+
 /// Upstream's `validateDeviceSubRequest`, `validateSet` and `validateRequestNameRef`.
 #[test]
 fn bad_subrequests_are_named() {

@@ -61,10 +61,10 @@ struct InFlight {
     claim: Arc<ResourceClaim>,
 }
 
+/// The devices the claim's allocation holds (admin access holds none).
 fn devices(claim: Option<&ResourceClaim>) -> Vec<DeviceId> {
-    claim
-        .and_then(|c| c.allocation.as_ref())
-        .map(|a| a.devices.iter().map(|d| d.device).collect())
+    (claim.and_then(|c| c.allocation.as_ref()))
+        .map(|a| a.held_device_list())
         .unwrap_or_default()
 }
 
@@ -369,6 +369,7 @@ mod tests {
                         .map(|d| AllocatedDevice {
                             request: Arc::from("r"),
                             device: device(d),
+                            admin_access: false,
                         })
                         .collect(),
                     node_selector: None,

@@ -1583,3 +1583,160 @@ fn v1_35_all_subrequest_continues_as_subrequest_zero() {
         ]]))
     );
 }
+
+// Admin access (DRAAdminAccess, GA in v1.36): rows of upstream's shared table under the
+// same names (v1.36.2 `allocator_testing.go`).
+
+/// `request` with `adminAccess: true`.
+fn admin(request: PreparedRequest) -> PreparedRequest {
+    PreparedRequest {
+        admin_access: true,
+        ..request
+    }
+}
+
+/// Each claim's devices as (device name, admin access), with `device-1` of pool-1 already
+/// allocated when `device_1_allocated`; two devices on node-1.
+fn with_admin_flags(
+    claims: Vec<PreparedClaim>,
+    device_1_allocated: bool,
+) -> Option<Vec<Vec<(String, bool)>>> {
+    let two = slice(
+        "slice-1",
+        "node-1",
+        "pool-1",
+        DRIVER_A,
+        vec![
+            device("device-1", None, Vec::new()),
+            device("device-2", None, Vec::new()),
+        ],
+    );
+    let allocated: DeviceSet = device_1_allocated
+        .then(|| DeviceId {
+            driver: sym(DRIVER_A),
+            pool: sym("pool-1"),
+            device: sym("device-1"),
+        })
+        .into_iter()
+        .collect();
+    let allocator = Allocator {
+        claims,
+        allocated: Arc::new(allocated),
+        shared_slices: Vec::new(),
+    };
+    let allocations = allocator.allocate(&node("node-1"), &[two]).unwrap()?;
+    Some(
+        allocations
+            .into_iter()
+            .map(|a| {
+                (a.devices.into_iter())
+                    .map(|d| (d.device.device.to_string(), d.admin_access))
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+fn admitted(devices: &[(&str, bool)]) -> Vec<(String, bool)> {
+    devices.iter().map(|(d, a)| (d.to_string(), *a)).collect()
+}
+
+#[test]
+fn admin_access_takes_devices_others_hold() {
+    let all = |admin_access: bool| {
+        let r = request("req-0", DRIVER_A, None, &[]);
+        vec![claim(
+            "claim-0",
+            vec![PreparedRequest { admin_access, ..r }],
+            vec![],
+        )]
+    };
+    // all-devices-some-allocated: without admin access, `All` cannot have device-1.
+    assert_eq!(with_admin_flags(all(false), true), None);
+    assert_eq!(
+        with_admin_flags(all(true), true),
+        Some(vec![admitted(&[("device-1", true), ("device-2", true)])]),
+        "all-devices-some-allocated-admin-access"
+    );
+    let two = vec![claim(
+        "claim-0",
+        vec![admin(request("req-0", DRIVER_A, Some(2), &[]))],
+        vec![],
+    )];
+    assert_eq!(
+        with_admin_flags(two, true),
+        Some(vec![admitted(&[("device-1", true), ("device-2", true)])]),
+        "count-devices-some-allocated-admin-access"
+    );
+}
+
+#[test]
+fn admin_access_shares_across_claims_but_not_within_one() {
+    // The second request's `All` cannot take device-1, which the first request of the
+    // same claim is being given.
+    let same_claim = vec![claim(
+        "claim-0",
+        vec![
+            admin(request("req-0", DRIVER_A, Some(1), &[])),
+            admin(request("req-1", DRIVER_A, None, &[])),
+        ],
+        vec![],
+    )];
+    assert_eq!(
+        with_admin_flags(same_claim, false),
+        None,
+        "all-devices-some-allocating-admin-access"
+    );
+    let one = |name: &str| {
+        claim(
+            name,
+            vec![admin(request("req-0", DRIVER_A, Some(1), &[]))],
+            vec![],
+        )
+    };
+    assert_eq!(
+        with_admin_flags(vec![one("claim-0"), one("claim-1")], false),
+        Some(vec![
+            admitted(&[("device-1", true)]),
+            admitted(&[("device-1", true)])
+        ]),
+        "separate-claims-share-device-admin-access"
+    );
+    let plain = claim(
+        "claim-0",
+        vec![request("req-0", DRIVER_A, Some(1), &[])],
+        vec![],
+    );
+    assert_eq!(
+        with_admin_flags(vec![plain, one("claim-1")], false),
+        Some(vec![
+            admitted(&[("device-1", false)]),
+            admitted(&[("device-1", true)])
+        ]),
+        "admin-access-claims-device-allocating-for-non-admin-access"
+    );
+}
+
+/// A device given for admin access is not held: an allocation's held devices leave it
+/// out, and so does the cache's count of allocated devices.
+#[test]
+fn admin_access_results_hold_nothing() {
+    let device = |name: &str, admin_access: bool| AllocatedDevice {
+        request: Arc::from("req-0"),
+        device: DeviceId {
+            driver: sym(DRIVER_A),
+            pool: sym("pool-1"),
+            device: sym(name),
+        },
+        admin_access,
+    };
+    let allocation = Allocation {
+        devices: vec![device("device-1", true), device("device-2", false)],
+        node_selector: None,
+    };
+    let held: Vec<String> = allocation
+        .held_devices()
+        .map(|d| d.device.to_string())
+        .collect();
+    assert_eq!(held, ["device-2"]);
+}

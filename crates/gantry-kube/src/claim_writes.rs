@@ -299,22 +299,26 @@ fn set_status(object: &mut Value, allocation: Option<Value>, pod: &Pod) {
     }
 }
 
+/// One device of an allocation in the wire form; `adminAccess` is set only for admin
+/// access, as upstream's allocator sets it.
+fn result_json(d: &AllocatedDevice) -> Value {
+    let mut result = json!({
+        "request": &*d.request,
+        "driver": d.device.driver.as_str(),
+        "pool": d.device.pool.as_str(),
+        "device": d.device.device.as_str(),
+    });
+    if d.admin_access {
+        result["adminAccess"] = json!(true);
+    }
+    result
+}
+
 /// An allocation in resource.k8s.io/v1's wire form: the devices, the configuration the
 /// allocator copies from the requests' classes and from the claim (as upstream's
 /// allocator orders them), and where the claim can be used.
 pub fn allocation_json(allocation: &Allocation, spec: &Value, store: &ClaimStore) -> Value {
-    let results: Vec<Value> = allocation
-        .devices
-        .iter()
-        .map(|d| {
-            json!({
-                "request": &*d.request,
-                "driver": d.device.driver.as_str(),
-                "pool": d.device.pool.as_str(),
-                "device": d.device.device.as_str(),
-            })
-        })
-        .collect();
+    let results: Vec<Value> = allocation.devices.iter().map(result_json).collect();
     let mut devices = Map::new();
     devices.insert("results".into(), Value::Array(results));
     let config = allocation_config(spec, &allocation.devices, &|class| {
@@ -470,6 +474,7 @@ mod tests {
                 pool: Sym::new("node-0"),
                 device: Sym::new("gpu-0"),
             },
+            admin_access: false,
         }
     }
 
@@ -516,6 +521,20 @@ mod tests {
                 some,
             ])
         );
+    }
+
+    #[test]
+    fn admin_access_is_written_only_where_given() {
+        let plain = result("a");
+        assert_eq!(
+            result_json(&plain),
+            json!({"request": "a", "driver": "gpu.example.com", "pool": "node-0", "device": "gpu-0"})
+        );
+        let admin = AllocatedDevice {
+            admin_access: true,
+            ..plain
+        };
+        assert_eq!(result_json(&admin)["adminAccess"], json!(true));
     }
 
     #[test]

@@ -385,12 +385,11 @@ impl ClaimStore {
     }
 }
 
+/// The devices the claim's allocation holds (admin access holds none).
 fn devices(claim: &ResourceClaim) -> Vec<DeviceId> {
-    claim
-        .allocation
-        .iter()
-        .flat_map(|a| a.devices.iter().map(|d| d.device))
-        .collect()
+    (claim.allocation.as_ref())
+        .map(|a| a.held_device_list())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -416,6 +415,7 @@ mod tests {
                             pool: Sym::new("n1"),
                             device: Sym::new(d),
                         },
+                        admin_access: false,
                     }],
                     node_selector: None,
                 })

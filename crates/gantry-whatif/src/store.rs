@@ -140,8 +140,5 @@ impl DeviceUse for CountedDeviceUse {
 }
 
 pub(crate) fn claim_devices(claim: &ResourceClaim) -> impl Iterator<Item = DeviceId> + '_ {
-    claim
-        .allocation
-        .iter()
-        .flat_map(|a| a.devices.iter().map(|d| d.device))
+    claim.allocation.iter().flat_map(|a| a.held_devices())
 }

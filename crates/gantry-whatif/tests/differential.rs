@@ -104,6 +104,7 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
                             pool: Sym::new("pool"),
                             device: Sym::new(&format!("gpu-{d}")),
                         },
+                        admin_access: false,
                     })
                     .collect(),
                 node_selector: None,

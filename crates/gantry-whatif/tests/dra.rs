@@ -282,8 +282,8 @@ fn unsupported_features_are_refused_naming_the_field() {
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c, adminAccess: true}}]}}}"#,
-            "spec.devices.requests[0].exactly.adminAccess: admin access is not supported",
+               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c, tolerations: [{operator: Exists}]}}]}}}"#,
+            "spec.devices.requests[0].exactly.tolerations: a device toleration is not supported",
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},

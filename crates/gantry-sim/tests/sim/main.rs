@@ -9,6 +9,7 @@ mod backoff_parity;
 mod batch_parity;
 mod coscheduling;
 mod coscheduling_parity;
+mod dra_admin_access;
 mod dra_scoring;
 mod dra_state;
 mod gang_parity;

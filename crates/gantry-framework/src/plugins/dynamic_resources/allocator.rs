@@ -101,6 +101,8 @@ pub enum PreparedKind {
 pub struct PreparedRequest {
     pub name: Arc<str>,
     pub kind: PreparedKind,
+    /// `exactly.adminAccess`: devices other claims hold may be taken, and are not held.
+    pub admin_access: bool,
 }
 
 impl PreparedRequest {
@@ -108,6 +110,7 @@ impl PreparedRequest {
         PreparedRequest {
             name: name.into(),
             kind: PreparedKind::Exactly(selection),
+            admin_access: false,
         }
     }
 
@@ -115,9 +118,11 @@ impl PreparedRequest {
         name: impl Into<Arc<str>>,
         subrequests: Vec<PreparedSubRequest>,
     ) -> PreparedRequest {
+        // Subrequests have no admin access (upstream's `deviceSubRequestAccessor`).
         PreparedRequest {
             name: name.into(),
             kind: PreparedKind::FirstAvailable(subrequests),
+            admin_access: false,
         }
     }
 }
@@ -260,6 +265,8 @@ struct Search<'a> {
     /// Per claim, per request, one entry (`exactly`) or one per subrequest.
     data: Vec<Vec<Vec<RequestData<'a>>>>,
     matches: HashMap<MatchKey, bool, RandomState>,
+    /// The devices picked so far in this search (upstream's `allocatingDevices`; two
+    /// claims with admin access may pick one device).
     picking: HashSet<DeviceId, RandomState>,
     constraints: Vec<Vec<ConstraintState>>,
     result: Vec<Vec<Picked<'a>>>,
@@ -524,6 +531,7 @@ impl<'a> Search<'a> {
                         .map(|p| AllocatedDevice {
                             request: self.data[c][p.request][p.sub].result_name.clone(),
                             device: p.candidate.id,
+                            admin_access: self.allocator.claims[c].requests[p.request].admin_access,
                         })
                         .collect(),
                     node_selector: None,
@@ -693,7 +701,7 @@ impl<'a> Search<'a> {
                 let slice: &'a Arc<ResourceSlice> = self.pools[p].slices[sl];
                 for index in 0..slice.devices.len() {
                     let candidate = make_candidate(slice, index);
-                    if self.in_use(candidate.id) {
+                    if self.unavailable(c, r, candidate.id) {
                         continue;
                     }
                     if !self
@@ -719,8 +727,15 @@ impl<'a> Search<'a> {
         Ok(false)
     }
 
-    fn in_use(&self, id: DeviceId) -> bool {
-        self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
+    /// Upstream's checks before taking a device for claim `c`: a request with admin
+    /// access may take a device other claims hold or are being given, but not one its own
+    /// claim is being given; any other request only a device nobody holds or is given.
+    fn unavailable(&self, c: usize, r: usize, id: DeviceId) -> bool {
+        if self.allocator.claims[c].requests[r].admin_access {
+            self.result[c].iter().any(|p| p.candidate.id == id)
+        } else {
+            self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
+        }
     }
 
     /// Upstream's `allocateDevice`: takes the device if it is free and keeps the claim's
@@ -733,7 +748,7 @@ impl<'a> Search<'a> {
         candidate: Candidate<'a>,
         must: bool,
     ) -> Result<bool, Stop> {
-        if self.in_use(candidate.id) {
+        if self.unavailable(c, r, candidate.id) {
             return Ok(false);
         }
         let data = &self.data[c][r][s];
@@ -771,7 +786,11 @@ impl<'a> Search<'a> {
         for constraint in &mut self.constraints[c] {
             constraint.remove(data.base, data.sub);
         }
-        self.picking.remove(&picked.candidate.id);
+        // Still picked if another claim's admin access holds it too.
+        let id = picked.candidate.id;
+        if !self.result.iter().flatten().any(|p| p.candidate.id == id) {
+            self.picking.remove(&id);
+        }
     }
 }
 

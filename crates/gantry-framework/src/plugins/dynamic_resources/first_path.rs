@@ -39,6 +39,7 @@ pub(super) fn allocate(
         allocations[claim].devices.push(AllocatedDevice {
             request: request.clone(),
             device,
+            admin_access: false,
         });
     })?;
     Some(walked.map(|found| found.then_some(allocations)))
@@ -167,16 +168,18 @@ fn walk_slices(
 fn is_simple(allocator: &Allocator) -> bool {
     allocator.claims.iter().all(|claim| {
         let mut total = 0u64;
-        let requests_simple = claim.requests.iter().all(|r| match &r.kind {
-            PreparedKind::Exactly(selection) => match selection.mode {
-                AllocationMode::ExactCount(n) => {
-                    total += u64::from(n);
-                    true
-                }
-                AllocationMode::All => false,
-            },
-            PreparedKind::FirstAvailable(_) => false,
-        });
+        // Admin access may take held devices, which the walk does not model.
+        let requests_simple = claim.requests.iter().all(|r| !r.admin_access)
+            && claim.requests.iter().all(|r| match &r.kind {
+                PreparedKind::Exactly(selection) => match selection.mode {
+                    AllocationMode::ExactCount(n) => {
+                        total += u64::from(n);
+                        true
+                    }
+                    AllocationMode::All => false,
+                },
+                PreparedKind::FirstAvailable(_) => false,
+            });
         requests_simple
             && claim.claim.spec.constraints.is_empty()
             && total <= ALLOCATION_RESULTS_MAX_SIZE as u64

@@ -328,16 +328,19 @@ impl DynamicResources {
         let mut requests = Vec::with_capacity(claim.spec.requests.len());
         for (j, request) in claim.spec.requests.iter().enumerate() {
             requests.push(match &request.kind {
-                gantry_api::dra::RequestKind::Exactly(exact) => PreparedRequest::exactly(
-                    request.name.clone(),
-                    selection(
-                        &request.name,
-                        exact.device_class,
-                        &exact.selectors,
-                        exact.mode,
-                        &format!("spec.devices.requests[{j}].exactly.selectors"),
-                    )?,
-                ),
+                gantry_api::dra::RequestKind::Exactly(exact) => PreparedRequest {
+                    admin_access: exact.admin_access,
+                    ..PreparedRequest::exactly(
+                        request.name.clone(),
+                        selection(
+                            &request.name,
+                            exact.device_class,
+                            &exact.selectors,
+                            exact.mode,
+                            &format!("spec.devices.requests[{j}].exactly.selectors"),
+                        )?,
+                    )
+                },
                 gantry_api::dra::RequestKind::FirstAvailable(subrequests) => {
                     let mut prepared = Vec::with_capacity(subrequests.len());
                     for (k, sub) in subrequests.iter().enumerate() {

@@ -164,6 +164,7 @@ mod tests {
                         pool: Sym::new("pool"),
                         device: Sym::new(&format!("device-{i}")),
                     },
+                    admin_access: false,
                 })
                 .collect(),
             node_selector: None,
