@@ -8,6 +8,7 @@
 //! the field, so that nothing is silently ignored. Prioritized lists (`firstAvailable`,
 //! gate DRAPrioritizedList) are modelled.
 
+pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
 use std::sync::Arc;
 
 use crate::{NodeSelector, Sym};
@@ -79,6 +80,8 @@ pub struct Device {
     pub attributes: Vec<(QualifiedName, AttributeValue)>,
     /// Capacities in thousandths of the unit (like millicores), so `1Gi` is `1024³ × 1000`.
     pub capacity: Vec<(QualifiedName, i64)>,
+    /// `taints` (DRADeviceTaints).
+    pub taints: Vec<DeviceTaint>,
 }
 
 impl Device {
@@ -147,6 +150,8 @@ pub struct ExactRequest {
     pub device_class: Sym,
     pub selectors: Vec<Arc<str>>,
     pub mode: AllocationMode,
+    /// `tolerations` of device taints (DRADeviceTaints).
+    pub tolerations: Vec<DeviceToleration>,
     /// `adminAccess` (DRAAdminAccess): the devices may be held by other claims already,
     /// and what this request gets holds nothing.
     pub admin_access: bool,
@@ -160,6 +165,8 @@ pub struct SubRequest {
     pub device_class: Sym,
     pub selectors: Vec<Arc<str>>,
     pub mode: AllocationMode,
+    /// `tolerations` of device taints (DRADeviceTaints).
+    pub tolerations: Vec<DeviceToleration>,
 }
 
 /// How a request asks for devices: exactly one of `exactly` and `firstAvailable`.
@@ -191,6 +198,7 @@ impl DeviceRequest {
                 device_class,
                 selectors,
                 mode,
+                tolerations: Vec::new(),
                 admin_access: false,
             }),
         }

@@ -52,7 +52,8 @@ pub(crate) fn add_object(
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
-            out.slices.push(Arc::new(resource_slice(&slice, object)?));
+            out.slices
+                .push(Arc::new(resource_slice(&slice, object, release)?));
         }
         "ResourceClaim" => {
             let claim: resource::ResourceClaim = typed(value, object)?;
@@ -158,17 +159,13 @@ fn device(
     driver: &str,
     object: &str,
     field: &str,
+    release: Release,
 ) -> Result<Device, ObjectError> {
-    let refused: [(&str, bool, &str); 8] = [
+    let refused: [(&str, bool, &str); 7] = [
         (
             "consumesCounters",
             d.consumes_counters.is_some(),
             "a partitionable device",
-        ),
-        (
-            "taints",
-            d.taints.as_ref().is_some_and(|t| !t.is_empty()),
-            "a device taint",
         ),
         (
             "bindingConditions",
@@ -270,16 +267,24 @@ fn device(
             .map_err(|e| field_error(object, at(), e.to_string()))?;
         capacity.push((qualified(name, driver), milli));
     }
+    // With DRADeviceTaints off the API server drops them.
+    let taints = if release.enabled(Gate::DRADeviceTaints) {
+        crate::dra_taints::taints(d.taints.as_ref(), object, field)?
+    } else {
+        Vec::new()
+    };
     Ok(Device {
         name: Sym::new(&d.name),
         attributes,
         capacity,
+        taints,
     })
 }
 
 fn resource_slice(
     slice: &resource::ResourceSlice,
     object: &str,
+    release: Release,
 ) -> Result<ResourceSlice, ObjectError> {
     let spec = &slice.spec;
     if spec.per_device_node_selection == Some(true) {
@@ -315,7 +320,15 @@ fn resource_slice(
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, d)| device(d, &spec.driver, object, &format!("spec.devices[{i}]")))
+        .map(|(i, d)| {
+            device(
+                d,
+                &spec.driver,
+                object,
+                &format!("spec.devices[{i}]"),
+                release,
+            )
+        })
         .collect::<Result<_, _>>()?;
     Ok(ResourceSlice {
         name: Sym::new(&required_name(&slice.metadata, object)?),
@@ -374,6 +387,7 @@ fn claim_spec(
                 list,
                 object,
                 &format!("{at}.firstAvailable"),
+                release,
             )?),
         };
         // Upstream's `validateSlice` keyed by name: a request name used twice.
@@ -439,13 +453,6 @@ fn exact_request(
     at: &str,
     release: Release,
 ) -> Result<ExactRequest, ObjectError> {
-    if exact.tolerations.is_some() {
-        return Err(unsupported(
-            object,
-            format!("{at}.exactly.tolerations"),
-            "a device toleration",
-        ));
-    }
     if exact.capacity.is_some() {
         return Err(unsupported(
             object,
@@ -482,10 +489,30 @@ fn exact_request(
             &format!("{at}.exactly.selectors"),
         )?,
         mode,
+        tolerations: tolerations_of(
+            exact.tolerations.as_ref(),
+            object,
+            &format!("{at}.exactly"),
+            release,
+        )?,
         // With DRAAdminAccess off the API server drops the field on create
         // (`dropDisabledDRAAdminAccessFields`).
         admin_access: exact.admin_access == Some(true) && release.enabled(Gate::DRAAdminAccess),
     })
+}
+
+/// A request's or subrequest's tolerations at `at`, dropped with DRADeviceTaints off as
+/// the API server drops them.
+fn tolerations_of(
+    list: Option<&Vec<resource::DeviceToleration>>,
+    object: &str,
+    at: &str,
+    release: Release,
+) -> Result<Vec<DeviceToleration>, ObjectError> {
+    if !release.enabled(Gate::DRADeviceTaints) {
+        return Ok(Vec::new());
+    }
+    crate::dra_taints::tolerations(list, object, at)
 }
 
 /// A request's `firstAvailable` (at `at`), validated as upstream's
@@ -498,6 +525,7 @@ fn subrequests(
     list: &[resource::DeviceSubRequest],
     object: &str,
     at: &str,
+    release: Release,
 ) -> Result<Vec<SubRequest>, ObjectError> {
     let mut out = Vec::with_capacity(list.len());
     for (k, sub) in list.iter().enumerate() {
@@ -555,13 +583,6 @@ fn subrequests(
                 ));
             }
         };
-        if sub.tolerations.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{sat}.tolerations"),
-                "a device toleration",
-            ));
-        }
         if sub.capacity.is_some() {
             return Err(unsupported(
                 object,
@@ -574,6 +595,7 @@ fn subrequests(
             device_class: Sym::new(&sub.device_class_name),
             selectors,
             mode,
+            tolerations: tolerations_of(sub.tolerations.as_ref(), object, &sat, release)?,
         });
     }
     if list.len() > FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE {

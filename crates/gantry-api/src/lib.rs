@@ -9,6 +9,7 @@ pub mod coscheduling;
 pub mod decode;
 pub mod dra;
 mod dra_decode;
+pub mod dra_taints;
 pub mod gpu;
 mod intern;
 pub mod labels;

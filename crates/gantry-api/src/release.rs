@@ -68,6 +68,9 @@ pub enum Gate {
     /// StorageCapacityScoring (KEP-4049): VolumeBinding scores nodes by how much of the
     /// storage the pod's volumes would take there (`VolumeBindingArgs.shape`).
     StorageCapacityScoring,
+    /// DRADeviceTaints (KEP-5055): devices' taints keep them from requests that do not
+    /// tolerate them.
+    DRADeviceTaints,
     /// DRAAdminAccess (KEP-5018): a request with `adminAccess` may take devices other
     /// claims hold, and what it gets holds nothing.
     DRAAdminAccess,
@@ -227,6 +230,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(33, false), spec(37, true)],
     ),
     (
+        Gate::DRADeviceTaints,
+        "DRADeviceTaints",
+        &[spec(33, false), spec(36, true)],
+    ),
+    (
         Gate::DRAAdminAccess,
         "DRAAdminAccess",
         &[spec(32, false), spec(34, true), locked(36, true)],
@@ -245,6 +253,7 @@ const FIRST_DEPENDENCIES_MINOR: u8 = 35;
 const DEPENDENCIES: &[(Gate, &[Gate])] = &[
     (Gate::DRAPrioritizedList, &[Gate::DynamicResourceAllocation]),
     (Gate::DRAAdminAccess, &[Gate::DynamicResourceAllocation]),
+    (Gate::DRADeviceTaints, &[Gate::DynamicResourceAllocation]),
     (
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],

@@ -362,6 +362,91 @@ fn admin_access_follows_its_gate() {
     assert!(Release::parse(Some("1.36"), Some("DRAAdminAccess=false")).is_err());
 }
 
+/// Device taints and tolerations (DRADeviceTaints): kept from v1.36 (beta, on), dropped
+/// at v1.35 (alpha, off) as the API server drops them, and validated as
+/// `validateDeviceTaint` and `validateDeviceToleration` do (an unset operator is `Equal`).
+#[test]
+fn device_taints_and_tolerations_follow_their_gate() {
+    let objects = "{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: s},
+        spec: {driver: d, nodeName: node-1, pool: {name: p, generation: 1, resourceSliceCount: 1},
+        devices: [{name: g, taints: [{key: example.com/broken, value: 'yes', effect: NoSchedule}]}]}}
+---
+{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
+        spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x,
+          tolerations: [{key: example.com/broken, value: 'yes'}, {operator: Exists, effect: NoExecute}]}},
+          {name: f, firstAvailable: [{name: s, deviceClassName: x, tolerations: [{operator: Exists}]}]}]}}}";
+    let decoded = |release: Release| {
+        let mut decoded = ClusterObjects::for_release(release);
+        decoded.decode_more(objects, "o.yaml").unwrap();
+        decoded
+    };
+    let v136 = decoded(Release::at(36));
+    let taints = &v136.dra.slices[0].devices[0].taints;
+    assert_eq!(
+        taints,
+        &[DeviceTaint {
+            key: Sym::new("example.com/broken"),
+            value: Sym::new("yes"),
+            effect: TaintEffect::NoSchedule
+        }]
+    );
+    let requests = &v136.dra.claims[0].spec.requests;
+    let exact = &requests[0].exact().unwrap().tolerations;
+    assert_eq!(exact.len(), 2);
+    assert!(!exact[0].exists && exact[0].tolerates(&taints[0]));
+    assert!(exact[1].exists && exact[1].key.is_none() && !exact[1].tolerates(&taints[0]));
+    assert!(requests[1].first_available()[0].tolerations[0].tolerates(&taints[0]));
+    // Taint rules are not applied, and the decoder says so.
+    let rule = "{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {name: broken},
+        spec: {taint: {key: k, effect: NoSchedule}}}";
+    let with_rule = ClusterObjects::decode(rule, "r.yaml").unwrap();
+    assert_eq!(with_rule.warnings.len(), 1);
+    assert!(
+        with_rule.warnings[0]
+            .message
+            .contains("device taint rules are not modelled")
+    );
+    let v135 = decoded(Release::at(35));
+    assert!(v135.dra.slices[0].devices[0].taints.is_empty());
+    assert!(
+        v135.dra.claims[0].spec.requests[0]
+            .exact()
+            .unwrap()
+            .tolerations
+            .is_empty()
+    );
+    let error = |text: &str| {
+        ClusterObjects::decode(text, "o.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let slice = |taint: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+            spec: {{driver: d, nodeName: node-1, pool: {{name: p, generation: 1, resourceSliceCount: 1}},
+            devices: [{{name: g, taints: [{taint}]}}]}}}}"
+        )
+    };
+    assert!(
+        error(&slice("{key: k, effect: Sometimes}")).contains(
+            "spec.devices[0].taints[0].effect: Unsupported value: \"Sometimes\": supported values: \"NoExecute\", \"NoSchedule\", \"None\""
+        ),
+        "{}",
+        error(&slice("{key: k, effect: Sometimes}"))
+    );
+    assert!(error(&slice("{key: k}")).contains("spec.devices[0].taints[0].effect: Required value"));
+    let claim = "{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: c},
+        spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x,
+          tolerations: [{key: k, operator: Exists, value: v}]}}]}}}";
+    assert!(
+        error(claim).contains(
+            "spec.devices.requests[0].exactly.tolerations[0].value: Invalid value: \"v\": must be empty for operator `Exists`"
+        ),
+        "{}",
+        error(claim)
+    );
+}
+
 /// Upstream's `validateDeviceSubRequest`, `validateSet` and `validateRequestNameRef`.
 #[test]
 fn bad_subrequests_are_named() {
@@ -413,8 +498,8 @@ fn bad_subrequests_are_named() {
             "spec.devices.requests[0].firstAvailable: Too many: 9: must have at most 8 items",
         ),
         (
-            subs("{name: a, deviceClassName: c, tolerations: [{operator: Exists}]}"),
-            "spec.devices.requests[0].firstAvailable[0].tolerations: a device toleration is not supported",
+            subs("{name: a, deviceClassName: c, tolerations: [{operator: Never}]}"),
+            "spec.devices.requests[0].firstAvailable[0].tolerations[0].operator: Unsupported value: \"Never\": supported values: \"Equal\", \"Exists\"",
         ),
         (
             claim("{name: r}", ""),

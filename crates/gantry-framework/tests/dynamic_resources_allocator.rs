@@ -53,6 +53,7 @@ fn sub(name: &str, driver: &str, count: Option<u32>, cel: &[String]) -> Prepared
     PreparedSubRequest {
         name: Arc::from(name),
         selection: selection(driver, count, cel),
+        tolerations: Vec::new(),
     }
 }
 
@@ -123,6 +124,7 @@ fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValu
                 )]
             })
             .unwrap_or_default(),
+        taints: Vec::new(),
     }
 }
 
@@ -1739,4 +1741,188 @@ fn admin_access_results_hold_nothing() {
         .map(|d| d.device.to_string())
         .collect();
     assert_eq!(held, ["device-2"]);
+}
+
+// Device taints (DRADeviceTaints, beta and on in v1.36, GA in v1.37): rows of upstream's
+// shared table under the same names (v1.36.2). Simple requests take the first path,
+// `firstAvailable`, `All` and admin access the full search: both are covered.
+
+fn taint(value: &str, effect: TaintEffect) -> DeviceTaint {
+    DeviceTaint {
+        key: sym("taint-key"),
+        value: sym(value),
+        effect,
+    }
+}
+
+/// Upstream's `taintNoSchedule`, `taintNoExecute` and `taintNone`.
+fn no_schedule() -> DeviceTaint {
+    taint("taint-value", TaintEffect::NoSchedule)
+}
+
+fn no_execute() -> DeviceTaint {
+    taint("taint-value-2", TaintEffect::NoExecute)
+}
+
+/// Upstream's `tolerationNoSchedule` (Exists) and `tolerationNoExecute` (Equal).
+fn tolerates_no_schedule() -> DeviceToleration {
+    DeviceToleration {
+        key: Some(sym("taint-key")),
+        exists: true,
+        value: sym(""),
+        effect: Some(TaintEffect::NoSchedule),
+    }
+}
+
+fn tolerates_no_execute() -> DeviceToleration {
+    DeviceToleration {
+        key: Some(sym("taint-key")),
+        exists: false,
+        value: sym("taint-value-2"),
+        effect: Some(TaintEffect::NoExecute),
+    }
+}
+
+fn tainted(name: &str, taints: Vec<DeviceTaint>) -> Device {
+    Device {
+        taints,
+        ..device(name, None, Vec::new())
+    }
+}
+
+fn tainted_slice(devices: Vec<Device>) -> Vec<Arc<ResourceSlice>> {
+    vec![slice("slice-1", "node-1", "pool-1", DRIVER_A, devices)]
+}
+
+fn tolerating(tolerations: Vec<DeviceToleration>) -> Vec<PreparedClaim> {
+    let request = PreparedRequest {
+        tolerations,
+        ..request("req-0", DRIVER_A, Some(1), &[])
+    };
+    vec![claim("claim-0", vec![request], vec![])]
+}
+
+#[test]
+fn tainted_devices_go_only_to_requests_that_tolerate_them() {
+    let two = || {
+        tainted_slice(vec![
+            tainted("device-1", vec![no_schedule()]),
+            tainted("device-2", vec![no_execute()]),
+        ])
+    };
+    assert_eq!(
+        allocate(tolerating(vec![]), two(), "node-1"),
+        Ok(None),
+        "tainted-two-devices"
+    );
+    let both_taints =
+        || tainted_slice(vec![tainted("device-1", vec![no_schedule(), no_execute()])]);
+    assert_eq!(
+        allocate(tolerating(vec![]), both_taints(), "node-1"),
+        Ok(None),
+        "tainted-one-device-two-taints"
+    );
+    assert_eq!(
+        allocate(tolerating(vec![tolerates_no_execute()]), two(), "node-1"),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-2"
+        )]])),
+        "tainted-two-devices-tolerated"
+    );
+    assert_eq!(
+        allocate(
+            tolerating(vec![]),
+            tainted_slice(vec![tainted(
+                "device-1",
+                vec![taint("taint-value", TaintEffect::None)]
+            )]),
+            "node-1"
+        ),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-1"
+        )]])),
+        "tainted-no-effect"
+    );
+    assert_eq!(
+        allocate(
+            tolerating(vec![tolerates_no_schedule(), tolerates_no_execute()]),
+            both_taints(),
+            "node-1"
+        ),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-1"
+        )]])),
+        "tainted-one-device-two-taints-both-tolerated"
+    );
+}
+
+#[test]
+fn tainted_devices_in_the_full_search() {
+    let two = tainted_slice(vec![
+        tainted("device-1", vec![no_schedule()]),
+        tainted("device-2", vec![no_execute()]),
+    ]);
+    let subrequests = vec![
+        sub(SUB_0, DRIVER_A, Some(1), &[]),
+        PreparedSubRequest {
+            tolerations: vec![tolerates_no_execute()],
+            ..sub(SUB_1, DRIVER_A, Some(1), &[])
+        },
+    ];
+    let claims = vec![claim(
+        "claim-0",
+        vec![prioritized("req-0", subrequests)],
+        vec![],
+    )];
+    assert_eq!(
+        allocate(claims, two, "node-1"),
+        Ok(Some(vec![vec![result(
+            "req-0/subReq-1",
+            DRIVER_A,
+            "pool-1",
+            "device-2"
+        )]])),
+        "tainted-two-devices-prioritized-list-tolerated"
+    );
+    let one = || tainted_slice(vec![tainted("device-1", vec![no_schedule()])]);
+    let claims = vec![claim(
+        "claim-0",
+        vec![prioritized(
+            "req-0",
+            vec![
+                sub(SUB_0, DRIVER_B, Some(1), &[]),
+                sub(SUB_1, DRIVER_A, Some(1), &[]),
+            ],
+        )],
+        vec![],
+    )];
+    assert_eq!(
+        allocate(claims, one(), "node-1"),
+        Ok(None),
+        "tainted-prioritized-list"
+    );
+    let all = claim_0(DRIVER_A, None);
+    assert_eq!(
+        allocate(all, one(), "node-1"),
+        Ok(None),
+        "tainted-all-devices-single"
+    );
+    // Admin access does not pass a taint.
+    let admin_claim = vec![claim(
+        "claim-0",
+        vec![admin(request("req-0", DRIVER_A, Some(1), &[]))],
+        vec![],
+    )];
+    let allocated = [
+        (DRIVER_A, "pool-1", "device-1"),
+        (DRIVER_A, "pool-1", "device-2"),
+    ];
+    let (got, _) = allocate_with(
+        admin_claim,
+        one(),
+        "node-1",
+        &allocated,
+        Features::default(),
+    );
+    assert_eq!(got, Ok(None), "tainted-admin-access");
 }

@@ -98,6 +98,7 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
                     AttributeValue::Bool(big),
                 )],
                 capacity: Vec::new(),
+                taints: Vec::new(),
             })
             .collect(),
     })

@@ -314,11 +314,44 @@ fn result_json(d: &AllocatedDevice) -> Value {
     result
 }
 
+/// The tolerations of the request a result names (`<request>` or
+/// `<request>/<subrequest>`) in the claim's spec, when it has any.
+fn request_tolerations<'s>(spec: &'s Value, request: &str) -> Option<&'s Value> {
+    let (name, sub) = match request.split_once('/') {
+        Some((name, sub)) => (name, Some(sub)),
+        None => (request, None),
+    };
+    let found = spec["devices"]["requests"]
+        .as_array()?
+        .iter()
+        .find(|r| r["name"] == name)?;
+    let tolerations = match sub {
+        None => &found["exactly"]["tolerations"],
+        Some(sub) => &found["firstAvailable"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == sub)?["tolerations"],
+    };
+    tolerations
+        .as_array()
+        .filter(|list| !list.is_empty())
+        .map(|_| tolerations)
+}
+
 /// An allocation in resource.k8s.io/v1's wire form: the devices, the configuration the
 /// allocator copies from the requests' classes and from the claim (as upstream's
 /// allocator orders them), and where the claim can be used.
 pub fn allocation_json(allocation: &Allocation, spec: &Value, store: &ClaimStore) -> Value {
-    let results: Vec<Value> = allocation.devices.iter().map(result_json).collect();
+    let results: Vec<Value> = (allocation.devices.iter())
+        .map(|d| {
+            let mut result = result_json(d);
+            // Upstream's allocator copies the request's tolerations into each result.
+            if let Some(tolerations) = request_tolerations(spec, &d.request) {
+                result["tolerations"] = tolerations.clone();
+            }
+            result
+        })
+        .collect();
     let mut devices = Map::new();
     devices.insert("results".into(), Value::Array(results));
     let config = allocation_config(spec, &allocation.devices, &|class| {
@@ -521,6 +554,23 @@ mod tests {
                 some,
             ])
         );
+    }
+
+    #[test]
+    fn results_carry_their_requests_tolerations() {
+        let tolerate = json!([{"key": "k", "operator": "Exists"}]);
+        let spec = json!({"devices": {"requests": [
+            {"name": "a", "exactly": {"deviceClassName": "gpu", "tolerations": tolerate}},
+            {"name": "b", "exactly": {"deviceClassName": "gpu"}},
+            {"name": "c", "firstAvailable": [
+                {"name": "big", "deviceClassName": "gpu"},
+                {"name": "small", "deviceClassName": "gpu", "tolerations": tolerate}]},
+        ]}});
+        assert_eq!(request_tolerations(&spec, "a"), Some(&tolerate));
+        assert_eq!(request_tolerations(&spec, "b"), None);
+        assert_eq!(request_tolerations(&spec, "c/big"), None);
+        assert_eq!(request_tolerations(&spec, "c/small"), Some(&tolerate));
+        assert_eq!(request_tolerations(&spec, "missing"), None);
     }
 
     #[test]

@@ -553,8 +553,8 @@ mod tests {
     #[test]
     fn an_undecodable_claim_is_an_error_naming_the_object_and_field() {
         let mut claim = claim_json("5", false);
-        claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] =
-            json!([{"operator": "Exists"}]);
+        claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] =
+            json!({"requests": {"memory": "1Gi"}});
         let error = decode_claim(&claim, Release::default()).unwrap_err();
         assert_eq!(error.object, "ResourceClaim default/c");
         assert!(

@@ -247,6 +247,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
                 name: Sym::new(&format!("shared-{i}")),
                 attributes: Vec::new(),
                 capacity: Vec::new(),
+                taints: Vec::new(),
             })
             .collect(),
     }));
@@ -337,6 +338,7 @@ fn slice(index: usize, devices: usize) -> ResourceSlice {
                     ),
                 ],
                 capacity: vec![(qualified("memory"), GIB * 1000)],
+                taints: Vec::new(),
             })
             .collect(),
     }

@@ -177,6 +177,15 @@ pub(super) fn convert(
             Object::CoschedulingGroup(super::coscheduling_group::convert(value, &object, w)?)
         }
         "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, release, w)?),
+        // DRADeviceTaintRules (GA in v1.37) taints the devices a rule selects; Gantry
+        // reads the taints slices carry, not the rules', and says so.
+        "DeviceTaintRule" => {
+            w.push(Warning {
+                object: object.clone(),
+                message: "device taint rules are not modelled: the taints this rule gives devices are not applied".into(),
+            });
+            Object::Ignored(object)
+        }
         _ => Object::Ignored(object),
     };
     Ok(Converted {

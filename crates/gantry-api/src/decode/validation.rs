@@ -150,7 +150,7 @@ pub(super) fn dns1035_label(value: &str) -> Vec<String> {
 
 /// apimachinery's `IsQualifiedName` (label keys, resource names): an optional DNS
 /// subdomain prefix and `/`, then a name of at most 63 characters.
-pub(super) fn qualified_name(value: &str) -> Vec<String> {
+pub(crate) fn qualified_name(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -194,7 +194,7 @@ pub(super) fn qualified_name(value: &str) -> Vec<String> {
 }
 
 /// apimachinery's `IsValidLabelValue`.
-pub(super) fn label_value(value: &str) -> Vec<String> {
+pub(crate) fn label_value(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 63 {
         errors.push(max_len_error(63));

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use gantry_api::dra::*;
+use gantry_api::dra_taints::taints_prevent_allocation;
 use gantry_api::labels::NodeSelectorRequirement;
 use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Sym};
 use gantry_cache::DeviceUse;
@@ -87,6 +88,7 @@ impl PreparedSelection {
 pub struct PreparedSubRequest {
     pub name: Arc<str>,
     pub selection: PreparedSelection,
+    pub tolerations: Vec<DeviceToleration>,
 }
 
 /// A request's devices: `exactly`, or alternatives tried in order.
@@ -103,6 +105,8 @@ pub struct PreparedRequest {
     pub kind: PreparedKind,
     /// `exactly.adminAccess`: devices other claims hold may be taken, and are not held.
     pub admin_access: bool,
+    /// `exactly.tolerations` of device taints.
+    pub tolerations: Vec<DeviceToleration>,
 }
 
 impl PreparedRequest {
@@ -111,6 +115,7 @@ impl PreparedRequest {
             name: name.into(),
             kind: PreparedKind::Exactly(selection),
             admin_access: false,
+            tolerations: Vec::new(),
         }
     }
 
@@ -123,6 +128,7 @@ impl PreparedRequest {
             name: name.into(),
             kind: PreparedKind::FirstAvailable(subrequests),
             admin_access: false,
+            tolerations: Vec::new(),
         }
     }
 }
@@ -727,6 +733,16 @@ impl<'a> Search<'a> {
         Ok(false)
     }
 
+    /// The tolerations of request `r` of claim `c` (of its subrequest `s` for a
+    /// `firstAvailable` list).
+    fn tolerations(&self, c: usize, r: usize, s: usize) -> &'a [DeviceToleration] {
+        let request = &self.allocator.claims[c].requests[r];
+        match &request.kind {
+            PreparedKind::Exactly(_) => &request.tolerations,
+            PreparedKind::FirstAvailable(subrequests) => &subrequests[s].tolerations,
+        }
+    }
+
     /// Upstream's checks before taking a device for claim `c`: a request with admin
     /// access may take a device other claims hold or are being given, but not one its own
     /// claim is being given; any other request only a device nobody holds or is given.
@@ -748,7 +764,9 @@ impl<'a> Search<'a> {
         candidate: Candidate<'a>,
         must: bool,
     ) -> Result<bool, Stop> {
-        if self.unavailable(c, r, candidate.id) {
+        if self.unavailable(c, r, candidate.id)
+            || taints_prevent_allocation(&candidate.device.taints, self.tolerations(c, r, s))
+        {
             return Ok(false);
         }
         let data = &self.data[c][r][s];

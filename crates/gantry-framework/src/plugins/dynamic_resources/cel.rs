@@ -724,6 +724,7 @@ mod tests {
                 ),
             ],
             capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
+            taints: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ use gantry_api::dra::{
     ALLOCATION_RESULTS_MAX_SIZE, AllocatedDevice, Allocation, AllocationMode, DeviceId,
     ResourceSlice, SliceNodes,
 };
+use gantry_api::dra_taints::taints_prevent_allocation;
 use gantry_cache::AllocatedView;
 use smallvec::SmallVec;
 
@@ -150,6 +151,9 @@ fn walk_slices(
                             return Some(error.and(Err("a selector failed".to_string())));
                         }
                         Verdict::Yes => {}
+                    }
+                    if taints_prevent_allocation(&device.taints, &request.tolerations) {
+                        continue;
                     }
                     picked.push(id);
                     pick(c, &request.name, id);

@@ -330,6 +330,7 @@ impl DynamicResources {
             requests.push(match &request.kind {
                 gantry_api::dra::RequestKind::Exactly(exact) => PreparedRequest {
                     admin_access: exact.admin_access,
+                    tolerations: exact.tolerations.clone(),
                     ..PreparedRequest::exactly(
                         request.name.clone(),
                         selection(
@@ -355,6 +356,7 @@ impl DynamicResources {
                                     "spec.devices.requests[{j}].firstAvailable[{k}].selectors"
                                 ),
                             )?,
+                            tolerations: sub.tolerations.clone(),
                         });
                     }
                     PreparedRequest::first_available(request.name.clone(), prepared)

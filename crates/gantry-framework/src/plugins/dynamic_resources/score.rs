@@ -117,6 +117,7 @@ mod tests {
             device_class: Sym::new("class"),
             selectors: Vec::new(),
             mode: AllocationMode::ExactCount(1),
+            tolerations: Vec::new(),
         }
     }
 

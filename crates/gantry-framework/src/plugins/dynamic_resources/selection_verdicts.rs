@@ -119,6 +119,7 @@ mod tests {
                         AttributeValue::String(Arc::from(*model)),
                     )],
                     capacity: Vec::new(),
+                    taints: Vec::new(),
                 })
                 .collect(),
         })

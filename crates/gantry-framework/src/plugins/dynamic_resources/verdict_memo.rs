@@ -165,6 +165,7 @@ mod tests {
             name: Sym::new(name),
             attributes: vec![(name_of("model"), AttributeValue::String(model.into()))],
             capacity: vec![(name_of("memory"), memory)],
+            taints: Vec::new(),
         }
     }
 

@@ -8,6 +8,7 @@ fn eval_at(minor: u8, expression: &str) -> Result<bool, String> {
         name: Sym::new("d"),
         attributes: Vec::new(),
         capacity: Vec::new(),
+        taints: Vec::new(),
     };
     Selector::compile_for(expression, Release::at(minor))?
         .matches(Sym::new("d.example.com"), &device)
