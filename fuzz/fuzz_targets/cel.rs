@@ -30,6 +30,7 @@ fn device() -> Device {
             ),
         ],
         capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
+        taints: Vec::new(),
     }
 }
 

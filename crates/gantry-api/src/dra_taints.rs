@@ -62,9 +62,33 @@ impl DeviceToleration {
 /// Upstream's `taintPreventsAllocation`: a NoSchedule or NoExecute taint that none of
 /// `tolerations` tolerates.
 pub fn taints_prevent_allocation(taints: &[DeviceTaint], tolerations: &[DeviceToleration]) -> bool {
-    taints.iter().any(|taint| {
+    untolerated(taints, tolerations).is_some()
+}
+
+/// The first taint that keeps the device from a request with `tolerations`.
+pub fn untolerated<'t>(
+    taints: &'t [DeviceTaint],
+    tolerations: &[DeviceToleration],
+) -> Option<&'t DeviceTaint> {
+    taints.iter().find(|taint| {
         taint.effect != TaintEffect::None && !tolerations.iter().any(|t| t.tolerates(taint))
     })
+}
+
+impl std::fmt::Display for DeviceTaint {
+    /// `key=value:Effect`, as kubectl prints taints.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let effect = match self.effect {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
+        };
+        if self.value.as_str().is_empty() {
+            write!(f, "{}:{effect}", self.key.as_str())
+        } else {
+            write!(f, "{}={}:{effect}", self.key.as_str(), self.value.as_str())
+        }
+    }
 }
 
 /// A device's `taints` at `field`.

@@ -1,11 +1,12 @@
 //! Why a node's devices can or cannot serve a pod's claims, for `gantry explain`: per
 //! request (and subrequest) of each claim still to allocate, every device the node
-//! reaches and its verdict (usable, taken, or which selector refused it), and whether
+//! reaches and its verdict (usable, taken, tainted, or which selector refused it), and whether
 //! the claims' `matchAttribute` constraints are what stops an allocation.
 
 use std::sync::Arc;
 
-use gantry_api::dra::{DeviceId, ResourceClaim, ResourceSlice};
+use gantry_api::dra::{DeviceId, DeviceToleration, ResourceClaim, ResourceSlice};
+use gantry_api::dra_taints::untolerated;
 use gantry_api::{Node, Sym};
 
 use super::allocator::{
@@ -25,6 +26,8 @@ pub enum DeviceVerdict {
     RequestSelector(usize),
     /// A selector failed to evaluate.
     Error(String),
+    /// Its taint (`key=value:Effect`), which the request does not tolerate.
+    Tainted(String),
 }
 
 /// A request, or one subrequest (`request/subrequest`), of a claim.
@@ -62,6 +65,7 @@ impl DeviceVerdict {
                 Some(format!("the request's selector #{i} does not match"))
             }
             DeviceVerdict::Error(e) => Some(format!("selector error: {e}")),
+            DeviceVerdict::Tainted(taint) => Some(format!("tainted {taint}, not tolerated")),
         }
     }
 }
@@ -77,14 +81,27 @@ pub fn node_devices(
     for claim in &allocator.claims {
         let label = format!("{}/{}", claim.claim.namespace, claim.claim.name);
         for request in &claim.requests {
-            let selections: Vec<(String, &PreparedSelection)> = match &request.kind {
-                PreparedKind::Exactly(selection) => vec![(request.name.to_string(), selection)],
-                PreparedKind::FirstAvailable(subs) => subs
-                    .iter()
-                    .map(|sub| (format!("{}/{}", request.name, sub.name), &sub.selection))
-                    .collect(),
+            let selections: Vec<(String, &PreparedSelection, &[DeviceToleration])> =
+                match &request.kind {
+                    PreparedKind::Exactly(selection) => {
+                        vec![(request.name.to_string(), selection, &request.tolerations)]
+                    }
+                    PreparedKind::FirstAvailable(subs) => (subs.iter())
+                        .map(|sub| {
+                            let name = format!("{}/{}", request.name, sub.name);
+                            (name, &sub.selection, &sub.tolerations[..])
+                        })
+                        .collect(),
+                };
+            let asks = Asks {
+                admin_access: request.admin_access,
+                tolerations: &[],
             };
-            for (name, selection) in selections {
+            for (name, selection, tolerations) in selections {
+                let asks = Asks {
+                    tolerations,
+                    ..asks
+                };
                 requests.push(RequestDevices {
                     claim: label.clone(),
                     request: name,
@@ -101,7 +118,7 @@ pub fn node_devices(
                                 pool: slice.pool,
                                 device: device.name,
                             };
-                            (id, verdict(allocator, selection, id, device))
+                            (id, verdict(allocator, selection, asks, id, device))
                         })
                         .collect(),
                 });
@@ -121,9 +138,19 @@ pub fn node_devices(
     }
 }
 
+/// What a request asks besides its selection: admin access, and its tolerations.
+#[derive(Clone, Copy)]
+struct Asks<'a> {
+    admin_access: bool,
+    tolerations: &'a [DeviceToleration],
+}
+
+/// In the order the allocator judges: selectors, then whether another claim holds the
+/// device (not for admin access), then its taints.
 fn verdict(
     allocator: &Allocator,
     selection: &PreparedSelection,
+    asks: Asks<'_>,
     id: DeviceId,
     device: &gantry_api::dra::Device,
 ) -> DeviceVerdict {
@@ -142,8 +169,10 @@ fn verdict(
             }
         }
     }
-    if allocator.allocated.is_allocated(id) {
+    if !asks.admin_access && allocator.allocated.is_allocated(id) {
         DeviceVerdict::Taken(allocator.allocated.holder(id))
+    } else if let Some(taint) = untolerated(&device.taints, asks.tolerations) {
+        DeviceVerdict::Tainted(taint.to_string())
     } else {
         DeviceVerdict::Usable
     }
@@ -172,4 +201,104 @@ fn blocked_by_constraints(
         requests: claim.requests.clone(),
     };
     fails(alone(claim.clone())) && !fails(alone(without))
+}
+
+#[cfg(test)]
+mod tests {
+    use gantry_api::dra::{
+        AllocationMode, ClaimSpec, Device, DeviceTaint, SliceNodes, TaintEffect,
+    };
+    use gantry_api::{Resources, Sym};
+
+    use super::*;
+    use crate::plugins::dynamic_resources::PreparedRequest;
+
+    /// `explain` names the taint a request does not tolerate, and says nothing of one it
+    /// tolerates; a device another claim holds is taken, but not for admin access.
+    #[test]
+    fn a_device_is_tainted_or_taken_as_the_request_asks() {
+        let taint = DeviceTaint {
+            key: Sym::new("example.com/broken"),
+            value: Sym::new("yes"),
+            effect: TaintEffect::NoSchedule,
+        };
+        let device = |name: &str, taints: Vec<DeviceTaint>| Device {
+            name: Sym::new(name),
+            attributes: Vec::new(),
+            capacity: Vec::new(),
+            taints,
+        };
+        let slice = Arc::new(ResourceSlice {
+            name: Sym::new("s"),
+            driver: Sym::new("gpu.example.com"),
+            pool: Sym::new("n1"),
+            pool_generation: 1,
+            pool_slice_count: 1,
+            nodes: SliceNodes::Node(Sym::new("n1")),
+            devices: vec![
+                device("gpu-0", vec![taint.clone()]),
+                device("gpu-1", vec![]),
+            ],
+        });
+        let selection = PreparedSelection::new(
+            Sym::new("gpu"),
+            AllocationMode::ExactCount(1),
+            Arc::from([]),
+            Arc::from([]),
+        );
+        let plain = PreparedRequest::exactly("plain", selection.clone());
+        let tolerant = PreparedRequest {
+            tolerations: vec![DeviceToleration {
+                key: Some(taint.key),
+                exists: true,
+                value: Sym::new(""),
+                effect: None,
+            }],
+            ..PreparedRequest::exactly("tolerant", selection.clone())
+        };
+        let admin = PreparedRequest {
+            admin_access: true,
+            ..PreparedRequest::exactly("admin", selection)
+        };
+        let claim = PreparedClaim {
+            claim: Arc::new(ResourceClaim {
+                namespace: Sym::new("default"),
+                name: Arc::from("c"),
+                uid: Arc::from("c"),
+                spec: Arc::new(ClaimSpec::default()),
+                owner_pod: None,
+                deleting: false,
+                allocation: None,
+                reserved_for: Vec::new(),
+            }),
+            requests: vec![plain, tolerant, admin],
+        };
+        let held: std::collections::HashSet<DeviceId, foldhash::fast::RandomState> = [DeviceId {
+            driver: Sym::new("gpu.example.com"),
+            pool: Sym::new("n1"),
+            device: Sym::new("gpu-1"),
+        }]
+        .into_iter()
+        .collect();
+        let allocator = Allocator {
+            claims: vec![claim],
+            allocated: Arc::new(held),
+            shared_slices: Vec::new(),
+        };
+        let node = Node::new("n1", Resources::default());
+        let report = node_devices(&allocator, &node, &[slice]);
+        let reasons: Vec<Vec<Option<String>>> = (report.requests.iter())
+            .map(|r| r.devices.iter().map(|(_, v)| v.reason()).collect())
+            .collect();
+        let tainted = Some("tainted example.com/broken=yes:NoSchedule, not tolerated".to_string());
+        let taken = Some("allocated to another claim".to_string());
+        assert_eq!(
+            reasons,
+            [
+                vec![tainted.clone(), taken.clone()],
+                vec![None, taken],
+                vec![tainted, None],
+            ]
+        );
+    }
 }
