@@ -31,6 +31,7 @@ fn device() -> Device {
         ],
         capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
         taints: Vec::new(),
+        consumes_counters: Vec::new(),
     }
 }
 

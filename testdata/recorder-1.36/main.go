@@ -29,6 +29,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
 	storagev1 "k8s.io/api/storage/v1"
@@ -253,6 +254,8 @@ func main() {
 			must(err)
 		case "StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
 			createStorageObject(ctx, client, it)
+		case "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim":
+			createDRAObject(ctx, client, it)
 		default:
 			must(fmt.Errorf("cluster.yaml: kind %s not handled", it.kind))
 		}
@@ -314,6 +317,7 @@ func main() {
 			p := admitPod(it.raw, priorities)
 			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			must(err)
+			makeTemplateClaims(ctx, client, p)
 			created = "Pod " + p.Namespace + "/" + p.Name
 		case "Node":
 			created = "Node " + createNode(ctx, client, it.raw)
@@ -615,4 +619,107 @@ func snapshot(ctx context.Context, client *fake.Clientset, order []string) ([]or
 		}
 	}
 	return pods, groups
+}
+
+// createDRAObject creates a DeviceClass, ResourceSlice, ResourceClaimTemplate or
+// ResourceClaim (resource.k8s.io/v1) of cluster.yaml as the API server would store it.
+func createDRAObject(ctx context.Context, client *fake.Clientset, it item) {
+	var err error
+	switch it.kind {
+	case "DeviceClass":
+		var o resourcev1.DeviceClass
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		o.ResourceVersion = nextRV()
+		_, err = client.ResourceV1().DeviceClasses().Create(ctx, &o, metav1.CreateOptions{})
+	case "ResourceSlice":
+		var o resourcev1.ResourceSlice
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		o.ResourceVersion = nextRV()
+		_, err = client.ResourceV1().ResourceSlices().Create(ctx, &o, metav1.CreateOptions{})
+	case "ResourceClaimTemplate":
+		var o resourcev1.ResourceClaimTemplate
+		must(json.Unmarshal(it.raw, &o))
+		defaultClaimSpec(&o.Spec.Spec)
+		stamp(&o.ObjectMeta)
+		o.ResourceVersion = nextRV()
+		_, err = client.ResourceV1().ResourceClaimTemplates(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+	case "ResourceClaim":
+		var o resourcev1.ResourceClaim
+		must(json.Unmarshal(it.raw, &o))
+		defaultClaimSpec(&o.Spec)
+		stamp(&o.ObjectMeta)
+		o.ResourceVersion = nextRV()
+		_, err = client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+	}
+	must(err)
+}
+
+// makeTemplateClaims stands in for the resourceclaim controller, which the fake clientset
+// does not run: for each of the pod's claims from a template, a claim `<pod>-<claim>` made
+// from the template's spec, owned by the pod and annotated with the pod's claim name, and
+// the pod's status.resourceClaimStatuses naming it.
+func makeTemplateClaims(ctx context.Context, client *fake.Clientset, pod *v1.Pod) {
+	var statuses []v1.PodResourceClaimStatus
+	for _, pc := range pod.Spec.ResourceClaims {
+		if pc.ResourceClaimTemplateName == nil {
+			continue
+		}
+		template, err := client.ResourceV1().ResourceClaimTemplates(pod.Namespace).Get(ctx, *pc.ResourceClaimTemplateName, metav1.GetOptions{})
+		must(err)
+		isController := true
+		claim := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        pod.Name + "-" + pc.Name,
+				Namespace:   pod.Namespace,
+				Annotations: map[string]string{"resource.kubernetes.io/pod-claim-name": pc.Name},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+					Controller: &isController, BlockOwnerDeletion: &isController,
+				}},
+			},
+			Spec: template.Spec.Spec,
+		}
+		stamp(&claim.ObjectMeta)
+		claim.ResourceVersion = nextRV()
+		_, err = client.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+		must(err)
+		name := claim.Name
+		statuses = append(statuses, v1.PodResourceClaimStatus{Name: pc.Name, ResourceClaimName: &name})
+	}
+	if len(statuses) == 0 {
+		return
+	}
+	stored, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	must(err)
+	stored.Status.ResourceClaimStatuses = statuses
+	stored.ResourceVersion = nextRV()
+	_, err = client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, stored, metav1.UpdateOptions{})
+	must(err)
+}
+
+// defaultClaimSpec is the API server's defaulting of a claim's requests
+// (pkg/apis/resource/v1/defaults.go, v1.36, not vendored in kueue): an unset allocation
+// mode is ExactCount, and ExactCount without a count is one device.
+func defaultClaimSpec(spec *resourcev1.ResourceClaimSpec) {
+	exact := func(mode *resourcev1.DeviceAllocationMode, count *int64) {
+		if *mode == "" {
+			*mode = resourcev1.DeviceAllocationModeExactCount
+		}
+		if *mode == resourcev1.DeviceAllocationModeExactCount && *count == 0 {
+			*count = 1
+		}
+	}
+	for i := range spec.Devices.Requests {
+		r := &spec.Devices.Requests[i]
+		if r.Exactly != nil {
+			exact(&r.Exactly.AllocationMode, &r.Exactly.Count)
+		}
+		for j := range r.FirstAvailable {
+			exact(&r.FirstAvailable[j].AllocationMode, &r.FirstAvailable[j].Count)
+		}
+	}
 }

@@ -2,11 +2,11 @@
 //! resource slices (the devices drivers publish), resource claims (what pods ask for, and
 //! what was allocated to them) and claim templates.
 //!
-//! Only structured parameters are modelled. Features the allocator does not implement
-//! (admin access, partitionable devices, device taints, consumable capacity, binding
-//! conditions, per-device node selection) are refused when decoding, with an error naming
-//! the field, so that nothing is silently ignored. Prioritized lists (`firstAvailable`,
-//! gate DRAPrioritizedList) are modelled.
+//! Only structured parameters are modelled: prioritized lists (`firstAvailable`), admin
+//! access, device taints and partitionable devices' shared counters, each as its gate says.
+//! Features the allocator does not implement (consumable capacity, binding conditions,
+//! per-device node selection) are refused when decoding, with an error naming the field,
+//! so that nothing is silently ignored.
 
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
 use std::sync::Arc;
@@ -82,6 +82,27 @@ pub struct Device {
     pub capacity: Vec<(QualifiedName, i64)>,
     /// `taints` (DRADeviceTaints).
     pub taints: Vec<DeviceTaint>,
+    /// `consumesCounters` (DRAPartitionableDevices): what the device takes from its pool's
+    /// counter sets while it is allocated.
+    pub consumes_counters: Vec<CounterConsumption>,
+}
+
+/// Counters by name, in thousandths of the unit (as capacities are), sorted by name.
+pub type Counters = Vec<(Sym, i64)>;
+
+/// A slice's `sharedCounters` entry (DRAPartitionableDevices): counters the pool's devices
+/// consume while allocated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSet {
+    pub name: Sym,
+    pub counters: Counters,
+}
+
+/// A device's `consumesCounters` entry: what it takes from one counter set of its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterConsumption {
+    pub counter_set: Sym,
+    pub counters: Counters,
 }
 
 impl Device {
@@ -115,6 +136,9 @@ pub struct ResourceSlice {
     pub pool_slice_count: i64,
     pub nodes: SliceNodes,
     pub devices: Vec<Device>,
+    /// `sharedCounters` (DRAPartitionableDevices): a slice holds these or devices, never
+    /// both.
+    pub shared_counters: Vec<CounterSet>,
 }
 
 impl ResourceSlice {

@@ -161,12 +161,7 @@ fn device(
     field: &str,
     release: Release,
 ) -> Result<Device, ObjectError> {
-    let refused: [(&str, bool, &str); 7] = [
-        (
-            "consumesCounters",
-            d.consumes_counters.is_some(),
-            "a partitionable device",
-        ),
+    let refused: [(&str, bool, &str); 6] = [
         (
             "bindingConditions",
             d.binding_conditions.is_some(),
@@ -273,11 +268,18 @@ fn device(
     } else {
         Vec::new()
     };
+    // With DRAPartitionableDevices off the API server drops them.
+    let consumes_counters = if release.enabled(Gate::DRAPartitionableDevices) {
+        crate::dra_counters::consumptions(d.consumes_counters.as_ref(), object, field)?
+    } else {
+        Vec::new()
+    };
     Ok(Device {
         name: Sym::new(&d.name),
         attributes,
         capacity,
         taints,
+        consumes_counters,
     })
 }
 
@@ -294,11 +296,16 @@ fn resource_slice(
             "per-device node selection",
         ));
     }
-    if spec.shared_counters.is_some() {
-        return Err(unsupported(
+    let partitionable = release.enabled(Gate::DRAPartitionableDevices);
+    let shared_counters = match partitionable {
+        true => crate::dra_counters::counter_sets(spec.shared_counters.as_ref(), object)?,
+        false => Vec::new(),
+    };
+    if !shared_counters.is_empty() && spec.devices.is_some() {
+        return Err(field_error(
             object,
-            "spec.sharedCounters",
-            "a partitionable device",
+            "spec",
+            validation::invalid("", "only one of `sharedCounters` or `devices` is allowed"),
         ));
     }
     let nodes = match (&spec.node_name, &spec.node_selector, spec.all_nodes) {
@@ -315,6 +322,24 @@ fn resource_slice(
             ));
         }
     };
+    // The count is checked before the devices (upstream's `validateSet`), counting only
+    // the taints and counters the gates keep.
+    let raw = spec.devices.as_deref().unwrap_or_default();
+    let advanced = raw.iter().any(|d| {
+        (release.enabled(Gate::DRADeviceTaints) && d.taints.as_ref().is_some_and(|t| !t.is_empty()))
+            || (partitionable && d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()))
+    });
+    let max = match advanced {
+        true => crate::dra_counters::MAX_DEVICES_WITH_ADVANCED_FEATURES,
+        false => crate::dra_counters::MAX_DEVICES,
+    };
+    if raw.len() > max {
+        return Err(field_error(
+            object,
+            "spec.devices",
+            crate::dra_counters::too_many(raw.len(), max),
+        ));
+    }
     let devices = spec
         .devices
         .iter()
@@ -329,7 +354,7 @@ fn resource_slice(
                 release,
             )
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<Device>, _>>()?;
     Ok(ResourceSlice {
         name: Sym::new(&required_name(&slice.metadata, object)?),
         driver: Sym::new(&spec.driver),
@@ -338,6 +363,7 @@ fn resource_slice(
         pool_slice_count: spec.pool.resource_slice_count,
         nodes,
         devices,
+        shared_counters,
     })
 }
 

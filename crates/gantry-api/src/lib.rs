@@ -8,6 +8,7 @@
 pub mod coscheduling;
 pub mod decode;
 pub mod dra;
+pub mod dra_counters;
 mod dra_decode;
 pub mod dra_taints;
 pub mod gpu;

@@ -74,6 +74,10 @@ pub enum Gate {
     /// DRAAdminAccess (KEP-5018): a request with `adminAccess` may take devices other
     /// claims hold, and what it gets holds nothing.
     DRAAdminAccess,
+    /// DRAPartitionableDevices (KEP-4815): devices that consume counters of their pool's
+    /// shared counter sets (`sharedCounters`, `consumesCounters`) are allocated only while
+    /// the counters last.
+    DRAPartitionableDevices,
     /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
     /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
     VolumeLimitScaling,
@@ -240,6 +244,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(32, false), spec(34, true), locked(36, true)],
     ),
     (
+        Gate::DRAPartitionableDevices,
+        "DRAPartitionableDevices",
+        &[spec(33, false), spec(36, true)],
+    ),
+    (
         Gate::VolumeLimitScaling,
         "VolumeLimitScaling",
         &[spec(35, false), spec(37, true)],
@@ -254,6 +263,10 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
     (Gate::DRAPrioritizedList, &[Gate::DynamicResourceAllocation]),
     (Gate::DRAAdminAccess, &[Gate::DynamicResourceAllocation]),
     (Gate::DRADeviceTaints, &[Gate::DynamicResourceAllocation]),
+    (
+        Gate::DRAPartitionableDevices,
+        &[Gate::DynamicResourceAllocation],
+    ),
     (
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],

@@ -589,3 +589,137 @@ fn version_attributes_are_semantic_versions() {
         );
     }
 }
+
+/// Partitionable devices (DRAPartitionableDevices): a slice's `sharedCounters` and a
+/// device's `consumesCounters` kept from v1.36 (beta, on), validated as the API server
+/// validates them, and dropped while the gate is off (v1.35's default).
+#[test]
+fn counters_follow_their_gate_and_are_validated() {
+    let objects = "
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: counters}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 2}
+  sharedCounters:
+  - name: gpu-0
+    counters: {memory: {value: 40Gi}, slices: {value: '7'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: partitions}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 2}
+  devices:
+  - name: gpu-0-1g
+    consumesCounters:
+    - counterSet: gpu-0
+      counters: {memory: {value: 10Gi}, slices: {value: '1'}}
+";
+    let decode = |release: Release| {
+        let mut decoded = ClusterObjects::for_release(release);
+        decoded.decode_more(objects, "gpu.yaml").unwrap();
+        decoded.dra.slices
+    };
+    let v136 = decode(Release::at(36));
+    let gi = 1024 * 1024 * 1024 * 1000_i64;
+    assert_eq!(
+        v136[0].shared_counters,
+        vec![CounterSet {
+            name: Sym::new("gpu-0"),
+            counters: vec![(Sym::new("memory"), 40 * gi), (Sym::new("slices"), 7000)],
+        }]
+    );
+    let consumption = &v136[1].devices[0].consumes_counters;
+    assert_eq!(consumption[0].counter_set, Sym::new("gpu-0"));
+    assert_eq!(consumption[0].counters[0], (Sym::new("memory"), 10 * gi));
+    let v135 = decode(Release::at(35));
+    assert!(v135[0].shared_counters.is_empty());
+    assert!(v135[1].devices[0].consumes_counters.is_empty());
+}
+
+#[test]
+fn bad_counters_are_named_as_the_api_server_names_them() {
+    let slice = |spec: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+               spec: {{driver: d, nodeName: n1, pool: {{name: p, generation: 1, resourceSliceCount: 1}}, {spec}}}}}"
+        )
+    };
+    let error = |spec: &str| {
+        ClusterObjects::decode(&slice(spec), "s.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let set = |name: &str| format!("{{name: {name}, counters: {{c: {{value: '1'}}}}}}");
+    let nine: Vec<String> = (0..9).map(|i| set(&format!("s{i}"))).collect();
+    let consuming = |n: usize| {
+        let devices: Vec<String> = (0..n)
+            .map(|i| format!("{{name: d{i}, consumesCounters: [{{counterSet: s, counters: {{c: {{value: '1'}}}}}}]}}"))
+            .collect();
+        format!("devices: [{}]", devices.join(", "))
+    };
+    let plain = |n: usize| {
+        let devices: Vec<String> = (0..n).map(|i| format!("{{name: d{i}}}")).collect();
+        format!("devices: [{}]", devices.join(", "))
+    };
+    let cases = [
+        (
+            format!("sharedCounters: [{}], devices: [{{name: g}}]", set("a")),
+            "ResourceSlice s: spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed".to_string(),
+        ),
+        (
+            format!("sharedCounters: [{}]", nine.join(", ")),
+            "spec.sharedCounters: Too many: 9: must have at most 8 items".to_string(),
+        ),
+        (
+            format!("sharedCounters: [{}, {}]", set("a"), set("a")),
+            "spec.sharedCounters[1]: Duplicate value: \"a\"".to_string(),
+        ),
+        (
+            "sharedCounters: [{name: a, counters: {}}]".to_string(),
+            "spec.sharedCounters[0].counters: Required value".to_string(),
+        ),
+        (
+            "sharedCounters: [{name: A_b, counters: {c: {value: '1'}}}]".to_string(),
+            "spec.sharedCounters[0].name: Invalid value: \"A_b\": a lowercase RFC 1123 label".to_string(),
+        ),
+        (
+            "sharedCounters: [{name: a, counters: {Mem: {value: '1'}}}]".to_string(),
+            "spec.sharedCounters[0].counters: Invalid value: \"Mem\"".to_string(),
+        ),
+        (
+            "devices: [{name: g, consumesCounters: [{counterSet: a, counters: {c: {value: '1'}}}, {counterSet: b, counters: {c: {value: '1'}}}, {counterSet: c, counters: {c: {value: '1'}}}]}]".to_string(),
+            "spec.devices[0].consumesCounters: Too many: 3: must have at most 2 items".to_string(),
+        ),
+        (
+            "devices: [{name: g, consumesCounters: [{counterSet: '', counters: {c: {value: '1'}}}]}]".to_string(),
+            "spec.devices[0].consumesCounters[0].counterSet: Required value".to_string(),
+        ),
+        (
+            consuming(65),
+            "spec.devices: Too many: 65: must have at most 64 items".to_string(),
+        ),
+        (
+            plain(129),
+            "spec.devices: Too many: 129: must have at most 128 items".to_string(),
+        ),
+    ];
+    for (spec, expected) in cases {
+        let error = error(&spec);
+        assert!(error.contains(&expected), "{error}\n  expected: {expected}");
+    }
+    // 65 devices that consume counters are within the plain limit once the gate drops them.
+    let off = Release::parse(Some("1.36"), Some("DRAPartitionableDevices=false")).unwrap();
+    let mut objects = ClusterObjects::for_release(off);
+    assert!(
+        objects
+            .decode_more(&slice(&consuming(65)), "s.yaml")
+            .is_ok()
+    );
+    assert!(ClusterObjects::decode(&slice(&plain(128)), "s.yaml").is_ok());
+}

@@ -125,6 +125,7 @@ fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValu
             })
             .unwrap_or_default(),
         taints: Vec::new(),
+        consumes_counters: Vec::new(),
     }
 }
 
@@ -143,6 +144,7 @@ fn slice(
         pool_slice_count: 1,
         nodes: SliceNodes::Node(sym(node)),
         devices,
+        shared_counters: Vec::new(),
     })
 }
 
@@ -1090,6 +1092,7 @@ fn prioritized_list_disabled() {
         &[],
         Features {
             prioritized_list: false,
+            ..Features::default()
         },
     );
     let error = got.unwrap_err();
@@ -1925,4 +1928,608 @@ fn tainted_devices_in_the_full_search() {
         Features::default(),
     );
     assert_eq!(got, Ok(None), "tainted-admin-access");
+}
+
+// Partitionable devices (DRAPartitionableDevices): upstream's `partitionable-devices-*`
+// rows and `all-devices-with-consumed-counters`.
+
+fn partitionable() -> Features {
+    Features {
+        partitionable_devices: true,
+        ..Features::default()
+    }
+}
+
+type CounterList<'a> = Vec<(&'a str, &'a str)>;
+
+fn counters(list: &CounterList<'_>) -> Counters {
+    list.iter()
+        .map(|(name, q)| {
+            let milli = gantry_api::Quantity::parse(q).unwrap().milli_value();
+            (sym(name), milli.unwrap())
+        })
+        .collect()
+}
+
+/// A device consuming from counter sets (set, counters); with `capacity_from_counters`
+/// its capacities are the counters it consumes (upstream's `fromCounters`).
+fn partition(
+    name: &str,
+    consumes: &[(&str, CounterList<'_>)],
+    capacity_from_counters: bool,
+) -> Device {
+    let consumes_counters: Vec<CounterConsumption> = consumes
+        .iter()
+        .map(|(set, list)| CounterConsumption {
+            counter_set: sym(set),
+            counters: counters(list),
+        })
+        .collect();
+    let capacity = match capacity_from_counters {
+        false => Vec::new(),
+        true => {
+            let mut capacity: Vec<(QualifiedName, i64)> = Vec::new();
+            for (name, value) in consumes_counters.iter().flat_map(|c| &c.counters) {
+                let qualified = QualifiedName {
+                    domain: sym(DRIVER_A),
+                    id: *name,
+                };
+                capacity.retain(|(n, _)| *n != qualified);
+                capacity.push((qualified, *value));
+            }
+            capacity
+        }
+    };
+    Device {
+        capacity,
+        consumes_counters,
+        ..device(name, None, Vec::new())
+    }
+}
+
+/// A slice of `devices` in a pool of `count` slices.
+fn pool_slice(
+    name: &str,
+    node: &str,
+    pool: &str,
+    count: i64,
+    devices: Vec<Device>,
+) -> Arc<ResourceSlice> {
+    let mut slice = (*slice(name, node, pool, DRIVER_A, devices)).clone();
+    slice.pool_slice_count = count;
+    Arc::new(slice)
+}
+
+/// A slice of counter sets (name, counters) in a pool of `count` slices.
+fn counter_slice(
+    name: &str,
+    node: &str,
+    pool: &str,
+    count: i64,
+    sets: &[(&str, CounterList<'_>)],
+) -> Arc<ResourceSlice> {
+    let mut slice = (*pool_slice(name, node, pool, count, Vec::new())).clone();
+    slice.shared_counters = sets
+        .iter()
+        .map(|(set, list)| CounterSet {
+            name: sym(set),
+            counters: counters(list),
+        })
+        .collect();
+    Arc::new(slice)
+}
+
+const SET_1: &str = "counter-set-1";
+const SET_2: &str = "counter-set-2";
+
+/// Three partitions of one counter set of 8Gi (4Gi, 6Gi, 4Gi), capacities from counters.
+fn three_partitions_of_8gi() -> Vec<Arc<ResourceSlice>> {
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                partition("device-1", &memory("4Gi"), true),
+                partition("device-2", &memory("6Gi"), true),
+                partition("device-3", &memory("4Gi"), true),
+            ],
+        ),
+        counter_slice("slice-2", "node-1", "pool-1", 2, &memory("8Gi")),
+    ]
+}
+
+/// `claim-0` with `req-0` and `req-1`, one device each.
+fn two_requests_of_one() -> Vec<PreparedClaim> {
+    let one = |name| request(name, DRIVER_A, Some(1), &[]);
+    vec![claim("claim-0", vec![one("req-0"), one("req-1")], vec![])]
+}
+
+fn allocate_partitions(
+    claims: Vec<PreparedClaim>,
+    slices: Vec<Arc<ResourceSlice>>,
+    allocated: &[(&str, &str, &str)],
+    features: Features,
+) -> Outcome {
+    allocate_with(claims, slices, "node-1", allocated, features).0
+}
+
+#[test]
+fn partitionable_devices_single_device() {
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![partition("device-1", &memory("4Gi"), false)],
+        ),
+        counter_slice("slice-2", "node-1", "pool-1", 2, &memory("8Gi")),
+    ];
+    assert_eq!(
+        allocate_partitions(claim_0(DRIVER_A, Some(1)), slices, &[], partitionable()),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-1"
+        )]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_prioritized_list() {
+    let claims = vec![claim(
+        "claim-0",
+        vec![
+            request("req-0", DRIVER_A, Some(1), &[]),
+            prioritized(
+                "req-1",
+                vec![
+                    sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("6Gi")),
+                    sub(SUB_1, DRIVER_A, Some(1), &memory_at_least("4Gi")),
+                ],
+            ),
+        ],
+        vec![],
+    )];
+    assert_eq!(
+        allocate_partitions(claims, three_partitions_of_8gi(), &[], partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-1/subReq-1", DRIVER_A, "pool-1", "device-3"),
+        ]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_multiple_devices() {
+    let claims = two_requests_of_one();
+    assert_eq!(
+        allocate_partitions(claims, three_partitions_of_8gi(), &[], partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-1", DRIVER_A, "pool-1", "device-3"),
+        ]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_multiple_counters() {
+    let device = |name, m1, c1, c2, m2| {
+        partition(
+            name,
+            &[
+                (SET_1, vec![("memory", m1), ("cpus", c1)]),
+                (SET_2, vec![("cpus", c2), ("memory", m2)]),
+            ],
+            true,
+        )
+    };
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                device("device-1", "4Gi", "6", "4", "2Gi"),
+                device("device-2", "6Gi", "4", "6", "6Gi"),
+                device("device-3", "4Gi", "4", "4", "4Gi"),
+            ],
+        ),
+        counter_slice(
+            "slice-2",
+            "node-1",
+            "pool-1",
+            2,
+            &[
+                (SET_1, vec![("cpus", "8"), ("memory", "18Gi")]),
+                (SET_2, vec![("cpus", "12"), ("memory", "18Gi")]),
+            ],
+        ),
+    ];
+    let claims = two_requests_of_one();
+    // device-1 and either other would take 10 cpus of counter-set-1's 8: backtracking
+    // gives up device-1.
+    assert_eq!(
+        allocate_partitions(claims, slices, &[], partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-2"),
+            result("req-1", DRIVER_A, "pool-1", "device-3"),
+        ]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_multiple_pools_count_devices_already_allocated() {
+    let device = |name, cpus, memory| {
+        partition(
+            name,
+            &[(SET_1, vec![("cpus", cpus), ("memory", memory)])],
+            true,
+        )
+    };
+    let counters = [(SET_1, vec![("cpus", "8"), ("memory", "18Gi")])];
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                device("device-1", "6", "4Gi"),
+                device("device-2", "4", "6Gi"),
+                device("device-3", "4", "4Gi"),
+            ],
+        ),
+        counter_slice("slice-2", "node-1", "pool-1", 2, &counters),
+        pool_slice(
+            "slice-3",
+            "node-1",
+            "pool-2",
+            2,
+            vec![
+                device("device-1", "6", "4Gi"),
+                device("device-2", "1", "7Gi"),
+                device("device-3", "1", "7Gi"),
+            ],
+        ),
+        counter_slice("slice-4", "node-1", "pool-2", 2, &counters),
+    ];
+    let claims = two_requests_of_one();
+    let allocated = [
+        (DRIVER_A, "pool-1", "device-2"),
+        (DRIVER_A, "pool-1", "device-3"),
+        (DRIVER_A, "pool-2", "device-1"),
+    ];
+    assert_eq!(
+        allocate_partitions(claims, slices, &allocated, partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-2", "device-2"),
+            result("req-1", DRIVER_A, "pool-2", "device-3"),
+        ]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_unused_counters_in_counter_set() {
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                partition("device-1", &memory("5Gi"), false),
+                partition("device-2", &memory("4Gi"), false),
+                partition("device-3", &memory("4Gi"), false),
+            ],
+        ),
+        counter_slice(
+            "slice-2",
+            "node-1",
+            "pool-1",
+            2,
+            &[(SET_1, vec![("memory", "8Gi"), ("unused", "1Gi")])],
+        ),
+    ];
+    assert_eq!(
+        allocate_partitions(claim_0(DRIVER_A, Some(2)), slices, &[], partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-2"),
+            result("req-0", DRIVER_A, "pool-1", "device-3"),
+        ]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_no_capacity_left_and_overallocated_pool() {
+    // Upstream's rows put both slices in a pool of one slice (incomplete: no result
+    // either way); here the pool is complete, so the counters are what refuses.
+    for (second, name) in [("16Gi", "no-capacity-available"), ("20Gi", "overallocated")] {
+        let memory = |q| [(SET_1, vec![("memory", q)])];
+        let slices = vec![
+            pool_slice(
+                "slice-1",
+                "node-1",
+                "pool-1",
+                2,
+                vec![
+                    partition("device-1", &memory("4Gi"), true),
+                    partition("device-2", &memory(second), true),
+                ],
+            ),
+            counter_slice("slice-2", "node-1", "pool-1", 2, &memory("18Gi")),
+        ];
+        let allocated = [(DRIVER_A, "pool-1", "device-2")];
+        let got = allocate_partitions(
+            claim_0(DRIVER_A, Some(1)),
+            slices,
+            &allocated,
+            partitionable(),
+        );
+        assert_eq!(got, Ok(None), "{name}");
+    }
+}
+
+#[test]
+fn partitionable_devices_disabled() {
+    let memory = [(SET_1, vec![("memory", "4Gi")])];
+    let counters = [(SET_1, vec![("memory", "18Gi")])];
+    let consuming = partition("device-1", &memory, false);
+    let slices = |devices| {
+        vec![
+            pool_slice("slice-1", "node-1", "pool-1", 2, devices),
+            counter_slice("slice-2", "node-1", "pool-1", 2, &counters),
+        ]
+    };
+    let claims = || claim_0(DRIVER_A, Some(1));
+    let off = Features::default();
+    assert_eq!(
+        allocate_partitions(claims(), slices(vec![consuming.clone()]), &[], off),
+        Ok(None),
+        "partitionable-devices-disabled-device-consumes-counters"
+    );
+    let other = device("device-2", None, Vec::new());
+    assert_eq!(
+        allocate_partitions(claims(), slices(vec![consuming, other]), &[], off),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-2"
+        )]])),
+        "partitionable-devices-disabled-other-device-do-not-consume-counters"
+    );
+}
+
+#[test]
+fn all_devices_with_consumed_counters() {
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![partition(
+                "device-1",
+                &[(SET_1, vec![("memory", "4Gi")])],
+                false,
+            )],
+        ),
+        counter_slice(
+            "slice-2",
+            "node-1",
+            "pool-1",
+            2,
+            &[(SET_1, vec![("memory", "8Gi")])],
+        ),
+    ];
+    assert_eq!(
+        allocate_partitions(claim_0(DRIVER_A, None), slices, &[], partitionable()),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-1"
+        )]]))
+    );
+}
+
+#[test]
+fn partitionable_devices_invalid_pools() {
+    let memory = [(SET_1, vec![("memory", "8Gi")])];
+    let cases: Vec<(&str, Vec<Arc<ResourceSlice>>)> = vec![
+        (
+            "same-counter-set-name-in-different-resource-slices",
+            vec![
+                pool_slice(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    4,
+                    vec![device("device-1", None, vec![])],
+                ),
+                counter_slice("slice-2", "node-1", "pool-1", 4, &memory),
+                pool_slice(
+                    "slice-3",
+                    "node-1",
+                    "pool-1",
+                    4,
+                    vec![device("device-2", None, vec![])],
+                ),
+                counter_slice("slice-4", "node-1", "pool-1", 4, &memory),
+            ],
+        ),
+        (
+            "device-counter-consumption-references-unknown-counter-set",
+            vec![
+                pool_slice(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    2,
+                    vec![partition(
+                        "device-1",
+                        &[(SET_2, vec![("memory", "1Gi")])],
+                        false,
+                    )],
+                ),
+                counter_slice("slice-2", "node-1", "pool-1", 2, &memory),
+            ],
+        ),
+        (
+            "device-counter-consumption-references-unknown-counter-in-counter-set",
+            vec![
+                pool_slice(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    2,
+                    vec![partition(
+                        "device-1",
+                        &[(SET_1, vec![("memory", "8Gi")])],
+                        false,
+                    )],
+                ),
+                counter_slice(
+                    "slice-2",
+                    "node-1",
+                    "pool-1",
+                    2,
+                    &[(SET_1, vec![("other-memory", "8Gi")])],
+                ),
+            ],
+        ),
+        (
+            "device-counter-consumption-references-counter-set-in-other-pool",
+            vec![
+                pool_slice(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    1,
+                    vec![partition(
+                        "device-1",
+                        &[(SET_1, vec![("memory", "8Gi")])],
+                        false,
+                    )],
+                ),
+                counter_slice("slice-2", "node-1", "pool-2", 1, &memory),
+            ],
+        ),
+    ];
+    for (name, slices) in cases {
+        let got = allocate_partitions(claim_0(DRIVER_A, Some(1)), slices, &[], partitionable());
+        assert!(
+            got.as_ref()
+                .is_err_and(|e| e.contains("invalid resource pools were encountered")),
+            "{name}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn partitionable_devices_counters_of_a_shared_pool_count_devices_other_nodes_reach() {
+    // Upstream's `devices-on-different-nodes-consume-same-counter-set`, with the pool's
+    // slices shared (Gantry's allocator sees other nodes' local slices only through
+    // their nodes): device-3, reachable only from node-2, is allocated and takes 6Gi of
+    // the 8Gi, so node-1's request gets its second subrequest.
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let on = |slice: Arc<ResourceSlice>, node: &str| {
+        let mut slice = (*slice).clone();
+        slice.nodes = SliceNodes::Selector(NodeSelector {
+            terms: vec![NodeSelectorTerm {
+                match_expressions: Vec::new(),
+                match_fields: vec![
+                    gantry_api::labels::NodeSelectorRequirement::parse(
+                        "metadata.name",
+                        "In",
+                        &[node.to_string()],
+                        true,
+                    )
+                    .unwrap(),
+                ],
+            }],
+        });
+        Arc::new(slice)
+    };
+    let slices = vec![
+        on(
+            counter_slice("slice-1", "x", "pool-1", 3, &memory("8Gi")),
+            "node-1",
+        ),
+        on(
+            pool_slice(
+                "slice-2",
+                "x",
+                "pool-1",
+                3,
+                vec![
+                    partition("device-1", &memory("6Gi"), true),
+                    partition("device-2", &memory("2Gi"), true),
+                ],
+            ),
+            "node-1",
+        ),
+        on(
+            pool_slice(
+                "slice-3",
+                "x",
+                "pool-1",
+                3,
+                vec![partition("device-3", &memory("6Gi"), false)],
+            ),
+            "node-2",
+        ),
+    ];
+    let claims = vec![claim(
+        "claim-0",
+        vec![prioritized(
+            "req-0",
+            vec![
+                sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("6Gi")),
+                sub(SUB_1, DRIVER_A, Some(1), &memory_at_least("2Gi")),
+            ],
+        )],
+        vec![],
+    )];
+    let allocated = [(DRIVER_A, "pool-1", "device-3")];
+    let got = allocate_partitions(claims, slices, &allocated, partitionable());
+    let picked = got.map(|r| r.map(|claims| claims[0].clone()));
+    assert_eq!(
+        picked,
+        Ok(Some(vec![result(
+            "req-0/subReq-1",
+            DRIVER_A,
+            "pool-1",
+            "device-2"
+        )]))
+    );
+}
+
+#[test]
+fn a_refused_partition_gives_its_counters_back() {
+    // v1.36.3's `rollbackDevice`: device-1 takes 6Gi of the 8Gi, then its taint refuses
+    // it; the 6Gi go back, so device-2's 4Gi fit (v1.36.2 kept them: no device).
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let tainted_partition = Device {
+        taints: vec![no_schedule()],
+        ..partition("device-1", &memory("6Gi"), false)
+    };
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                tainted_partition,
+                partition("device-2", &memory("4Gi"), false),
+            ],
+        ),
+        counter_slice("slice-2", "node-1", "pool-1", 2, &memory("8Gi")),
+    ];
+    assert_eq!(
+        allocate_partitions(claim_0(DRIVER_A, Some(1)), slices, &[], partitionable()),
+        Ok(Some(vec![vec![result(
+            "req-0", DRIVER_A, "pool-1", "device-2"
+        )]]))
+    );
 }

@@ -99,8 +99,10 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
                 )],
                 capacity: Vec::new(),
                 taints: Vec::new(),
+                consumes_counters: Vec::new(),
             })
             .collect(),
+        shared_counters: Vec::new(),
     })
 }
 

@@ -248,8 +248,10 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
                 attributes: Vec::new(),
                 capacity: Vec::new(),
                 taints: Vec::new(),
+                consumes_counters: Vec::new(),
             })
             .collect(),
+        shared_counters: Vec::new(),
     }));
     for namespace in namespaces {
         cluster.dra.claims.push(shared_claim(namespace));
@@ -339,8 +341,10 @@ fn slice(index: usize, devices: usize) -> ResourceSlice {
                 ],
                 capacity: vec![(qualified("memory"), GIB * 1000)],
                 taints: Vec::new(),
+                consumes_counters: Vec::new(),
             })
             .collect(),
+        shared_counters: Vec::new(),
     }
 }
 

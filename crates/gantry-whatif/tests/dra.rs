@@ -233,12 +233,12 @@ fn without_dynamic_resources_in_the_profile_claims_would_be_ignored_so_it_is_add
     );
 }
 
-#[test]
-fn scale_up_copies_the_templates_devices() {
+/// Estimates ten GPU pods of one Job against the node template in `template_file`: how
+/// many new nodes, after checking every pod got one and the estimate left nothing behind.
+fn nodes_for_ten_gpu_pods(template_file: &str) -> usize {
     let cluster = cluster();
     let mut s = snapshot(StoreKind::Delta, &cluster);
-    let template_objects =
-        ClusterObjects::decode(&testdata("gpu-template.yaml"), "gpu-template.yaml").unwrap();
+    let template_objects = ClusterObjects::decode(&testdata(template_file), template_file).unwrap();
     let template = NodeTemplate {
         node: template_objects.nodes[0].clone(),
         slices: template_objects
@@ -248,7 +248,7 @@ fn scale_up_copies_the_templates_devices() {
             .map(|s| (**s).clone())
             .collect(),
     };
-    // Ten GPU pods with a controller, so they form one group: four per new node.
+    // Ten GPU pods with a controller, so they form one group.
     let mut many = Vec::new();
     for i in 0..10 {
         let mut pod = Pod::clone(&training_pods()[0]);
@@ -265,12 +265,28 @@ fn scale_up_copies_the_templates_devices() {
     let groups = equivalence_groups(&many);
     assert_eq!(groups.len(), 1);
     let result = estimate(&mut s, &groups, &template, None).unwrap();
-    assert_eq!(result.nodes_needed, 3, "4 + 4 + 2 GPUs");
     assert_eq!(result.scheduled.len(), 10);
     assert!(
         s.store().allocated_devices().is_empty(),
         "the estimate's allocations are reverted"
     );
+    result.nodes_needed
+}
+
+#[test]
+fn scale_up_copies_the_templates_devices() {
+    assert_eq!(
+        nodes_for_ten_gpu_pods("gpu-template.yaml"),
+        3,
+        "4 + 4 + 2 GPUs"
+    );
+}
+
+/// A template whose GPU is three partitions sharing its 40Gi: the counters take two
+/// 20Gi claims a node, not three, so ten pods need five nodes (four without counters).
+#[test]
+fn scale_up_counts_the_templates_partitions_by_their_counters() {
+    assert_eq!(nodes_for_ten_gpu_pods("partitioned-gpu-template.yaml"), 5);
 }
 
 #[test]
@@ -292,9 +308,9 @@ fn unsupported_features_are_refused_naming_the_field() {
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
-               spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
-                      sharedCounters: [{name: c, counters: {}}]}}"#,
-            "spec.sharedCounters: a partitionable device is not supported",
+               spec: {driver: d, perDeviceNodeSelection: true, pool: {name: p, generation: 1, resourceSliceCount: 1},
+                      devices: [{name: g, nodeName: node-a}]}}"#,
+            "spec.perDeviceNodeSelection: per-device node selection is not supported",
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},

@@ -6,69 +6,23 @@
 //! pod would take. Every pod must land where upstream put it, or wait with upstream's
 //! message word for word.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
 use gantry_api::Release;
-use gantry_api::decode::ClusterObjects;
-use gantry_framework::plugins::default_profile_for;
-use gantry_sim::{SimEvent, SimOptions, Simulation};
-use serde_json::Value;
 
-fn scenario(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/storage-1.36")
-        .join(name)
-}
+use crate::step_corpus::{self, Outcome};
 
-fn read(scenario_name: &str, file: &str) -> String {
-    let path = scenario(scenario_name).join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+const CORPUS: &str = "storage-1.36";
 
-type Outcome = (String, Option<String>, Option<String>);
-
-/// Each pod's node or message, as Gantry decides the scenario as v1.36 under `gates`: the
-/// pods created 2 s apart, as they were recorded.
+/// Each pod's node or message, as Gantry decides the scenario as v1.36 under `gates`.
 fn decide(name: &str, gates: Option<&str>) -> Vec<Outcome> {
     decide_as(name, Release::parse(Some("1.36"), gates).unwrap())
 }
 
 fn decide_as(name: &str, release: Release) -> Vec<Outcome> {
-    let decode = |file: &str| {
-        let mut objects = ClusterObjects::for_release(release);
-        objects.decode_more(&read(name, file), file).unwrap();
-        objects.resolve_priorities().unwrap();
-        objects
-    };
-    let cluster = decode("cluster.yaml");
-    let steps = decode("steps.yaml");
-    let profiles = vec![default_profile_for("default-scheduler", release)];
-    let mut sim = Simulation::new(cluster, profiles, SimOptions::default()).unwrap();
-    for (i, pod) in steps.pods.into_iter().enumerate() {
-        let at = Duration::from_secs(2 * i as u64);
-        sim.schedule(at, SimEvent::CreatePod(Arc::new(pod)));
-    }
-    sim.run().unwrap();
-    sim.check_invariants().unwrap();
-    (sim.placements().iter())
-        .map(|p| {
-            let node = p.node.as_deref().map(str::to_string);
-            (p.pod.to_string(), node, p.reason.clone())
-        })
-        .collect()
+    step_corpus::decide_steps(CORPUS, name, release)
 }
 
 fn recorded(name: &str, file: &str) -> Vec<Outcome> {
-    read(name, file)
-        .lines()
-        .map(|line| {
-            let v: Value = serde_json::from_str(line).unwrap();
-            let text = |key: &str| v[key].as_str().map(str::to_string);
-            (text("pod").unwrap(), text("node"), text("reason"))
-        })
-        .collect()
+    step_corpus::recorded(CORPUS, name, file)
 }
 
 #[test]

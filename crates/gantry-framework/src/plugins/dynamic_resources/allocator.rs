@@ -10,7 +10,8 @@
 //! and an error for requests that want all devices, as is an invalid pool). Each candidate
 //! device must be free (not allocated, not already picked in this search), satisfy the
 //! class's and the request's CEL selectors, and keep every `matchAttribute` constraint of
-//! its claim.
+//! its claim; one that consumes counters (partitionable devices) must also fit what its
+//! pool's counters have left (`counters.rs`).
 //!
 //! A request with `firstAvailable` is satisfied by the first of its subrequests, in order,
 //! for which the rest of the search succeeds; when a later request or claim fails, the
@@ -39,11 +40,12 @@ use std::sync::Arc;
 use foldhash::fast::RandomState;
 use gantry_api::dra::*;
 use gantry_api::dra_taints::taints_prevent_allocation;
-use gantry_api::labels::NodeSelectorRequirement;
-use gantry_api::{Node, NodeSelector, NodeSelectorTerm, Sym};
+use gantry_api::{Node, Sym};
 use gantry_cache::DeviceUse;
 
 use super::cel::Selector;
+use super::counters::{self, CounterTable};
+use super::pools::{Pool, gather_pools, node_selector, reachable_devices};
 use super::selection_verdicts::SelectionVerdicts;
 
 /// What a request (`exactly`) or one subrequest selects: the class and the compiled
@@ -178,6 +180,9 @@ pub struct Features {
     /// DRAPrioritizedList (on by default from v1.34): without it, a claim with
     /// `firstAvailable` is an error.
     pub prioritized_list: bool,
+    /// DRAPartitionableDevices (on by default from v1.36): without it, a device that
+    /// consumes counters is never allocated.
+    pub partitionable_devices: bool,
 }
 
 impl Default for Features {
@@ -185,6 +190,7 @@ impl Default for Features {
     fn default() -> Features {
         Features {
             prioritized_list: true,
+            partitionable_devices: false,
         }
     }
 }
@@ -194,6 +200,7 @@ impl Features {
     pub fn of(release: gantry_api::Release) -> Features {
         Features {
             prioritized_list: release.enabled(gantry_api::Gate::DRAPrioritizedList),
+            partitionable_devices: release.enabled(gantry_api::Gate::DRAPartitionableDevices),
         }
     }
 }
@@ -203,15 +210,6 @@ impl Features {
 pub struct Stats {
     /// Calls of the recursive step (upstream's `NumAllocateOneInvocations`).
     pub allocate_one_calls: u64,
-}
-
-struct Pool<'a> {
-    id: (Sym, Sym),
-    /// Fewer slices of the newest generation than the pool announces.
-    incomplete: bool,
-    /// The same device name twice in the pool's slices.
-    invalid: bool,
-    slices: Vec<&'a Arc<ResourceSlice>>,
 }
 
 /// A device reachable from the node, with its slice.
@@ -277,6 +275,13 @@ struct Search<'a> {
     constraints: Vec<Vec<ConstraintState>>,
     result: Vec<Vec<Picked<'a>>>,
     calls: u64,
+    features: Features,
+    /// Per pool name, the counters the devices already allocated leave, worked out on
+    /// first use. Upstream keys both tables by the pool's name alone, so two drivers'
+    /// pools of one name share them; so does Gantry.
+    counters_left: Vec<(Sym, CounterTable)>,
+    /// Per pool name, the counters the devices picked in this search take.
+    counters_taken: Vec<(Sym, CounterTable)>,
 }
 
 struct ConstraintState {
@@ -398,15 +403,18 @@ impl Allocator {
     ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let mut search = Search {
             allocator: self,
-            pools: gather_pools(node, local_slices, &self.shared_slices),
+            pools: gather_pools(node, local_slices, &self.shared_slices, features),
             data: Vec::with_capacity(self.claims.len()),
             matches: HashMap::default(),
             picking: HashSet::default(),
             constraints: Vec::with_capacity(self.claims.len()),
             result: (0..self.claims.len()).map(|_| Vec::new()).collect(),
             calls: 0,
+            features,
+            counters_left: Vec::new(),
+            counters_taken: Vec::new(),
         };
-        let result = search.run(features);
+        let result = search.run();
         let stats = Stats {
             allocate_one_calls: search.calls,
         };
@@ -415,6 +423,21 @@ impl Allocator {
 }
 
 impl Allocator {
+    /// What the device's pool has left of its counters after the devices allocated
+    /// already, as the search starts from (for `explain`); `None` if the node does not
+    /// reach the pool.
+    pub(super) fn counters_left(
+        &self,
+        node: &Node,
+        local_slices: &[Arc<ResourceSlice>],
+        features: Features,
+        id: DeviceId,
+    ) -> Option<CounterTable> {
+        let pools = gather_pools(node, local_slices, &self.shared_slices, features);
+        let pool = pools.iter().find(|p| p.id == (id.driver, id.pool))?;
+        Some(pool.counters_left(&*self.allocated))
+    }
+
     /// Where each allocation can be used (see `node_selector`), from the slices of its
     /// devices among those the node reaches.
     pub fn fill_node_selectors(
@@ -423,7 +446,8 @@ impl Allocator {
         local_slices: &[Arc<ResourceSlice>],
         allocations: &mut [Allocation],
     ) {
-        let reachable = reachable_devices(node, local_slices, &self.shared_slices);
+        let features = Features::default();
+        let reachable = reachable_devices(node, local_slices, &self.shared_slices, features);
         for allocation in allocations {
             let slices = allocation.devices.iter().filter_map(|d| {
                 reachable
@@ -440,8 +464,9 @@ impl Allocator {
 }
 
 impl<'a> Search<'a> {
-    fn run(&mut self, features: Features) -> Result<Option<Vec<Allocation>>, String> {
+    fn run(&mut self) -> Result<Option<Vec<Allocation>>, String> {
         let allocator = self.allocator;
+        let features = self.features;
         for (c, claim) in allocator.claims.iter().enumerate() {
             let mut min_devices = 0usize;
             let mut requests = Vec::with_capacity(claim.requests.len());
@@ -764,29 +789,26 @@ impl<'a> Search<'a> {
         candidate: Candidate<'a>,
         must: bool,
     ) -> Result<bool, Stop> {
-        if self.unavailable(c, r, candidate.id)
-            || taints_prevent_allocation(&candidate.device.taints, self.tolerations(c, r, s))
-        {
+        if self.unavailable(c, r, candidate.id) {
             return Ok(false);
         }
-        let data = &self.data[c][r][s];
-        let (base, sub) = (data.base, data.sub);
-        let constraints = &mut self.constraints[c];
-        for i in 0..constraints.len() {
-            if !constraints[i].add(base, sub, candidate.device) {
-                if must {
-                    return Err(Stop::Fatal(format!(
-                        "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
-                        self.allocator.claims[c].label(),
-                        self.data[c][r][s].name(),
-                        candidate.id
-                    )));
-                }
-                for constraint in &mut constraints[..i] {
-                    constraint.remove(base, sub);
-                }
-                return Ok(false);
+        let consumes = !candidate.device.consumes_counters.is_empty();
+        if consumes && !(self.features.partitionable_devices && self.take_counters(candidate)) {
+            return Ok(false);
+        }
+        // A refusal from here on gives the counters back (v1.36.3's `rollbackDevice`;
+        // v1.36.2 kept them for the rest of the search).
+        let refused =
+            if taints_prevent_allocation(&candidate.device.taints, self.tolerations(c, r, s)) {
+                Ok(false)
+            } else {
+                self.keep_constraints(c, r, s, candidate, must)
+            };
+        if !matches!(refused, Ok(true)) {
+            if consumes {
+                self.give_counters(candidate);
             }
+            return refused;
         }
         self.picking.insert(candidate.id);
         self.result[c].push(Picked {
@@ -797,12 +819,91 @@ impl<'a> Search<'a> {
         Ok(true)
     }
 
+    /// Adds the device to the claim's `matchAttribute` constraints, or leaves them as they
+    /// were when one would break (for `All`, `must`, an error).
+    fn keep_constraints(
+        &mut self,
+        c: usize,
+        r: usize,
+        s: usize,
+        candidate: Candidate<'a>,
+        must: bool,
+    ) -> Result<bool, Stop> {
+        let data = &self.data[c][r][s];
+        let (base, sub) = (data.base, data.sub);
+        let constraints = &mut self.constraints[c];
+        for i in 0..constraints.len() {
+            if !constraints[i].add(base, sub, candidate.device) {
+                for constraint in &mut constraints[..i] {
+                    constraint.remove(base, sub);
+                }
+                if must {
+                    return Err(Stop::Fatal(format!(
+                        "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                        self.allocator.claims[c].label(),
+                        self.data[c][r][s].name(),
+                        candidate.id
+                    )));
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Takes the counters the device consumes, if the pool's counters left cover them
+    /// with what this search has taken already (upstream's `checkAvailableCounters`).
+    fn take_counters(&mut self, candidate: Candidate<'a>) -> bool {
+        let name = candidate.id.pool;
+        let left = match self.counters_left.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                let table = self.counters_left_in(candidate.id);
+                self.counters_left.push((name, table));
+                self.counters_left.len() - 1
+            }
+        };
+        let taken = match self.counters_taken.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.counters_taken.push((name, CounterTable::new()));
+                self.counters_taken.len() - 1
+            }
+        };
+        counters::change(&mut self.counters_taken[taken].1, candidate.device, true);
+        let covered = counters::covers(&self.counters_left[left].1, &self.counters_taken[taken].1);
+        if !covered {
+            counters::change(&mut self.counters_taken[taken].1, candidate.device, false);
+        }
+        covered
+    }
+
+    /// Gives back the counters of a device given back.
+    fn give_counters(&mut self, candidate: Candidate<'a>) {
+        let name = candidate.id.pool;
+        if let Some((_, taken)) = self.counters_taken.iter_mut().find(|(n, _)| *n == name) {
+            counters::change(taken, candidate.device, false);
+        }
+    }
+
+    /// The counters the device's pool has left after the devices allocated already, in
+    /// the slices the node reaches and those of the pool it does not.
+    fn counters_left_in(&self, id: DeviceId) -> CounterTable {
+        match self.pools.iter().find(|p| p.id == (id.driver, id.pool)) {
+            Some(pool) => pool.counters_left(&*self.allocator.allocated),
+            None => CounterTable::new(),
+        }
+    }
+
     /// Gives back the device picked last for claim `c`.
     fn unpick(&mut self, c: usize) {
         let picked = self.result[c].pop().expect("a device was picked");
         let data = &self.data[c][picked.request][picked.sub];
         for constraint in &mut self.constraints[c] {
             constraint.remove(data.base, data.sub);
+        }
+        if !picked.candidate.device.consumes_counters.is_empty() {
+            self.give_counters(picked.candidate);
         }
         // Still picked if another claim's admin access holds it too.
         let id = picked.candidate.id;
@@ -865,125 +966,4 @@ pub(super) fn selector_verdict(
         }
     }
     Ok(true)
-}
-
-/// The devices the node can reach in usable pools (complete, no duplicate names), in the
-/// order the allocator tries them, with their slices.
-pub(super) fn reachable_devices<'a>(
-    node: &Node,
-    local: &'a [Arc<ResourceSlice>],
-    shared: &'a [Arc<ResourceSlice>],
-) -> Vec<(&'a ResourceSlice, &'a Device)> {
-    gather_pools(node, local, shared)
-        .into_iter()
-        .filter(|p| !p.incomplete && !p.invalid)
-        .flat_map(|p| p.slices)
-        .flat_map(|slice| slice.devices.iter().map(move |d| (&**slice, d)))
-        .collect()
-}
-
-/// The pools the node can reach, sorted by driver and pool name.
-fn gather_pools<'a>(
-    node: &Node,
-    local: &'a [Arc<ResourceSlice>],
-    shared: &'a [Arc<ResourceSlice>],
-) -> Vec<Pool<'a>> {
-    let reachable = local
-        .iter()
-        .filter(|s| s.node_name() == Some(node.name))
-        .chain(shared.iter().filter(|s| match &s.nodes {
-            SliceNodes::Node(_) => false,
-            SliceNodes::Selector(selector) => selector.matches(node.name, &node.labels),
-            SliceNodes::All => true,
-        }));
-    let mut pools: Vec<Pool<'a>> = Vec::new();
-    let mut newest: Vec<((Sym, Sym), i64, i64)> = Vec::new();
-    for slice in reachable {
-        let id = (slice.driver, slice.pool);
-        match newest.iter_mut().find(|(p, _, _)| *p == id) {
-            Some(entry) if slice.pool_generation > entry.1 => {
-                *entry = (id, slice.pool_generation, slice.pool_slice_count);
-            }
-            Some(_) => {}
-            None => newest.push((id, slice.pool_generation, slice.pool_slice_count)),
-        }
-        if let Some(pool) = pools.iter_mut().find(|p| p.id == id) {
-            pool.slices.push(slice);
-        } else {
-            pools.push(Pool {
-                id,
-                incomplete: false,
-                invalid: false,
-                slices: vec![slice],
-            });
-        }
-    }
-    for pool in &mut pools {
-        let (_, generation, count) = *newest
-            .iter()
-            .find(|(p, _, _)| *p == pool.id)
-            .expect("every pool has a newest generation");
-        pool.slices.retain(|s| s.pool_generation == generation);
-        pool.slices
-            .sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-        pool.incomplete = (pool.slices.len() as i64) < count;
-        let mut names: Vec<Sym> = pool
-            .slices
-            .iter()
-            .flat_map(|s| s.devices.iter().map(|d| d.name))
-            .collect();
-        let total = names.len();
-        names.sort_unstable();
-        names.dedup();
-        pool.invalid = names.len() != total;
-    }
-    pools.sort_by(|a, b| {
-        (a.id.0.as_str(), a.id.1.as_str()).cmp(&(b.id.0.as_str(), b.id.1.as_str()))
-    });
-    pools
-}
-
-/// Where the allocation can be used: the node, if any device is local to it; otherwise
-/// the requirements of the slices' node selectors in one term; `None` for everywhere.
-fn node_selector<'a>(
-    node: Sym,
-    slices: impl Iterator<Item = &'a ResourceSlice>,
-) -> Option<NodeSelector> {
-    let mut term = NodeSelectorTerm::default();
-    for slice in slices {
-        match &slice.nodes {
-            SliceNodes::Node(_) => {
-                let by_name = NodeSelectorRequirement::parse(
-                    "metadata.name",
-                    "In",
-                    &[node.as_str().to_string()],
-                    true,
-                )
-                .expect("a name selector is valid");
-                return Some(NodeSelector {
-                    terms: vec![NodeSelectorTerm {
-                        match_expressions: Vec::new(),
-                        match_fields: vec![by_name],
-                    }],
-                });
-            }
-            SliceNodes::Selector(selector) => {
-                if let Some(first) = selector.terms.first() {
-                    for r in &first.match_expressions {
-                        if !term.match_expressions.contains(r) {
-                            term.match_expressions.push(r.clone());
-                        }
-                    }
-                    for r in &first.match_fields {
-                        if !term.match_fields.contains(r) {
-                            term.match_fields.push(r.clone());
-                        }
-                    }
-                }
-            }
-            SliceNodes::All => {}
-        }
-    }
-    (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
-        .then(|| NodeSelector { terms: vec![term] })
 }

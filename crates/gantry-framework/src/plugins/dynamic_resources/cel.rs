@@ -725,6 +725,7 @@ mod tests {
             ],
             capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
             taints: Vec::new(),
+            consumes_counters: Vec::new(),
         }
     }
 

@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use gantry_api::dra::{DeviceId, DeviceToleration, ResourceClaim, ResourceSlice};
 use gantry_api::dra_taints::untolerated;
-use gantry_api::{Node, Sym};
+use gantry_api::{Node, QuantityFormat, Sym};
 
-use super::allocator::{
-    Allocator, PreparedClaim, PreparedKind, PreparedSelection, reachable_devices,
-};
+use super::allocator::{Allocator, Features, PreparedClaim, PreparedKind, PreparedSelection};
+use super::pools::reachable_devices;
 
 /// What became of one device for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +27,14 @@ pub enum DeviceVerdict {
     Error(String),
     /// Its taint (`key=value:Effect`), which the request does not tolerate.
     Tainted(String),
+    /// It consumes more of a counter than its pool has left (DRAPartitionableDevices):
+    /// the counter set, the counter, what the device takes and what is left.
+    Counters {
+        set: Sym,
+        counter: Sym,
+        takes: String,
+        left: String,
+    },
 }
 
 /// A request, or one subrequest (`request/subrequest`), of a claim.
@@ -66,6 +73,14 @@ impl DeviceVerdict {
             }
             DeviceVerdict::Error(e) => Some(format!("selector error: {e}")),
             DeviceVerdict::Tainted(taint) => Some(format!("tainted {taint}, not tolerated")),
+            DeviceVerdict::Counters {
+                set,
+                counter,
+                takes,
+                left,
+            } => Some(format!(
+                "takes {takes} of counter {counter} of counter set {set}, which has {left} left"
+            )),
         }
     }
 }
@@ -75,8 +90,9 @@ pub fn node_devices(
     allocator: &Allocator,
     node: &Node,
     local: &[Arc<ResourceSlice>],
+    features: Features,
 ) -> NodeDevices {
-    let devices = reachable_devices(node, local, &allocator.shared_slices);
+    let devices = reachable_devices(node, local, &allocator.shared_slices, features);
     let mut requests = Vec::new();
     for claim in &allocator.claims {
         let label = format!("{}/{}", claim.claim.namespace, claim.claim.name);
@@ -118,7 +134,9 @@ pub fn node_devices(
                                 pool: slice.pool,
                                 device: device.name,
                             };
-                            (id, verdict(allocator, selection, asks, id, device))
+                            let short =
+                                || counter_short(allocator, node, local, features, id, device);
+                            (id, verdict(allocator, selection, asks, id, device, short))
                         })
                         .collect(),
                 });
@@ -146,13 +164,14 @@ struct Asks<'a> {
 }
 
 /// In the order the allocator judges: selectors, then whether another claim holds the
-/// device (not for admin access), then its taints.
+/// device (not for admin access), then its counters (`short`), then its taints.
 fn verdict(
     allocator: &Allocator,
     selection: &PreparedSelection,
     asks: Asks<'_>,
     id: DeviceId,
     device: &gantry_api::dra::Device,
+    short: impl FnOnce() -> Option<DeviceVerdict>,
 ) -> DeviceVerdict {
     for (selectors, refused) in [
         (
@@ -171,11 +190,45 @@ fn verdict(
     }
     if !asks.admin_access && allocator.allocated.is_allocated(id) {
         DeviceVerdict::Taken(allocator.allocated.holder(id))
+    } else if let Some(short) = short() {
+        short
     } else if let Some(taint) = untolerated(&device.taints, asks.tolerations) {
         DeviceVerdict::Tainted(taint.to_string())
     } else {
         DeviceVerdict::Usable
     }
+}
+
+/// The first counter the device consumes more of than its pool has left after the devices
+/// allocated already; `None` when the pool covers it (or the device consumes none).
+fn counter_short(
+    allocator: &Allocator,
+    node: &Node,
+    local: &[Arc<ResourceSlice>],
+    features: Features,
+    id: DeviceId,
+    device: &gantry_api::dra::Device,
+) -> Option<DeviceVerdict> {
+    if device.consumes_counters.is_empty() || !features.partitionable_devices {
+        return None;
+    }
+    let left = allocator.counters_left(node, local, features, id)?;
+    let quantity = |milli: i64| QuantityFormat::BinarySI.canonical(milli);
+    (device.consumes_counters.iter())
+        .flat_map(|c| {
+            c.counters
+                .iter()
+                .map(move |&(name, takes)| (c.counter_set, name, takes))
+        })
+        .find_map(|(set, counter, takes)| {
+            let (_, _, available) = *left.iter().find(|e| (e.0, e.1) == (set, counter))?;
+            (takes > available).then(|| DeviceVerdict::Counters {
+                set,
+                counter,
+                takes: quantity(takes),
+                left: quantity(available.max(0)),
+            })
+        })
 }
 
 /// Whether the claim alone cannot be allocated on the node, but could without its
@@ -227,6 +280,7 @@ mod tests {
             attributes: Vec::new(),
             capacity: Vec::new(),
             taints,
+            consumes_counters: Vec::new(),
         };
         let slice = Arc::new(ResourceSlice {
             name: Sym::new("s"),
@@ -239,6 +293,7 @@ mod tests {
                 device("gpu-0", vec![taint.clone()]),
                 device("gpu-1", vec![]),
             ],
+            shared_counters: Vec::new(),
         });
         let selection = PreparedSelection::new(
             Sym::new("gpu"),
@@ -286,7 +341,7 @@ mod tests {
             shared_slices: Vec::new(),
         };
         let node = Node::new("n1", Resources::default());
-        let report = node_devices(&allocator, &node, &[slice]);
+        let report = node_devices(&allocator, &node, &[slice], Features::default());
         let reasons: Vec<Vec<Option<String>>> = (report.requests.iter())
             .map(|r| r.devices.iter().map(|(_, v)| v.reason()).collect())
             .collect();
@@ -300,5 +355,100 @@ mod tests {
                 vec![tainted, None],
             ]
         );
+    }
+
+    /// `explain` says which counter a partition would overrun, and by how much, only while
+    /// DRAPartitionableDevices is on; a partition another claim holds is taken.
+    #[test]
+    fn a_partition_short_of_counters_names_the_counter() {
+        let gi = 1024 * 1024 * 1024 * 1000_i64;
+        let memory = |amount: i64| vec![(Sym::new("memory"), amount * gi)];
+        let partition = |name: &str, amount: i64| Device {
+            name: Sym::new(name),
+            attributes: Vec::new(),
+            capacity: Vec::new(),
+            taints: Vec::new(),
+            consumes_counters: vec![gantry_api::dra::CounterConsumption {
+                counter_set: Sym::new("gpu-0"),
+                counters: memory(amount),
+            }],
+        };
+        let slice = |name: &str, devices, shared_counters| {
+            Arc::new(ResourceSlice {
+                name: Sym::new(name),
+                driver: Sym::new("gpu.example.com"),
+                pool: Sym::new("n1"),
+                pool_generation: 1,
+                pool_slice_count: 2,
+                nodes: SliceNodes::Node(Sym::new("n1")),
+                devices,
+                shared_counters,
+            })
+        };
+        let slices = [
+            slice(
+                "counters",
+                vec![],
+                vec![gantry_api::dra::CounterSet {
+                    name: Sym::new("gpu-0"),
+                    counters: memory(40),
+                }],
+            ),
+            slice(
+                "partitions",
+                vec![
+                    partition("whole", 40),
+                    partition("half-0", 20),
+                    partition("half-1", 20),
+                ],
+                vec![],
+            ),
+        ];
+        let selection = PreparedSelection::new(
+            Sym::new("gpu"),
+            AllocationMode::ExactCount(1),
+            Arc::from([]),
+            Arc::from([]),
+        );
+        let claim = PreparedClaim {
+            claim: Arc::new(ResourceClaim {
+                namespace: Sym::new("default"),
+                name: Arc::from("c"),
+                uid: Arc::from("c"),
+                spec: Arc::new(ClaimSpec::default()),
+                owner_pod: None,
+                deleting: false,
+                allocation: None,
+                reserved_for: Vec::new(),
+            }),
+            requests: vec![PreparedRequest::exactly("gpu", selection)],
+        };
+        let held: std::collections::HashSet<DeviceId, foldhash::fast::RandomState> = [DeviceId {
+            driver: Sym::new("gpu.example.com"),
+            pool: Sym::new("n1"),
+            device: Sym::new("half-0"),
+        }]
+        .into_iter()
+        .collect();
+        let allocator = Allocator {
+            claims: vec![claim],
+            allocated: Arc::new(held),
+            shared_slices: Vec::new(),
+        };
+        let node = Node::new("n1", Resources::default());
+        let reasons = |features: Features| -> Vec<Option<String>> {
+            let report = node_devices(&allocator, &node, &slices, features);
+            (report.requests[0].devices.iter())
+                .map(|(_, v)| v.reason())
+                .collect()
+        };
+        let on = Features {
+            partitionable_devices: true,
+            ..Features::default()
+        };
+        let taken = Some("allocated to another claim".to_string());
+        let short = "takes 40Gi of counter memory of counter set gpu-0, which has 20Gi left";
+        assert_eq!(reasons(on), [Some(short.to_string()), taken.clone(), None]);
+        assert_eq!(reasons(Features::default()), [None, taken, None]);
     }
 }

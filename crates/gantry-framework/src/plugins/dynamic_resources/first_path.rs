@@ -4,8 +4,8 @@
 //! and takes, at every step, the first free device that the selectors accept: if that
 //! greedy walk finds every device, it is the search's first solution, so it is the
 //! answer. When it does not (backtracking might still find one), or when the node's
-//! pools need the search's care (pools of several slices, an incomplete or invalid pool),
-//! the full search runs instead.
+//! pools need the search's care (pools of several slices, an incomplete or invalid pool,
+//! a device that consumes counters), the full search runs instead.
 
 use std::sync::Arc;
 
@@ -151,6 +151,11 @@ fn walk_slices(
                             return Some(error.and(Err("a selector failed".to_string())));
                         }
                         Verdict::Yes => {}
+                    }
+                    // Counters are the search's to keep (a pool that has them is several
+                    // slices; this is one slice consuming counters it cannot have).
+                    if !device.consumes_counters.is_empty() {
+                        return None;
                     }
                     if taints_prevent_allocation(&device.taints, &request.tolerations) {
                         continue;

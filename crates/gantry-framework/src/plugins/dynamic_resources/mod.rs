@@ -12,9 +12,11 @@
 
 mod allocator;
 pub mod cel;
+mod counters;
 pub mod device_report;
 mod first_path;
 pub mod library;
+mod pools;
 pub mod score;
 pub mod selection_verdicts;
 mod semver;
@@ -140,6 +142,8 @@ struct PodClaims {
     reserved: Option<(Sym, Arc<Vec<Allocation>>)>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
     bound: Vec<Arc<ResourceClaim>>,
+    /// The allocator's features, as the release's gates set them.
+    features: Features,
 }
 
 /// The claims PreBind wrote for the pod (allocation and `reservedFor`), to be stored by
@@ -450,6 +454,7 @@ impl PreFilterPlugin for DynamicResources {
                 available_on,
                 allocator,
                 node_allocations: Arc::default(),
+                features: Features::of(self.release),
                 ..PodClaims::default()
             },
         );
@@ -525,7 +530,7 @@ impl FilterPlugin for DynamicResources {
         let allocations = match &s.allocator {
             None => None,
             Some(allocator) => {
-                match allocator.find_for_filter(n, node.resource_slices(), Features::default()) {
+                match allocator.find_for_filter(n, node.resource_slices(), s.features) {
                     Err(message) => return Status::error(message),
                     Ok(None) => return Status::unresolvable(REASON_CANNOT_ALLOCATE),
                     Ok(Some(found)) => Some(found),
@@ -563,10 +568,7 @@ impl PodClaims {
             Found::Allocations(allocations) => Ok(allocations),
             Found::FirstPath => {
                 let (allocator, n) = (self.allocator.as_ref()?, node.node()?);
-                match allocator
-                    .find(n, node.resource_slices(), Features::default())
-                    .0
-                {
+                match allocator.find(n, node.resource_slices(), self.features).0 {
                     Ok(Some(allocations)) => Ok(Arc::new(allocations)),
                     Ok(None) => Err("the devices found at Filter are taken now".to_string()),
                     Err(message) => Err(message),
@@ -592,7 +594,7 @@ impl DynamicResources {
                 .collect(),
             _ => Vec::new(),
         };
-        let report = device_report::node_devices(allocator, n, node.resource_slices());
+        let report = device_report::node_devices(allocator, n, node.resource_slices(), s.features);
         let mut details: Vec<Detail> = report
             .requests
             .iter()

@@ -120,8 +120,10 @@ mod tests {
                     )],
                     capacity: Vec::new(),
                     taints: Vec::new(),
+                    consumes_counters: Vec::new(),
                 })
                 .collect(),
+            shared_counters: Vec::new(),
         })
     }
 

@@ -166,6 +166,7 @@ mod tests {
             attributes: vec![(name_of("model"), AttributeValue::String(model.into()))],
             capacity: vec![(name_of("memory"), memory)],
             taints: Vec::new(),
+            consumes_counters: Vec::new(),
         }
     }
 
@@ -178,6 +179,7 @@ mod tests {
             pool_slice_count: 1,
             nodes: SliceNodes::Node(Sym::new(name)),
             devices,
+            shared_counters: Vec::new(),
         })
     }
 

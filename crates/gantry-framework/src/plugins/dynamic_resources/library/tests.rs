@@ -9,6 +9,7 @@ fn eval_at(minor: u8, expression: &str) -> Result<bool, String> {
         attributes: Vec::new(),
         capacity: Vec::new(),
         taints: Vec::new(),
+        consumes_counters: Vec::new(),
     };
     Selector::compile_for(expression, Release::at(minor))?
         .matches(Sym::new("d.example.com"), &device)

@@ -1,0 +1,29 @@
+//! Partitionable devices (DRAPartitionableDevices, beta and on from v1.36) against real
+//! kube-scheduler v1.36.3 (`testdata/dra-1.36`, see its README): partitions of one GPU
+//! share its counters, so a node whose GPU is partly taken refuses the partitions that no
+//! longer fit, and a whole GPU fits only where no partition is taken. Every pod must land
+//! where upstream put it, or wait with upstream's message word for word.
+
+use gantry_api::Release;
+
+use crate::step_corpus;
+
+#[test]
+fn partitions_share_their_gpu_counters_as_v1_36_decides() {
+    let want = step_corpus::recorded("dra-1.36", "partitionable", "expected.jsonl");
+    assert_eq!(want.len(), 8);
+    for release in ["1.36", "1.37"] {
+        let release = Release::parse(Some(release), None).unwrap();
+        let got = step_corpus::decide_steps("dra-1.36", "partitionable", release);
+        assert_eq!(got, want, "{release}");
+    }
+}
+
+/// With the gate off (v1.35's default) the API server drops the counters, so partitions
+/// are devices like any other: the same pods all get one, and the whole GPUs go first.
+#[test]
+fn without_the_gate_partitions_are_independent_devices() {
+    let release = Release::parse(Some("1.36"), Some("DRAPartitionableDevices=false")).unwrap();
+    let got = step_corpus::decide_steps("dra-1.36", "partitionable", release);
+    assert!(got.iter().all(|(_, node, _)| node.is_some()), "{got:?}");
+}
