@@ -4,8 +4,8 @@
 //!
 //! Only structured parameters are modelled: prioritized lists (`firstAvailable`), admin
 //! access, device taints and partitionable devices' shared counters, each as its gate says.
-//! Features the allocator does not implement (consumable capacity, binding conditions,
-//! per-device node selection) are refused when decoding, with an error naming the field,
+//! Features the allocator does not implement (consumable capacity, binding conditions)
+//! are refused when decoding, with an error naming the field,
 //! so that nothing is silently ignored.
 
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
@@ -123,6 +123,22 @@ pub enum SliceNodes {
     Selector(NodeSelector),
     /// Reachable from every node.
     All,
+    /// `perDeviceNodeSelection` (DRAPartitionableDevices): each device says where it is
+    /// reachable, in the order of the slice's devices (never `PerDevice` again).
+    PerDevice(Arc<[SliceNodes]>),
+}
+
+impl SliceNodes {
+    /// Whether a node of this name and these labels reaches what these nodes describe (for
+    /// `PerDevice`, any of the devices).
+    pub fn reached_from(&self, node: Sym, labels: &crate::Labels) -> bool {
+        match self {
+            SliceNodes::Node(name) => *name == node,
+            SliceNodes::Selector(selector) => selector.matches(node, labels),
+            SliceNodes::All => true,
+            SliceNodes::PerDevice(devices) => devices.iter().any(|d| d.reached_from(node, labels)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +158,15 @@ pub struct ResourceSlice {
 }
 
 impl ResourceSlice {
+    /// Where the slice's `index`th device is reachable: the slice's nodes, or the device's
+    /// own with per-device node selection.
+    pub fn device_nodes(&self, index: usize) -> &SliceNodes {
+        match &self.nodes {
+            SliceNodes::PerDevice(devices) => &devices[index],
+            nodes => nodes,
+        }
+    }
+
     /// The node this slice is local to, if any.
     pub fn node_name(&self) -> Option<Sym> {
         match &self.nodes {

@@ -161,28 +161,13 @@ fn device(
     field: &str,
     release: Release,
 ) -> Result<Device, ObjectError> {
-    let refused: [(&str, bool, &str); 6] = [
+    let refused: [(&str, bool, &str); 3] = [
         (
             "bindingConditions",
             d.binding_conditions.is_some(),
             "a binding condition",
         ),
         ("bindsToNode", d.binds_to_node == Some(true), "bindsToNode"),
-        (
-            "nodeName",
-            d.node_name.is_some(),
-            "per-device node selection",
-        ),
-        (
-            "nodeSelector",
-            d.node_selector.is_some(),
-            "per-device node selection",
-        ),
-        (
-            "allNodes",
-            d.all_nodes.is_some(),
-            "per-device node selection",
-        ),
         (
             "allowMultipleAllocations",
             d.allow_multiple_allocations == Some(true),
@@ -289,13 +274,6 @@ fn resource_slice(
     release: Release,
 ) -> Result<ResourceSlice, ObjectError> {
     let spec = &slice.spec;
-    if spec.per_device_node_selection == Some(true) {
-        return Err(unsupported(
-            object,
-            "spec.perDeviceNodeSelection",
-            "per-device node selection",
-        ));
-    }
     let partitionable = release.enabled(Gate::DRAPartitionableDevices);
     let shared_counters = match partitionable {
         true => crate::dra_counters::counter_sets(spec.shared_counters.as_ref(), object)?,
@@ -308,20 +286,8 @@ fn resource_slice(
             validation::invalid("", "only one of `sharedCounters` or `devices` is allowed"),
         ));
     }
-    let nodes = match (&spec.node_name, &spec.node_selector, spec.all_nodes) {
-        (Some(name), None, None | Some(false)) => SliceNodes::Node(Sym::new(name)),
-        (None, Some(selector), None | Some(false)) => {
-            SliceNodes::Selector(node_selector(selector, object, "spec.nodeSelector")?)
-        }
-        (None, None, Some(true)) => SliceNodes::All,
-        _ => {
-            return Err(field_error(
-                object,
-                "spec",
-                "exactly one of nodeName, nodeSelector and allNodes must be set",
-            ));
-        }
-    };
+    let nodes = crate::dra_nodes::slice_nodes(spec, object, release)?;
+    let per_device = matches!(nodes, SliceNodes::PerDevice(_));
     // The count is checked before the devices (upstream's `validateSet`), counting only
     // the taints and counters the gates keep.
     let raw = spec.devices.as_deref().unwrap_or_default();
@@ -346,13 +312,9 @@ fn resource_slice(
         .flatten()
         .enumerate()
         .map(|(i, d)| {
-            device(
-                d,
-                &spec.driver,
-                object,
-                &format!("spec.devices[{i}]"),
-                release,
-            )
+            let field = format!("spec.devices[{i}]");
+            crate::dra_nodes::no_device_nodes(d, per_device, object, &field, release)?;
+            device(d, &spec.driver, object, &field, release)
         })
         .collect::<Result<Vec<Device>, _>>()?;
     Ok(ResourceSlice {

@@ -10,6 +10,7 @@ pub mod decode;
 pub mod dra;
 pub mod dra_counters;
 mod dra_decode;
+mod dra_nodes;
 pub mod dra_taints;
 pub mod gpu;
 mod intern;

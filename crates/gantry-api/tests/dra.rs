@@ -136,7 +136,7 @@ fn bad_dra_fields_are_named() {
         (
             "{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: s},
               spec: {driver: d, pool: {name: p, generation: 1, resourceSliceCount: 1}}}",
-            "ResourceSlice s: spec: exactly one of nodeName, nodeSelector and allNodes must be set",
+            "ResourceSlice s: spec: Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
         ),
         (
             "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}],
@@ -722,4 +722,84 @@ fn bad_counters_are_named_as_the_api_server_names_them() {
             .is_ok()
     );
     assert!(ClusterObjects::decode(&slice(&plain(128)), "s.yaml").is_ok());
+}
+
+/// Per-device node selection (DRAPartitionableDevices): with `perDeviceNodeSelection` each
+/// device says where it is reachable; validated as the API server validates it, and with
+/// the gate off the fields are dropped, which leaves the slice without any node field.
+#[test]
+fn per_device_node_selection_follows_its_gate_and_is_validated() {
+    let slice = |spec: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: s}},
+               spec: {{driver: d, pool: {{name: p, generation: 1, resourceSliceCount: 1}}, {spec}}}}}"
+        )
+    };
+    let good = slice(
+        "perDeviceNodeSelection: true, devices: [{name: a, nodeName: n1}, {name: b, allNodes: true},
+         {name: c, nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: [r1]}]}]}}]",
+    );
+    let objects = ClusterObjects::decode(&good, "s.yaml").unwrap();
+    let SliceNodes::PerDevice(nodes) = &objects.dra.slices[0].nodes else {
+        panic!("per-device nodes expected");
+    };
+    assert_eq!(nodes[0], SliceNodes::Node(Sym::new("n1")));
+    assert_eq!(nodes[1], SliceNodes::All);
+    assert!(matches!(&nodes[2], SliceNodes::Selector(s) if s.terms.len() == 1));
+    assert_eq!(
+        objects.dra.slices[0].node_name(),
+        None,
+        "shared, not local to a node"
+    );
+
+    let off = Release::parse(Some("1.36"), Some("DRAPartitionableDevices=false")).unwrap();
+    let error = ClusterObjects::for_release(off)
+        .decode_more(&good, "s.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec: Required value: exactly one of"),
+        "{error}"
+    );
+
+    let error = |spec: &str| {
+        ClusterObjects::decode(&slice(spec), "s.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let per_device = "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
+    let cases = [
+        (
+            "perDeviceNodeSelection: true, devices: [{name: a}]".to_string(),
+            format!("spec.devices[0]: Required value: {per_device}"),
+        ),
+        (
+            "perDeviceNodeSelection: true, devices: [{name: a, nodeName: n1, allNodes: true}]".to_string(),
+            format!("spec.devices[0]: Invalid value: \"{{`nodeName`, `allNodes`}}\": {per_device}, but multiple fields are set"),
+        ),
+        (
+            "perDeviceNodeSelection: true, devices: [{name: a, nodeName: ''}]".to_string(),
+            "spec.devices[0].nodeName: Invalid value: \"\": must not be empty".to_string(),
+        ),
+        (
+            "nodeName: n1, devices: [{name: a, nodeName: n1}]".to_string(),
+            "spec.devices[0]: Invalid value: \"null\": `nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true in the ResourceSlice spec".to_string(),
+        ),
+        (
+            "nodeName: n1, allNodes: true".to_string(),
+            "spec: Invalid value: \"{`nodeName`, `allNodes`}\": exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple fields are set".to_string(),
+        ),
+        (
+            "nodeName: n1, perDeviceNodeSelection: false".to_string(),
+            "spec.perDeviceNodeSelection: Invalid value: false: must be either unset or set to true".to_string(),
+        ),
+        (
+            "nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Exists}]}, {matchExpressions: [{key: b, operator: Exists}]}]}".to_string(),
+            "spec.nodeSelector.nodeSelectorTerms: Invalid value: must have exactly one node selector term".to_string(),
+        ),
+    ];
+    for (spec, expected) in cases {
+        let error = error(&spec);
+        assert!(error.contains(&expected), "{error}\n  expected: {expected}");
+    }
 }

@@ -608,20 +608,7 @@ fn match_attribute_constraint() {
 /// its selector.
 #[test]
 fn network_attached_devices() {
-    let selector = NodeSelector {
-        terms: vec![NodeSelectorTerm {
-            match_expressions: vec![
-                gantry_api::labels::NodeSelectorRequirement::parse(
-                    "region",
-                    "In",
-                    &["region-1".to_string()],
-                    false,
-                )
-                .unwrap(),
-            ],
-            match_fields: Vec::new(),
-        }],
-    };
+    let selector = in_region_1();
     let mut network = (*one_device("slice-1", "", "pool-1", DRIVER_A)).clone();
     network.nodes = SliceNodes::Selector(selector.clone());
     let network = Arc::new(network);
@@ -2532,4 +2519,177 @@ fn a_refused_partition_gives_its_counters_back() {
             "req-0", DRIVER_A, "pool-1", "device-2"
         )]]))
     );
+}
+
+/// The slice with per-device node selection: each device reachable as `nodes` says.
+fn per_device(slice: Arc<ResourceSlice>, nodes: Vec<SliceNodes>) -> Arc<ResourceSlice> {
+    let mut slice = (*slice).clone();
+    slice.nodes = SliceNodes::PerDevice(nodes.into());
+    Arc::new(slice)
+}
+
+/// Nodes of the label `region` `region-1`.
+fn in_region_1() -> NodeSelector {
+    NodeSelector {
+        terms: vec![NodeSelectorTerm {
+            match_expressions: vec![
+                gantry_api::labels::NodeSelectorRequirement::parse(
+                    "region",
+                    "In",
+                    &["region-1".to_string()],
+                    false,
+                )
+                .unwrap(),
+            ],
+            match_fields: Vec::new(),
+        }],
+    }
+}
+
+#[test]
+fn partitionable_devices_per_device_node_selection_nodename() {
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let devices = pool_slice(
+        "slice-1",
+        "x",
+        "pool-1",
+        2,
+        vec![
+            partition("device-1", &memory("4Gi"), true),
+            partition("device-2", &memory("6Gi"), true),
+        ],
+    );
+    let on = |node: &str| SliceNodes::Node(sym(node));
+    let slices = vec![
+        per_device(devices, vec![on("node-1"), on("node-2")]),
+        per_device(
+            counter_slice("slice-2", "x", "pool-1", 2, &memory("18Gi")),
+            vec![],
+        ),
+    ];
+    let claims = vec![claim(
+        "claim-0",
+        vec![prioritized(
+            "req-0",
+            vec![
+                sub(SUB_0, DRIVER_A, Some(1), &memory_at_least("6Gi")),
+                sub(SUB_1, DRIVER_A, Some(1), &memory_at_least("4Gi")),
+            ],
+        )],
+        vec![],
+    )];
+    let (node, allocator) = allocator_for(claims, slices);
+    let found = allocator.allocate_with(&node, &[], partitionable()).0;
+    let allocation = &found.unwrap().unwrap()[0];
+    assert_eq!(allocation.devices.len(), 1);
+    assert_eq!(&*allocation.devices[0].request, "req-0/subReq-1");
+    assert_eq!(allocation.devices[0].device.device, sym("device-1"));
+    assert_eq!(allocation.node_selector, Some(local_selector("node-1")));
+    // With the gate off the slice is not read at all.
+    let off = allocator.allocate_with(&node, &[], Features::default()).0;
+    assert_eq!(off.map(|found| found.is_some()), Ok(false));
+}
+
+#[test]
+fn partitionable_devices_per_device_node_selection_node_selector() {
+    let memory = |q| [(SET_1, vec![("memory", q)])];
+    let devices = pool_slice(
+        "slice-1",
+        "x",
+        "pool-1",
+        2,
+        vec![partition("device-1", &memory("4Gi"), true)],
+    );
+    let slices = vec![
+        per_device(devices, vec![SliceNodes::Selector(in_region_1())]),
+        per_device(
+            counter_slice("slice-2", "x", "pool-1", 2, &memory("18Gi")),
+            vec![],
+        ),
+    ];
+    let (node, allocator) = allocator_for(claim_0(DRIVER_A, Some(1)), slices);
+    let found = allocator.allocate_with(&node, &[], partitionable()).0;
+    let allocation = &found.unwrap().unwrap()[0];
+    assert_eq!(allocation.devices[0].device.device, sym("device-1"));
+    assert_eq!(allocation.node_selector, Some(in_region_1()));
+}
+
+#[test]
+fn partitionable_devices_per_device_node_selection_node_selector_multiple_devices() {
+    let memory = |set, q| [(set, vec![("memory", q)])];
+    let a_devices: Vec<Device> = (1..=3)
+        .map(|i| partition(&format!("device-{i}"), &memory(SET_1, "4Gi"), true))
+        .collect();
+    let b_devices: Vec<Device> = (1..=3)
+        .map(|i| partition(&format!("device-{i}"), &memory(SET_2, "4Gi"), true))
+        .collect();
+    let mut b_slice = (*pool_slice("slice-3", "node-1", "pool-2", 2, b_devices)).clone();
+    b_slice.driver = sym(DRIVER_B);
+    let mut b_counters =
+        (*counter_slice("slice-4", "node-1", "pool-2", 2, &memory(SET_2, "12Gi"))).clone();
+    b_counters.driver = sym(DRIVER_B);
+    let slices = vec![
+        per_device(
+            pool_slice("slice-1", "x", "pool-1", 2, a_devices),
+            vec![
+                SliceNodes::Selector(in_region_1()),
+                SliceNodes::Node(sym("node-1")),
+                SliceNodes::All,
+            ],
+        ),
+        per_device(
+            counter_slice("slice-2", "x", "pool-1", 2, &memory(SET_1, "18Gi")),
+            vec![],
+        ),
+        Arc::new(b_slice),
+        Arc::new(b_counters),
+    ];
+    let claims = vec![claim(
+        "claim-0",
+        vec![
+            request("req-0", DRIVER_A, Some(3), &[]),
+            request("req-1", DRIVER_B, Some(3), &[]),
+        ],
+        vec![],
+    )];
+    assert_eq!(
+        allocate_partitions(claims, slices, &[], partitionable()),
+        Ok(Some(vec![vec![
+            result("req-0", DRIVER_A, "pool-1", "device-1"),
+            result("req-0", DRIVER_A, "pool-1", "device-2"),
+            result("req-0", DRIVER_A, "pool-1", "device-3"),
+            result("req-1", DRIVER_B, "pool-2", "device-1"),
+            result("req-1", DRIVER_B, "pool-2", "device-2"),
+            result("req-1", DRIVER_B, "pool-2", "device-3"),
+        ]]))
+    );
+}
+
+/// `node-1` and an allocator of `claims` over the shared `slices` (nothing allocated).
+fn allocator_for(claims: Vec<PreparedClaim>, slices: Vec<Arc<ResourceSlice>>) -> (Node, Allocator) {
+    let allocator = Allocator {
+        claims,
+        allocated: nothing_allocated(),
+        shared_slices: slices,
+    };
+    (node("node-1"), allocator)
+}
+
+/// A pool of one slice with per-device node selection is the search's: the first path
+/// would take a device of another node.
+#[test]
+fn per_device_node_selection_in_a_one_slice_pool_skips_other_nodes_devices() {
+    let devices = vec![
+        device("device-1", None, Vec::new()),
+        device("device-2", None, Vec::new()),
+    ];
+    let on = |node: &str| SliceNodes::Node(sym(node));
+    let slice = per_device(
+        slice("slice-1", "x", "pool-1", DRIVER_A, devices),
+        vec![on("node-2"), on("node-1")],
+    );
+    let (node, allocator) = allocator_for(claim_0(DRIVER_A, Some(1)), vec![slice]);
+    let found = allocator.allocate_with(&node, &[], partitionable()).0;
+    let allocation = &found.unwrap().unwrap()[0];
+    assert_eq!(allocation.devices[0].device.device, sym("device-2"));
 }

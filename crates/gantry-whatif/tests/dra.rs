@@ -308,9 +308,9 @@ fn unsupported_features_are_refused_naming_the_field() {
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
-               spec: {driver: d, perDeviceNodeSelection: true, pool: {name: p, generation: 1, resourceSliceCount: 1},
-                      devices: [{name: g, nodeName: node-a}]}}"#,
-            "spec.perDeviceNodeSelection: per-device node selection is not supported",
+               spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
+                      devices: [{name: g, bindingConditions: [ready]}]}}"#,
+            "spec.devices[0].bindingConditions: a binding condition is not supported",
         ),
         (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},

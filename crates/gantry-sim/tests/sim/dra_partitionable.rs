@@ -27,3 +27,17 @@ fn without_the_gate_partitions_are_independent_devices() {
     let got = step_corpus::decide_steps("dra-1.36", "partitionable", release);
     assert!(got.iter().all(|(_, node, _)| node.is_some()), "{got:?}");
 }
+
+/// Per-device node selection: one pool of network-attached accelerators, each reachable
+/// from the nodes it names, sharing the fabric's counters across nodes: after two pods on
+/// two nodes, the third fits nowhere.
+#[test]
+fn per_device_nodes_and_a_shared_counter_set_decide_as_v1_36_does() {
+    let want = step_corpus::recorded("dra-1.36", "per-device-nodes", "expected.jsonl");
+    assert_eq!(want.len(), 3);
+    for release in ["1.36", "1.37"] {
+        let release = Release::parse(Some(release), None).unwrap();
+        let got = step_corpus::decide_steps("dra-1.36", "per-device-nodes", release);
+        assert_eq!(got, want, "{release}");
+    }
+}

@@ -265,6 +265,7 @@ type MatchKey = (DeviceId, usize, usize, usize);
 
 struct Search<'a> {
     allocator: &'a Allocator,
+    node: &'a Node,
     pools: Vec<Pool<'a>>,
     /// Per claim, per request, one entry (`exactly`) or one per subrequest.
     data: Vec<Vec<Vec<RequestData<'a>>>>,
@@ -356,7 +357,7 @@ impl Allocator {
     ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let (mut result, stats) = self.find(node, local_slices, features);
         if let Ok(Some(allocations)) = &mut result {
-            self.fill_node_selectors(node, local_slices, allocations);
+            self.fill_node_selectors(node, local_slices, allocations, features);
         }
         (result, stats)
     }
@@ -403,6 +404,7 @@ impl Allocator {
     ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let mut search = Search {
             allocator: self,
+            node,
             pools: gather_pools(node, local_slices, &self.shared_slices, features),
             data: Vec::with_capacity(self.claims.len()),
             matches: HashMap::default(),
@@ -445,20 +447,20 @@ impl Allocator {
         node: &Node,
         local_slices: &[Arc<ResourceSlice>],
         allocations: &mut [Allocation],
+        features: Features,
     ) {
-        let features = Features::default();
         let reachable = reachable_devices(node, local_slices, &self.shared_slices, features);
         for allocation in allocations {
-            let slices = allocation.devices.iter().filter_map(|d| {
+            let nodes = allocation.devices.iter().filter_map(|d| {
                 reachable
                     .iter()
-                    .find(|(slice, device)| {
-                        (slice.driver, slice.pool, device.name)
+                    .find(|(slice, i)| {
+                        (slice.driver, slice.pool, slice.devices[*i].name)
                             == (d.device.driver, d.device.pool, d.device.device)
                     })
-                    .map(|(slice, _)| *slice)
+                    .map(|(slice, i)| slice.device_nodes(*i))
             });
-            allocation.node_selector = node_selector(node.name, slices);
+            allocation.node_selector = node_selector(node.name, nodes);
         }
     }
 }
@@ -633,8 +635,8 @@ impl<'a> Search<'a> {
         Ok(data)
     }
 
-    /// Whether the device satisfies the class's and the request's selectors, cached under
-    /// `key` (claim, request, subrequest).
+    /// Whether the device satisfies the class's and the request's selectors, and the node
+    /// reaches it, cached under `key` (claim, request, subrequest).
     fn selectable(
         &mut self,
         key: (usize, usize, usize),
@@ -650,9 +652,21 @@ impl<'a> Search<'a> {
             selection,
             candidate.slice,
             candidate.index,
-        )?;
+        )? && self.reaches(candidate);
         self.matches.insert((candidate.id, c, r, s), matches);
         Ok(matches)
+    }
+
+    /// Whether the node reaches the device: always, but for a device of a slice with
+    /// per-device node selection, whose own nodes say (upstream's `isSelectable` checks
+    /// them after the selectors).
+    fn reaches(&self, candidate: Candidate<'a>) -> bool {
+        match &candidate.slice.nodes {
+            SliceNodes::PerDevice(nodes) => {
+                nodes[candidate.index].reached_from(self.node.name, &self.node.labels)
+            }
+            _ => true,
+        }
     }
 
     /// Upstream's `allocateOne`: picks the `d`th device of request `r` (subrequest `s`) of

@@ -128,7 +128,8 @@ pub fn node_devices(
                     },
                     devices: devices
                         .iter()
-                        .map(|(slice, device)| {
+                        .map(|&(slice, i)| {
+                            let device = &slice.devices[i];
                             let id = DeviceId {
                                 driver: slice.driver,
                                 pool: slice.pool,

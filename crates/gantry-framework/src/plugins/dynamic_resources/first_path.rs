@@ -213,6 +213,9 @@ fn single_slice_pools<'a>(
             SliceNodes::Node(_) => false,
             SliceNodes::Selector(selector) => selector.matches(node.name, &node.labels),
             SliceNodes::All => true,
+            // Which of its devices the node reaches is the search's to check.
+            nodes if nodes.reached_from(node.name, &node.labels) => return None,
+            SliceNodes::PerDevice(_) => false,
         };
         if reachable {
             slices.push(slice);

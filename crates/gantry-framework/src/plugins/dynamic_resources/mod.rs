@@ -718,7 +718,7 @@ impl ReservePlugin for DynamicResources {
             Err(message) => return Status::error(message),
         };
         let mut allocations = Vec::clone(&allocations);
-        allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations);
+        allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations, s.features);
         s.reserved = Some((node, Arc::new(allocations)));
         Status::success()
     }

@@ -59,19 +59,30 @@ impl<'a> Pool<'a> {
 }
 
 /// The devices the node can reach in usable pools (complete, no duplicate names), in the
-/// order the allocator tries them, with their slices.
+/// order the allocator tries them, as their slices and indexes there.
 pub(super) fn reachable_devices<'a>(
     node: &Node,
     local: &'a [Arc<ResourceSlice>],
     shared: &'a [Arc<ResourceSlice>],
     features: Features,
-) -> Vec<(&'a ResourceSlice, &'a Device)> {
-    gather_pools(node, local, shared, features)
-        .into_iter()
+) -> Vec<(&'a ResourceSlice, usize)> {
+    let pools = gather_pools(node, local, shared, features);
+    let per_device = (pools.iter().flat_map(|p| &p.slices))
+        .any(|slice| matches!(slice.nodes, SliceNodes::PerDevice(_)));
+    let mut devices: Vec<(&'a ResourceSlice, usize)> = (pools.into_iter())
         .filter(|p| !p.incomplete && !p.invalid)
         .flat_map(|p| p.slices)
-        .flat_map(|slice| slice.devices.iter().map(move |d| (&**slice, d)))
-        .collect()
+        .flat_map(|slice| (0..slice.devices.len()).map(move |i| (&**slice, i)))
+        .collect();
+    // Filtered afterwards: a filter in the collect would grow the vector (measured as one
+    // allocation more per pod in `bench dra`).
+    if per_device {
+        devices.retain(|(slice, i)| match slice.device_nodes(*i) {
+            SliceNodes::Node(_) => true,
+            nodes => nodes.reached_from(node.name, &node.labels),
+        });
+    }
+    devices
 }
 
 /// The pools the node can reach, sorted by driver and pool name. A pool's counter slices
@@ -88,8 +99,12 @@ pub(super) fn gather_pools<'a>(
         .filter(|s| s.node_name() == Some(node.name))
         .chain(shared.iter().filter(|s| match &s.nodes {
             SliceNodes::Node(_) => false,
+            // Counter slices serve every node of their pool, whatever their node selection.
+            _ if !s.shared_counters.is_empty() => true,
             SliceNodes::Selector(selector) => selector.matches(node.name, &node.labels),
             SliceNodes::All => true,
+            SliceNodes::PerDevice(_) if !features.partitionable_devices => false,
+            nodes => nodes.reached_from(node.name, &node.labels),
         }));
     let mut pools: Vec<Pool<'a>> = Vec::new();
     let mut newest: Vec<((Sym, Sym), i64, i64)> = Vec::new();
@@ -169,14 +184,15 @@ pub(super) fn gather_pools<'a>(
 }
 
 /// Where the allocation can be used: the node, if any device is local to it; otherwise
-/// the requirements of the slices' node selectors in one term; `None` for everywhere.
+/// the requirements of the devices' node selectors (their slices', or their own) in one
+/// term; `None` for everywhere.
 pub(super) fn node_selector<'a>(
     node: Sym,
-    slices: impl Iterator<Item = &'a ResourceSlice>,
+    device_nodes: impl Iterator<Item = &'a SliceNodes>,
 ) -> Option<NodeSelector> {
     let mut term = NodeSelectorTerm::default();
-    for slice in slices {
-        match &slice.nodes {
+    for nodes in device_nodes {
+        match nodes {
             SliceNodes::Node(_) => {
                 let by_name = NodeSelectorRequirement::parse(
                     "metadata.name",
@@ -206,7 +222,7 @@ pub(super) fn node_selector<'a>(
                     }
                 }
             }
-            SliceNodes::All => {}
+            SliceNodes::All | SliceNodes::PerDevice(_) => {}
         }
     }
     (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
