@@ -2,9 +2,10 @@
 //! v1.35 alike): the volumes Reserve matched to the pod's unbound WaitForFirstConsumer
 //! claims get their `claimRef` (pre-binding them, as `GetBindVolumeToClaim` does), the
 //! claims to provision get `volume.kubernetes.io/selected-node`, and the binder waits,
-//! polling once a second for at most 600 s (`bindTimeoutSeconds`), until the PV
-//! controller (and the provisioner) have bound every claim, or gives the placement up as
-//! upstream does when a claim's volume was unbound or its provisioning failed.
+//! polling once a second for at most the profile's `bindTimeoutSeconds` (600 s unless
+//! configured), until the PV controller (and the provisioner) have bound every claim, or
+//! gives the placement up as upstream does when a claim's volume was unbound or its
+//! provisioning failed.
 
 use std::time::{Duration, Instant};
 
@@ -23,23 +24,15 @@ pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 /// The volume annotation saying the binding was made by a controller, not by the user.
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
-/// Upstream's default `bindTimeoutSeconds`.
-pub const BIND_TIMEOUT: Duration = Duration::from_secs(600);
-
 #[derive(Clone)]
 pub struct VolumeWriter {
     client: Client,
     poll: Duration,
-    timeout: Duration,
 }
 
 impl VolumeWriter {
-    pub fn new(client: Client, poll: Duration, timeout: Duration) -> VolumeWriter {
-        VolumeWriter {
-            client,
-            poll,
-            timeout,
-        }
+    pub fn new(client: Client, poll: Duration) -> VolumeWriter {
+        VolumeWriter { client, poll }
     }
 
     fn claims(&self, claim: ClaimRef) -> Api<PersistentVolumeClaim> {
@@ -47,7 +40,9 @@ impl VolumeWriter {
     }
 
     /// Writes the bindings and provisioning requests of `pod` on `node`, then waits until
-    /// every claim is bound. The error reads as upstream's PreBind status.
+    /// every claim is bound, checking at each poll that comes before `writes.timeout` runs
+    /// out (upstream's `PollUntilContextTimeout`, not immediate: a timeout of 0 gives up
+    /// at once). The error reads as upstream's PreBind status.
     pub async fn bind(&self, pod: &Pod, node: Sym, writes: &VolumeWrites) -> Result<(), String> {
         for &(volume, claim) in &writes.bind {
             self.bind_volume(volume, claim).await?;
@@ -55,15 +50,17 @@ impl VolumeWriter {
         for &(claim, node) in &writes.provision {
             self.select_node(claim, node).await?;
         }
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + writes.timeout;
         loop {
-            tokio::time::sleep(self.poll).await;
-            if self.all_bound(writes, node).await? {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
+            let next = Instant::now() + self.poll;
+            if next >= deadline {
+                tokio::time::sleep_until(deadline.into()).await;
                 tracing::info!(pod = %pod.key(), "gave up waiting for the pod's volumes to be bound");
                 return Err("binding volumes: context deadline exceeded".into());
+            }
+            tokio::time::sleep_until(next.into()).await;
+            if self.all_bound(writes, node).await? {
+                return Ok(());
             }
         }
     }

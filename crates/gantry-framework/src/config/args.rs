@@ -74,8 +74,11 @@ pub(super) fn parse(
             }
             "Coscheduling" => out.plugins.coscheduling = coscheduling(typed(args, &at)?, &at)?,
             "VolumeBinding" => {
-                out.plugins.volume_capacity_shape =
-                    volume_binding(typed(args, &at)?, &at, release)?;
+                let args: VolumeBindingArgs = typed(args, &at)?;
+                out.plugins.volume_bind_timeout = args
+                    .bind_timeout_seconds
+                    .map(|s| std::time::Duration::from_secs(s.max(0).unsigned_abs()));
+                out.plugins.volume_capacity_shape = volume_binding(args, &at, release)?;
             }
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
@@ -274,7 +277,8 @@ struct VolumeBindingArgs {
 
 /// `VolumeBindingArgs` (`ValidateVolumeBindingArgsWithOptions`): the shape StorageCapacityScoring
 /// scores with, when given; refused while the gate is off, defaulted when empty.
-/// `bindTimeoutSeconds` is checked only: `gantry run` waits upstream's default 600 s.
+/// `bindTimeoutSeconds` must not be negative (`gantry run`'s PreBind waits as long for the
+/// pod's claims to be bound).
 fn volume_binding(
     args: VolumeBindingArgs,
     at: &str,

@@ -182,6 +182,8 @@ pub struct PluginArgs {
     pub fgd_typical: Option<Arc<openb::TypicalPods>>,
     /// VolumeBinding's `shape`, when configured (StorageCapacityScoring on).
     pub volume_capacity_shape: Option<Vec<(i64, i64)>>,
+    /// VolumeBinding's `bindTimeoutSeconds`, when configured.
+    pub volume_bind_timeout: Option<std::time::Duration>,
 }
 
 /// One plugin name a profile may use, and what it runs at each extension point.
@@ -322,6 +324,9 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
         (args.volume_capacity_shape)
             .unwrap_or_else(|| volume_binding::DEFAULT_CAPACITY_SHAPE.to_vec())
     });
+    if let Some(timeout) = args.volume_bind_timeout {
+        volume_binding.bind_timeout = timeout;
+    }
     let volume_binding = Arc::new(volume_binding);
     let volume_limits = Arc::new(node_volume_limits::NodeVolumeLimits {
         missing_drivers: node_volume_limits::MissingDrivers::for_release(release),

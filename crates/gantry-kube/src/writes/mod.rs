@@ -29,7 +29,7 @@ use crate::failure::Outage;
 use crate::fence::{self, Fences};
 use crate::metrics::KubeMetrics;
 use crate::pod_groups;
-use crate::volume_writes::{BIND_TIMEOUT, VolumeWriter};
+use crate::volume_writes::VolumeWriter;
 
 mod gang;
 
@@ -177,7 +177,7 @@ impl ApiWriter {
             Events::start(setup.client.clone(), &setup.identity, setup.event_retry)
         };
         ApiWriter {
-            volumes: VolumeWriter::new(setup.client.clone(), Duration::from_secs(1), BIND_TIMEOUT),
+            volumes: VolumeWriter::new(setup.client.clone(), Duration::from_secs(1)),
             client: setup.client,
             runtime: setup.runtime,
             inputs: setup.inputs,

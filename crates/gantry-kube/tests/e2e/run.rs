@@ -551,6 +551,41 @@ async fn a_claim_to_provision_is_given_the_node_and_bound_before_the_pod() {
     assert_deployable(&api);
 }
 
+/// The profile's `VolumeBindingArgs.bindTimeoutSeconds` bounds PreBind's wait for the
+/// claims: a claim nobody provisions fails the pod after 2 s with upstream's message (it
+/// waited 600 s whatever the configuration said before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prebind_gives_up_on_unbound_claims_after_the_profiles_bind_timeout() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    pod_with_unbound_claim(&api);
+    let yaml = format!(
+        "{{apiVersion: kubescheduler.config.k8s.io/v1, kind: KubeSchedulerConfiguration,
+          profiles: [{{schedulerName: {SCHEDULER},
+            pluginConfig: [{{name: VolumeBinding, args: {{bindTimeoutSeconds: 2}}}}]}}]}}"
+    );
+    let config = gantry_framework::config::SchedulerConfig::parse(&yaml, "scheduler.yaml").unwrap();
+    let started = std::time::Instant::now();
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, config).await;
+    let failed = |api: &TestApiServer| {
+        events_about(api, "web", "FailedScheduling")
+            .iter()
+            .any(|e| {
+                e["note"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("binding volumes: context deadline exceeded"))
+            })
+    };
+    wait_for("PreBind's timeout", WAIT, || failed(&api)).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "waited the 2 s"
+    );
+    assert_eq!(node_of(&api, "web"), None);
+    instance.stop().await.unwrap();
+}
+
 /// A pod whose claim does not exist yet is retried when the claim appears, as
 /// kube-scheduler's storage plugins register claim events (their queueing hint: the
 /// pod uses the claim), not at the five-minute flush.

@@ -177,6 +177,7 @@ impl PreFilterPlugin for VolumeBinding {
                 unbound: unbound.into_iter().map(|(_, c)| c).collect(),
                 selected,
                 reserved: Assumed::default(),
+                bind_timeout: self.bind_timeout,
             },
         );
         (eligible, Status::success())

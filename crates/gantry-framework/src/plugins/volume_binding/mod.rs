@@ -17,6 +17,7 @@
 //! volume modes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use gantry_api::storage::ClaimRef;
 use gantry_api::{PersistentVolume, PersistentVolumeClaim, StorageClass, Sym};
@@ -73,7 +74,13 @@ pub struct VolumeBinding {
     /// With StorageCapacityScoring on, the score of each utilisation: (utilisation,
     /// score 0..=10) points of `VolumeBindingArgs.shape`. `None`: Score skips.
     pub capacity_shape: Option<Vec<(i64, i64)>>,
+    /// `VolumeBindingArgs.bindTimeoutSeconds`: how long PreBind waits for the claims to be
+    /// bound (`gantry run`; a simulation binds them at once).
+    pub bind_timeout: Duration,
 }
+
+/// `bindTimeoutSeconds` when the configuration gives none (`SetDefaults_VolumeBindingArgs`).
+pub const DEFAULT_BIND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `VolumeBindingArgs.shape` when the gate is on and the configuration gives none
 /// (`SetDefaults_VolumeBindingArgs`): the emptier the node's storage, the higher.
@@ -93,6 +100,7 @@ impl VolumeBinding {
             narrows_to_hostnames,
             says_pv_node_affinity,
             capacity_shape: None,
+            bind_timeout: DEFAULT_BIND_TIMEOUT,
         }
     }
 }
@@ -127,6 +135,8 @@ pub struct VolumeWrites {
     pub bind: Vec<(Sym, ClaimRef)>,
     /// Claim and the node to provision it on.
     pub provision: Vec<(ClaimRef, Sym)>,
+    /// How long to wait for the claims to be bound (the profile's `bindTimeoutSeconds`).
+    pub timeout: Duration,
 }
 
 impl VolumeWrites {
@@ -143,6 +153,7 @@ pub fn volume_writes(state: &crate::CycleState) -> VolumeWrites {
         .map(|s| VolumeWrites {
             bind: s.reserved.volumes.clone(),
             provision: s.reserved.provisioned.clone(),
+            timeout: s.bind_timeout,
         })
         .unwrap_or_default()
 }
@@ -181,6 +192,8 @@ struct PreFilterState {
     selected: usize,
     /// What Reserve assumed for this pod, for Unreserve to give back.
     reserved: Assumed,
+    /// The profile's `bindTimeoutSeconds`, for PreBind's writer.
+    bind_timeout: Duration,
 }
 
 impl Plugin for VolumeBinding {
