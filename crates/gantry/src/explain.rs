@@ -370,6 +370,13 @@ impl DetailWords {
                 state: "Claim and request",
                 fits: "usable",
             }
+        } else if plugin == gantry_framework::plugins::volume_binding::NAME {
+            DetailWords {
+                intro: "storage class by storage class, the share of storage the pod's claims would take (StorageCapacityScoring; the node's score is the classes' mean)",
+                part: "Storage class",
+                state: "Requested of capacity",
+                fits: "scored",
+            }
         } else {
             DetailWords {
                 intro: "part by part (verdict for the pod's first container that asks; ★ given to the pod)",

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::objects::ephemeral_claim_is_for_pod;
 use crate::plugins::volume_restrictions::claim_not_found;
-use crate::{Cluster, CycleState, FilterPlugin, PreFilterPlugin, PreFilterResult, Status};
+use crate::{Cluster, CycleState, Detail, FilterPlugin, PreFilterPlugin, PreFilterResult, Status};
 
 /// Upstream's `GetLocalPersistentVolumeNodeNames`: per required term, the intersection of
 /// its `kubernetes.io/hostname In` values; the union over the terms.
@@ -282,6 +282,12 @@ impl PreFilterState {
 }
 
 impl FilterPlugin for VolumeBinding {
+    /// With StorageCapacityScoring on, the share of storage each class of the pod's
+    /// volumes would take on the node, which its score reads.
+    fn details(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Vec<Detail> {
+        self.score_details(state, node)
+    }
+
     fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>(NAME) else {
             return Status::error(format!("cannot read {NAME:?} PreFilter state"));

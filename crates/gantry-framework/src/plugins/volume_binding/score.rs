@@ -11,14 +11,14 @@
 //! `requested × 100 / capacity` (100 when there is no capacity or too little); the node
 //! scores the mean over classes, rounded half away from zero; no class scores 0.
 
-use gantry_api::{Pod, Sym};
+use gantry_api::{Pod, QuantityFormat, Sym};
 use gantry_cache::NodeInfo;
 use smallvec::SmallVec;
 
 use super::filter::Plan;
 use super::{NAME, PreFilterState, VolumeBinding};
 use crate::plugins::shape_score::broken_linear;
-use crate::{Cluster, CycleState, PreScorePlugin, ScorePlugin, Status};
+use crate::{Cluster, CycleState, Detail, PreScorePlugin, ScorePlugin, Status};
 
 /// Upstream's `maxUtilization`.
 const MAX_UTILIZATION: i64 = 100;
@@ -42,37 +42,73 @@ impl PreScorePlugin for VolumeBinding {
 
 impl ScorePlugin for VolumeBinding {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let (Some(shape), Some(s), Some(node)) = (
-            &self.capacity_shape,
-            state.read::<PreFilterState>(NAME),
-            node.node(),
-        ) else {
+        let Some(shape) = &self.capacity_shape else {
             return Ok(0);
         };
-        let Plan::Fits(matches, provisions) = s.plan(node) else {
-            return Ok(0);
-        };
-        let mut classes: SmallVec<[ClassUse; 4]> = SmallVec::new();
-        if matches.is_empty() {
-            for claim in provisions {
-                let Some(object) = (claim.capacities.as_ref())
-                    .and_then(|objects| objects.iter().find(|c| c.reaches(&node.labels)))
-                else {
-                    continue;
-                };
-                let class = ClassUse::of(&mut classes, Some(claim.class.name));
-                class.capacity = object.capacity.unwrap_or(0);
-                class.requested = class.requested.saturating_add(claim.requested);
-            }
-        } else {
-            for m in &matches {
-                let class = ClassUse::of(&mut classes, m.volume.storage_class);
-                class.capacity = class.capacity.saturating_add(m.volume.capacity);
-                class.requested = class.requested.saturating_add(m.claim.requested);
-            }
-        }
-        Ok(node_score(shape, &classes))
+        Ok(class_uses(state, node).map_or(0, |(classes, _)| node_score(shape, &classes)))
     }
+}
+
+impl VolumeBinding {
+    /// For `explain`, with StorageCapacityScoring on: per storage class, what the pod's
+    /// volumes would take of the storage the score counts on the node, and its score.
+    pub(super) fn score_details(&self, state: &CycleState, node: &NodeInfo) -> Vec<Detail> {
+        let (Some(shape), Some((classes, from))) = (&self.capacity_shape, class_uses(state, node))
+        else {
+            return Vec::new();
+        };
+        let gib = |bytes: i64| QuantityFormat::BinarySI.canonical(bytes.saturating_mul(1000));
+        (classes.iter())
+            .map(|c| Detail {
+                item: c
+                    .class
+                    .map_or("no class".to_string(), |name| format!("class {name}")),
+                state: format!(
+                    "{} of {} ({}%), {from}",
+                    gib(c.requested),
+                    gib(c.capacity),
+                    utilization(c.requested, c.capacity)
+                ),
+                reason: None,
+                score: Some(broken_linear(shape, utilization(c.requested, c.capacity)) as f64),
+                chosen: false,
+            })
+            .collect()
+    }
+}
+
+/// What the pod's volumes would take on the node, per storage class, and of what: the
+/// static volumes they bind when they bind any, otherwise the capacity objects that
+/// decided the claims to provision. `None` where the node does not fit them.
+fn class_uses(
+    state: &CycleState,
+    node: &NodeInfo,
+) -> Option<(SmallVec<[ClassUse; 4]>, &'static str)> {
+    let s = state.read::<PreFilterState>(NAME)?;
+    let node = node.node()?;
+    let Plan::Fits(matches, provisions) = s.plan(node) else {
+        return None;
+    };
+    let mut classes: SmallVec<[ClassUse; 4]> = SmallVec::new();
+    if !matches.is_empty() {
+        for m in &matches {
+            let class = ClassUse::of(&mut classes, m.volume.storage_class);
+            class.capacity = class.capacity.saturating_add(m.volume.capacity);
+            class.requested = class.requested.saturating_add(m.claim.requested);
+        }
+        return Some((classes, "the volumes it binds"));
+    }
+    for claim in provisions {
+        let Some(object) = (claim.capacities.as_ref())
+            .and_then(|objects| objects.iter().find(|c| c.reaches(&node.labels)))
+        else {
+            continue;
+        };
+        let class = ClassUse::of(&mut classes, Some(claim.class.name));
+        class.capacity = object.capacity.unwrap_or(0);
+        class.requested = class.requested.saturating_add(claim.requested);
+    }
+    Some((classes, "the capacity it provisions from"))
 }
 
 /// What the pod's volumes of one storage class would take on a node, in bytes (upstream's
@@ -106,26 +142,20 @@ fn node_score(shape: &[(i64, i64)], classes: &[ClassUse]) -> i64 {
     if classes.is_empty() {
         return 0;
     }
-    let total: i64 = classes
-        .iter()
-        .map(
-            |&ClassUse {
-                 requested,
-                 capacity,
-                 ..
-             }| {
-                let utilization = if capacity == 0 || requested > capacity {
-                    MAX_UTILIZATION
-                } else {
-                    let share =
-                        i128::from(requested) * i128::from(MAX_UTILIZATION) / i128::from(capacity);
-                    i64::try_from(share).unwrap_or(MAX_UTILIZATION)
-                };
-                broken_linear(shape, utilization)
-            },
-        )
+    let total: i64 = (classes.iter())
+        .map(|c| broken_linear(shape, utilization(c.requested, c.capacity)))
         .sum();
     (total as f64 / classes.len() as f64).round() as i64
+}
+
+/// The share of `capacity` that `requested` takes, in percent (floored; 100 when there is
+/// no capacity or too little).
+fn utilization(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return MAX_UTILIZATION;
+    }
+    let share = i128::from(requested) * i128::from(MAX_UTILIZATION) / i128::from(capacity);
+    i64::try_from(share).unwrap_or(MAX_UTILIZATION)
 }
 
 /// Upstream's `TestVolumeBinding` rows with `EnableStorageCapacityScoring` (v1.36.2
@@ -209,7 +239,9 @@ mod tests {
         scores: Vec<Option<i64>>,
     }
 
-    fn run(row: Row) {
+    /// Runs the row, and checks that `explain`'s classes give each fitting node its score
+    /// (their mean, rounded); returns the first fitting node's details.
+    fn run(row: Row) -> Vec<Detail> {
         let classes = [
             class("wait-sc", VolumeBindingMode::WaitForFirstConsumer, ""),
             class("wait-hdd-sc", VolumeBindingMode::WaitForFirstConsumer, ""),
@@ -245,18 +277,33 @@ mod tests {
                 .pre_score(&mut state, &pod, &[], cluster)
                 .is_success()
         );
+        let mut first = None;
         for (node, want) in row.nodes.iter().zip(&row.scores) {
             let info = node_info(node, &[]);
             let fits = plugin.filter(&state, &pod, &info).is_success();
             let got = fits.then(|| plugin.score(&state, &pod, &info).unwrap());
             assert_eq!(got, *want, "{}: {}", row.name, node.name);
+            let details = plugin.details(&state, &pod, &info);
+            if let Some(got) = got {
+                let scores: Vec<f64> = details.iter().filter_map(|d| d.score).collect();
+                let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+                assert_eq!(
+                    mean.round() as i64,
+                    got,
+                    "{}: {} explained",
+                    row.name,
+                    node.name
+                );
+                first.get_or_insert(details);
+            }
         }
+        first.unwrap_or_default()
     }
 
     #[test]
     fn local_volumes_with_close_capacity_are_preferred() {
         let host = "kubernetes.io/hostname";
-        run(Row {
+        let details = run(Row {
             name: "one claim",
             claims: vec![sized("pvc-a", "wait-sc", 50)],
             volumes: vec![
@@ -270,6 +317,11 @@ mod tests {
             shape: TEST_SHAPE.to_vec(),
             scores: vec![Some(25), Some(50), None],
         });
+        assert_eq!(details[0].item, "class wait-sc");
+        assert_eq!(
+            details[0].state,
+            "50Gi of 200Gi (25%), the volumes it binds"
+        );
         // Two classes: 25 and 50 on node-a average 37.5, rounded up.
         let mut volumes = Vec::new();
         for (node, gib) in [("node-a", 200), ("node-b", 100)] {
