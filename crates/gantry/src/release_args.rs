@@ -6,9 +6,9 @@ use gantry_api::Release;
 
 #[derive(Args, Clone, Default)]
 pub struct ReleaseArgs {
-    /// Decide as this Kubernetes release, MAJOR.MINOR (1.28 to 1.37; default 1.36,
-    /// the newest checked against recordings of its real scheduler): its
-    /// default feature gates, plugins and messages.
+    /// Decide as this Kubernetes release, MAJOR.MINOR (1.28 to 1.37; default 1.37, the
+    /// newest, derived from v1.36.3's recorded rules and v1.37's gates): its default
+    /// feature gates, plugins and messages.
     #[arg(long, value_name = "MAJOR.MINOR")]
     emulated_version: Option<String>,
     /// Feature gates away from the release's defaults, as kube-scheduler takes them:
