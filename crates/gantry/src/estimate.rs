@@ -172,7 +172,10 @@ fn scale_up(
                     continue;
                 }
                 match snapshot.place_anywhere(&pod, &gantry_whatif::Destinations::ANY)? {
-                    Some(node) => fits_existing.push((pod, node)),
+                    Some(node) => {
+                        similar.placed();
+                        fits_existing.push((pod, node));
+                    }
                     None => {
                         similar.set_unschedulable(&pod);
                         remaining.push(pod);
@@ -183,6 +186,7 @@ fn scale_up(
             // waits for new nodes.
             Pending::Gang(gang) if args.estimator_only => pending_gangs.push(gang),
             Pending::Gang(gang) => {
+                similar.placed();
                 match crate::estimate_gangs::place_on_existing(&mut snapshot, &gang)? {
                     Some(kept) => {
                         fits_existing.extend(kept.placed);

@@ -509,3 +509,27 @@ fn scale_up_places_a_gang_all_or_nothing() {
     assert_eq!(template["pods_scheduled"], 3);
     assert_eq!(template["pods_unschedulable"], 0);
 }
+
+/// Pods of no controller are skipped as like one that fitted nowhere only while nothing
+/// was placed since: web-2, like web-1, fits once db is placed beside where it would go.
+#[test]
+fn a_pod_like_one_that_fitted_nowhere_is_tried_again_after_a_placement() {
+    let out = gantry(&[
+        "estimate",
+        "--cluster",
+        &data("dra-cluster.yaml"),
+        "--pods",
+        &data("affinity-pods.yaml"),
+        "--node-template",
+        &data("cpu-template.yaml"),
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["pending_pods"], 3);
+    assert_eq!(v["fit_existing_nodes"], 2, "db, then web-2 beside it: {v}");
+    let template = &v["templates"][0];
+    assert_eq!(
+        template["pods_unschedulable"], 1,
+        "web-1: no db pod on a new node"
+    );
+}
