@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
 use crate::decode::validation;
-use crate::decode::{ObjectError, field_error, node_selector, required_name, typed};
+use crate::decode::{ObjectError, Warning, field_error, node_selector, required_name, typed};
 use crate::dra::*;
 use crate::release::{Gate, Release};
 use crate::{Quantity, Sym};
@@ -29,13 +29,15 @@ pub const KINDS: [&str; 4] = [
     "ResourceClaimTemplate",
 ];
 
-/// Decodes one DRA object of `kind` into `out`, as `release`'s API server stores it.
+/// Decodes one DRA object of `kind` into `out`, as `release`'s API server stores it; what
+/// is read but not modelled is said in `warnings`.
 pub(crate) fn add_object(
     out: &mut DraObjects,
     kind: &str,
     value: Value,
     object: &str,
     release: Release,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(), ObjectError> {
     let version = value.get("apiVersion").and_then(Value::as_str);
     if version != Some(API_VERSION) {
@@ -48,7 +50,8 @@ pub(crate) fn add_object(
     match kind {
         "DeviceClass" => {
             let class: resource::DeviceClass = typed(value, object)?;
-            out.device_classes.push(device_class(&class, object)?);
+            out.device_classes
+                .push(device_class(&class, object, release, warnings)?);
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
@@ -118,17 +121,23 @@ fn selectors(
         .collect()
 }
 
-fn device_class(class: &resource::DeviceClass, object: &str) -> Result<DeviceClass, ObjectError> {
+fn device_class(
+    class: &resource::DeviceClass,
+    object: &str,
+    release: Release,
+    warnings: &mut Vec<Warning>,
+) -> Result<DeviceClass, ObjectError> {
     let spec = class.spec.as_ref();
-    if spec
-        .and_then(|s| s.extended_resource_name.as_ref())
-        .is_some()
-    {
-        return Err(unsupported(
-            object,
-            "spec.extendedResourceName",
-            "an extended resource backed by DRA",
-        ));
+    // DRAExtendedResource (on from v1.36): not modelled, so a dump holding such a class is
+    // read, and says what differs; with the gate off the API server drops the field.
+    let extended = spec.and_then(|s| s.extended_resource_name.as_ref());
+    if let Some(name) = extended.filter(|_| release.enabled(Gate::DRAExtendedResource)) {
+        warnings.push(Warning {
+            object: object.to_string(),
+            message: format!(
+                "spec.extendedResourceName: extended resources backed by devices are not modelled: a pod asking for {name} is judged against the nodes' allocatable {name}, not given devices of this class"
+            ),
+        });
     }
     Ok(DeviceClass {
         name: Sym::new(&required_name(&class.metadata, object)?),

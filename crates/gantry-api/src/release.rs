@@ -78,6 +78,10 @@ pub enum Gate {
     /// shared counter sets (`sharedCounters`, `consumesCounters`) are allocated only while
     /// the counters last.
     DRAPartitionableDevices,
+    /// DRAExtendedResource (KEP-5004): a DeviceClass's `extendedResourceName` serves pods
+    /// asking for that extended resource with devices (not modelled: such classes are read
+    /// with a warning).
+    DRAExtendedResource,
     /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
     /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
     VolumeLimitScaling,
@@ -249,6 +253,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(33, false), spec(36, true)],
     ),
     (
+        Gate::DRAExtendedResource,
+        "DRAExtendedResource",
+        &[spec(34, false), spec(36, true), locked(37, true)],
+    ),
+    (
         Gate::VolumeLimitScaling,
         "VolumeLimitScaling",
         &[spec(35, false), spec(37, true)],
@@ -265,6 +274,10 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
     (Gate::DRADeviceTaints, &[Gate::DynamicResourceAllocation]),
     (
         Gate::DRAPartitionableDevices,
+        &[Gate::DynamicResourceAllocation],
+    ),
+    (
+        Gate::DRAExtendedResource,
         &[Gate::DynamicResourceAllocation],
     ),
     (

@@ -216,6 +216,7 @@ impl ClusterObjects {
                 value,
                 &object,
                 self.release,
+                &mut self.warnings,
             );
         }
         let converted = convert(value, position, generated, self.release)?;
