@@ -230,10 +230,14 @@ async fn instances_dividing_the_pods_never_split_a_gang() {
         start_with(&api, "a", Shard { index: 0, count: 2 }, None, gang_config()),
         start_with(&api, "b", Shard { index: 1, count: 2 }, None, gang_config()),
     );
-    wait_for("every member bound", WAIT, || {
-        groups
-            .iter()
-            .all(|g| (0..3).all(|i| node_of(&api, &format!("{g}-{i}")).is_some()))
+    // Events are written after the bindings, asynchronously: wait for both.
+    wait_for("every member bound, with its Scheduled event", WAIT, || {
+        groups.iter().all(|g| {
+            (0..3).all(|i| {
+                let pod = format!("{g}-{i}");
+                node_of(&api, &pod).is_some() && !events_about(&api, &pod, "Scheduled").is_empty()
+            })
+        })
     })
     .await;
     let bound_by = |pod: &str| {
