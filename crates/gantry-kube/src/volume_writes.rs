@@ -50,10 +50,12 @@ impl VolumeWriter {
         for &(claim, node) in &writes.provision {
             self.select_node(claim, node).await?;
         }
-        let deadline = Instant::now() + writes.timeout;
+        // A timeout past what an Instant holds (bindTimeoutSeconds near i64::MAX) never
+        // comes.
+        let deadline = Instant::now().checked_add(writes.timeout);
         loop {
             let next = Instant::now() + self.poll;
-            if next >= deadline {
+            if let Some(deadline) = deadline.filter(|&d| next >= d) {
                 tokio::time::sleep_until(deadline.into()).await;
                 tracing::info!(pod = %pod.key(), "gave up waiting for the pod's volumes to be bound");
                 return Err("binding volumes: context deadline exceeded".into());

@@ -586,6 +586,42 @@ async fn prebind_gives_up_on_unbound_claims_after_the_profiles_bind_timeout() {
     instance.stop().await.unwrap();
 }
 
+/// A `bindTimeoutSeconds` past what a clock holds (the largest the configuration takes) is
+/// no deadline: PreBind waits, and the pod is bound once its claim is (it panicked adding
+/// the timeout to the clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_bind_timeout_waits_without_a_deadline() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    pod_with_unbound_claim(&api);
+    let yaml = format!(
+        "{{apiVersion: kubescheduler.config.k8s.io/v1, kind: KubeSchedulerConfiguration,
+          profiles: [{{schedulerName: {SCHEDULER},
+            pluginConfig: [{{name: VolumeBinding, args: {{bindTimeoutSeconds: {}}}}}]}}]}}",
+        i64::MAX
+    );
+    let config = gantry_framework::config::SchedulerConfig::parse(&yaml, "scheduler.yaml").unwrap();
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, config).await;
+    wait_for("the claim given the node", WAIT, || {
+        api.get(PVCS, "default", "data").unwrap()["metadata"]["annotations"]
+            ["volume.kubernetes.io/selected-node"]
+            == "node-0"
+    })
+    .await;
+    let uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
+    api.put(
+        PVS,
+        json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+        "csi": {"driver": "example.com/disk", "volumeHandle": "h"},
+        "claimRef": {"namespace": "default", "name": "data", "uid": uid}}}),
+    );
+    complete_claim_binding(&api, "pv-data");
+    wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
+    instance.stop().await.unwrap();
+}
+
 /// A pod whose claim does not exist yet is retried when the claim appears, as
 /// kube-scheduler's storage plugins register claim events (their queueing hint: the
 /// pod uses the claim), not at the five-minute flush.
