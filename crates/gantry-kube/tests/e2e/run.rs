@@ -506,6 +506,19 @@ fn pod_with_unbound_claim(api: &TestApiServer) {
     api.put(PODS, web);
 }
 
+/// The provisioner's part: a volume made for the claim `data`; then the PV controller's.
+fn provision_claim(api: &TestApiServer) {
+    let uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
+    api.put(
+        PVS,
+        json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+        "csi": {"driver": "example.com/disk", "volumeHandle": "h"},
+        "claimRef": {"namespace": "default", "name": "data", "uid": uid}}}),
+    );
+    complete_claim_binding(api, "pv-data");
+}
+
 /// The PV controller's part: the claim names its volume and is marked bound.
 fn complete_claim_binding(api: &TestApiServer, volume: &str) {
     let mut pvc = api.get(PVCS, "default", "data").unwrap();
@@ -537,15 +550,7 @@ async fn a_claim_to_provision_is_given_the_node_and_bound_before_the_pod() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(node_of(&api, "web"), None, "not bound before its claim is");
     // The provisioner makes the volume; the PV controller binds the claim.
-    let uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
-    api.put(
-        PVS,
-        json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
-        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
-        "csi": {"driver": "example.com/disk", "volumeHandle": "h"},
-        "claimRef": {"namespace": "default", "name": "data", "uid": uid}}}),
-    );
-    complete_claim_binding(&api, "pv-data");
+    provision_claim(&api);
     wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
     instance.stop().await.unwrap();
     assert_deployable(&api);
@@ -609,15 +614,7 @@ async fn the_largest_bind_timeout_waits_without_a_deadline() {
             == "node-0"
     })
     .await;
-    let uid = api.get(PVCS, "default", "data").unwrap()["metadata"]["uid"].clone();
-    api.put(
-        PVS,
-        json!({"metadata": {"name": "pv-data"}, "spec": {"capacity": {"storage": "1Gi"},
-        "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
-        "csi": {"driver": "example.com/disk", "volumeHandle": "h"},
-        "claimRef": {"namespace": "default", "name": "data", "uid": uid}}}),
-    );
-    complete_claim_binding(&api, "pv-data");
+    provision_claim(&api);
     wait_for("bound", WAIT, || node_of(&api, "web").is_some()).await;
     instance.stop().await.unwrap();
 }
