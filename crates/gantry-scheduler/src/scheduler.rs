@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gantry_api::dra::{ClaimKey, ResourceClaim};
+use gantry_api::dra::{ClaimKey, DeviceId, ResourceClaim};
 use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Signature, Status};
@@ -977,7 +977,9 @@ impl Scheduler {
                     nodes: &self.snapshot,
                     objects: &self.objects,
                 };
-                check_placement(&self.profiles[profile_index], cluster, pod)
+                let profile = &self.profiles[profile_index];
+                check_placement(profile, cluster, pod)
+                    .and_then(|()| self.counters_hold(profile.release, pod, &in_flight))
             }
             Err(inconsistent) => Err(Status::error(inconsistent.to_string())),
         };
@@ -989,6 +991,31 @@ impl Scheduler {
             self.cache.assume_allocations(pod, &in_flight);
         }
         verdict
+    }
+
+    /// Whether the pod's allocations in flight, with every device allocated now, leave
+    /// each counter of their pools covered (partitionable devices): another instance may
+    /// have given another partition of the same device meanwhile.
+    fn counters_hold(
+        &self,
+        release: gantry_api::Release,
+        pod: &Pod,
+        in_flight: &[Arc<ResourceClaim>],
+    ) -> Result<(), Status> {
+        let devices: Vec<DeviceId> = (in_flight.iter())
+            .filter_map(|c| c.allocation.as_ref())
+            .flat_map(|a| a.held_device_list())
+            .collect();
+        let node = pod.node_name.and_then(|n| self.snapshot.node(n));
+        let overrun = node.zip(self.snapshot.dra()).and_then(|(node, dra)| {
+            dynamic_resources::overrun_at_bind(node, dra, release, &devices)
+        });
+        match overrun {
+            Some(message) => {
+                Err(Status::unresolvable(message).with_plugin(dynamic_resources::NAME))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Replaces the API objects plugins read (namespaces, services, storage), for an

@@ -17,13 +17,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use gantry_api::dra::DraObjects;
+use gantry_api::dra::{ClaimKey, DraObjects, ResourceClaim};
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Profile, Status};
 use gantry_scheduler::Rng;
 
-use crate::claims::{ClaimChange, ClaimStore};
+use crate::claims::{ClaimChange, ClaimRefusal, ClaimStore};
 
 struct NodeUsage {
     node: Arc<Node>,
@@ -271,6 +271,17 @@ impl SimulatedApi {
     /// The device classes and slices every cache is given.
     pub(crate) fn dra_catalog(&self) -> &DraObjects {
         &self.dra_catalog
+    }
+
+    /// Writes claims' status as a scheduler's PreBind sent it ([`ClaimStore::write`],
+    /// counters checked against the input's slices).
+    pub(crate) fn write_claims(
+        &mut self,
+        claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
+    ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
+        self.claims
+            .write(claims, allocated_now, &self.dra_catalog.slices)
     }
 
     /// Tells admission's own cache about claim changes (what the watch delivers to the

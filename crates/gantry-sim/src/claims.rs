@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use gantry_api::dra::{
     ClaimKey, ClaimSource, DeviceId, ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use gantry_api::rng::Rng;
-use gantry_api::{Pod, Sym};
+use gantry_api::{Pod, QuantityFormat, Sym};
 
 /// A change to a claim, as the watch delivers it.
 #[derive(Debug, Clone)]
@@ -61,6 +62,10 @@ pub(crate) enum ClaimRefusal {
     /// A device of the new allocation is held by another claim: the decision was made
     /// on a view that another instance's binding has outdated.
     DeviceTaken { claim: ClaimKey, device: DeviceId },
+    /// The new allocations' partitions, with the devices allocated already, take more of
+    /// a counter than their pool has (another instance gave another partition of the same
+    /// device meanwhile).
+    CounterOverrun { claim: ClaimKey, overrun: String },
 }
 
 impl std::fmt::Display for ClaimRefusal {
@@ -82,6 +87,11 @@ impl std::fmt::Display for ClaimRefusal {
             ClaimRefusal::DeviceTaken { claim, device } => write!(
                 f,
                 "claim {}/{}: device {device} is already allocated to another claim",
+                claim.namespace, claim.name
+            ),
+            ClaimRefusal::CounterOverrun { claim, overrun } => write!(
+                f,
+                "claim {}/{}: {overrun} with the devices allocated already",
                 claim.namespace, claim.name
             ),
         }
@@ -200,11 +210,13 @@ impl ClaimStore {
 
     /// Writes claims' status as a scheduler's PreBind sent it: refused if a claim is
     /// gone, was allocated differently meanwhile, or would take a device another claim
-    /// holds; nothing is written unless every claim is.
+    /// holds or a counter (of a pool in `slices`) the devices allocated already leave too
+    /// little of; nothing is written unless every claim is.
     pub fn write(
         &mut self,
         claims: &[Arc<ResourceClaim>],
         allocated_now: &[ClaimKey],
+        slices: &[Arc<ResourceSlice>],
     ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
         for claim in claims {
             let key = claim.key();
@@ -232,6 +244,16 @@ impl ClaimStore {
                     return Err(ClaimRefusal::DeviceTaken { claim: key, device });
                 }
             }
+        }
+        let new: Vec<(ClaimKey, DeviceId)> = (claims.iter())
+            .filter(|c| allocated_now.contains(&c.key()))
+            .flat_map(|c| devices(c).into_iter().map(move |d| (c.key(), d)))
+            .collect();
+        let pools: Vec<(Sym, Sym)> = new.iter().map(|(_, d)| (d.driver, d.pool)).collect();
+        let taken = |d: DeviceId| self.holders.contains_key(&d) || new.iter().any(|n| n.1 == d);
+        if let Some(overrun) = counter_overrun(slices, &taken, Some(&pools)) {
+            let claim = new.first().expect("a pool is concerned").0;
+            return Err(ClaimRefusal::CounterOverrun { claim, overrun });
         }
         let mut changes = Vec::with_capacity(claims.len());
         for claim in claims {
@@ -371,6 +393,16 @@ impl ClaimStore {
         Ok(())
     }
 
+    /// No counter of a pool (partitionable devices) is consumed beyond what the pool's
+    /// counter sets in `slices` hold by the devices allocated: summed here from the
+    /// claims, apart from the allocator's and the binder's own bookkeeping.
+    pub fn check_counters(&self, slices: &[Arc<ResourceSlice>]) -> Result<(), String> {
+        match counter_overrun(slices, &|d| self.holders.contains_key(&d), None) {
+            Some(overrun) => Err(format!("{overrun} by the devices allocated")),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the bound pod's claims are all allocated and reserved for it.
     pub fn holds_claims_of(&self, pod: &Pod) -> bool {
         pod.resource_claims.iter().all(|entry| {
@@ -383,6 +415,62 @@ impl ClaimStore {
                 .is_some_and(|c| c.allocation.is_some() && c.is_reserved_for(&pod.uid))
         })
     }
+}
+
+/// The first counter, by name, that the devices `taken` consume beyond what their pool's
+/// counter sets in `slices` hold, among the pools (driver, pool) of `pools` (every pool
+/// if `None`), as `counter C of counter set S in pool D/P is overrun by Q`.
+fn counter_overrun(
+    slices: &[Arc<ResourceSlice>],
+    taken: &dyn Fn(DeviceId) -> bool,
+    pools: Option<&[(Sym, Sym)]>,
+) -> Option<String> {
+    // By name, not by interned symbol: the first overrun is found in name order.
+    type Key = (String, String, String, String);
+    let mut left: BTreeMap<Key, i64> = BTreeMap::new();
+    let key = |slice: &ResourceSlice, set: Sym, counter: Sym| -> Key {
+        let name = |sym: Sym| sym.as_str().to_string();
+        (
+            name(slice.driver),
+            name(slice.pool),
+            name(set),
+            name(counter),
+        )
+    };
+    let concerned =
+        |slice: &ResourceSlice| pools.is_none_or(|p| p.contains(&(slice.driver, slice.pool)));
+    for slice in slices.iter().filter(|s| concerned(s)) {
+        for set in &slice.shared_counters {
+            for &(counter, value) in &set.counters {
+                left.insert(key(slice, set.name, counter), value);
+            }
+        }
+    }
+    for slice in slices.iter().filter(|s| concerned(s)) {
+        for device in &slice.devices {
+            let id = DeviceId {
+                driver: slice.driver,
+                pool: slice.pool,
+                device: device.name,
+            };
+            if !taken(id) {
+                continue;
+            }
+            for consumption in &device.consumes_counters {
+                for &(counter, value) in &consumption.counters {
+                    let entry = left
+                        .entry(key(slice, consumption.counter_set, counter))
+                        .or_default();
+                    *entry = entry.saturating_sub(value);
+                }
+            }
+        }
+    }
+    let ((driver, pool, set, counter), value) = left.into_iter().find(|(_, value)| *value < 0)?;
+    Some(format!(
+        "counter {counter} of counter set {set} in pool {driver}/{pool} is overrun by {}",
+        QuantityFormat::BinarySI.canonical(value.saturating_neg())
+    ))
 }
 
 /// The devices the claim's allocation holds (admin access holds none).
@@ -441,28 +529,86 @@ mod tests {
         // Allocating a claim someone allocated meanwhile.
         assert_eq!(
             store
-                .write(&[claim("held", Some("gpu-1"))], &[key("held")])
+                .write(&[claim("held", Some("gpu-1"))], &[key("held")], &[])
                 .err(),
             Some(ClaimRefusal::AllocatedElsewhere(key("held")))
         );
         // Allocating a device another claim holds.
         assert!(matches!(
-            store.write(&[claim("fresh", Some("gpu-0"))], &[key("fresh")]),
+            store.write(&[claim("fresh", Some("gpu-0"))], &[key("fresh")], &[]),
             Err(ClaimRefusal::DeviceTaken { .. })
         ));
         // Reserving a claim that was deallocated after PreFilter saw it allocated.
         assert_eq!(
-            store.write(&[claim("gone", Some("gpu-2"))], &[]).err(),
+            store.write(&[claim("gone", Some("gpu-2"))], &[], &[]).err(),
             Some(ClaimRefusal::Deallocated(key("gone")))
         );
         // Reserving the claim as it is, and allocating a free device, go through.
-        assert!(store.write(&[claim("held", Some("gpu-0"))], &[]).is_ok());
         assert!(
             store
-                .write(&[claim("fresh", Some("gpu-1"))], &[key("fresh")])
+                .write(&[claim("held", Some("gpu-0"))], &[], &[])
+                .is_ok()
+        );
+        assert!(
+            store
+                .write(&[claim("fresh", Some("gpu-1"))], &[key("fresh")], &[])
                 .is_ok()
         );
         assert_eq!(store.check(), Ok(()));
+    }
+
+    /// A GPU of 40Gi in pool n1 (the decoded slices, the default release's gates): the
+    /// whole `gpu-0` and the half `gpu-0-a`.
+    fn partitioned_gpu() -> Vec<Arc<ResourceSlice>> {
+        let yaml = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-counters}\n\
+            spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 2}, \
+            sharedCounters: [{name: g0, counters: {memory: {value: 40Gi}}}]}\n---\n\
+            apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpus}\n\
+            spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 2}, devices: [\
+            {name: gpu-0, consumesCounters: [{counterSet: g0, counters: {memory: {value: 40Gi}}}]}, \
+            {name: gpu-0-a, consumesCounters: [{counterSet: g0, counters: {memory: {value: 20Gi}}}]}]}";
+        let mut objects = gantry_api::decode::ClusterObjects::default();
+        objects.decode_more(yaml, "slices").unwrap();
+        objects.dra.slices
+    }
+
+    /// Another instance gave a partition of the GPU meanwhile: the write that would take
+    /// more of its counters than it has is refused; the invariant check finds an overrun
+    /// the store was given.
+    #[test]
+    fn a_partition_beyond_its_gpus_counters_is_refused_and_found() {
+        let slices = partitioned_gpu();
+        let mut store = ClaimStore::new(
+            &[
+                (*claim("whole", Some("gpu-0"))).clone(),
+                (*claim("half", None)).clone(),
+            ],
+            &[],
+            1,
+        );
+        let half = claim("half", Some("gpu-0-a"));
+        assert_eq!(
+            store
+                .write(std::slice::from_ref(&half), &[half.key()], &slices)
+                .err(),
+            Some(ClaimRefusal::CounterOverrun {
+                claim: half.key(),
+                overrun:
+                    "counter memory of counter set g0 in pool gpu.example.com/n1 is overrun by 20Gi"
+                        .into(),
+            })
+        );
+        assert_eq!(store.check_counters(&slices), Ok(()));
+        // Without the slices' counters there is nothing to overrun.
+        assert!(
+            store
+                .write(std::slice::from_ref(&half), &[half.key()], &[])
+                .is_ok()
+        );
+        assert_eq!(
+            store.check_counters(&slices),
+            Err("counter memory of counter set g0 in pool gpu.example.com/n1 is overrun by 20Gi by the devices allocated".into())
+        );
     }
 
     /// PostFilter's deallocation is conditioned on the claim as the scheduler saw it: a
@@ -476,7 +622,7 @@ mod tests {
             uid: Arc::from("pod-1"),
             name: Arc::from("p1"),
         });
-        store.write(&[Arc::new(reserved)], &[]).unwrap();
+        store.write(&[Arc::new(reserved)], &[], &[]).unwrap();
         assert!(store.deallocate(&seen).is_none());
         let now = store.claims().next().unwrap().clone();
         assert!(now.allocation.is_some() && now.is_reserved_for("pod-1"));

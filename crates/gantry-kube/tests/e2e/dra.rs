@@ -195,6 +195,110 @@ async fn two_instances_never_give_one_device_to_two_claims() {
     assert_deployable(&api);
 }
 
+/// Two instances give partitions of one GPU on caches that lag each other's writes: one
+/// the whole GPU, the other a half, each free on its own view. The binder's re-check at
+/// the node's fence counts the counters every allocated device consumes (another
+/// instance's included), so no GPU is given for more memory than it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_never_give_more_of_a_partitioned_gpu_than_it_has() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for profile in ["whole", "half"] {
+        let mut class = device_class(profile);
+        class["spec"]["selectors"] = json!([{"cel": {"expression": format!(
+            "device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].profile == \"{profile}\""
+        )}}]);
+        api.put(DEVICE_CLASSES, class);
+    }
+    let partition = |gpu: u32, name: &str, profile: &str, memory: &str| {
+        json!({"name": name, "attributes": {"profile": {"string": profile}},
+            "consumesCounters": [{"counterSet": format!("gpu-{gpu}"), "counters": {"memory": {"value": memory}}}]})
+    };
+    {
+        let name = "node-0";
+        api.put(NODES, node(name, 8000, "a"));
+        let pool = json!({"name": name, "generation": 1, "resourceSliceCount": 2});
+        let sets: Vec<Value> = (0..2)
+            .map(|gpu| json!({"name": format!("gpu-{gpu}"), "counters": {"memory": {"value": "40Gi"}}}))
+            .collect();
+        api.put(
+            RESOURCE_SLICES,
+            json!({
+                "metadata": {"name": format!("{name}-counters")},
+                "spec": {"driver": DRIVER, "nodeName": name, "pool": pool,
+                    "sharedCounters": sets},
+            }),
+        );
+        // Two GPUs: a re-check that allocated the pod's claims afresh would find the
+        // other GPU free and let through the partition the binder writes.
+        let devices: Vec<Value> = [0, 1]
+            .into_iter()
+            .flat_map(|gpu| {
+                [
+                    partition(gpu, &format!("gpu-{gpu}"), "whole", "40Gi"),
+                    partition(gpu, &format!("gpu-{gpu}-a"), "half", "20Gi"),
+                    partition(gpu, &format!("gpu-{gpu}-b"), "half", "20Gi"),
+                ]
+            })
+            .collect();
+        api.put(
+            RESOURCE_SLICES,
+            json!({
+                "metadata": {"name": format!("{name}-gpus")},
+                "spec": {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": devices},
+            }),
+        );
+    }
+    // Instance a places a pod asking for a whole GPU, instance b two asking for a half:
+    // each gives GPU gpu-0, free on its own view; slow binds keep each deciding before it
+    // sees the other's claims. Whichever binds second would take more than gpu-0 has.
+    api.set_bind_delay(Duration::from_millis(150));
+    for (name, profile, instance) in [("p-0", "whole", 0), ("p-1", "half", 1), ("p-2", "half", 1)] {
+        api.put(RESOURCE_CLAIMS, claim(&format!("{name}-gpu"), profile));
+        let mut p = pod_with_claim(name, 100, &format!("{name}-gpu"));
+        p["metadata"]["uid"] = json!(uid_owned_by(instance, 2, name));
+        api.put(PODS, p);
+    }
+    let (a, b) = tokio::join!(
+        start(&api, "a", Shard { index: 0, count: 2 }, None),
+        start(&api, "b", Shard { index: 1, count: 2 }, None),
+    );
+    let bound = |api: &TestApiServer| {
+        api.list(PODS)
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_string())
+            .count()
+    };
+    wait_for("the GPUs in use", WAIT, || bound(&api) >= 2).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // The memory each GPU is given, from the claims the API holds.
+    let mut given: BTreeMap<String, u32> = BTreeMap::new();
+    for c in api.list(RESOURCE_CLAIMS) {
+        for result in c["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let device = result["device"].as_str().unwrap();
+            let (gpu, gib) = match device.split_once("-").unwrap().1.split_once('-') {
+                Some((gpu, _half)) => (gpu, 20),
+                None => (&device[4..], 40),
+            };
+            *given
+                .entry(format!("{}/gpu-{gpu}", result["pool"].as_str().unwrap()))
+                .or_default() += gib;
+        }
+    }
+    for (gpu, gib) in &given {
+        assert!(*gib <= 40, "{gpu} is given {gib}Gi of its 40Gi: {given:?}");
+    }
+    assert!(given.values().sum::<u32>() >= 40, "{given:?}");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    assert_deployable(&api);
+}
+
 /// Another client writes the claim between the scheduler's read and its status write:
 /// the write gets 409, reads the claim again and succeeds on the fresh version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -450,7 +450,7 @@ impl Binder for ApiBinder<'_> {
             self.refused = Some(Refused::ByApi(refusal));
             return Err(message);
         }
-        match self.api.claims.write(claims, allocated_now) {
+        match self.api.write_claims(claims, allocated_now) {
             Ok(changes) => {
                 self.api.admit_claim_changes(&changes);
                 self.claims_written.extend(changes);

@@ -1,9 +1,11 @@
-//! Devices are never given twice: random ResourceSlices (node-local and shared), claim
-//! templates (counts and `All`), claims shared by name, and pods that arrive, bind, fail
+//! Devices are never given twice: random ResourceSlices (node-local and shared, some
+//! nodes' GPUs partitioned into the whole and two halves that consume one counter set),
+//! claim templates (counts and `All`), claims shared by name, and pods that arrive, bind, fail
 //! to bind, are deleted and are preempted, scheduled by 1 to 3 instances with 0 to 20 ms
 //! of event latency. At the end:
-//! - no device is allocated to two claims, and every bound pod's claims are allocated
-//!   and reserved for it (the simulated API's claims, checked by the simulation);
+//! - no device is allocated to two claims, no pool's counter is consumed beyond what it
+//!   holds, and every bound pod's claims are allocated and reserved for it (the
+//!   simulated API's claims, checked by the simulation);
 //! - every instance's device index equals a recount from its claims and in-flight
 //!   allocations (`Simulation::check_invariants`);
 //! - with one instance, no pod going away and no failed bind, the API never refuses a
@@ -33,7 +35,7 @@ struct PodSpec {
     deleted_after_ms: Option<u64>,
 }
 
-fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8) -> String {
+fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, partitioned: bool) -> String {
     let mut docs = vec![format!(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: gpu}}\n\
          spec: {{selectors: [{{cel: {{expression: 'device.driver == \"{DRIVER}\"'}}}}]}}"
@@ -61,7 +63,36 @@ fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8) -> String {
              status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}}}",
             i % 2
         ));
-        if devices > 0 {
+        if devices > 0 && partitioned {
+            // Each GPU as the whole and two halves, which consume its counter set's 40Gi.
+            let sets: Vec<String> = (0..devices)
+                .map(|d| format!("{{name: gpu-{d}, counters: {{memory: {{value: 40Gi}}}}}}"))
+                .collect();
+            docs.push(format!(
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: n{i}-counters}}\n\
+                 spec: {{driver: {DRIVER}, nodeName: n{i}, pool: {{name: n{i}, generation: 1, resourceSliceCount: 2}}, sharedCounters: [{}]}}",
+                sets.join(", ")
+            ));
+            let partition = |d: u8, name: &str, memory: &str| {
+                format!(
+                    "{{name: {name}, consumesCounters: [{{counterSet: gpu-{d}, counters: {{memory: {{value: {memory}}}}}}}]}}"
+                )
+            };
+            let list: Vec<String> = (0..devices)
+                .flat_map(|d| {
+                    [
+                        partition(d, &format!("gpu-{d}"), "40Gi"),
+                        partition(d, &format!("gpu-{d}-a"), "20Gi"),
+                        partition(d, &format!("gpu-{d}-b"), "20Gi"),
+                    ]
+                })
+                .collect();
+            docs.push(format!(
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: n{i}-gpus}}\n\
+                 spec: {{driver: {DRIVER}, nodeName: n{i}, pool: {{name: n{i}, generation: 1, resourceSliceCount: 2}}, devices: [{}]}}",
+                list.join(", ")
+            ));
+        } else if devices > 0 {
             let list: Vec<String> = (0..devices).map(|d| format!("{{name: gpu-{d}}}")).collect();
             docs.push(format!(
                 "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: n{i}-gpus}}\n\
@@ -127,6 +158,7 @@ proptest! {
         bind_failure_rate in prop_oneof![Just(0.0f64), Just(0.2)],
         seed in 0u64..1000,
         calm in any::<bool>(),
+        partitioned in any::<bool>(),
     ) {
         // Half the cases keep every pod (none deleted or preempted) and every bind, where
         // one instance must never see a claim write refused.
@@ -139,7 +171,7 @@ proptest! {
             pods
         };
         let mut cluster = ClusterObjects::default();
-        cluster.decode_more(&cluster_yaml(&devices_per_node, shared_devices), "cluster").unwrap();
+        cluster.decode_more(&cluster_yaml(&devices_per_node, shared_devices, partitioned), "cluster").unwrap();
         let options = SimOptions {
             seed,
             schedulers: u32::from(schedulers),
@@ -188,7 +220,9 @@ proptest! {
         }
         for (node, count) in used {
             let i: usize = node.trim_start_matches('n').parse().unwrap();
-            let reachable = u32::from(devices_per_node[i]) + if i.is_multiple_of(2) { u32::from(shared_devices) } else { 0 };
+            // A partitioned GPU serves two halves at most.
+            let per_gpu = if partitioned { 2 } else { 1 };
+            let reachable = per_gpu * u32::from(devices_per_node[i]) + if i.is_multiple_of(2) { u32::from(shared_devices) } else { 0 };
             prop_assert!(count <= reachable, "{node}: {count} devices used, {reachable} reachable");
         }
     }

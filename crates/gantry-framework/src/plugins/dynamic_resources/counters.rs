@@ -4,9 +4,12 @@
 //! its allocated devices consume, bound what the devices picked in one search may take
 //! together.
 
-use gantry_api::Sym;
 use gantry_api::dra::{CounterSet, Device, DeviceId, ResourceSlice};
-use gantry_cache::DeviceUse;
+use gantry_api::{QuantityFormat, Sym};
+use gantry_cache::{DeviceUse, DraState, NodeInfo};
+
+use super::allocator::Features;
+use super::pools::gather_pools;
 
 /// Counters by counter set and name: what is left, or what a search has taken.
 pub(super) type CounterTable = Vec<(Sym, Sym, i64)>;
@@ -88,4 +91,78 @@ pub(super) fn covers(left: &CounterTable, taken: &CounterTable) -> bool {
             .map_or(0, |e| e.2);
         available >= consumed
     })
+}
+
+/// The binder's re-check of partitionable devices, for several instances sharing a
+/// cluster: the first counter that `devices` (an allocation decided for a pod on `node`,
+/// taken or not in `dra`'s index) and every other device allocated now take more of than
+/// their pool has, as `explain` words it. Two instances may each give a partition of one
+/// GPU (say the whole GPU and a slice of it) on views where the other's is not taken; one
+/// instance, or kube-scheduler, sees its own decisions and cannot. `None` when every
+/// counter the devices consume is covered, or the release leaves counters out.
+pub fn overrun_at_bind(
+    node: &NodeInfo,
+    dra: &dyn DraState,
+    release: gantry_api::Release,
+    devices: &[DeviceId],
+) -> Option<String> {
+    let features = Features::of(release);
+    if devices.is_empty() || !features.partitionable_devices {
+        return None;
+    }
+    let node_object = node.node()?;
+    let shared = dra.shared_slices();
+    let pools = gather_pools(node_object, node.resource_slices(), &shared, features);
+    let taken = WithDevices {
+        allocated: dra.device_use(),
+        devices,
+    };
+    let quantity = |milli: i64| QuantityFormat::BinarySI.canonical(milli);
+    for pool in &pools {
+        let mine: Vec<&Device> = (pool.slices.iter().chain(pool.unreached()))
+            .flat_map(|s| s.devices.iter().map(move |d| (s, d)))
+            .filter(|(s, d)| {
+                let id = DeviceId {
+                    driver: s.driver,
+                    pool: s.pool,
+                    device: d.name,
+                };
+                devices.contains(&id)
+            })
+            .map(|(_, d)| d)
+            .collect();
+        if mine.iter().all(|d| d.consumes_counters.is_empty()) {
+            continue;
+        }
+        let left = pool.counters_left(&taken);
+        let consumed = mine.iter().flat_map(|d| &d.consumes_counters);
+        let overrun = consumed
+            .flat_map(|c| c.counters.iter().map(move |&(name, _)| (c.counter_set, name)))
+            .find_map(|(set, counter)| {
+                let (_, _, available) = *left.iter().find(|e| (e.0, e.1) == (set, counter))?;
+                (available < 0).then(|| {
+                    format!(
+                        "counter {counter} of counter set {set} in pool {} is overrun by {} with the devices allocated meanwhile",
+                        pool.id.1,
+                        quantity(available.saturating_neg())
+                    )
+                })
+            });
+        if overrun.is_some() {
+            return overrun;
+        }
+    }
+    None
+}
+
+/// The devices taken with `devices` added.
+struct WithDevices<'a> {
+    allocated: std::sync::Arc<dyn DeviceUse>,
+    devices: &'a [DeviceId],
+}
+
+impl DeviceUse for WithDevices<'_> {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.devices.contains(&device) || self.allocated.is_allocated(device)
+    }
 }

@@ -36,6 +36,7 @@ pub use allocator::{
     PreparedSubRequest, Stats,
 };
 use cel::Selector;
+pub use counters::overrun_at_bind;
 use selection_verdicts::SelectionVerdicts;
 use smallvec::SmallVec;
 
