@@ -282,19 +282,30 @@ pub fn is_subrequest_ref(reference: &str) -> bool {
     reference.split('/').count() == 2
 }
 
-/// `matchAttribute`: every device allocated for the listed requests (all requests when
-/// empty) has the same value of the attribute. An entry names a request (then it covers
-/// every subrequest of it) or one subrequest as `<request>/<subrequest>`.
+/// A claim's constraint on the devices allocated for the listed requests (all requests
+/// when empty). An entry names a request (then it covers every subrequest of it) or one
+/// subrequest as `<request>/<subrequest>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MatchAttribute {
+pub struct DeviceConstraint {
     pub requests: Vec<Arc<str>>,
     pub attribute: QualifiedName,
+    pub kind: ConstraintKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConstraintKind {
+    /// `matchAttribute`: the devices have the same value of the attribute.
+    Match,
+    /// `distinctAttribute` (DRAConsumableCapacity): the devices have different values of
+    /// the attribute, as upstream's allocator checks it (each device against the last one
+    /// picked for each request, not against every one).
+    Distinct,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimSpec {
     pub requests: Vec<DeviceRequest>,
-    pub constraints: Vec<MatchAttribute>,
+    pub constraints: Vec<DeviceConstraint>,
 }
 
 /// One allocated device, for one request of a claim.

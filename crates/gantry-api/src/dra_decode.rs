@@ -406,28 +406,42 @@ fn claim_spec(
     }
     for (i, c) in devices.constraints.iter().flatten().enumerate() {
         let at = format!("{field}.devices.constraints[{i}]");
-        if c.distinct_attribute.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{at}.distinctAttribute"),
-                "distinctAttribute",
-            ));
-        }
-        let attribute = c
-            .match_attribute
-            .as_deref()
-            .ok_or_else(|| field_error(object, format!("{at}.matchAttribute"), "required"))?;
+        // With DRAConsumableCapacity off the API server drops `distinctAttribute`; with
+        // both set, `matchAttribute` is the one validated and the allocator keeps.
+        let distinct = (c.distinct_attribute.as_deref())
+            .filter(|_| release.enabled(Gate::DRAConsumableCapacity));
+        let (attribute, kind, name) = match (c.match_attribute.as_deref(), distinct) {
+            (Some(a), _) => (a, ConstraintKind::Match, "matchAttribute"),
+            (None, Some(a)) => (a, ConstraintKind::Distinct, "distinctAttribute"),
+            (None, None) if release.enabled(Gate::DRAConsumableCapacity) => {
+                return Err(field_error(
+                    object,
+                    at,
+                    validation::required(
+                        r#"exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set"#,
+                    ),
+                ));
+            }
+            (None, None) => {
+                return Err(field_error(
+                    object,
+                    format!("{at}.matchAttribute"),
+                    validation::required(""),
+                ));
+            }
+        };
         let Some((domain, id)) = attribute.split_once('/') else {
             return Err(field_error(
                 object,
-                format!("{at}.matchAttribute"),
+                format!("{at}.{name}"),
                 format!("{attribute:?} is not a fully qualified name (domain/name)"),
             ));
         };
         for (j, name) in c.requests.iter().flatten().enumerate() {
             request_ref(&out.requests, name, object, &format!("{at}.requests[{j}]"))?;
         }
-        out.constraints.push(MatchAttribute {
+        out.constraints.push(DeviceConstraint {
+            kind,
             requests: c
                 .requests
                 .iter()

@@ -82,6 +82,10 @@ pub enum Gate {
     /// asking for that extended resource with devices (not modelled: such classes are read
     /// with a warning).
     DRAExtendedResource,
+    /// DRAConsumableCapacity (KEP-5075): devices shared by capacity between claims, and a
+    /// claim's `distinctAttribute` constraints (only the constraints are modelled: a
+    /// device with `allowMultipleAllocations` or a request for capacity is refused).
+    DRAConsumableCapacity,
     /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
     /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
     VolumeLimitScaling,
@@ -258,6 +262,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(34, false), spec(36, true), locked(37, true)],
     ),
     (
+        Gate::DRAConsumableCapacity,
+        "DRAConsumableCapacity",
+        &[spec(34, false), spec(36, true)],
+    ),
+    (
         Gate::VolumeLimitScaling,
         "VolumeLimitScaling",
         &[spec(35, false), spec(37, true)],
@@ -278,6 +287,10 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
     ),
     (
         Gate::DRAExtendedResource,
+        &[Gate::DynamicResourceAllocation],
+    ),
+    (
+        Gate::DRAConsumableCapacity,
         &[Gate::DynamicResourceAllocation],
     ),
     (

@@ -337,6 +337,61 @@ fn first_available_is_dropped_with_the_gate_off() {
     );
 }
 
+/// `distinctAttribute` (DRAConsumableCapacity, beta and on from v1.36) is read as a
+/// constraint; with the gate off the API server drops it, and a constraint left with
+/// neither attribute is refused as it refuses it; with both, `matchAttribute` is kept.
+#[test]
+fn distinct_attribute_follows_its_gate() {
+    let claim = |constraint: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {{name: c, namespace: team}},
+              spec: {{devices: {{requests: [{{name: r, exactly: {{deviceClassName: gpu, count: 2}}}}],
+                constraints: [{constraint}]}}}}}}"
+        )
+    };
+    let decoded = ClusterObjects::decode(
+        &claim("{distinctAttribute: gpu.example.com/numa}"),
+        "c.yaml",
+    )
+    .unwrap();
+    let constraint = &decoded.dra.claims[0].spec.constraints[0];
+    assert_eq!(constraint.kind, ConstraintKind::Distinct);
+    assert_eq!(constraint.attribute, qualified("gpu.example.com", "numa"));
+    let both =
+        claim("{distinctAttribute: gpu.example.com/numa, matchAttribute: gpu.example.com/pcie}");
+    let decoded = ClusterObjects::decode(&both, "c.yaml").unwrap();
+    let constraint = &decoded.dra.claims[0].spec.constraints[0];
+    assert_eq!(constraint.kind, ConstraintKind::Match);
+    assert_eq!(constraint.attribute, qualified("gpu.example.com", "pcie"));
+
+    let error = ClusterObjects::decode(&claim("{requests: [r]}"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(
+            r#"ResourceClaim team/c: spec.devices.constraints[0]: Required value: exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set"#
+        ),
+        "{error}"
+    );
+    let off = Release::parse(Some("1.36"), Some("DRAConsumableCapacity=false")).unwrap();
+    for release in [off, Release::at(35)] {
+        let mut objects = ClusterObjects::for_release(release);
+        let error = objects
+            .decode_more(
+                &claim("{distinctAttribute: gpu.example.com/numa}"),
+                "c.yaml",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "ResourceClaim team/c: spec.devices.constraints[0].matchAttribute: Required value"
+            ),
+            "{release}: {error}"
+        );
+    }
+}
+
 /// `adminAccess` is kept while DRAAdminAccess is on (GA and locked from v1.36) and dropped
 /// while it is off (v1.33's default, `dropDisabledDRAAdminAccessFields`); an allocation
 /// result given for admin access keeps its flag whatever the gate.

@@ -65,7 +65,7 @@ fn prioritized(name: &str, subrequests: Vec<PreparedSubRequest>) -> PreparedRequ
 fn claim(
     name: &str,
     requests: Vec<PreparedRequest>,
-    constraints: Vec<MatchAttribute>,
+    constraints: Vec<DeviceConstraint>,
 ) -> PreparedClaim {
     PreparedClaim {
         claim: Arc::new(ResourceClaim {
@@ -552,7 +552,8 @@ fn match_attribute_constraint() {
         device("device-2", None, numa(2)),
         device("device-3", None, numa(1)),
     ];
-    let constraint = MatchAttribute {
+    let constraint = DeviceConstraint {
+        kind: ConstraintKind::Match,
         requests: Vec::new(),
         attribute: QualifiedName {
             domain: sym(DRIVER_A),
@@ -674,7 +675,7 @@ fn many_devices(
 
 fn one_claim(
     requests: Vec<PreparedRequest>,
-    constraints: Vec<MatchAttribute>,
+    constraints: Vec<DeviceConstraint>,
 ) -> Vec<PreparedClaim> {
     vec![claim("claim-0", requests, constraints)]
 }
@@ -683,8 +684,9 @@ fn version(v: &str) -> Vec<(&'static str, AttributeValue)> {
     vec![("driverVersion", AttributeValue::Version(Arc::from(v)))]
 }
 
-fn match_version(requests: &[&str]) -> MatchAttribute {
-    MatchAttribute {
+fn match_version(requests: &[&str]) -> DeviceConstraint {
+    DeviceConstraint {
+        kind: ConstraintKind::Match,
         requests: requests.iter().map(|r| Arc::from(*r)).collect(),
         attribute: QualifiedName {
             domain: sym(DRIVER_A),
@@ -1367,7 +1369,8 @@ fn all_devices_breaking_a_constraint_is_an_error() {
     let got = allocate(
         one_claim(
             vec![request("req-0", DRIVER_A, None, &[])],
-            vec![MatchAttribute {
+            vec![DeviceConstraint {
+                kind: ConstraintKind::Match,
                 requests: Vec::new(),
                 attribute: QualifiedName {
                     domain: sym(DRIVER_A),
@@ -1476,7 +1479,8 @@ fn v1_35_all_subrequest_after_an_all_subrequest_reuses_its_devices() {
                 ),
                 request("req-1", DRIVER_B, Some(1), &[]),
             ],
-            vec![MatchAttribute {
+            vec![DeviceConstraint {
+                kind: ConstraintKind::Match,
                 requests: vec![Arc::from("req-0/subReq-0"), Arc::from("req-1")],
                 attribute: QualifiedName {
                     domain: sym(DRIVER_A),
@@ -2692,4 +2696,131 @@ fn per_device_node_selection_in_a_one_slice_pool_skips_other_nodes_devices() {
     let found = allocator.allocate_with(&node, &[], partitionable()).0;
     let allocation = &found.unwrap().unwrap()[0];
     assert_eq!(allocation.devices[0].device.device, sym("device-2"));
+}
+
+/// A `distinctAttribute` constraint on `attribute` over `requests` (all when empty).
+fn distinct(attribute: &str, requests: &[&str]) -> DeviceConstraint {
+    DeviceConstraint {
+        kind: ConstraintKind::Distinct,
+        requests: requests.iter().map(|r| Arc::from(*r)).collect(),
+        attribute: QualifiedName {
+            domain: sym(DRIVER_A),
+            id: sym(attribute),
+        },
+    }
+}
+
+/// Upstream's "with-distinct-constraints" (v1.36.2 `allocator_testing.go`), on devices
+/// each claim holds alone (upstream's devices allow multiple allocations, which Gantry
+/// refuses; the choice is the same): three constraints over nested sets of requests, each
+/// request picking the first device that differs where its constraints say.
+#[test]
+fn distinct_attribute_constraints() {
+    let attributes = |version: &str, numa: i64, flag: bool| {
+        vec![
+            ("driverVersion", AttributeValue::Version(Arc::from(version))),
+            ("numa", AttributeValue::Int(numa)),
+            ("boolAttribute", AttributeValue::Bool(flag)),
+        ]
+    };
+    let devices = vec![
+        device("device-1", None, attributes("1.0.0", 0, true)),
+        device("device-2", None, attributes("1.0.1", 1, false)),
+        device("device-3", None, attributes("1.0.2", 2, true)),
+        device("device-4", None, attributes("1.0.0", 3, true)),
+    ];
+    let requests = (0..4)
+        .map(|i| request(&format!("req-{i}"), DRIVER_A, Some(1), &[]))
+        .collect();
+    let got = allocate(
+        vec![claim(
+            "claim-0",
+            requests,
+            vec![
+                distinct("boolAttribute", &["req-0", "req-1"]),
+                distinct("driverVersion", &["req-0", "req-1", "req-2"]),
+                distinct("numa", &["req-0", "req-1", "req-2", "req-3"]),
+            ],
+        )],
+        vec![slice("slice-1", "node-1", "pool-1", DRIVER_A, devices)],
+        "node-1",
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![
+            (1..=4)
+                .map(|i| result(
+                    &format!("req-{}", i - 1),
+                    DRIVER_A,
+                    "pool-1",
+                    &format!("device-{i}")
+                ))
+                .collect()
+        ]))
+    );
+}
+
+/// Upstream's "with-distinct-constraints-attribute-not-set": a device without the
+/// attribute never satisfies the constraint.
+#[test]
+fn distinct_attribute_constraint_needs_the_attribute() {
+    let got = allocate(
+        vec![claim(
+            "claim-0",
+            vec![request("req-0", DRIVER_A, Some(1), &[])],
+            vec![distinct("boolAttribute", &["req-0"])],
+        )],
+        vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            vec![device("device-1", None, vec![])],
+        )],
+        "node-1",
+    );
+    assert_eq!(got, Ok(None));
+}
+
+/// Upstream keeps one value per request (the device picked for it last), so three devices
+/// of one request need only differ from the one before. Before v1.36 the search tries a
+/// request's devices as permutations (each from the first device again): numa 0, 1 and 0
+/// are allocated together (device-1, device-3, then device-2; the gate was alpha then).
+/// From v1.36 it tries combinations (each after the one before, `startLocation`): after
+/// device-1 and device-3 nothing is left, and no three devices fit. Recorded with the
+/// real v1.36.3 code (testdata/dra-1.36/distinct: such a node is refused).
+#[test]
+fn distinct_attribute_compares_with_the_last_device_of_each_request() {
+    let numa = |n: i64| vec![("numa", AttributeValue::Int(n))];
+    let devices = vec![
+        device("device-1", None, numa(0)),
+        device("device-2", None, numa(0)),
+        device("device-3", None, numa(1)),
+    ];
+    let run = |features: Features| {
+        let claims = vec![claim(
+            "claim-0",
+            vec![request("req-0", DRIVER_A, Some(3), &[])],
+            vec![distinct("numa", &[])],
+        )];
+        let slices = vec![slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            DRIVER_A,
+            devices.clone(),
+        )];
+        allocate_with(claims, slices, "node-1", &[], features).0
+    };
+    assert_eq!(
+        run(Features::default()),
+        Ok(Some(vec![
+            ["device-1", "device-3", "device-2"]
+                .iter()
+                .map(|d| result("req-0", DRIVER_A, "pool-1", d))
+                .collect()
+        ]))
+    );
+    let v1_36 = Features::of(gantry_api::Release::parse(Some("1.36"), None).unwrap());
+    assert_eq!(run(v1_36), Ok(None));
 }

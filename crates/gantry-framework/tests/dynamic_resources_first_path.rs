@@ -115,7 +115,8 @@ fn build_claim(i: usize, requests: &[RequestSpec], constrained: bool) -> Prepare
             spec: Arc::new(ClaimSpec {
                 requests: Vec::new(),
                 constraints: if constrained {
-                    vec![MatchAttribute {
+                    vec![DeviceConstraint {
+                        kind: ConstraintKind::Match,
                         requests: Vec::new(),
                         attribute: QualifiedName {
                             domain: Sym::new(DRIVERS[0]),

@@ -19,6 +19,10 @@
 //!   so they run as well rather than being argued away. A bind is admitted only if the pod
 //!   passes every Filter plugin at that moment.
 //!
+//! The binder's re-check adds two checks of the devices Reserve chose, which the binder
+//! writes as they are: none is held by another claim meanwhile ([`devices_still_free`]),
+//! and their pools' counters still cover them ([`counters_still_cover`]).
+//!
 //! Pods nominated to the node by preemption are left out (Filter in the cycle counts them
 //! as if they were there): a nomination is a hint that keeps room for a preemptor while
 //! pods are *decided*, not a bound pod, so no hard constraint is at stake at bind time.
@@ -27,7 +31,10 @@
 
 use std::sync::Arc;
 
-use gantry_api::Pod;
+use gantry_api::dra::{DeviceId, ResourceClaim};
+use gantry_api::{Pod, Release};
+use gantry_cache::{ClusterState, DraCache, Snapshot};
+use gantry_framework::plugins::dynamic_resources;
 use gantry_framework::{Cluster, CycleState, Profile, Status};
 
 use crate::framework_runner::{PluginTimer, PodFilters, run_pre_filter};
@@ -84,6 +91,46 @@ pub fn check_placement(
         }
     }
     Ok(())
+}
+
+/// The binder's first check of the pod's allocations in flight (the devices Reserve
+/// chose, which the binder writes as they are; a fresh allocation on the node could pick
+/// others): none of their devices is held by another claim meanwhile.
+pub(crate) fn devices_still_free(
+    dra: &DraCache,
+    in_flight: &[Arc<ResourceClaim>],
+) -> Result<(), Status> {
+    match dra.device_held_twice(in_flight) {
+        Some(device) => Err(Status::unresolvable(format!(
+            "device {device} is allocated to another claim meanwhile"
+        ))
+        .with_plugin(dynamic_resources::NAME)),
+        None => Ok(()),
+    }
+}
+
+/// The binder's check of partitionable devices, on `snapshot` without the pod: the pod's
+/// allocations in flight, with every device allocated now, leave each counter of their
+/// pools covered (another instance may have given another partition of the same device
+/// meanwhile, and the Filter re-run would find other devices free).
+pub(crate) fn counters_still_cover(
+    snapshot: &Snapshot,
+    release: Release,
+    pod: &Pod,
+    in_flight: &[Arc<ResourceClaim>],
+) -> Result<(), Status> {
+    let devices: Vec<DeviceId> = (in_flight.iter())
+        .filter_map(|c| c.allocation.as_ref())
+        .flat_map(|a| a.held_device_list())
+        .collect();
+    let node = pod.node_name.and_then(|n| snapshot.node(n));
+    let overrun = node
+        .zip(snapshot.dra())
+        .and_then(|(node, dra)| dynamic_resources::overrun_at_bind(node, dra, release, &devices));
+    match overrun {
+        Some(message) => Err(Status::unresolvable(message).with_plugin(dynamic_resources::NAME)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

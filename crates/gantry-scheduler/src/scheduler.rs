@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gantry_api::dra::{ClaimKey, DeviceId, ResourceClaim};
+use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Signature, Status};
@@ -19,7 +19,7 @@ use crate::last_cycle::LastCycle;
 use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
 use crate::own_nodes::{self, OwnNodes};
-use crate::placement_check::check_placement;
+use crate::placement_check::{self, check_placement};
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 use crate::shard::Shard;
@@ -958,12 +958,7 @@ impl Scheduler {
         // fresh allocation on the node could pick other devices, but the binder writes
         // these). Forgetting the pod for the check drops them; they are put back after.
         let in_flight = self.cache.dra().in_flight_of(&pod.uid);
-        if let Some(device) = self.cache.dra().device_held_twice(&in_flight) {
-            return Err(Status::unresolvable(format!(
-                "device {device} is allocated to another claim meanwhile"
-            ))
-            .with_plugin(dynamic_resources::NAME));
-        }
+        placement_check::devices_still_free(self.cache.dra(), &in_flight)?;
         let assumed = self.cache.is_assumed(&pod.uid);
         if assumed {
             self.cache
@@ -978,8 +973,10 @@ impl Scheduler {
                     objects: &self.objects,
                 };
                 let profile = &self.profiles[profile_index];
-                check_placement(profile, cluster, pod)
-                    .and_then(|()| self.counters_hold(profile.release, pod, &in_flight))
+                check_placement(profile, cluster, pod).and_then(|()| {
+                    let release = profile.release;
+                    placement_check::counters_still_cover(&self.snapshot, release, pod, &in_flight)
+                })
             }
             Err(inconsistent) => Err(Status::error(inconsistent.to_string())),
         };
@@ -991,31 +988,6 @@ impl Scheduler {
             self.cache.assume_allocations(pod, &in_flight);
         }
         verdict
-    }
-
-    /// Whether the pod's allocations in flight, with every device allocated now, leave
-    /// each counter of their pools covered (partitionable devices): another instance may
-    /// have given another partition of the same device meanwhile.
-    fn counters_hold(
-        &self,
-        release: gantry_api::Release,
-        pod: &Pod,
-        in_flight: &[Arc<ResourceClaim>],
-    ) -> Result<(), Status> {
-        let devices: Vec<DeviceId> = (in_flight.iter())
-            .filter_map(|c| c.allocation.as_ref())
-            .flat_map(|a| a.held_device_list())
-            .collect();
-        let node = pod.node_name.and_then(|n| self.snapshot.node(n));
-        let overrun = node.zip(self.snapshot.dra()).and_then(|(node, dra)| {
-            dynamic_resources::overrun_at_bind(node, dra, release, &devices)
-        });
-        match overrun {
-            Some(message) => {
-                Err(Status::unresolvable(message).with_plugin(dynamic_resources::NAME))
-            }
-            None => Ok(()),
-        }
     }
 
     /// Replaces the API objects plugins read (namespaces, services, storage), for an

@@ -312,12 +312,6 @@ fn unsupported_features_are_refused_naming_the_field() {
                       devices: [{name: g, bindingConditions: [ready]}]}}"#,
             "spec.devices[0].bindingConditions: a binding condition is not supported",
         ),
-        (
-            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c}}],
-                      constraints: [{distinctAttribute: d/a}]}}}"#,
-            "spec.devices.constraints[0].distinctAttribute: distinctAttribute is not supported",
-        ),
     ];
     for (yaml, expected) in cases {
         let error = ClusterObjects::decode(yaml, "input")

@@ -9,8 +9,9 @@
 //! pool counts, and a pool with fewer slices than it announces is incomplete (skipped,
 //! and an error for requests that want all devices, as is an invalid pool). Each candidate
 //! device must be free (not allocated, not already picked in this search), satisfy the
-//! class's and the request's CEL selectors, and keep every `matchAttribute` constraint of
-//! its claim; one that consumes counters (partitionable devices) must also fit what its
+//! class's and the request's CEL selectors, and keep every `matchAttribute` (and, with
+//! DRAConsumableCapacity, `distinctAttribute`) constraint of its claim (`constraints.rs`);
+//! one that consumes counters (partitionable devices) must also fit what its
 //! pool's counters have left (`counters.rs`).
 //!
 //! A request with `firstAvailable` is satisfied by the first of its subrequests, in order,
@@ -44,6 +45,7 @@ use gantry_api::{Node, Sym};
 use gantry_cache::DeviceUse;
 
 use super::cel::Selector;
+use super::constraints::ConstraintState;
 use super::counters::{self, CounterTable};
 use super::pools::{Pool, gather_pools, node_selector, reachable_devices};
 use super::selection_verdicts::SelectionVerdicts;
@@ -183,6 +185,11 @@ pub struct Features {
     /// DRAPartitionableDevices (on by default from v1.36): without it, a device that
     /// consumes counters is never allocated.
     pub partitionable_devices: bool,
+    /// From v1.36 the search tries each request's devices as combinations, the next
+    /// device after the one picked before it (upstream's `startLocation`); before, as
+    /// permutations. The first solution is the same set unless a `distinctAttribute`
+    /// constraint (checked against the last device of each request) tells them apart.
+    pub device_combinations: bool,
 }
 
 impl Default for Features {
@@ -191,6 +198,7 @@ impl Default for Features {
         Features {
             prioritized_list: true,
             partitionable_devices: false,
+            device_combinations: false,
         }
     }
 }
@@ -201,6 +209,7 @@ impl Features {
         Features {
             prioritized_list: release.enabled(gantry_api::Gate::DRAPrioritizedList),
             partitionable_devices: release.enabled(gantry_api::Gate::DRAPartitionableDevices),
+            device_combinations: release.at_least(36),
         }
     }
 }
@@ -211,6 +220,13 @@ pub struct Stats {
     /// Calls of the recursive step (upstream's `NumAllocateOneInvocations`).
     pub allocate_one_calls: u64,
 }
+
+/// Where in the pools a search for a request's next device starts: pool, slice and
+/// device indexes (upstream's `deviceLocation`).
+type Location = (usize, usize, usize);
+
+/// Every device: the first device of a request, or any device before v1.36.
+const ANYWHERE: Location = (0, 0, 0);
 
 /// A device reachable from the node, with its slice.
 #[derive(Clone, Copy)]
@@ -283,55 +299,6 @@ struct Search<'a> {
     counters_left: Vec<(Sym, CounterTable)>,
     /// Per pool name, the counters the devices picked in this search take.
     counters_taken: Vec<(Sym, CounterTable)>,
-}
-
-struct ConstraintState {
-    requests: Vec<Arc<str>>,
-    attribute: QualifiedName,
-    value: Option<AttributeValue>,
-    count: usize,
-}
-
-impl ConstraintState {
-    /// Upstream's `matchAttributeConstraint.matches`: the constraint lists the request,
-    /// or (for a subrequest) `<request>/<subrequest>`; an empty list covers everything.
-    fn applies(&self, request: &str, sub: Option<&str>) -> bool {
-        self.requests.is_empty()
-            || self.requests.iter().any(|name| {
-                &**name == request
-                    || sub.is_some_and(|sub| {
-                        name.len() == request.len() + 1 + sub.len()
-                            && name.starts_with(request)
-                            && name[request.len()..].starts_with('/')
-                            && name.ends_with(sub)
-                    })
-            })
-    }
-
-    fn add(&mut self, request: &str, sub: Option<&str>, device: &Device) -> bool {
-        if !self.applies(request, sub) {
-            return true;
-        }
-        let Some(value) = device.attribute(self.attribute) else {
-            return false;
-        };
-        match &self.value {
-            Some(current) if self.count > 0 && current != value => false,
-            _ => {
-                if self.count == 0 {
-                    self.value = Some(value.clone());
-                }
-                self.count += 1;
-                true
-            }
-        }
-    }
-
-    fn remove(&mut self, request: &str, sub: Option<&str>) {
-        if self.applies(request, sub) {
-            self.count -= 1;
-        }
-    }
 }
 
 impl Allocator {
@@ -525,24 +492,13 @@ impl<'a> Search<'a> {
                 ));
             }
             self.data.push(requests);
-            self.constraints.push(
-                claim
-                    .claim
-                    .spec
-                    .constraints
-                    .iter()
-                    .map(|m| ConstraintState {
-                        requests: m.requests.clone(),
-                        attribute: m.attribute,
-                        value: None,
-                        count: 0,
-                    })
-                    .collect(),
-            );
+            let constraints = &claim.claim.spec.constraints;
+            self.constraints
+                .push(constraints.iter().map(ConstraintState::new).collect());
         }
         // Upstream starts the search with a fresh selector cache.
         self.matches.clear();
-        match self.allocate_one(0, 0, 0, 0, false) {
+        match self.allocate_one(0, 0, 0, 0, false, ANYWHERE) {
             Err(Stop::Fatal(message)) => return Err(message),
             Err(Stop::Exceeded) => return Err("allocation max size exceeded".to_string()),
             Ok(false) => {
@@ -679,6 +635,7 @@ impl<'a> Search<'a> {
         s: usize,
         d: usize,
         in_subrequest: bool,
+        start: Location,
     ) -> Result<bool, Stop> {
         self.calls += 1;
         if c >= self.data.len() {
@@ -687,7 +644,7 @@ impl<'a> Search<'a> {
         if r >= self.data[c].len() {
             // Done with the claim. Going over the limit in a later claim says nothing
             // about this one's choices: only a failure.
-            return match self.allocate_one(c + 1, 0, 0, 0, false) {
+            return match self.allocate_one(c + 1, 0, 0, 0, false, ANYWHERE) {
                 Err(Stop::Exceeded) => Ok(false),
                 other => other,
             };
@@ -697,7 +654,7 @@ impl<'a> Search<'a> {
             // Try the subrequests in order; the first that leads to a full solution wins.
             let mut all_exceeded = true;
             for sub in 0..self.data[c][r].len() {
-                match self.allocate_one(c, r, sub, d, true) {
+                match self.allocate_one(c, r, sub, d, true, ANYWHERE) {
                     Err(Stop::Exceeded) => continue,
                     Err(fatal) => return Err(fatal),
                     Ok(true) => return Ok(true),
@@ -716,7 +673,7 @@ impl<'a> Search<'a> {
             return Ok(false);
         }
         if d >= data.num_devices {
-            return self.allocate_one(c, r + 1, 0, 0, false);
+            return self.allocate_one(c, r + 1, 0, 0, false, ANYWHERE);
         }
         if self.result[c].len() + data.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE {
             return Err(Stop::Exceeded);
@@ -729,7 +686,7 @@ impl<'a> Search<'a> {
                 return Ok(false);
             }
             // v1.35.4 goes on with the subrequest index reset to 0.
-            return match self.allocate_one(c, r, 0, d + 1, in_subrequest) {
+            return match self.allocate_one(c, r, 0, d + 1, in_subrequest, ANYWHERE) {
                 Ok(true) => Ok(true),
                 other => {
                     self.unpick(c);
@@ -738,13 +695,24 @@ impl<'a> Search<'a> {
             };
         }
         let selection = data.selection;
-        for p in 0..self.pools.len() {
+        let start = if self.features.device_combinations {
+            start
+        } else {
+            ANYWHERE
+        };
+        for p in start.0..self.pools.len() {
             if self.pools[p].incomplete || self.pools[p].invalid {
                 continue;
             }
-            for sl in 0..self.pools[p].slices.len() {
+            let first_slice = if p == start.0 { start.1 } else { 0 };
+            for sl in first_slice..self.pools[p].slices.len() {
                 let slice: &'a Arc<ResourceSlice> = self.pools[p].slices[sl];
-                for index in 0..slice.devices.len() {
+                let first_device = if (p, sl) == (start.0, start.1) {
+                    start.2
+                } else {
+                    0
+                };
+                for index in first_device..slice.devices.len() {
                     let candidate = make_candidate(slice, index);
                     if self.unavailable(c, r, candidate.id) {
                         continue;
@@ -758,7 +726,8 @@ impl<'a> Search<'a> {
                     if !self.try_pick(c, r, s, candidate, false)? {
                         continue;
                     }
-                    match self.allocate_one(c, r, s, d + 1, in_subrequest) {
+                    let next = (p, sl, index + 1);
+                    match self.allocate_one(c, r, s, d + 1, in_subrequest, next) {
                         Ok(true) => return Ok(true),
                         Ok(false) => self.unpick(c),
                         Err(stop) => {

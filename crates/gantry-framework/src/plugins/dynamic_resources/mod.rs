@@ -12,6 +12,7 @@
 
 mod allocator;
 pub mod cel;
+mod constraints;
 mod counters;
 pub mod device_report;
 mod first_path;
@@ -582,7 +583,8 @@ impl PodClaims {
 impl DynamicResources {
     /// For `gantry explain`: every device the node reaches, per request of the claims
     /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
-    /// a claim whose `matchAttribute` constraints are what fails is said to be.
+    /// a claim whose constraints (`matchAttribute`, `distinctAttribute`) are what fails is
+    /// said to be.
     fn device_details(&self, s: &PodClaims, node: &NodeInfo, passed: bool) -> Vec<Detail> {
         let (Some(allocator), Some(n)) = (&s.allocator, node.node()) else {
             return Vec::new();
@@ -622,7 +624,7 @@ impl DynamicResources {
         for claim in report.blocked_by_constraints {
             details.push(Detail {
                 item: format!("claim {claim}"),
-                state: "matchAttribute constraints".to_string(),
+                state: "constraints (matchAttribute, distinctAttribute)".to_string(),
                 reason: Some(
                     "enough devices match each request, but no choice of them keeps the constraints"
                         .to_string(),
