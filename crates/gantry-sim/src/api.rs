@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use gantry_api::dra::{ClaimKey, DraObjects, ResourceClaim};
+use gantry_api::dra::{ClaimKey, DraObjects, ResourceClaim, ResourceSlice};
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Profile, Status};
@@ -234,6 +234,9 @@ pub struct SimulatedApi {
     pub(crate) claims: ClaimStore,
     /// Device classes and ResourceSlices (which the simulation does not change).
     dra_catalog: DraObjects,
+    /// The slices of the pools that have counter sets (partitionable devices), against
+    /// which claim writes are checked; none in most clusters, and then nothing is.
+    counted_slices: Vec<Arc<ResourceSlice>>,
 }
 
 impl SimulatedApi {
@@ -253,6 +256,7 @@ impl SimulatedApi {
             admission: None,
             claims: ClaimStore::new(&[], &[], seed),
             dra_catalog: DraObjects::default(),
+            counted_slices: Vec::new(),
         }
     }
 
@@ -266,6 +270,14 @@ impl SimulatedApi {
             slices: dra.slices.clone(),
             ..DraObjects::default()
         };
+        let counted: Vec<(Sym, Sym)> = (dra.slices.iter())
+            .filter(|s| !s.shared_counters.is_empty())
+            .map(|s| (s.driver, s.pool))
+            .collect();
+        self.counted_slices = (dra.slices.iter())
+            .filter(|s| counted.contains(&(s.driver, s.pool)))
+            .cloned()
+            .collect();
     }
 
     /// The device classes and slices every cache is given.
@@ -274,14 +286,14 @@ impl SimulatedApi {
     }
 
     /// Writes claims' status as a scheduler's PreBind sent it ([`ClaimStore::write`],
-    /// counters checked against the input's slices).
+    /// counters checked against the input's pools that have counter sets).
     pub(crate) fn write_claims(
         &mut self,
         claims: &[Arc<ResourceClaim>],
         allocated_now: &[ClaimKey],
     ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
         self.claims
-            .write(claims, allocated_now, &self.dra_catalog.slices)
+            .write(claims, allocated_now, &self.counted_slices)
     }
 
     /// Tells admission's own cache about claim changes (what the watch delivers to the

@@ -245,15 +245,8 @@ impl ClaimStore {
                 }
             }
         }
-        let new: Vec<(ClaimKey, DeviceId)> = (claims.iter())
-            .filter(|c| allocated_now.contains(&c.key()))
-            .flat_map(|c| devices(c).into_iter().map(move |d| (c.key(), d)))
-            .collect();
-        let pools: Vec<(Sym, Sym)> = new.iter().map(|(_, d)| (d.driver, d.pool)).collect();
-        let taken = |d: DeviceId| self.holders.contains_key(&d) || new.iter().any(|n| n.1 == d);
-        if let Some(overrun) = counter_overrun(slices, &taken, Some(&pools)) {
-            let claim = new.first().expect("a pool is concerned").0;
-            return Err(ClaimRefusal::CounterOverrun { claim, overrun });
+        if !slices.is_empty() {
+            self.check_counters_with(claims, allocated_now, slices)?;
         }
         let mut changes = Vec::with_capacity(claims.len());
         for claim in claims {
@@ -391,6 +384,28 @@ impl ClaimStore {
             return Err("the API's index of allocated devices disagrees with its claims".into());
         }
         Ok(())
+    }
+
+    /// The counters of the pools in `slices` that the new allocations among `claims` take
+    /// from, with the devices allocated already: refused if one is overrun.
+    fn check_counters_with(
+        &self,
+        claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
+        slices: &[Arc<ResourceSlice>],
+    ) -> Result<(), ClaimRefusal> {
+        let new: Vec<(ClaimKey, DeviceId)> = (claims.iter())
+            .filter(|c| allocated_now.contains(&c.key()))
+            .flat_map(|c| devices(c).into_iter().map(move |d| (c.key(), d)))
+            .collect();
+        let pools: Vec<(Sym, Sym)> = new.iter().map(|(_, d)| (d.driver, d.pool)).collect();
+        let taken = |d: DeviceId| self.holders.contains_key(&d) || new.iter().any(|n| n.1 == d);
+        match (counter_overrun(slices, &taken, Some(&pools)), new.first()) {
+            (Some(overrun), Some(&(claim, _))) => {
+                Err(ClaimRefusal::CounterOverrun { claim, overrun })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// No counter of a pool (partitionable devices) is consumed beyond what the pool's
