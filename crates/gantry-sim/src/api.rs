@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use gantry_api::dra::{ClaimKey, DraObjects, ResourceClaim, ResourceSlice};
+use gantry_api::dra::{ClaimKey, DeviceClass, DraObjects, ResourceClaim, ResourceSlice};
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Profile, Status};
@@ -151,6 +151,39 @@ pub(crate) fn load_dra_catalog(cache: &Cache, catalog: &DraObjects) {
     }
 }
 
+/// A change of the DRA catalog (slices and device classes), as the watch delivers it.
+#[derive(Debug, Clone)]
+pub(crate) enum CatalogChange {
+    SetSlice(Arc<ResourceSlice>),
+    DeleteSlice(Sym),
+    SetClass(Arc<DeviceClass>),
+    DeleteClass(Sym),
+}
+
+impl CatalogChange {
+    /// Applies the change to a cache.
+    pub(crate) fn apply(&self, cache: &Cache) {
+        match self {
+            CatalogChange::SetSlice(slice) => cache.set_resource_slice(slice.clone()),
+            CatalogChange::DeleteSlice(name) => cache.remove_resource_slice(*name),
+            CatalogChange::SetClass(class) => cache.dra().set_device_class(class.clone()),
+            CatalogChange::DeleteClass(name) => cache.dra().remove_device_class(*name),
+        }
+    }
+}
+
+/// The slices of the pools that have counter sets.
+fn counted_slices(slices: &[Arc<ResourceSlice>]) -> Vec<Arc<ResourceSlice>> {
+    let counted: Vec<(Sym, Sym)> = (slices.iter())
+        .filter(|s| !s.shared_counters.is_empty())
+        .map(|s| (s.driver, s.pool))
+        .collect();
+    (slices.iter())
+        .filter(|s| counted.contains(&(s.driver, s.pool)))
+        .cloned()
+        .collect()
+}
+
 /// Applies claim changes to a cache's DRA store.
 pub(crate) fn apply_claim_changes(cache: &Cache, changes: &[ClaimChange]) {
     for change in changes {
@@ -270,14 +303,32 @@ impl SimulatedApi {
             slices: dra.slices.clone(),
             ..DraObjects::default()
         };
-        let counted: Vec<(Sym, Sym)> = (dra.slices.iter())
-            .filter(|s| !s.shared_counters.is_empty())
-            .map(|s| (s.driver, s.pool))
-            .collect();
-        self.counted_slices = (dra.slices.iter())
-            .filter(|s| counted.contains(&(s.driver, s.pool)))
-            .cloned()
-            .collect();
+        self.counted_slices = counted_slices(&dra.slices);
+    }
+
+    /// A slice or device class changes at the API (a replayed trace's): the catalog new
+    /// caches are given, the slices claim writes are checked against, and admission's
+    /// cache follow it; the caller delivers it to the instances.
+    pub(crate) fn change_catalog(&mut self, change: &CatalogChange) {
+        let catalog = &mut self.dra_catalog;
+        match change {
+            CatalogChange::SetSlice(slice) => {
+                catalog.slices.retain(|s| s.name != slice.name);
+                catalog.slices.push(slice.clone());
+            }
+            CatalogChange::DeleteSlice(name) => catalog.slices.retain(|s| s.name != *name),
+            CatalogChange::SetClass(class) => {
+                catalog.device_classes.retain(|c| c.name != class.name);
+                catalog.device_classes.push(DeviceClass::clone(class));
+            }
+            CatalogChange::DeleteClass(name) => {
+                catalog.device_classes.retain(|c| c.name != *name);
+            }
+        }
+        self.counted_slices = counted_slices(&self.dra_catalog.slices);
+        if let Some(admission) = &self.admission {
+            change.apply(&admission.cache);
+        }
     }
 
     /// The device classes and slices every cache is given.

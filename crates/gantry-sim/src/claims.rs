@@ -156,6 +156,31 @@ impl ClaimStore {
         self.claims.remove(&key);
     }
 
+    /// A claim a user created (a replayed trace's): held as it is, unless one of that name
+    /// is held already (then nothing changes).
+    pub fn create(&mut self, claim: Arc<ResourceClaim>) -> Option<ClaimChange> {
+        if self.claims.contains_key(&claim.key()) {
+            return None;
+        }
+        self.put(claim.clone());
+        Some(ClaimChange::Set(claim))
+    }
+
+    /// A claim a user deleted: gone, unless pods still use it (reserved): then it is
+    /// being deleted (no new pod may use it, as the API server's finalizer keeps it).
+    pub fn delete_by_user(&mut self, key: ClaimKey) -> Option<ClaimChange> {
+        let claim = self.claims.get(&key)?;
+        if claim.reserved_for.is_empty() {
+            self.delete(key);
+            return Some(ClaimChange::Deleted(key));
+        }
+        let mut deleting = ResourceClaim::clone(claim);
+        deleting.deleting = true;
+        let deleting = Arc::new(deleting);
+        self.put(deleting.clone());
+        Some(ClaimChange::Set(deleting))
+    }
+
     /// The claim controller's work for a new pod: a claim for each template entry that
     /// has none yet, named in the pod's `status.resourceClaimStatuses`. Returns the pod as
     /// the controller leaves it and the claims it made. A template that does not exist
@@ -624,6 +649,32 @@ mod tests {
             store.check_counters(&slices),
             Err("counter memory of counter set g0 in pool gpu.example.com/n1 is overrun by 20Gi by the devices allocated".into())
         );
+    }
+
+    /// A replayed trace's claims: one a user creates is held unless its name is taken;
+    /// one a user deletes goes, or, while a pod uses it, is only marked as being deleted.
+    #[test]
+    fn claims_users_create_and_delete() {
+        let mut store = ClaimStore::new(&[], &[], 1);
+        assert!(store.create(claim("mine", None)).is_some());
+        assert!(store.create(claim("mine", Some("gpu-0"))).is_none());
+        let mut used = ResourceClaim::clone(&claim("used", Some("gpu-1")));
+        used.reserved_for.push(gantry_api::dra::ClaimConsumer {
+            uid: Arc::from("pod-1"),
+            name: Arc::from("p1"),
+        });
+        assert!(store.create(Arc::new(used)).is_some());
+        let key = |name: &str| claim(name, None).key();
+        assert!(matches!(
+            store.delete_by_user(key("mine")),
+            Some(ClaimChange::Deleted(_))
+        ));
+        match store.delete_by_user(key("used")) {
+            Some(ClaimChange::Set(kept)) => assert!(kept.deleting && kept.allocation.is_some()),
+            other => panic!("{other:?}"),
+        }
+        assert!(store.delete_by_user(key("mine")).is_none());
+        assert_eq!(store.check(), Ok(()));
     }
 
     /// PostFilter's deallocation is conditioned on the claim as the scheduler saw it: a

@@ -15,6 +15,7 @@ use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
 use gantry_scheduler::shard::Shard;
 
+use crate::api::CatalogChange;
 use crate::claims::ClaimChange;
 
 /// A change at the simulated API, as every instance's watch delivers it.
@@ -40,6 +41,8 @@ pub(crate) enum WatchEvent {
     },
     /// A ResourceClaim was made, written or deleted.
     Claim(ClaimChange),
+    /// A ResourceSlice or DeviceClass was published, changed or withdrawn.
+    DraCatalog(CatalogChange),
     /// A PodGroup was created.
     PodGroupCreated(Arc<PodGroup>),
     CoschedulingGroupCreated(Arc<gantry_api::coscheduling::CoschedulingGroup>),
@@ -183,6 +186,24 @@ impl Instance {
                 }
                 self.on_event(EventResource::Node, ActionType::DELETE, now);
                 self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
+            }
+            WatchEvent::DraCatalog(change) => {
+                let resource = match change {
+                    CatalogChange::SetSlice(_) | CatalogChange::DeleteSlice(_) => {
+                        EventResource::ResourceSlice
+                    }
+                    CatalogChange::SetClass(_) | CatalogChange::DeleteClass(_) => {
+                        EventResource::DeviceClass
+                    }
+                };
+                let action = match change {
+                    CatalogChange::SetSlice(_) | CatalogChange::SetClass(_) => {
+                        ActionType::ADD.or(ActionType::UPDATE)
+                    }
+                    _ => ActionType::DELETE,
+                };
+                change.apply(&self.cache);
+                self.on_event(resource, action, now);
             }
             WatchEvent::Claim(change) => {
                 let action = match change {

@@ -7,10 +7,12 @@
 //! cluster put them, at that time), pods deleted or finished (a pod whose phase becomes
 //! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
 //! and changed in what scheduling reads of them (relabelled, cordoned, tainted, resized:
-//! a heartbeat alone changes nothing), deleted, PodGroups created. A pod bound to a node
-//! the trace has not added yet (a relist of pods written before the relist of nodes)
-//! waits for its node. Every other change (a claim or volume changed) is counted in
-//! [`Replay::not_replayed`], not applied.
+//! a heartbeat alone changes nothing), deleted, PodGroups created, ResourceSlices and
+//! DeviceClasses published, changed and withdrawn, ResourceClaims users created and
+//! deleted (one made from a pod's template is the simulation's own claim controller's
+//! work). A pod bound to a node the trace has not added yet (a relist of pods written
+//! before the relist of nodes) waits for its node. Every other change (a claim's status,
+//! a volume) is counted in [`Replay::not_replayed`], not applied.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -185,12 +187,73 @@ impl Replay {
                     self.events.push((at, event));
                 }
             }
-            _ => {
-                let what = format!("{kind} {}", format!("{op:?}").to_lowercase());
-                *self.not_replayed.entry(what).or_default() += 1;
+            ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
+                if !self.dra_change(&kind, op, object, at, position, release)? {
+                    self.not_replayed(&kind, op);
+                }
             }
+            _ => self.not_replayed(&kind, op),
         }
         Ok(())
+    }
+
+    fn not_replayed(&mut self, kind: &str, op: Op) {
+        let what = format!("{kind} {}", format!("{op:?}").to_lowercase());
+        *self.not_replayed.entry(what).or_default() += 1;
+    }
+
+    /// A DRA object changed: slices and device classes as the drivers and admins changed
+    /// them; claims users created or deleted. Returns whether it is replayed: a claim's
+    /// status (allocation, reservations: the scheduler's and kubelet's work) is not, and a
+    /// claim made from a pod's template is the simulation's own claim controller's work
+    /// (made when the pod is created, deleted when it goes), so it is left out.
+    fn dra_change(
+        &mut self,
+        kind: &str,
+        op: Op,
+        object: Value,
+        at: Duration,
+        position: &str,
+        release: Release,
+    ) -> Result<bool, String> {
+        let name = || {
+            let name = object.pointer("/metadata/name").and_then(Value::as_str);
+            gantry_api::Sym::new(name.unwrap_or_default())
+        };
+        let event = match (kind, op) {
+            ("ResourceSlice", Op::Deleted) => SimEvent::DeleteResourceSlice(name()),
+            ("DeviceClass", Op::Deleted) => SimEvent::DeleteDeviceClass(name()),
+            ("ResourceSlice", _) => {
+                let slice = decode(object, position, release)?.dra.slices.pop();
+                let Some(slice) = slice else {
+                    return Ok(false);
+                };
+                SimEvent::SetResourceSlice(slice)
+            }
+            ("DeviceClass", _) => {
+                let class = decode(object, position, release)?.dra.device_classes.pop();
+                let Some(class) = class else {
+                    return Ok(false);
+                };
+                SimEvent::SetDeviceClass(Arc::new(class))
+            }
+            ("ResourceClaim", Op::Added | Op::Deleted) => {
+                let claim = decode(object, position, release)?.dra.claims.pop();
+                let Some(claim) = claim else {
+                    return Ok(false);
+                };
+                if claim.owner_pod.is_some() {
+                    return Ok(true);
+                }
+                match op {
+                    Op::Added => SimEvent::CreateClaim(Arc::new(claim)),
+                    _ => SimEvent::DeleteClaim(claim.key()),
+                }
+            }
+            _ => return Ok(false),
+        };
+        self.events.push((at, event));
+        Ok(true)
     }
 
     /// A pod created or changed: created pending, bound by the cluster (kept to compare,

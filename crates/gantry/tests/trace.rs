@@ -398,3 +398,89 @@ fn node_changes_scheduling_reads_are_replayed() {
     assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
 }
+
+/// DRA objects changed while recording are replayed: a claim a user created (the pod
+/// naming it would wait for it otherwise), a slice a driver published for another node
+/// (the second pod fits only there) and one it withdrew; a claim's status written by the
+/// cluster's scheduler is the simulation's own work, counted as not replayed.
+#[test]
+fn dra_objects_changed_while_recording_are_replayed() {
+    let node = |name: &str| {
+        json!({"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+                "capacity": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let slice = |node: &str| {
+        json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"name": format!("{node}-gpus")},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}]}})
+    };
+    let claim = |name: &str, allocated_on: Option<&str>| {
+        let mut claim = json!({"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
+        if let Some(node) = allocated_on {
+            claim["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": node, "device": "gpu-0"}]}}});
+        }
+        claim
+    };
+    let pod = |name: &str, claim: &str, node: Option<&str>| {
+        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    };
+    let class = json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    let records = [
+        json!({"at": 0, "op": "list", "object": node("n1")}),
+        json!({"at": 0, "op": "list", "object": node("n2")}),
+        json!({"at": 0, "op": "list", "object": class}),
+        json!({"at": 0, "op": "list", "object": slice("n1")}),
+        json!({"at": 1000, "op": "added", "object": claim("first", None)}),
+        json!({"at": 2000, "op": "added", "object": pod("p", "first", None)}),
+        json!({"at": 2010, "op": "modified", "object": claim("first", Some("n1"))}),
+        json!({"at": 2020, "op": "modified", "object": pod("p", "first", Some("n1"))}),
+        json!({"at": 4000, "op": "added", "object": slice("n2")}),
+        json!({"at": 5000, "op": "added", "object": claim("second", None)}),
+        json!({"at": 5100, "op": "added", "object": pod("q", "second", None)}),
+        json!({"at": 5110, "op": "modified", "object": claim("second", Some("n2"))}),
+        json!({"at": 5120, "op": "modified", "object": pod("q", "second", Some("n2"))}),
+        json!({"at": 6000, "op": "deleted", "object": slice("n1")}),
+    ];
+    let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
+        "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"})
+    .to_string();
+    for record in &records {
+        text.push('\n');
+        text.push_str(&record.to_string());
+    }
+    text.push_str(&format!(
+        "\n{{\"at\":7000,\"op\":\"end\",\"records\":{}}}\n",
+        records.len()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dra.jsonl");
+    std::fs::write(&trace, text).unwrap();
+    let out = gantry(&["simulate", "--trace", trace.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("changes not replayed: 2 ResourceClaim modified"),
+        "{}",
+        stderr(&out)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
+    assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
+}

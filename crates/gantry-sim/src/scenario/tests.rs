@@ -91,6 +91,7 @@ fn example_scenario_expands_into_nodes_and_timed_events() {
             SimEvent::CreatePodGroup(_) => "create-pod-group",
             SimEvent::CreateCoschedulingGroup(_) => "create-coscheduling-group",
             SimEvent::PlacedElsewhere(_) => "placed-elsewhere",
+            _ => "dra",
         })
         .filter(|k| *k != "create")
         .collect();

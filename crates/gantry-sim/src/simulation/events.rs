@@ -8,6 +8,7 @@ use std::time::Duration;
 use gantry_api::{Node, Pod, Sym};
 
 use super::{Event, GATED, SimError, SimEvent, Simulation};
+use crate::api::CatalogChange;
 use crate::claims::ClaimChange;
 use crate::instance::WatchEvent;
 use crate::records::PodStatus;
@@ -157,6 +158,24 @@ impl Simulation {
                 self.records.add_group(key, self.clock);
                 self.broadcast(WatchEvent::PodGroupCreated(group));
             }
+            SimEvent::CreateClaim(claim) => {
+                let change = self.api.claims.create(claim);
+                self.publish_claims(change.into_iter().collect());
+            }
+            SimEvent::DeleteClaim(key) => {
+                let change = self.api.claims.delete_by_user(key);
+                self.publish_claims(change.into_iter().collect());
+            }
+            SimEvent::SetResourceSlice(slice) => {
+                self.change_catalog(CatalogChange::SetSlice(slice))
+            }
+            SimEvent::DeleteResourceSlice(name) => {
+                self.change_catalog(CatalogChange::DeleteSlice(name));
+            }
+            SimEvent::SetDeviceClass(class) => self.change_catalog(CatalogChange::SetClass(class)),
+            SimEvent::DeleteDeviceClass(name) => {
+                self.change_catalog(CatalogChange::DeleteClass(name));
+            }
         }
         Ok(())
     }
@@ -189,6 +208,12 @@ impl Simulation {
         let (pod, made) = self.api.claims.make_template_claims(pod);
         self.publish_claims(made);
         pod
+    }
+
+    /// A slice or device class changes at the API, and on the watch.
+    fn change_catalog(&mut self, change: CatalogChange) {
+        self.api.change_catalog(&change);
+        self.broadcast(WatchEvent::DraCatalog(change));
     }
 
     /// Claim changes at the API: admission's cache and the watch.

@@ -165,6 +165,18 @@ pub enum SimEvent {
     /// A pod no simulated profile schedules is bound where it names (by another
     /// scheduler, or created bound), as a replayed trace recorded it: it takes its place.
     PlacedElsewhere(Arc<Pod>),
+    /// A user creates a ResourceClaim (one a pod's template makes is the simulation's
+    /// claim controller's work).
+    CreateClaim(Arc<gantry_api::dra::ResourceClaim>),
+    /// A user deletes a ResourceClaim (pods still using it keep it; no new pod may).
+    DeleteClaim(gantry_api::dra::ClaimKey),
+    /// A driver publishes a ResourceSlice, or a new version of it (by name).
+    SetResourceSlice(Arc<gantry_api::dra::ResourceSlice>),
+    /// A driver withdraws a ResourceSlice (by name).
+    DeleteResourceSlice(Sym),
+    /// A DeviceClass is created or changed (by name).
+    SetDeviceClass(Arc<gantry_api::dra::DeviceClass>),
+    DeleteDeviceClass(Sym),
 }
 
 /// Scheduling attempts between two samples of progress.
