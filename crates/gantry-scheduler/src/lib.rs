@@ -4,6 +4,7 @@
 //! on `gantry-api`, `gantry-cache` and `gantry-framework`; the API it binds through is a
 //! trait its callers implement, so it never depends on `gantry-sim` or `gantry-kube`.
 
+mod attempt;
 mod batch;
 mod binding;
 pub mod explain;

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use std::time::Instant;
 
+pub use crate::attempt::Attempt;
 use crate::batch::Batch;
 use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
@@ -59,53 +60,6 @@ pub struct BindFailure {
 impl std::fmt::Display for BindFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
-    }
-}
-
-/// What one scheduling attempt decided.
-pub enum Attempt {
-    /// The pod is assumed on `node` (as `pod`, which names the node) and reserved; run
-    /// the binding cycle with `state` next, once Permit lets it through: with `wait`, it
-    /// waits until allowed, rejected, or its wait runs out.
-    Scheduled {
-        pod: Arc<Pod>,
-        node: Sym,
-        state: Box<CycleState>,
-        wait: Option<PermitWait>,
-    },
-    /// The pod fits nowhere now. If preemption found room, `nominated` names the node and
-    /// the victims, which the caller evicts through the API; the pod is retried once
-    /// they are gone.
-    Unschedulable {
-        fit_error: FitError,
-        nominated: Option<(Sym, Vec<Arc<Pod>>)>,
-    },
-    /// Something other than the pod's fit went wrong (unknown profile, a plugin error, a
-    /// Reserve or Permit plugin that refused the pod).
-    Error(String),
-    /// The pod fitted, but its pod group did not (`pod group is unschedulable, ...`): it
-    /// holds nothing and is retried on the next cluster event, as upstream retries a pod
-    /// that no plugin in particular rejected.
-    GroupRejected(String),
-}
-
-impl std::fmt::Debug for Attempt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Attempt::Scheduled { pod, node, .. } => write!(f, "Scheduled({} on {node})", pod.key()),
-            Attempt::Unschedulable {
-                fit_error,
-                nominated,
-            } => {
-                write!(
-                    f,
-                    "Unschedulable({fit_error}, nominated: {:?})",
-                    nominated.as_ref().map(|n| n.0)
-                )
-            }
-            Attempt::Error(e) => write!(f, "Error({e})"),
-            Attempt::GroupRejected(e) => write!(f, "GroupRejected({e})"),
-        }
     }
 }
 
@@ -988,6 +942,12 @@ impl Scheduler {
             self.cache.assume_allocations(pod, &in_flight);
         }
         verdict
+    }
+
+    /// The API objects plugins read, for an event source that changes some of them (a
+    /// replayed trace's storage objects).
+    pub fn objects_mut(&mut self) -> &mut ApiObjects {
+        &mut self.objects
     }
 
     /// Replaces the API objects plugins read (namespaces, services, storage), for an

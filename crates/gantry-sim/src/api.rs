@@ -331,6 +331,13 @@ impl SimulatedApi {
         }
     }
 
+    /// The storage objects changed: admission's plugins read them as they are now.
+    pub(crate) fn change_storage(&mut self, storage: &crate::storage::StorageState) {
+        if let Some(admission) = &mut self.admission {
+            storage.write_to(&mut admission.objects);
+        }
+    }
+
     /// The device classes and slices every cache is given.
     pub(crate) fn dra_catalog(&self) -> &DraObjects {
         &self.dra_catalog

@@ -20,6 +20,7 @@ pub mod replay;
 pub mod replay_bench;
 pub mod scenario;
 mod simulation;
+mod storage;
 
 pub use api::{BindRefusal, ClusterTotals, SimulatedApi};
 pub use gpu_report::GpuReport;
@@ -31,3 +32,4 @@ pub use simulation::{
     GATED, GUARD_BASE_STEPS, GUARD_STEPS_PER_EVENT, MAX_FAILED_ATTEMPTS, MAX_SCHEDULERS, Sample,
     SimError, SimEvent, SimOptions, Simulation, Summary,
 };
+pub use storage::StorageChange;

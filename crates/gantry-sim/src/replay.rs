@@ -10,9 +10,11 @@
 //! a heartbeat alone changes nothing), deleted, PodGroups created, ResourceSlices and
 //! DeviceClasses published, changed and withdrawn, ResourceClaims users created and
 //! deleted (one made from a pod's template is the simulation's own claim controller's
-//! work). A pod bound to a node the trace has not added yet (a relist of pods written
-//! before the relist of nodes) waits for its node. Every other change (a claim's status,
-//! a volume) is counted in [`Replay::not_replayed`], not applied.
+//! work), volumes, volume claims, storage classes and CSINodes as recorded (the
+//! simulation provisions and binds no volume itself). A pod bound to a node the trace has
+//! not added yet (a relist of pods written before the relist of nodes) waits for its node.
+//! Every other change (a ResourceClaim's status) is counted in [`Replay::not_replayed`],
+//! not applied.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -26,7 +28,40 @@ use gantry_scheduler::OtherNode;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Placement, SimEvent};
+use crate::{Placement, SimEvent, StorageChange};
+
+/// A storage object's change as the simulation replays it (`None`: it did not decode to
+/// one, as an object the API server would drop).
+fn storage_change(
+    kind: &str,
+    op: Op,
+    object: Value,
+    position: &str,
+    release: Release,
+) -> Result<Option<StorageChange>, String> {
+    let text = |pointer: &str| {
+        let value = object.pointer(pointer).and_then(Value::as_str);
+        gantry_api::Sym::new(value.unwrap_or_default())
+    };
+    if op == Op::Deleted {
+        let name = text("/metadata/name");
+        return Ok(Some(match kind {
+            "PersistentVolumeClaim" => {
+                StorageChange::DeleteClaim(text("/metadata/namespace"), name)
+            }
+            "PersistentVolume" => StorageChange::DeleteVolume(name),
+            "StorageClass" => StorageChange::DeleteClass(name),
+            _ => StorageChange::DeleteCsiNode(name),
+        }));
+    }
+    let mut objects = decode(object, position, release)?;
+    Ok(match kind {
+        "PersistentVolumeClaim" => objects.pvcs.pop().map(StorageChange::SetClaim),
+        "PersistentVolume" => objects.pvs.pop().map(StorageChange::SetVolume),
+        "StorageClass" => objects.storage_classes.pop().map(StorageChange::SetClass),
+        _ => objects.csi_nodes.pop().map(StorageChange::SetCsiNode),
+    })
+}
 
 /// A trace, read.
 pub struct Replay {
@@ -190,6 +225,13 @@ impl Replay {
             ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
                 if !self.dra_change(&kind, op, object, at, position, release)? {
                     self.not_replayed(&kind, op);
+                }
+            }
+            ("PersistentVolumeClaim" | "PersistentVolume" | "StorageClass" | "CSINode", _) => {
+                let change = storage_change(&kind, op, object, position, release)?;
+                match change {
+                    Some(change) => self.events.push((at, SimEvent::Storage(change))),
+                    None => self.not_replayed(&kind, op),
                 }
             }
             _ => self.not_replayed(&kind, op),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Node, Pod, Sym};
+use gantry_framework::{ActionType, ClusterEvent, EventResource};
 
 use super::{Event, GATED, SimError, SimEvent, Simulation};
 use crate::api::CatalogChange;
@@ -173,6 +174,7 @@ impl Simulation {
                 self.change_catalog(CatalogChange::DeleteSlice(name));
             }
             SimEvent::SetDeviceClass(class) => self.change_catalog(CatalogChange::SetClass(class)),
+            SimEvent::Storage(change) => self.change_storage(change),
             SimEvent::DeleteDeviceClass(name) => {
                 self.change_catalog(CatalogChange::DeleteClass(name));
             }
@@ -208,6 +210,32 @@ impl Simulation {
         let (pod, made) = self.api.claims.make_template_claims(pod);
         self.publish_claims(made);
         pod
+    }
+
+    /// A storage object changes at the API: every instance's objects (and admission's)
+    /// are replaced by the API's, and the queues hear of it.
+    fn change_storage(&mut self, change: crate::StorageChange) {
+        use crate::StorageChange::*;
+        let resource = match &change {
+            SetClaim(_) | DeleteClaim(..) => EventResource::PersistentVolumeClaim,
+            SetVolume(_) | DeleteVolume(_) => EventResource::PersistentVolume,
+            SetClass(_) | DeleteClass(_) => EventResource::StorageClass,
+            SetCsiNode(_) | DeleteCsiNode(_) => EventResource::CsiNode,
+        };
+        let action = match &change {
+            SetClaim(_) | SetVolume(_) | SetClass(_) | SetCsiNode(_) => {
+                ActionType::ADD.or(ActionType::UPDATE)
+            }
+            _ => ActionType::DELETE,
+        };
+        self.storage.apply(change);
+        for instance in &mut self.instances {
+            self.storage.write_to(instance.scheduler.objects_mut());
+            instance
+                .queue
+                .on_event(ClusterEvent::new(resource, action), self.clock);
+        }
+        self.api.change_storage(&self.storage);
     }
 
     /// A slice or device class changes at the API, and on the watch.

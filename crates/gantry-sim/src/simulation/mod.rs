@@ -177,6 +177,8 @@ pub enum SimEvent {
     /// A DeviceClass is created or changed (by name).
     SetDeviceClass(Arc<gantry_api::dra::DeviceClass>),
     DeleteDeviceClass(Sym),
+    /// A volume, volume claim, storage class or CSINode is created, changed or deleted.
+    Storage(crate::StorageChange),
 }
 
 /// Scheduling attempts between two samples of progress.
@@ -308,6 +310,8 @@ pub struct Simulation {
     waiting: waiting::WaitingPods,
     /// A replay's recorded bindings, and why the simulation placed pods elsewhere.
     recorded: recorded::RecordedNodes,
+    /// The storage objects as the API holds them (a replayed trace changes them).
+    storage: crate::storage::StorageState,
 }
 
 /// Binds refused because their decisions were outdated.
@@ -343,6 +347,12 @@ impl Simulation {
             return Err(SimError::CoschedulingSequential.to_string());
         }
         let objects = ApiObjects::from_cluster(&cluster);
+        let storage = crate::storage::StorageState::new(
+            &cluster.pvs,
+            &cluster.pvcs,
+            &cluster.storage_classes,
+            &cluster.csi_nodes,
+        );
         let config = InstanceConfig {
             profiles: &profiles,
             objects: &objects,
@@ -448,6 +458,7 @@ impl Simulation {
             samples: Vec::new(),
             waiting: waiting::WaitingPods::new(),
             recorded: recorded::RecordedNodes::default(),
+            storage,
         };
         for pod in pending {
             sim.schedule(Duration::ZERO, SimEvent::CreatePod(Arc::new(pod)));
