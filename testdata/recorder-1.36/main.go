@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
 	storagev1 "k8s.io/api/storage/v1"
@@ -254,7 +255,7 @@ func main() {
 			must(err)
 		case "StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolumeClaim", "PersistentVolume":
 			createStorageObject(ctx, client, it)
-		case "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim":
+		case "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "DeviceTaintRule":
 			createDRAObject(ctx, client, it)
 		default:
 			must(fmt.Errorf("cluster.yaml: kind %s not handled", it.kind))
@@ -622,7 +623,8 @@ func snapshot(ctx context.Context, client *fake.Clientset, order []string) ([]or
 }
 
 // createDRAObject creates a DeviceClass, ResourceSlice, ResourceClaimTemplate or
-// ResourceClaim (resource.k8s.io/v1) of cluster.yaml as the API server would store it.
+// ResourceClaim (resource.k8s.io/v1), or a DeviceTaintRule (v1beta2), of cluster.yaml as
+// the API server would store it.
 func createDRAObject(ctx context.Context, client *fake.Clientset, it item) {
 	var err error
 	switch it.kind {
@@ -654,6 +656,15 @@ func createDRAObject(ctx context.Context, client *fake.Clientset, it item) {
 		stamp(&o.ObjectMeta)
 		o.ResourceVersion = nextRV()
 		_, err = client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+	case "DeviceTaintRule":
+		// resource.k8s.io/v1beta2, read by the scheduler's slice tracker with
+		// DRADeviceTaintRules on.
+		var o resourcev1beta2.DeviceTaintRule
+		must(json.Unmarshal(it.raw, &o))
+		stamp(&o.ObjectMeta)
+		o.Namespace = ""
+		o.ResourceVersion = nextRV()
+		_, err = client.ResourceV1beta2().DeviceTaintRules().Create(ctx, &o, metav1.CreateOptions{})
 	}
 	must(err)
 }

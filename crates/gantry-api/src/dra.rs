@@ -455,6 +455,9 @@ pub struct DraObjects {
     pub slices: Vec<Arc<ResourceSlice>>,
     pub claims: Vec<ResourceClaim>,
     pub templates: Vec<ResourceClaimTemplate>,
+    /// DeviceTaintRules (DRADeviceTaintRules), already applied to `slices`: kept so that a
+    /// slice read after a rule gets its taint too.
+    pub taint_rules: Vec<crate::dra_taint_rules::DeviceTaintRule>,
 }
 
 impl DraObjects {

@@ -55,8 +55,9 @@ pub(crate) fn add_object(
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
-            out.slices
-                .push(Arc::new(resource_slice(&slice, object, release)?));
+            let slice = resource_slice(&slice, object, release)?;
+            let slice = crate::dra_taint_rules::apply(&out.taint_rules, &slice).unwrap_or(slice);
+            out.slices.push(Arc::new(slice));
         }
         "ResourceClaim" => {
             let claim: resource::ResourceClaim = typed(value, object)?;
@@ -79,6 +80,19 @@ pub(crate) fn add_object(
         }
         _ => unreachable!("add_object is only called for KINDS"),
     }
+    Ok(())
+}
+
+/// A DeviceTaintRule (DRADeviceTaintRules on): its taint goes to the devices it picks in
+/// the slices read so far, and in those read later.
+pub(crate) fn add_taint_rule(
+    out: &mut DraObjects,
+    value: &Value,
+    object: &str,
+) -> Result<(), ObjectError> {
+    let rule = crate::dra_taint_rules::decode(value, object)?;
+    crate::dra_taint_rules::apply_to_all(&rule, &mut out.slices);
+    out.taint_rules.push(rule);
     Ok(())
 }
 

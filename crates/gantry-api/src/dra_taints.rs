@@ -97,29 +97,35 @@ pub(crate) fn taints(
     object: &str,
     field: &str,
 ) -> Result<Vec<DeviceTaint>, ObjectError> {
-    let mut out = Vec::new();
-    for (i, t) in list.into_iter().flatten().enumerate() {
-        let at = format!("{field}.taints[{i}]");
-        let key_errors = if t.key.is_empty() {
-            vec!["name part must be non-empty".to_string()]
-        } else {
-            validation::qualified_name(&t.key)
-        };
-        validation::check(key_errors, object, &format!("{at}.key"), &t.key)?;
-        let value = t.value.as_deref().unwrap_or_default();
-        if !value.is_empty() {
-            let errors = validation::label_value(value);
-            validation::check(errors, object, &format!("{at}.value"), value)?;
-        }
-        let effect = effect(&t.effect, object, &format!("{at}.effect"))?
-            .ok_or_else(|| field_error(object, format!("{at}.effect"), validation::required("")))?;
-        out.push(DeviceTaint {
-            key: Sym::new(&t.key),
-            value: Sym::new(value),
-            effect,
-        });
+    (list.into_iter().flatten().enumerate())
+        .map(|(i, t)| taint(t, object, &format!("{field}.taints[{i}]")))
+        .collect()
+}
+
+/// One taint at `at`, validated as `validateDeviceTaint` does.
+pub(crate) fn taint(
+    t: &resource::DeviceTaint,
+    object: &str,
+    at: &str,
+) -> Result<DeviceTaint, ObjectError> {
+    let key_errors = if t.key.is_empty() {
+        vec!["name part must be non-empty".to_string()]
+    } else {
+        validation::qualified_name(&t.key)
+    };
+    validation::check(key_errors, object, &format!("{at}.key"), &t.key)?;
+    let value = t.value.as_deref().unwrap_or_default();
+    if !value.is_empty() {
+        let errors = validation::label_value(value);
+        validation::check(errors, object, &format!("{at}.value"), value)?;
     }
-    Ok(out)
+    let effect = effect(&t.effect, object, &format!("{at}.effect"))?
+        .ok_or_else(|| field_error(object, format!("{at}.effect"), validation::required("")))?;
+    Ok(DeviceTaint {
+        key: Sym::new(&t.key),
+        value: Sym::new(value),
+        effect,
+    })
 }
 
 /// A request's or subrequest's `tolerations` at `field`.

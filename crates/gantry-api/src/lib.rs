@@ -11,6 +11,7 @@ pub mod dra;
 pub mod dra_counters;
 mod dra_decode;
 mod dra_nodes;
+pub mod dra_taint_rules;
 pub mod dra_taints;
 pub mod gpu;
 mod intern;

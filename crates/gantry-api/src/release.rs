@@ -86,6 +86,9 @@ pub enum Gate {
     /// claim's `distinctAttribute` constraints (only the constraints are modelled: a
     /// device with `allowMultipleAllocations` or a request for capacity is refused).
     DRAConsumableCapacity,
+    /// DRADeviceTaintRules (KEP-5055): a DeviceTaintRule gives its taint to the devices
+    /// its selector picks (driver, pool, device name), as if their slices carried it.
+    DRADeviceTaintRules,
     /// VolumeLimitScaling (KEP-5030): NodeVolumeLimits refuses a node whose CSINode lacks
     /// a CSI driver that asks for it (`CSIDriver.spec.preventPodSchedulingIfMissing`).
     VolumeLimitScaling,
@@ -262,6 +265,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(34, false), spec(36, true), locked(37, true)],
     ),
     (
+        Gate::DRADeviceTaintRules,
+        "DRADeviceTaintRules",
+        &[spec(35, false), spec(37, true)],
+    ),
+    (
         Gate::DRAConsumableCapacity,
         "DRAConsumableCapacity",
         &[spec(34, false), spec(36, true)],
@@ -293,6 +301,7 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
         Gate::DRAConsumableCapacity,
         &[Gate::DynamicResourceAllocation],
     ),
+    (Gate::DRADeviceTaintRules, &[Gate::DRADeviceTaints]),
     (
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],

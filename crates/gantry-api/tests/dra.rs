@@ -392,6 +392,88 @@ fn distinct_attribute_follows_its_gate() {
     }
 }
 
+/// DeviceTaintRules (DRADeviceTaintRules: GA and on in v1.37; v1.36 with the gate on):
+/// each rule's taint is appended to the devices its selector picks, after the device's
+/// own, whether the rule is read before or after the slice (upstream's tracker,
+/// `applyPatches`); no selector picks every device; a bad taint is refused at its field.
+#[test]
+fn device_taint_rules_taint_the_devices_they_pick() {
+    let slice = |name: &str, driver: &str, pool: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: {name}}},
+              spec: {{driver: {driver}, nodeName: node-1, pool: {{name: {pool}, generation: 1, resourceSliceCount: 1}},
+              devices: [{{name: g0, taints: [{{key: own, effect: NoExecute}}]}}, {{name: g1}}]}}}}"
+        )
+    };
+    let rule = |name: &str, selector: &str, effect: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1beta2, kind: DeviceTaintRule, metadata: {{name: {name}}},
+              spec: {{{selector} taint: {{key: example.com/{name}, value: x, effect: {effect}}}}}}}"
+        )
+    };
+    let text = [
+        slice("a", "gpu.example.com", "p1"),
+        rule(
+            "g1-of-p1",
+            "deviceSelector: {driver: gpu.example.com, pool: p1, device: g1},",
+            "NoSchedule",
+        ),
+        rule("everything", "", "NoExecute"),
+        slice("b", "nic.example.com", "p1"),
+    ]
+    .join("\n---\n");
+    let taints_of = |objects: &ClusterObjects, slice: usize, device: usize| -> Vec<String> {
+        let slice = &objects.dra.slices[slice];
+        slice.devices[device]
+            .taints
+            .iter()
+            .map(|t| t.to_string())
+            .collect()
+    };
+    for release in [
+        Release::at(37),
+        Release::parse(Some("1.36"), Some("DRADeviceTaintRules=true")).unwrap(),
+    ] {
+        let mut objects = ClusterObjects::for_release(release);
+        objects.decode_more(&text, "o.yaml").unwrap();
+        assert!(objects.warnings.is_empty(), "{:?}", objects.warnings);
+        assert_eq!(
+            taints_of(&objects, 0, 0),
+            ["own:NoExecute", "example.com/everything=x:NoExecute"]
+        );
+        assert_eq!(
+            taints_of(&objects, 0, 1),
+            [
+                "example.com/g1-of-p1=x:NoSchedule",
+                "example.com/everything=x:NoExecute"
+            ]
+        );
+        // Read after both rules: only the one without a selector picks it.
+        assert_eq!(
+            taints_of(&objects, 1, 0),
+            ["own:NoExecute", "example.com/everything=x:NoExecute"]
+        );
+        assert_eq!(
+            taints_of(&objects, 1, 1),
+            ["example.com/everything=x:NoExecute"]
+        );
+    }
+    let error = ClusterObjects::decode(&rule("bad", "", "Sometimes"), "o.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("DeviceTaintRule bad: spec.taint.effect: Unsupported value: \"Sometimes\""),
+        "{error}"
+    );
+    let error = ClusterObjects::decode(
+        "{apiVersion: resource.k8s.io/v2, kind: DeviceTaintRule, metadata: {name: r}, spec: {taint: {key: k, effect: NoSchedule}}}",
+        "o.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("DeviceTaintRule r: apiVersion:"), "{error}");
+}
+
 /// `adminAccess` is kept while DRAAdminAccess is on (GA and locked from v1.36) and dropped
 /// while it is off (v1.33's default, `dropDisabledDRAAdminAccessFields`); an allocation
 /// result given for admin access keeps its flag whatever the gate.
@@ -451,15 +533,19 @@ fn device_taints_and_tolerations_follow_their_gate() {
     assert!(!exact[0].exists && exact[0].tolerates(&taints[0]));
     assert!(exact[1].exists && exact[1].key.is_none() && !exact[1].tolerates(&taints[0]));
     assert!(requests[1].first_available()[0].tolerations[0].tolerates(&taints[0]));
-    // Taint rules are not applied, and the decoder says so.
-    let rule = "{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {name: broken},
+    // Taint rules are off in v1.36 (beta, off by default), and the decoder says so.
+    let rule =
+        "{apiVersion: resource.k8s.io/v1beta2, kind: DeviceTaintRule, metadata: {name: broken},
         spec: {taint: {key: k, effect: NoSchedule}}}";
-    let with_rule = ClusterObjects::decode(rule, "r.yaml").unwrap();
+    let mut with_rule = ClusterObjects::for_release(Release::at(36));
+    with_rule.decode_more(rule, "r.yaml").unwrap();
     assert_eq!(with_rule.warnings.len(), 1);
     assert!(
-        with_rule.warnings[0]
-            .message
-            .contains("device taint rules are not modelled")
+        with_rule.warnings[0].message.contains(
+            "DRADeviceTaintRules is off in v1.36: the taint this rule gives devices is not applied"
+        ),
+        "{:?}",
+        with_rule.warnings
     );
     let v135 = decoded(Release::at(35));
     assert!(v135.dra.slices[0].devices[0].taints.is_empty());

@@ -259,6 +259,12 @@ pub async fn run(
         failure::probe_dra(&options.client, &options.server, release, &options.startup)
             .await
             .map_err(RunError::Server)?;
+        if release.enabled(Gate::DRADeviceTaintRules) {
+            tracing::warn!(
+                %release,
+                "DeviceTaintRules are not watched: the taints rules give devices are not applied (simulate applies those of its input; docs/dra.md)"
+            );
+        }
     }
     if optional.pod_groups {
         failure::probe_pod_groups(&options.client, &options.server, release, &options.startup)

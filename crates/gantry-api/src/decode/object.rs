@@ -80,6 +80,7 @@ pub(super) fn needs_sequential(value: &Value) -> bool {
     (is_list_kind(kind) && value.get("items").is_some())
         || (generates && !named)
         || crate::dra_decode::KINDS.contains(&kind)
+        || kind == "DeviceTaintRule"
 }
 
 /// Converts one object (not a list) whose name is settled. It touches nothing shared,
@@ -177,12 +178,14 @@ pub(super) fn convert(
             Object::CoschedulingGroup(super::coscheduling_group::convert(value, &object, w)?)
         }
         "PodGroup" => Object::PodGroup(super::pod_group::convert(value, &object, release, w)?),
-        // DRADeviceTaintRules (GA in v1.37) taints the devices a rule selects; Gantry
-        // reads the taints slices carry, not the rules', and says so.
+        // With DRADeviceTaintRules on, rules are read with the DRA objects (`add_value`);
+        // off, the API server serves no rule, and the rule is read as nothing.
         "DeviceTaintRule" => {
             w.push(Warning {
                 object: object.clone(),
-                message: "device taint rules are not modelled: the taints this rule gives devices are not applied".into(),
+                message: format!(
+                    "DRADeviceTaintRules is off in {release}: the taint this rule gives devices is not applied"
+                ),
             });
             Object::Ignored(object)
         }
@@ -208,6 +211,10 @@ impl ClusterObjects {
             return self.add_list_value(value, &kind, position);
         }
         let generated = self.generated.name_object(&mut value);
+        if kind == "DeviceTaintRule" && self.release.enabled(crate::Gate::DRADeviceTaintRules) {
+            let object = object_label(&kind, &value, position);
+            return crate::dra_decode::add_taint_rule(&mut self.dra, &value, &object);
+        }
         if crate::dra_decode::KINDS.contains(&kind.as_str()) {
             let object = object_label(&kind, &value, position);
             return crate::dra_decode::add_object(

@@ -14,6 +14,7 @@ mod dra_distinct;
 mod dra_partitionable;
 mod dra_scoring;
 mod dra_state;
+mod dra_taint_rules;
 mod gang_parity;
 mod gangs;
 mod gpu;
