@@ -26,3 +26,14 @@ fn without_the_gate_the_rules_taint_nothing() {
     let got = step_corpus::decide_steps("dra-1.36", "taint-rules", Release::at(36));
     assert_eq!(got, want);
 }
+
+/// A rule without a `deviceSelector` taints every device, as v1.36.3's tracker applies it
+/// (`applyPatches` matches all when the selector is nil), though the API's documentation
+/// says such a rule matches none: only the pod tolerating both taints is placed.
+#[test]
+fn a_rule_without_a_selector_taints_every_device() {
+    let want = step_corpus::recorded("dra-1.36", "taint-rule-without-selector", "expected.jsonl");
+    let on = Release::parse(Some("1.36"), Some("DRADeviceTaintRules=true")).unwrap();
+    let got = step_corpus::decide_steps("dra-1.36", "taint-rule-without-selector", on);
+    assert_eq!(got, want);
+}
