@@ -29,6 +29,37 @@ fn replayed(trace: &str, extra: &[&str]) -> (Value, String) {
     (summary, std::fs::read_to_string(placements).unwrap())
 }
 
+/// `simulate --trace TRACE --json`: the summary, and what it said on stderr.
+fn replayed_json(trace: &std::path::Path) -> (Value, String) {
+    let out = gantry(&["simulate", "--trace", trace.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
+}
+
+/// Writes a trace of `records` (recorded from a v1.35.4 server) ending at `end_ms`, as
+/// `name` in `dir`.
+fn write_trace(
+    dir: &tempfile::TempDir,
+    name: &str,
+    records: &[Value],
+    end_ms: u64,
+) -> std::path::PathBuf {
+    let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
+        "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"})
+    .to_string();
+    for record in records {
+        text.push('\n');
+        text.push_str(&record.to_string());
+    }
+    text.push_str(&format!(
+        "\n{{\"at\":{end_ms},\"op\":\"end\",\"records\":{}}}\n",
+        records.len()
+    ));
+    let trace = dir.path().join(name);
+    std::fs::write(&trace, text).unwrap();
+    trace
+}
+
 /// By hand, with the default profile (LeastAllocated and BalancedAllocation; a request
 /// of cpu only scores memory at kube-scheduler's 200Mi default):
 /// - a (1 cpu) at 1 s: n1 would be 3/4 full, n2 1/2: n2, as recorded;
@@ -373,28 +404,10 @@ fn node_changes_scheduling_reads_are_replayed() {
         json!({"at": 5000, "op": "added", "object": pod("q", None)}),
         json!({"at": 5010, "op": "modified", "object": pod("q", Some("n2"))}),
     ];
-    let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
-        "serverVersion": "v1.35.4", "started": t0})
-    .to_string();
-    for record in &records {
-        text.push('\n');
-        text.push_str(&record.to_string());
-    }
-    text.push_str(&format!(
-        "\n{{\"at\":6000,\"op\":\"end\",\"records\":{}}}\n",
-        records.len()
-    ));
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("nodes.jsonl");
-    std::fs::write(&trace, text).unwrap();
-    let out = gantry(&["simulate", "--trace", trace.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("changes not replayed"),
-        "{}",
-        stderr(&out)
-    );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let trace = write_trace(&dir, "nodes.jsonl", &records, 6000);
+    let (summary, notes) = replayed_json(&trace);
+    assert!(!notes.contains("changes not replayed"), "{notes}");
     assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
 }
@@ -459,28 +472,13 @@ fn dra_objects_changed_while_recording_are_replayed() {
         json!({"at": 5120, "op": "modified", "object": pod("q", "second", Some("n2"))}),
         json!({"at": 6000, "op": "deleted", "object": slice("n1")}),
     ];
-    let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
-        "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"})
-    .to_string();
-    for record in &records {
-        text.push('\n');
-        text.push_str(&record.to_string());
-    }
-    text.push_str(&format!(
-        "\n{{\"at\":7000,\"op\":\"end\",\"records\":{}}}\n",
-        records.len()
-    ));
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("dra.jsonl");
-    std::fs::write(&trace, text).unwrap();
-    let out = gantry(&["simulate", "--trace", trace.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = write_trace(&dir, "dra.jsonl", &records, 7000);
+    let (summary, notes) = replayed_json(&trace);
     assert!(
-        stderr(&out).contains("changes not replayed: 2 ResourceClaim modified"),
-        "{}",
-        stderr(&out)
+        notes.contains("changes not replayed: 2 ResourceClaim modified"),
+        "{notes}"
     );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
 }
@@ -534,28 +532,10 @@ fn storage_objects_changed_while_recording_are_replayed() {
         json!({"at": 2000, "op": "added", "object": pod(None)}),
         json!({"at": 2010, "op": "modified", "object": pod(Some("n2"))}),
     ];
-    let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
-        "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"})
-    .to_string();
-    for record in &records {
-        text.push('\n');
-        text.push_str(&record.to_string());
-    }
-    text.push_str(&format!(
-        "\n{{\"at\":3000,\"op\":\"end\",\"records\":{}}}\n",
-        records.len()
-    ));
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("storage.jsonl");
-    std::fs::write(&trace, text).unwrap();
-    let out = gantry(&["simulate", "--trace", trace.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("changes not replayed"),
-        "{}",
-        stderr(&out)
-    );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let trace = write_trace(&dir, "storage.jsonl", &records, 3000);
+    let (summary, notes) = replayed_json(&trace);
+    assert!(!notes.contains("changes not replayed"), "{notes}");
     assert_eq!(summary["replay"]["same_node"], 1, "{summary}");
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
 }

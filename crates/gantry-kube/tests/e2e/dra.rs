@@ -37,6 +37,22 @@ fn count_writes(api: &TestApiServer, what: &str) -> usize {
     api.writes().iter().filter(|w| *w == what).count()
 }
 
+/// Two instances dividing the pods between them.
+async fn start_two(api: &TestApiServer) -> (Instance, Instance) {
+    tokio::join!(
+        start(api, "a", Shard { index: 0, count: 2 }, None),
+        start(api, "b", Shard { index: 1, count: 2 }, None),
+    )
+}
+
+/// How many pods the API holds bound.
+fn bound_pods(api: &TestApiServer) -> usize {
+    api.list(PODS)
+        .iter()
+        .filter(|p| p["spec"]["nodeName"].is_string())
+        .count()
+}
+
 const CLAIMS_PATH: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
 
 /// The node-local allocation of `device` on `node` for the request `gpu`, as upstream's
@@ -147,19 +163,10 @@ async fn two_instances_never_give_one_device_to_two_claims() {
         p["metadata"]["uid"] = json!(uid_owned_by(i % 2, 2, &name));
         api.put(PODS, p);
     }
-    let (a, b) = tokio::join!(
-        start(&api, "a", Shard { index: 0, count: 2 }, None),
-        start(&api, "b", Shard { index: 1, count: 2 }, None),
-    );
-    let bound = |api: &TestApiServer| {
-        api.list(PODS)
-            .iter()
-            .filter(|p| p["spec"]["nodeName"].is_string())
-            .count()
-    };
-    wait_for("every device in use", WAIT, || bound(&api) == 6).await;
+    let (a, b) = start_two(&api).await;
+    wait_for("every device in use", WAIT, || bound_pods(&api) == 6).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(bound(&api), 6);
+    assert_eq!(bound_pods(&api), 6);
 
     let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for c in api.list(RESOURCE_CLAIMS) {
@@ -259,17 +266,8 @@ async fn two_instances_never_give_more_of_a_partitioned_gpu_than_it_has() {
         p["metadata"]["uid"] = json!(uid_owned_by(instance, 2, name));
         api.put(PODS, p);
     }
-    let (a, b) = tokio::join!(
-        start(&api, "a", Shard { index: 0, count: 2 }, None),
-        start(&api, "b", Shard { index: 1, count: 2 }, None),
-    );
-    let bound = |api: &TestApiServer| {
-        api.list(PODS)
-            .iter()
-            .filter(|p| p["spec"]["nodeName"].is_string())
-            .count()
-    };
-    wait_for("the GPUs in use", WAIT, || bound(&api) >= 2).await;
+    let (a, b) = start_two(&api).await;
+    wait_for("the GPUs in use", WAIT, || bound_pods(&api) >= 2).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // The memory each GPU is given, from the claims the API holds.
