@@ -34,7 +34,7 @@ pub struct DeviceTaintRule {
 
 /// A rule as the API server validates it: a name, a taint of a qualified key, a label
 /// value and a known effect; the selector's fields as given.
-pub(crate) fn decode(value: &Value, object: &str) -> Result<DeviceTaintRule, ObjectError> {
+pub fn decode(value: &Value, object: &str) -> Result<DeviceTaintRule, ObjectError> {
     let version = value.get("apiVersion").and_then(Value::as_str);
     if !version.is_some_and(|v| API_VERSIONS.contains(&v)) {
         return Err(field_error(

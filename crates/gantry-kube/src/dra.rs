@@ -9,11 +9,12 @@
 //! is ignored, as upstream's assume cache ignores it, so that the cache never goes back to
 //! a claim without the allocation just written.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use gantry_api::decode::{ClusterObjects, DecodeError, ObjectError};
 use gantry_api::dra::{ClaimKey, DeviceClass, DraObjects, ResourceClaim, ResourceSlice};
+use gantry_api::dra_taint_rules::DeviceTaintRule;
 use gantry_api::{Pod, Release, Sym};
 use gantry_cache::Cache;
 use gantry_framework::{ActionType, EventResource};
@@ -139,6 +140,29 @@ pub fn decode_device_class(
         .map_or_else(Vec::new, Clone::clone)
         .into();
     Ok(Object::DeviceClass(Arc::new(class), configs))
+}
+
+/// The versions of resource.k8s.io a DeviceTaintRule may be served in, newest first
+/// (v1alpha3 in v1.35, v1beta2 in v1.36, GA from v1.37).
+pub const TAINT_RULE_VERSIONS: [&str; 3] = ["v1", "v1beta2", "v1alpha3"];
+
+/// How kube addresses DeviceTaintRules in `version`.
+pub fn taint_rule_resource(version: &str) -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: version.into(),
+        api_version: format!("{GROUP}/{version}"),
+        kind: Kind::DeviceTaintRule.kind().into(),
+        plural: Kind::DeviceTaintRule.name().into(),
+    }
+}
+
+/// A DeviceTaintRule as the watch of `version` sends it, checked as a manifest of it is.
+pub fn decode_taint_rule(object: &DynamicObject, version: &str) -> Result<Object, ObjectError> {
+    let mut value = to_json(object, Kind::DeviceTaintRule)?;
+    value["apiVersion"] = Value::from(format!("{GROUP}/{version}"));
+    let rule = gantry_api::dra_taint_rules::decode(&value, &label(Kind::DeviceTaintRule, &value))?;
+    Ok(Object::DeviceTaintRule(Arc::new(rule)))
 }
 
 fn resource_version(object: &Value) -> Option<u64> {
@@ -316,7 +340,10 @@ pub struct DraMirror {
     pub store: Arc<ClaimStore>,
     cache: Arc<Cache>,
     classes: HashMap<Sym, Arc<DeviceClass>>,
+    /// As the API sends them, before the rules' taints.
     slices: HashMap<Sym, Arc<ResourceSlice>>,
+    /// DeviceTaintRules by name (sorted: their taints go on in this order).
+    rules: BTreeMap<String, Arc<DeviceTaintRule>>,
 }
 
 impl DraMirror {
@@ -326,6 +353,7 @@ impl DraMirror {
             cache,
             classes: HashMap::new(),
             slices: HashMap::new(),
+            rules: BTreeMap::new(),
         }
     }
 
@@ -338,6 +366,9 @@ impl DraMirror {
                 .map(|a| (EventResource::DeviceClass, a)),
             Object::ResourceSlice(slice) => self
                 .slice(slice, deleted)
+                .map(|a| (EventResource::ResourceSlice, a)),
+            Object::DeviceTaintRule(rule) => self
+                .rule(rule, deleted)
                 .map(|a| (EventResource::ResourceSlice, a)),
             Object::ResourceClaim(claim, object) => {
                 let action = if deleted {
@@ -393,8 +424,38 @@ impl DraMirror {
             Some(_) => ActionType::UPDATE,
             None => ActionType::ADD,
         };
-        self.cache.set_resource_slice(slice);
+        self.cache.set_resource_slice(self.patched(slice));
         Some(action)
+    }
+
+    /// The slice with the rules' taints, as upstream's tracker hands it to the scheduler.
+    fn patched(&self, slice: Arc<ResourceSlice>) -> Arc<ResourceSlice> {
+        let rules: Vec<DeviceTaintRule> = self
+            .rules
+            .values()
+            .map(|r| DeviceTaintRule::clone(r))
+            .collect();
+        match gantry_api::dra_taint_rules::apply(&rules, &slice) {
+            Some(patched) => Arc::new(patched),
+            None => slice,
+        }
+    }
+
+    /// A rule added, changed or deleted: every slice is given to the cache again with the
+    /// rules' taints as they are now (those it did not pick are unchanged there).
+    fn rule(&mut self, rule: Arc<DeviceTaintRule>, deleted: bool) -> Option<ActionType> {
+        let name = rule.name.as_str().to_string();
+        if deleted {
+            self.rules.remove(&name)?;
+        } else if self.rules.insert(name, rule.clone()).as_ref() == Some(&rule) {
+            return None;
+        }
+        let mut slices: Vec<Arc<ResourceSlice>> = self.slices.values().cloned().collect();
+        slices.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        for slice in slices {
+            self.cache.set_resource_slice(self.patched(slice));
+        }
+        Some(ActionType::UPDATE)
     }
 
     /// A complete list of one DRA kind: what it does not list was deleted. Returns the
@@ -406,7 +467,7 @@ impl DraMirror {
     ) -> Option<(EventResource, ActionType)> {
         let resource = match kind {
             Kind::DeviceClass => EventResource::DeviceClass,
-            Kind::ResourceSlice => EventResource::ResourceSlice,
+            Kind::ResourceSlice | Kind::DeviceTaintRule => EventResource::ResourceSlice,
             Kind::ResourceClaim => EventResource::ResourceClaim,
             _ => return None,
         };
@@ -421,6 +482,27 @@ impl DraMirror {
             return self.store.relist(listed).map(|a| (resource, a));
         }
         let listed: HashSet<Sym> = objects.iter().filter_map(name_of).collect();
+        if kind == Kind::DeviceTaintRule {
+            let listed: Vec<Arc<DeviceTaintRule>> = (objects.into_iter())
+                .filter_map(|o| match o {
+                    Object::DeviceTaintRule(rule) => Some(rule),
+                    _ => None,
+                })
+                .collect();
+            let rules: BTreeMap<String, Arc<DeviceTaintRule>> = (listed.iter())
+                .map(|r| (r.name.as_str().to_string(), r.clone()))
+                .collect();
+            if rules == self.rules {
+                return None;
+            }
+            self.rules = rules;
+            let mut slices: Vec<Arc<ResourceSlice>> = self.slices.values().cloned().collect();
+            slices.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+            for slice in slices {
+                self.cache.set_resource_slice(self.patched(slice));
+            }
+            return Some((resource, ActionType::UPDATE));
+        }
         let gone: Vec<Object> = if kind == Kind::DeviceClass {
             let no_configs: Arc<[Value]> = Arc::from(Vec::new());
             self.classes

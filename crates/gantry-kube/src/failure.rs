@@ -344,6 +344,22 @@ pub async fn probe_dra(
     Ok(())
 }
 
+/// The newest resource.k8s.io version in which the server serves DeviceTaintRules
+/// (`None`: none of them; a 403 there reads as not served, and the watch is left out).
+pub async fn served_taint_rules(
+    client: &Client,
+    server: &str,
+    startup: &Startup,
+) -> Option<&'static str> {
+    for version in crate::dra::TAINT_RULE_VERSIONS {
+        let resource = crate::dra::taint_rule_resource(version);
+        if refusal(client, server, &resource, startup).await.is_none() {
+            return Some(version);
+        }
+    }
+    None
+}
+
 /// The same check for PodGroups, when GenericWorkload is on: a server that does not
 /// serve `scheduling.k8s.io/v1alpha2` (the API group off, or another release) would
 /// leave every gang's members pending in silence.

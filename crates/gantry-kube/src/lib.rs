@@ -247,23 +247,29 @@ pub async fn run(
     // The resource.k8s.io/v1 kinds and PodGroups only when scheduling needs them: a
     // cluster that does not serve them would otherwise never be listed in full.
     let release = options.config.release;
-    let optional = watch::Optional {
+    let mut optional = watch::Optional {
         dra: options.config.profiles.iter().any(|p| {
             p.pre_filter
                 .iter()
                 .any(|plugin| plugin.name() == dynamic_resources::NAME)
         }),
         pod_groups: release.enabled(Gate::GenericWorkload),
+        taint_rules: None,
     };
     if optional.dra {
         failure::probe_dra(&options.client, &options.server, release, &options.startup)
             .await
             .map_err(RunError::Server)?;
         if release.enabled(Gate::DRADeviceTaintRules) {
-            tracing::warn!(
-                %release,
-                "DeviceTaintRules are not watched: the taints rules give devices are not applied (simulate applies those of its input; docs/dra.md)"
-            );
+            optional.taint_rules =
+                failure::served_taint_rules(&options.client, &options.server, &options.startup)
+                    .await;
+            if optional.taint_rules.is_none() {
+                tracing::warn!(
+                    %release,
+                    "the server serves no DeviceTaintRules (resource.k8s.io v1, v1beta2 or v1alpha3): DRADeviceTaintRules is on, but no rule taints a device"
+                );
+            }
         }
     }
     if optional.pod_groups {

@@ -94,6 +94,7 @@ impl ObjectMirror {
             | Object::DeviceClass(..)
             | Object::ResourceSlice(_)
             | Object::ResourceClaim(..)
+            | Object::DeviceTaintRule(_)
             | Object::PodGroup(..) => return Mirrored::Forward(object),
             Object::Namespace(ns) => {
                 put(&mut self.namespaces, ns.name.to_string(), ns, deleted);
@@ -191,6 +192,7 @@ impl ObjectMirror {
             | Kind::DeviceClass
             | Kind::ResourceSlice
             | Kind::ResourceClaim
+            | Kind::DeviceTaintRule
             | Kind::PodGroup => return None,
         }
         self.changed = true;

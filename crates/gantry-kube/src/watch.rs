@@ -58,6 +58,8 @@ pub enum Object {
     ResourceSlice(Arc<ResourceSlice>),
     /// With the object as the API sent it: a status write sends it back whole.
     ResourceClaim(Arc<ResourceClaim>, Arc<Value>),
+    /// DRADeviceTaintRules: its taint goes to the devices it picks.
+    DeviceTaintRule(Arc<gantry_api::dra_taint_rules::DeviceTaintRule>),
     /// With its `PodGroupScheduled` condition, which the next write of it starts from.
     PodGroup(Arc<PodGroup>, Option<Arc<Value>>),
 }
@@ -83,6 +85,7 @@ pub enum Kind {
     DeviceClass,
     ResourceSlice,
     ResourceClaim,
+    DeviceTaintRule,
     PodGroup,
 }
 
@@ -90,7 +93,7 @@ impl Kind {
     /// The resource.k8s.io/v1 kinds, watched when a profile runs DynamicResources.
     pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
 
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -109,6 +112,7 @@ impl Kind {
         Kind::DeviceClass,
         Kind::ResourceSlice,
         Kind::ResourceClaim,
+        Kind::DeviceTaintRule,
         Kind::PodGroup,
     ];
 
@@ -133,6 +137,7 @@ impl Kind {
             Kind::DeviceClass => "DeviceClass",
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
+            Kind::DeviceTaintRule => "DeviceTaintRule",
             Kind::PodGroup => "PodGroup",
         }
     }
@@ -158,6 +163,7 @@ impl Kind {
             Kind::DeviceClass => "deviceclasses",
             Kind::ResourceSlice => "resourceslices",
             Kind::ResourceClaim => "resourceclaims",
+            Kind::DeviceTaintRule => "devicetaintrules",
             Kind::PodGroup => "podgroups",
         }
     }
@@ -180,6 +186,9 @@ pub struct Optional {
     pub dra: bool,
     /// scheduling.k8s.io/v1alpha2 PodGroups (GenericWorkload is on).
     pub pod_groups: bool,
+    /// DeviceTaintRules, in the resource.k8s.io version the server serves them in
+    /// (DRADeviceTaintRules is on and a profile runs DynamicResources).
+    pub taint_rules: Option<&'static str>,
 }
 
 /// Starts one watch per kind on the runtime (the optional kinds only as `optional`
@@ -298,7 +307,7 @@ pub fn spawn_all(
     );
     let mut watched: Vec<Kind> = Kind::ALL
         .into_iter()
-        .filter(|k| !Kind::DRA.contains(k) && *k != Kind::PodGroup)
+        .filter(|k| !Kind::DRA.contains(k) && !matches!(k, Kind::PodGroup | Kind::DeviceTaintRule))
         .collect();
     if optional.pod_groups {
         spawn(
@@ -333,6 +342,16 @@ pub fn spawn_all(
         plain(),
         move |o| dra::decode_claim_object(o, release),
     );
+    if let Some(version) = optional.taint_rules {
+        let resource = dra::taint_rule_resource(version);
+        spawn(
+            ctx(Kind::DeviceTaintRule),
+            Api::<DynamicObject>::all_with(all(client), &resource),
+            plain(),
+            move |o| dra::decode_taint_rule(o, version),
+        );
+        watched.push(Kind::DeviceTaintRule);
+    }
     watched
 }
 

@@ -250,7 +250,10 @@ impl SchedulingLoop {
                 match kind {
                     Kind::Node => self.relist_nodes(objects),
                     Kind::Pod => self.relist_pods(objects),
-                    Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => {
+                    Kind::DeviceClass
+                    | Kind::ResourceSlice
+                    | Kind::ResourceClaim
+                    | Kind::DeviceTaintRule => {
                         let event = self.dra.relist(kind, objects);
                         self.dra_event(event);
                     }

@@ -103,6 +103,15 @@ pub const RESOURCE_CLAIM_TEMPLATES: Resource = grouped(
     true,
 );
 
+/// DeviceTaintRules as v1.36 serves them (beta, with DRADeviceTaintRules).
+pub const DEVICE_TAINT_RULES: Resource = Resource {
+    group: "resource.k8s.io",
+    version: "v1beta2",
+    plural: "devicetaintrules",
+    kind: "DeviceTaintRule",
+    namespaced: false,
+};
+
 /// v1.36's Workload API (GenericWorkload), alpha.
 pub const POD_GROUPS: Resource = Resource {
     group: "scheduling.k8s.io",
@@ -112,7 +121,7 @@ pub const POD_GROUPS: Resource = Resource {
     namespaced: true,
 };
 
-pub const ALL: [Resource; 22] = [
+pub const ALL: [Resource; 23] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -134,6 +143,7 @@ pub const ALL: [Resource; 22] = [
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
     RESOURCE_CLAIM_TEMPLATES,
+    DEVICE_TAINT_RULES,
     POD_GROUPS,
 ];
 

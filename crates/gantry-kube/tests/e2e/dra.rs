@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES};
+use apiserver::resources::{
+    DEVICE_CLASSES, DEVICE_TAINT_RULES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES,
+};
 use common::*;
 use gantry_kube::Shard;
 use serde_json::{Value, json};
@@ -294,6 +296,54 @@ async fn two_instances_never_give_more_of_a_partitioned_gpu_than_it_has() {
     assert!(given.values().sum::<u32>() >= 40, "{given:?}");
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    assert_deployable(&api);
+}
+
+/// DeviceTaintRules (DRADeviceTaintRules, on in v1.37; served here as v1.36 serves them,
+/// resource.k8s.io/v1beta2), followed as they change: a rule tainting gpu-0 sends the
+/// first pod's claim to gpu-1; with that rule deleted and one without a selector (every
+/// device) added, the second pod waits; with that one deleted too, it gets gpu-0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_taint_rules_taint_the_devices_they_pick() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(NODES, node("node-0", 8000, "a"));
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0", "gpu-1"]));
+    let rule = |name: &str, device: Option<&str>| {
+        let mut rule = json!({"metadata": {"name": name},
+            "spec": {"taint": {"key": "example.com/broken", "effect": "NoSchedule"}}});
+        if let Some(device) = device {
+            rule["spec"]["deviceSelector"] =
+                json!({"driver": DRIVER, "pool": "node-0", "device": device});
+        }
+        rule
+    };
+    api.put(DEVICE_TAINT_RULES, rule("broken-0", Some("gpu-0")));
+    api.put(RESOURCE_CLAIMS, claim("first-gpu", "gpu"));
+    api.put(PODS, pod_with_claim("first", 100, "first-gpu"));
+    let instance = start(&api, "a", Shard { index: 0, count: 1 }, None).await;
+    wait_for("the first pod bound", WAIT, || bound_pods(&api) == 1).await;
+    let device = |claim: &str| {
+        claim_of(&api, claim)["status"]["allocation"]["devices"]["results"][0]["device"].clone()
+    };
+    assert_eq!(device("first-gpu"), "gpu-1");
+
+    api.delete(DEVICE_TAINT_RULES, "", "broken-0");
+    api.put(DEVICE_TAINT_RULES, rule("broken-all", None));
+    api.put(RESOURCE_CLAIMS, claim("second-gpu", "gpu"));
+    api.put(PODS, pod_with_claim("second", 100, "second-gpu"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        bound_pods(&api),
+        1,
+        "gpu-0 is tainted by broken-all, gpu-1 held"
+    );
+
+    api.delete(DEVICE_TAINT_RULES, "", "broken-all");
+    wait_for("the second pod bound", WAIT, || bound_pods(&api) == 2).await;
+    assert_eq!(device("second-gpu"), "gpu-0");
+    instance.stop().await.unwrap();
     assert_deployable(&api);
 }
 
