@@ -224,22 +224,22 @@ impl Replay {
             }
             ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
                 if !self.dra_change(&kind, op, object, at, position, release)? {
-                    self.not_replayed(&kind, op);
+                    self.count_not_replayed(&kind, op);
                 }
             }
             ("PersistentVolumeClaim" | "PersistentVolume" | "StorageClass" | "CSINode", _) => {
                 let change = storage_change(&kind, op, object, position, release)?;
                 match change {
                     Some(change) => self.events.push((at, SimEvent::Storage(change))),
-                    None => self.not_replayed(&kind, op),
+                    None => self.count_not_replayed(&kind, op),
                 }
             }
-            _ => self.not_replayed(&kind, op),
+            _ => self.count_not_replayed(&kind, op),
         }
         Ok(())
     }
 
-    fn not_replayed(&mut self, kind: &str, op: Op) {
+    fn count_not_replayed(&mut self, kind: &str, op: Op) {
         let what = format!("{kind} {}", format!("{op:?}").to_lowercase());
         *self.not_replayed.entry(what).or_default() += 1;
     }
@@ -337,7 +337,7 @@ impl Replay {
                     self.placed_elsewhere(pod, at, seen);
                 }
             }
-            Some(_) => *self.not_replayed.entry("Pod modified".into()).or_default() += 1,
+            Some(_) => self.count_not_replayed("Pod", Op::Modified),
         }
     }
 }
