@@ -468,10 +468,20 @@ impl DraObjects {
             && self.templates.is_empty()
     }
 
+    /// Adds `other`'s objects; each side's DeviceTaintRules taint the other side's slices
+    /// too, as if all had been read together.
     pub fn extend(&mut self, other: DraObjects) {
         self.device_classes.extend(other.device_classes);
-        self.slices.extend(other.slices);
+        for rule in &other.taint_rules {
+            crate::dra_taint_rules::apply_to_all(rule, &mut self.slices);
+        }
+        let mut slices = other.slices;
+        for rule in &self.taint_rules {
+            crate::dra_taint_rules::apply_to_all(rule, &mut slices);
+        }
+        self.slices.extend(slices);
         self.claims.extend(other.claims);
         self.templates.extend(other.templates);
+        self.taint_rules.extend(other.taint_rules);
     }
 }

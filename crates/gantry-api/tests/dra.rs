@@ -474,6 +474,30 @@ fn device_taint_rules_taint_the_devices_they_pick() {
     assert!(error.contains("DeviceTaintRule r: apiVersion:"), "{error}");
 }
 
+/// Objects read apart and put together (a live import lists kind by kind) are tainted
+/// as if read together: a rule taints the other side's slices in either order.
+#[test]
+fn taint_rules_reach_slices_read_apart() {
+    let read = |text: &str| {
+        let mut objects = ClusterObjects::for_release(Release::at(37));
+        objects.decode_more(text, "o.yaml").unwrap();
+        objects.dra
+    };
+    let slice = "{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: s},
+        spec: {driver: d.example.com, nodeName: n1, pool: {name: p, generation: 1, resourceSliceCount: 1},
+        devices: [{name: g}]}}";
+    let rule = "{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {name: r},
+        spec: {taint: {key: example.com/broken, effect: NoSchedule}}}";
+    for (first, second) in [(slice, rule), (rule, slice)] {
+        let mut together = read(first);
+        together.extend(read(second));
+        let taints: Vec<String> = (together.slices[0].devices[0].taints.iter())
+            .map(|t| t.to_string())
+            .collect();
+        assert_eq!(taints, ["example.com/broken:NoSchedule"]);
+    }
+}
+
 /// `adminAccess` is kept while DRAAdminAccess is on (GA and locked from v1.36) and dropped
 /// while it is off (v1.33's default, `dropDisabledDRAAdminAccessFields`); an allocation
 /// result given for admin access keeps its flag whatever the gate.

@@ -143,6 +143,23 @@ pub const KINDS: [ListedKind; 21] = [
     ),
 ];
 
+/// DeviceTaintRules in each version a server may serve them in, newest first: with
+/// DRADeviceTaintRules on, the first one served is listed.
+pub const TAINT_RULE_KINDS: [ListedKind; 3] = [
+    optional(
+        "/apis/resource.k8s.io/v1/devicetaintrules",
+        "devicetaintrules.resource.k8s.io",
+    ),
+    optional(
+        "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+        "devicetaintrules.resource.k8s.io",
+    ),
+    optional(
+        "/apis/resource.k8s.io/v1alpha3/devicetaintrules",
+        "devicetaintrules.resource.k8s.io",
+    ),
+];
+
 /// A cluster as read.
 #[derive(Debug)]
 pub struct Imported {
@@ -153,7 +170,8 @@ pub struct Imported {
     pub not_served: Vec<&'static str>,
 }
 
-/// Reads every kind of `KINDS` from `server`, decoded as `release`'s API server admits
+/// Reads every kind of `KINDS` (and, with DRADeviceTaintRules on, of `TAINT_RULE_KINDS`)
+/// from `server`, decoded as `release`'s API server admits
 /// them (the cross-object checks, such as priority admission, are the caller's, as for
 /// files). Fails with one line naming the server and the resource.
 pub async fn import(
@@ -177,6 +195,24 @@ pub async fn import(
                 imported.not_served.push(kind.resource);
             }
             Err(refused) => return Err(refusal_line(server, kind, refused)),
+        }
+    }
+    if release.enabled(gantry_api::Gate::DRADeviceTaintRules) {
+        let mut served = false;
+        for kind in TAINT_RULE_KINDS {
+            match list_kind(client, server, release, kind, options).await {
+                Ok((objects, count)) => {
+                    imported.objects.merge(objects);
+                    imported.listed.push((kind.resource, count));
+                    served = true;
+                    break;
+                }
+                Err(refused) if code(&refused) == Some(404) => continue,
+                Err(refused) => return Err(refusal_line(server, kind, refused)),
+            }
+        }
+        if !served {
+            imported.not_served.push(TAINT_RULE_KINDS[0].resource);
         }
     }
     Ok(imported)
@@ -364,7 +400,7 @@ mod tests {
         resources.dedup();
         assert_eq!(resources.len(), KINDS.len());
         // The watch reads the same core kinds; besides, the three DRA kinds, PodGroups
-        // and DeviceTaintRules (which a live import does not list yet).
+        // and DeviceTaintRules (listed apart: `TAINT_RULE_KINDS`).
         assert_eq!(
             KINDS.iter().filter(|k| !k.optional).count() + 5,
             crate::watch::Kind::ALL.len()

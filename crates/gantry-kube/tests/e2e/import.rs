@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use apiserver::TestApiServer;
 use apiserver::resources::{
-    self, DEVICE_CLASSES, NODES, PODS, PRIORITY_CLASSES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS,
-    RESOURCE_SLICES, Resource,
+    self, DEVICE_CLASSES, DEVICE_TAINT_RULES, NODES, PODS, PRIORITY_CLASSES,
+    RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource,
 };
 use common::*;
 use gantry_api::Release;
@@ -55,6 +55,12 @@ fn populate(api: &TestApiServer) {
     );
     api.put(DEVICE_CLASSES, device_class("gpu"));
     api.put(RESOURCE_SLICES, slice("n0", &["g0", "g1"]));
+    api.put(
+        DEVICE_TAINT_RULES,
+        json!({"metadata": {"name": "g1-broken"},
+               "spec": {"deviceSelector": {"device": "g1"},
+                        "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}}),
+    );
     api.put(RESOURCE_CLAIMS, claim("shared", "gpu"));
     api.put(
         RESOURCE_CLAIM_TEMPLATES,
@@ -100,6 +106,17 @@ async fn a_cluster_read_live_is_the_cluster_its_dump_holds() {
     assert_eq!(dump.finished_pods, ["default/done"]);
     assert_eq!(format!("{:?}", live.dra), format!("{:?}", dump.dra));
     assert_eq!(live.dra.templates.len(), 1);
+    // The rule (v1beta2, the version served here; v1 was asked first) taints g1.
+    let taints: Vec<String> = (live.dra.slices[0].devices.iter())
+        .map(|d| {
+            d.taints
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    assert_eq!(taints, ["", "example.com/broken:NoSchedule"]);
     assert_eq!(
         format!("{:?}", live.priority_classes),
         format!("{:?}", dump.priority_classes)
@@ -122,6 +139,7 @@ async fn a_cluster_read_live_is_the_cluster_its_dump_holds() {
             ("resourceslices.resource.k8s.io", 1),
             ("resourceclaims.resource.k8s.io", 1),
             ("resourceclaimtemplates.resource.k8s.io", 1),
+            ("devicetaintrules.resource.k8s.io", 1),
         ]
     );
     // scheduler-plugins' PodGroup CRD is not installed here: read as none, and said.
