@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::failure::Refused;
-use crate::import::{self, ImportOptions, KINDS, ListedKind};
+use crate::import::{self, ImportOptions, KINDS, ListedKind, TAINT_RULE_KINDS};
 
 /// How long a watch may keep failing to (re)connect before recording ends with an error.
 pub const MAX_WATCH_OUTAGE: Duration = Duration::from_secs(300);
@@ -108,7 +108,17 @@ pub async fn record<W: Write>(
     let mut known: Vec<Option<KnownKind>> = Vec::new();
     let (sender, mut changes) = mpsc::channel(1024);
     let mut watches: Vec<Option<tokio::task::JoinHandle<()>>> = Vec::new();
-    for (index, kind) in KINDS.into_iter().enumerate() {
+    // Every kind of KINDS, then DeviceTaintRules in the first version served (each
+    // version lists the same rules).
+    let mut kinds: Vec<ListedKind> = Vec::new();
+    let mut rules_served = false;
+    for kind in KINDS.into_iter().chain(TAINT_RULE_KINDS) {
+        let is_rule = TAINT_RULE_KINDS.iter().any(|k| k.path == kind.path);
+        if is_rule && rules_served {
+            continue;
+        }
+        let index = kinds.len();
+        kinds.push(kind);
         let listed = list(
             client,
             server,
@@ -122,6 +132,7 @@ pub async fn record<W: Write>(
         .map_err(|refused| listing_failed(server, kind, refused))?;
         match listed {
             Some((state, version)) => {
+                rules_served |= is_rule;
                 recorded.listed += state.versions.len() as u64;
                 known.push(Some(state));
                 let watch = watch(
@@ -169,7 +180,7 @@ pub async fn record<W: Write>(
                     recorded.relists += 1;
                     let before = writer.records();
                     let old = known[index].take().unwrap_or_default();
-                    let kind = KINDS[index];
+                    let kind = kinds[index];
                     let relisted = list(client, server, kind, &options.lists, &mut writer, started, Some(old))
                         .await
                         .map_err(|refused| listing_failed(server, kind, refused))?;

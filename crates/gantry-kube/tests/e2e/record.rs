@@ -8,7 +8,7 @@ use crate::{apiserver, common};
 use std::time::Duration;
 
 use apiserver::TestApiServer;
-use apiserver::resources::{NODES, PODS};
+use apiserver::resources::{DEVICE_TAINT_RULES, NODES, PODS};
 use common::*;
 use gantry_api::Release;
 use gantry_api::trace::{Op, TraceReader, TraceRecord};
@@ -50,6 +50,12 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
     let mut running = pod("running", 1000);
     running["spec"]["nodeName"] = json!("n0");
     api.put(PODS, running);
+    // Served as v1beta2 only: recorded once, from the first version served.
+    api.put(
+        DEVICE_TAINT_RULES,
+        json!({"metadata": {"name": "broken"},
+               "spec": {"taint": {"key": "example.com/broken", "effect": "NoSchedule"}}}),
+    );
     let instance = start(&api, "solo", Shard::WHOLE, None).await;
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -137,6 +143,13 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
     let listed: Vec<&TraceRecord> = records.iter().filter(|r| r.op == Op::List).collect();
     assert_eq!(listed.iter().filter(|r| r.kind() == "Node").count(), 3);
     assert_eq!(listed.iter().filter(|r| r.kind() == "Pod").count(), 1);
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|r| r.kind() == "DeviceTaintRule")
+            .count(),
+        1
+    );
     let change_of = |op: Op, kind: &str, name: &str| {
         records.iter().any(|r| {
             r.op == op && r.kind() == kind && r.object.as_ref().unwrap()["metadata"]["name"] == name
