@@ -77,7 +77,10 @@ pub fn decode(value: &Value, object: &str) -> Result<DeviceTaintRule, ObjectErro
 
 /// The slice with every rule's taint appended to the devices the rule picks, in the
 /// order of `rules` (upstream's `applyPatches`); `None` when no rule picks any of them.
-pub fn apply(rules: &[DeviceTaintRule], slice: &ResourceSlice) -> Option<ResourceSlice> {
+pub fn apply<'r>(
+    rules: impl IntoIterator<Item = &'r DeviceTaintRule>,
+    slice: &ResourceSlice,
+) -> Option<ResourceSlice> {
     let mut patched: Option<ResourceSlice> = None;
     for rule in rules {
         if rule.driver.is_some_and(|d| d != slice.driver)
@@ -99,7 +102,7 @@ pub fn apply(rules: &[DeviceTaintRule], slice: &ResourceSlice) -> Option<Resourc
 /// Patches `slices` in place with one more rule.
 pub(crate) fn apply_to_all(rule: &DeviceTaintRule, slices: &mut [Arc<ResourceSlice>]) {
     for slice in slices {
-        if let Some(patched) = apply(std::slice::from_ref(rule), slice) {
+        if let Some(patched) = apply([rule], slice) {
             *slice = Arc::new(patched);
         }
     }

@@ -430,14 +430,20 @@ impl DraMirror {
 
     /// The slice with the rules' taints, as upstream's tracker hands it to the scheduler.
     fn patched(&self, slice: Arc<ResourceSlice>) -> Arc<ResourceSlice> {
-        let rules: Vec<DeviceTaintRule> = self
-            .rules
-            .values()
-            .map(|r| DeviceTaintRule::clone(r))
-            .collect();
-        match gantry_api::dra_taint_rules::apply(&rules, &slice) {
+        let rules = self.rules.values().map(|r| &**r);
+        match gantry_api::dra_taint_rules::apply(rules, &slice) {
             Some(patched) => Arc::new(patched),
             None => slice,
+        }
+    }
+
+    /// Gives the cache every slice again, with the rules' taints as they are now (in name
+    /// order, so that runs repeat).
+    fn repatch_all(&self) {
+        let mut slices: Vec<Arc<ResourceSlice>> = self.slices.values().cloned().collect();
+        slices.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        for slice in slices {
+            self.cache.set_resource_slice(self.patched(slice));
         }
     }
 
@@ -450,11 +456,7 @@ impl DraMirror {
         } else if self.rules.insert(name, rule.clone()).as_ref() == Some(&rule) {
             return None;
         }
-        let mut slices: Vec<Arc<ResourceSlice>> = self.slices.values().cloned().collect();
-        slices.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-        for slice in slices {
-            self.cache.set_resource_slice(self.patched(slice));
-        }
+        self.repatch_all();
         Some(ActionType::UPDATE)
     }
 
@@ -496,11 +498,7 @@ impl DraMirror {
                 return None;
             }
             self.rules = rules;
-            let mut slices: Vec<Arc<ResourceSlice>> = self.slices.values().cloned().collect();
-            slices.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-            for slice in slices {
-                self.cache.set_resource_slice(self.patched(slice));
-            }
+            self.repatch_all();
             return Some((resource, ActionType::UPDATE));
         }
         let gone: Vec<Object> = if kind == Kind::DeviceClass {
