@@ -29,7 +29,12 @@ fn device() -> Device {
                 AttributeValue::Version(Arc::from("1.2.3")),
             ),
         ],
-        capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
+        capacity: vec![gantry_api::dra::DeviceCapacity::new(
+            name("gpu.example.com", "memory"),
+            "memory",
+            40 * (1 << 30) * 1000,
+        )],
+        allow_multiple_allocations: false,
         taints: Vec::new(),
         consumes_counters: Vec::new(),
     }

@@ -11,6 +11,8 @@
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
 use std::sync::Arc;
 
+pub use crate::dra_capacity::{CapacityAmounts, DeviceCapacity};
+
 use crate::{NodeSelector, Sym};
 
 /// Upstream's `ResourceClaimReservedForMaxSize`: at most this many consumers per claim.
@@ -78,8 +80,10 @@ pub struct QualifiedName {
 pub struct Device {
     pub name: Sym,
     pub attributes: Vec<(QualifiedName, AttributeValue)>,
-    /// Capacities in thousandths of the unit (like millicores), so `1Gi` is `1024³ × 1000`.
-    pub capacity: Vec<(QualifiedName, i64)>,
+    pub capacity: Vec<DeviceCapacity>,
+    /// `allowMultipleAllocations` (DRAConsumableCapacity; dropped while the gate is off):
+    /// the device is shared, each claim taking part of its capacities.
+    pub allow_multiple_allocations: bool,
     /// `taints` (DRADeviceTaints).
     pub taints: Vec<DeviceTaint>,
     /// `consumesCounters` (DRAPartitionableDevices): what the device takes from its pool's
@@ -204,6 +208,9 @@ pub struct ExactRequest {
     /// `adminAccess` (DRAAdminAccess): the devices may be held by other claims already,
     /// and what this request gets holds nothing.
     pub admin_access: bool,
+    /// `capacity.requests` (DRAConsumableCapacity): how much of each capacity a share of
+    /// a shared device takes.
+    pub capacity: CapacityAmounts,
 }
 
 /// One alternative of a `firstAvailable` list (`DeviceSubRequest`). Allocation results
@@ -216,6 +223,8 @@ pub struct SubRequest {
     pub mode: AllocationMode,
     /// `tolerations` of device taints (DRADeviceTaints).
     pub tolerations: Vec<DeviceToleration>,
+    /// `capacity.requests` (DRAConsumableCapacity).
+    pub capacity: CapacityAmounts,
 }
 
 /// How a request asks for devices: exactly one of `exactly` and `firstAvailable`.
@@ -249,6 +258,7 @@ impl DeviceRequest {
                 mode,
                 tolerations: Vec::new(),
                 admin_access: false,
+                capacity: Vec::new(),
             }),
         }
     }
@@ -317,6 +327,24 @@ pub struct AllocatedDevice {
     /// Given for admin access: the device is not held (upstream's `GatherAllocatedState`
     /// skips it), and other claims may hold it too.
     pub admin_access: bool,
+    /// `shareID` (DRAConsumableCapacity): set for a share of a device that allows
+    /// multiple allocations, which other claims' shares may use too.
+    pub share_id: Option<Arc<str>>,
+    /// `consumedCapacity`: what the share takes of the device's capacities.
+    pub consumed_capacity: CapacityAmounts,
+}
+
+impl AllocatedDevice {
+    /// A result for `request` holding `device` alone.
+    pub fn exclusive(request: Arc<str>, device: DeviceId) -> AllocatedDevice {
+        AllocatedDevice {
+            request,
+            device,
+            admin_access: false,
+            share_id: None,
+            consumed_capacity: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -328,11 +356,16 @@ pub struct Allocation {
 
 impl Allocation {
     /// The devices the allocation holds, so that no other claim may take them: all but
-    /// those given for admin access.
+    /// those given for admin access and the shares of shared devices.
     pub fn held_devices(&self) -> impl Iterator<Item = DeviceId> + '_ {
         (self.devices.iter())
-            .filter(|d| !d.admin_access)
+            .filter(|d| !d.admin_access && d.share_id.is_none())
             .map(|d| d.device)
+    }
+
+    /// The shares of shared devices the allocation holds (admin access holds none).
+    pub fn shares(&self) -> impl Iterator<Item = &AllocatedDevice> + '_ {
+        (self.devices.iter()).filter(|d| !d.admin_access && d.share_id.is_some())
     }
 
     /// [`held_devices`](Self::held_devices) in a vector of the allocation's length (a

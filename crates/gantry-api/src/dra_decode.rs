@@ -12,11 +12,11 @@ use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
+use crate::Sym;
 use crate::decode::validation;
 use crate::decode::{ObjectError, Warning, field_error, node_selector, required_name, typed};
 use crate::dra::*;
 use crate::release::{Gate, Release};
-use crate::{Quantity, Sym};
 
 /// The one API version of the DRA kinds Gantry reads.
 pub const API_VERSION: &str = "resource.k8s.io/v1";
@@ -184,18 +184,13 @@ fn device(
     field: &str,
     release: Release,
 ) -> Result<Device, ObjectError> {
-    let refused: [(&str, bool, &str); 3] = [
+    let refused: [(&str, bool, &str); 2] = [
         (
             "bindingConditions",
             d.binding_conditions.is_some(),
             "a binding condition",
         ),
         ("bindsToNode", d.binds_to_node == Some(true), "bindsToNode"),
-        (
-            "allowMultipleAllocations",
-            d.allow_multiple_allocations == Some(true),
-            "a device shared between claims",
-        ),
     ];
     if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| *set) {
         return Err(unsupported(object, format!("{field}.{name}"), what));
@@ -255,20 +250,28 @@ fn device(
         };
         attributes.push((qualified(name, driver), value));
     }
+    let consumable = release.enabled(Gate::DRAConsumableCapacity);
     let mut capacity = Vec::new();
     for (name, c) in d.capacity.iter().flatten() {
-        let at = || format!("{field}.capacity.{name}.value");
-        if c.request_policy.is_some() {
-            return Err(unsupported(
+        let at = format!("{field}.capacity.{name}");
+        let value = crate::dra_capacity::quantity(&c.value, object, &format!("{at}.value"))?;
+        // With DRAConsumableCapacity off the API server drops request policies.
+        let request_policy = match (&c.request_policy, consumable) {
+            (Some(policy), true) => Some(Box::new(crate::dra_capacity::request_policy(
+                policy,
+                (&c.value, value),
+                d.allow_multiple_allocations == Some(true),
                 object,
-                format!("{field}.capacity.{name}.requestPolicy"),
-                "consumable capacity",
-            ));
-        }
-        let milli = Quantity::parse(&c.value.0)
-            .and_then(|q| q.milli_value())
-            .map_err(|e| field_error(object, at(), e.to_string()))?;
-        capacity.push((qualified(name, driver), milli));
+                &at,
+            )?)),
+            _ => None,
+        };
+        capacity.push(DeviceCapacity {
+            name: qualified(name, driver),
+            key: Sym::new(name),
+            value,
+            request_policy,
+        });
     }
     // With DRADeviceTaints off the API server drops them.
     let taints = if release.enabled(Gate::DRADeviceTaints) {
@@ -286,6 +289,7 @@ fn device(
         name: Sym::new(&d.name),
         attributes,
         capacity,
+        allow_multiple_allocations: consumable && d.allow_multiple_allocations == Some(true),
         taints,
         consumes_counters,
     })
@@ -478,13 +482,12 @@ fn exact_request(
     at: &str,
     release: Release,
 ) -> Result<ExactRequest, ObjectError> {
-    if exact.capacity.is_some() {
-        return Err(unsupported(
-            object,
-            format!("{at}.exactly.capacity"),
-            "consumable capacity",
-        ));
-    }
+    let capacity = crate::dra_capacity::requests(
+        exact.capacity.as_ref(),
+        object,
+        &format!("{at}.exactly.capacity"),
+        release,
+    )?;
     let mode = match exact.allocation_mode.as_deref().unwrap_or("ExactCount") {
         "ExactCount" => {
             let count = exact.count.unwrap_or(1);
@@ -523,6 +526,7 @@ fn exact_request(
         // With DRAAdminAccess off the API server drops the field on create
         // (`dropDisabledDRAAdminAccessFields`).
         admin_access: exact.admin_access == Some(true) && release.enabled(Gate::DRAAdminAccess),
+        capacity,
     })
 }
 
@@ -608,19 +612,19 @@ fn subrequests(
                 ));
             }
         };
-        if sub.capacity.is_some() {
-            return Err(unsupported(
-                object,
-                format!("{sat}.capacity"),
-                "consumable capacity",
-            ));
-        }
+        let capacity = crate::dra_capacity::requests(
+            sub.capacity.as_ref(),
+            object,
+            &format!("{sat}.capacity"),
+            release,
+        )?;
         out.push(SubRequest {
             name: Arc::from(sub.name.as_str()),
             device_class: Sym::new(&sub.device_class_name),
             selectors,
             mode,
             tolerations: tolerations_of(sub.tolerations.as_ref(), object, &sat, release)?,
+            capacity,
         });
     }
     if list.len() > FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE {
@@ -746,6 +750,25 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
             // Kept whatever the gate: a result written while it was on still holds
             // nothing (`dropDisabledDRAAdminAccessStatusFields` keeps fields in use).
             admin_access: r.admin_access == Some(true),
+            share_id: match r.share_id.as_deref() {
+                Some(id) => Some(crate::dra_capacity::share_id(
+                    id,
+                    object,
+                    &format!(
+                        "status.allocation.devices.results[{}].shareID",
+                        devices.len()
+                    ),
+                )?),
+                None => None,
+            },
+            consumed_capacity: crate::dra_capacity::amounts(
+                r.consumed_capacity.as_ref(),
+                object,
+                &format!(
+                    "status.allocation.devices.results[{}].consumedCapacity",
+                    devices.len()
+                ),
+            )?,
         });
     }
     Ok(Allocation {

@@ -93,7 +93,11 @@ fn slices_claims_and_pod_claims_decode() {
     );
     assert_eq!(
         device.capacity,
-        [(qualified("nic.example.com", "bandwidth"), 1500)]
+        [gantry_api::dra::DeviceCapacity::new(
+            qualified("nic.example.com", "bandwidth"),
+            "bandwidth",
+            1500
+        )]
     );
 
     let claim = &objects.dra.claims[0];

@@ -14,11 +14,13 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use gantry_api::Sym;
-use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
+use gantry_api::dra::{
+    AllocatedDevice, ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice,
+};
 use parking_lot::RwLock;
 use smallvec::SmallVec;
 
-use crate::dra_state::{AllocatedView, AllocatedVisitor, DeviceUse, DraState};
+use crate::dra_state::{AllocatedView, AllocatedVisitor, DeviceShares, DeviceUse, DraState};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -37,6 +39,8 @@ struct DraStore {
     allocated: Map<DeviceId, u32>,
     /// The same devices by pool: the names of those taken in each.
     taken_by_pool: Map<(Sym, Sym), SmallVec<[Sym; 8]>>,
+    /// The shares of shared devices (DRAConsumableCapacity) the same claims hold.
+    shares: Map<DeviceId, DeviceShares>,
     /// Sorted by name, so that pools are gathered in one order.
     shared_slices: Vec<Arc<ResourceSlice>>,
 }
@@ -53,6 +57,10 @@ impl AllocatedView for DraStore {
                 .map_or(&[], |names| names.as_slice()),
         )
     }
+
+    fn has_shares(&self) -> bool {
+        !self.shares.is_empty()
+    }
 }
 
 /// An allocation Reserve decided for a pod, before its binding writes it.
@@ -65,6 +73,13 @@ struct InFlight {
 fn devices(claim: Option<&ResourceClaim>) -> Vec<DeviceId> {
     (claim.and_then(|c| c.allocation.as_ref()))
         .map(|a| a.held_device_list())
+        .unwrap_or_default()
+}
+
+/// The shares the claim's allocation holds.
+fn shares(claim: Option<&ResourceClaim>) -> Vec<AllocatedDevice> {
+    (claim.and_then(|c| c.allocation.as_ref()))
+        .map(|a| a.shares().cloned().collect())
         .unwrap_or_default()
 }
 
@@ -81,8 +96,18 @@ impl DraStore {
     /// allocation before to its allocation after.
     fn change(&mut self, key: ClaimKey, change: impl FnOnce(&mut DraStore)) {
         let before = devices(self.effective(key));
+        let shares_before = shares(self.effective(key));
         change(self);
         let after = devices(self.effective(key));
+        let shares_after = shares(self.effective(key));
+        if shares_before != shares_after {
+            for share in &shares_before {
+                crate::dra_shares::remove(&mut self.shares, share);
+            }
+            for share in &shares_after {
+                crate::dra_shares::insert(&mut self.shares, share);
+            }
+        }
         if before == after {
             return;
         }
@@ -294,6 +319,18 @@ impl DeviceUse for DraCache {
         self.store.read().allocated.contains_key(&device)
     }
 
+    fn shares(&self, device: DeviceId) -> Option<DeviceShares> {
+        let s = self.store.read();
+        if s.shares.is_empty() {
+            return None;
+        }
+        s.shares.get(&device).cloned()
+    }
+
+    fn has_shares(&self) -> bool {
+        !self.store.read().shares.is_empty()
+    }
+
     fn with_allocated(&self, f: &mut AllocatedVisitor<'_>) {
         f(&*self.store.read());
     }
@@ -366,11 +403,7 @@ mod tests {
                 Arc::new(Allocation {
                     devices: devices
                         .iter()
-                        .map(|d| AllocatedDevice {
-                            request: Arc::from("r"),
-                            device: device(d),
-                            admin_access: false,
-                        })
+                        .map(|d| AllocatedDevice::exclusive(Arc::from("r"), device(d)))
                         .collect(),
                     node_selector: None,
                 })

@@ -7,7 +7,20 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use gantry_api::Sym;
-use gantry_api::dra::{ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice};
+use gantry_api::dra::{
+    CapacityAmounts, ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice,
+};
+
+/// The shares claims hold of one device (DRAConsumableCapacity): upstream's shared
+/// device IDs and its `AggregatedCapacity` entry for the device.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceShares {
+    /// Allocation results naming the device with a share ID.
+    pub count: u32,
+    /// What they take together; `None` when no entry stands (no result named consumed
+    /// capacity, or the amounts came back to zero and upstream's `Remove` dropped it).
+    pub consumed: Option<CapacityAmounts>,
+}
 
 /// Whether a device is taken, asked once per candidate device while a pod's claims are
 /// allocated (the live cache answers from its device index, a what-if store from a set).
@@ -19,6 +32,11 @@ pub trait AllocatedView {
     /// (one lookup for a node's slice instead of one per device); `None` otherwise.
     fn taken_in_pool(&self, _driver: Sym, _pool: Sym) -> Option<&[Sym]> {
         None
+    }
+
+    /// Whether any claim holds a share of any device.
+    fn has_shares(&self) -> bool {
+        false
     }
 }
 
@@ -32,10 +50,25 @@ impl<T: DeviceUse + ?Sized> AllocatedView for EachDevice<'_, T> {
     fn is_allocated(&self, device: DeviceId) -> bool {
         self.0.is_allocated(device)
     }
+
+    fn has_shares(&self) -> bool {
+        self.0.has_shares()
+    }
 }
 
 pub trait DeviceUse: Send + Sync {
+    /// Whether a claim holds the device alone (a result without a share ID).
     fn is_allocated(&self, device: DeviceId) -> bool;
+
+    /// The shares claims hold of the device, if any (DRAConsumableCapacity).
+    fn shares(&self, _device: DeviceId) -> Option<DeviceShares> {
+        None
+    }
+
+    /// Whether any claim holds a share of any device.
+    fn has_shares(&self) -> bool {
+        false
+    }
 
     /// Calls `f` with a view of the devices taken, for many questions in a row (the
     /// live cache answers them all under one lock, by pool).

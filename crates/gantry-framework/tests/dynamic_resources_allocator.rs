@@ -112,11 +112,12 @@ fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValu
             .collect(),
         capacity: memory
             .map(|m| {
-                vec![(
+                vec![DeviceCapacity::new(
                     QualifiedName {
                         domain: sym(DRIVER_A),
                         id: sym("memory"),
                     },
+                    "memory",
                     gantry_api::Quantity::parse(m)
                         .unwrap()
                         .milli_value()
@@ -124,6 +125,7 @@ fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValu
                 )]
             })
             .unwrap_or_default(),
+        allow_multiple_allocations: false,
         taints: Vec::new(),
         consumes_counters: Vec::new(),
     }
@@ -1725,6 +1727,8 @@ fn admin_access_results_hold_nothing() {
             device: sym(name),
         },
         admin_access,
+        share_id: None,
+        consumed_capacity: Vec::new(),
     };
     let allocation = Allocation {
         devices: vec![device("device-1", true), device("device-2", false)],
@@ -1959,14 +1963,14 @@ fn partition(
     let capacity = match capacity_from_counters {
         false => Vec::new(),
         true => {
-            let mut capacity: Vec<(QualifiedName, i64)> = Vec::new();
+            let mut capacity: Vec<DeviceCapacity> = Vec::new();
             for (name, value) in consumes_counters.iter().flat_map(|c| &c.counters) {
                 let qualified = QualifiedName {
                     domain: sym(DRIVER_A),
                     id: *name,
                 };
-                capacity.retain(|(n, _)| *n != qualified);
-                capacity.push((qualified, *value));
+                capacity.retain(|c| c.name != qualified);
+                capacity.push(DeviceCapacity::new(qualified, name.as_str(), *value));
             }
             capacity
         }
@@ -2710,6 +2714,14 @@ fn distinct(attribute: &str, requests: &[&str]) -> DeviceConstraint {
     }
 }
 
+/// A `matchAttribute` constraint on `attribute` over `requests` (all when empty).
+fn matching(attribute: &str, requests: &[&str]) -> DeviceConstraint {
+    DeviceConstraint {
+        kind: ConstraintKind::Match,
+        ..distinct(attribute, requests)
+    }
+}
+
 /// Upstream's "with-distinct-constraints" (v1.36.2 `allocator_testing.go`), on devices
 /// each claim holds alone (upstream's devices allow multiple allocations, which Gantry
 /// refuses; the choice is the same): three constraints over nested sets of requests, each
@@ -2823,4 +2835,950 @@ fn distinct_attribute_compares_with_the_last_device_of_each_request() {
     );
     let v1_36 = Features::of(gantry_api::Release::parse(Some("1.36"), None).unwrap());
     assert_eq!(run(v1_36), Ok(None));
+}
+
+// Consumable capacity (DRAConsumableCapacity): upstream's `consumable-capacity-*` and
+// `allow-multiple-allocations-*` rows. Upstream's quantities one to four are 1 to 4 units
+// (1000 to 4000 thousandths); its share IDs are random (the rows fix them), Gantry's are
+// derived from the claim, so the rows check that a share has one.
+
+fn consumable() -> Features {
+    Features {
+        consumable_capacity: true,
+        prioritized_list: true,
+        partitionable_devices: true,
+        ..Features::default()
+    }
+}
+
+const CAPACITY_0: &str = "capacity-0";
+
+fn units(n: i64) -> i64 {
+    n * 1000
+}
+
+/// A capacity `capacity-0` (as the slice writes it) of `value`, with `policy`.
+fn capacity_0(
+    value: i64,
+    policy: Option<gantry_api::dra_capacity::RequestPolicy>,
+) -> DeviceCapacity {
+    DeviceCapacity {
+        request_policy: policy.map(Box::new),
+        ..DeviceCapacity::new(
+            QualifiedName {
+                domain: sym(DRIVER_A),
+                id: sym(CAPACITY_0),
+            },
+            CAPACITY_0,
+            value,
+        )
+    }
+}
+
+/// Upstream's `withCapacityRequestPolicyRange`: default 2, min 2, step 2, max 4.
+fn range_policy() -> gantry_api::dra_capacity::RequestPolicy {
+    gantry_api::dra_capacity::RequestPolicy {
+        default: Some(units(2)),
+        valid: gantry_api::dra_capacity::ValidAmounts::Range {
+            min: units(2),
+            max: Some(units(4)),
+            step: Some(units(2)),
+        },
+    }
+}
+
+/// Upstream's `withCapacityRequestPolicyValidValues`: the default first, then the rest.
+fn values_policy(default: i64, more: &[i64]) -> gantry_api::dra_capacity::RequestPolicy {
+    gantry_api::dra_capacity::RequestPolicy {
+        default: Some(default),
+        valid: gantry_api::dra_capacity::ValidAmounts::Values(
+            std::iter::once(default)
+                .chain(more.iter().copied())
+                .collect(),
+        ),
+    }
+}
+
+/// A device that allows multiple allocations, with these capacities.
+fn shared(name: &str, capacity: Vec<DeviceCapacity>) -> Device {
+    Device {
+        capacity,
+        allow_multiple_allocations: true,
+        ..device(name, None, Vec::new())
+    }
+}
+
+/// A request of `count` devices (`None`: All) asking `amount` of `capacity-0`, of a class
+/// that, like upstream's `classWithAllowMultipleAllocations`, also selects
+/// `device.allowMultipleAllocations == multi` when `multi` is given.
+fn capacity_request(
+    name: &str,
+    count: Option<u32>,
+    amount: Option<i64>,
+    multi: Option<bool>,
+) -> PreparedRequest {
+    PreparedRequest::exactly(name, capacity_selection(count, amount, multi))
+}
+
+fn capacity_selection(
+    count: Option<u32>,
+    amount: Option<i64>,
+    multi: Option<bool>,
+) -> PreparedSelection {
+    let mut class = format!("device.driver == \"{DRIVER_A}\"");
+    if let Some(multi) = multi {
+        class += &format!(" && device.allowMultipleAllocations == {multi}");
+    }
+    PreparedSelection {
+        capacity: amount
+            .map(|a| vec![(sym(CAPACITY_0), a)])
+            .unwrap_or_default(),
+        ..PreparedSelection::new(
+            sym("class-a"),
+            count.map_or(AllocationMode::All, AllocationMode::ExactCount),
+            selectors(&[class]),
+            selectors(&[]),
+        )
+    }
+}
+
+/// Devices held alone and shares held (device, consumed `capacity-0`) by other claims.
+#[derive(Default)]
+struct Held {
+    alone: DeviceSet,
+    shares: std::collections::HashMap<DeviceId, gantry_cache::DeviceShares>,
+}
+
+impl gantry_cache::DeviceUse for Held {
+    fn is_allocated(&self, device: DeviceId) -> bool {
+        self.alone.contains(&device)
+    }
+
+    fn shares(&self, device: DeviceId) -> Option<gantry_cache::DeviceShares> {
+        self.shares.get(&device).cloned()
+    }
+
+    fn has_shares(&self) -> bool {
+        !self.shares.is_empty()
+    }
+}
+
+fn pool_1(name: &str) -> DeviceId {
+    DeviceId {
+        driver: sym(DRIVER_A),
+        pool: sym("pool-1"),
+        device: sym(name),
+    }
+}
+
+/// A share held of `device` taking `consumed` of `capacity-0` (`None`: no capacity named).
+fn held_share(device: &str, consumed: Option<i64>) -> Held {
+    let mut held = Held::default();
+    held.shares.insert(
+        pool_1(device),
+        gantry_cache::DeviceShares {
+            count: 1,
+            consumed: consumed.map(|c| vec![(sym(CAPACITY_0), c)]),
+        },
+    );
+    held
+}
+
+/// One result: request, device, and for a share what it takes of `capacity-0` (`None` for
+/// a device taken whole; `Some(None)` for a share naming no capacity).
+type ShareResult = (String, String, Option<Option<i64>>);
+
+fn allocate_shares(
+    claims: Vec<PreparedClaim>,
+    slices: Vec<Arc<ResourceSlice>>,
+    held: Held,
+    features: Features,
+) -> Result<Option<Vec<Vec<ShareResult>>>, String> {
+    let node = node("node-1");
+    let allocator = Allocator {
+        claims,
+        allocated: Arc::new(held),
+        shared_slices: Vec::new(),
+    };
+    let result = allocator.allocate_with(&node, &slices, features).0?;
+    Ok(result.map(|allocations| {
+        allocations
+            .into_iter()
+            .map(|a| {
+                (a.devices.into_iter())
+                    .map(|d| {
+                        let share = d.share_id.as_ref().map(|id| {
+                            assert_eq!(id.len(), 36, "a share ID is a UUID: {id}");
+                            (d.consumed_capacity.iter())
+                                .find(|(k, _)| *k == sym(CAPACITY_0))
+                                .map(|(_, v)| *v)
+                        });
+                        if share.is_none() {
+                            assert!(d.consumed_capacity.is_empty());
+                        }
+                        (d.request.to_string(), d.device.device.to_string(), share)
+                    })
+                    .collect()
+            })
+            .collect()
+    }))
+}
+
+fn share(request: &str, device: &str, consumed: Option<i64>) -> ShareResult {
+    (request.to_string(), device.to_string(), Some(consumed))
+}
+
+fn one_slice(devices: Vec<Device>) -> Vec<Arc<ResourceSlice>> {
+    vec![slice("slice-1", "node-1", "pool-1", DRIVER_A, devices)]
+}
+
+fn claims_of(requests: Vec<Vec<PreparedRequest>>) -> Vec<PreparedClaim> {
+    (requests.into_iter().enumerate())
+        .map(|(i, r)| claim(&format!("claim-{i}"), r, Vec::new()))
+        .collect()
+}
+
+#[test]
+fn consumable_capacity_disabled_feature() {
+    let got = allocate_shares(
+        claims_of(vec![vec![capacity_request(
+            "req-0",
+            Some(1),
+            Some(units(1)),
+            None,
+        )]]),
+        vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
+        Held::default(),
+        Features::default(),
+    );
+    assert_eq!(
+        got,
+        Err("claim default/claim-0, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled".to_string())
+    );
+    let subrequests = |s: &str| PreparedSubRequest {
+        name: Arc::from(s),
+        selection: capacity_selection(Some(1), Some(units(1)), None),
+        tolerations: Vec::new(),
+    };
+    let got = allocate_shares(
+        claims_of(vec![vec![prioritized(
+            "req-0",
+            vec![subrequests("subReq-0"), subrequests("subReq-1")],
+        )]]),
+        vec![one_device("slice-1", "node-1", "pool-1", DRIVER_A)],
+        Held::default(),
+        Features::default(),
+    );
+    assert_eq!(
+        got,
+        Err("claim default/claim-0, subrequest subReq-0: has capacity requests, but the DRAConsumableCapacity feature is disabled".to_string()),
+        "consumable-capacity-disabled-feature-with-prioritized-list"
+    );
+}
+
+#[test]
+fn consumable_capacity_shares_and_policies() {
+    let two_claims = |amount: Option<i64>| {
+        claims_of(vec![
+            vec![capacity_request("req-0", Some(1), amount, Some(true))],
+            vec![capacity_request("req-0", Some(1), amount, Some(true))],
+        ])
+    };
+    let other_capacity = DeviceCapacity {
+        key: sym("capacity-1"),
+        ..capacity_0(units(1), None)
+    };
+    // Name, claims, devices, what other claims hold, the results expected.
+    type Row = (
+        &'static str,
+        Vec<PreparedClaim>,
+        Vec<Device>,
+        Held,
+        Option<Vec<Vec<ShareResult>>>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "consumable-capacity-multi-allocatable-device-with-missing-capacity-request",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                None,
+            )]]),
+            vec![shared("device-1", vec![other_capacity.clone()])],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-with-missing-capacity-request",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                None,
+                Some(units(1)),
+                Some(true),
+            )]]),
+            vec![shared("device-1", vec![other_capacity])],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-without-capacity-without-capacity-request",
+            two_claims(None),
+            vec![shared("device-1", Vec::new())],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", None)],
+                vec![share("req-0", "device-1", None)],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-without-policy-without-capacity-request",
+            two_claims(None),
+            vec![
+                shared("device-1", vec![capacity_0(units(1), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", Some(units(1)))],
+                vec![share("req-0", "device-2", Some(units(1)))],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-without-policy-without-capacity-request-block",
+            two_claims(None),
+            vec![shared("device-1", vec![capacity_0(units(2), None)])],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-without-policy-with-capacity-request",
+            two_claims(Some(units(1))),
+            vec![shared("device-1", vec![capacity_0(units(2), None)])],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", Some(units(1)))],
+                vec![share("req-0", "device-1", Some(units(1)))],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-policy-without-capacity-request",
+            two_claims(None),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(4), Some(range_policy()))],
+            )],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", Some(units(2)))],
+                vec![share("req-0", "device-1", Some(units(2)))],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-zero-request-policy",
+            two_claims(None),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(1), Some(values_policy(0, &[])))],
+            )],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", Some(0))],
+                vec![share("req-0", "device-1", Some(0))],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-violates-zero-request-policy",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(1), Some(values_policy(0, &[])))],
+            )],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-range-policy-with-capacity-request",
+            two_claims(Some(units(1))),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(4), Some(range_policy()))],
+            )],
+            Held::default(),
+            Some(vec![
+                vec![share("req-0", "device-1", Some(units(2)))],
+                vec![share("req-0", "device-1", Some(units(2)))],
+            ]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-range-policy-step",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(3)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(4), Some(range_policy()))],
+            )],
+            Held::default(),
+            Some(vec![vec![share("req-0", "device-1", Some(units(4)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-valid-values-policy",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(
+                    units(4),
+                    Some(values_policy(units(1), &[units(2)])),
+                )],
+            )],
+            Held::default(),
+            Some(vec![vec![share("req-0", "device-1", Some(units(2)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-valid-values-policy-round-up",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(
+                    units(3),
+                    Some(values_policy(units(1), &[units(3)])),
+                )],
+            )],
+            Held::default(),
+            Some(vec![vec![share("req-0", "device-1", Some(units(3)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-exceeded-consumable-capacity-request",
+            claims_of(vec![
+                vec![capacity_request(
+                    "req-0",
+                    Some(1),
+                    Some(units(1)),
+                    Some(true),
+                )],
+                vec![capacity_request(
+                    "req-0",
+                    Some(1),
+                    Some(units(2)),
+                    Some(true),
+                )],
+            ]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(2), Some(range_policy()))],
+            )],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-request-over-max-sharing-policy",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(6)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(10), Some(range_policy()))],
+            )],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-allocated-capacity-use-remaining",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(4), Some(range_policy()))],
+            )],
+            held_share("device-1", Some(units(2))),
+            Some(vec![vec![share("req-0", "device-1", Some(units(2)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-allocated-capacity-next-device",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(2), Some(range_policy()))]),
+                shared("device-2", vec![capacity_0(units(2), Some(range_policy()))]),
+            ],
+            held_share("device-1", Some(units(2))),
+            Some(vec![vec![share("req-0", "device-2", Some(units(2)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-no-available-consumable-capacity",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(2), Some(range_policy()))],
+            )],
+            held_share("device-1", Some(units(2))),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-filter-out-no-capacity",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                None,
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(2), None)]),
+                shared("device-2", Vec::new()),
+            ],
+            Held::default(),
+            Some(vec![vec![share("req-0", "device-1", Some(units(2)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-filter-out-insufficient-capacity",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                None,
+                Some(units(2)),
+                Some(true),
+            )]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(2), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            Held::default(),
+            Some(vec![vec![share("req-0", "device-1", Some(units(2)))]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-sufficient",
+            claims_of(vec![vec![
+                capacity_request("req-0", Some(1), Some(units(1)), None),
+                capacity_request("req-1", None, Some(units(1)), None),
+            ]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(2), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            Held::default(),
+            Some(vec![vec![
+                share("req-0", "device-1", Some(units(1))),
+                share("req-1", "device-1", Some(units(1))),
+                share("req-1", "device-2", Some(units(1))),
+            ]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-in-use-sufficient",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                None,
+                Some(units(1)),
+                None,
+            )]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(2), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            held_share("device-1", Some(units(1))),
+            Some(vec![vec![
+                share("req-0", "device-1", Some(units(1))),
+                share("req-0", "device-2", Some(units(1))),
+            ]]),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-insufficient",
+            claims_of(vec![vec![
+                capacity_request("req-0", Some(1), Some(units(1)), None),
+                capacity_request("req-1", None, Some(units(1)), None),
+            ]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(1), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            Held::default(),
+            None,
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-in-use-insufficient",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                None,
+                Some(units(1)),
+                None,
+            )]]),
+            vec![
+                shared("device-1", vec![capacity_0(units(1), None)]),
+                shared("device-2", vec![capacity_0(units(1), None)]),
+            ],
+            held_share("device-1", Some(units(1))),
+            Some(vec![vec![share("req-0", "device-2", Some(units(1)))]]),
+        ),
+        (
+            "consumable-capacity-dedicated-device-with-consumable-capacity-request",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                Some(false),
+            )]]),
+            vec![Device {
+                capacity: vec![capacity_0(units(1), None)],
+                ..device("device-1", None, Vec::new())
+            }],
+            Held::default(),
+            Some(vec![vec![(
+                "req-0".to_string(),
+                "device-1".to_string(),
+                None,
+            )]]),
+        ),
+        (
+            "consumable-capacity-dedicated-device-with-multiple-consumable-capacity-request",
+            claims_of(vec![
+                vec![capacity_request(
+                    "req-0",
+                    Some(1),
+                    Some(units(1)),
+                    Some(false),
+                )],
+                vec![capacity_request(
+                    "req-0",
+                    Some(1),
+                    Some(units(1)),
+                    Some(false),
+                )],
+            ]),
+            vec![Device {
+                capacity: vec![capacity_0(units(2), Some(range_policy()))],
+                ..device("device-1", None, Vec::new())
+            }],
+            Held::default(),
+            None,
+        ),
+        (
+            "allow-multiple-allocations-exclude-multi-allocatable-device-by-class-selector",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                Some(false),
+            )]]),
+            vec![shared("device-1", vec![capacity_0(units(1), None)])],
+            Held::default(),
+            None,
+        ),
+        (
+            "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                Some(true),
+            )]]),
+            vec![shared(
+                "device-1",
+                vec![capacity_0(units(2), Some(range_policy()))],
+            )],
+            Held {
+                alone: [pool_1("device-1")].into_iter().collect(),
+                ..Held::default()
+            },
+            None,
+        ),
+        (
+            "allow-multiple-allocations-not-allocate-dedicated-device-which-change-from-multi-allocatable",
+            claims_of(vec![vec![capacity_request(
+                "req-0",
+                Some(1),
+                Some(units(1)),
+                Some(true),
+            )]]),
+            vec![Device {
+                capacity: vec![capacity_0(units(2), Some(range_policy()))],
+                ..device("device-1", None, Vec::new())
+            }],
+            held_share("device-1", Some(units(1))),
+            None,
+        ),
+    ];
+    for (name, claims, devices, held, expected) in rows {
+        let got = allocate_shares(claims, one_slice(devices), held, consumable());
+        assert_eq!(got, Ok(expected), "{name}");
+    }
+}
+
+/// `consumable-capacity-with-multi-allocatable-device-backtrack`: claim 0's two requests
+/// must share one device (`matchAttribute`); device-2 (listed first) has room for one
+/// share only, so the search backtracks to device-1 for both, leaving device-2 to claim 1.
+#[test]
+fn consumable_capacity_with_multi_allocatable_device_backtrack() {
+    let string_attribute =
+        |value: &str| vec![("stringAttribute", AttributeValue::String(Arc::from(value)))];
+    let devices = vec![
+        Device {
+            capacity: vec![capacity_0(units(2), Some(range_policy()))],
+            allow_multiple_allocations: true,
+            ..device("device-2", None, string_attribute("stringAttributeValue1"))
+        },
+        Device {
+            capacity: vec![capacity_0(units(4), Some(range_policy()))],
+            allow_multiple_allocations: true,
+            ..device("device-1", None, string_attribute("stringAttributeValue2"))
+        },
+    ];
+    let claims = vec![
+        claim(
+            "claim-0",
+            vec![
+                capacity_request("req-0", Some(1), Some(units(2)), None),
+                capacity_request("req-1", Some(1), Some(units(2)), None),
+            ],
+            vec![matching("stringAttribute", &[])],
+        ),
+        claim(
+            "claim-1",
+            vec![capacity_request("req-0", Some(1), Some(units(2)), None)],
+            Vec::new(),
+        ),
+    ];
+    let got = allocate_shares(claims, one_slice(devices), Held::default(), consumable());
+    assert_eq!(
+        got,
+        Ok(Some(vec![
+            vec![
+                share("req-0", "device-1", Some(units(2))),
+                share("req-1", "device-1", Some(units(2)))
+            ],
+            vec![share("req-0", "device-2", Some(units(2)))],
+        ]))
+    );
+}
+
+/// `consumable-capacity-multi-allocatable-device-with-subrequest`: the first subrequest
+/// asking more than the policy's maximum is passed over for the second.
+#[test]
+fn consumable_capacity_multi_allocatable_device_with_subrequest() {
+    let sub = |name: &str, amount: Option<i64>| PreparedSubRequest {
+        name: Arc::from(name),
+        selection: capacity_selection(Some(1), amount, Some(true)),
+        tolerations: Vec::new(),
+    };
+    let claims = claims_of(vec![vec![prioritized(
+        "req-0",
+        vec![
+            sub("subReq-0", Some(units(4))),
+            sub("subReq-1", Some(units(2))),
+            sub("subReq-1", None),
+        ],
+    )]]);
+    let devices = vec![shared(
+        "device-1",
+        vec![capacity_0(units(2), Some(range_policy()))],
+    )];
+    let got = allocate_shares(claims, one_slice(devices), Held::default(), consumable());
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![share(
+            "req-0/subReq-1",
+            "device-1",
+            Some(units(2))
+        )]]))
+    );
+}
+
+/// `allow-multiple-allocations-with-partitionable-device` and
+/// `allow-multiple-allocations-with-shared-device-counter-cross-cycle`: a shared device
+/// takes its counters once; a device shared by another claim has taken them already.
+#[test]
+fn allow_multiple_allocations_with_partitionable_devices() {
+    let share_all = |slices: Vec<Arc<ResourceSlice>>| -> Vec<Arc<ResourceSlice>> {
+        slices
+            .into_iter()
+            .map(|s| {
+                let mut s = (*s).clone();
+                for d in &mut s.devices {
+                    d.allow_multiple_allocations = true;
+                }
+                Arc::new(s)
+            })
+            .collect()
+    };
+    let at_least = |q: &str| {
+        vec![format!(
+            "device.capacity[\"{DRIVER_A}\"].memory.compareTo(quantity(\"{q}\")) >= 0"
+        )]
+    };
+    let sub = |name: &str, q: &str| PreparedSubRequest {
+        name: Arc::from(name),
+        selection: PreparedSelection::new(
+            sym("class-a"),
+            AllocationMode::ExactCount(1),
+            selectors(&[format!(
+                "device.driver == \"{DRIVER_A}\" && device.allowMultipleAllocations == true"
+            )]),
+            selectors(&at_least(q)),
+        ),
+        tolerations: Vec::new(),
+    };
+    let claims = claims_of(vec![vec![
+        capacity_request("req-0", Some(1), None, Some(true)),
+        prioritized(
+            "req-1",
+            vec![sub("subReq-0", "6Gi"), sub("subReq-1", "4Gi")],
+        ),
+    ]]);
+    let node = node("node-1");
+    let allocator = Allocator {
+        claims,
+        allocated: Arc::new(Held::default()),
+        shared_slices: Vec::new(),
+    };
+    let slices = share_all(three_partitions_of_8gi());
+    let allocations = allocator
+        .allocate_with(&node, &slices, consumable())
+        .0
+        .unwrap()
+        .unwrap();
+    let gi4 = 4 * 1024 * 1024 * 1024 * 1000_i64;
+    let got: Vec<(&str, &str, bool, &CapacityAmounts)> = (allocations[0].devices.iter())
+        .map(|d| {
+            (
+                &*d.request,
+                d.device.device.as_str(),
+                d.share_id.is_some(),
+                &d.consumed_capacity,
+            )
+        })
+        .collect();
+    let memory = vec![(sym("memory"), gi4)];
+    assert_eq!(
+        got,
+        vec![
+            ("req-0", "device-1", true, &memory),
+            ("req-1/subReq-1", "device-3", true, &memory)
+        ],
+        "allow-multiple-allocations-with-partitionable-device"
+    );
+
+    let mode = |value: &str| vec![("mode", AttributeValue::String(Arc::from(value)))];
+    let one = vec![(SET_1, vec![(CAPACITY_0, "1")])];
+    let devices = ["device-1", "device-2"]
+        .iter()
+        .zip(["a", "b"])
+        .map(|(name, m)| Device {
+            attributes: device(name, None, mode(m)).attributes,
+            allow_multiple_allocations: true,
+            ..partition(name, &one, true)
+        })
+        .collect();
+    let slices = vec![
+        pool_slice("slice-1", "node-1", "pool-1", 2, devices),
+        counter_slice("slice-2", "node-1", "pool-1", 2, &one),
+    ];
+    let mode_b = PreparedSelection {
+        capacity: vec![(sym(CAPACITY_0), units(1))],
+        ..PreparedSelection::new(
+            sym("class-a"),
+            AllocationMode::ExactCount(1),
+            selectors(&[format!(
+                "device.driver == \"{DRIVER_A}\" && device.allowMultipleAllocations == true"
+            )]),
+            selectors(&[format!("device.attributes[\"{DRIVER_A}\"].mode == \"b\"")]),
+        )
+    };
+    let claims = claims_of(vec![vec![PreparedRequest::exactly("req-0", mode_b)]]);
+    let got = allocate_shares(
+        claims,
+        slices,
+        held_share("device-1", Some(units(1))),
+        consumable(),
+    );
+    assert_eq!(
+        got,
+        Ok(None),
+        "allow-multiple-allocations-with-shared-device-counter-cross-cycle"
+    );
+}
+
+/// A shared device's counters are taken by its first share only (upstream's
+/// `skipCounterCheck`): two claims share a GPU whose partition takes all its counters,
+/// in one search and across searches; a device held alone would take them again.
+#[test]
+fn a_shared_device_takes_its_counters_once() {
+    let gpu = vec![(SET_1, vec![(CAPACITY_0, "8")])];
+    let slices = |shared: bool| {
+        vec![
+            pool_slice(
+                "slice-1",
+                "node-1",
+                "pool-1",
+                2,
+                vec![Device {
+                    allow_multiple_allocations: shared,
+                    ..partition("device-1", &gpu, true)
+                }],
+            ),
+            counter_slice("slice-2", "node-1", "pool-1", 2, &gpu),
+        ]
+    };
+    let half = || capacity_request("req-0", Some(1), Some(units(4)), None);
+    let two_claims = || claims_of(vec![vec![half()], vec![half()]]);
+    let got = allocate_shares(two_claims(), slices(true), Held::default(), consumable());
+    assert_eq!(
+        got,
+        Ok(Some(vec![
+            vec![share("req-0", "device-1", Some(units(4)))],
+            vec![share("req-0", "device-1", Some(units(4)))],
+        ]))
+    );
+    let got = allocate_shares(
+        claims_of(vec![vec![half()]]),
+        slices(true),
+        held_share("device-1", Some(units(4))),
+        consumable(),
+    );
+    assert_eq!(
+        got,
+        Ok(Some(vec![vec![share("req-0", "device-1", Some(units(4)))]]))
+    );
+    // The same share held without consumed capacity leaves no aggregated entry: the next
+    // share checks the counters again, which the held share took (upstream's quirk).
+    let got = allocate_shares(
+        claims_of(vec![vec![half()]]),
+        slices(true),
+        held_share("device-1", None),
+        consumable(),
+    );
+    assert_eq!(got, Ok(None));
+    let got = allocate_shares(two_claims(), slices(false), Held::default(), consumable());
+    assert_eq!(got, Ok(None), "held alone, the device is one claim's");
 }

@@ -100,6 +100,7 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
                 capacity: Vec::new(),
                 taints: Vec::new(),
                 consumes_counters: Vec::new(),
+                allow_multiple_allocations: false,
             })
             .collect(),
         shared_counters: Vec::new(),

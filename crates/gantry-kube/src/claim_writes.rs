@@ -300,7 +300,8 @@ fn set_status(object: &mut Value, allocation: Option<Value>, pod: &Pod) {
 }
 
 /// One device of an allocation in the wire form; `adminAccess` is set only for admin
-/// access, as upstream's allocator sets it.
+/// access, `shareID` and `consumedCapacity` only for a share of a shared device, as
+/// upstream's allocator sets them.
 fn result_json(d: &AllocatedDevice) -> Value {
     let mut result = json!({
         "request": &*d.request,
@@ -310,6 +311,18 @@ fn result_json(d: &AllocatedDevice) -> Value {
     });
     if d.admin_access {
         result["adminAccess"] = json!(true);
+    }
+    if let Some(share) = &d.share_id {
+        result["shareID"] = json!(&**share);
+    }
+    if !d.consumed_capacity.is_empty() {
+        let amounts: serde_json::Map<String, Value> = (d.consumed_capacity.iter())
+            .map(|(key, milli)| {
+                let text = gantry_api::QuantityFormat::BinarySI.canonical(*milli);
+                (key.as_str().to_string(), json!(text))
+            })
+            .collect();
+        result["consumedCapacity"] = Value::Object(amounts);
     }
     result
 }
@@ -500,15 +513,14 @@ mod tests {
     use super::*;
 
     fn result(request: &str) -> AllocatedDevice {
-        AllocatedDevice {
-            request: Arc::from(request),
-            device: DeviceId {
+        AllocatedDevice::exclusive(
+            Arc::from(request),
+            DeviceId {
                 driver: Sym::new("gpu.example.com"),
                 pool: Sym::new("node-0"),
                 device: Sym::new("gpu-0"),
             },
-            admin_access: false,
-        }
+        )
     }
 
     /// As upstream's allocator: a class's configs once, naming every request of the class
@@ -585,6 +597,20 @@ mod tests {
             ..plain
         };
         assert_eq!(result_json(&admin)["adminAccess"], json!(true));
+        let share = AllocatedDevice {
+            share_id: Some(Arc::from("7c1e4f0a-1b2c-4d3e-8f00-000000000001")),
+            consumed_capacity: vec![
+                (Sym::new("memory"), 10 * (1 << 30) * 1000),
+                (Sym::new("cores"), 500),
+            ],
+            ..result("a")
+        };
+        assert_eq!(
+            result_json(&share),
+            json!({"request": "a", "driver": "gpu.example.com", "pool": "node-0", "device": "gpu-0",
+                "shareID": "7c1e4f0a-1b2c-4d3e-8f00-000000000001",
+                "consumedCapacity": {"memory": "10Gi", "cores": "500m"}})
+        );
     }
 
     #[test]

@@ -634,11 +634,11 @@ mod tests {
     fn an_undecodable_claim_is_an_error_naming_the_object_and_field() {
         let mut claim = claim_json("5", false);
         claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] =
-            json!({"requests": {"memory": "1Gi"}});
+            json!({"requests": {"memory": "lots"}});
         let error = decode_claim(&claim, Release::default()).unwrap_err();
         assert_eq!(error.object, "ResourceClaim default/c");
         assert!(
-            error.field.starts_with("spec.devices.requests[0]"),
+            error.field == "spec.devices.requests[0].exactly.capacity.requests.memory",
             "{error}"
         );
     }

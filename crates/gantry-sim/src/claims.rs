@@ -544,6 +544,8 @@ mod tests {
                             device: Sym::new(d),
                         },
                         admin_access: false,
+                        share_id: None,
+                        consumed_capacity: Vec::new(),
                     }],
                     node_selector: None,
                 })

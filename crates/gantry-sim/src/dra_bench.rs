@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::{
-    AllocationMode, AttributeValue, ClaimSource, ClaimSpec, Device, DeviceClass, DeviceRequest,
-    PodResourceClaim, QualifiedName, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-    SliceNodes,
+    AllocationMode, AttributeValue, ClaimSource, ClaimSpec, Device, DeviceCapacity, DeviceClass,
+    DeviceRequest, PodResourceClaim, QualifiedName, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice, SliceNodes,
 };
 use gantry_api::{Container, Node, Pod, Resources, Sym};
 use gantry_framework::plugins::default_profile;
@@ -249,6 +249,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
                 capacity: Vec::new(),
                 taints: Vec::new(),
                 consumes_counters: Vec::new(),
+                allow_multiple_allocations: false,
             })
             .collect(),
         shared_counters: Vec::new(),
@@ -339,9 +340,14 @@ fn slice(index: usize, devices: usize) -> ResourceSlice {
                         AttributeValue::Int(i as i64),
                     ),
                 ],
-                capacity: vec![(qualified("memory"), GIB * 1000)],
+                capacity: vec![DeviceCapacity::new(
+                    qualified("memory"),
+                    "memory",
+                    GIB * 1000,
+                )],
                 taints: Vec::new(),
                 consumes_counters: Vec::new(),
+                allow_multiple_allocations: false,
             })
             .collect(),
         shared_counters: Vec::new(),

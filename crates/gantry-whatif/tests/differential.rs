@@ -105,6 +105,8 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
                             device: Sym::new(&format!("gpu-{d}")),
                         },
                         admin_access: false,
+                        share_id: None,
+                        consumed_capacity: Vec::new(),
                     })
                     .collect(),
                 node_selector: None,

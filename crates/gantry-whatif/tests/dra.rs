@@ -297,16 +297,6 @@ fn unsupported_features_are_refused_naming_the_field() {
             "DeviceClass x: apiVersion:",
         ),
         (
-            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, exactly: {deviceClassName: c, capacity: {requests: {memory: 1Gi}}}}]}}}"#,
-            "spec.devices.requests[0].exactly.capacity: consumable capacity is not supported",
-        ),
-        (
-            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: x},
-               spec: {devices: {requests: [{name: r, firstAvailable: [{name: s, deviceClassName: c, capacity: {requests: {memory: 1Gi}}}]}]}}}"#,
-            "spec.devices.requests[0].firstAvailable[0].capacity: consumable capacity is not supported",
-        ),
-        (
             r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
                spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
                       devices: [{name: g, bindingConditions: [ready]}]}}"#,

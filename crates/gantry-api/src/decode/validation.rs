@@ -36,7 +36,7 @@ pub(crate) fn not_supported(value: &str, supported: &[&str]) -> String {
 }
 
 /// `field.Forbidden`.
-pub(super) fn forbidden(detail: &str) -> String {
+pub(crate) fn forbidden(detail: &str) -> String {
     format!("Forbidden: {detail}")
 }
 

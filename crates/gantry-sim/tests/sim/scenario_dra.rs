@@ -102,7 +102,7 @@ fn the_scenario_becomes_classes_slices_and_templates() {
     assert_eq!(names, ["dev-0", "dev-1"]);
     assert_eq!(slice.devices[0].attributes.len(), 4);
     assert_eq!(
-        slice.devices[0].capacity[0].1,
+        slice.devices[0].capacity[0].value,
         80 * 1024 * 1024 * 1024 * 1000,
         "capacities are kept in thousandths"
     );

@@ -44,119 +44,13 @@ use gantry_api::dra_taints::taints_prevent_allocation;
 use gantry_api::{Node, Sym};
 use gantry_cache::DeviceUse;
 
-use super::cel::Selector;
+use super::capacity::{PickedShare, Sharing, capacity_without_gate, share_id};
 use super::constraints::ConstraintState;
 use super::counters::{self, CounterTable};
 use super::pools::{Pool, gather_pools, node_selector, reachable_devices};
-use super::selection_verdicts::SelectionVerdicts;
-
-/// What a request (`exactly`) or one subrequest selects: the class and the compiled
-/// selectors (the class's first, then the request's), and how many devices.
-#[derive(Clone)]
-pub struct PreparedSelection {
-    pub class: Sym,
-    pub mode: AllocationMode,
-    pub class_selectors: Arc<[Arc<Selector>]>,
-    pub request_selectors: Arc<[Arc<Selector>]>,
-    /// The selectors' verdicts together, per slice (shared by the requests of every pod
-    /// with these selectors, when the plugin prepares them).
-    pub together: Arc<SelectionVerdicts>,
-}
-
-impl PreparedSelection {
-    /// A selection whose verdicts together are remembered for it alone.
-    pub fn new(
-        class: Sym,
-        mode: AllocationMode,
-        class_selectors: Arc<[Arc<Selector>]>,
-        request_selectors: Arc<[Arc<Selector>]>,
-    ) -> PreparedSelection {
-        let together = Arc::new(SelectionVerdicts::new(
-            class_selectors
-                .iter()
-                .chain(request_selectors.iter())
-                .cloned(),
-        ));
-        PreparedSelection {
-            class,
-            mode,
-            class_selectors,
-            request_selectors,
-            together,
-        }
-    }
-}
-
-/// One subrequest of a `firstAvailable` list, by its own name.
-#[derive(Clone)]
-pub struct PreparedSubRequest {
-    pub name: Arc<str>,
-    pub selection: PreparedSelection,
-    pub tolerations: Vec<DeviceToleration>,
-}
-
-/// A request's devices: `exactly`, or alternatives tried in order.
-#[derive(Clone)]
-pub enum PreparedKind {
-    Exactly(PreparedSelection),
-    FirstAvailable(Vec<PreparedSubRequest>),
-}
-
-/// A request of a claim, with its classes and compiled selectors.
-#[derive(Clone)]
-pub struct PreparedRequest {
-    pub name: Arc<str>,
-    pub kind: PreparedKind,
-    /// `exactly.adminAccess`: devices other claims hold may be taken, and are not held.
-    pub admin_access: bool,
-    /// `exactly.tolerations` of device taints.
-    pub tolerations: Vec<DeviceToleration>,
-}
-
-impl PreparedRequest {
-    pub fn exactly(name: impl Into<Arc<str>>, selection: PreparedSelection) -> PreparedRequest {
-        PreparedRequest {
-            name: name.into(),
-            kind: PreparedKind::Exactly(selection),
-            admin_access: false,
-            tolerations: Vec::new(),
-        }
-    }
-
-    pub fn first_available(
-        name: impl Into<Arc<str>>,
-        subrequests: Vec<PreparedSubRequest>,
-    ) -> PreparedRequest {
-        // Subrequests have no admin access (upstream's `deviceSubRequestAccessor`).
-        PreparedRequest {
-            name: name.into(),
-            kind: PreparedKind::FirstAvailable(subrequests),
-            admin_access: false,
-            tolerations: Vec::new(),
-        }
-    }
-}
-
-/// A claim to allocate, with its requests prepared.
-#[derive(Clone)]
-pub struct PreparedClaim {
-    pub claim: Arc<ResourceClaim>,
-    pub requests: Vec<PreparedRequest>,
-}
-
-impl PreparedClaim {
-    /// Whether any request has a `firstAvailable` list.
-    pub fn has_subrequests(&self) -> bool {
-        self.requests
-            .iter()
-            .any(|r| matches!(r.kind, PreparedKind::FirstAvailable(_)))
-    }
-
-    /// `namespace/name`, as upstream's `klog.KObj` prints a claim.
-    pub(super) fn label(&self) -> String {
-        format!("{}/{}", self.claim.namespace, self.claim.name)
-    }
-}
+pub use super::prepared::{
+    PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection, PreparedSubRequest,
+};
 
 /// An allocation Filter found for a node.
 #[derive(Debug, Clone)]
@@ -190,6 +84,9 @@ pub struct Features {
     /// permutations. The first solution is the same set unless a `distinctAttribute`
     /// constraint (checked against the last device of each request) tells them apart.
     pub device_combinations: bool,
+    /// DRAConsumableCapacity (on by default from v1.36): devices are shared by capacity;
+    /// without it a share another claim holds takes the whole device.
+    pub consumable_capacity: bool,
 }
 
 impl Default for Features {
@@ -199,6 +96,7 @@ impl Default for Features {
             prioritized_list: true,
             partitionable_devices: false,
             device_combinations: false,
+            consumable_capacity: false,
         }
     }
 }
@@ -210,6 +108,7 @@ impl Features {
             prioritized_list: release.enabled(gantry_api::Gate::DRAPrioritizedList),
             partitionable_devices: release.enabled(gantry_api::Gate::DRAPartitionableDevices),
             device_combinations: release.at_least(36),
+            consumable_capacity: release.enabled(gantry_api::Gate::DRAConsumableCapacity),
         }
     }
 }
@@ -265,6 +164,10 @@ struct Picked<'a> {
     request: usize,
     sub: usize,
     candidate: Candidate<'a>,
+    /// Whether its counters were taken (a later share of a shared device takes none).
+    took_counters: bool,
+    /// The share, for a device shared by capacity.
+    share: Option<PickedShare>,
 }
 
 /// Why the search stops early.
@@ -299,6 +202,8 @@ struct Search<'a> {
     counters_left: Vec<(Sym, CounterTable)>,
     /// Per pool name, the counters the devices picked in this search take.
     counters_taken: Vec<(Sym, CounterTable)>,
+    /// The shares of shared devices picked in this search.
+    sharing: Sharing,
 }
 
 impl Allocator {
@@ -382,6 +287,7 @@ impl Allocator {
             features,
             counters_left: Vec::new(),
             counters_taken: Vec::new(),
+            sharing: Sharing::default(),
         };
         let result = search.run();
         let stats = Stats {
@@ -440,6 +346,14 @@ impl<'a> Search<'a> {
             let mut min_devices = 0usize;
             let mut requests = Vec::with_capacity(claim.requests.len());
             for (r, request) in claim.requests.iter().enumerate() {
+                // (After the DRAPrioritizedList refusal of subrequests, as upstream.)
+                let exact = matches!(request.kind, PreparedKind::Exactly(_));
+                if !features.consumable_capacity
+                    && (exact || features.prioritized_list)
+                    && let Some(message) = capacity_without_gate(claim, request)
+                {
+                    return Err(message);
+                }
                 match &request.kind {
                     PreparedKind::Exactly(selection) => {
                         let data = self.validate(c, r, 0, selection, &request.name, None)?;
@@ -515,12 +429,18 @@ impl<'a> Search<'a> {
                 .iter()
                 .enumerate()
                 .map(|(c, picked)| Allocation {
-                    devices: picked
-                        .iter()
-                        .map(|p| AllocatedDevice {
+                    devices: (picked.iter().enumerate())
+                        .map(|(i, p)| AllocatedDevice {
                             request: self.data[c][p.request][p.sub].result_name.clone(),
                             device: p.candidate.id,
                             admin_access: self.allocator.claims[c].requests[p.request].admin_access,
+                            share_id: p.share.as_ref().map(|_| {
+                                let uid = &self.allocator.claims[c].claim.uid;
+                                Arc::from(share_id(uid, i, p.candidate.id))
+                            }),
+                            consumed_capacity: (p.share.as_ref())
+                                .map(|share| share.consumed.clone())
+                                .unwrap_or_default(),
                         })
                         .collect(),
                     node_selector: None,
@@ -579,7 +499,9 @@ impl<'a> Search<'a> {
                         let slice: &'a Arc<ResourceSlice> = self.pools[p].slices[s];
                         for index in 0..slice.devices.len() {
                             let candidate = make_candidate(slice, index);
-                            if self.selectable((c, r, key), selection, candidate)? {
+                            if self.selectable((c, r, key), selection, candidate)?
+                                && self.has_room(selection, candidate)
+                            {
                                 data.all_devices.push(candidate);
                             }
                         }
@@ -720,6 +642,7 @@ impl<'a> Search<'a> {
                     if !self
                         .selectable((c, r, s), selection, candidate)
                         .map_err(Stop::Fatal)?
+                        || !self.has_room(selection, candidate)
                     {
                         continue;
                     }
@@ -756,10 +679,30 @@ impl<'a> Search<'a> {
     /// claim is being given; any other request only a device nobody holds or is given.
     fn unavailable(&self, c: usize, r: usize, id: DeviceId) -> bool {
         if self.allocator.claims[c].requests[r].admin_access {
-            self.result[c].iter().any(|p| p.candidate.id == id)
+            (self.result[c].iter()).any(|p| p.candidate.id == id && p.share.is_none())
         } else {
-            self.allocator.allocated.is_allocated(id) || self.picking.contains(&id)
+            let allocated = &*self.allocator.allocated;
+            allocated.is_allocated(id)
+                // Without DRAConsumableCapacity a share holds the whole device
+                // (upstream's `GatherAllocatedState`).
+                || (!self.features.consumable_capacity && allocated.shares(id).is_some())
+                || self.picking.contains(&id)
         }
+    }
+
+    /// With DRAConsumableCapacity, whether the device has room for the request's
+    /// capacity (a request naming a capacity the device lacks skips it, as upstream's
+    /// error does); without the gate, always.
+    fn has_room(&self, selection: &PreparedSelection, candidate: Candidate<'a>) -> bool {
+        !self.features.consumable_capacity
+            || (self.sharing)
+                .fits(
+                    &*self.allocator.allocated,
+                    candidate.id,
+                    candidate.device,
+                    &selection.capacity,
+                )
+                .is_ok()
     }
 
     /// Upstream's `allocateDevice`: takes the device if it is free and keeps the claim's
@@ -775,31 +718,64 @@ impl<'a> Search<'a> {
         if self.unavailable(c, r, candidate.id) {
             return Ok(false);
         }
+        let shared =
+            self.features.consumable_capacity && candidate.device.allow_multiple_allocations;
         let consumes = !candidate.device.consumes_counters.is_empty();
-        if consumes && !(self.features.partitionable_devices && self.take_counters(candidate)) {
+        if consumes && !self.features.partitionable_devices {
+            return Ok(false);
+        }
+        // A device shared already had its counters taken by its first share.
+        let allocated = &*self.allocator.allocated;
+        let take_counters = consumes && !(shared && self.sharing.in_use(allocated, candidate.id));
+        if take_counters && !self.take_counters(candidate) {
             return Ok(false);
         }
         // A refusal from here on gives the counters back (v1.36.3's `rollbackDevice`;
         // v1.36.2 kept them for the rest of the search).
+        let selection = self.data[c][r][s].selection;
         let refused =
             if taints_prevent_allocation(&candidate.device.taints, self.tolerations(c, r, s)) {
                 Ok(false)
             } else {
-                self.keep_constraints(c, r, s, candidate, must)
+                match self.keep_constraints(c, r, s, candidate, must) {
+                    Ok(true) if !self.has_room(selection, candidate) => {
+                        self.drop_constraints(c, r, s);
+                        Ok(false)
+                    }
+                    other => other,
+                }
             };
         if !matches!(refused, Ok(true)) {
-            if consumes {
+            if take_counters {
                 self.give_counters(candidate);
             }
             return refused;
         }
-        self.picking.insert(candidate.id);
+        let share = if shared {
+            Some(
+                self.sharing
+                    .take(candidate.id, candidate.device, &selection.capacity),
+            )
+        } else {
+            self.picking.insert(candidate.id);
+            None
+        };
         self.result[c].push(Picked {
             request: r,
             sub: s,
             candidate,
+            took_counters: take_counters,
+            share,
         });
         Ok(true)
+    }
+
+    /// Takes the device back out of the claim's constraints.
+    fn drop_constraints(&mut self, c: usize, r: usize, s: usize) {
+        let data = &self.data[c][r][s];
+        for constraint in &mut self.constraints[c] {
+            constraint.remove(data.base, data.sub);
+        }
     }
 
     /// Adds the device to the claim's `matchAttribute` constraints, or leaves them as they
@@ -881,12 +857,13 @@ impl<'a> Search<'a> {
     /// Gives back the device picked last for claim `c`.
     fn unpick(&mut self, c: usize) {
         let picked = self.result[c].pop().expect("a device was picked");
-        let data = &self.data[c][picked.request][picked.sub];
-        for constraint in &mut self.constraints[c] {
-            constraint.remove(data.base, data.sub);
-        }
-        if !picked.candidate.device.consumes_counters.is_empty() {
+        self.drop_constraints(c, picked.request, picked.sub);
+        if picked.took_counters {
             self.give_counters(picked.candidate);
+        }
+        if let Some(share) = &picked.share {
+            self.sharing.give_back(picked.candidate.id, share);
+            return;
         }
         // Still picked if another claim's admin access holds it too.
         let id = picked.candidate.id;

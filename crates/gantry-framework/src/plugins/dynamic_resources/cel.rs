@@ -671,11 +671,11 @@ fn device_value(driver: Sym, device: &Device) -> Value {
             .insert(key(name.id), value);
     }
     let mut capacity: HashMap<Key, HashMap<Key, Value>> = HashMap::new();
-    for (name, milli) in &device.capacity {
+    for entry in &device.capacity {
         capacity
-            .entry(key(name.domain))
+            .entry(key(entry.name.domain))
             .or_default()
-            .insert(key(name.id), Value::Int(*milli));
+            .insert(key(entry.name.id), Value::Int(entry.value));
     }
     let nested = |map: HashMap<Key, HashMap<Key, Value>>| -> Value {
         Value::Map(Map::from(
@@ -686,6 +686,12 @@ fn device_value(driver: Sym, device: &Device) -> Value {
     };
     let mut root: HashMap<Key, Value> = HashMap::new();
     root.insert(key_str("driver"), Value::from(driver.as_str()));
+    // DRAConsumableCapacity's field (false for every device while the gate is off, when
+    // upstream's environment lacks it and a selector naming it does not compile).
+    root.insert(
+        key_str("allowMultipleAllocations"),
+        Value::Bool(device.allow_multiple_allocations),
+    );
     root.insert(key_str("attributes"), nested(attributes));
     root.insert(key_str("capacity"), nested(capacity));
     Value::Map(Map::from(root))
@@ -723,9 +729,14 @@ mod tests {
                     AttributeValue::Version("2.1.0-rc.1".into()),
                 ),
             ],
-            capacity: vec![(name("gpu.example.com", "memory"), 40 * (1 << 30) * 1000)],
+            capacity: vec![gantry_api::dra::DeviceCapacity::new(
+                name("gpu.example.com", "memory"),
+                "memory",
+                40 * (1 << 30) * 1000,
+            )],
             taints: Vec::new(),
             consumes_counters: Vec::new(),
+            allow_multiple_allocations: false,
         }
     }
 

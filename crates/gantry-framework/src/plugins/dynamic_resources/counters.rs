@@ -58,7 +58,9 @@ pub(super) fn left_after_allocated<'a>(
                 pool: slice.pool,
                 device: device.name,
             };
-            if allocated.is_allocated(id) {
+            // Held alone or shared (upstream's `IsDeviceAllocated`): a shared device's
+            // counters are taken once, whatever its shares.
+            if allocated.is_allocated(id) || allocated.shares(id).is_some() {
                 change(&mut left, device, false);
             }
         }
@@ -164,5 +166,13 @@ struct WithDevices<'a> {
 impl DeviceUse for WithDevices<'_> {
     fn is_allocated(&self, device: DeviceId) -> bool {
         self.devices.contains(&device) || self.allocated.is_allocated(device)
+    }
+
+    fn shares(&self, device: DeviceId) -> Option<gantry_cache::DeviceShares> {
+        self.allocated.shares(device)
+    }
+
+    fn has_shares(&self) -> bool {
+        self.allocated.has_shares()
     }
 }

@@ -282,6 +282,7 @@ mod tests {
             capacity: Vec::new(),
             taints,
             consumes_counters: Vec::new(),
+            allow_multiple_allocations: false,
         };
         let slice = Arc::new(ResourceSlice {
             name: Sym::new("s"),
@@ -368,6 +369,7 @@ mod tests {
             name: Sym::new(name),
             attributes: Vec::new(),
             capacity: Vec::new(),
+            allow_multiple_allocations: false,
             taints: Vec::new(),
             consumes_counters: vec![gantry_api::dra::CounterConsumption {
                 counter_set: Sym::new("gpu-0"),

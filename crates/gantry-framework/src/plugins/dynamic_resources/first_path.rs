@@ -5,7 +5,8 @@
 //! greedy walk finds every device, it is the search's first solution, so it is the
 //! answer. When it does not (backtracking might still find one), or when the node's
 //! pools need the search's care (pools of several slices, an incomplete or invalid pool,
-//! a device that consumes counters), the full search runs instead.
+//! a device that consumes counters, a shared device, a capacity request or policy, a
+//! share held anywhere), the full search runs instead.
 
 use std::sync::Arc;
 
@@ -37,11 +38,7 @@ pub(super) fn allocate(
         })
         .collect();
     let walked = walk(allocator, node, local, |claim, request, device| {
-        allocations[claim].devices.push(AllocatedDevice {
-            request: request.clone(),
-            device,
-            admin_access: false,
-        });
+        (allocations[claim].devices).push(AllocatedDevice::exclusive(request.clone(), device));
     })?;
     Some(walked.map(|found| found.then_some(allocations)))
 }
@@ -88,7 +85,8 @@ fn walk(
     let mut outcome = None;
     let mut pick = Some(pick);
     allocator.allocated.with_allocated(&mut |taken| {
-        if let Some(pick) = pick.take() {
+        // Shares (DRAConsumableCapacity) are the search's to weigh.
+        if let Some(pick) = pick.take().filter(|_| !taken.has_shares()) {
             outcome = walk_slices(allocator, &slices, &first_facts, taken, pick);
         }
     });
@@ -157,6 +155,12 @@ fn walk_slices(
                     if !device.consumes_counters.is_empty() {
                         return None;
                     }
+                    // So are shared devices and request policies (DRAConsumableCapacity).
+                    if device.allow_multiple_allocations
+                        || device.capacity.iter().any(|c| c.request_policy.is_some())
+                    {
+                        return None;
+                    }
                     if taints_prevent_allocation(&device.taints, &request.tolerations) {
                         continue;
                     }
@@ -180,6 +184,7 @@ fn is_simple(allocator: &Allocator) -> bool {
         // Admin access may take held devices, which the walk does not model.
         let requests_simple = claim.requests.iter().all(|r| !r.admin_access)
             && claim.requests.iter().all(|r| match &r.kind {
+                PreparedKind::Exactly(selection) if !selection.capacity.is_empty() => false,
                 PreparedKind::Exactly(selection) => match selection.mode {
                     AllocationMode::ExactCount(n) => {
                         total += u64::from(n);

@@ -11,6 +11,7 @@
 //! track them cannot place pods with claims, and says so.
 
 mod allocator;
+mod capacity;
 pub mod cel;
 mod constraints;
 mod counters;
@@ -18,6 +19,7 @@ pub mod device_report;
 mod first_path;
 pub mod library;
 mod pools;
+mod prepared;
 pub mod score;
 pub mod selection_verdicts;
 mod semver;
@@ -329,6 +331,7 @@ impl DynamicResources {
                 class_selectors,
                 request_selectors,
                 together,
+                capacity: Vec::new(),
             })
         };
         let mut requests = Vec::with_capacity(claim.spec.requests.len());
@@ -339,13 +342,16 @@ impl DynamicResources {
                     tolerations: exact.tolerations.clone(),
                     ..PreparedRequest::exactly(
                         request.name.clone(),
-                        selection(
-                            &request.name,
-                            exact.device_class,
-                            &exact.selectors,
-                            exact.mode,
-                            &format!("spec.devices.requests[{j}].exactly.selectors"),
-                        )?,
+                        PreparedSelection {
+                            capacity: exact.capacity.clone(),
+                            ..selection(
+                                &request.name,
+                                exact.device_class,
+                                &exact.selectors,
+                                exact.mode,
+                                &format!("spec.devices.requests[{j}].exactly.selectors"),
+                            )?
+                        },
                     )
                 },
                 gantry_api::dra::RequestKind::FirstAvailable(subrequests) => {
@@ -353,15 +359,18 @@ impl DynamicResources {
                     for (k, sub) in subrequests.iter().enumerate() {
                         prepared.push(PreparedSubRequest {
                             name: sub.name.clone(),
-                            selection: selection(
-                                &gantry_api::dra::subrequest_ref(&request.name, &sub.name),
-                                sub.device_class,
-                                &sub.selectors,
-                                sub.mode,
-                                &format!(
-                                    "spec.devices.requests[{j}].firstAvailable[{k}].selectors"
-                                ),
-                            )?,
+                            selection: PreparedSelection {
+                                capacity: sub.capacity.clone(),
+                                ..selection(
+                                    &gantry_api::dra::subrequest_ref(&request.name, &sub.name),
+                                    sub.device_class,
+                                    &sub.selectors,
+                                    sub.mode,
+                                    &format!(
+                                        "spec.devices.requests[{j}].firstAvailable[{k}].selectors"
+                                    ),
+                                )?
+                            },
                             tolerations: sub.tolerations.clone(),
                         });
                     }

@@ -118,6 +118,7 @@ mod tests {
             selectors: Vec::new(),
             mode: AllocationMode::ExactCount(1),
             tolerations: Vec::new(),
+            capacity: Vec::new(),
         }
     }
 
@@ -166,6 +167,8 @@ mod tests {
                         device: Sym::new(&format!("device-{i}")),
                     },
                     admin_access: false,
+                    share_id: None,
+                    consumed_capacity: Vec::new(),
                 })
                 .collect(),
             node_selector: None,

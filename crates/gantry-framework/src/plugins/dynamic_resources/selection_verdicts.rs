@@ -121,6 +121,7 @@ mod tests {
                     capacity: Vec::new(),
                     taints: Vec::new(),
                     consumes_counters: Vec::new(),
+                    allow_multiple_allocations: false,
                 })
                 .collect(),
             shared_counters: Vec::new(),

@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 
 use foldhash::fast::{FixedState, RandomState};
 use gantry_api::Sym;
-use gantry_api::dra::{AttributeValue, Device, QualifiedName, ResourceSlice};
+use gantry_api::dra::{AttributeValue, Device, DeviceCapacity, QualifiedName, ResourceSlice};
 
 use super::cel::Verdict;
 
@@ -47,19 +47,27 @@ struct SliceVerdicts {
 }
 
 /// What a selector's expression can read of a device: `device.driver`,
-/// `device.attributes` and `device.capacity` (not its name).
+/// `device.attributes`, `device.capacity` and `device.allowMultipleAllocations` (not its
+/// name).
 struct DeviceKind {
     driver: Sym,
     attributes: Vec<(QualifiedName, AttributeValue)>,
-    capacity: Vec<(QualifiedName, i64)>,
+    capacity: Vec<DeviceCapacity>,
+    allow_multiple_allocations: bool,
+}
+
+/// Whether a selector sees the same of both devices.
+fn seen_alike(x: &Device, y: &Device) -> bool {
+    x.attributes == y.attributes
+        && x.capacity == y.capacity
+        && x.allow_multiple_allocations == y.allow_multiple_allocations
 }
 
 /// Whether the expression sees the same devices, in the same order, on both slices.
 fn alike(a: &ResourceSlice, b: &ResourceSlice) -> bool {
     a.driver == b.driver
         && a.devices.len() == b.devices.len()
-        && (a.devices.iter().zip(&b.devices))
-            .all(|(x, y)| x.attributes == y.attributes && x.capacity == y.capacity)
+        && (a.devices.iter().zip(&b.devices)).all(|(x, y)| seen_alike(x, y))
 }
 
 impl DeviceKind {
@@ -67,6 +75,7 @@ impl DeviceKind {
         self.driver == driver
             && self.attributes == device.attributes
             && self.capacity == device.capacity
+            && self.allow_multiple_allocations == device.allow_multiple_allocations
     }
 }
 
@@ -76,6 +85,7 @@ fn kind_hash(driver: Sym, device: &Device) -> u64 {
     driver.hash(&mut hasher);
     device.attributes.hash(&mut hasher);
     device.capacity.hash(&mut hasher);
+    device.allow_multiple_allocations.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -126,6 +136,7 @@ impl VerdictMemo {
                     driver: slice.driver,
                     attributes: device.attributes.clone(),
                     capacity: device.capacity.clone(),
+                    allow_multiple_allocations: device.allow_multiple_allocations,
                 };
                 alike.push((kind, verdict));
                 self.kinds += 1;
@@ -164,9 +175,10 @@ mod tests {
         Device {
             name: Sym::new(name),
             attributes: vec![(name_of("model"), AttributeValue::String(model.into()))],
-            capacity: vec![(name_of("memory"), memory)],
+            capacity: vec![DeviceCapacity::new(name_of("memory"), "memory", memory)],
             taints: Vec::new(),
             consumes_counters: Vec::new(),
+            allow_multiple_allocations: false,
         }
     }
 
@@ -257,11 +269,19 @@ mod tests {
             driver: Sym::new("gpu.example.com"),
             attributes: a100.attributes.clone(),
             capacity: a100.capacity.clone(),
+            allow_multiple_allocations: false,
         };
         let driver = Sym::new("gpu.example.com");
         assert!(kind.is(driver, &gpu("gpu-5", "A100", 80)));
         assert!(!kind.is(driver, &gpu("gpu-0", "H100", 80)));
         assert!(!kind.is(driver, &gpu("gpu-0", "A100", 40)));
         assert!(!kind.is(Sym::new("other.example.com"), &a100));
+        // `device.allowMultipleAllocations` is seen by selectors too.
+        let shared = Device {
+            allow_multiple_allocations: true,
+            ..gpu("gpu-5", "A100", 80)
+        };
+        assert!(!kind.is(driver, &shared));
+        assert_ne!(kind_hash(driver, &shared), kind_hash(driver, &a100));
     }
 }

@@ -10,6 +10,7 @@ fn eval_at(minor: u8, expression: &str) -> Result<bool, String> {
         capacity: Vec::new(),
         taints: Vec::new(),
         consumes_counters: Vec::new(),
+        allow_multiple_allocations: false,
     };
     Selector::compile_for(expression, Release::at(minor))?
         .matches(Sym::new("d.example.com"), &device)
