@@ -363,6 +363,42 @@ func main() {
 		fmt.Fprintln(evOut, pyjson(eventLine(e)))
 	}
 	must(evOut.Close())
+	writeClaims(ctx, client, filepath.Join(outDir, "claims.jsonl"))
+}
+
+// writeClaims writes every allocated claim's devices (sorted by claim): request, pool,
+// device, whether it is a share (share IDs are random, so only their presence is kept)
+// and the capacity it consumes.
+func writeClaims(ctx context.Context, client *fake.Clientset, path string) {
+	claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	must(err)
+	sort.Slice(claims.Items, func(a, b int) bool {
+		return claims.Items[a].Namespace+"/"+claims.Items[a].Name < claims.Items[b].Namespace+"/"+claims.Items[b].Name
+	})
+	out, err := os.Create(path)
+	must(err)
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		devices := []orderedMap{}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			names := make([]string, 0, len(r.ConsumedCapacity))
+			for name := range r.ConsumedCapacity {
+				names = append(names, string(name))
+			}
+			sort.Strings(names)
+			consumed := []any{}
+			for _, name := range names {
+				q := r.ConsumedCapacity[resourcev1.QualifiedName(name)]
+				consumed = append(consumed, []any{name, q.String()})
+			}
+			devices = append(devices, om("request", r.Request, "pool", r.Pool, "device", r.Device,
+				"shared", r.ShareID != nil, "consumed", consumed))
+		}
+		fmt.Fprintln(out, pyjson(om("claim", c.Namespace+"/"+c.Name, "devices", devices)))
+	}
+	must(out.Close())
 }
 
 // admitPod decodes a Pod as the API server would admit it: core/v1 defaults, Priority

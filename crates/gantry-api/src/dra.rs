@@ -3,9 +3,9 @@
 //! what was allocated to them) and claim templates.
 //!
 //! Only structured parameters are modelled: prioritized lists (`firstAvailable`), admin
-//! access, device taints and partitionable devices' shared counters, each as its gate says.
-//! Features the allocator does not implement (consumable capacity, binding conditions)
-//! are refused when decoding, with an error naming the field,
+//! access, device taints, partitionable devices' shared counters and devices shared by
+//! capacity, each as its gate says. Features the allocator does not implement (binding
+//! conditions) are refused when decoding, with an error naming the field,
 //! so that nothing is silently ignored.
 
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
@@ -327,11 +327,17 @@ pub struct AllocatedDevice {
     /// Given for admin access: the device is not held (upstream's `GatherAllocatedState`
     /// skips it), and other claims may hold it too.
     pub admin_access: bool,
-    /// `shareID` (DRAConsumableCapacity): set for a share of a device that allows
-    /// multiple allocations, which other claims' shares may use too.
-    pub share_id: Option<Arc<str>>,
-    /// `consumedCapacity`: what the share takes of the device's capacities.
-    pub consumed_capacity: CapacityAmounts,
+    /// Set for a share of a device that allows multiple allocations (DRAConsumableCapacity),
+    /// which other claims' shares may use too. Boxed: most results are not shares.
+    pub share: Option<Arc<DeviceShare>>,
+}
+
+/// A result's `shareID` and `consumedCapacity`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceShare {
+    pub id: Arc<str>,
+    /// What the share takes of the device's capacities.
+    pub consumed: CapacityAmounts,
 }
 
 impl AllocatedDevice {
@@ -341,8 +347,7 @@ impl AllocatedDevice {
             request,
             device,
             admin_access: false,
-            share_id: None,
-            consumed_capacity: Vec::new(),
+            share: None,
         }
     }
 }
@@ -359,13 +364,13 @@ impl Allocation {
     /// those given for admin access and the shares of shared devices.
     pub fn held_devices(&self) -> impl Iterator<Item = DeviceId> + '_ {
         (self.devices.iter())
-            .filter(|d| !d.admin_access && d.share_id.is_none())
+            .filter(|d| !d.admin_access && d.share.is_none())
             .map(|d| d.device)
     }
 
     /// The shares of shared devices the allocation holds (admin access holds none).
     pub fn shares(&self) -> impl Iterator<Item = &AllocatedDevice> + '_ {
-        (self.devices.iter()).filter(|d| !d.admin_access && d.share_id.is_some())
+        (self.devices.iter()).filter(|d| !d.admin_access && d.share.is_some())
     }
 
     /// [`held_devices`](Self::held_devices) in a vector of the allocation's length (a

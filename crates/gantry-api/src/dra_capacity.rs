@@ -13,7 +13,7 @@ use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Raw;
 
 use crate::decode::{ObjectError, field_error, validation};
-use crate::dra::QualifiedName;
+use crate::dra::{DeviceShare, QualifiedName};
 use crate::release::{Gate, Release};
 use crate::{Quantity, QuantityFormat, Sym};
 
@@ -437,9 +437,30 @@ pub(crate) fn request_policy(
     })
 }
 
+/// The share of the `index`th allocation result: its `shareID` and `consumedCapacity`
+/// (consumed capacity without a share ID is not a share, as upstream's tracker reads it).
+pub(crate) fn share(
+    result: &resource::DeviceRequestAllocationResult,
+    object: &str,
+    index: usize,
+) -> Result<Option<Arc<DeviceShare>>, ObjectError> {
+    let Some(id) = result.share_id.as_deref() else {
+        return Ok(None);
+    };
+    let at = format!("status.allocation.devices.results[{index}]");
+    Ok(Some(Arc::new(DeviceShare {
+        id: share_id(id, object, &format!("{at}.shareID"))?,
+        consumed: amounts(
+            result.consumed_capacity.as_ref(),
+            object,
+            &format!("{at}.consumedCapacity"),
+        )?,
+    })))
+}
+
 /// A result's `shareID`, which the API server requires to be a UUID in its normalized
 /// form (`validateUID`, with `github.com/google/uuid`'s `Validate` first).
-pub(crate) fn share_id(id: &str, object: &str, at: &str) -> Result<Arc<str>, ObjectError> {
+fn share_id(id: &str, object: &str, at: &str) -> Result<Arc<str>, ObjectError> {
     let hex_at = |i: usize, c: char| [8, 13, 18, 23].contains(&i) == (c == '-');
     let uuid_like = id.len() == 36
         && id

@@ -750,25 +750,7 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
             // Kept whatever the gate: a result written while it was on still holds
             // nothing (`dropDisabledDRAAdminAccessStatusFields` keeps fields in use).
             admin_access: r.admin_access == Some(true),
-            share_id: match r.share_id.as_deref() {
-                Some(id) => Some(crate::dra_capacity::share_id(
-                    id,
-                    object,
-                    &format!(
-                        "status.allocation.devices.results[{}].shareID",
-                        devices.len()
-                    ),
-                )?),
-                None => None,
-            },
-            consumed_capacity: crate::dra_capacity::amounts(
-                r.consumed_capacity.as_ref(),
-                object,
-                &format!(
-                    "status.allocation.devices.results[{}].consumedCapacity",
-                    devices.len()
-                ),
-            )?,
+            share: crate::dra_capacity::share(r, object, devices.len())?,
         });
     }
     Ok(Allocation {

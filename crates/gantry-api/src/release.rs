@@ -82,9 +82,9 @@ pub enum Gate {
     /// asking for that extended resource with devices (not modelled: such classes are read
     /// with a warning).
     DRAExtendedResource,
-    /// DRAConsumableCapacity (KEP-5075): devices shared by capacity between claims, and a
-    /// claim's `distinctAttribute` constraints (only the constraints are modelled: a
-    /// device with `allowMultipleAllocations` or a request for capacity is refused).
+    /// DRAConsumableCapacity (KEP-5075): devices shared by capacity between claims
+    /// (`allowMultipleAllocations`, request policies, capacity requests, shares), and a
+    /// claim's `distinctAttribute` constraints.
     DRAConsumableCapacity,
     /// DRADeviceTaintRules (KEP-5055): a DeviceTaintRule gives its taint to the devices
     /// its selector picks (driver, pool, device name), as if their slices carried it.

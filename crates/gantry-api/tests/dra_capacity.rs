@@ -90,11 +90,11 @@ fn shared_devices_policies_and_shares_decode_with_the_gate_on() {
     assert_eq!(sub.capacity, vec![(Sym::new("cores"), 10_000)]);
     let result = &claim.allocation.as_ref().unwrap().devices[0];
     assert_eq!(
-        result.share_id.as_deref(),
+        result.share.as_ref().map(|s| &*s.id),
         Some("1c7b8c6e-8a55-4c2a-9d7e-3f6a1e0b2c4d")
     );
     assert_eq!(
-        result.consumed_capacity,
+        result.share.as_ref().unwrap().consumed,
         vec![(Sym::new("cores"), 100_000), (Sym::new("memory"), 10 * GI)]
     );
     // A share holds no device alone.
@@ -117,7 +117,7 @@ fn the_gate_off_drops_the_fields_but_keeps_written_shares() {
         let claim = &objects.dra.claims[0];
         assert!(claim.spec.requests[0].exact().unwrap().capacity.is_empty());
         let result = &claim.allocation.as_ref().unwrap().devices[0];
-        assert!(result.share_id.is_some(), "{release}");
+        assert!(result.share.is_some(), "{release}");
     }
 }
 

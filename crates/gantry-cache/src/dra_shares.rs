@@ -18,12 +18,15 @@ pub fn insert<S: BuildHasher>(
     shares: &mut HashMap<DeviceId, DeviceShares, S>,
     result: &AllocatedDevice,
 ) {
+    let Some(share) = &result.share else {
+        return;
+    };
     let entry = shares.entry(result.device).or_default();
     entry.count += 1;
-    if !result.consumed_capacity.is_empty() {
+    if !share.consumed.is_empty() {
         match &mut entry.consumed {
-            Some(total) => dra_capacity::add_amounts(total, &result.consumed_capacity, 1),
-            None => entry.consumed = Some(result.consumed_capacity.clone()),
+            Some(total) => dra_capacity::add_amounts(total, &share.consumed, 1),
+            None => entry.consumed = Some(share.consumed.clone()),
         }
     }
 }
@@ -33,14 +36,14 @@ pub fn remove<S: BuildHasher>(
     shares: &mut HashMap<DeviceId, DeviceShares, S>,
     result: &AllocatedDevice,
 ) {
-    let Some(entry) = shares.get_mut(&result.device) else {
+    let (Some(share), Some(entry)) = (&result.share, shares.get_mut(&result.device)) else {
         return;
     };
     entry.count = entry.count.saturating_sub(1);
-    if !result.consumed_capacity.is_empty()
+    if !share.consumed.is_empty()
         && let Some(total) = &mut entry.consumed
     {
-        dra_capacity::add_amounts(total, &result.consumed_capacity, -1);
+        dra_capacity::add_amounts(total, &share.consumed, -1);
         if dra_capacity::all_zero(total) {
             entry.consumed = None;
         }
@@ -55,13 +58,16 @@ mod tests {
     use std::sync::Arc;
 
     use gantry_api::Sym;
+    use gantry_api::dra::DeviceShare;
 
     use super::*;
 
     fn share(memory: i64) -> AllocatedDevice {
         AllocatedDevice {
-            share_id: Some(Arc::from("0f6b5d3e-8f0a-4c47-9a43-000000000001")),
-            consumed_capacity: vec![(Sym::new("memory"), memory)],
+            share: Some(Arc::new(DeviceShare {
+                id: Arc::from("0f6b5d3e-8f0a-4c47-9a43-000000000001"),
+                consumed: vec![(Sym::new("memory"), memory)],
+            })),
             ..AllocatedDevice::exclusive(
                 Arc::from("r"),
                 DeviceId {
@@ -101,7 +107,10 @@ mod tests {
         // `Remove` drops an entry whose amounts are all zero.
         let mut shares: HashMap<DeviceId, DeviceShares> = HashMap::new();
         let mut none = share(0);
-        none.consumed_capacity.clear();
+        none.share = Some(Arc::new(DeviceShare {
+            id: Arc::from("0f6b5d3e-8f0a-4c47-9a43-000000000002"),
+            consumed: Vec::new(),
+        }));
         insert(&mut shares, &none);
         assert_eq!(shares[&none.device].consumed, None);
         insert(&mut shares, &share(3));

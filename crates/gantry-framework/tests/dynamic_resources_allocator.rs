@@ -1727,8 +1727,7 @@ fn admin_access_results_hold_nothing() {
             device: sym(name),
         },
         admin_access,
-        share_id: None,
-        consumed_capacity: Vec::new(),
+        share: None,
     };
     let allocation = Allocation {
         devices: vec![device("device-1", true), device("device-2", false)],
@@ -3007,15 +3006,13 @@ fn allocate_shares(
             .map(|a| {
                 (a.devices.into_iter())
                     .map(|d| {
-                        let share = d.share_id.as_ref().map(|id| {
+                        let share = d.share.as_ref().map(|share| {
+                            let id = &share.id;
                             assert_eq!(id.len(), 36, "a share ID is a UUID: {id}");
-                            (d.consumed_capacity.iter())
+                            (share.consumed.iter())
                                 .find(|(k, _)| *k == sym(CAPACITY_0))
                                 .map(|(_, v)| *v)
                         });
-                        if share.is_none() {
-                            assert!(d.consumed_capacity.is_empty());
-                        }
                         (d.request.to_string(), d.device.device.to_string(), share)
                     })
                     .collect()
@@ -3669,22 +3666,18 @@ fn allow_multiple_allocations_with_partitionable_devices() {
         .unwrap()
         .unwrap();
     let gi4 = 4 * 1024 * 1024 * 1024 * 1000_i64;
-    let got: Vec<(&str, &str, bool, &CapacityAmounts)> = (allocations[0].devices.iter())
+    let got: Vec<(&str, &str, Option<&CapacityAmounts>)> = (allocations[0].devices.iter())
         .map(|d| {
-            (
-                &*d.request,
-                d.device.device.as_str(),
-                d.share_id.is_some(),
-                &d.consumed_capacity,
-            )
+            let consumed = d.share.as_ref().map(|s| &s.consumed);
+            (&*d.request, d.device.device.as_str(), consumed)
         })
         .collect();
     let memory = vec![(sym("memory"), gi4)];
     assert_eq!(
         got,
         vec![
-            ("req-0", "device-1", true, &memory),
-            ("req-1/subReq-1", "device-3", true, &memory)
+            ("req-0", "device-1", Some(&memory)),
+            ("req-1/subReq-1", "device-3", Some(&memory))
         ],
         "allow-multiple-allocations-with-partitionable-device"
     );

@@ -312,11 +312,12 @@ fn result_json(d: &AllocatedDevice) -> Value {
     if d.admin_access {
         result["adminAccess"] = json!(true);
     }
-    if let Some(share) = &d.share_id {
-        result["shareID"] = json!(&**share);
-    }
-    if !d.consumed_capacity.is_empty() {
-        let amounts: serde_json::Map<String, Value> = (d.consumed_capacity.iter())
+    let Some(share) = &d.share else {
+        return result;
+    };
+    result["shareID"] = json!(&*share.id);
+    if !share.consumed.is_empty() {
+        let amounts: serde_json::Map<String, Value> = (share.consumed.iter())
             .map(|(key, milli)| {
                 let text = gantry_api::QuantityFormat::BinarySI.canonical(*milli);
                 (key.as_str().to_string(), json!(text))
@@ -598,11 +599,13 @@ mod tests {
         };
         assert_eq!(result_json(&admin)["adminAccess"], json!(true));
         let share = AllocatedDevice {
-            share_id: Some(Arc::from("7c1e4f0a-1b2c-4d3e-8f00-000000000001")),
-            consumed_capacity: vec![
-                (Sym::new("memory"), 10 * (1 << 30) * 1000),
-                (Sym::new("cores"), 500),
-            ],
+            share: Some(Arc::new(gantry_api::dra::DeviceShare {
+                id: Arc::from("7c1e4f0a-1b2c-4d3e-8f00-000000000001"),
+                consumed: vec![
+                    (Sym::new("memory"), 10 * (1 << 30) * 1000),
+                    (Sym::new("cores"), 500),
+                ],
+            })),
             ..result("a")
         };
         assert_eq!(

@@ -109,10 +109,11 @@ pub(crate) fn devices_still_free(
     }
 }
 
-/// The binder's check of partitionable devices, on `snapshot` without the pod: the pod's
-/// allocations in flight, with every device allocated now, leave each counter of their
-/// pools covered (another instance may have given another partition of the same device
-/// meanwhile, and the Filter re-run would find other devices free).
+/// The binder's check of partitionable and shared devices, on `snapshot` without the pod:
+/// the pod's allocations in flight, with every device allocated now, leave each counter
+/// of their pools covered, and their shares with every share held now each capacity of
+/// their devices (another instance may have given another partition or share of the same
+/// device meanwhile, and the Filter re-run would find other devices free).
 pub(crate) fn counters_still_cover(
     snapshot: &Snapshot,
     release: Release,
@@ -124,9 +125,10 @@ pub(crate) fn counters_still_cover(
         .flat_map(|a| a.held_device_list())
         .collect();
     let node = pod.node_name.and_then(|n| snapshot.node(n));
-    let overrun = node
-        .zip(snapshot.dra())
-        .and_then(|(node, dra)| dynamic_resources::overrun_at_bind(node, dra, release, &devices));
+    let overrun = node.zip(snapshot.dra()).and_then(|(node, dra)| {
+        dynamic_resources::overrun_at_bind(node, dra, release, &devices)
+            .or_else(|| dynamic_resources::shares_overrun_at_bind(node, dra, release, in_flight))
+    });
     match overrun {
         Some(message) => Err(Status::unresolvable(message).with_plugin(dynamic_resources::NAME)),
         None => Ok(()),

@@ -172,10 +172,12 @@ impl CatalogChange {
     }
 }
 
-/// The slices of the pools that have counter sets.
-fn counted_slices(slices: &[Arc<ResourceSlice>]) -> Vec<Arc<ResourceSlice>> {
+/// The slices of the pools that have counter sets or shared devices.
+fn checked_slices(slices: &[Arc<ResourceSlice>]) -> Vec<Arc<ResourceSlice>> {
     let counted: Vec<(Sym, Sym)> = (slices.iter())
-        .filter(|s| !s.shared_counters.is_empty())
+        .filter(|s| {
+            !s.shared_counters.is_empty() || s.devices.iter().any(|d| d.allow_multiple_allocations)
+        })
         .map(|s| (s.driver, s.pool))
         .collect();
     (slices.iter())
@@ -267,9 +269,10 @@ pub struct SimulatedApi {
     pub(crate) claims: ClaimStore,
     /// Device classes and ResourceSlices (which the simulation does not change).
     dra_catalog: DraObjects,
-    /// The slices of the pools that have counter sets (partitionable devices), against
-    /// which claim writes are checked; none in most clusters, and then nothing is.
-    counted_slices: Vec<Arc<ResourceSlice>>,
+    /// The slices of the pools that have counter sets (partitionable devices) or shared
+    /// devices, against which claim writes are checked; none in most clusters, and then
+    /// nothing is.
+    checked_slices: Vec<Arc<ResourceSlice>>,
 }
 
 impl SimulatedApi {
@@ -289,7 +292,7 @@ impl SimulatedApi {
             admission: None,
             claims: ClaimStore::new(&[], &[], seed),
             dra_catalog: DraObjects::default(),
-            counted_slices: Vec::new(),
+            checked_slices: Vec::new(),
         }
     }
 
@@ -303,7 +306,7 @@ impl SimulatedApi {
             slices: dra.slices.clone(),
             ..DraObjects::default()
         };
-        self.counted_slices = counted_slices(&dra.slices);
+        self.checked_slices = checked_slices(&dra.slices);
     }
 
     /// A slice or device class changes at the API (a replayed trace's): the catalog new
@@ -325,7 +328,7 @@ impl SimulatedApi {
                 catalog.device_classes.retain(|c| c.name != *name);
             }
         }
-        self.counted_slices = counted_slices(&self.dra_catalog.slices);
+        self.checked_slices = checked_slices(&self.dra_catalog.slices);
         if let Some(admission) = &self.admission {
             change.apply(&admission.cache);
         }
@@ -351,7 +354,7 @@ impl SimulatedApi {
         allocated_now: &[ClaimKey],
     ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
         self.claims
-            .write(claims, allocated_now, &self.counted_slices)
+            .write(claims, allocated_now, &self.checked_slices)
     }
 
     /// Tells admission's own cache about claim changes (what the watch delivers to the

@@ -14,6 +14,8 @@ use gantry_api::dra::{
 use gantry_api::rng::Rng;
 use gantry_api::{Pod, QuantityFormat, Sym};
 
+use crate::claim_shares::{ShareTotals, add_shares, capacity_overrun};
+
 /// A change to a claim, as the watch delivers it.
 #[derive(Debug, Clone)]
 pub(crate) enum ClaimChange {
@@ -66,6 +68,9 @@ pub(crate) enum ClaimRefusal {
     /// a counter than their pool has (another instance gave another partition of the same
     /// device meanwhile).
     CounterOverrun { claim: ClaimKey, overrun: String },
+    /// The new allocations' shares, with the shares held already, take more of a shared
+    /// device's capacity than it has (another instance gave a share of it meanwhile).
+    CapacityOverrun { claim: ClaimKey, overrun: String },
 }
 
 impl std::fmt::Display for ClaimRefusal {
@@ -94,6 +99,11 @@ impl std::fmt::Display for ClaimRefusal {
                 "claim {}/{}: {overrun} with the devices allocated already",
                 claim.namespace, claim.name
             ),
+            ClaimRefusal::CapacityOverrun { claim, overrun } => write!(
+                f,
+                "claim {}/{}: {overrun} with the shares allocated already",
+                claim.namespace, claim.name
+            ),
         }
     }
 }
@@ -104,6 +114,8 @@ pub(crate) struct ClaimStore {
     templates: BTreeMap<ClaimKey, Arc<ResourceClaimTemplate>>,
     /// The claim holding each allocated device.
     holders: BTreeMap<DeviceId, ClaimKey>,
+    /// How many shares of each shared device the claims hold.
+    shared: BTreeMap<DeviceId, u32>,
     names: Rng,
 }
 
@@ -120,6 +132,7 @@ impl ClaimStore {
                 .map(|t| (t.key(), Arc::new(t.clone())))
                 .collect(),
             holders: BTreeMap::new(),
+            shared: BTreeMap::new(),
             names: Rng::new(seed ^ 0xC1A1_3C0D),
         };
         for claim in claims {
@@ -138,6 +151,9 @@ impl ClaimStore {
         for device in devices(&claim) {
             self.holders.insert(device, key);
         }
+        for device in shared_devices(&claim) {
+            *self.shared.entry(device).or_default() += 1;
+        }
         self.claims.insert(key, claim);
     }
 
@@ -146,6 +162,14 @@ impl ClaimStore {
             for device in devices(old) {
                 if self.holders.get(&device) == Some(&key) {
                     self.holders.remove(&device);
+                }
+            }
+            for device in shared_devices(old) {
+                if let Some(count) = self.shared.get_mut(&device) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.shared.remove(&device);
+                    }
                 }
             }
         }
@@ -263,8 +287,16 @@ impl ClaimStore {
                 return Err(ClaimRefusal::AllocatedElsewhere(key));
             }
             for device in devices(claim) {
-                if let Some(holder) = self.holders.get(&device)
-                    && *holder != key
+                let held_by_another = self.holders.get(&device).is_some_and(|h| *h != key);
+                if held_by_another || self.shared.contains_key(&device) {
+                    return Err(ClaimRefusal::DeviceTaken { claim: key, device });
+                }
+            }
+            for device in shared_devices(claim) {
+                if self
+                    .holders
+                    .get(&device)
+                    .is_some_and(|holder| *holder != key)
                 {
                     return Err(ClaimRefusal::DeviceTaken { claim: key, device });
                 }
@@ -272,6 +304,7 @@ impl ClaimStore {
         }
         if !slices.is_empty() {
             self.check_counters_with(claims, allocated_now, slices)?;
+            self.check_shares_with(claims, allocated_now, slices)?;
         }
         let mut changes = Vec::with_capacity(claims.len());
         for claim in claims {
@@ -389,7 +422,11 @@ impl ClaimStore {
     /// recount finds it, and every reservation on an allocated claim.
     pub fn check(&self) -> Result<(), String> {
         let mut holders: BTreeMap<DeviceId, ClaimKey> = BTreeMap::new();
+        let mut shared: BTreeMap<DeviceId, u32> = BTreeMap::new();
         for claim in self.claims.values() {
+            for device in shared_devices(claim) {
+                *shared.entry(device).or_default() += 1;
+            }
             for device in devices(claim) {
                 if let Some(other) = holders.insert(device, claim.key()) {
                     return Err(format!(
@@ -405,8 +442,11 @@ impl ClaimStore {
                 ));
             }
         }
-        if holders != self.holders {
+        if holders != self.holders || shared != self.shared {
             return Err("the API's index of allocated devices disagrees with its claims".into());
+        }
+        if let Some(device) = holders.keys().find(|d| shared.contains_key(d)) {
+            return Err(format!("device {device} is held alone and shared"));
         }
         Ok(())
     }
@@ -424,7 +464,12 @@ impl ClaimStore {
             .flat_map(|c| devices(c).into_iter().map(move |d| (c.key(), d)))
             .collect();
         let pools: Vec<(Sym, Sym)> = new.iter().map(|(_, d)| (d.driver, d.pool)).collect();
-        let taken = |d: DeviceId| self.holders.contains_key(&d) || new.iter().any(|n| n.1 == d);
+        let new_shares: Vec<DeviceId> = (claims.iter())
+            .filter(|c| allocated_now.contains(&c.key()))
+            .flat_map(|c| shared_devices(c))
+            .collect();
+        let taken =
+            |d: DeviceId| self.holds(d) || new.iter().any(|n| n.1 == d) || new_shares.contains(&d);
         match (counter_overrun(slices, &taken, Some(&pools)), new.first()) {
             (Some(overrun), Some(&(claim, _))) => {
                 Err(ClaimRefusal::CounterOverrun { claim, overrun })
@@ -437,8 +482,55 @@ impl ClaimStore {
     /// counter sets in `slices` hold by the devices allocated: summed here from the
     /// claims, apart from the allocator's and the binder's own bookkeeping.
     pub fn check_counters(&self, slices: &[Arc<ResourceSlice>]) -> Result<(), String> {
-        match counter_overrun(slices, &|d| self.holders.contains_key(&d), None) {
+        match counter_overrun(slices, &|d| self.holds(d), None) {
             Some(overrun) => Err(format!("{overrun} by the devices allocated")),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a claim holds the device, alone or a share of it (its counters are taken).
+    fn holds(&self, device: DeviceId) -> bool {
+        self.holders.contains_key(&device) || self.shared.contains_key(&device)
+    }
+
+    /// The capacities of the shared devices the new allocations among `claims` take
+    /// shares of, with the shares held already: refused if one is overrun.
+    fn check_shares_with(
+        &self,
+        claims: &[Arc<ResourceClaim>],
+        allocated_now: &[ClaimKey],
+        slices: &[Arc<ResourceSlice>],
+    ) -> Result<(), ClaimRefusal> {
+        let new: Vec<&Arc<ResourceClaim>> = (claims.iter())
+            .filter(|c| allocated_now.contains(&c.key()) && !shared_devices(c).is_empty())
+            .collect();
+        let Some(first) = new.first() else {
+            return Ok(());
+        };
+        let mut totals = ShareTotals::new();
+        for claim in self.claims.values().chain(new.iter().copied()) {
+            add_shares(&mut totals, claim);
+        }
+        let touched: Vec<DeviceId> = new.iter().flat_map(|c| shared_devices(c)).collect();
+        totals.retain(|d, _| touched.contains(d));
+        match capacity_overrun(slices, &totals) {
+            Some(overrun) => Err(ClaimRefusal::CapacityOverrun {
+                claim: first.key(),
+                overrun,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// No shared device's capacity (in `slices`) is taken beyond what it has by the
+    /// claims' shares: summed here from the claims.
+    pub fn check_shares(&self, slices: &[Arc<ResourceSlice>]) -> Result<(), String> {
+        let mut totals = ShareTotals::new();
+        for claim in self.claims.values() {
+            add_shares(&mut totals, claim);
+        }
+        match capacity_overrun(slices, &totals) {
+            Some(overrun) => Err(format!("{overrun} by the shares allocated")),
             None => Ok(()),
         }
     }
@@ -513,7 +605,14 @@ fn counter_overrun(
     ))
 }
 
-/// The devices the claim's allocation holds (admin access holds none).
+/// The devices the claim's allocation holds shares of.
+fn shared_devices(claim: &ResourceClaim) -> Vec<DeviceId> {
+    (claim.allocation.iter())
+        .flat_map(|a| a.shares().map(|d| d.device))
+        .collect()
+}
+
+/// The devices the claim's allocation holds alone (admin access holds none).
 fn devices(claim: &ResourceClaim) -> Vec<DeviceId> {
     (claim.allocation.as_ref())
         .map(|a| a.held_device_list())
@@ -544,8 +643,7 @@ mod tests {
                             device: Sym::new(d),
                         },
                         admin_access: false,
-                        share_id: None,
-                        consumed_capacity: Vec::new(),
+                        share: None,
                     }],
                     node_selector: None,
                 })
@@ -650,6 +748,70 @@ mod tests {
         assert_eq!(
             store.check_counters(&slices),
             Err("counter memory of counter set g0 in pool gpu.example.com/n1 is overrun by 20Gi by the devices allocated".into())
+        );
+    }
+
+    /// A claim holding a share of n1's shared `gpu-0` (40Gi of memory) taking `gib`.
+    fn share(name: &str, gib: i64) -> Arc<ResourceClaim> {
+        let mut shared = ResourceClaim::clone(&claim(name, Some("gpu-0")));
+        let mut allocation = Allocation::clone(shared.allocation.as_ref().unwrap());
+        allocation.devices[0].share = Some(Arc::new(gantry_api::dra::DeviceShare {
+            id: Arc::from(format!("00000000-0000-4000-8000-{gib:012}")),
+            consumed: vec![(Sym::new("memory"), gib * (1 << 30) * 1000)],
+        }));
+        shared.allocation = Some(Arc::new(allocation));
+        Arc::new(shared)
+    }
+
+    /// Another instance gave a share of the GPU meanwhile: the write that would give it
+    /// more memory than it has is refused, as is holding it alone while it is shared; the
+    /// invariant check finds an overrun the store was given.
+    #[test]
+    fn a_share_beyond_its_gpus_capacity_is_refused_and_found() {
+        let yaml = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpus}\n\
+            spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [\
+            {name: gpu-0, allowMultipleAllocations: true, capacity: {memory: {value: 40Gi}}}]}";
+        let mut objects = gantry_api::decode::ClusterObjects::default();
+        objects.decode_more(yaml, "slices").unwrap();
+        let slices = objects.dra.slices;
+        let mut store = ClaimStore::new(
+            &[
+                (*share("first", 30)).clone(),
+                (*claim("second", None)).clone(),
+                (*claim("whole", None)).clone(),
+            ],
+            &[],
+            1,
+        );
+        let second = share("second", 20);
+        assert_eq!(
+            store
+                .write(std::slice::from_ref(&second), &[second.key()], &slices)
+                .err(),
+            Some(ClaimRefusal::CapacityOverrun {
+                claim: second.key(),
+                overrun: "capacity memory of device gpu.example.com/n1/gpu-0 is overrun by 10Gi"
+                    .into(),
+            })
+        );
+        let whole = claim("whole", Some("gpu-0"));
+        assert!(matches!(
+            store.write(std::slice::from_ref(&whole), &[whole.key()], &slices),
+            Err(ClaimRefusal::DeviceTaken { .. })
+        ));
+        assert_eq!(
+            (store.check_shares(&slices), store.check()),
+            (Ok(()), Ok(()))
+        );
+        // Without the slices there is nothing to overrun.
+        assert!(
+            store
+                .write(std::slice::from_ref(&second), &[second.key()], &[])
+                .is_ok()
+        );
+        assert_eq!(
+            store.check_shares(&slices),
+            Err("capacity memory of device gpu.example.com/n1/gpu-0 is overrun by 10Gi by the shares allocated".into())
         );
     }
 

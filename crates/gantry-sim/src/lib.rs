@@ -8,6 +8,7 @@
 pub mod alloc_counter;
 mod api;
 pub mod bench;
+mod claim_shares;
 mod claims;
 pub mod dra_bench;
 pub mod gang_bench;

@@ -12,7 +12,8 @@ use gantry_cache::{ClusterState, DeviceUse, DraState, NodeInfo, PvcKey};
 
 use crate::node_index::{ListFlags, NodeIndex};
 use crate::store::{
-    CountedDeviceUse, DeviceCounts, DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys,
+    CountedDeviceUse, DeviceCounts, DraCatalog, ShareCounts, SnapshotStore, StoreError,
+    claim_devices, count_shares, pvc_keys,
 };
 
 /// One complete state of the cluster.
@@ -25,6 +26,8 @@ pub(crate) struct ClusterData {
     /// How many claims' allocations hold each device; shared with the views handed to
     /// the allocator ([`CountedDeviceUse`]), and copied on write when one is out.
     pub allocated: Arc<DeviceCounts>,
+    /// The shares of shared devices the claims hold, likewise shared.
+    pub shares: Arc<ShareCounts>,
 }
 
 impl ClusterData {
@@ -36,6 +39,7 @@ impl ClusterData {
             pvc_counts: self.pvc_counts.clone(),
             claims: self.claims.clone(),
             allocated: Arc::new(DeviceCounts::clone(&self.allocated)),
+            shares: Arc::new(ShareCounts::clone(&self.shares)),
         }
     }
 
@@ -99,14 +103,30 @@ impl ClusterData {
 
     pub fn set_claim(&mut self, claim: Arc<ResourceClaim>) {
         if let Some(old) = self.claims.insert(claim.key(), claim.clone()) {
-            count_devices(Arc::make_mut(&mut self.allocated), &old, false);
+            self.count(&old, false);
         }
-        count_devices(Arc::make_mut(&mut self.allocated), &claim, true);
+        self.count(&claim, true);
     }
 
     pub fn remove_claim(&mut self, key: ClaimKey) {
         if let Some(old) = self.claims.remove(&key) {
-            count_devices(Arc::make_mut(&mut self.allocated), &old, false);
+            self.count(&old, false);
+        }
+    }
+
+    /// Counts (or, `add` false, stops counting) what the claim's allocation holds.
+    fn count(&mut self, claim: &ResourceClaim, add: bool) {
+        count_devices(Arc::make_mut(&mut self.allocated), claim, add);
+        if claim
+            .allocation
+            .as_ref()
+            .is_some_and(|a| a.shares().next().is_some())
+        {
+            count_shares(
+                Arc::make_mut(&mut self.shares),
+                claim,
+                if add { 1 } else { -1 },
+            );
         }
     }
 }
@@ -215,7 +235,11 @@ impl DraState for BasicStore {
     }
 
     fn device_use(&self) -> Arc<dyn DeviceUse> {
-        Arc::new(CountedDeviceUse::new(self.top().allocated.clone()))
+        let top = self.top();
+        Arc::new(CountedDeviceUse::new(
+            top.allocated.clone(),
+            top.shares.clone(),
+        ))
     }
 
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {

@@ -18,7 +18,8 @@ use gantry_cache::{ClusterState, DeviceUse, DraState, NodeInfo, PvcKey};
 use crate::basic::ClusterData;
 use crate::node_index::{ListFlags, NodeIndex};
 use crate::store::{
-    CountedDeviceUse, DraCatalog, SnapshotStore, StoreError, claim_devices, pvc_keys,
+    CountedDeviceUse, DraCatalog, ShareCounts, SnapshotStore, StoreError, claim_devices,
+    count_shares, merge_shares, pvc_keys,
 };
 
 type Map<K, V> = HashMap<K, V, RandomState>;
@@ -32,6 +33,7 @@ struct Layer {
     /// `Some`: set here; `None`: removed here.
     claims: Map<ClaimKey, Option<Arc<ResourceClaim>>>,
     allocation_changes: Map<DeviceId, i64>,
+    share_changes: ShareCounts,
 }
 
 pub struct DeltaStore {
@@ -113,6 +115,7 @@ impl DeltaStore {
         for device in claim_devices(claim) {
             *layer.allocation_changes.entry(device).or_default() += sign;
         }
+        count_shares(&mut layer.share_changes, claim, sign);
     }
 }
 
@@ -179,11 +182,12 @@ impl DraState for DeltaStore {
     /// The base's counts, shared, and the layers' changes summed: O(changes) a pod, where
     /// a copy of every device allocated made each estimate's pod cost the whole cluster.
     fn device_use(&self) -> Arc<dyn DeviceUse> {
-        let mut used = CountedDeviceUse::new(self.base.allocated.clone());
+        let mut used = CountedDeviceUse::new(self.base.allocated.clone(), self.base.shares.clone());
         for layer in &self.layers {
             for (device, change) in &layer.allocation_changes {
                 used.change(*device, *change);
             }
+            used.change_shares(&layer.share_changes);
         }
         Arc::new(used)
     }
@@ -320,6 +324,7 @@ impl SnapshotStore for DeltaStore {
                 for (device, change) in top.allocation_changes {
                     *below.allocation_changes.entry(device).or_default() += change;
                 }
+                merge_shares(&mut below.share_changes, &top.share_changes);
             }
             None => {
                 let base = &mut self.base;
@@ -341,6 +346,9 @@ impl SnapshotStore for DeltaStore {
                 }
                 for (device, change) in top.allocation_changes {
                     apply_count(Arc::make_mut(&mut base.allocated), device, change);
+                }
+                if !top.share_changes.is_empty() {
+                    merge_shares(Arc::make_mut(&mut base.shares), &top.share_changes);
                 }
             }
         }

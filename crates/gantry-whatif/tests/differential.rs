@@ -105,8 +105,7 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
                             device: Sym::new(&format!("gpu-{d}")),
                         },
                         admin_access: false,
-                        share_id: None,
-                        consumed_capacity: Vec::new(),
+                        share: None,
                     })
                     .collect(),
                 node_selector: None,

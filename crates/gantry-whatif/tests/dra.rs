@@ -289,6 +289,14 @@ fn scale_up_counts_the_templates_partitions_by_their_counters() {
     assert_eq!(nodes_for_ten_gpu_pods("partitioned-gpu-template.yaml"), 5);
 }
 
+/// A template whose GPU claims share by capacity (DRAConsumableCapacity): each claim takes
+/// the policy's 10Gi of 40Gi, so ten pods need three nodes; every share is counted across
+/// the estimate's pods (without the shares' tally, one node would take all ten).
+#[test]
+fn scale_up_counts_the_shares_of_a_shared_gpu() {
+    assert_eq!(nodes_for_ten_gpu_pods("shared-gpu-template.yaml"), 3);
+}
+
 #[test]
 fn unsupported_features_are_refused_naming_the_field() {
     let cases = [

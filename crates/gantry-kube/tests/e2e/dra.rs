@@ -299,6 +299,60 @@ async fn two_instances_never_give_more_of_a_partitioned_gpu_than_it_has() {
     assert_deployable(&api);
 }
 
+/// Two instances give shares of one GPU (DRAConsumableCapacity) on caches that lag each
+/// other's writes: 30Gi of 40Gi each, each free on its own view. The binder's re-check
+/// adds the shares every claim holds now to the pod's own, so no GPU is given more than
+/// it has; the refused pod gets the other GPU, and `gantry run` writes each share's ID
+/// and consumed capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_never_share_out_more_of_a_gpu_than_it_has() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(NODES, node("node-0", 8000, "a"));
+    let mut gpus = slice("node-0", &["gpu-0", "gpu-1"]);
+    for device in gpus["spec"]["devices"].as_array_mut().unwrap() {
+        device["allowMultipleAllocations"] = json!(true);
+        device["capacity"] = json!({"memory": {"value": "40Gi"}});
+    }
+    api.put(RESOURCE_SLICES, gpus);
+    api.set_bind_delay(Duration::from_millis(150));
+    for (name, instance) in [("p-0", 0), ("p-1", 1)] {
+        let mut c = claim(&format!("{name}-gpu"), "gpu");
+        c["spec"]["devices"]["requests"][0]["exactly"]["capacity"] =
+            json!({"requests": {"memory": "30Gi"}});
+        api.put(RESOURCE_CLAIMS, c);
+        let mut p = pod_with_claim(name, 100, &format!("{name}-gpu"));
+        p["metadata"]["uid"] = json!(uid_owned_by(instance, 2, name));
+        api.put(PODS, p);
+    }
+    let (a, b) = start_two(&api).await;
+    wait_for("both pods bound", WAIT, || bound_pods(&api) == 2).await;
+
+    let mut given: BTreeMap<String, u64> = BTreeMap::new();
+    for c in api.list(RESOURCE_CLAIMS) {
+        for result in c["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let id = result["shareID"].as_str().expect("a share names its ID");
+            assert_eq!(id.len(), 36, "{id}");
+            assert_eq!(result["consumedCapacity"], json!({"memory": "30Gi"}));
+            *given
+                .entry(result["device"].as_str().unwrap().to_string())
+                .or_default() += 30;
+        }
+    }
+    assert_eq!(given.values().sum::<u64>(), 60, "{given:?}");
+    for (gpu, gib) in &given {
+        assert!(*gib <= 40, "{gpu} is given {gib}Gi of its 40Gi: {given:?}");
+    }
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    assert_deployable(&api);
+}
+
 /// DeviceTaintRules (DRADeviceTaintRules, on in v1.37; served here as v1.36 serves them,
 /// resource.k8s.io/v1beta2), followed as they change: a rule tainting gpu-0 sends the
 /// first pod's claim to gpu-1; with that rule deleted and one without a selector (every

@@ -139,9 +139,9 @@ impl Simulation {
             }
         }
         self.api.claims.check()?;
-        self.api
-            .claims
-            .check_counters(&self.api.dra_catalog().slices)?;
+        let slices = &self.api.dra_catalog().slices;
+        self.api.claims.check_counters(slices)?;
+        self.api.claims.check_shares(slices)?;
         for (i, instance) in self.instances.iter().enumerate() {
             let dra = instance.cache.dra();
             let counts = dra.allocation_counts();

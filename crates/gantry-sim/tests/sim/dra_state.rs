@@ -1,10 +1,12 @@
-//! Devices are never given twice: random ResourceSlices (node-local and shared, some
-//! nodes' GPUs partitioned into the whole and two halves that consume one counter set),
+//! Devices are never given twice: random ResourceSlices (node-local and shared; the
+//! nodes' GPUs whole, partitioned into the whole and two halves that consume one counter
+//! set, or shared by capacity with a claim taking half of one by default),
 //! claim templates (counts and `All`), claims shared by name, and pods that arrive, bind, fail
 //! to bind, are deleted and are preempted, scheduled by 1 to 3 instances with 0 to 20 ms
 //! of event latency. At the end:
 //! - no device is allocated to two claims, no pool's counter is consumed beyond what it
-//!   holds, and every bound pod's claims are allocated and reserved for it (the
+//!   holds, no shared device's capacity beyond what it has, and every bound pod's claims
+//!   are allocated and reserved for it (the
 //!   simulated API's claims, checked by the simulation);
 //! - every instance's device index equals a recount from its claims and in-flight
 //!   allocations (`Simulation::check_invariants`);
@@ -35,7 +37,18 @@ struct PodSpec {
     deleted_after_ms: Option<u64>,
 }
 
-fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, partitioned: bool) -> String {
+/// How the nodes' GPUs are published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gpus {
+    Whole,
+    /// The whole GPU and two halves, consuming one counter set.
+    Partitioned,
+    /// One device with `allowMultipleAllocations` and 40Gi, of which a claim that names
+    /// no amount takes 20Gi (its request policy's default).
+    Shared,
+}
+
+fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, gpus: Gpus) -> String {
     let mut docs = vec![format!(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: gpu}}\n\
          spec: {{selectors: [{{cel: {{expression: 'device.driver == \"{DRIVER}\"'}}}}]}}"
@@ -63,7 +76,7 @@ fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, partitioned: bool) 
              status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}}}",
             i % 2
         ));
-        if devices > 0 && partitioned {
+        if devices > 0 && gpus == Gpus::Partitioned {
             // Each GPU as the whole and two halves, which consume its counter set's 40Gi.
             let sets: Vec<String> = (0..devices)
                 .map(|d| format!("{{name: gpu-{d}, counters: {{memory: {{value: 40Gi}}}}}}"))
@@ -93,7 +106,14 @@ fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, partitioned: bool) 
                 list.join(", ")
             ));
         } else if devices > 0 {
-            let list: Vec<String> = (0..devices).map(|d| format!("{{name: gpu-{d}}}")).collect();
+            let shared = if gpus == Gpus::Shared {
+                ", allowMultipleAllocations: true, capacity: {memory: {value: 40Gi, requestPolicy: {default: 20Gi, validRange: {min: 10Gi, step: 10Gi}}}}"
+            } else {
+                ""
+            };
+            let list: Vec<String> = (0..devices)
+                .map(|d| format!("{{name: gpu-{d}{shared}}}"))
+                .collect();
             docs.push(format!(
                 "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: n{i}-gpus}}\n\
                  spec: {{driver: {DRIVER}, nodeName: n{i}, pool: {{name: n{i}, generation: 1, resourceSliceCount: 1}}, devices: [{}]}}",
@@ -158,7 +178,7 @@ proptest! {
         bind_failure_rate in prop_oneof![Just(0.0f64), Just(0.2)],
         seed in 0u64..1000,
         calm in any::<bool>(),
-        partitioned in any::<bool>(),
+        gpus in prop_oneof![Just(Gpus::Whole), Just(Gpus::Partitioned), Just(Gpus::Shared)],
     ) {
         // Half the cases keep every pod (none deleted or preempted) and every bind, where
         // one instance must never see a claim write refused.
@@ -171,7 +191,7 @@ proptest! {
             pods
         };
         let mut cluster = ClusterObjects::default();
-        cluster.decode_more(&cluster_yaml(&devices_per_node, shared_devices, partitioned), "cluster").unwrap();
+        cluster.decode_more(&cluster_yaml(&devices_per_node, shared_devices, gpus), "cluster").unwrap();
         let options = SimOptions {
             seed,
             schedulers: u32::from(schedulers),
@@ -220,8 +240,8 @@ proptest! {
         }
         for (node, count) in used {
             let i: usize = node.trim_start_matches('n').parse().unwrap();
-            // A partitioned GPU serves two halves at most.
-            let per_gpu = if partitioned { 2 } else { 1 };
+            // A partitioned or shared GPU serves two halves at most.
+            let per_gpu = if gpus == Gpus::Whole { 1 } else { 2 };
             let reachable = per_gpu * u32::from(devices_per_node[i]) + if i.is_multiple_of(2) { u32::from(shared_devices) } else { 0 };
             prop_assert!(count <= reachable, "{node}: {count} devices used, {reachable} reachable");
         }

@@ -13,6 +13,7 @@ mod dra_admin_access;
 mod dra_distinct;
 mod dra_partitionable;
 mod dra_scoring;
+mod dra_shared;
 mod dra_state;
 mod dra_taint_rules;
 mod gang_parity;

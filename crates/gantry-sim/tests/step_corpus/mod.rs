@@ -31,6 +31,61 @@ fn read(corpus: &str, name: &str, file: &str) -> String {
 /// Each pod's node or message, as Gantry decides `testdata/<corpus>/<name>` as `release`:
 /// `cluster.yaml`, then the pods of `steps.yaml` created 2 s apart, as they were recorded.
 pub fn decide_steps(corpus: &str, name: &str, release: Release) -> Vec<Outcome> {
+    outcomes(&run_steps(corpus, name, release))
+}
+
+/// [`decide_steps`] and the claims allocated at the end, in the recorder's
+/// `claims.jsonl` form (share IDs only as whether there is one).
+pub fn decide_steps_and_claims(
+    corpus: &str,
+    name: &str,
+    release: Release,
+) -> (Vec<Outcome>, Vec<String>) {
+    let sim = run_steps(corpus, name, release);
+    let mut claims = sim.cache().dra().claims();
+    claims.sort_by_key(|c| (c.namespace.as_str().to_string(), c.name.to_string()));
+    let lines = (claims.iter())
+        .filter_map(|c| {
+            let allocation = c.allocation.as_ref()?;
+            let devices: Vec<Value> = (allocation.devices.iter())
+                .map(|d| {
+                    let amounts = d.share.iter().flat_map(|s| s.consumed.iter());
+                    let mut consumed: Vec<(String, String)> = amounts
+                        .map(|(k, v)| {
+                            let text = gantry_api::QuantityFormat::BinarySI.canonical(*v);
+                            (k.as_str().to_string(), text)
+                        })
+                        .collect();
+                    consumed.sort();
+                    serde_json::json!({
+                        "request": &*d.request, "pool": d.device.pool.as_str(),
+                        "device": d.device.device.as_str(), "shared": d.share.is_some(),
+                        "consumed": consumed,
+                    })
+                })
+                .collect();
+            // The recorder names a template's claim `<pod>-<claim>`; Gantry, as the
+            // API server's generateName does, adds five random characters.
+            let name = match c.name.rsplit_once('-') {
+                Some((stem, suffix)) if c.owner_pod.is_some() && suffix.len() == 5 => stem,
+                _ => &*c.name,
+            };
+            let claim = format!("{}/{name}", c.namespace);
+            Some(serde_json::json!({"claim": claim, "devices": devices}).to_string())
+        })
+        .collect();
+    (outcomes(&sim), lines)
+}
+
+/// The recorded lines of `testdata/<corpus>/<name>/<file>`, as JSON values written
+/// compactly (to compare with [`decide_steps_and_claims`]).
+pub fn recorded_lines(corpus: &str, name: &str, file: &str) -> Vec<String> {
+    (read(corpus, name, file).lines())
+        .map(|line| serde_json::from_str::<Value>(line).unwrap().to_string())
+        .collect()
+}
+
+fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
     let decode = |file: &str| {
         let mut objects = ClusterObjects::for_release(release);
         objects
@@ -49,6 +104,10 @@ pub fn decide_steps(corpus: &str, name: &str, release: Release) -> Vec<Outcome> 
     }
     sim.run().unwrap();
     sim.check_invariants().unwrap();
+    sim
+}
+
+fn outcomes(sim: &Simulation) -> Vec<Outcome> {
     (sim.placements().iter())
         .map(|p| {
             let node = p.node.as_deref().map(str::to_string);

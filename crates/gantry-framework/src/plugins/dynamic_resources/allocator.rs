@@ -204,6 +204,9 @@ struct Search<'a> {
     counters_taken: Vec<(Sym, CounterTable)>,
     /// The shares of shared devices picked in this search.
     sharing: Sharing,
+    /// Whether any claim holds a share of any device (asked once, so that the devices
+    /// of a cluster without shares cost no question each).
+    any_shares: bool,
 }
 
 impl Allocator {
@@ -288,6 +291,7 @@ impl Allocator {
             counters_left: Vec::new(),
             counters_taken: Vec::new(),
             sharing: Sharing::default(),
+            any_shares: self.allocated.has_shares(),
         };
         let result = search.run();
         let stats = Stats {
@@ -434,13 +438,13 @@ impl<'a> Search<'a> {
                             request: self.data[c][p.request][p.sub].result_name.clone(),
                             device: p.candidate.id,
                             admin_access: self.allocator.claims[c].requests[p.request].admin_access,
-                            share_id: p.share.as_ref().map(|_| {
+                            share: p.share.as_ref().map(|share| {
                                 let uid = &self.allocator.claims[c].claim.uid;
-                                Arc::from(share_id(uid, i, p.candidate.id))
+                                Arc::new(DeviceShare {
+                                    id: Arc::from(share_id(uid, i, p.candidate.id)),
+                                    consumed: share.consumed.clone(),
+                                })
                             }),
-                            consumed_capacity: (p.share.as_ref())
-                                .map(|share| share.consumed.clone())
-                                .unwrap_or_default(),
                         })
                         .collect(),
                     node_selector: None,
@@ -685,7 +689,9 @@ impl<'a> Search<'a> {
             allocated.is_allocated(id)
                 // Without DRAConsumableCapacity a share holds the whole device
                 // (upstream's `GatherAllocatedState`).
-                || (!self.features.consumable_capacity && allocated.shares(id).is_some())
+                || (!self.features.consumable_capacity
+                    && self.any_shares
+                    && allocated.shares(id).is_some())
                 || self.picking.contains(&id)
         }
     }
@@ -694,7 +700,15 @@ impl<'a> Search<'a> {
     /// capacity (a request naming a capacity the device lacks skips it, as upstream's
     /// error does); without the gate, always.
     fn has_room(&self, selection: &PreparedSelection, candidate: Candidate<'a>) -> bool {
+        let device = candidate.device;
+        // Without shares anywhere, a device held alone and without request policies
+        // always has room for a request naming no amount (each capacity taken whole).
+        let always = selection.capacity.is_empty()
+            && !self.any_shares
+            && !device.allow_multiple_allocations
+            && device.capacity.iter().all(|c| c.request_policy.is_none());
         !self.features.consumable_capacity
+            || always
             || (self.sharing)
                 .fits(
                     &*self.allocator.allocated,

@@ -9,11 +9,14 @@
 use std::hash::{BuildHasher, Hash, Hasher};
 
 use foldhash::fast::FixedState;
-use gantry_api::dra::{CapacityAmounts, Device, DeviceId};
-use gantry_api::dra_capacity::{self, CapacityShortfall};
-use gantry_cache::DeviceUse;
+use std::sync::Arc;
 
-use super::allocator::{PreparedClaim, PreparedKind, PreparedRequest};
+use gantry_api::dra::{AllocatedDevice, CapacityAmounts, Device, DeviceId, ResourceClaim};
+use gantry_api::dra_capacity::{self, CapacityShortfall};
+use gantry_api::{QuantityFormat, Release};
+use gantry_cache::{DeviceUse, DraState, NodeInfo};
+
+use super::allocator::{Features, PreparedClaim, PreparedKind, PreparedRequest};
 
 /// The shares picked in one search (upstream's `allocatingCapacity`): an entry per
 /// device stands while a share of it is picked, even one of nothing, and says that the
@@ -121,6 +124,65 @@ pub(super) fn capacity_without_gate(
             .find(|sub| !sub.selection.capacity.is_empty())
             .map(|sub| refused("subrequest", &sub.name)),
     }
+}
+
+/// The binder's check of shared devices: the shares in the pod's allocations in flight
+/// (`in_flight`, not counted in `dra`'s index while the pod is forgotten for the check),
+/// with the shares every claim holds now, within each capacity of their devices. Two
+/// instances may each give a share of one GPU on views where the other's is not taken;
+/// one instance, or kube-scheduler, sees its own decisions and cannot. `None` when they
+/// fit, or the release does not share devices.
+pub fn shares_overrun_at_bind(
+    node: &NodeInfo,
+    dra: &dyn DraState,
+    release: Release,
+    in_flight: &[Arc<ResourceClaim>],
+) -> Option<String> {
+    let mine: Vec<&AllocatedDevice> = (in_flight.iter())
+        .filter_map(|c| c.allocation.as_deref())
+        .flat_map(|a| a.shares())
+        .collect();
+    if mine.is_empty() || !Features::of(release).consumable_capacity {
+        return None;
+    }
+    let used = dra.device_use();
+    let shared = dra.shared_slices();
+    let slices = node.resource_slices().iter().chain(shared.iter());
+    let devices: Vec<(DeviceId, &Device)> = slices
+        .flat_map(|s| s.devices.iter().map(move |d| (s, d)))
+        .map(|(s, d)| {
+            let id = DeviceId {
+                driver: s.driver,
+                pool: s.pool,
+                device: d.name,
+            };
+            (id, d)
+        })
+        .collect();
+    for result in &mine {
+        let Some((id, device)) = devices.iter().find(|(id, _)| *id == result.device) else {
+            continue;
+        };
+        let mut total = (used.shares(*id))
+            .and_then(|s| s.consumed)
+            .unwrap_or_default();
+        for other in mine.iter().filter(|r| r.device == *id) {
+            if let Some(share) = &other.share {
+                dra_capacity::add_amounts(&mut total, &share.consumed, 1);
+            }
+        }
+        for capacity in &device.capacity {
+            let over = dra_capacity::amount(&total, capacity.key) - capacity.value;
+            if over > 0 {
+                return Some(format!(
+                    "capacity {} of device {id} is overrun by {} with the shares allocated meanwhile",
+                    capacity.key,
+                    QuantityFormat::BinarySI.canonical(over)
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// A share ID for the `index`th result of the claim with `claim_uid`, for `device`.

@@ -27,6 +27,9 @@ pub enum DeviceVerdict {
     Error(String),
     /// Its taint (`key=value:Effect`), which the request does not tolerate.
     Tainted(String),
+    /// Its capacities cannot give the request a share (DRAConsumableCapacity): what the
+    /// device lacks, in `explain`'s words.
+    Capacity(String),
     /// It consumes more of a counter than its pool has left (DRAPartitionableDevices):
     /// the counter set, the counter, what the device takes and what is left.
     Counters {
@@ -73,6 +76,7 @@ impl DeviceVerdict {
             }
             DeviceVerdict::Error(e) => Some(format!("selector error: {e}")),
             DeviceVerdict::Tainted(taint) => Some(format!("tainted {taint}, not tolerated")),
+            DeviceVerdict::Capacity(why) => Some(why.clone()),
             DeviceVerdict::Counters {
                 set,
                 counter,
@@ -112,6 +116,7 @@ pub fn node_devices(
             let asks = Asks {
                 admin_access: request.admin_access,
                 tolerations: &[],
+                features,
             };
             for (name, selection, tolerations) in selections {
                 let asks = Asks {
@@ -135,8 +140,11 @@ pub fn node_devices(
                                 pool: slice.pool,
                                 device: device.name,
                             };
-                            let short =
-                                || counter_short(allocator, node, local, features, id, device);
+                            let short = || {
+                                capacity_short(allocator, features, selection, id, device).or_else(
+                                    || counter_short(allocator, node, local, features, id, device),
+                                )
+                            };
                             (id, verdict(allocator, selection, asks, id, device, short))
                         })
                         .collect(),
@@ -157,11 +165,13 @@ pub fn node_devices(
     }
 }
 
-/// What a request asks besides its selection: admin access, and its tolerations.
+/// What a request asks besides its selection: admin access, and its tolerations (and the
+/// features it is judged under).
 #[derive(Clone, Copy)]
 struct Asks<'a> {
     admin_access: bool,
     tolerations: &'a [DeviceToleration],
+    features: Features,
 }
 
 /// In the order the allocator judges: selectors, then whether another claim holds the
@@ -189,7 +199,11 @@ fn verdict(
             }
         }
     }
-    if !asks.admin_access && allocator.allocated.is_allocated(id) {
+    let allocated = &allocator.allocated;
+    // Without DRAConsumableCapacity a share holds the whole device.
+    let held = allocated.is_allocated(id)
+        || (!asks.features.consumable_capacity && allocated.shares(id).is_some());
+    if !asks.admin_access && held {
         DeviceVerdict::Taken(allocator.allocated.holder(id))
     } else if let Some(short) = short() {
         short
@@ -198,6 +212,42 @@ fn verdict(
     } else {
         DeviceVerdict::Usable
     }
+}
+
+/// With DRAConsumableCapacity, why the device's capacities cannot give the request a
+/// share: a capacity it lacks, an amount its policy refuses, or too little left after
+/// the shares other claims hold.
+fn capacity_short(
+    allocator: &Allocator,
+    features: Features,
+    selection: &PreparedSelection,
+    id: DeviceId,
+    device: &gantry_api::dra::Device,
+) -> Option<DeviceVerdict> {
+    if !features.consumable_capacity {
+        return None;
+    }
+    let in_use = (allocator.allocated.shares(id))
+        .and_then(|s| s.consumed)
+        .unwrap_or_default();
+    let short =
+        gantry_api::dra_capacity::fits(&selection.capacity, &device.capacity, &in_use, &Vec::new())
+            .err()?;
+    let quantity = |milli: i64| QuantityFormat::BinarySI.canonical(milli);
+    use gantry_api::dra_capacity::CapacityShortfall;
+    Some(DeviceVerdict::Capacity(match short {
+        CapacityShortfall::Undefined(key) => {
+            format!("has no capacity {key}, which the request asks for")
+        }
+        CapacityShortfall::Policy(key) => {
+            format!("the amount of capacity {key} asked for is not one its request policy allows")
+        }
+        CapacityShortfall::Exhausted { key, left, wanted } => format!(
+            "takes {} of capacity {key}, which has {} left",
+            quantity(wanted),
+            quantity(left.max(0))
+        ),
+    }))
 }
 
 /// The first counter the device consumes more of than its pool has left after the devices

@@ -38,6 +38,7 @@ pub use allocator::{
     Allocator, Features, Found, PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection,
     PreparedSubRequest, Stats,
 };
+pub use capacity::shares_overrun_at_bind;
 use cel::Selector;
 pub use counters::overrun_at_bind;
 use selection_verdicts::SelectionVerdicts;

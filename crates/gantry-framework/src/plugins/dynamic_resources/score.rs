@@ -167,8 +167,7 @@ mod tests {
                         device: Sym::new(&format!("device-{i}")),
                     },
                     admin_access: false,
-                    share_id: None,
-                    consumed_capacity: Vec::new(),
+                    share: None,
                 })
                 .collect(),
             node_selector: None,
