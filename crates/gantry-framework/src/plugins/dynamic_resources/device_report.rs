@@ -317,6 +317,113 @@ mod tests {
     use super::*;
     use crate::plugins::dynamic_resources::PreparedRequest;
 
+    /// The claim `default/c` with these requests, not allocated.
+    fn claim_c(requests: Vec<PreparedRequest>) -> PreparedClaim {
+        PreparedClaim {
+            claim: Arc::new(ResourceClaim {
+                namespace: Sym::new("default"),
+                name: Arc::from("c"),
+                uid: Arc::from("c"),
+                spec: Arc::new(ClaimSpec::default()),
+                owner_pod: None,
+                deleting: false,
+                allocation: None,
+                reserved_for: Vec::new(),
+            }),
+            requests,
+        }
+    }
+
+    /// `explain` says how much of a shared GPU's capacity is left when a request asks for
+    /// more (DRAConsumableCapacity on), a capacity the request names that the device lacks,
+    /// and nothing of the capacity with the gate off.
+    #[test]
+    fn a_shared_device_short_of_capacity_names_the_capacity() {
+        let gi = 1024 * 1024 * 1024 * 1000_i64;
+        let memory = gantry_api::dra::DeviceCapacity::new(
+            gantry_api::dra::QualifiedName {
+                domain: Sym::new("gpu.example.com"),
+                id: Sym::new("memory"),
+            },
+            "memory",
+            40 * gi,
+        );
+        let gpu = Device {
+            name: Sym::new("gpu-0"),
+            attributes: Vec::new(),
+            capacity: vec![memory],
+            allow_multiple_allocations: true,
+            taints: Vec::new(),
+            consumes_counters: Vec::new(),
+        };
+        let slices = [Arc::new(ResourceSlice {
+            name: Sym::new("s"),
+            driver: Sym::new("gpu.example.com"),
+            pool: Sym::new("n1"),
+            pool_generation: 1,
+            pool_slice_count: 1,
+            nodes: SliceNodes::Node(Sym::new("n1")),
+            devices: vec![gpu],
+            shared_counters: Vec::new(),
+        })];
+        let asking = |key: &str, amount: i64| {
+            PreparedRequest::exactly(
+                "gpu",
+                PreparedSelection {
+                    capacity: vec![(Sym::new(key), amount)],
+                    ..PreparedSelection::new(
+                        Sym::new("gpu"),
+                        AllocationMode::ExactCount(1),
+                        Arc::from([]),
+                        Arc::from([]),
+                    )
+                },
+            )
+        };
+        /// 30Gi of the GPU is another claim's share.
+        struct HeldShare;
+        impl gantry_cache::DeviceUse for HeldShare {
+            fn is_allocated(&self, _: DeviceId) -> bool {
+                false
+            }
+            fn shares(&self, _: DeviceId) -> Option<gantry_cache::DeviceShares> {
+                Some(gantry_cache::DeviceShares {
+                    count: 1,
+                    consumed: Some(vec![(Sym::new("memory"), 30 * 1024 * 1024 * 1024 * 1000)]),
+                })
+            }
+        }
+        let allocator = Allocator {
+            claims: vec![claim_c(vec![
+                asking("memory", 15 * gi),
+                asking("cores", 1000),
+            ])],
+            allocated: Arc::new(HeldShare),
+            shared_slices: Vec::new(),
+        };
+        let node = Node::new("n1", Resources::default());
+        let reasons = |features: Features| -> Vec<Option<String>> {
+            let report = node_devices(&allocator, &node, &slices, features);
+            (report.requests.iter())
+                .map(|r| r.devices[0].1.reason())
+                .collect()
+        };
+        let on = Features {
+            consumable_capacity: true,
+            ..Features::default()
+        };
+        assert_eq!(
+            reasons(on),
+            [
+                Some("takes 15Gi of capacity memory, which has 10Gi left".to_string()),
+                Some("has no capacity cores, which the request asks for".to_string()),
+            ]
+        );
+        // Without the gate a share holds the whole device.
+        let taken = Some("allocated to another claim".to_string());
+        assert_eq!(reasons(Features::default()), [taken.clone(), taken]);
+    }
+
     /// `explain` names the taint a request does not tolerate, and says nothing of one it
     /// tolerates; a device another claim holds is taken, but not for admin access.
     #[test]
@@ -367,19 +474,7 @@ mod tests {
             admin_access: true,
             ..PreparedRequest::exactly("admin", selection)
         };
-        let claim = PreparedClaim {
-            claim: Arc::new(ResourceClaim {
-                namespace: Sym::new("default"),
-                name: Arc::from("c"),
-                uid: Arc::from("c"),
-                spec: Arc::new(ClaimSpec::default()),
-                owner_pod: None,
-                deleting: false,
-                allocation: None,
-                reserved_for: Vec::new(),
-            }),
-            requests: vec![plain, tolerant, admin],
-        };
+        let claim = claim_c(vec![plain, tolerant, admin]);
         let held: std::collections::HashSet<DeviceId, foldhash::fast::RandomState> = [DeviceId {
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new("n1"),
@@ -463,19 +558,7 @@ mod tests {
             Arc::from([]),
             Arc::from([]),
         );
-        let claim = PreparedClaim {
-            claim: Arc::new(ResourceClaim {
-                namespace: Sym::new("default"),
-                name: Arc::from("c"),
-                uid: Arc::from("c"),
-                spec: Arc::new(ClaimSpec::default()),
-                owner_pod: None,
-                deleting: false,
-                allocation: None,
-                reserved_for: Vec::new(),
-            }),
-            requests: vec![PreparedRequest::exactly("gpu", selection)],
-        };
+        let claim = claim_c(vec![PreparedRequest::exactly("gpu", selection)]);
         let held: std::collections::HashSet<DeviceId, foldhash::fast::RandomState> = [DeviceId {
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new("n1"),
