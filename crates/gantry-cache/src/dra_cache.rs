@@ -262,6 +262,34 @@ impl DraCache {
         counts
     }
 
+    /// The shares index: what the shares of each shared device take, sorted by device.
+    pub fn share_counts(&self) -> Vec<(DeviceId, DeviceShares)> {
+        let s = self.store.read();
+        let mut counts: Vec<_> = s.shares.iter().map(|(d, n)| (*d, n.clone())).collect();
+        counts.sort_unstable_by_key(|(d, _)| *d);
+        counts
+    }
+
+    /// The shares index rebuilt from the claims and the allocations in flight: what
+    /// [`share_counts`](Self::share_counts) must equal, but for the order of amounts and
+    /// an aggregated entry of zeros (which the index drops once a share is taken away, as
+    /// upstream's tracker does, and a recount keeps).
+    pub fn recount_shares(&self) -> Vec<(DeviceId, DeviceShares)> {
+        let s = self.store.read();
+        let mut counts: Map<DeviceId, DeviceShares> = Map::default();
+        let mut keys: Vec<ClaimKey> = s.claims.keys().chain(s.in_flight.keys()).copied().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            for share in shares(s.effective(key)) {
+                crate::dra_shares::insert(&mut counts, &share);
+            }
+        }
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_unstable_by_key(|(d, _)| *d);
+        counts
+    }
+
     /// The device index rebuilt from scratch from the claims and the allocations in
     /// flight: what [`allocation_counts`](Self::allocation_counts) must always equal.
     pub fn recount_allocations(&self) -> Vec<(DeviceId, u32)> {

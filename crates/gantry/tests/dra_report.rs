@@ -158,3 +158,28 @@ fn a_bad_claim_is_one_line_naming_the_field() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// A GPU that claims share (DRAConsumableCapacity) is in use once, whatever its shares:
+/// in `testdata/dra-1.36/shared` every node's GPU holds one to three shares.
+#[test]
+fn a_shared_device_counts_as_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gantry(&[
+        "simulate",
+        "--cluster",
+        "testdata/dra-1.36/shared/cluster.yaml",
+        "--pods",
+        "testdata/dra-1.36/shared/steps.yaml",
+        "--report",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    let rows: Vec<Value> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| json!({"group": n, "driver": "gpu.example.com", "in_use": 1, "total": 1}))
+        .collect();
+    assert_eq!(summary["devices"], json!(rows));
+}

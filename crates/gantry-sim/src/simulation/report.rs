@@ -153,7 +153,34 @@ impl Simulation {
             if let Some((device, n)) = counts.iter().find(|(_, n)| *n > 1) {
                 return Err(format!("instance {i}: device {device} held by {n} claims"));
             }
+            if comparable(dra.share_counts()) != comparable(dra.recount_shares()) {
+                return Err(format!(
+                    "instance {i}: the cache's shares of shared devices differ from a recount"
+                ));
+            }
         }
         Ok(())
     }
+}
+
+/// Shares as [`DraCache::share_counts`](gantry_cache::DraCache::share_counts) and its
+/// recount are compared: amounts sorted, an aggregated entry of zeros as none.
+fn comparable(
+    shares: Vec<(gantry_api::dra::DeviceId, gantry_cache::DeviceShares)>,
+) -> Vec<(gantry_api::dra::DeviceId, gantry_cache::DeviceShares)> {
+    (shares.into_iter())
+        .map(|(device, mut share)| {
+            if let Some(amounts) = &mut share.consumed {
+                amounts.sort_by_key(|(key, _)| key.as_str().to_string());
+            }
+            if share
+                .consumed
+                .as_ref()
+                .is_some_and(|a| a.iter().all(|(_, v)| *v == 0))
+            {
+                share.consumed = None;
+            }
+            (device, share)
+        })
+        .collect()
 }

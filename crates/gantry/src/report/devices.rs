@@ -17,7 +17,8 @@ use super::tables;
 pub struct DeviceRow {
     pub group: String,
     pub driver: String,
-    /// Allocated to a claim (as the API holds it, or decided and not written yet).
+    /// Allocated to a claim, or shared by claims (as the API holds them, or decided and
+    /// not written yet).
     pub in_use: usize,
     pub total: usize,
 }
@@ -26,12 +27,14 @@ pub struct DeviceRow {
 /// generation of each pool, as the allocator reads them), per node group and driver, in
 /// that order. Devices reachable from several nodes belong to no group and are left out.
 pub fn device_rows(cache: &Cache) -> Vec<DeviceRow> {
-    let allocated: HashSet<DeviceId> = cache
-        .dra()
+    // Held alone or shared (DRAConsumableCapacity): a shared device is in use once.
+    let dra = cache.dra();
+    let held = dra
         .allocation_counts()
         .into_iter()
-        .map(|(device, _)| device)
-        .collect();
+        .map(|(device, _)| device);
+    let shared = dra.share_counts().into_iter().map(|(device, _)| device);
+    let allocated: HashSet<DeviceId> = held.chain(shared).collect();
     let mut rows: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
     cache.for_each_node(|info| {
         let Some(node) = info.node() else {
