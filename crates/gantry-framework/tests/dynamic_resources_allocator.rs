@@ -2721,10 +2721,10 @@ fn matching(attribute: &str, requests: &[&str]) -> DeviceConstraint {
     }
 }
 
-/// Upstream's "with-distinct-constraints" (v1.36.2 `allocator_testing.go`), on devices
-/// each claim holds alone (upstream's devices allow multiple allocations, which Gantry
-/// refuses; the choice is the same): three constraints over nested sets of requests, each
-/// request picking the first device that differs where its constraints say.
+/// Upstream's "with-distinct-constraints" (v1.36.2 `allocator_testing.go`): three
+/// constraints over nested sets of requests, each request picking the first device that
+/// differs where its constraints say. Upstream's devices allow multiple allocations (each
+/// request gets a share); on devices held alone the choice is the same.
 #[test]
 fn distinct_attribute_constraints() {
     let attributes = |version: &str, numa: i64, flag: bool| {
@@ -2740,10 +2740,10 @@ fn distinct_attribute_constraints() {
         device("device-3", None, attributes("1.0.2", 2, true)),
         device("device-4", None, attributes("1.0.0", 3, true)),
     ];
-    let requests = (0..4)
-        .map(|i| request(&format!("req-{i}"), DRIVER_A, Some(1), &[]))
-        .collect();
-    let got = allocate(
+    let claims = || {
+        let requests = (0..4)
+            .map(|i| request(&format!("req-{i}"), DRIVER_A, Some(1), &[]))
+            .collect();
         vec![claim(
             "claim-0",
             requests,
@@ -2752,7 +2752,29 @@ fn distinct_attribute_constraints() {
                 distinct("driverVersion", &["req-0", "req-1", "req-2"]),
                 distinct("numa", &["req-0", "req-1", "req-2", "req-3"]),
             ],
-        )],
+        )]
+    };
+    let shared: Vec<Device> = (devices.iter())
+        .map(|d| Device {
+            allow_multiple_allocations: true,
+            ..d.clone()
+        })
+        .collect();
+    let got = allocate_shares(claims(), one_slice(shared), Held::default(), consumable());
+    let picked = |i: usize| (format!("req-{}", i - 1), format!("device-{i}"));
+    assert_eq!(
+        got,
+        Ok(Some(vec![
+            (1..=4)
+                .map(|i| {
+                    let (request, device) = picked(i);
+                    share(&request, &device, None)
+                })
+                .collect()
+        ]))
+    );
+    let got = allocate(
+        claims(),
         vec![slice("slice-1", "node-1", "pool-1", DRIVER_A, devices)],
         "node-1",
     );
@@ -2760,12 +2782,10 @@ fn distinct_attribute_constraints() {
         got,
         Ok(Some(vec![
             (1..=4)
-                .map(|i| result(
-                    &format!("req-{}", i - 1),
-                    DRIVER_A,
-                    "pool-1",
-                    &format!("device-{i}")
-                ))
+                .map(|i| {
+                    let (request, device) = picked(i);
+                    result(&request, DRIVER_A, "pool-1", &device)
+                })
                 .collect()
         ]))
     );
@@ -2863,15 +2883,17 @@ fn capacity_0(
 ) -> DeviceCapacity {
     DeviceCapacity {
         request_policy: policy.map(Box::new),
-        ..DeviceCapacity::new(
-            QualifiedName {
-                domain: sym(DRIVER_A),
-                id: sym(CAPACITY_0),
-            },
-            CAPACITY_0,
-            value,
-        )
+        ..capacity_named(CAPACITY_0, value)
     }
+}
+
+/// A capacity `name` (as the slice writes it) of `value`, without a policy.
+fn capacity_named(name: &str, value: i64) -> DeviceCapacity {
+    let qualified = QualifiedName {
+        domain: sym(DRIVER_A),
+        id: sym(name),
+    };
+    DeviceCapacity::new(qualified, name, value)
 }
 
 /// Upstream's `withCapacityRequestPolicyRange`: default 2, min 2, step 2, max 4.
@@ -3081,10 +3103,7 @@ fn consumable_capacity_shares_and_policies() {
             vec![capacity_request("req-0", Some(1), amount, Some(true))],
         ])
     };
-    let other_capacity = DeviceCapacity {
-        key: sym("capacity-1"),
-        ..capacity_0(units(1), None)
-    };
+    let other_capacity = capacity_named("capacity-1", units(1));
     // Name, claims, devices, what other claims hold, the results expected.
     type Row = (
         &'static str,
@@ -3774,4 +3793,103 @@ fn a_shared_device_takes_its_counters_once() {
     assert_eq!(got, Ok(None));
     let got = allocate_shares(two_claims(), slices(false), Held::default(), consumable());
     assert_eq!(got, Ok(None), "held alone, the device is one claim's");
+}
+
+/// `consumable-capacity-with-partitionable-device-multiple-capacity-pools`: shared
+/// partitions of two counter sets (capacity-0 4, capacity-1 8); capacity-1 of each device
+/// has upstream's range policy (a share takes 2 by default). req-0 takes 1 of device-1's
+/// capacity-0, req-2 asks 2 (device-1 has 1 left, device-2 would overrun capacity-0's
+/// counter set) and gets device-3, req-1's first subrequest selects device-2 only (which
+/// the counters refuse), its second shares device-1's last unit.
+#[test]
+fn consumable_capacity_with_partitionable_device_multiple_capacity_pools() {
+    let capacity_1 = |value: i64| DeviceCapacity {
+        request_policy: Some(Box::new(range_policy())),
+        ..capacity_named("capacity-1", value)
+    };
+    let partition_of = |name: &str, c0: &str| {
+        let mut device = partition(
+            name,
+            &[
+                (SET_1, vec![(CAPACITY_0, c0)]),
+                (SET_2, vec![("capacity-1", "4")]),
+            ],
+            true,
+        );
+        device.capacity.retain(|c| c.key == sym(CAPACITY_0));
+        device.capacity.push(capacity_1(units(4)));
+        device.allow_multiple_allocations = true;
+        device
+    };
+    let slices = vec![
+        pool_slice(
+            "slice-1",
+            "node-1",
+            "pool-1",
+            2,
+            vec![
+                partition_of("device-1", "2"),
+                partition_of("device-2", "4"),
+                partition_of("device-3", "2"),
+            ],
+        ),
+        counter_slice(
+            "slice-2",
+            "node-1",
+            "pool-1",
+            2,
+            &[
+                (SET_1, vec![(CAPACITY_0, "4")]),
+                (SET_2, vec![("capacity-1", "8")]),
+            ],
+        ),
+    ];
+    let at_least = |n: u32| PreparedSelection {
+        capacity: vec![(sym(CAPACITY_0), units(1))],
+        ..PreparedSelection::new(
+            sym("class-a"),
+            AllocationMode::ExactCount(1),
+            selectors(&[format!("device.driver == \"{DRIVER_A}\"")]),
+            selectors(&[format!(
+                "device.capacity[\"{DRIVER_A}\"][\"{CAPACITY_0}\"].compareTo(quantity(\"{n}\")) >= 0"
+            )]),
+        )
+    };
+    let sub = |name: &str, n: u32| PreparedSubRequest {
+        name: Arc::from(name),
+        selection: at_least(n),
+        tolerations: Vec::new(),
+    };
+    let claims = claims_of(vec![vec![
+        capacity_request("req-0", Some(1), Some(units(1)), None),
+        capacity_request("req-2", Some(1), Some(units(2)), None),
+        prioritized("req-1", vec![sub("subReq-0", 4), sub("subReq-1", 2)]),
+    ]]);
+    let node = node("node-1");
+    let allocator = Allocator {
+        claims,
+        allocated: Arc::new(Held::default()),
+        shared_slices: Vec::new(),
+    };
+    let allocations = allocator
+        .allocate_with(&node, &slices, consumable())
+        .0
+        .unwrap()
+        .unwrap();
+    let got: Vec<(&str, &str, CapacityAmounts)> = (allocations[0].devices.iter())
+        .map(|d| {
+            let mut consumed = d.share.as_ref().expect("a share").consumed.clone();
+            consumed.sort_by_key(|(k, _)| k.as_str().to_string());
+            (&*d.request, d.device.device.as_str(), consumed)
+        })
+        .collect();
+    let amounts = |c0: i64| vec![(sym(CAPACITY_0), units(c0)), (sym("capacity-1"), units(2))];
+    assert_eq!(
+        got,
+        vec![
+            ("req-0", "device-1", amounts(1)),
+            ("req-2", "device-3", amounts(2)),
+            ("req-1/subReq-1", "device-1", amounts(1)),
+        ]
+    );
 }
