@@ -82,13 +82,15 @@ impl Selector {
             return Err(message);
         }
         let minor = release.minor().clamp(OLDEST_MINOR, NEWEST_MINOR);
+        let shared_devices = release.enabled(gantry_api::Gate::DRAConsumableCapacity);
         stacker::grow(COMPILE_STACK, || {
-            catch_unwind(|| compile_within_limits(expression, minor)).unwrap_or_else(|panic| {
-                Err(format!(
-                    "Invalid value: compilation failed: the CEL parser failed: {}",
-                    panic_text(&*panic)
-                ))
-            })
+            catch_unwind(|| compile_within_limits(expression, minor, shared_devices))
+                .unwrap_or_else(|panic| {
+                    Err(format!(
+                        "Invalid value: compilation failed: the CEL parser failed: {}",
+                        panic_text(&*panic)
+                    ))
+                })
         })
     }
 
@@ -155,7 +157,11 @@ impl Selector {
 
 /// Parses and checks the functions called and the limits; runs on the deep compile
 /// stack.
-fn compile_within_limits(expression: &str, minor: u8) -> Result<Selector, String> {
+fn compile_within_limits(
+    expression: &str,
+    minor: u8,
+    shared_devices: bool,
+) -> Result<Selector, String> {
     let failed = |detail: &str| format!("Invalid value: compilation failed: {detail}");
     let env = &ENVS[usize::from(minor - OLDEST_MINOR)];
     let program = match catch_unwind(AssertUnwindSafe(|| env.compile(expression))) {
@@ -196,6 +202,13 @@ fn compile_within_limits(expression: &str, minor: u8) -> Result<Selector, String
         let (line, column) = position(&program, id);
         return Err(failed(&format!(
             "ERROR: <input>:{line}:{column}: undeclared reference to '{name}' (in container '')"
+        )));
+    }
+    if let Some((field, id)) = library::undefined_device_field(program.expression(), shared_devices)
+    {
+        let (line, column) = position(&program, id);
+        return Err(failed(&format!(
+            "ERROR: <input>:{line}:{column}: undefined field '{field}'"
         )));
     }
     if estimated_cost(program.expression()) > CEL_SELECTOR_EXPRESSION_MAX_COST {
@@ -859,11 +872,49 @@ mod tests {
         // Past column 65,535 the crate's error formatting panics; the length limit keeps
         // expressions short of that, and the compiler catches it anyway.
         let later = format!("1 == {})", " ".repeat(70_000));
-        let error = compile_within_limits(&later, NEWEST_MINOR).err().unwrap();
+        let error = compile_within_limits(&later, NEWEST_MINOR, true)
+            .err()
+            .unwrap();
         assert!(
             error.starts_with("Invalid value: compilation failed:"),
             "{error}"
         );
+    }
+
+    /// Upstream's `allow_multiple_allocations_*` rows (`dynamic-resource-allocation/cel`,
+    /// `compile_test.go`): with DRAConsumableCapacity the device has the field; without it
+    /// the field is undefined, as is any field the device type lacks.
+    #[test]
+    fn allow_multiple_allocations_is_a_field_only_with_its_gate() {
+        let on = gantry_api::Release::parse(Some("1.36"), None).unwrap();
+        let off =
+            gantry_api::Release::parse(Some("1.36"), Some("DRAConsumableCapacity=false")).unwrap();
+        let mut shared = gpu();
+        shared.allow_multiple_allocations = true;
+        let expression = "device.allowMultipleAllocations == true";
+        let selector = Selector::compile_for(expression, on).unwrap();
+        assert_eq!(
+            selector.matches(Sym::new("gpu.example.com"), &shared),
+            Ok(true)
+        );
+        assert_eq!(
+            selector.matches(Sym::new("gpu.example.com"), &gpu()),
+            Ok(false)
+        );
+        let error = Selector::compile_for("device.allowMultipleAllocations == false", off)
+            .err()
+            .unwrap();
+        assert!(
+            error.contains("undefined field 'allowMultipleAllocations'"),
+            "{error}"
+        );
+        let error = Selector::compile_for("device.name == \"gpu-0\"", on)
+            .err()
+            .unwrap();
+        assert!(error.contains("undefined field 'name'"), "{error}");
+        // A comprehension's own `device` is not the device.
+        let bound = "[{'name': 1}].all(device, device.name == 1)";
+        assert!(Selector::compile_for(bound, on).is_ok());
     }
 
     #[test]

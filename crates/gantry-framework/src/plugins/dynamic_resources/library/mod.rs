@@ -226,6 +226,37 @@ pub fn undeclared_call(root: &IdedExpr, minor: u8) -> Option<(String, u64)> {
     None
 }
 
+/// The first field of `device` the environment does not declare (cel-go's checker:
+/// "undefined field"), with the selection's id: `driver`, `attributes` and `capacity`,
+/// and `allowMultipleAllocations` with DRAConsumableCapacity (upstream's
+/// `deviceTypeV134ConsumableCapacity`, picked by the gate). A comprehension that names its
+/// variable `device` hides the device (no check then).
+pub fn undefined_device_field(root: &IdedExpr, shared_devices: bool) -> Option<(String, u64)> {
+    let mut stack = vec![root];
+    let mut selects = Vec::new();
+    while let Some(e) = stack.pop() {
+        match &e.expr {
+            Expr::Comprehension(c)
+                if c.iter_var == "device" || c.iter_var2.as_deref() == Some("device") =>
+            {
+                return None;
+            }
+            Expr::Select(select) if matches!(&select.operand.expr, Expr::Ident(n) if n == "device") =>
+            {
+                selects.push((select.field.clone(), e.id));
+            }
+            _ => {}
+        }
+        stack.extend(super::cel::children(e));
+    }
+    selects.sort_by_key(|(_, id)| *id);
+    let declared = |field: &str| {
+        matches!(field, "driver" | "attributes" | "capacity")
+            || (shared_devices && field == "allowMultipleAllocations")
+    };
+    selects.into_iter().find(|(field, _)| !declared(field))
+}
+
 /// The dotted name an expression spells (`a`, `a.b.c`), if it is one.
 fn qualified_name(e: &IdedExpr) -> Option<String> {
     match &e.expr {
