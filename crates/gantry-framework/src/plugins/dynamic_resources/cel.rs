@@ -699,8 +699,7 @@ fn device_value(driver: Sym, device: &Device) -> Value {
     };
     let mut root: HashMap<Key, Value> = HashMap::new();
     root.insert(key_str("driver"), Value::from(driver.as_str()));
-    // DRAConsumableCapacity's field (false for every device while the gate is off, when
-    // upstream's environment lacks it and a selector naming it does not compile).
+    // DRAConsumableCapacity's field (a selector naming it compiles only with the gate on).
     root.insert(
         key_str("allowMultipleAllocations"),
         Value::Bool(device.allow_multiple_allocations),
