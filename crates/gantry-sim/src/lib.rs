@@ -19,6 +19,7 @@ pub mod multi_bench;
 mod records;
 pub mod replay;
 pub mod replay_bench;
+mod replay_taints;
 pub mod scenario;
 mod simulation;
 mod storage;

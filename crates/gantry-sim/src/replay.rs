@@ -8,7 +8,9 @@
 //! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
 //! and changed in what scheduling reads of them (relabelled, cordoned, tainted, resized:
 //! a heartbeat alone changes nothing), deleted, PodGroups created, ResourceSlices and
-//! DeviceClasses published, changed and withdrawn, ResourceClaims users created and
+//! DeviceClasses published, changed and withdrawn, DeviceTaintRules created, changed and
+//! deleted (applied to the slices as the scheduler's tracker applies them), ResourceClaims
+//! users created and
 //! deleted (one made from a pod's template is the simulation's own claim controller's
 //! work), volumes, volume claims, storage classes and CSINodes as recorded (the
 //! simulation provisions and binds no volume itself). A pod bound to a node the trace has
@@ -28,6 +30,7 @@ use gantry_scheduler::OtherNode;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::replay_taints::TaintRules;
 use crate::{Placement, SimEvent, StorageChange};
 
 /// A storage object's change as the simulation replays it (`None`: it did not decode to
@@ -101,6 +104,8 @@ struct Seen {
     nodes: HashMap<String, Arc<Node>>,
     /// Pods bound to a node not added yet, by node.
     waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
+    /// DeviceTaintRules and the slices they taint.
+    taints: TaintRules,
 }
 
 /// Reads the trace in `input` (`source` names it in errors), decoding objects as
@@ -122,7 +127,10 @@ pub fn read(
         not_replayed: BTreeMap::new(),
         end: Duration::ZERO,
     };
-    let mut seen = Seen::default();
+    let mut seen = Seen {
+        taints: TaintRules::new(release),
+        ..Seen::default()
+    };
     let mut start = Vec::new();
     let mut number = 0u64;
     let mut last_at = 0;
@@ -137,6 +145,7 @@ pub fn read(
             continue;
         }
         if !start.is_empty() {
+            note_taint_rules(&mut seen.taints, &start, release)?;
             replay
                 .cluster
                 .add_values(start.drain(..), source)
@@ -159,6 +168,7 @@ pub fn read(
             .map_err(|e| format!("{position}: {e}"))?;
     }
     if !start.is_empty() {
+        note_taint_rules(&mut seen.taints, &start, release)?;
         replay
             .cluster
             .add_values(start, source)
@@ -223,8 +233,14 @@ impl Replay {
                 }
             }
             ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
-                if !self.dra_change(&kind, op, object, at, position, release)? {
+                if !self.dra_change(&kind, op, object, at, position, release, &mut seen.taints)? {
                     self.count_not_replayed(&kind, op);
+                }
+            }
+            ("DeviceTaintRule", _) => {
+                let deleted = op == Op::Deleted;
+                for slice in seen.taints.rule_changed(&object, deleted, position)? {
+                    self.events.push((at, SimEvent::SetResourceSlice(slice)));
                 }
             }
             ("PersistentVolumeClaim" | "PersistentVolume" | "StorageClass" | "CSINode", _) => {
@@ -257,20 +273,24 @@ impl Replay {
         at: Duration,
         position: &str,
         release: Release,
+        taints: &mut TaintRules,
     ) -> Result<bool, String> {
         let name = || {
             let name = object.pointer("/metadata/name").and_then(Value::as_str);
             gantry_api::Sym::new(name.unwrap_or_default())
         };
         let event = match (kind, op) {
-            ("ResourceSlice", Op::Deleted) => SimEvent::DeleteResourceSlice(name()),
+            ("ResourceSlice", Op::Deleted) => {
+                taints.slice_deleted(name());
+                SimEvent::DeleteResourceSlice(name())
+            }
             ("DeviceClass", Op::Deleted) => SimEvent::DeleteDeviceClass(name()),
             ("ResourceSlice", _) => {
                 let slice = decode(object, position, release)?.dra.slices.pop();
                 let Some(slice) = slice else {
                     return Ok(false);
                 };
-                SimEvent::SetResourceSlice(slice)
+                SimEvent::SetResourceSlice(taints.slice_published(slice))
             }
             ("DeviceClass", _) => {
                 let class = decode(object, position, release)?.dra.device_classes.pop();
@@ -393,6 +413,30 @@ fn key_of(object: &Value) -> String {
 }
 
 /// One object, decoded as the release's API server stores it.
+/// The start state's DeviceTaintRules, then its slices as published (each decoded alone,
+/// without the rules), so that later changes of either taint the slices as they should.
+fn note_taint_rules(
+    taints: &mut TaintRules,
+    start: &[(Value, String)],
+    release: Release,
+) -> Result<(), String> {
+    let kind_of = |v: &Value| v.get("kind").and_then(Value::as_str).map(str::to_string);
+    for (object, position) in start {
+        if kind_of(object).as_deref() == Some("DeviceTaintRule") {
+            taints.rule_changed(object, false, position)?;
+        }
+    }
+    for (object, position) in start {
+        if kind_of(object).as_deref() == Some("ResourceSlice") {
+            let slices = decode(object.clone(), position, release)?.dra.slices;
+            for slice in slices {
+                taints.slice_published(slice);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn decode(object: Value, position: &str, release: Release) -> Result<ClusterObjects, String> {
     let mut objects = ClusterObjects::for_release(release);
     objects

@@ -44,8 +44,19 @@ fn write_trace(
     records: &[Value],
     end_ms: u64,
 ) -> std::path::PathBuf {
+    write_trace_from(dir, name, records, end_ms, "v1.35.4")
+}
+
+/// [`write_trace`] from a server of `version`.
+fn write_trace_from(
+    dir: &tempfile::TempDir,
+    name: &str,
+    records: &[Value],
+    end_ms: u64,
+    version: &str,
+) -> std::path::PathBuf {
     let mut text = json!({"gantryTrace": 1, "server": "https://cluster.example:6443",
-        "serverVersion": "v1.35.4", "started": "2026-12-04T05:00:00Z"})
+        "serverVersion": version, "started": "2026-12-04T05:00:00Z"})
     .to_string();
     for record in records {
         text.push('\n');
@@ -481,6 +492,94 @@ fn dra_objects_changed_while_recording_are_replayed() {
     );
     assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
+}
+
+/// DeviceTaintRules changed while recording are replayed (v1.37: DRADeviceTaintRules on):
+/// the start state's rule keeps the first pod's claim off gpu-0; once it is deleted the
+/// second pod gets gpu-0, as the cluster gave it; a rule added before n2's slice is
+/// published taints that slice, so the third pod waits, as it did in the cluster.
+#[test]
+fn device_taint_rules_changed_while_recording_are_replayed() {
+    let node = |name: &str| {
+        json!({"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+                "capacity": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let slice = |node: &str, devices: &[&str]| {
+        let devices: Vec<Value> = devices.iter().map(|d| json!({"name": d})).collect();
+        json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"name": format!("{node}-gpus")},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices}})
+    };
+    let rule = |name: &str, pool: &str, device: Option<&str>| {
+        let mut selector = json!({"driver": "gpu.example.com", "pool": pool});
+        if let Some(device) = device {
+            selector["device"] = json!(device);
+        }
+        json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1beta2",
+            "metadata": {"name": name},
+            "spec": {"deviceSelector": selector,
+                "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}})
+    };
+    let claim = |name: &str, device: Option<&str>| {
+        let mut claim = json!({"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
+        if let Some(device) = device {
+            claim["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": device}]}}});
+        }
+        claim
+    };
+    let pod = |name: &str, node: Option<&str>| {
+        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{name}-gpu")}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    };
+    let class = json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    let records = [
+        json!({"at": 0, "op": "list", "object": node("n1")}),
+        json!({"at": 0, "op": "list", "object": node("n2")}),
+        json!({"at": 0, "op": "list", "object": class}),
+        json!({"at": 0, "op": "list", "object": rule("gpu-0-broken", "n1", Some("gpu-0"))}),
+        json!({"at": 0, "op": "list", "object": slice("n1", &["gpu-0", "gpu-1"])}),
+        json!({"at": 1000, "op": "added", "object": claim("a-gpu", None)}),
+        json!({"at": 1100, "op": "added", "object": pod("a", None)}),
+        json!({"at": 1110, "op": "modified", "object": claim("a-gpu", Some("gpu-1"))}),
+        json!({"at": 1120, "op": "modified", "object": pod("a", Some("n1"))}),
+        json!({"at": 2000, "op": "deleted", "object": rule("gpu-0-broken", "n1", Some("gpu-0"))}),
+        json!({"at": 3000, "op": "added", "object": claim("b-gpu", None)}),
+        json!({"at": 3100, "op": "added", "object": pod("b", None)}),
+        json!({"at": 3110, "op": "modified", "object": claim("b-gpu", Some("gpu-0"))}),
+        json!({"at": 3120, "op": "modified", "object": pod("b", Some("n1"))}),
+        json!({"at": 4000, "op": "added", "object": rule("n2-maintenance", "n2", None)}),
+        json!({"at": 4500, "op": "added", "object": slice("n2", &["gpu-0"])}),
+        json!({"at": 5000, "op": "added", "object": claim("c-gpu", None)}),
+        json!({"at": 5100, "op": "added", "object": pod("c", None)}),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace_from(&dir, "rules.jsonl", &records, 7000, "v1.37.1");
+    let (summary, notes) = replayed_json(&trace);
+    assert!(!notes.contains("DeviceTaintRule"), "{notes}");
+    assert_eq!(summary["replay"]["same_node"], 2, "{summary}");
+    assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
+    assert_eq!(
+        summary["replay"]["bound_only_in_simulation"],
+        json!([]),
+        "{summary}"
+    );
 }
 
 /// Storage objects changed while recording are replayed as recorded: a volume and its
