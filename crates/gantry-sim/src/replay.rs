@@ -79,6 +79,8 @@ pub struct Replay {
     pub not_replayed: BTreeMap<String, usize>,
     /// When recording ended.
     pub end: Duration,
+    /// DeviceTaintRules and the slices they taint, as replaying goes.
+    taints: TaintRules,
 }
 
 /// A binding the recorded cluster made.
@@ -104,8 +106,6 @@ struct Seen {
     nodes: HashMap<String, Arc<Node>>,
     /// Pods bound to a node not added yet, by node.
     waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
-    /// DeviceTaintRules and the slices they taint.
-    taints: TaintRules,
 }
 
 /// Reads the trace in `input` (`source` names it in errors), decoding objects as
@@ -126,11 +126,9 @@ pub fn read(
         recorded: Vec::new(),
         not_replayed: BTreeMap::new(),
         end: Duration::ZERO,
-    };
-    let mut seen = Seen {
         taints: TaintRules::new(release),
-        ..Seen::default()
     };
+    let mut seen = Seen::default();
     let mut start = Vec::new();
     let mut number = 0u64;
     let mut last_at = 0;
@@ -145,7 +143,7 @@ pub fn read(
             continue;
         }
         if !start.is_empty() {
-            note_taint_rules(&mut seen.taints, &start, release)?;
+            note_taint_rules(&mut replay.taints, &start, release)?;
             replay
                 .cluster
                 .add_values(start.drain(..), source)
@@ -168,7 +166,7 @@ pub fn read(
             .map_err(|e| format!("{position}: {e}"))?;
     }
     if !start.is_empty() {
-        note_taint_rules(&mut seen.taints, &start, release)?;
+        note_taint_rules(&mut replay.taints, &start, release)?;
         replay
             .cluster
             .add_values(start, source)
@@ -233,13 +231,13 @@ impl Replay {
                 }
             }
             ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
-                if !self.dra_change(&kind, op, object, at, position, release, &mut seen.taints)? {
+                if !self.dra_change(&kind, op, object, at, position, release)? {
                     self.count_not_replayed(&kind, op);
                 }
             }
             ("DeviceTaintRule", _) => {
                 let deleted = op == Op::Deleted;
-                for slice in seen.taints.rule_changed(&object, deleted, position)? {
+                for slice in self.taints.rule_changed(&object, deleted, position)? {
                     self.events.push((at, SimEvent::SetResourceSlice(slice)));
                 }
             }
@@ -273,7 +271,6 @@ impl Replay {
         at: Duration,
         position: &str,
         release: Release,
-        taints: &mut TaintRules,
     ) -> Result<bool, String> {
         let name = || {
             let name = object.pointer("/metadata/name").and_then(Value::as_str);
@@ -281,7 +278,7 @@ impl Replay {
         };
         let event = match (kind, op) {
             ("ResourceSlice", Op::Deleted) => {
-                taints.slice_deleted(name());
+                self.taints.slice_deleted(name());
                 SimEvent::DeleteResourceSlice(name())
             }
             ("DeviceClass", Op::Deleted) => SimEvent::DeleteDeviceClass(name()),
@@ -290,7 +287,7 @@ impl Replay {
                 let Some(slice) = slice else {
                     return Ok(false);
                 };
-                SimEvent::SetResourceSlice(taints.slice_published(slice))
+                SimEvent::SetResourceSlice(self.taints.slice_published(slice))
             }
             ("DeviceClass", _) => {
                 let class = decode(object, position, release)?.dra.device_classes.pop();
