@@ -79,33 +79,53 @@ fn whole_units(milli: i64) -> i64 {
     milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
 }
 
+/// Whether a range's arithmetic works in thousandths: with DRAFractionalCapacityRange
+/// (`fractional`, v1.37) when its minimum, maximum or step is fractional and the step is
+/// at least a thousandth (upstream's `useMilli`); else in whole units rounded up, as
+/// `Value()` reads quantities. (A later upstream revision uses thousandths whenever the
+/// gate is on; for ranges of whole units both give the same amounts.)
+fn in_thousandths(min: i64, max: Option<i64>, step: Option<i64>, fractional: bool) -> bool {
+    let parts = [Some(min), max, step];
+    fractional && parts.iter().flatten().any(|q| q % 1000 != 0) && step.is_none_or(|s| s >= 1)
+}
+
+/// A range's `(min, step, scale)` in the unit its arithmetic works in (see
+/// [`in_thousandths`]), and how many thousandths that unit is.
+fn range_units(min: i64, max: Option<i64>, step: i64, fractional: bool) -> (i64, i64, i64) {
+    if in_thousandths(min, max, Some(step), fractional) {
+        (min, step.max(1), 1)
+    } else {
+        (whole_units(min), whole_units(step).max(1), 1000)
+    }
+}
+
 /// What a share takes of `capacity` when its request asks for `requested` (upstream's
 /// `calculateConsumedCapacity`): the policy's default (else the whole capacity) when
 /// the request names none; otherwise the amount, rounded up to the range's step or the
-/// next valid value.
-pub fn consumed(requested: Option<i64>, capacity: &DeviceCapacity) -> i64 {
+/// next valid value. `fractional`: DRAFractionalCapacityRange.
+pub fn consumed(requested: Option<i64>, capacity: &DeviceCapacity, fractional: bool) -> i64 {
     let policy = capacity.request_policy.as_deref();
     let Some(requested) = requested else {
         return policy.and_then(|p| p.default).unwrap_or(capacity.value);
     };
     match policy.map(|p| &p.valid) {
-        Some(ValidAmounts::Range { min, step, .. }) => {
+        Some(ValidAmounts::Range { min, max, step }) => {
             if requested < *min {
                 return *min;
             }
             let Some(step) = step else {
                 return requested;
             };
-            // Upstream works in whole units here (`Value()`), and so does Gantry.
-            let (requested, step, min) = (
-                whole_units(requested),
-                whole_units(*step).max(1),
-                whole_units(*min),
-            );
+            let (min, step, scale) = range_units(*min, *max, *step, fractional);
+            let requested = if scale == 1 {
+                requested
+            } else {
+                whole_units(requested)
+            };
             let added = requested - min;
             let steps = added / step + i64::from(added % step != 0);
             min.saturating_add(step.saturating_mul(steps))
-                .saturating_mul(1000)
+                .saturating_mul(scale)
         }
         Some(ValidAmounts::Values(values)) => values
             .iter()
@@ -119,7 +139,7 @@ pub fn consumed(requested: Option<i64>, capacity: &DeviceCapacity) -> i64 {
 /// Whether taking `amount` breaks the capacity's policy (upstream's `violatesPolicy`):
 /// over the range's maximum, off its step, or not a valid value. The default is always
 /// allowed.
-pub fn violates_policy(amount: i64, policy: Option<&RequestPolicy>) -> bool {
+pub fn violates_policy(amount: i64, policy: Option<&RequestPolicy>, fractional: bool) -> bool {
     let Some(policy) = policy else {
         return false;
     };
@@ -130,7 +150,13 @@ pub fn violates_policy(amount: i64, policy: Option<&RequestPolicy>) -> bool {
         ValidAmounts::Range { min, max, step } => {
             max.is_some_and(|max| amount > max)
                 || step.is_some_and(|step| {
-                    (whole_units(amount) - whole_units(*min)) % whole_units(step).max(1) != 0
+                    let (min, step, scale) = range_units(*min, *max, step, fractional);
+                    let amount = if scale == 1 {
+                        amount
+                    } else {
+                        whole_units(amount)
+                    };
+                    (amount - min) % step != 0
                 })
         }
         ValidAmounts::Values(values) => !values.contains(&amount),
@@ -143,10 +169,11 @@ pub fn violates_policy(amount: i64, policy: Option<&RequestPolicy>) -> bool {
 pub fn consumed_by_request(
     requests: &CapacityAmounts,
     capacities: &[DeviceCapacity],
+    fractional: bool,
 ) -> CapacityAmounts {
     capacities
         .iter()
-        .map(|c| (c.key, consumed(requested(requests, c.key), c)))
+        .map(|c| (c.key, consumed(requested(requests, c.key), c, fractional)))
         .collect()
 }
 
@@ -174,6 +201,7 @@ pub fn fits(
     capacities: &[DeviceCapacity],
     in_use: &CapacityAmounts,
     picking: &CapacityAmounts,
+    fractional: bool,
 ) -> Result<(), CapacityShortfall> {
     if let Some((key, _)) = requests
         .iter()
@@ -182,8 +210,8 @@ pub fn fits(
         return Err(CapacityShortfall::Undefined(*key));
     }
     for capacity in capacities {
-        let wanted = consumed(requested(requests, capacity.key), capacity);
-        if violates_policy(wanted, capacity.request_policy.as_deref()) {
+        let wanted = consumed(requested(requests, capacity.key), capacity, fractional);
+        if violates_policy(wanted, capacity.request_policy.as_deref(), fractional) {
             return Err(CapacityShortfall::Policy(capacity.key));
         }
         let taken = amount(in_use, capacity.key).saturating_add(amount(picking, capacity.key));
@@ -642,7 +670,7 @@ mod tests {
             let mut capacity = capacity(0, None);
             capacity.value = value;
             capacity.request_policy = request_policy.map(Box::new);
-            assert_eq!(consumed(requested, &capacity), expected, "{name}");
+            assert_eq!(consumed(requested, &capacity, false), expected, "{name}");
         }
         let violations: [(&str, i64, Option<RequestPolicy>, bool); 5] = [
             ("no constraint", one, None, false),
@@ -673,7 +701,7 @@ mod tests {
         ];
         for (name, amount, request_policy, expected) in violations {
             assert_eq!(
-                violates_policy(amount, request_policy.as_ref()),
+                violates_policy(amount, request_policy.as_ref(), false),
                 expected,
                 "{name}"
             );
@@ -694,7 +722,7 @@ mod tests {
         ];
         let requests = vec![(key("capacity-0"), one), (key("dummy"), one)];
         assert_eq!(
-            consumed_by_request(&requests, &caps),
+            consumed_by_request(&requests, &caps, false),
             vec![
                 (key("capacity-0"), one),
                 (key("capacity-1"), one),
@@ -703,16 +731,59 @@ mod tests {
         );
     }
 
+    // Upstream's fractional rows (`consumable_capacity_test.go`, v1.37 with
+    // DRAFractionalCapacityRange): min 0.2, step 0.1, max 1; without the gate the same
+    // range works in whole units (`Value()` reads 0.1 and 0.2 as 1).
+    #[test]
+    fn fractional_ranges_round_in_thousandths_from_v1_37() {
+        let range = policy(200, range_of(200, Some(1000), Some(100)));
+        let mut capacity = capacity(0, None);
+        capacity.value = 1000;
+        capacity.request_policy = Some(Box::new(range.clone()));
+        assert_eq!(
+            consumed(Some(250), &capacity, true),
+            300,
+            "round up (0.25 to 0.3)"
+        );
+        assert_eq!(consumed(Some(400), &capacity, true), 400, "already aligned");
+        assert!(
+            !violates_policy(300, Some(&range), true),
+            "aligned (0.3 = min + step)"
+        );
+        assert!(
+            violates_policy(250, Some(&range), true),
+            "0.25 is off the step"
+        );
+        // Without the gate: 0.25, 0.1 and 0.2 are each one whole unit.
+        assert_eq!(consumed(Some(250), &capacity, false), 1000);
+        assert!(!violates_policy(250, Some(&range), false));
+        // Whole ranges round the same either way.
+        let whole = policy(1000, range_of(1000, None, Some(2000)));
+        let mut capacity = capacity.clone();
+        capacity.request_policy = Some(Box::new(whole));
+        for requested in [500, 1000, 2500, 3000, 4001] {
+            assert_eq!(
+                consumed(Some(requested), &capacity, true),
+                consumed(Some(requested), &capacity, false),
+                "{requested}"
+            );
+        }
+    }
+
     #[test]
     fn whole_units_round_up_before_the_step() {
         // A fractional request is rounded to whole units first, as `Value()` does.
         let stepped = capacity(10, Some(range(2, Some(8), Some(2))));
-        assert_eq!(consumed(Some(2_500), &stepped), 4_000);
+        assert_eq!(consumed(Some(2_500), &stepped, false), 4_000);
         assert!(
-            violates_policy(3_000, stepped.request_policy.as_deref()),
+            violates_policy(3_000, stepped.request_policy.as_deref(), false),
             "off the step"
         );
-        assert!(!violates_policy(6_000, stepped.request_policy.as_deref()));
+        assert!(!violates_policy(
+            6_000,
+            stepped.request_policy.as_deref(),
+            false
+        ));
     }
 
     #[test]
@@ -720,10 +791,13 @@ mod tests {
         let memory = Sym::new("memory");
         let caps = [capacity(40 * GI, Some(range(GI, None, Some(GI))))];
         let ask = |gi: i64| vec![(memory, gi * GI * 1000)];
-        assert_eq!(fits(&ask(10), &caps, &Vec::new(), &Vec::new()), Ok(()));
-        assert_eq!(fits(&ask(10), &caps, &ask(25), &ask(5)), Ok(()));
         assert_eq!(
-            fits(&ask(11), &caps, &ask(25), &ask(5)),
+            fits(&ask(10), &caps, &Vec::new(), &Vec::new(), false),
+            Ok(())
+        );
+        assert_eq!(fits(&ask(10), &caps, &ask(25), &ask(5), false), Ok(()));
+        assert_eq!(
+            fits(&ask(11), &caps, &ask(25), &ask(5), false),
             Err(CapacityShortfall::Exhausted {
                 key: memory,
                 left: 10 * GI * 1000,
@@ -732,11 +806,11 @@ mod tests {
         );
         let cores = Sym::new("cores");
         assert_eq!(
-            fits(&vec![(cores, 1000)], &caps, &Vec::new(), &Vec::new()),
+            fits(&vec![(cores, 1000)], &caps, &Vec::new(), &Vec::new(), false),
             Err(CapacityShortfall::Undefined(cores))
         );
         // No request: the default (1Gi), not the whole capacity.
-        assert_eq!(consumed_by_request(&Vec::new(), &caps), ask(1));
+        assert_eq!(consumed_by_request(&Vec::new(), &caps, false), ask(1));
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub struct Features {
     /// DRAConsumableCapacity (on by default from v1.36): devices are shared by capacity;
     /// without it a share another claim holds takes the whole device.
     pub consumable_capacity: bool,
+    /// DRAFractionalCapacityRange (on from v1.37): a request policy's range with a
+    /// fractional bound or step rounds in thousandths.
+    pub fractional_capacity_range: bool,
 }
 
 impl Default for Features {
@@ -97,6 +100,7 @@ impl Default for Features {
             partitionable_devices: false,
             device_combinations: false,
             consumable_capacity: false,
+            fractional_capacity_range: false,
         }
     }
 }
@@ -109,6 +113,8 @@ impl Features {
             partitionable_devices: release.enabled(gantry_api::Gate::DRAPartitionableDevices),
             device_combinations: release.at_least(36),
             consumable_capacity: release.enabled(gantry_api::Gate::DRAConsumableCapacity),
+            fractional_capacity_range: release
+                .enabled(gantry_api::Gate::DRAFractionalCapacityRange),
         }
     }
 }
@@ -290,7 +296,7 @@ impl Allocator {
             features,
             counters_left: Vec::new(),
             counters_taken: Vec::new(),
-            sharing: Sharing::default(),
+            sharing: Sharing::new(features.fractional_capacity_range),
             any_shares: self.allocated.has_shares(),
         };
         let result = search.run();

@@ -24,6 +24,8 @@ use super::allocator::{Features, PreparedClaim, PreparedKind, PreparedRequest};
 #[derive(Default)]
 pub(super) struct Sharing {
     picking: Vec<(DeviceId, CapacityAmounts)>,
+    /// DRAFractionalCapacityRange (see `gantry_api::dra_capacity::consumed`).
+    fractional: bool,
 }
 
 /// A share picked for a request: what it takes, and whether the device's entry stood
@@ -34,6 +36,13 @@ pub(super) struct PickedShare {
 }
 
 impl Sharing {
+    pub fn new(fractional: bool) -> Sharing {
+        Sharing {
+            picking: Vec::new(),
+            fractional,
+        }
+    }
+
     /// Whether the device has room for the request (upstream's `CmpRequestOverCapacity`
     /// against the device's aggregated capacity and what this search has picked).
     pub fn fits(
@@ -50,6 +59,7 @@ impl Sharing {
             &device.capacity,
             in_use.as_ref().unwrap_or(&Vec::new()),
             picking.unwrap_or(&Vec::new()),
+            self.fractional,
         )
     }
 
@@ -66,7 +76,8 @@ impl Sharing {
         device: &Device,
         requests: &CapacityAmounts,
     ) -> PickedShare {
-        let consumed = dra_capacity::consumed_by_request(requests, &device.capacity);
+        let consumed =
+            dra_capacity::consumed_by_request(requests, &device.capacity, self.fractional);
         let entry_existed = match self.picking.iter_mut().find(|(d, _)| *d == id) {
             Some((_, total)) => {
                 dra_capacity::add_amounts(total, &consumed, 1);

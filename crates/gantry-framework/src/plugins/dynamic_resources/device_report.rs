@@ -230,9 +230,14 @@ fn capacity_short(
     let in_use = (allocator.allocated.shares(id))
         .and_then(|s| s.consumed)
         .unwrap_or_default();
-    let short =
-        gantry_api::dra_capacity::fits(&selection.capacity, &device.capacity, &in_use, &Vec::new())
-            .err()?;
+    let short = gantry_api::dra_capacity::fits(
+        &selection.capacity,
+        &device.capacity,
+        &in_use,
+        &Vec::new(),
+        features.fractional_capacity_range,
+    )
+    .err()?;
     let quantity = |milli: i64| QuantityFormat::BinarySI.canonical(milli);
     use gantry_api::dra_capacity::CapacityShortfall;
     Some(DeviceVerdict::Capacity(match short {
