@@ -86,6 +86,13 @@ pub enum Gate {
     /// (`allowMultipleAllocations`, request policies, capacity requests, shares), and a
     /// claim's `distinctAttribute` constraints.
     DRAConsumableCapacity,
+    /// DRAResourceClaimDeviceStatus (KEP-4817): a claim's `status.devices`, which drivers
+    /// write.
+    DRAResourceClaimDeviceStatus,
+    /// DRADeviceBindingConditions (KEP-5007): devices whose binding waits for conditions
+    /// (refused by Gantry); with DRAResourceClaimDeviceStatus, kube-scheduler stamps every
+    /// allocation it reserves with `allocationTimestamp`, and so does `gantry run`.
+    DRADeviceBindingConditions,
     /// DRAFractionalCapacityRange: a capacity's request policy whose range has a
     /// fractional minimum, maximum or step rounds and checks requests in thousandths
     /// rather than whole units.
@@ -279,6 +286,16 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(34, false), spec(36, true)],
     ),
     (
+        Gate::DRAResourceClaimDeviceStatus,
+        "DRAResourceClaimDeviceStatus",
+        &[spec(32, false), spec(33, true), locked(37, true)],
+    ),
+    (
+        Gate::DRADeviceBindingConditions,
+        "DRADeviceBindingConditions",
+        &[spec(34, false), spec(36, true)],
+    ),
+    (
         Gate::DRAFractionalCapacityRange,
         "DRAFractionalCapacityRange",
         &[spec(37, true)],
@@ -311,6 +328,13 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
         &[Gate::DynamicResourceAllocation],
     ),
     (Gate::DRADeviceTaintRules, &[Gate::DRADeviceTaints]),
+    (
+        Gate::DRADeviceBindingConditions,
+        &[
+            Gate::DynamicResourceAllocation,
+            Gate::DRAResourceClaimDeviceStatus,
+        ],
+    ),
     (
         Gate::MatchLabelKeysInPodTopologySpreadSelectorMerge,
         &[Gate::MatchLabelKeysInPodTopologySpread],

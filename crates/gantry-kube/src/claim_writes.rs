@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use gantry_api::dra::{AllocatedDevice, Allocation, ResourceClaim};
 use gantry_api::labels::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement};
-use gantry_api::{Pod, Sym};
+use gantry_api::{Gate, Pod, Release, Sym};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Map, Value, json};
@@ -144,6 +146,12 @@ impl ClaimWriter {
             let allocation =
                 allocate.then(|| allocation_json(wanted, &current["spec"], &self.store));
             set_status(&mut current, allocation, pod);
+            // Only an allocation written now: the API server refuses any change to one
+            // that is set (upstream's PreBind also stamps a reserved allocation that
+            // lacks a stamp, which the API server then refuses as immutable).
+            if allocate && stamps_allocations(self.store.release()) {
+                stamp_allocation(&mut current, Timestamp::now());
+            }
             match replace(&api, &want.name, &current, true).await {
                 Ok(updated) => {
                     if let Err(error) = self.store.written(updated) {
@@ -276,6 +284,26 @@ fn add_finalizer(object: &mut Value) {
 }
 
 /// Sets `status.allocation` (when given) and appends the pod to `status.reservedFor`.
+/// Whether the release's PreBind stamps the allocations it reserves with
+/// `allocationTimestamp` (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus,
+/// both on from v1.36: upstream's `bindClaim`), from which a device's binding conditions
+/// time out.
+fn stamps_allocations(release: Release) -> bool {
+    release.enabled(Gate::DRADeviceBindingConditions)
+        && release.enabled(Gate::DRAResourceClaimDeviceStatus)
+}
+
+/// Sets the claim's `status.allocation.allocationTimestamp` to `now`, unless it has one.
+fn stamp_allocation(object: &mut Value, now: Timestamp) {
+    let Some(Value::Object(allocation)) = object.pointer_mut("/status/allocation") else {
+        return;
+    };
+    if !allocation.contains_key("allocationTimestamp") {
+        let stamp = serde_json::to_value(meta::Time(now)).unwrap_or(Value::Null);
+        allocation.insert("allocationTimestamp".into(), stamp);
+    }
+}
+
 fn set_status(object: &mut Value, allocation: Option<Value>, pod: &Pod) {
     let Value::Object(root) = object else { return };
     let status = root
@@ -584,6 +612,27 @@ mod tests {
         assert_eq!(request_tolerations(&spec, "c/big"), None);
         assert_eq!(request_tolerations(&spec, "c/small"), Some(&tolerate));
         assert_eq!(request_tolerations(&spec, "missing"), None);
+    }
+
+    /// From v1.36 (DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on) an
+    /// allocation is stamped when reserved, once; v1.35 writes none.
+    #[test]
+    fn allocations_are_stamped_as_v1_36_stamps_them() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let mut claim = json!({"status": {"allocation": {"devices": {"results": []}}}});
+        stamp_allocation(&mut claim, at("2026-12-05T12:00:00Z"));
+        stamp_allocation(&mut claim, at("2026-12-05T12:30:00Z"));
+        assert_eq!(
+            claim["status"]["allocation"]["allocationTimestamp"],
+            json!("2026-12-05T12:00:00Z")
+        );
+        let mut unallocated = json!({"status": {}});
+        stamp_allocation(&mut unallocated, at("2026-12-05T12:00:00Z"));
+        assert_eq!(unallocated, json!({"status": {}}));
+        assert!(stamps_allocations(Release::at(36)) && stamps_allocations(Release::at(37)));
+        assert!(!stamps_allocations(Release::at(35)));
+        let off = Release::parse(Some("1.36"), Some("DRADeviceBindingConditions=false")).unwrap();
+        assert!(!stamps_allocations(off));
     }
 
     #[test]

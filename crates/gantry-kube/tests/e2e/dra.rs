@@ -19,6 +19,20 @@ fn claim_of(api: &TestApiServer, name: &str) -> Value {
     api.get(RESOURCE_CLAIMS, "default", name).unwrap()
 }
 
+/// The claim's allocation without its `allocationTimestamp`, which v1.36's and v1.37's
+/// PreBind stamps on every allocation it writes (asserted to be there).
+fn allocation_unstamped(claim: &Value) -> Value {
+    let mut allocation = claim["status"]["allocation"].clone();
+    let stamp = allocation
+        .as_object_mut()
+        .and_then(|a| a.remove("allocationTimestamp"));
+    assert!(
+        stamp.as_ref().is_some_and(Value::is_string),
+        "no allocationTimestamp: {claim}"
+    );
+    allocation
+}
+
 fn uid_of(api: &TestApiServer, pod: &str) -> String {
     api.get(PODS, "default", pod).unwrap()["metadata"]["uid"]
         .as_str()
@@ -101,7 +115,7 @@ async fn a_claim_is_allocated_and_reserved_before_the_binding_and_a_claim_withou
         {"source": "FromClaim", "requests": ["gpu"],
          "opaque": {"driver": DRIVER, "parameters": {"mode": "exclusive"}}},
     ]);
-    assert_eq!(written["status"]["allocation"], allocation);
+    assert_eq!(allocation_unstamped(&written), allocation);
     assert_eq!(
         written["status"]["reservedFor"],
         json!([{"resource": "pods", "name": "first", "uid": uid_of(&api, "first")}])
@@ -480,6 +494,8 @@ async fn a_claim_allocated_elsewhere_meanwhile_fails_the_binding_and_the_pod_is_
     wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
     assert_eq!(node_of(&api, "p").as_deref(), Some("node-0"));
     let written = claim_of(&api, "c");
+    // Allocated elsewhere, without a stamp: reserved as it is (its allocation is
+    // immutable).
     assert_eq!(written["status"]["allocation"], elsewhere);
     assert_eq!(
         written["status"]["reservedFor"][0]["uid"],
