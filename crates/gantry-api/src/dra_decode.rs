@@ -184,15 +184,27 @@ fn device(
     field: &str,
     release: Release,
 ) -> Result<Device, ObjectError> {
-    let refused: [(&str, bool, &str); 2] = [
+    // Binding conditions (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus)
+    // are not modelled: refused where they take effect; with either gate off the API
+    // server drops them (`dropDisabledDRADeviceBindingConditionsFields`).
+    let binding = release.enabled(Gate::DRADeviceBindingConditions)
+        && release.enabled(Gate::DRAResourceClaimDeviceStatus);
+    let refused: [(&str, bool, &str); 3] = [
         (
             "bindingConditions",
-            d.binding_conditions.is_some(),
+            d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()),
             "a binding condition",
+        ),
+        (
+            "bindingFailureConditions",
+            d.binding_failure_conditions
+                .as_ref()
+                .is_some_and(|c| !c.is_empty()),
+            "a binding failure condition",
         ),
         ("bindsToNode", d.binds_to_node == Some(true), "bindsToNode"),
     ];
-    if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| *set) {
+    if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| binding && *set) {
         return Err(unsupported(object, format!("{field}.{name}"), what));
     }
     // The API server's limits, which also bound what a CEL selector can iterate over.

@@ -297,6 +297,22 @@ fn scale_up_counts_the_shares_of_a_shared_gpu() {
     assert_eq!(nodes_for_ten_gpu_pods("shared-gpu-template.yaml"), 3);
 }
 
+/// With DRADeviceBindingConditions off (v1.35) the API server drops a device's binding
+/// conditions, and so does decoding: the device is read without them.
+#[test]
+fn binding_conditions_are_dropped_with_their_gate_off() {
+    let slice = r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
+        spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
+               devices: [{name: g, bindingConditions: [ready], bindingFailureConditions: [failed], bindsToNode: true}]}}"#;
+    let mut objects = ClusterObjects::for_release(gantry_api::Release::at(35));
+    objects.decode_more(slice, "slice.yaml").unwrap();
+    assert_eq!(objects.dra.slices[0].devices[0].name, Sym::new("g"));
+    assert!(
+        ClusterObjects::decode(slice, "slice.yaml").is_err(),
+        "refused from v1.36"
+    );
+}
+
 #[test]
 fn unsupported_features_are_refused_naming_the_field() {
     let cases = [
