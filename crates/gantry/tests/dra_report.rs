@@ -121,18 +121,7 @@ fn the_same_seed_writes_the_same_report_figures() {
 
 #[test]
 fn a_cluster_without_devices_has_no_devices_section() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = gantry(&[
-        "simulate",
-        "--scenario",
-        "crates/gantry/tests/small-scenario.yaml",
-        "--report",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
-            .unwrap();
+    let (summary, dir) = report_summary(&["--scenario", "crates/gantry/tests/small-scenario.yaml"]);
     assert!(summary.get("devices").is_none(), "{summary}");
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(!html.contains("id=\"devices\""));
@@ -163,23 +152,27 @@ fn a_bad_claim_is_one_line_naming_the_field() {
 /// in `testdata/dra-1.36/shared` every node's GPU holds one to three shares.
 #[test]
 fn a_shared_device_counts_as_in_use() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = gantry(&[
-        "simulate",
+    let (summary, _dir) = report_summary(&[
         "--cluster",
         "testdata/dra-1.36/shared/cluster.yaml",
         "--pods",
         "testdata/dra-1.36/shared/steps.yaml",
-        "--report",
-        dir.path().to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
-            .unwrap();
     let rows: Vec<Value> = ["n1", "n2", "n3"]
         .iter()
         .map(|n| json!({"group": n, "driver": "gpu.example.com", "in_use": 1, "total": 1}))
         .collect();
     assert_eq!(summary["devices"], json!(rows));
+}
+
+/// `simulate` of `inputs` with a report: its summary.json, and the report's directory.
+fn report_summary(inputs: &[&str]) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["simulate"];
+    args.extend_from_slice(inputs);
+    args.extend_from_slice(&["--report", dir.path().to_str().unwrap()]);
+    let out = gantry(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    (serde_json::from_str(&summary).unwrap(), dir)
 }

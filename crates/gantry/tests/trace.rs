@@ -423,19 +423,42 @@ fn node_changes_scheduling_reads_are_replayed() {
     assert_eq!(summary["replay"]["reproduced"], 1.0, "{summary}");
 }
 
+/// A ready node of 8 cpu for the DRA traces.
+fn dra_node(name: &str) -> Value {
+    json!({"kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+            "capacity": {"cpu": "8", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// The device class `gpu` of the driver gpu.example.com.
+fn gpu_class() -> Value {
+    json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}})
+}
+
+/// A pod of 1 cpu using the claim `claim` (as its entry `gpu`), bound to `node` if given.
+fn claiming_pod(name: &str, claim: &str, node: Option<&str>) -> Value {
+    let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    pod
+}
+
 /// DRA objects changed while recording are replayed: a claim a user created (the pod
 /// naming it would wait for it otherwise), a slice a driver published for another node
 /// (the second pod fits only there) and one it withdrew; a claim's status written by the
 /// cluster's scheduler is the simulation's own work, counted as not replayed.
 #[test]
 fn dra_objects_changed_while_recording_are_replayed() {
-    let node = |name: &str| {
-        json!({"kind": "Node", "apiVersion": "v1",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"},
-                "capacity": {"cpu": "8", "memory": "8Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}})
-    };
+    let node = dra_node;
     let slice = |node: &str| {
         json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
             "metadata": {"name": format!("{node}-gpus")},
@@ -453,20 +476,8 @@ fn dra_objects_changed_while_recording_are_replayed() {
         }
         claim
     };
-    let pod = |name: &str, claim: &str, node: Option<&str>| {
-        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}});
-        if let Some(node) = node {
-            pod["spec"]["nodeName"] = json!(node);
-        }
-        pod
-    };
-    let class = json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1",
-        "metadata": {"name": "gpu"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    let pod = claiming_pod;
+    let class = gpu_class();
     let records = [
         json!({"at": 0, "op": "list", "object": node("n1")}),
         json!({"at": 0, "op": "list", "object": node("n2")}),
@@ -500,13 +511,7 @@ fn dra_objects_changed_while_recording_are_replayed() {
 /// published taints that slice, so the third pod waits, as it did in the cluster.
 #[test]
 fn device_taint_rules_changed_while_recording_are_replayed() {
-    let node = |name: &str| {
-        json!({"kind": "Node", "apiVersion": "v1",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"},
-                "capacity": {"cpu": "8", "memory": "8Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}})
-    };
+    let node = dra_node;
     let slice = |node: &str, devices: &[&str]| {
         let devices: Vec<Value> = devices.iter().map(|d| json!({"name": d})).collect();
         json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
@@ -535,20 +540,8 @@ fn device_taint_rules_changed_while_recording_are_replayed() {
         }
         claim
     };
-    let pod = |name: &str, node: Option<&str>| {
-        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{name}-gpu")}]}});
-        if let Some(node) = node {
-            pod["spec"]["nodeName"] = json!(node);
-        }
-        pod
-    };
-    let class = json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1",
-        "metadata": {"name": "gpu"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    let pod = |name: &str, node: Option<&str>| claiming_pod(name, &format!("{name}-gpu"), node);
+    let class = gpu_class();
     let records = [
         json!({"at": 0, "op": "list", "object": node("n1")}),
         json!({"at": 0, "op": "list", "object": node("n2")}),
