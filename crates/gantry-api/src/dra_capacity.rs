@@ -122,7 +122,7 @@ pub fn consumed(requested: Option<i64>, capacity: &DeviceCapacity, fractional: b
             } else {
                 whole_units(requested)
             };
-            let added = requested - min;
+            let added = requested.saturating_sub(min);
             let steps = added / step + i64::from(added % step != 0);
             min.saturating_add(step.saturating_mul(steps))
                 .saturating_mul(scale)
@@ -156,7 +156,7 @@ pub fn violates_policy(amount: i64, policy: Option<&RequestPolicy>, fractional: 
                     } else {
                         whole_units(amount)
                     };
-                    (amount - min) % step != 0
+                    amount.saturating_sub(min) % step != 0
                 })
         }
         ValidAmounts::Values(values) => !values.contains(&amount),
@@ -767,6 +767,45 @@ mod tests {
                 consumed(Some(requested), &capacity, false),
                 "{requested}"
             );
+        }
+    }
+
+    /// Amounts at the ends of i64 (a quantity of about 9.2e15 units, or a negative
+    /// minimum, which validation does not forbid) saturate instead of overflowing.
+    #[test]
+    fn extreme_amounts_saturate() {
+        for (min, step) in [
+            (i64::MIN, Some(1000)),
+            (-5000, Some(i64::MAX)),
+            (1000, Some(1)),
+        ] {
+            let policy = RequestPolicy {
+                default: Some(min),
+                valid: ValidAmounts::Range {
+                    min,
+                    max: None,
+                    step,
+                },
+            };
+            let mut capacity = capacity(0, None);
+            capacity.value = i64::MAX;
+            capacity.request_policy = Some(Box::new(policy.clone()));
+            for fractional in [false, true] {
+                for requested in [i64::MAX, i64::MIN, 0] {
+                    let amount = consumed(Some(requested), &capacity, fractional);
+                    let _ = violates_policy(amount, Some(&policy), fractional);
+                    let key = capacity.key;
+                    let asks = vec![(key, requested)];
+                    let full = vec![(key, i64::MAX)];
+                    let _ = fits(
+                        &asks,
+                        std::slice::from_ref(&capacity),
+                        &full,
+                        &full,
+                        fractional,
+                    );
+                }
+            }
         }
     }
 

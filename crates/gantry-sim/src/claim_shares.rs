@@ -38,7 +38,7 @@ pub(crate) fn capacity_overrun(
             continue;
         };
         for capacity in &device.capacity {
-            let over = dra_capacity::amount(total, capacity.key) - capacity.value;
+            let over = dra_capacity::amount(total, capacity.key).saturating_sub(capacity.value);
             if over > 0 {
                 return Some(format!(
                     "capacity {} of device {id} is overrun by {}",

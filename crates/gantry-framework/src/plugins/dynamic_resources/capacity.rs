@@ -183,7 +183,7 @@ pub fn shares_overrun_at_bind(
             }
         }
         for capacity in &device.capacity {
-            let over = dra_capacity::amount(&total, capacity.key) - capacity.value;
+            let over = dra_capacity::amount(&total, capacity.key).saturating_sub(capacity.value);
             if over > 0 {
                 return Some(format!(
                     "capacity {} of device {id} is overrun by {} with the shares allocated meanwhile",
