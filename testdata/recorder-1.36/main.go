@@ -37,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -204,6 +205,30 @@ func main() {
 			"ms", time.Since(start).Milliseconds())))
 		bindsMu.Unlock()
 		return true, binding, tracker.Update(v1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace)
+	})
+
+	// metadata.generateName as the API server does it (the fake tracker does not): the
+	// base cut to 58 bytes and five random characters. DynamicResources' PreBind creates
+	// the claim for a pod's extended resources backed by devices (DRAExtendedResource)
+	// this way.
+	client.PrependReactor("create", "resourceclaims", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		create := action.(clienttesting.CreateAction)
+		claim, ok := create.GetObject().(*resourcev1.ResourceClaim)
+		if !ok || claim.Name != "" || claim.GenerateName == "" {
+			return false, nil, nil
+		}
+		claim = claim.DeepCopy()
+		base := claim.GenerateName
+		if len(base) > 58 {
+			base = base[:58]
+		}
+		claim.Name = base + utilrand.String(5)
+		stamp(&claim.ObjectMeta)
+		claim.ResourceVersion = nextRV()
+		if err := tracker.Create(resourcev1.SchemeGroupVersion.WithResource("resourceclaims"), claim, claim.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, claim, nil
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -395,6 +420,29 @@ func writeClaims(ctx context.Context, client *fake.Clientset, path string) {
 			}
 			devices = append(devices, om("request", r.Request, "pool", r.Pool, "device", r.Device,
 				"shared", r.ShareID != nil, "consumed", consumed))
+		}
+		if c.Annotations["resource.kubernetes.io/extended-resource-claim"] == "true" {
+			// Made by the scheduler with a random name: kept by its owner, with the
+			// requests it wrote and the pod's status naming them.
+			owner := c.OwnerReferences[0].Name
+			requests := []orderedMap{}
+			for _, r := range c.Spec.Devices.Requests {
+				requests = append(requests, om("name", r.Name, "class", r.Exactly.DeviceClassName, "count", r.Exactly.Count))
+			}
+			pod, err := client.CoreV1().Pods(c.Namespace).Get(ctx, owner, metav1.GetOptions{})
+			must(err)
+			mappings := []orderedMap{}
+			if s := pod.Status.ExtendedResourceClaimStatus; s != nil {
+				if s.ResourceClaimName != c.Name {
+					must(fmt.Errorf("pod %s names claim %s, not %s", owner, s.ResourceClaimName, c.Name))
+				}
+				for _, m := range s.RequestMappings {
+					mappings = append(mappings, om("container", m.ContainerName, "resource", m.ResourceName, "request", m.RequestName))
+				}
+			}
+			fmt.Fprintln(out, pyjson(om("extendedResourcesOf", c.Namespace+"/"+owner, "requests", requests,
+				"mappings", mappings, "devices", devices)))
+			continue
 		}
 		fmt.Fprintln(out, pyjson(om("claim", c.Namespace+"/"+c.Name, "devices", devices)))
 	}

@@ -185,6 +185,12 @@ pub struct DeviceClass {
     pub name: Sym,
     /// CEL expressions, all of which a device must satisfy.
     pub selectors: Vec<Arc<str>>,
+    /// `spec.extendedResourceName` (DRAExtendedResource): pods asking for this extended
+    /// resource get devices of the class where a node's allocatable lacks it.
+    pub extended_resource_name: Option<Sym>,
+    /// `metadata.creationTimestamp` in seconds (0 when absent): of two classes naming one
+    /// extended resource, the newer serves it.
+    pub created: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -401,6 +407,9 @@ pub struct ResourceClaim {
     pub deleting: bool,
     pub allocation: Option<Arc<Allocation>>,
     pub reserved_for: Vec<ClaimConsumer>,
+    /// The scheduler made it for its owner pod's extended resources (annotation
+    /// `resource.kubernetes.io/extended-resource-claim: "true"`, DRAExtendedResource).
+    pub extended_resource: bool,
 }
 
 impl ResourceClaim {
@@ -456,6 +465,7 @@ impl ResourceClaimTemplate {
             deleting: false,
             allocation: None,
             reserved_for: Vec::new(),
+            extended_resource: false,
         }
     }
 }

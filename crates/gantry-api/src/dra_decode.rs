@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::Sym;
 use crate::decode::validation;
-use crate::decode::{ObjectError, Warning, field_error, node_selector, required_name, typed};
+use crate::decode::{ObjectError, field_error, node_selector, required_name, typed};
 use crate::dra::*;
 use crate::release::{Gate, Release};
 
@@ -29,15 +29,13 @@ pub const KINDS: [&str; 4] = [
     "ResourceClaimTemplate",
 ];
 
-/// Decodes one DRA object of `kind` into `out`, as `release`'s API server stores it; what
-/// is read but not modelled is said in `warnings`.
+/// Decodes one DRA object of `kind` into `out`, as `release`'s API server stores it.
 pub(crate) fn add_object(
     out: &mut DraObjects,
     kind: &str,
     value: Value,
     object: &str,
     release: Release,
-    warnings: &mut Vec<Warning>,
 ) -> Result<(), ObjectError> {
     let version = value.get("apiVersion").and_then(Value::as_str);
     if version != Some(API_VERSION) {
@@ -51,7 +49,7 @@ pub(crate) fn add_object(
         "DeviceClass" => {
             let class: resource::DeviceClass = typed(value, object)?;
             out.device_classes
-                .push(device_class(&class, object, release, warnings)?);
+                .push(device_class(&class, object, release)?);
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
@@ -139,20 +137,27 @@ fn device_class(
     class: &resource::DeviceClass,
     object: &str,
     release: Release,
-    warnings: &mut Vec<Warning>,
 ) -> Result<DeviceClass, ObjectError> {
     let spec = class.spec.as_ref();
-    // DRAExtendedResource (on from v1.36): not modelled, so a dump holding such a class is
-    // read, and says what differs; with the gate off the API server drops the field.
-    let extended = spec.and_then(|s| s.extended_resource_name.as_ref());
-    if let Some(name) = extended.filter(|_| release.enabled(Gate::DRAExtendedResource)) {
-        warnings.push(Warning {
-            object: object.to_string(),
-            message: format!(
-                "spec.extendedResourceName: extended resources backed by devices are not modelled: a pod asking for {name} is judged against the nodes' allocatable {name}, not given devices of this class"
-            ),
-        });
+    // With the gate off the API server drops the field.
+    let extended_resource_name = spec
+        .and_then(|s| s.extended_resource_name.as_deref())
+        .filter(|_| release.enabled(Gate::DRAExtendedResource));
+    if let Some(name) = extended_resource_name {
+        // Upstream's `IsExtendedResourceName`.
+        let native = !name.contains('/') || name.contains("kubernetes.io/");
+        if native
+            || name.starts_with("requests.")
+            || !validation::qualified_name(&format!("requests.{name}")).is_empty()
+        {
+            return Err(field_error(
+                object,
+                "spec.extendedResourceName",
+                validation::invalid(name, "must be a valid extended resource name"),
+            ));
+        }
     }
+    let extended_resource_name = extended_resource_name.map(Sym::new);
     Ok(DeviceClass {
         name: Sym::new(&required_name(&class.metadata, object)?),
         selectors: selectors(
@@ -160,6 +165,12 @@ fn device_class(
             object,
             "spec.selectors",
         )?,
+        extended_resource_name,
+        created: class
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |time| time.0.as_second()),
     })
 }
 
@@ -732,6 +743,10 @@ fn resource_claim(
         deleting: claim.metadata.deletion_timestamp.is_some(),
         allocation,
         reserved_for,
+        extended_resource: claim.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get(crate::dra_extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION)
+                .is_some_and(|v| v == "true")
+        }),
     })
 }
 

@@ -11,6 +11,7 @@ pub mod dra;
 pub mod dra_capacity;
 pub mod dra_counters;
 mod dra_decode;
+pub mod dra_extended;
 mod dra_nodes;
 pub mod dra_taint_rules;
 pub mod dra_taints;

@@ -972,33 +972,3 @@ fn per_device_node_selection_follows_its_gate_and_is_validated() {
         assert!(error.contains(&expected), "{error}\n  expected: {expected}");
     }
 }
-
-/// A DeviceClass with `extendedResourceName` (DRAExtendedResource, on from v1.36) is read
-/// with a warning saying what is not modelled (it refused the whole dump before); with
-/// the gate off (v1.35) the API server drops the field, and nothing is said.
-#[test]
-fn an_extended_resource_class_is_read_with_a_warning() {
-    let class = "{apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu},
-        spec: {extendedResourceName: example.com/gpu,
-               selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]}}";
-    let decode = |release: Release| {
-        let mut objects = ClusterObjects::for_release(release);
-        objects.decode_more(class, "class.yaml").unwrap();
-        objects
-    };
-    let v136 = decode(Release::at(36));
-    assert_eq!(v136.dra.device_classes.len(), 1);
-    assert_eq!(v136.warnings.len(), 1);
-    let warning = &v136.warnings[0];
-    assert_eq!(warning.object, "DeviceClass gpu");
-    assert!(
-        warning
-            .message
-            .contains("a pod asking for example.com/gpu is judged against the nodes' allocatable"),
-        "{}",
-        warning.message
-    );
-    let v135 = decode(Release::at(35));
-    assert_eq!(v135.dra.device_classes.len(), 1);
-    assert!(v135.warnings.is_empty());
-}

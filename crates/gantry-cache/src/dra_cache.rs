@@ -17,6 +17,7 @@ use gantry_api::Sym;
 use gantry_api::dra::{
     AllocatedDevice, ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice,
 };
+use gantry_api::dra_extended::ExtendedResourceClasses;
 use parking_lot::RwLock;
 use smallvec::SmallVec;
 
@@ -32,6 +33,8 @@ pub struct DraCache {
 #[derive(Default)]
 struct DraStore {
     classes: Map<Sym, Arc<DeviceClass>>,
+    /// The classes by the extended resources they serve, rebuilt when a class changes.
+    extended: Arc<ExtendedResourceClasses>,
     claims: Map<ClaimKey, Arc<ResourceClaim>>,
     in_flight: Map<ClaimKey, InFlight>,
     /// How many claims (as the API holds them, or in flight) hold each device: 1 for
@@ -143,11 +146,15 @@ impl DraStore {
 
 impl DraCache {
     pub fn set_device_class(&self, class: Arc<DeviceClass>) {
-        self.store.write().classes.insert(class.name, class);
+        let mut s = self.store.write();
+        s.classes.insert(class.name, class);
+        s.extended = Arc::new(ExtendedResourceClasses::new(s.classes.values()));
     }
 
     pub fn remove_device_class(&self, name: Sym) {
-        self.store.write().classes.remove(&name);
+        let mut s = self.store.write();
+        s.classes.remove(&name);
+        s.extended = Arc::new(ExtendedResourceClasses::new(s.classes.values()));
     }
 
     /// A claim as the API holds it (added or updated). An allocation in flight for it is
@@ -384,6 +391,10 @@ impl DraState for DraView {
         self.0.store.read().classes.get(&name).cloned()
     }
 
+    fn extended_resource_classes(&self) -> Arc<ExtendedResourceClasses> {
+        self.0.store.read().extended.clone()
+    }
+
     fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
         self.0.store.read().claims.get(&key).cloned()
     }
@@ -437,6 +448,7 @@ mod tests {
                 })
             }),
             reserved_for: Vec::new(),
+            extended_resource: false,
         })
     }
 

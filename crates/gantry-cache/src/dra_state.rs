@@ -10,6 +10,7 @@ use gantry_api::Sym;
 use gantry_api::dra::{
     CapacityAmounts, ClaimKey, DeviceClass, DeviceId, ResourceClaim, ResourceSlice,
 };
+use gantry_api::dra_extended::ExtendedResourceClasses;
 
 /// The shares claims hold of one device (DRAConsumableCapacity): upstream's shared
 /// device IDs and its `AggregatedCapacity` entry for the device.
@@ -117,4 +118,7 @@ pub trait DraState: Sync {
 
     /// ResourceSlices reachable from several nodes (a node selector, or all nodes).
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>>;
+
+    /// Which class serves each extended resource name (DRAExtendedResource).
+    fn extended_resource_classes(&self) -> Arc<ExtendedResourceClasses>;
 }

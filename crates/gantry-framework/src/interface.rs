@@ -40,6 +40,13 @@ pub trait Plugin: Send + Sync {
     fn sign(&self, _pod: &Pod, _signature: &mut crate::Signature) -> bool {
         false
     }
+
+    /// Whether what this plugin's PreFilter found still lets the pod be signed (upstream's
+    /// `SignPod` asks the cluster too: NodeResourcesFit refuses pods whose extended
+    /// resources a device class serves). Asked after `sign`; the default: it does.
+    fn signs_after_pre_filter(&self, _state: &crate::CycleState) -> bool {
+        true
+    }
 }
 
 /// A PreFilter may narrow the nodes to consider (`Some(names)`); `None` means all nodes.

@@ -101,8 +101,8 @@ impl Profile {
     /// OpportunisticBatching's signature of `pod` (upstream's `SignPod`): `None` when the
     /// gate is off, when a plugin of those points cannot sign (the default profile's
     /// PodTopologySpread, with its system default constraints, cannot), or when one
-    /// refuses this pod.
-    pub fn sign(&self, pod: &Pod) -> Option<Signature> {
+    /// refuses this pod (asked after PreFilter, whose `state` some plugins read).
+    pub fn sign(&self, pod: &Pod, state: &crate::CycleState) -> Option<Signature> {
         if !self.release.enabled(Gate::OpportunisticBatching) {
             return None;
         }
@@ -112,7 +112,7 @@ impl Profile {
         }
         let mut signature = Signature::new(pod);
         plugins
-            .all(|p| p.sign(pod, &mut signature))
+            .all(|p| p.sign(pod, &mut signature) && p.signs_after_pre_filter(state))
             .then_some(signature)
     }
 }

@@ -109,6 +109,7 @@ mod tests {
     use gantry_api::Release;
     use gantry_api::decode::ClusterObjects;
 
+    use crate::CycleState;
     use crate::config::SchedulerConfig;
 
     /// A profile that can sign: PodTopologySpread without default constraints.
@@ -145,23 +146,31 @@ mod tests {
     #[test]
     fn signatures_follow_upstreams_signers() {
         let p = profile(CAN_SIGN, 36);
-        let base = p.sign(&pod("a", "", "")).expect("a plain pod is signable");
+        let base = p
+            .sign(&pod("a", "", ""), &CycleState::default())
+            .expect("a plain pod is signable");
         let toleration = |key: &str| format!("{{key: {key}, operator: Exists}}");
         let (t1, t2) = (toleration("k1"), toleration("k2"));
         assert_eq!(
-            p.sign(&pod("b", "", "")).as_ref(),
+            p.sign(&pod("b", "", ""), &CycleState::default()).as_ref(),
             Some(&base),
             "another name"
         );
         assert_eq!(
-            p.sign(&pod_with("a", "", "app", "cpu: '3'", "")),
-            p.sign(&pod_with("a", "", "app:latest", "cpu: '3'", "")),
+            p.sign(
+                &pod_with("a", "", "app", "cpu: '3'", ""),
+                &CycleState::default()
+            ),
+            p.sign(
+                &pod_with("a", "", "app:latest", "cpu: '3'", ""),
+                &CycleState::default()
+            ),
             "an image without a tag is :latest"
         );
         let tolerations = |a: &str, b: &str| pod("a", "", &format!(", tolerations: [{a}, {b}]"));
         assert_eq!(
-            p.sign(&tolerations(&t1, &t2)),
-            p.sign(&tolerations(&t2, &t1)),
+            p.sign(&tolerations(&t1, &t2), &CycleState::default()),
+            p.sign(&tolerations(&t2, &t1), &CycleState::default()),
             "tolerations in any order"
         );
         let differ = [
@@ -184,7 +193,9 @@ mod tests {
             ),
         ];
         for (why, other) in differ {
-            let signed = p.sign(&other).unwrap_or_else(|| panic!("{why}: signable"));
+            let signed = p
+                .sign(&other, &CycleState::default())
+                .unwrap_or_else(|| panic!("{why}: signable"));
             assert_ne!(signed, base, "{why}");
         }
         let refused = [
@@ -210,7 +221,7 @@ mod tests {
             ),
         ];
         for (why, other) in refused {
-            assert_eq!(p.sign(&other), None, "{why}");
+            assert_eq!(p.sign(&other, &CycleState::default()), None, "{why}");
         }
         // The default profile's PodTopologySpread has system default constraints, and
         // before v1.35 there is no batching.
@@ -219,9 +230,12 @@ mod tests {
                 "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
                 36
             )
-            .sign(&pod("a", "", "")),
+            .sign(&pod("a", "", ""), &CycleState::default()),
             None
         );
-        assert_eq!(profile(CAN_SIGN, 34).sign(&pod("a", "", "")), None);
+        assert_eq!(
+            profile(CAN_SIGN, 34).sign(&pod("a", "", ""), &CycleState::default()),
+            None
+        );
     }
 }

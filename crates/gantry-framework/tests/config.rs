@@ -71,6 +71,7 @@ fn defaults_are_upstreams_default_profile() {
         vec![
             "NodeAffinity",
             "NodePorts",
+            "NodeResourcesFit",
             "VolumeRestrictions",
             "NodeVolumeLimits",
             "VolumeBinding",

@@ -80,6 +80,7 @@ fn claim(
             deleting: false,
             allocation: None,
             reserved_for: Vec::new(),
+            extended_resource: false,
         }),
         requests,
     }

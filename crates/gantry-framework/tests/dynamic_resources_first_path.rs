@@ -132,6 +132,7 @@ fn build_claim(i: usize, requests: &[RequestSpec], constrained: bool) -> Prepare
             deleting: false,
             allocation: None,
             reserved_for: Vec::new(),
+            extended_resource: false,
         }),
         requests: requests
             .iter()

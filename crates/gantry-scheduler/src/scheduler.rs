@@ -345,7 +345,7 @@ impl Scheduler {
             .release
             .enabled(Gate::OpportunisticBatching);
         // `None` too when the gate is off.
-        let signature = self.profiles[profile_index].sign(pod);
+        let signature = self.profiles[profile_index].sign(pod, &state);
         let hint = self.batch_hint(profile_index, signature.as_ref(), &state, pod);
 
         let phase = Instant::now();
@@ -488,10 +488,13 @@ impl Scheduler {
                 };
             }
         };
-        if self.assume && !assumed.resource_claims.is_empty() {
-            // Upstream's in-flight allocations: the next cycle sees the devices taken.
+        if self.assume {
+            // Upstream's in-flight allocations: the next cycle sees the devices taken
+            // (the pod's claims', and the claim made for its extended resources).
             let allocated = dynamic_resources::reserved_allocations(&state);
-            self.cache.assume_allocations(&assumed, &allocated);
+            if !allocated.is_empty() {
+                self.cache.assume_allocations(&assumed, &allocated);
+            }
         }
         Attempt::Scheduled {
             pod: assumed,

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use gantry_api::dra::{ClaimKey, DeviceClass, DraObjects, ResourceClaim, ResourceSlice};
+use gantry_api::dra_extended::ExtendedResourceClasses;
 use gantry_api::{Node, Pod, Resources, Sym};
 use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Profile, Status};
@@ -55,7 +56,9 @@ impl NodeUsage {
     /// Whether one more pod, `pod`, would exceed what the node has, in a resource the pod
     /// asks for (or in pods): as NodeResourcesFit checks only what the pod requests, a
     /// resource the input already over-fills is the cluster's state, not this bind's doing.
-    fn overcommitted_by(&self, pod: &Pod) -> bool {
+    /// Extended resources a class in `served` serves are the node's only where its
+    /// allocatable has them (elsewhere devices serve them: DRAExtendedResource).
+    fn overcommitted_by(&self, pod: &Pod, served: &ExtendedResourceClasses) -> bool {
         let mut after = self.requested.clone();
         let saturated = after.add(pod.requests()) || self.saturated;
         exceeds(
@@ -64,6 +67,7 @@ impl NodeUsage {
             self.pods.len() + 1,
             &self.node.allocatable,
             pod.requests(),
+            served,
         )
     }
 
@@ -269,6 +273,8 @@ pub struct SimulatedApi {
     pub(crate) claims: ClaimStore,
     /// Device classes and ResourceSlices (which the simulation does not change).
     dra_catalog: DraObjects,
+    /// The classes by the extended resources they serve.
+    extended: ExtendedResourceClasses,
     /// The slices of the pools that have counter sets (partitionable devices) or shared
     /// devices, against which claim writes are checked; none in most clusters, and then
     /// nothing is.
@@ -292,6 +298,7 @@ impl SimulatedApi {
             admission: None,
             claims: ClaimStore::new(&[], &[], seed),
             dra_catalog: DraObjects::default(),
+            extended: ExtendedResourceClasses::default(),
             checked_slices: Vec::new(),
         }
     }
@@ -307,6 +314,7 @@ impl SimulatedApi {
             ..DraObjects::default()
         };
         self.checked_slices = checked_slices(&dra.slices);
+        self.extended = extended_classes(&self.dra_catalog);
     }
 
     /// A slice or device class changes at the API (a replayed trace's): the catalog new
@@ -329,6 +337,7 @@ impl SimulatedApi {
             }
         }
         self.checked_slices = checked_slices(&self.dra_catalog.slices);
+        self.extended = extended_classes(&self.dra_catalog);
         if let Some(admission) = &self.admission {
             change.apply(&admission.cache);
         }
@@ -503,7 +512,7 @@ impl SimulatedApi {
             .nodes
             .get_mut(&node)
             .ok_or(BindRefusal::NodeNotFound(node))?;
-        let over = usage.overcommitted_by(pod);
+        let over = usage.overcommitted_by(pod, &self.extended);
         let overfilled_card = usage.card_overfilled_by(pod);
         if over {
             self.overcommitted.insert(node);
@@ -527,7 +536,7 @@ impl SimulatedApi {
     /// placement would have done.
     pub fn would_overcommit(&self, pod: &Pod, node: Sym) -> bool {
         self.nodes.get(&node).is_some_and(|usage| {
-            usage.overcommitted_by(pod) || usage.card_overfilled_by(pod).is_some()
+            usage.overcommitted_by(pod, &self.extended) || usage.card_overfilled_by(pod).is_some()
         })
     }
 
@@ -567,7 +576,8 @@ impl SimulatedApi {
         let Some(usage) = self.nodes.get(&node) else {
             return Err(BindRefusal::NodeNotFound(node));
         };
-        let over = usage.overcommitted_by(pod) || usage.card_overfilled_by(pod).is_some();
+        let over =
+            usage.overcommitted_by(pod, &self.extended) || usage.card_overfilled_by(pod).is_some();
         if let Some(admission) = &mut self.admission {
             admission
                 .admit(pod)
@@ -682,12 +692,24 @@ impl SimulatedApi {
 /// amount at i64::MAX stands for a true sum beyond it, more than any node has.
 /// Whether `requested` (with `pods` pods) exceeds `allocatable` in a resource `asked`
 /// requests, or in pods.
+/// The catalog's classes by the extended resources they serve.
+fn extended_classes(catalog: &DraObjects) -> ExtendedResourceClasses {
+    let classes: Vec<Arc<DeviceClass>> = catalog
+        .device_classes
+        .iter()
+        .cloned()
+        .map(Arc::new)
+        .collect();
+    ExtendedResourceClasses::new(&classes)
+}
+
 fn exceeds(
     requested: &Resources,
     saturated: bool,
     pods: usize,
     allocatable: &Resources,
     asked: &Resources,
+    served: &ExtendedResourceClasses,
 ) -> bool {
     let over = |amount: i64, has: i64, asked: i64| {
         asked > 0 && (amount > has || (saturated && amount == i64::MAX))
@@ -702,8 +724,11 @@ fn exceeds(
         || pods as i64 > allocatable.pods
         || requested.scalars().any(|(name, amount)| {
             // HAMi's shares of a card are not node resources: its scheduler accounts them.
+            let has = allocatable.scalar(name);
+            let by_devices = has == 0 && served.class_for(name).is_some();
             !gantry_api::gpu::ignored_by_scheduler(name)
-                && over(amount, allocatable.scalar(name), asked.scalar(name))
+                && !by_devices
+                && over(amount, has, asked.scalar(name))
         })
 }
 

@@ -269,8 +269,15 @@ impl ClaimStore {
     ) -> Result<Vec<ClaimChange>, ClaimRefusal> {
         for claim in claims {
             let key = claim.key();
-            let Some(current) = self.claims.get(&key) else {
-                return Err(ClaimRefusal::NotFound(key));
+            // The claim for a pod's extended resources is made by this write.
+            let made_now = claim.extended_resource && allocated_now.contains(&key);
+            let current = match self.claims.get(&key) {
+                Some(current) => current,
+                None if made_now => {
+                    self.check_devices_free(claim)?;
+                    continue;
+                }
+                None => return Err(ClaimRefusal::NotFound(key)),
             };
             if !allocated_now.contains(&key) {
                 // Only a reservation: the claim must still hold the allocation PreFilter
@@ -286,21 +293,7 @@ impl ClaimStore {
             if current.allocation.is_some() {
                 return Err(ClaimRefusal::AllocatedElsewhere(key));
             }
-            for device in devices(claim) {
-                let held_by_another = self.holders.get(&device).is_some_and(|h| *h != key);
-                if held_by_another || self.shared.contains_key(&device) {
-                    return Err(ClaimRefusal::DeviceTaken { claim: key, device });
-                }
-            }
-            for device in shared_devices(claim) {
-                if self
-                    .holders
-                    .get(&device)
-                    .is_some_and(|holder| *holder != key)
-                {
-                    return Err(ClaimRefusal::DeviceTaken { claim: key, device });
-                }
-            }
+            self.check_devices_free(claim)?;
         }
         if !slices.is_empty() {
             self.check_counters_with(claims, allocated_now, slices)?;
@@ -324,6 +317,28 @@ impl ClaimStore {
         Ok(changes)
     }
 
+    /// Refused if the claim's new allocation takes a device another claim holds (whole,
+    /// or a share of it where the claim wants it whole).
+    fn check_devices_free(&self, claim: &ResourceClaim) -> Result<(), ClaimRefusal> {
+        let key = claim.key();
+        for device in devices(claim) {
+            let held_by_another = self.holders.get(&device).is_some_and(|h| *h != key);
+            if held_by_another || self.shared.contains_key(&device) {
+                return Err(ClaimRefusal::DeviceTaken { claim: key, device });
+            }
+        }
+        for device in shared_devices(claim) {
+            if self
+                .holders
+                .get(&device)
+                .is_some_and(|holder| *holder != key)
+            {
+                return Err(ClaimRefusal::DeviceTaken { claim: key, device });
+            }
+        }
+        Ok(())
+    }
+
     /// A claim freed by a scheduler's PostFilter (no allocation, no reservation), written
     /// on the version that scheduler saw, as upstream's `UpdateStatus` of the claim from
     /// its cycle state: refused (`None`) if the claim changed since, e.g. a pod the
@@ -345,7 +360,9 @@ impl ClaimStore {
     /// A failed binding's Unreserve: the pod leaves the `reservedFor` of its claims; their
     /// allocations stay (upstream patches out the reservation only).
     pub fn unreserve(&mut self, pod: &Pod) -> Vec<ClaimChange> {
-        let mut changes = Vec::new();
+        // The claim made for its extended resources is deleted, as upstream's Unreserve
+        // deletes it.
+        let mut changes = self.delete_extended_claim_of(pod);
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
@@ -364,6 +381,24 @@ impl ClaimStore {
             changes.push(ClaimChange::Set(updated));
         }
         changes
+    }
+
+    /// Deletes the claim made for the pod's extended resources (DRAExtendedResource), if
+    /// it has one.
+    fn delete_extended_claim_of(&mut self, pod: &Pod) -> Vec<ClaimChange> {
+        if !gantry_api::dra_extended::asks_for_extended_resources(pod) {
+            return Vec::new();
+        }
+        let key = gantry_api::dra_extended::extended_claim_key(pod);
+        let owned = self
+            .claims
+            .get(&key)
+            .is_some_and(|c| c.extended_resource && c.owner_pod.as_deref() == Some(&*pod.uid));
+        if !owned {
+            return Vec::new();
+        }
+        self.delete(key);
+        vec![ClaimChange::Deleted(key)]
     }
 
     /// The garbage collector's work for a pod deleted before it was bound: the claims it
@@ -387,7 +422,7 @@ impl ClaimStore {
     /// The controllers' work once a pod is gone: it leaves `reservedFor`; a claim no
     /// pod uses any more is deallocated; claims the pod owned are deleted.
     pub fn release(&mut self, pod: &Pod) -> Vec<ClaimChange> {
-        let mut changes = Vec::new();
+        let mut changes = self.delete_extended_claim_of(pod);
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,
@@ -649,6 +684,7 @@ mod tests {
                 })
             }),
             reserved_for: Vec::new(),
+            extended_resource: false,
         })
     }
 

@@ -159,6 +159,8 @@ fn round(shape: Shape, options: &BenchOptions) -> Result<Round, SimError> {
     cluster.dra.device_classes.push(DeviceClass {
         name: Sym::new(CLASS),
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        extended_resource_name: None,
+        created: 0,
     });
     cluster.dra.slices = (0..shape.nodes)
         .map(|i| Arc::new(slice(i, shape.devices_per_node)))
@@ -234,6 +236,8 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
     cluster.dra.device_classes.push(DeviceClass {
         name: Sym::new(SHARED_CLASS),
         selectors: vec![Arc::from(format!("device.driver == \"{SHARED_DRIVER}\""))],
+        extended_resource_name: None,
+        created: 0,
     });
     cluster.dra.slices.push(Arc::new(ResourceSlice {
         name: Sym::new("shared"),
@@ -278,6 +282,7 @@ fn shared_claim(namespace: &str) -> ResourceClaim {
         deleting: false,
         allocation: None,
         reserved_for: Vec::new(),
+        extended_resource: false,
     }
 }
 

@@ -226,6 +226,10 @@ impl DraState for BasicStore {
         self.catalog.classes.get(&name).cloned()
     }
 
+    fn extended_resource_classes(&self) -> Arc<gantry_api::dra_extended::ExtendedResourceClasses> {
+        self.catalog.extended.clone()
+    }
+
     fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
         self.top().claims.get(&key).cloned()
     }

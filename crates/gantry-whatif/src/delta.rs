@@ -159,6 +159,10 @@ impl DraState for DeltaStore {
         self.catalog.classes.get(&name).cloned()
     }
 
+    fn extended_resource_classes(&self) -> Arc<gantry_api::dra_extended::ExtendedResourceClasses> {
+        self.catalog.extended.clone()
+    }
+
     fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
         for layer in self.layers.iter().rev() {
             if let Some(entry) = layer.claims.get(&key) {

@@ -10,6 +10,7 @@ use gantry_api::decode::ClusterObjects;
 use gantry_api::dra::{
     ClaimKey, ClaimSource, DraObjects, ResourceClaim, ResourceSlice, SliceNodes,
 };
+use gantry_api::dra_extended::ExtendedResourceClasses;
 use gantry_api::{Node, Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo, NodeTree};
 use gantry_framework::plugins::dynamic_resources;
@@ -93,12 +94,14 @@ impl ClusterSnapshot {
         objects: ApiObjects,
         dra: &DraObjects,
     ) -> ClusterSnapshot {
+        let classes: HashMap<_, _, _> = dra
+            .device_classes
+            .iter()
+            .map(|c| (c.name, Arc::new(c.clone())))
+            .collect();
         let catalog = DraCatalog {
-            classes: dra
-                .device_classes
-                .iter()
-                .map(|c| (c.name, Arc::new(c.clone())))
-                .collect(),
+            extended: Arc::new(ExtendedResourceClasses::new(classes.values())),
+            classes,
             templates: dra
                 .templates
                 .iter()
@@ -241,9 +244,20 @@ impl ClusterSnapshot {
         Ok(removed)
     }
 
-    /// The claims of a pod that left: those it owns deleted, the others without its
+    /// The claims of a pod that left: those it owns deleted (the claim made for its
+    /// extended resources too), the others without its
     /// reservation, and deallocated when no pod holds them any more.
     fn release_claims(&mut self, pod: &Pod) {
+        if gantry_api::dra_extended::asks_for_extended_resources(pod) {
+            let key = gantry_api::dra_extended::extended_claim_key(pod);
+            if self
+                .store
+                .claim(key)
+                .is_some_and(|c| c.extended_resource && c.owner_pod.as_deref() == Some(&*pod.uid))
+            {
+                self.store.remove_claim(key);
+            }
+        }
         for entry in pod.resource_claims.iter() {
             let key = ClaimKey {
                 namespace: pod.namespace,

@@ -96,6 +96,8 @@ pub struct DraCatalog {
     pub classes: HashMap<Sym, Arc<DeviceClass>, RandomState>,
     pub templates: HashMap<ClaimKey, Arc<ResourceClaimTemplate>, RandomState>,
     pub shared_slices: Vec<Arc<ResourceSlice>>,
+    /// The classes by the extended resources they serve (built from `classes`).
+    pub extended: Arc<gantry_api::dra_extended::ExtendedResourceClasses>,
 }
 
 /// The claims (PVCs) a pod's `persistentVolumeClaim` volumes use, as the cache counts

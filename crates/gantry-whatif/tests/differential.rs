@@ -112,6 +112,7 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
             })
         }),
         reserved_for: Vec::new(),
+        extended_resource: false,
     })
 }
 

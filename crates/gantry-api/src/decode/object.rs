@@ -223,7 +223,6 @@ impl ClusterObjects {
                 value,
                 &object,
                 self.release,
-                &mut self.warnings,
             );
         }
         let converted = convert(value, position, generated, self.release)?;

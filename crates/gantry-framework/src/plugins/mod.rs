@@ -301,6 +301,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
     let ports = Arc::new(node_ports::NodePorts);
     let fit = Arc::new(node_resources_fit::NodeResourcesFit {
         unresolvable_above_allocatable: release.fit_unresolvable_above_allocatable(),
+        delegates_to_devices: release.enabled(Gate::DRAExtendedResource),
         ..args.fit
     });
     let balanced = balanced_allocation::BalancedAllocation {
@@ -361,6 +362,7 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
             .pre_filter(ports.clone())
             .filter(ports),
         Registered::new(node_resources_fit::NAME)
+            .pre_filter(fit.clone())
             .filter(fit.clone())
             .score(fit),
         Registered::new(volume_restrictions::NAME)

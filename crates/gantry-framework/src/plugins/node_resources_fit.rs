@@ -9,7 +9,10 @@ use smallvec::SmallVec;
 
 use super::shape_score::broken_linear;
 use crate::plugins::scored_resources::{ResourceRow, RowPair, RowScore, div_floor, mul_div_floor};
-use crate::{Code, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Status};
+use crate::{
+    Cluster, Code, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
+    PreFilterResult, Status,
+};
 
 pub const NAME: &str = "NodeResourcesFit";
 pub const TOO_MANY_PODS: &str = "Too many pods";
@@ -50,6 +53,9 @@ pub struct NodeResourcesFit {
     /// A node whose allocatable is below the request can never fit the pod: say so with
     /// UnschedulableAndUnresolvable, so that preemption leaves it alone (v1.34 on).
     pub unresolvable_above_allocatable: bool,
+    /// DRAExtendedResource: an extended resource a device class serves is left to
+    /// DynamicResources on nodes whose allocatable lacks it (`shouldDelegateResourceToDRA`).
+    pub delegates_to_devices: bool,
 }
 
 impl Default for NodeResourcesFit {
@@ -58,6 +64,7 @@ impl Default for NodeResourcesFit {
             strategy: ScoringStrategy::LeastAllocated,
             resources: default_scored_resources(),
             unresolvable_above_allocatable: true,
+            delegates_to_devices: true,
         }
     }
 }
@@ -76,6 +83,11 @@ impl Plugin for NodeResourcesFit {
         true
     }
 
+    /// "signature disabled when dra extended resources are used in the cluster".
+    fn signs_after_pre_filter(&self, state: &CycleState) -> bool {
+        state.read::<ServedByDevices>(NAME).is_none()
+    }
+
     fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
         crate::events::POD_DELETE_OR_NODE_ADD_OR_UPDATE
     }
@@ -89,6 +101,7 @@ pub fn insufficient_resources(
     request: &Resources,
     node: &NodeInfo,
     unresolvable_above_allocatable: bool,
+    served_by_devices: &[Sym],
 ) -> Status {
     let allocatable = node.allocatable();
     let requested = node.requested();
@@ -136,6 +149,9 @@ pub fn insufficient_resources(
             continue;
         }
         let has = allocatable.scalar(name);
+        if has == 0 && served_by_devices.contains(&name) {
+            continue;
+        }
         if want > has - requested.scalar(name) {
             unresolvable |= want > has;
             fail(format!("Insufficient {name}").into());
@@ -155,9 +171,60 @@ fn checked_scalars(request: &Resources) -> impl Iterator<Item = (Sym, i64)> + '_
         .filter(|(name, _)| !gantry_api::gpu::ignored_by_scheduler(*name))
 }
 
+/// The pod's extended resources a device class serves, which nodes without them in
+/// their allocatable leave to DynamicResources.
+#[derive(Clone)]
+struct ServedByDevices(SmallVec<[Sym; 2]>);
+
+impl PreFilterPlugin for NodeResourcesFit {
+    /// Finds the pod's extended resources a device class serves (DRAExtendedResource);
+    /// never skips, as upstream's PreFilter does not.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> (PreFilterResult, Status) {
+        if !self.delegates_to_devices {
+            return (None, Status::success());
+        }
+        let mut asked = pod
+            .requests()
+            .scalars()
+            .filter(|(name, amount)| {
+                *amount > 0
+                    && gantry_api::dra_extended::is_dra_extended_resource_name(name.as_str())
+            })
+            .peekable();
+        if asked.peek().is_none() {
+            return (None, Status::success());
+        }
+        let Some(dra) = cluster.nodes.dra() else {
+            return (None, Status::success());
+        };
+        let classes = dra.extended_resource_classes();
+        let served: SmallVec<[Sym; 2]> = asked
+            .filter(|(name, _)| classes.class_for(*name).is_some())
+            .map(|(name, _)| name)
+            .collect();
+        if !served.is_empty() {
+            state.write(NAME, ServedByDevices(served));
+        }
+        (None, Status::success())
+    }
+}
+
 impl FilterPlugin for NodeResourcesFit {
-    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        insufficient_resources(pod.requests(), node, self.unresolvable_above_allocatable)
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let served = state
+            .read::<ServedByDevices>(NAME)
+            .map_or(&[][..], |s| &s.0[..]);
+        insufficient_resources(
+            pod.requests(),
+            node,
+            self.unresolvable_above_allocatable,
+            served,
+        )
     }
 
     /// A node is proven when every resource fits, which is exactly when `filter` passes.

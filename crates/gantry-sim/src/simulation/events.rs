@@ -255,7 +255,9 @@ impl Simulation {
     /// The pod is gone: the claim controller and the garbage collector release its
     /// claims.
     fn release_claims(&mut self, pod: &Pod) {
-        if pod.resource_claims.is_empty() {
+        if pod.resource_claims.is_empty()
+            && !gantry_api::dra_extended::asks_for_extended_resources(pod)
+        {
             return;
         }
         let changes = self.api.claims.release(pod);

@@ -11,6 +11,7 @@ mod coscheduling;
 mod coscheduling_parity;
 mod dra_admin_access;
 mod dra_distinct;
+mod dra_extended;
 mod dra_partitionable;
 mod dra_scoring;
 mod dra_shared;

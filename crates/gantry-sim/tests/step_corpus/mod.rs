@@ -42,6 +42,18 @@ pub fn decide_steps_and_claims(
     release: Release,
 ) -> (Vec<Outcome>, Vec<String>) {
     let sim = run_steps(corpus, name, release);
+    let (cluster, steps) = (
+        decode(corpus, name, "cluster.yaml", release),
+        decode(corpus, name, "steps.yaml", release),
+    );
+    let classes: Vec<_> = cluster
+        .dra
+        .device_classes
+        .iter()
+        .cloned()
+        .map(Arc::new)
+        .collect();
+    let classes = gantry_api::dra_extended::ExtendedResourceClasses::new(&classes);
     let mut claims = sim.cache().dra().claims();
     claims.sort_by_key(|c| (c.namespace.as_str().to_string(), c.name.to_string()));
     let lines = (claims.iter())
@@ -64,6 +76,12 @@ pub fn decide_steps_and_claims(
                     })
                 })
                 .collect();
+            if c.extended_resource {
+                let pod = (steps.pods.iter())
+                    .find(|p| Some(&*p.uid) == c.owner_pod.as_deref())
+                    .expect("the claim's owner is a pod of steps.yaml");
+                return Some(extended_claim_line(c, pod, &classes, devices));
+            }
             // The recorder names a template's claim `<pod>-<claim>`; Gantry, as the
             // API server's generateName does, adds five random characters.
             let name = match c.name.rsplit_once('-') {
@@ -77,6 +95,42 @@ pub fn decide_steps_and_claims(
     (outcomes(&sim), lines)
 }
 
+/// The recorder's line for the claim made for `pod`'s extended resources: its requests,
+/// which container uses which (worked out again from the pod and the classes that its
+/// requests name, and checked to give the claim's requests), and its devices.
+fn extended_claim_line(
+    claim: &gantry_api::dra::ResourceClaim,
+    pod: &gantry_api::Pod,
+    classes: &gantry_api::dra_extended::ExtendedResourceClasses,
+    devices: Vec<Value>,
+) -> String {
+    let exact = |r: &gantry_api::dra::DeviceRequest| r.exact().cloned().expect("exactly");
+    let requests: Vec<Value> = (claim.spec.requests.iter())
+        .map(|r| {
+            let gantry_api::dra::AllocationMode::ExactCount(count) = exact(r).mode else {
+                panic!("an extended-resource request asks for a count");
+            };
+            serde_json::json!({"name": &*r.name, "class": exact(r).device_class.as_str(), "count": count})
+        })
+        .collect();
+    let served: Vec<_> = (classes.requested_by(pod).into_iter())
+        .filter(|e| {
+            claim
+                .spec
+                .requests
+                .iter()
+                .any(|r| exact(r).device_class == e.class)
+        })
+        .collect();
+    let (again, mappings) = gantry_api::dra_extended::requests_and_mappings(pod, &served);
+    assert_eq!(again, claim.spec.requests, "{}", claim.name);
+    let mappings: Vec<Value> = (mappings.iter())
+        .map(|m| serde_json::json!({"container": &*m.container, "resource": m.resource.as_str(), "request": &*m.request}))
+        .collect();
+    let owner = format!("{}/{}", pod.namespace, pod.name);
+    serde_json::json!({"extendedResourcesOf": owner, "requests": requests, "mappings": mappings, "devices": devices}).to_string()
+}
+
 /// The recorded lines of `testdata/<corpus>/<name>/<file>`, as JSON values written
 /// compactly (to compare with [`decide_steps_and_claims`]).
 pub fn recorded_lines(corpus: &str, name: &str, file: &str) -> Vec<String> {
@@ -85,17 +139,19 @@ pub fn recorded_lines(corpus: &str, name: &str, file: &str) -> Vec<String> {
         .collect()
 }
 
+/// `testdata/<corpus>/<name>/<file>` decoded as `release` reads it.
+fn decode(corpus: &str, name: &str, file: &str, release: Release) -> ClusterObjects {
+    let mut objects = ClusterObjects::for_release(release);
+    objects
+        .decode_more(&read(corpus, name, file), file)
+        .unwrap();
+    objects.resolve_priorities().unwrap();
+    objects
+}
+
 fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
-    let decode = |file: &str| {
-        let mut objects = ClusterObjects::for_release(release);
-        objects
-            .decode_more(&read(corpus, name, file), file)
-            .unwrap();
-        objects.resolve_priorities().unwrap();
-        objects
-    };
-    let cluster = decode("cluster.yaml");
-    let steps = decode("steps.yaml");
+    let cluster = decode(corpus, name, "cluster.yaml", release);
+    let steps = decode(corpus, name, "steps.yaml", release);
     let profiles = vec![default_profile_for("default-scheduler", release)];
     let mut sim = Simulation::new(cluster, profiles, SimOptions::default()).unwrap();
     for (i, pod) in steps.pods.into_iter().enumerate() {

@@ -16,6 +16,7 @@ pub mod cel;
 mod constraints;
 mod counters;
 pub mod device_report;
+mod extended;
 mod first_path;
 pub mod library;
 mod pools;
@@ -30,7 +31,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
-use gantry_api::dra::{Allocation, ClaimConsumer, ClaimKey, ResourceClaim};
+use gantry_api::dra::{Allocation, ClaimKey, ResourceClaim};
+use gantry_api::dra_extended::RequestMapping;
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
@@ -143,8 +145,14 @@ struct PodClaims {
     /// Allocated claims some node could not use (their allocation is elsewhere), by
     /// index: PostFilter may free one.
     unavailable: Arc<Mutex<BTreeSet<usize>>>,
-    /// Reserve's choice: the node and its allocations.
+    /// Reserve's choice: the node and its allocations (the user claims' first, then the
+    /// extended-resource claim's, if the node needs one).
     reserved: Option<(Sym, Arc<Vec<Allocation>>)>,
+    /// The pod's extended resources served by devices (DRAExtendedResource), if any.
+    extended: Option<Arc<extended::ExtendedClaim>>,
+    /// Reserve's claim for them on the chosen node, unallocated, and which container uses
+    /// which of its requests; `None` where the node serves them itself.
+    reserved_extended: Option<(Arc<ResourceClaim>, Arc<[RequestMapping]>)>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
     bound: Vec<Arc<ResourceClaim>>,
     /// The allocator's features, as the release's gates set them.
@@ -169,9 +177,7 @@ pub fn reserved_allocations(state: &CycleState) -> Vec<Arc<ResourceClaim>> {
     let Some((_, allocations)) = &s.reserved else {
         return Vec::new();
     };
-    s.claims
-        .iter()
-        .filter(|c| c.allocation.is_none())
+    s.to_allocate()
         .zip(allocations.iter())
         .map(|(claim, allocation)| {
             let mut allocated = ResourceClaim::clone(claim);
@@ -179,6 +185,15 @@ pub fn reserved_allocations(state: &CycleState) -> Vec<Arc<ResourceClaim>> {
             Arc::new(allocated)
         })
         .collect()
+}
+
+/// Which container uses which request of the claim made for the pod's extended resources
+/// (`status.extendedResourceClaimStatus.requestMappings`, which `gantry run` writes), with
+/// the claim's name; `None` when the pod got no such claim.
+pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[RequestMapping]>)> {
+    let s = state.read::<PodClaims>(NAME)?;
+    let (claim, mappings) = s.reserved_extended.as_ref()?;
+    Some((claim.name.clone(), mappings.clone()))
 }
 
 /// The claims Reserve allocated for the pod (the others it only reserves).
@@ -189,11 +204,7 @@ pub fn allocated_now(state: &CycleState) -> Vec<ClaimKey> {
     if s.reserved.is_none() {
         return Vec::new();
     }
-    s.claims
-        .iter()
-        .filter(|c| c.allocation.is_none())
-        .map(|c| c.key())
-        .collect()
+    s.to_allocate().map(|c| c.key()).collect()
 }
 
 /// What DynamicResources' PostFilter concludes for a pod no node fits.
@@ -238,7 +249,7 @@ pub fn post_filter(state: &CycleState, pod: &Pod) -> ClaimsPostFilter {
             ClaimsPostFilter::StateNotFound
         };
     };
-    if s.claims.is_empty() {
+    if s.claims.is_empty() && s.extended.is_none() {
         return ClaimsPostFilter::NoNewClaims;
     }
     let unavailable = s
@@ -305,7 +316,7 @@ impl DynamicResources {
     fn prepare(
         &self,
         claim: &Arc<ResourceClaim>,
-        dra: &dyn gantry_cache::DraState,
+        class_named: &dyn Fn(Sym) -> Option<Arc<gantry_api::dra::DeviceClass>>,
     ) -> Result<PreparedClaim, Status> {
         let owner = format!("claim {}/{}", claim.namespace, claim.name);
         let selection = |name: &str,
@@ -314,7 +325,7 @@ impl DynamicResources {
                          mode: gantry_api::dra::AllocationMode,
                          field: &str|
          -> Result<PreparedSelection, Status> {
-            let Some(class) = dra.device_class(class) else {
+            let Some(class) = class_named(class) else {
                 return Err(Status::unresolvable(format!(
                     "request {name}: device class {class} does not exist"
                 )));
@@ -386,6 +397,78 @@ impl DynamicResources {
     }
 }
 
+impl DynamicResources {
+    /// The pod's extended resources a device class serves (DRAExtendedResource on), for
+    /// which it needs a claim of its own: upstream's `preFilterExtendedResources`.
+    fn extended_claim(
+        &self,
+        pod: &Pod,
+        cluster: Cluster<'_>,
+    ) -> Result<Option<Arc<extended::ExtendedClaim>>, Status> {
+        if !self.release.enabled(gantry_api::Gate::DRAExtendedResource) {
+            return Ok(None);
+        }
+        let asks = gantry_api::dra_extended::asks_for_extended_resources(pod);
+        let Some(dra) = cluster.nodes.dra().filter(|_| asks) else {
+            return Ok(None);
+        };
+        let found = extended::ExtendedClaim::find(
+            pod,
+            &dra.extended_resource_classes(),
+            || dra.device_use(),
+            || dra.shared_slices(),
+        )?;
+        Ok(found.map(Arc::new))
+    }
+
+    /// The allocator for the claims to allocate on a node of `variant`: the user claims'
+    /// own for variant 0 (`None` when there are none), else one that also allocates the
+    /// claim for the extended resources the node leaves to devices.
+    fn allocator_for(
+        &self,
+        s: &PodClaims,
+        pod: &Pod,
+        variant: u64,
+    ) -> Result<Option<Arc<Allocator>>, Status> {
+        let Some(extended) = s.extended.as_ref().filter(|_| variant != 0) else {
+            return Ok(s.allocator.clone());
+        };
+        let mut variants = extended.variants.lock().expect("variant lock poisoned");
+        if let Some(allocator) = variants.get(&variant) {
+            return Ok(Some(allocator.clone()));
+        }
+        let (claim, _) = extended.claim_for(pod, variant);
+        let prepared = self.prepare(&Arc::new(claim), &|c| extended.class(c))?;
+        let mut claims: Vec<PreparedClaim> = s
+            .allocator
+            .as_ref()
+            .map(|a| a.claims.clone())
+            .unwrap_or_default();
+        claims.push(prepared);
+        let allocator = Arc::new(Allocator {
+            claims,
+            allocated: extended.allocated.clone(),
+            shared_slices: extended.shared_slices.clone(),
+        });
+        variants.insert(variant, allocator.clone());
+        Ok(Some(allocator))
+    }
+
+    /// The node's variant and its allocator (see [`allocator_for`](Self::allocator_for)).
+    fn node_allocator(
+        &self,
+        s: &PodClaims,
+        pod: &Pod,
+        node: &NodeInfo,
+    ) -> Result<(u64, Option<Arc<Allocator>>), Status> {
+        let variant = match &s.extended {
+            None => 0,
+            Some(extended) => extended.variant_on(node)?,
+        };
+        Ok((variant, self.allocator_for(s, pod, variant)?))
+    }
+}
+
 impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
         NAME
@@ -399,6 +482,13 @@ impl Plugin for DynamicResources {
     fn sign(&self, pod: &Pod, _signature: &mut crate::Signature) -> bool {
         pod.resource_claims.is_empty()
     }
+
+    /// Nor is a pod given devices for its extended resources.
+    fn signs_after_pre_filter(&self, state: &CycleState) -> bool {
+        state
+            .read::<PodClaims>(NAME)
+            .is_none_or(|s| s.extended.is_none())
+    }
 }
 
 impl PreFilterPlugin for DynamicResources {
@@ -408,7 +498,14 @@ impl PreFilterPlugin for DynamicResources {
         pod: &Pod,
         cluster: Cluster<'_>,
     ) -> (PreFilterResult, Status) {
-        if pod.resource_claims.is_empty() {
+        let extended = match self.extended_claim(pod, cluster) {
+            Ok(extended) => extended,
+            Err(status) => {
+                state.write(NAME, PodClaims::default());
+                return (None, status);
+            }
+        };
+        if pod.resource_claims.is_empty() && extended.is_none() {
             return (None, Status::skip());
         }
         // As upstream: the state is written before anything can fail, so that PostFilter
@@ -445,7 +542,7 @@ impl PreFilterPlugin for DynamicResources {
                             )),
                         );
                     }
-                    match self.prepare(claim, dra) {
+                    match self.prepare(claim, &|c| dra.device_class(c)) {
                         Ok(prepared) => to_allocate.push(prepared),
                         Err(status) => return (None, status),
                     }
@@ -467,6 +564,7 @@ impl PreFilterPlugin for DynamicResources {
                 allocator,
                 node_allocations: Arc::default(),
                 features: Features::of(self.release),
+                extended,
                 ..PodClaims::default()
             },
         );
@@ -513,19 +611,30 @@ impl FilterPlugin for DynamicResources {
         // Devices are marked chosen only where Filter passes: `found_on` answers for such
         // nodes alone.
         let passed = self.filter(state, pod, node).is_success();
-        state
-            .read::<PodClaims>(NAME)
-            .map(|s| self.device_details(s, node, passed))
-            .unwrap_or_default()
+        let Some(s) = state.read::<PodClaims>(NAME) else {
+            return Vec::new();
+        };
+        match self.node_allocator(s, pod, node) {
+            Ok((_, Some(allocator))) => self.device_details(s, &allocator, node, passed),
+            _ => Vec::new(),
+        }
     }
 
-    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PodClaims>(NAME) else {
             return Status::success();
         };
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
+        let (variant, allocator) = match self.node_allocator(s, pod, node) {
+            Ok(found) => found,
+            Err(status) => return status,
+        };
+        // Extended resources the node serves itself, and no claims of the pod's own.
+        if s.claims.is_empty() && variant == 0 {
+            return Status::success();
+        }
         let unavailable_here = |sel: &Option<NodeSelector>| {
             sel.as_ref()
                 .is_some_and(|sel| !sel.matches(n.name, &n.labels))
@@ -539,7 +648,7 @@ impl FilterPlugin for DynamicResources {
         } else {
             Vec::new()
         };
-        let allocations = match &s.allocator {
+        let allocations = match &allocator {
             None => None,
             Some(allocator) => {
                 match allocator.find_for_filter(n, node.resource_slices(), s.features) {
@@ -564,22 +673,34 @@ impl FilterPlugin for DynamicResources {
 }
 
 impl PodClaims {
+    /// The pod's claims still to allocate, then the claim Reserve made for its extended
+    /// resources: the claims Reserve's allocations are for, in their order.
+    fn to_allocate(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> {
+        (self.claims.iter().filter(|c| c.allocation.is_none()))
+            .chain(self.reserved_extended.as_ref().map(|(claim, _)| claim))
+    }
+
     /// What Filter found on `node`, a node that passed it (asked of no other): the search's
     /// allocations where it searched, otherwise the first path's (when there were claims
     /// to allocate).
-    fn found_on(&self, node: Sym) -> Option<Found> {
+    fn found_on(&self, node: Sym, allocator: Option<&Arc<Allocator>>) -> Option<Found> {
         let searched = self.node_allocations.get(node);
-        searched.or_else(|| self.allocator.is_some().then_some(Found::FirstPath))
+        searched.or_else(|| allocator.is_some().then_some(Found::FirstPath))
     }
 
     /// Filter's allocations for a node that passed it, built if Filter kept only that the
     /// first path found them (node selectors left out); `None` without claims to allocate.
-    fn allocations_on(&self, node: &NodeInfo) -> Option<Result<Arc<Vec<Allocation>>, String>> {
-        let found = self.found_on(node.name())?;
+    /// `allocator` is the node's (see `DynamicResources::node_allocator`).
+    fn allocations_on(
+        &self,
+        node: &NodeInfo,
+        allocator: Option<&Arc<Allocator>>,
+    ) -> Option<Result<Arc<Vec<Allocation>>, String>> {
+        let found = self.found_on(node.name(), allocator)?;
         Some(match found {
             Found::Allocations(allocations) => Ok(allocations),
             Found::FirstPath => {
-                let (allocator, n) = (self.allocator.as_ref()?, node.node()?);
+                let (allocator, n) = (allocator?, node.node()?);
                 match allocator.find(n, node.resource_slices(), self.features).0 {
                     Ok(Some(allocations)) => Ok(Arc::new(allocations)),
                     Ok(None) => Err("the devices found at Filter are taken now".to_string()),
@@ -595,11 +716,19 @@ impl DynamicResources {
     /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
     /// a claim whose constraints (`matchAttribute`, `distinctAttribute`) are what fails is
     /// said to be.
-    fn device_details(&self, s: &PodClaims, node: &NodeInfo, passed: bool) -> Vec<Detail> {
-        let (Some(allocator), Some(n)) = (&s.allocator, node.node()) else {
+    fn device_details(
+        &self,
+        s: &PodClaims,
+        allocator: &Arc<Allocator>,
+        node: &NodeInfo,
+        passed: bool,
+    ) -> Vec<Detail> {
+        let Some(n) = node.node() else {
             return Vec::new();
         };
-        let found = passed.then(|| s.allocations_on(node)).flatten();
+        let found = passed
+            .then(|| s.allocations_on(node, Some(allocator)))
+            .flatten();
         let picked: Vec<(Arc<str>, gantry_api::dra::DeviceId)> = match found {
             Some(Ok(allocations)) => allocations
                 .iter()
@@ -680,7 +809,7 @@ impl PreScorePlugin for DynamicResources {
 impl ScorePlugin for DynamicResources {
     /// Upstream's `Score`: 0 without claims or without an allocation Filter kept for the
     /// node; otherwise `computeScore` (see [`score`]), whose error fails the cycle.
-    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PodClaims>(NAME) else {
             return Ok(0);
         };
@@ -690,7 +819,11 @@ impl ScorePlugin for DynamicResources {
         {
             return Ok(0);
         }
-        match s.found_on(node.name()) {
+        let allocator = match self.node_allocator(s, pod, node) {
+            Ok((_, allocator)) => allocator,
+            Err(_) => return Ok(0),
+        };
+        match s.found_on(node.name(), allocator.as_ref()) {
             None => Ok(0),
             Some(Found::Allocations(allocations)) => {
                 score::first_available_score(&s.claims, &allocations, reads_allocated)
@@ -714,16 +847,21 @@ impl ScorePlugin for DynamicResources {
 
 impl ReservePlugin for DynamicResources {
     /// Keeps Filter's allocations for the chosen node, with where each can be used
-    /// (Filter leaves that out: it is needed for one node only).
-    fn reserve(&self, state: &mut CycleState, _pod: &Pod, info: &NodeInfo) -> Status {
+    /// (Filter leaves that out: it is needed for one node only), and the claim for the
+    /// pod's extended resources where the node leaves them to devices.
+    fn reserve(&self, state: &mut CycleState, pod: &Pod, info: &NodeInfo) -> Status {
         let node = info.name();
         let Some(s) = state.read_mut::<PodClaims>(NAME) else {
             return Status::success();
         };
-        let Some(allocator) = s.allocator.clone() else {
+        let (variant, allocator) = match self.node_allocator(s, pod, info) {
+            Ok(found) => found,
+            Err(status) => return status,
+        };
+        let Some(allocator) = allocator else {
             return Status::success();
         };
-        let (Some(found), Some(n)) = (s.allocations_on(info), info.node()) else {
+        let (Some(found), Some(n)) = (s.allocations_on(info, Some(&allocator)), info.node()) else {
             return Status::error("claim allocation not found for node");
         };
         let allocations = match found {
@@ -733,12 +871,19 @@ impl ReservePlugin for DynamicResources {
         let mut allocations = Vec::clone(&allocations);
         allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations, s.features);
         s.reserved = Some((node, Arc::new(allocations)));
+        s.reserved_extended = (s.extended.as_ref())
+            .filter(|_| variant != 0)
+            .map(|extended| {
+                let (claim, mappings) = extended.claim_for(pod, variant);
+                (Arc::new(claim), Arc::from(mappings))
+            });
         Status::success()
     }
 
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, _node: Sym) {
         if let Some(s) = state.read_mut::<PodClaims>(NAME) {
             s.reserved = None;
+            s.reserved_extended = None;
             s.bound.clear();
         }
     }
@@ -746,20 +891,23 @@ impl ReservePlugin for DynamicResources {
 
 impl PreBindPlugin for DynamicResources {
     /// Writes each claim's status: the allocation Reserve kept (for claims that had
-    /// none) and the pod in `reservedFor`.
+    /// none) and the pod in `reservedFor`; the claim for the pod's extended resources
+    /// is new, made with its allocation (upstream creates it, then writes its status).
     fn pre_bind(&self, state: &mut CycleState, pod: &Pod, node: Sym) -> Status {
         let Some(s) = state.read_mut::<PodClaims>(NAME) else {
             return Status::success();
         };
-        let mut fresh = match (&s.allocator, &s.reserved) {
-            (None, _) => Vec::new().into_iter(),
-            (Some(_), Some((reserved_on, allocations))) if *reserved_on == node => {
+        let needs_allocations = s.to_allocate().next().is_some();
+        let mut fresh = match &s.reserved {
+            Some((reserved_on, allocations)) if *reserved_on == node => {
                 allocations.iter().cloned().collect::<Vec<_>>().into_iter()
             }
-            (Some(_), _) => return Status::error("claim allocation not reserved for node"),
+            _ if !needs_allocations => Vec::new().into_iter(),
+            _ => return Status::error("claim allocation not reserved for node"),
         };
-        let mut bound = Vec::with_capacity(s.claims.len());
-        for claim in &s.claims {
+        let mut bound = Vec::with_capacity(s.claims.len() + 1);
+        let extended = s.reserved_extended.as_ref().map(|(claim, _)| claim);
+        for claim in s.claims.iter().chain(extended) {
             let mut updated = ResourceClaim::clone(claim);
             if updated.allocation.is_none() {
                 let Some(allocation) = fresh.next() else {
@@ -774,10 +922,7 @@ impl PreBindPlugin for DynamicResources {
                 if !updated.can_be_reserved() {
                     return Status::unresolvable(REASON_IN_USE);
                 }
-                updated.reserved_for.push(ClaimConsumer {
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                });
+                updated.reserved_for.push(extended::consumer(pod));
             }
             bound.push(Arc::new(updated));
         }

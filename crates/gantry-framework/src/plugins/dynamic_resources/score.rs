@@ -135,6 +135,7 @@ mod tests {
             deleting: false,
             allocation: None,
             reserved_for: Vec::new(),
+            extended_resource: false,
         })
     }
 

@@ -1,0 +1,152 @@
+//! DRAExtendedResource in DynamicResources (upstream's `extendeddynamicresources.go`): a
+//! pod asking for an extended resource that a device class serves gets, on each node
+//! whose allocatable lacks the resource, a claim of its own with one request per
+//! container ([`gantry_api::dra_extended::requests_and_mappings`]), allocated with the
+//! pod's other claims. Which resources a node leaves to devices is the node's *variant*
+//! (bit `i`: the `i`-th served resource); each variant gets its own allocator, built on
+//! first use.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use foldhash::fast::RandomState;
+use gantry_api::dra::{ClaimConsumer, ClaimSpec, DeviceClass, ResourceClaim, ResourceSlice};
+use gantry_api::dra_extended::{
+    ExtendedRequest, RequestMapping, extended_claim_name, is_dra_extended_resource_name,
+    requests_and_mappings,
+};
+use gantry_api::{Pod, Sym};
+use gantry_cache::{DeviceUse, NodeInfo};
+use smallvec::SmallVec;
+
+use super::Allocator;
+use crate::Status;
+
+/// The most extended resources backed by devices one pod may ask for (a node's variant
+/// is a bit set of them).
+const MAX_SERVED: usize = 64;
+
+/// What PreFilter found of the pod's extended resources.
+pub(super) struct ExtendedClaim {
+    /// The pod's extended resources a class serves, sorted by name, with their classes.
+    pub served: Vec<(ExtendedRequest, Arc<DeviceClass>)>,
+    /// Extended resources the pod asks for that no class serves: a node whose allocatable
+    /// lacks one of them cannot take the pod.
+    pub unserved: SmallVec<[Sym; 2]>,
+    /// What the allocators read besides the claims.
+    pub allocated: Arc<dyn DeviceUse>,
+    pub shared_slices: Vec<Arc<ResourceSlice>>,
+    /// The allocators of the variants met so far (not variant 0: the user claims' own).
+    pub variants: Mutex<HashMap<u64, Arc<Allocator>, RandomState>>,
+}
+
+/// Upstream's message for a node that neither has nor can be given a resource.
+pub const REASON_CANNOT_FIT: &str = "cannot fit resource";
+
+impl ExtendedClaim {
+    /// The pod's extended resources, when a class serves at least one (`None`: the pod
+    /// needs no claim of its own); an error when it asks for more than Gantry can track.
+    pub fn find(
+        pod: &Pod,
+        classes: &gantry_api::dra_extended::ExtendedResourceClasses,
+        allocated: impl FnOnce() -> Arc<dyn DeviceUse>,
+        shared_slices: impl FnOnce() -> Vec<Arc<ResourceSlice>>,
+    ) -> Result<Option<ExtendedClaim>, Status> {
+        let served: Vec<(ExtendedRequest, Arc<DeviceClass>)> = classes
+            .requested_by(pod)
+            .into_iter()
+            .filter_map(|r| Some((r, classes.class_for(r.resource)?.clone())))
+            .collect();
+        if served.is_empty() {
+            return Ok(None);
+        }
+        if served.len() > MAX_SERVED {
+            return Err(Status::unresolvable(format!(
+                "pod {} asks for {} extended resources backed by devices, more than the {MAX_SERVED} Gantry tracks",
+                pod.key(),
+                served.len()
+            )));
+        }
+        let unserved = pod
+            .requests()
+            .scalars()
+            .filter(|(name, amount)| {
+                *amount > 0
+                    && is_dra_extended_resource_name(name.as_str())
+                    && classes.class_for(*name).is_none()
+            })
+            .map(|(name, _)| name)
+            .collect();
+        Ok(Some(ExtendedClaim {
+            served,
+            unserved,
+            allocated: allocated(),
+            shared_slices: shared_slices(),
+            variants: Mutex::default(),
+        }))
+    }
+
+    /// The node's variant: the served resources its allocatable lacks; upstream's
+    /// `cannot fit resource` when it lacks one no class serves.
+    pub fn variant_on(&self, node: &NodeInfo) -> Result<u64, Status> {
+        let allocatable = node.allocatable();
+        if self
+            .unserved
+            .iter()
+            .any(|name| allocatable.scalar(*name) == 0)
+        {
+            return Err(Status::unresolvable(REASON_CANNOT_FIT));
+        }
+        Ok(self
+            .served
+            .iter()
+            .enumerate()
+            .filter(|(_, (r, _))| allocatable.scalar(r.resource) == 0)
+            .fold(0, |mask, (i, _)| mask | (1 << i)))
+    }
+
+    /// The served resources of `variant`.
+    fn resources_of(&self, variant: u64) -> Vec<ExtendedRequest> {
+        (self.served.iter().enumerate())
+            .filter(|(i, _)| variant & (1 << i) != 0)
+            .map(|(_, (r, _))| *r)
+            .collect()
+    }
+
+    /// The class serving `name`.
+    pub fn class(&self, name: Sym) -> Option<Arc<DeviceClass>> {
+        (self.served.iter())
+            .find(|(r, _)| r.class == name)
+            .map(|(_, class)| class.clone())
+    }
+
+    /// The claim for the pod on a node of `variant` (not 0): named for the pod, owned by
+    /// it, with its requests, unallocated; and which container uses which request.
+    pub fn claim_for(&self, pod: &Pod, variant: u64) -> (ResourceClaim, Vec<RequestMapping>) {
+        let (requests, mappings) = requests_and_mappings(pod, &self.resources_of(variant));
+        let name: Arc<str> = Arc::from(extended_claim_name(pod));
+        let claim = ResourceClaim {
+            namespace: pod.namespace,
+            uid: Arc::from(format!("{}/{name}", pod.namespace)),
+            name,
+            spec: Arc::new(ClaimSpec {
+                requests,
+                constraints: Vec::new(),
+            }),
+            owner_pod: Some(pod.uid.clone()),
+            deleting: false,
+            allocation: None,
+            reserved_for: Vec::new(),
+            extended_resource: true,
+        };
+        (claim, mappings)
+    }
+}
+
+/// The pod as a claim's consumer.
+pub(super) fn consumer(pod: &Pod) -> ClaimConsumer {
+    ClaimConsumer {
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    }
+}
