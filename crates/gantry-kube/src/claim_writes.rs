@@ -4,12 +4,17 @@
 //! added with a plain update) and the pod in `status.reservedFor`, with a status update
 //! conditioned on the claim's resourceVersion, retried on conflict from a fresh read;
 //! after a failed binding the pod leaves `reservedFor` again (a strategic-merge patch);
-//! a claim DynamicResources' PostFilter frees loses its allocation.
+//! a claim DynamicResources' PostFilter frees loses its allocation. The claim for a pod's
+//! extended resources backed by devices (DRAExtendedResource) is created first, owned by
+//! the pod, and named in the pod's `status.extendedResourceClaimStatus` after its status
+//! is written (upstream's `createExtendedResourceClaimInAPI` and
+//! `patchPodExtendedResourceClaimStatus`); Unreserve deletes it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::dra::{AllocatedDevice, Allocation, ResourceClaim};
+use gantry_api::dra_extended::{EXTENDED_RESOURCE_CLAIM_ANNOTATION, RequestMapping};
 use gantry_api::labels::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement};
 use gantry_api::{Gate, Pod, Release, Sym};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -34,6 +39,8 @@ pub struct Reserved {
     pub namespace: Sym,
     pub name: Arc<str>,
     pub uid: Arc<str>,
+    /// Made for the pod's extended resources: Unreserve deletes it.
+    pub made_for_pod: bool,
 }
 
 #[derive(Clone)]
@@ -73,21 +80,135 @@ impl ClaimWriter {
     /// PreBind's writes, claim by claim in the pod's order; the claims the API holds
     /// reserved for the pod so far are pushed to `reserved` (also when a later one fails).
     /// The error is upstream's, one line naming the claim.
+    /// `mappings` names the claim made for the pod's extended resources, if any.
     pub async fn reserve(
         &self,
         pod: &Pod,
         claims: &[Arc<ResourceClaim>],
+        mappings: Option<&(Arc<str>, Arc<[RequestMapping]>)>,
         reserved: &mut Vec<Reserved>,
     ) -> Result<(), String> {
         for claim in claims {
-            self.bind_claim(pod, claim).await?;
-            reserved.push(Reserved {
-                namespace: claim.namespace,
-                name: claim.name.clone(),
-                uid: claim.uid.clone(),
-            });
+            let made_for_pod = claim.extended_resource && self.store.latest(claim.key()).is_none();
+            let claim = match made_for_pod {
+                true => {
+                    let uid = self.create_extended(pod, claim).await?;
+                    reserved.push(Reserved {
+                        namespace: claim.namespace,
+                        name: claim.name.clone(),
+                        uid: uid.clone(),
+                        made_for_pod,
+                    });
+                    Arc::new(ResourceClaim {
+                        uid,
+                        ..ResourceClaim::clone(claim)
+                    })
+                }
+                false => claim.clone(),
+            };
+            self.bind_claim(pod, &claim).await?;
+            if made_for_pod {
+                let mapped = mappings.filter(|(name, _)| *name == claim.name);
+                self.name_in_pod_status(pod, &claim, mapped).await?;
+            } else {
+                reserved.push(Reserved {
+                    namespace: claim.namespace,
+                    name: claim.name.clone(),
+                    uid: claim.uid.clone(),
+                    made_for_pod,
+                });
+            }
         }
         Ok(())
+    }
+
+    /// Upstream's `createExtendedResourceClaimInAPI`: the claim, owned by the pod and
+    /// annotated as made for its extended resources, with the requests PreBind set and no
+    /// status. Returns the uid the API server gave it.
+    async fn create_extended(&self, pod: &Pod, claim: &ResourceClaim) -> Result<Arc<str>, String> {
+        let requests: Vec<Value> = (claim.spec.requests.iter())
+            .filter_map(|r| {
+                let exact = r.exact()?;
+                let gantry_api::dra::AllocationMode::ExactCount(count) = exact.mode else {
+                    return None;
+                };
+                Some(json!({"name": &*r.name, "exactly": {
+                    "deviceClassName": exact.device_class.as_str(),
+                    "allocationMode": "ExactCount",
+                    "count": count,
+                }}))
+            })
+            .collect();
+        let object = json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": &*claim.name,
+                "namespace": claim.namespace.as_str(),
+                "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+                "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "Pod", "name": &*pod.name,
+                    "uid": &*pod.uid, "controller": true,
+                }],
+            },
+            "spec": {"devices": {"requests": requests}},
+        });
+        let failed =
+            |e: String| format!("create claim for extended resources {}: {e}", named(claim));
+        let dynamic: DynamicObject =
+            serde_json::from_value(object).map_err(|e| failed(e.to_string()))?;
+        let created = (self.api(claim.namespace))
+            .create(&PostParams::default(), &dynamic)
+            .await
+            .map_err(|e| failed(api_message(e)))?;
+        let value =
+            dra::to_json(&created, Kind::ResourceClaim).map_err(|e| failed(e.to_string()))?;
+        let uid = value["metadata"]["uid"].as_str().unwrap_or_default();
+        let uid: Arc<str> = Arc::from(uid);
+        self.store
+            .written(value)
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(uid)
+    }
+
+    /// Upstream's `patchPodExtendedResourceClaimStatus`: the pod's
+    /// `status.extendedResourceClaimStatus` names the claim and which container uses which
+    /// of its requests.
+    async fn name_in_pod_status(
+        &self,
+        pod: &Pod,
+        claim: &ResourceClaim,
+        mappings: Option<&(Arc<str>, Arc<[RequestMapping]>)>,
+    ) -> Result<(), String> {
+        let Some((_, mappings)) = mappings.filter(|(_, m)| !m.is_empty()) else {
+            return Err(format!(
+                "nil or empty request mappings, no update of pod {} ExtendedResourceClaimStatus",
+                pod.key()
+            ));
+        };
+        let mappings: Vec<Value> = (mappings.iter())
+            .map(|m| json!({"containerName": &*m.container, "resourceName": m.resource.as_str(), "requestName": &*m.request}))
+            .collect();
+        let patch = json!({"status": {"extendedResourceClaimStatus": {
+            "requestMappings": mappings,
+            "resourceClaimName": &*claim.name,
+        }}});
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), pod.namespace.as_str());
+        pods.patch_status(
+            &pod.name,
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "update pod {} ExtendedResourceClaimStatus: {}",
+                pod.key(),
+                api_message(e)
+            )
+        })
     }
 
     /// Upstream's `bindClaim`: `want` is the claim as PreBind set it (allocated, and
@@ -182,6 +303,10 @@ impl ClaimWriter {
     /// needs no current version. Failures are logged, as upstream logs them.
     pub async fn unreserve(&self, pod: &Pod, reserved: &[Reserved]) {
         for claim in reserved {
+            if claim.made_for_pod {
+                self.delete_made_for_pod(claim).await;
+                continue;
+            }
             let patch = json!({
                 "metadata": {"uid": &*claim.uid},
                 "status": {"reservedFor": [{"$patch": "delete", "uid": &*pod.uid}]},
@@ -207,6 +332,30 @@ impl ClaimWriter {
                     "could not take the pod out of the claim's status.reservedFor"
                 );
             }
+        }
+    }
+
+    /// Upstream's `deleteClaim` of the claim made for a pod's extended resources whose
+    /// binding failed: the delete-protection finalizer removed (a plain update), then the
+    /// claim deleted. Failures are logged, as upstream logs them.
+    async fn delete_made_for_pod(&self, claim: &Reserved) {
+        let api = self.api(claim.namespace);
+        let name = format!("{}/{}", claim.namespace, claim.name);
+        let deleted = async {
+            let mut current = get(&api, &claim.name).await?;
+            if let Some(Value::Array(finalizers)) = current.pointer_mut("/metadata/finalizers") {
+                finalizers.retain(|f| f != FINALIZER);
+                replace(&api, &claim.name, &current, false)
+                    .await
+                    .map_err(|e| e.1)?;
+            }
+            api.delete(&claim.name, &kube::api::DeleteParams::default())
+                .await
+                .map(|_| ())
+                .map_err(api_message)
+        };
+        if let Err(error) = deleted.await {
+            tracing::warn!(claim = %name, %error, "could not delete the claim made for the pod's extended resources");
         }
     }
 

@@ -121,6 +121,15 @@ impl BindingCycle {
         gantry_framework::plugins::dynamic_resources::bound_claims(&self.state)
     }
 
+    /// The claim made for the pod's extended resources (among `claims_to_write`, which
+    /// the binder creates) and which container uses which of its requests, which the
+    /// binder writes in the pod's `status.extendedResourceClaimStatus`.
+    pub fn extended_resource_mappings(
+        &self,
+    ) -> Option<(Arc<str>, Arc<[gantry_api::dra_extended::RequestMapping]>)> {
+        gantry_framework::plugins::dynamic_resources::extended_resource_mappings(&self.state)
+    }
+
     /// The volumes Reserve promised to the pod's claims and the claims to provision on
     /// its node, which the binder writes before the bind; empty for most pods.
     pub fn volumes_to_write(&self) -> gantry_framework::plugins::volume_binding::VolumeWrites {

@@ -570,17 +570,24 @@ impl ClaimStore {
         }
     }
 
-    /// Whether the bound pod's claims are all allocated and reserved for it.
+    /// Whether the bound pod's claims are all allocated and reserved for it (the claim
+    /// made for its extended resources too, where it has one).
     pub fn holds_claims_of(&self, pod: &Pod) -> bool {
-        pod.resource_claims.iter().all(|entry| {
-            let key = ClaimKey {
-                namespace: pod.namespace,
-                name: Sym::new(&pod.claim_name(entry)),
-            };
-            self.claims
-                .get(&key)
-                .is_some_and(|c| c.allocation.is_some() && c.is_reserved_for(&pod.uid))
-        })
+        let extended_held = !gantry_api::dra_extended::asks_for_extended_resources(pod)
+            || (self
+                .claims
+                .get(&gantry_api::dra_extended::extended_claim_key(pod)))
+            .is_none_or(|c| c.allocation.is_some() && c.is_reserved_for(&pod.uid));
+        extended_held
+            && pod.resource_claims.iter().all(|entry| {
+                let key = ClaimKey {
+                    namespace: pod.namespace,
+                    name: Sym::new(&pod.claim_name(entry)),
+                };
+                self.claims
+                    .get(&key)
+                    .is_some_and(|c| c.allocation.is_some() && c.is_reserved_for(&pod.uid))
+            })
     }
 }
 

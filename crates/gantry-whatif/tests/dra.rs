@@ -454,3 +454,65 @@ spec:
         );
     }
 }
+
+/// Extended resources backed by devices (DRAExtendedResource): pods asking for
+/// `example.com/gpu: 1`, which the class serves, each get a claim of their own on a
+/// node template with four GPUs in a ResourceSlice and no `example.com/gpu` in its
+/// allocatable: ten need three nodes. A pod placed and removed again takes its claim
+/// with it.
+#[test]
+fn scale_up_gives_extended_resources_devices() {
+    let class =
+        "{apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu.example.com},
+        spec: {extendedResourceName: example.com/gpu,
+               selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]}}";
+    let template = "{apiVersion: v1, kind: Node, metadata: {name: gpu-node, labels: {kubernetes.io/hostname: gpu-node}},
+        status: {allocatable: {cpu: '16', memory: 64Gi, pods: '110'}}}
+---
+{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: gpu-node-gpus},
+ spec: {driver: gpu.example.com, nodeName: gpu-node, pool: {name: gpu-node, generation: 1, resourceSliceCount: 1},
+        devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]}}";
+    let cluster = ClusterObjects::decode(class, "class.yaml").unwrap();
+    let template = ClusterObjects::decode(template, "template.yaml").unwrap();
+    let template = NodeTemplate {
+        node: template.nodes[0].clone(),
+        slices: template.dra.slices.iter().map(|s| (**s).clone()).collect(),
+    };
+    let many: Vec<Arc<Pod>> = pods(
+        &(0..10)
+            .map(|i| {
+                format!(
+                    "{{apiVersion: v1, kind: Pod, metadata: {{name: job-{i}, namespace: default,
+                       ownerReferences: [{{apiVersion: batch/v1, kind: Job, name: job, uid: job-uid, controller: true}}]}},
+                      spec: {{containers: [{{name: c, image: i, resources: {{limits: {{example.com/gpu: 1}}}}}}]}}}}"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n---\n"),
+    );
+    for kind in KINDS {
+        let mut s = snapshot(kind, &cluster);
+        let groups = equivalence_groups(&many);
+        let result = estimate(&mut s, &groups, &template, None).unwrap();
+        assert_eq!(
+            (result.scheduled.len(), result.nodes_needed),
+            (10, 3),
+            "{kind:?}"
+        );
+        assert!(s.store().allocated_devices().is_empty(), "reverted");
+    }
+    let mut with_node = cluster;
+    with_node.nodes.push(template.node.clone());
+    with_node.dra.slices = template.slices.iter().cloned().map(Arc::new).collect();
+    for kind in KINDS {
+        let mut s = snapshot(kind, &with_node);
+        let node = anywhere(&mut s, &many[0]).unwrap();
+        let key = gantry_api::dra_extended::extended_claim_key(&many[0]);
+        let claim = s.store().claim(key).expect("the pod's claim");
+        assert!(claim.extended_resource && claim.is_reserved_for(&many[0].uid));
+        assert_eq!(s.store().allocated_devices().len(), 1, "{kind:?}");
+        s.remove_pod(node, &many[0]).unwrap();
+        assert!(s.store().claim(key).is_none(), "{kind:?}");
+        assert!(s.store().allocated_devices().is_empty(), "{kind:?}");
+    }
+}

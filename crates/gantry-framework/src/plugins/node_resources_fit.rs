@@ -96,12 +96,14 @@ impl Plugin for NodeResourcesFit {
 /// Upstream's `fitsRequest`: every resource the pod requests must fit in what is left.
 /// With `unresolvable_above_allocatable`, a resource the node does not have that much of
 /// at all makes the status UnschedulableAndUnresolvable (upstream v1.34's
-/// `InsufficientResource.Unresolvable`); too many pods never does.
+/// `InsufficientResource.Unresolvable`); too many pods never does. A resource the node's
+/// allocatable lacks and that `served_by_devices` says a device class serves is left to
+/// DynamicResources (DRAExtendedResource, upstream's `shouldDelegateResourceToDRA`).
 pub fn insufficient_resources(
     request: &Resources,
     node: &NodeInfo,
     unresolvable_above_allocatable: bool,
-    served_by_devices: &[Sym],
+    served_by_devices: impl Fn(Sym) -> bool,
 ) -> Status {
     let allocatable = node.allocatable();
     let requested = node.requested();
@@ -149,10 +151,8 @@ pub fn insufficient_resources(
             continue;
         }
         let has = allocatable.scalar(name);
-        if has == 0 && served_by_devices.contains(&name) {
-            continue;
-        }
-        if want > has - requested.scalar(name) {
+        // Asked only where the resource would not fit (rarely), not for every node.
+        if want > has - requested.scalar(name) && !(has == 0 && served_by_devices(name)) {
             unresolvable |= want > has;
             fail(format!("Insufficient {name}").into());
         }
@@ -216,9 +216,10 @@ impl PreFilterPlugin for NodeResourcesFit {
 
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let served = state
-            .read::<ServedByDevices>(NAME)
-            .map_or(&[][..], |s| &s.0[..]);
+        let served = |name: Sym| {
+            self.delegates_to_devices
+                && (state.read::<ServedByDevices>(NAME)).is_some_and(|s| s.0.contains(&name))
+        };
         insufficient_resources(
             pod.requests(),
             node,

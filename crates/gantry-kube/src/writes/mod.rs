@@ -337,9 +337,10 @@ impl ApiWriter {
         let mut reserved = Vec::new();
         let mut bound = Ok(());
         if !claims.is_empty() {
+            let mappings = cycle.extended_resource_mappings();
             bound = self
                 .claims
-                .reserve(&pod, &claims, &mut reserved)
+                .reserve(&pod, &claims, mappings.as_ref(), &mut reserved)
                 .await
                 .map_err(|e| {
                     BindFailure::plain(format!(

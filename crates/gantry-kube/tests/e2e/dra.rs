@@ -629,3 +629,80 @@ async fn resource_k8s_io_is_read_only_when_a_profile_runs_dynamic_resources() {
     assert!(without.running.shared.is_synced());
     without.stop().await.unwrap();
 }
+
+/// A pod asking for `example.com/gpu`, which a device class serves (DRAExtendedResource,
+/// on from v1.36), on a node whose allocatable lacks it: the scheduler creates the pod's
+/// claim (owned by the pod, annotated, one request for the container), writes its
+/// allocation and reservation, names it in the pod's status, then binds; when the binding
+/// fails the claim is deleted, and the retry makes it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_resource_backed_by_devices_gets_a_claim_made_for_the_pod() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    let mut class = device_class("gpu");
+    class["spec"]["extendedResourceName"] = json!("example.com/gpu");
+    api.put(DEVICE_CLASSES, class);
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0", "gpu-1"]));
+    let mut p = pod("p", 500);
+    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = json!("2");
+    p["spec"]["containers"][0]["resources"]["limits"] = json!({"example.com/gpu": "2"});
+    api.fail_requests("/binding", 1);
+    api.put(PODS, p);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+
+    let claims = api.list(RESOURCE_CLAIMS);
+    assert_eq!(claims.len(), 1, "{claims:#?}");
+    let claim = &claims[0];
+    let name = claim["metadata"]["name"].as_str().unwrap();
+    assert!(
+        name.starts_with("p-extended-resources-") && name.len() == 26,
+        "{name}"
+    );
+    assert_eq!(
+        claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"],
+        "true"
+    );
+    let owner = &claim["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["uid"], &owner["controller"]),
+        (&json!("Pod"), &json!(uid_of(&api, "p")), &json!(true))
+    );
+    assert_eq!(
+        claim["spec"]["devices"]["requests"],
+        json!([{"name": "container-0-request-1", "exactly": {
+            "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}])
+    );
+    let results = &claim["status"]["allocation"]["devices"]["results"];
+    assert_eq!(results.as_array().map(Vec::len), Some(2), "{claim}");
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"resource": "pods", "name": "p", "uid": uid_of(&api, "p")}])
+    );
+    let status = &api.get(PODS, "default", "p").unwrap()["status"];
+    assert_eq!(
+        status["extendedResourceClaimStatus"],
+        json!({"resourceClaimName": name, "requestMappings": [
+            {"containerName": "c", "resourceName": "example.com/gpu",
+             "requestName": "container-0-request-1"}]})
+    );
+    // The first attempt's claim was created, written, and deleted when the binding failed.
+    let path = format!("{CLAIMS_PATH}/{name}");
+    let writes: Vec<String> = (api.writes().into_iter())
+        .filter(|w| w.contains(CLAIMS_PATH) || w.contains("/binding"))
+        .collect();
+    let binding = "POST /api/v1/namespaces/default/pods/p/binding".to_string();
+    let status_write = format!("PUT {path}/status");
+    let attempt = [
+        format!("POST {CLAIMS_PATH}"),
+        format!("PUT {path}"),
+        status_write.clone(),
+        binding.clone(),
+    ];
+    let mut expected: Vec<String> = attempt.to_vec();
+    expected.extend([format!("PUT {path}"), format!("DELETE {path}")]);
+    expected.extend(attempt);
+    assert_eq!(writes, expected);
+    instance.stop().await.unwrap();
+}

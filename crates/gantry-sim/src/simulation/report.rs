@@ -101,7 +101,8 @@ impl Simulation {
 
     /// DESIGN.md's invariants at the end of a run: no node was over-committed by pods this
     /// scheduler placed (a run without assume breaks this on purpose), and no pod is lost:
-    /// each one is bound, or pending with the reason it is not.
+    /// each one is bound, or pending with the reason it is not; no device is given twice,
+    /// and no claim made for a pod's extended resources outlives its binding.
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.api.overcommitted_nodes() > 0 {
             return Err(format!(
@@ -139,6 +140,18 @@ impl Simulation {
             }
         }
         self.api.claims.check()?;
+        // A claim made for a pod's extended resources lives as long as its pod is bound.
+        if let Some(claim) = (self.api.claims.claims()).find(|c| {
+            c.extended_resource
+                && c.owner_pod
+                    .as_deref()
+                    .is_none_or(|uid| self.api.bound_pod(uid).is_none())
+        }) {
+            return Err(format!(
+                "claim {}/{} was made for a pod's extended resources, and its pod is not bound",
+                claim.namespace, claim.name
+            ));
+        }
         let slices = &self.api.dra_catalog().slices;
         self.api.claims.check_counters(slices)?;
         self.api.claims.check_shares(slices)?;

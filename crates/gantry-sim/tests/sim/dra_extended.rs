@@ -32,3 +32,19 @@ fn without_the_gate_only_the_device_plugin_serves_them() {
     assert_eq!(got, want);
     assert_eq!(claims, Vec::<String>::new());
 }
+
+/// With NodeResourcesFit disabled (recorded with its `config.yaml`), DynamicResources
+/// alone judges the pod's extended resources: a node lacking one that no class serves
+/// gets `cannot fit resource`, and the node that has it gives the served one from devices.
+#[test]
+fn a_resource_nothing_serves_is_the_nodes_or_nothing() {
+    let want = step_corpus::recorded("dra-1.36", "extended-without-fit", "expected.jsonl");
+    let want_claims =
+        step_corpus::recorded_lines("dra-1.36", "extended-without-fit", "claims.jsonl");
+    assert_eq!((want.len(), want_claims.len()), (2, 1));
+    let release = Release::parse(Some("1.36"), None).unwrap();
+    let (got, claims) =
+        step_corpus::decide_steps_and_claims("dra-1.36", "extended-without-fit", release);
+    assert_eq!(got, want);
+    assert_eq!(claims, want_claims);
+}

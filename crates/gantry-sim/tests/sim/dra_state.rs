@@ -1,7 +1,8 @@
 //! Devices are never given twice: random ResourceSlices (node-local and shared; the
 //! nodes' GPUs whole, partitioned into the whole and two halves that consume one counter
 //! set, or shared by capacity with a claim taking half of one by default),
-//! claim templates (counts and `All`), claims shared by name, and pods that arrive, bind, fail
+//! claim templates (counts and `All`), claims shared by name, extended resources the class
+//! serves (every third node's device plugin serves one too), and pods that arrive, bind, fail
 //! to bind, are deleted and are preempted, scheduled by 1 to 3 instances with 0 to 20 ms
 //! of event latency. At the end:
 //! - no device is allocated to two claims, no pool's counter is consumed beyond what it
@@ -29,7 +30,8 @@ const DRIVER: &str = "gpu.example.com";
 #[derive(Debug, Clone)]
 struct PodSpec {
     /// 0: a one-device template, 1: a two-device template, 2: an `All` template,
-    /// 3: the shared claim, 4: no claim.
+    /// 3: the shared claim, 4: no claim, 5: `example.com/gpu: 1`, which the class serves
+    /// (DRAExtendedResource) where a node's device plugin does not.
     claim: u8,
     milli_cpu: i64,
     priority: i32,
@@ -51,7 +53,7 @@ enum Gpus {
 fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, gpus: Gpus) -> String {
     let mut docs = vec![format!(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: gpu}}\n\
-         spec: {{selectors: [{{cel: {{expression: 'device.driver == \"{DRIVER}\"'}}}}]}}"
+         spec: {{extendedResourceName: example.com/gpu, selectors: [{{cel: {{expression: 'device.driver == \"{DRIVER}\"'}}}}]}}"
     )];
     for (template, count) in [
         ("one", "count: 1"),
@@ -71,9 +73,15 @@ fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, gpus: Gpus) -> Stri
             .to_string(),
     );
     for (i, &devices) in devices_per_node.iter().enumerate() {
+        // Every third node's device plugin serves one `example.com/gpu`.
+        let plugin_gpu = if has_plugin_gpu(i) {
+            ", example.com/gpu: '1'"
+        } else {
+            ""
+        };
         docs.push(format!(
             "apiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}, rack: r{}}}}}\n\
-             status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}}}",
+             status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '110'{plugin_gpu}}}}}",
             i % 2
         ));
         if devices > 0 && gpus == Gpus::Partitioned {
@@ -135,6 +143,10 @@ fn cluster_yaml(devices_per_node: &[u8], shared_devices: u8, gpus: Gpus) -> Stri
     docs.join("\n---\n")
 }
 
+fn has_plugin_gpu(node: usize) -> bool {
+    node % 3 == 2
+}
+
 fn pod_yaml(i: usize, spec: &PodSpec) -> String {
     let claims = match spec.claim {
         0 => "resourceClaims: [{name: gpu, resourceClaimTemplateName: one}]",
@@ -143,16 +155,20 @@ fn pod_yaml(i: usize, spec: &PodSpec) -> String {
         3 => "resourceClaims: [{name: gpu, resourceClaimName: shared}]",
         _ => "resourceClaims: []",
     };
+    let gpu = match spec.claim {
+        5 => ", example.com/gpu: 1}, limits: {example.com/gpu: 1",
+        _ => "",
+    };
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: default}}\n\
-         spec: {{priority: {}, {claims}, containers: [{{name: c, resources: {{requests: {{cpu: {}m}}}}}}]}}",
+         spec: {{priority: {}, {claims}, containers: [{{name: c, resources: {{requests: {{cpu: {}m{gpu}}}}}}}]}}",
         spec.priority, spec.milli_cpu
     )
 }
 
 fn pod_spec() -> impl Strategy<Value = PodSpec> {
     (
-        0u8..5,
+        0u8..6,
         prop_oneof![Just(100i64), Just(1500), Just(3000)],
         prop_oneof![Just(0i32), Just(1000)],
         prop::option::weighted(0.2, 1u64..50),
@@ -234,8 +250,14 @@ proptest! {
                 continue;
             };
             let spec = &pods[i.parse::<usize>().unwrap()];
-            if spec.deleted_after_ms.is_none() && !history.preempted && spec.claim < 2 {
-                *used.entry(node.to_string()).or_default() += u32::from(spec.claim) + 1;
+            let i: usize = node.trim_start_matches('n').parse().unwrap();
+            let devices = match spec.claim {
+                0 | 1 => u32::from(spec.claim) + 1,
+                5 if !has_plugin_gpu(i) => 1,
+                _ => 0,
+            };
+            if spec.deleted_after_ms.is_none() && !history.preempted {
+                *used.entry(node.to_string()).or_default() += devices;
             }
         }
         for (node, count) in used {

@@ -152,7 +152,16 @@ fn decode(corpus: &str, name: &str, file: &str, release: Release) -> ClusterObje
 fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
     let cluster = decode(corpus, name, "cluster.yaml", release);
     let steps = decode(corpus, name, "steps.yaml", release);
-    let profiles = vec![default_profile_for("default-scheduler", release)];
+    // A scenario recorded with a configuration (the recorder's `-config`) has it beside.
+    let profiles = match scenario(corpus, name).join("config.yaml").exists() {
+        true => {
+            let text = read(corpus, name, "config.yaml");
+            (gantry_framework::config::SchedulerConfig::parse_for(&text, "config.yaml", release))
+                .unwrap()
+                .profiles
+        }
+        false => vec![default_profile_for("default-scheduler", release)],
+    };
     let mut sim = Simulation::new(cluster, profiles, SimOptions::default()).unwrap();
     for (i, pod) in steps.pods.into_iter().enumerate() {
         let at = Duration::from_secs(2 * i as u64);

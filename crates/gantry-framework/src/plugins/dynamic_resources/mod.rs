@@ -26,6 +26,7 @@ pub mod selection_verdicts;
 mod semver;
 mod verdict_memo;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,6 +96,10 @@ type SelectorList = SmallVec<[usize; 4]>;
 /// grows with the nodes the search served, not with the cluster.
 type NodeAllocations = HashMap<Sym, Found, RandomState>;
 
+/// A node's allocator: the pod's own (borrowed from its state), or one of its variants
+/// with the claim for the extended resources the node leaves to devices.
+type NodeAllocator<'s> = Cow<'s, Arc<Allocator>>;
+
 /// Filter's search allocations per node, and whether there are any: a node the first
 /// path served need not take the lock to drop an entry the search never made.
 #[derive(Default)]
@@ -148,15 +153,22 @@ struct PodClaims {
     /// Reserve's choice: the node and its allocations (the user claims' first, then the
     /// extended-resource claim's, if the node needs one).
     reserved: Option<(Sym, Arc<Vec<Allocation>>)>,
-    /// The pod's extended resources served by devices (DRAExtendedResource), if any.
-    extended: Option<Arc<extended::ExtendedClaim>>,
-    /// Reserve's claim for them on the chosen node, unallocated, and which container uses
-    /// which of its requests; `None` where the node serves them itself.
-    reserved_extended: Option<(Arc<ResourceClaim>, Arc<[RequestMapping]>)>,
+    /// The pod's extended resources served by devices (DRAExtendedResource), if any
+    /// (boxed: most pods have none).
+    extended: Option<Box<ExtendedState>>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
     bound: Vec<Arc<ResourceClaim>>,
     /// The allocator's features, as the release's gates set them.
     features: Features,
+}
+
+/// What DynamicResources knows of a pod's extended resources served by devices.
+#[derive(Clone)]
+struct ExtendedState {
+    found: Arc<extended::ExtendedClaim>,
+    /// Reserve's claim for them on the chosen node, unallocated, and which container uses
+    /// which of its requests; `None` where the node serves them itself.
+    reserved: Option<(Arc<ResourceClaim>, Arc<[RequestMapping]>)>,
 }
 
 /// The claims PreBind wrote for the pod (allocation and `reservedFor`), to be stored by
@@ -192,7 +204,7 @@ pub fn reserved_allocations(state: &CycleState) -> Vec<Arc<ResourceClaim>> {
 /// the claim's name; `None` when the pod got no such claim.
 pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[RequestMapping]>)> {
     let s = state.read::<PodClaims>(NAME)?;
-    let (claim, mappings) = s.reserved_extended.as_ref()?;
+    let (claim, mappings) = s.extended.as_ref()?.reserved.as_ref()?;
     Some((claim.name.clone(), mappings.clone()))
 }
 
@@ -424,18 +436,23 @@ impl DynamicResources {
     /// The allocator for the claims to allocate on a node of `variant`: the user claims'
     /// own for variant 0 (`None` when there are none), else one that also allocates the
     /// claim for the extended resources the node leaves to devices.
-    fn allocator_for(
+    fn allocator_for<'s>(
         &self,
-        s: &PodClaims,
+        s: &'s PodClaims,
         pod: &Pod,
         variant: u64,
-    ) -> Result<Option<Arc<Allocator>>, Status> {
-        let Some(extended) = s.extended.as_ref().filter(|_| variant != 0) else {
-            return Ok(s.allocator.clone());
+    ) -> Result<Option<NodeAllocator<'s>>, Status> {
+        let Some(extended) = s
+            .extended
+            .as_ref()
+            .map(|e| &e.found)
+            .filter(|_| variant != 0)
+        else {
+            return Ok(s.allocator.as_ref().map(Cow::Borrowed));
         };
         let mut variants = extended.variants.lock().expect("variant lock poisoned");
         if let Some(allocator) = variants.get(&variant) {
-            return Ok(Some(allocator.clone()));
+            return Ok(Some(Cow::Owned(allocator.clone())));
         }
         let (claim, _) = extended.claim_for(pod, variant);
         let prepared = self.prepare(&Arc::new(claim), &|c| extended.class(c))?;
@@ -451,19 +468,19 @@ impl DynamicResources {
             shared_slices: extended.shared_slices.clone(),
         });
         variants.insert(variant, allocator.clone());
-        Ok(Some(allocator))
+        Ok(Some(Cow::Owned(allocator)))
     }
 
     /// The node's variant and its allocator (see [`allocator_for`](Self::allocator_for)).
-    fn node_allocator(
+    fn node_allocator<'s>(
         &self,
-        s: &PodClaims,
+        s: &'s PodClaims,
         pod: &Pod,
         node: &NodeInfo,
-    ) -> Result<(u64, Option<Arc<Allocator>>), Status> {
+    ) -> Result<(u64, Option<NodeAllocator<'s>>), Status> {
         let variant = match &s.extended {
             None => 0,
-            Some(extended) => extended.variant_on(node)?,
+            Some(extended) => extended.found.variant_on(node)?,
         };
         Ok((variant, self.allocator_for(s, pod, variant)?))
     }
@@ -564,7 +581,12 @@ impl PreFilterPlugin for DynamicResources {
                 allocator,
                 node_allocations: Arc::default(),
                 features: Features::of(self.release),
-                extended,
+                extended: extended.map(|found| {
+                    Box::new(ExtendedState {
+                        found,
+                        reserved: None,
+                    })
+                }),
                 ..PodClaims::default()
             },
         );
@@ -627,9 +649,13 @@ impl FilterPlugin for DynamicResources {
         let Some(n) = node.node() else {
             return Status::error("node not found");
         };
-        let (variant, allocator) = match self.node_allocator(s, pod, node) {
-            Ok(found) => found,
-            Err(status) => return status,
+        // Most pods ask for no extended resources: their allocator is the same everywhere.
+        let (variant, allocator) = match &s.extended {
+            None => (0, s.allocator.as_ref().map(Cow::Borrowed)),
+            Some(_) => match self.node_allocator(s, pod, node) {
+                Ok(found) => found,
+                Err(status) => return status,
+            },
         };
         // Extended resources the node serves itself, and no claims of the pod's own.
         if s.claims.is_empty() && variant == 0 {
@@ -673,11 +699,16 @@ impl FilterPlugin for DynamicResources {
 }
 
 impl PodClaims {
+    /// Reserve's claim for the pod's extended resources, with its mappings.
+    fn reserved_extended(&self) -> Option<&(Arc<ResourceClaim>, Arc<[RequestMapping]>)> {
+        self.extended.as_ref()?.reserved.as_ref()
+    }
+
     /// The pod's claims still to allocate, then the claim Reserve made for its extended
     /// resources: the claims Reserve's allocations are for, in their order.
     fn to_allocate(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> {
         (self.claims.iter().filter(|c| c.allocation.is_none()))
-            .chain(self.reserved_extended.as_ref().map(|(claim, _)| claim))
+            .chain(self.reserved_extended().map(|(claim, _)| claim))
     }
 
     /// What Filter found on `node`, a node that passed it (asked of no other): the search's
@@ -823,7 +854,7 @@ impl ScorePlugin for DynamicResources {
             Ok((_, allocator)) => allocator,
             Err(_) => return Ok(0),
         };
-        match s.found_on(node.name(), allocator.as_ref()) {
+        match s.found_on(node.name(), allocator.as_deref()) {
             None => Ok(0),
             Some(Found::Allocations(allocations)) => {
                 score::first_available_score(&s.claims, &allocations, reads_allocated)
@@ -871,19 +902,21 @@ impl ReservePlugin for DynamicResources {
         let mut allocations = Vec::clone(&allocations);
         allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations, s.features);
         s.reserved = Some((node, Arc::new(allocations)));
-        s.reserved_extended = (s.extended.as_ref())
-            .filter(|_| variant != 0)
-            .map(|extended| {
-                let (claim, mappings) = extended.claim_for(pod, variant);
+        if let Some(extended) = &mut s.extended {
+            extended.reserved = (variant != 0).then(|| {
+                let (claim, mappings) = extended.found.claim_for(pod, variant);
                 (Arc::new(claim), Arc::from(mappings))
             });
+        }
         Status::success()
     }
 
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, _node: Sym) {
         if let Some(s) = state.read_mut::<PodClaims>(NAME) {
             s.reserved = None;
-            s.reserved_extended = None;
+            if let Some(extended) = &mut s.extended {
+                extended.reserved = None;
+            }
             s.bound.clear();
         }
     }
@@ -906,7 +939,7 @@ impl PreBindPlugin for DynamicResources {
             _ => return Status::error("claim allocation not reserved for node"),
         };
         let mut bound = Vec::with_capacity(s.claims.len() + 1);
-        let extended = s.reserved_extended.as_ref().map(|(claim, _)| claim);
+        let extended = s.reserved_extended().map(|(claim, _)| claim);
         for claim in s.claims.iter().chain(extended) {
             let mut updated = ResourceClaim::clone(claim);
             if updated.allocation.is_none() {
