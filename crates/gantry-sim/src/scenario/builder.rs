@@ -349,8 +349,13 @@ impl<E: Fn(String, String) -> ScenarioError> Builder<'_, E> {
             let manifest = class
                 .manifest()
                 .map_err(|(sub, message)| (self.err)(below(&field, &sub), message))?;
-            let decoded =
-                self.decode_as(manifest, &field, |f| f.replacen("metadata.name", "name", 1))?;
+            let decoded = self.decode_as(manifest, &field, |f| {
+                (f.replacen("metadata.name", "name", 1)).replacen(
+                    "spec.extendedResourceName",
+                    "extendedResourceName",
+                    1,
+                )
+            })?;
             classes.extend(decoded.dra.device_classes);
         }
         Ok(classes)

@@ -7,7 +7,7 @@
 //!
 //! ```yaml
 //! deviceClasses:
-//! - {name: gpu, driver: gpu.example.com}
+//! - {name: gpu, driver: gpu.example.com, extendedResourceName: example.com/gpu}
 //! nodeGroups:
 //! - name: gpu
 //!   devices:
@@ -159,6 +159,10 @@ pub(super) struct DeviceClassSpec {
     /// CEL expressions, all of which a device must satisfy.
     #[serde(default)]
     selectors: Vec<String>,
+    /// The extended resource the class serves (DRAExtendedResource): pods asking for it,
+    /// `example.com/gpu: 1`, get devices of the class.
+    #[serde(default)]
+    extended_resource_name: Option<String>,
 }
 
 impl DeviceClassSpec {
@@ -175,11 +179,15 @@ impl DeviceClassSpec {
         }
         compile_all(&self.selectors)?;
         expressions.extend(self.selectors.iter().cloned());
+        let mut spec = json!({"selectors": cel_selectors(&expressions)});
+        if let Some(name) = &self.extended_resource_name {
+            spec["extendedResourceName"] = json!(name);
+        }
         Ok(json!({
             "apiVersion": API_VERSION,
             "kind": "DeviceClass",
             "metadata": {"name": self.name},
-            "spec": {"selectors": cel_selectors(&expressions)},
+            "spec": spec,
         }))
     }
 }

@@ -295,6 +295,12 @@ fn bad_dra_fields_name_the_field() {
             "compilation failed",
         ),
         (
+            "deviceClasses: [{name: gpu, driver: gpu.example.com, extendedResourceName: gpu}]\n"
+                .to_string(),
+            "deviceClasses[0].extendedResourceName",
+            "must be a valid extended resource name",
+        ),
+        (
             format!("deviceClasses: [{class}, {class}]\n"),
             "deviceClasses[1].name",
             "\"gpu\" is also the name of deviceClasses[0]",
@@ -382,4 +388,38 @@ fn claims_need_a_release_whose_api_server_keeps_them() {
     let e = Scenario::parse_for(TWO_GROUPS, "dra.yaml", gantry_api::Release::at(33)).unwrap_err();
     assert_eq!(e.field, "workloads[0].claims");
     assert!(e.message.contains("DynamicResourceAllocation off"), "{e}");
+}
+
+/// A class serving `example.com/gpu` (DRAExtendedResource): a workload asking for it, no
+/// claims in sight, gets GPUs of the class's nodes (two each), and the rest wait.
+#[test]
+fn workloads_asking_for_an_extended_resource_get_devices() {
+    let scenario = r#"
+deviceClasses:
+- {name: gpu, driver: gpu.example.com, extendedResourceName: example.com/gpu}
+nodeGroups:
+- name: gpu
+  count: 2
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+  devices: [{driver: gpu.example.com, count: 2}]
+- name: cpu
+  count: 3
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+workloads:
+- name: train
+  count: 6
+  arrival: {start: 0s, rate: 10/s}
+  template:
+    spec: {containers: [{name: t, resources: {limits: {example.com/gpu: "1"}}}]}
+"#;
+    let (summary, sim) = simulate(scenario, 7);
+    assert_eq!((summary.scheduled, summary.unschedulable), (4, 2));
+    let placed = bound_per_node(&sim, "default/train");
+    assert_eq!(placed.values().sum::<usize>(), 4);
+    assert!(
+        placed.keys().all(|node| node.starts_with("gpu")),
+        "{placed:?}"
+    );
+    let claims = sim.cache().dra().claims();
+    assert_eq!(claims.iter().filter(|c| c.extended_resource).count(), 4);
 }

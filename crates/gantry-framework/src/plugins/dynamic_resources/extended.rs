@@ -40,6 +40,10 @@ pub(super) struct ExtendedClaim {
     pub variants: Mutex<HashMap<u64, Arc<Allocator>, RandomState>>,
 }
 
+/// The name the claim goes by until PreBind names it (upstream's `specialClaimInMemName`,
+/// not a valid claim name on purpose): Filter's errors name the claim so.
+pub const IN_MEMORY_NAME: &str = "<extended-resources>";
+
 /// Upstream's message for a node that neither has nor can be given a resource.
 pub const REASON_CANNOT_FIT: &str = "cannot fit resource";
 

@@ -454,7 +454,12 @@ impl DynamicResources {
         if let Some(allocator) = variants.get(&variant) {
             return Ok(Some(Cow::Owned(allocator.clone())));
         }
+        // Allocated under upstream's in-memory name, which its Filter's errors give.
         let (claim, _) = extended.claim_for(pod, variant);
+        let claim = ResourceClaim {
+            name: Arc::from(extended::IN_MEMORY_NAME),
+            ..claim
+        };
         let prepared = self.prepare(&Arc::new(claim), &|c| extended.class(c))?;
         let mut claims: Vec<PreparedClaim> = s
             .allocator
