@@ -8,6 +8,7 @@ use gantry_api::{Pod, ResourceName};
 use gantry_cache::{Amount, NodeColumns, NodeInfo};
 use smallvec::SmallVec;
 
+use crate::plugins::dynamic_resources;
 use crate::plugins::node_resources_fit::ScoredResource;
 use crate::{CycleState, Plugin, ScorePlugin, Status};
 
@@ -35,12 +36,12 @@ pub fn requests_none_of(pod: &Pod, resources: &[ScoredResource]) -> bool {
 }
 
 impl<T: RowScore> ScorePlugin for T {
-    fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         if self.skips(pod) {
             return Ok(0);
         }
         let resources = self.resources();
-        let node = OneNode::new(node, pod, resources, T::USE_NON_ZERO);
+        let node = OneNode::new(node, pod, resources, T::USE_NON_ZERO, state);
         let mut score = [0];
         self.score_rows(
             &node.rows(pod, resources, T::USE_NON_ZERO),
@@ -52,7 +53,7 @@ impl<T: RowScore> ScorePlugin for T {
 
     fn score_columns(
         &self,
-        _state: &CycleState,
+        state: &CycleState,
         pod: &Pod,
         _nodes: &[&NodeInfo],
         columns: &NodeColumns,
@@ -62,6 +63,10 @@ impl<T: RowScore> ScorePlugin for T {
         if self.skips(pod) {
             scores.fill(0);
             return Ok(true);
+        }
+        // Extended resources served by devices are counted node by node (`OneNode`).
+        if dynamic_resources::asks_for_served_resources(state) {
+            return Ok(false);
         }
         let rows = rows_from_columns(columns, pod, self.resources(), T::USE_NON_ZERO);
         self.score_rows(&rows, positions, scores);
@@ -189,20 +194,35 @@ struct OneNode {
 }
 
 impl OneNode {
+    /// An extended resource the pod asks for that the node's allocatable lacks and a class
+    /// serves (DRAExtendedResource) is the node's devices of the class: how many it
+    /// reaches, and how many are allocated (upstream's `calculateResourceAllocatableRequest`).
     fn new(
         node: &NodeInfo,
         pod: &Pod,
         resources: &[ScoredResource],
         use_non_zero: bool,
+        state: &CycleState,
     ) -> OneNode {
         let amounts = resources
             .iter()
             .map(|r| {
-                let requested = match pod_side(pod, r.name, use_non_zero).0 {
+                let (amount, pod_request) = pod_side(pod, r.name, use_non_zero);
+                let allocatable = node.allocatable().get(r.name);
+                if let ResourceName::Scalar(name) = r.name
+                    && allocatable == 0
+                    && pod_request > 0
+                    && let Some((devices, allocated)) =
+                        dynamic_resources::extended_device_totals(state, name, node)
+                    && devices > 0
+                {
+                    return (devices, allocated);
+                }
+                let requested = match amount {
                     Amount::NonZeroRequested => node.non_zero_requested().get(r.name),
                     _ => node.requested().get(r.name),
                 };
-                (node.allocatable().get(r.name), requested)
+                (allocatable, requested)
             })
             .collect();
         OneNode { amounts }

@@ -117,3 +117,23 @@ fn absurd_requests_are_refused_with_a_reason() {
         "{reason}"
     );
 }
+
+/// NodeResourcesFit scoring `example.com/gpu` (MostAllocated, weight 3; recorded with its
+/// `config.yaml`) counts a node's devices of the class, and those allocated, where its
+/// allocatable lacks the resource: after p-0's claim takes one of n2's four GPUs, the pods
+/// pack n2's other three, then n1's two, and only then n3's device plugin's eight (which
+/// would win first if devices were not counted; n1 would win first if allocated ones were
+/// not).
+#[test]
+fn scores_count_the_devices_that_serve_an_extended_resource() {
+    let want = step_corpus::recorded("dra-1.36", "extended-scoring", "expected.jsonl");
+    let want_claims = step_corpus::recorded_lines("dra-1.36", "extended-scoring", "claims.jsonl");
+    assert_eq!((want.len(), want_claims.len()), (7, 6));
+    for release in ["1.36", "1.37"] {
+        let release = Release::parse(Some(release), None).unwrap();
+        let (got, claims) =
+            step_corpus::decide_steps_and_claims("dra-1.36", "extended-scoring", release);
+        assert_eq!(got, want, "{release}");
+        assert_eq!(claims, want_claims, "{release}");
+    }
+}

@@ -20,6 +20,8 @@ use gantry_cache::{DeviceUse, NodeInfo};
 use smallvec::SmallVec;
 
 use super::Allocator;
+use super::cel::Verdict;
+use super::selection_verdicts::SelectionVerdicts;
 use crate::Status;
 
 /// The most extended resources backed by devices one pod may ask for (a node's variant
@@ -38,6 +40,9 @@ pub(super) struct ExtendedClaim {
     pub shared_slices: Vec<Arc<ResourceSlice>>,
     /// The allocators of the variants met so far (not variant 0: the user claims' own).
     pub variants: Mutex<HashMap<u64, Arc<Allocator>, RandomState>>,
+    /// Each served resource's class selectors' verdicts, in `served`'s order (`None`: a
+    /// selector does not compile), for the resource scores' device counts.
+    pub class_verdicts: Vec<Option<Arc<SelectionVerdicts>>>,
 }
 
 /// The name the claim goes by until PreBind names it (upstream's `specialClaimInMemName`,
@@ -87,6 +92,7 @@ impl ExtendedClaim {
             allocated: allocated(),
             shared_slices: shared_slices(),
             variants: Mutex::default(),
+            class_verdicts: Vec::new(),
         }))
     }
 
@@ -145,6 +151,54 @@ impl ExtendedClaim {
         };
         (claim, mappings)
     }
+}
+
+/// Upstream's `calculateDRAResourceTotals`, which NodeResourcesFit's and
+/// BalancedAllocation's scores read for an extended resource a class serves on a node
+/// whose allocatable lacks it: how many devices of the class the node reaches (its own
+/// slices', and the shared slices' that reach it, every slice counted as upstream counts
+/// them, whatever its pool's generation), and how many of those are allocated (held
+/// whole or shared). `None` when the pod asks for no such resource; (0, 0) when a class
+/// selector fails, as upstream's error gives.
+pub(super) fn device_totals(
+    extended: &ExtendedClaim,
+    resource: Sym,
+    node: &NodeInfo,
+) -> Option<(i64, i64)> {
+    let index = extended
+        .served
+        .iter()
+        .position(|(r, _)| r.resource == resource)?;
+    let Some(verdicts) = extended.class_verdicts.get(index).cloned().flatten() else {
+        return Some((0, 0));
+    };
+    let n = node.node()?;
+    let (mut total, mut allocated) = (0, 0);
+    let shared =
+        (extended.shared_slices.iter()).filter(|s| s.nodes.reached_from(n.name, &n.labels));
+    for slice in node.resource_slices().iter().chain(shared) {
+        let facts = verdicts.on(slice);
+        for (i, device) in slice.devices.iter().enumerate() {
+            if !slice.device_nodes(i).reached_from(n.name, &n.labels) {
+                continue;
+            }
+            match facts.verdicts[i] {
+                Verdict::Yes => {}
+                Verdict::No => continue,
+                Verdict::Error => return Some((0, 0)),
+            }
+            total += 1;
+            let id = gantry_api::dra::DeviceId {
+                driver: slice.driver,
+                pool: slice.pool,
+                device: device.name,
+            };
+            if extended.allocated.is_allocated(id) || extended.allocated.shares(id).is_some() {
+                allocated += 1;
+            }
+        }
+    }
+    Some((total, allocated))
 }
 
 /// The pod as a claim's consumer.

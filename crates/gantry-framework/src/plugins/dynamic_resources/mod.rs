@@ -208,6 +208,27 @@ pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[
     Some((claim.name.clone(), mappings.clone()))
 }
 
+/// For NodeResourcesFit's and BalancedAllocation's scores: the devices of the class serving
+/// `resource` that `node` reaches, and how many are allocated (upstream's
+/// `calculateDRAResourceTotals`); `None` unless the pod asks for `resource` and a class
+/// serves it.
+pub fn extended_device_totals(
+    state: &CycleState,
+    resource: Sym,
+    node: &NodeInfo,
+) -> Option<(i64, i64)> {
+    let s = state.read::<PodClaims>(NAME)?;
+    extended::device_totals(&s.extended.as_ref()?.found, resource, node)
+}
+
+/// Whether the pod asks for extended resources a class serves (the resource scores then
+/// read [`extended_device_totals`] node by node).
+pub fn asks_for_served_resources(state: &CycleState) -> bool {
+    state
+        .read::<PodClaims>(NAME)
+        .is_some_and(|s| s.extended.is_some())
+}
+
 /// The claims Reserve allocated for the pod (the others it only reserves).
 pub fn allocated_now(state: &CycleState) -> Vec<ClaimKey> {
     let Some(s) = state.read::<PodClaims>(NAME) else {
@@ -430,7 +451,16 @@ impl DynamicResources {
             || dra.device_use(),
             || dra.shared_slices(),
         )?;
-        Ok(found.map(Arc::new))
+        Ok(found.map(|mut found| {
+            found.class_verdicts = (found.served.iter())
+                .map(|(_, class)| {
+                    let owner = format!("class {}", class.name);
+                    let selectors = self.selectors(&class.selectors, &owner, "spec.selectors");
+                    selectors.ok().map(|s| self.together(&s, &[]))
+                })
+                .collect();
+            Arc::new(found)
+        }))
     }
 
     /// The allocator for the claims to allocate on a node of `variant`: the user claims'
