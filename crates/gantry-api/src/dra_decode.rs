@@ -790,11 +790,12 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
     })
 }
 
-/// A pod's `status.resourceClaimStatuses` that name a claim.
+/// A pod's `status.resourceClaimStatuses` that name a claim, and the claim its
+/// `status.extendedResourceClaimStatus` names (as the entry
+/// [`EXTENDED_RESOURCE_CLAIM_STATUS`](crate::dra_extended::EXTENDED_RESOURCE_CLAIM_STATUS)).
 pub(crate) fn pod_claim_statuses(pod: &k8s::Pod) -> Option<Arc<[ResourceClaimStatus]>> {
-    let statuses: Vec<ResourceClaimStatus> = pod
-        .status
-        .as_ref()
+    let status = pod.status.as_ref();
+    let mut statuses: Vec<ResourceClaimStatus> = status
         .and_then(|s| s.resource_claim_statuses.as_ref())
         .into_iter()
         .flatten()
@@ -805,6 +806,13 @@ pub(crate) fn pod_claim_statuses(pod: &k8s::Pod) -> Option<Arc<[ResourceClaimSta
             })
         })
         .collect();
+    let extended = status.and_then(|s| s.extended_resource_claim_status.as_ref());
+    if let Some(extended) = extended.filter(|e| !e.resource_claim_name.is_empty()) {
+        statuses.push(ResourceClaimStatus {
+            name: Arc::from(crate::dra_extended::EXTENDED_RESOURCE_CLAIM_STATUS),
+            claim: Arc::from(extended.resource_claim_name.as_str()),
+        });
+    }
     (!statuses.is_empty()).then(|| statuses.into())
 }
 

@@ -37,11 +37,23 @@ pub fn asks_for_extended_resources(pod: &Pod) -> bool {
         .any(|(name, amount)| amount > 0 && is_dra_extended_resource_name(name.as_str()))
 }
 
-/// The key of the claim Gantry makes for the pod's extended resources.
+/// Where a pod's `claim_statuses` keep the claim its `status.extendedResourceClaimStatus`
+/// names: an entry of this name (not a valid entry name, so no `spec.resourceClaims` entry
+/// has it), which costs pods without one nothing.
+pub const EXTENDED_RESOURCE_CLAIM_STATUS: &str = "<extended-resources>";
+
+/// The key of the claim made for the pod's extended resources: the one its status names
+/// (a pod read from a cluster, whose API server named the claim), else the name Gantry
+/// gives it.
 pub fn extended_claim_key(pod: &Pod) -> crate::dra::ClaimKey {
+    let named = (pod.claim_statuses.iter().flat_map(|s| s.iter()))
+        .find(|s| &*s.name == EXTENDED_RESOURCE_CLAIM_STATUS);
     crate::dra::ClaimKey {
         namespace: pod.namespace,
-        name: Sym::new(&extended_claim_name(pod)),
+        name: match named {
+            Some(status) => Sym::new(&status.claim),
+            None => Sym::new(&extended_claim_name(pod)),
+        },
     }
 }
 

@@ -137,3 +137,68 @@ fn scores_count_the_devices_that_serve_an_extended_resource() {
         assert_eq!(claims, want_claims, "{release}");
     }
 }
+
+/// A pod read from a cluster names the claim its API server made for its extended
+/// resources (`status.extendedResourceClaimStatus`, a random name): when the pod goes,
+/// the garbage collector deletes that claim, and its GPU serves the next pod.
+#[test]
+fn a_dumped_pods_claim_goes_with_it() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use gantry_api::decode::ClusterObjects;
+    use gantry_framework::plugins::default_profile;
+    use gantry_sim::{SimEvent, SimOptions, Simulation};
+
+    let cluster = r#"
+{apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu},
+ spec: {extendedResourceName: example.com/gpu, selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}}
+---
+{apiVersion: v1, kind: Node, metadata: {name: n1, labels: {kubernetes.io/hostname: n1}},
+ status: {allocatable: {cpu: '4', memory: 8Gi, pods: '10'}}}
+---
+{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: n1-gpus},
+ spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1},
+        devices: [{name: gpu-0}]}}
+---
+{apiVersion: v1, kind: Pod, metadata: {name: old, namespace: default, uid: old-uid},
+ spec: {nodeName: n1, containers: [{name: c, image: i, resources: {limits: {example.com/gpu: '1'}}}]},
+ status: {phase: Running, extendedResourceClaimStatus: {resourceClaimName: old-extended-resources-q7x2k,
+   requestMappings: [{containerName: c, resourceName: example.com/gpu, requestName: container-0-request-0}]}}}
+---
+{apiVersion: resource.k8s.io/v1, kind: ResourceClaim,
+ metadata: {name: old-extended-resources-q7x2k, namespace: default, uid: claim-uid,
+   annotations: {resource.kubernetes.io/extended-resource-claim: 'true'},
+   ownerReferences: [{apiVersion: v1, kind: Pod, name: old, uid: old-uid, controller: true}]},
+ spec: {devices: {requests: [{name: container-0-request-0, exactly: {deviceClassName: gpu, allocationMode: ExactCount, count: 1}}]}},
+ status: {allocation: {devices: {results: [{request: container-0-request-0, driver: gpu.example.com, pool: n1, device: gpu-0}]}},
+          reservedFor: [{resource: pods, name: old, uid: old-uid}]}}
+"#;
+    let new = "{apiVersion: v1, kind: Pod, metadata: {name: new, namespace: default},
+        spec: {containers: [{name: c, image: i, resources: {limits: {example.com/gpu: '1'}}}]}}";
+    let run = |delete_old: bool| {
+        let cluster = ClusterObjects::decode(cluster, "cluster.yaml").unwrap();
+        let pod = ClusterObjects::decode(new, "new.yaml")
+            .unwrap()
+            .pods
+            .remove(0);
+        let profiles = vec![default_profile("default-scheduler")];
+        let mut sim = Simulation::new(cluster, profiles, SimOptions::default()).unwrap();
+        if delete_old {
+            sim.schedule(Duration::ZERO, SimEvent::DeletePod("default/old".into()));
+        }
+        sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(Arc::new(pod)));
+        sim.run().unwrap();
+        sim.check_invariants().unwrap();
+        let claims = sim.cache().dra().claims();
+        let placed = sim
+            .placements()
+            .iter()
+            .find(|p| p.pod.to_string() == "default/new");
+        (placed.unwrap().node.clone(), claims.len())
+    };
+    // With the old pod running, its claim holds the only GPU.
+    assert_eq!(run(false), (None, 1));
+    // Gone, its claim goes too: the new pod gets the GPU (and a claim of its own).
+    assert_eq!(run(true), (Some("n1".into()), 1));
+}
