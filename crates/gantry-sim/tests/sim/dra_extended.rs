@@ -194,8 +194,8 @@ fn a_dumped_pods_claim_goes_with_it() {
         let placed = sim
             .placements()
             .iter()
-            .find(|p| p.pod.to_string() == "default/new");
-        (placed.unwrap().node.clone(), claims.len())
+            .find(|p| p.pod == "default/new");
+        (placed.unwrap().node, claims.len())
     };
     // With the old pod running, its claim holds the only GPU.
     assert_eq!(run(false), (None, 1));
