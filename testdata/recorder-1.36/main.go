@@ -110,7 +110,10 @@ func stamp(m *metav1.ObjectMeta) {
 	if m.Namespace == "" {
 		m.Namespace = "default"
 	}
-	m.UID = nextUID()
+	// A uid the input gives is kept (an owner reference may name it).
+	if m.UID == "" {
+		m.UID = nextUID()
+	}
 	m.CreationTimestamp = metav1.NewTime(time.Now().Truncate(time.Second))
 	m.Generation = 1
 }

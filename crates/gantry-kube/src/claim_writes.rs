@@ -335,6 +335,18 @@ impl ClaimWriter {
         }
     }
 
+    /// PostFilter's deletion of a claim an earlier attempt made for a pod's extended
+    /// resources and left behind (upstream's `deleteClaim`, as below).
+    pub async fn delete_left_behind(&self, claim: &ResourceClaim) {
+        let reserved = Reserved {
+            namespace: claim.namespace,
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+            made_for_pod: true,
+        };
+        self.delete_made_for_pod(&reserved).await;
+    }
+
     /// Upstream's `deleteClaim` of the claim made for a pod's extended resources whose
     /// binding failed: the delete-protection finalizer removed (a plain update), then the
     /// claim deleted. Failures are logged, as upstream logs them.

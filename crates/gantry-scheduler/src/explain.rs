@@ -169,6 +169,7 @@ pub fn explain(
                     post_filter_message: None,
                     release: profile.release,
                     claim_to_deallocate: None,
+                    claim_to_delete: None,
                 };
                 unschedulable(profile, snapshot, objects, &state, pod, fit_error, seed)
             } else {
@@ -228,6 +229,7 @@ pub fn explain(
             post_filter_message: None,
             release: profile.release,
             claim_to_deallocate: None,
+            claim_to_delete: None,
         };
         if !narrowing.is_empty() {
             fit_error.add_nodes_left_out(snapshot, None, &candidates, &narrowing);

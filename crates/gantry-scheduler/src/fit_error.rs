@@ -28,6 +28,9 @@ pub struct FitError {
     /// writes it without allocation and reservations, conditioned on that version, as
     /// upstream writes it before the pod is retried.
     pub claim_to_deallocate: Option<Arc<ResourceClaim>>,
+    /// A claim DynamicResources' PostFilter deletes: one an earlier attempt made for the
+    /// pod's extended resources and left behind.
+    pub claim_to_delete: Option<Arc<ResourceClaim>>,
 }
 
 impl FitError {
@@ -75,6 +78,10 @@ impl FitError {
             ClaimsPostFilter::StateNotFound => false,
             ClaimsPostFilter::Deallocate(claim) => {
                 self.claim_to_deallocate = Some(claim);
+                true
+            }
+            ClaimsPostFilter::DeleteLeftBehind(claim) => {
+                self.claim_to_delete = Some(claim);
                 true
             }
             ClaimsPostFilter::NoNewClaims | ClaimsPostFilter::StillNotSchedulable => true,
@@ -183,6 +190,7 @@ mod tests {
             ],
             pre_filter_message: None,
             claim_to_deallocate: None,
+            claim_to_delete: None,
             post_filter_message: Some(
                 "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.".into(),
             ),

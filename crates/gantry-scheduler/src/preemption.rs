@@ -169,6 +169,7 @@ impl Preemption<'_> {
                 post_filter_message: None,
                 release: self.profile.release,
                 claim_to_deallocate: None,
+                claim_to_delete: None,
             };
             return Outcome::Failed(inner.to_string());
         }
@@ -588,6 +589,7 @@ mod tests {
             post_filter_message: None,
             release: c.profile.release,
             claim_to_deallocate: None,
+            claim_to_delete: None,
         };
         let state = pre_filtered(c, &preemptor);
         let preemption = Preemption {

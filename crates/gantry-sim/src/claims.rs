@@ -357,6 +357,18 @@ impl ClaimStore {
         Some(ClaimChange::Set(freed))
     }
 
+    /// A claim made for a pod's extended resources and left behind, deleted by a
+    /// scheduler's PostFilter: refused (`None`) if it changed since that scheduler saw it
+    /// (upstream removes the finalizer with an update conditioned on its version).
+    pub fn delete_left_behind(&mut self, seen: &ResourceClaim) -> Option<ClaimChange> {
+        let key = seen.key();
+        if **self.claims.get(&key)? != *seen {
+            return None;
+        }
+        self.delete(key);
+        Some(ClaimChange::Deleted(key))
+    }
+
     /// A failed binding's Unreserve: the pod leaves the `reservedFor` of its claims; their
     /// allocations stay (upstream patches out the reservation only).
     pub fn unreserve(&mut self, pod: &Pod) -> Vec<ClaimChange> {

@@ -305,3 +305,37 @@ fn a_coscheduling_member_is_explained_with_its_group() {
         "{text}"
     );
 }
+
+/// A pod whose claim for its extended resources an earlier attempt left behind
+/// (`testdata/dra-1.36/extended-stale`): explain says what real v1.36.3 said of its first
+/// attempt, word for word (the recorded event).
+#[test]
+fn a_claim_left_behind_is_explained_as_upstream_says() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/dra-1.36/extended-stale"
+    );
+    let steps = std::fs::read_to_string(format!("{scenario}/steps.yaml")).unwrap();
+    let (_, item) = steps.split_once("- apiVersion: v1\n").unwrap();
+    let pod: String = std::iter::once("apiVersion: v1".to_string())
+        .chain(item.lines().map(|l| l.get(2..).unwrap_or("").to_string()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let pod = write(dir.path(), "pod.yaml", &pod);
+    let cluster = format!("{scenario}/cluster.yaml");
+    let out = gantry(&["explain", "--cluster", &cluster, "--pod", &pod]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events = std::fs::read_to_string(format!("{scenario}/events.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    let said = first["note"].as_str().unwrap();
+    assert!(
+        said.contains("cannot schedule extended resource claim"),
+        "{said}"
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("would not be scheduled: {said}\n")),
+        "{text}"
+    );
+}

@@ -654,6 +654,9 @@ impl SchedulingLoop {
                 if let Some(claim) = &fit_error.claim_to_deallocate {
                     self.writer.deallocate(claim.clone());
                 }
+                if let Some(claim) = &fit_error.claim_to_delete {
+                    self.writer.delete_left_behind(claim.clone());
+                }
                 if hands_on {
                     // Gone from this queue once the watch shows it handed on; should the
                     // write be refused, its retry here hands it on again.

@@ -442,6 +442,15 @@ impl ApiWriter {
             .spawn(async move { claims.deallocate(&claim).await });
     }
 
+    /// DynamicResources' PostFilter deletes a claim an earlier attempt made for the pod's
+    /// extended resources and left behind (in the background; its watch event retries
+    /// the pod).
+    pub fn delete_left_behind(&self, claim: Arc<ResourceClaim>) {
+        let claims = self.claims.clone();
+        self.runtime
+            .spawn(async move { claims.delete_left_behind(&claim).await });
+    }
+
     /// `POST pods/{name}/binding`, with the pod's UID as a precondition.
     async fn post_binding(&self, cycle: &BindingCycle) -> Result<(), kube::Error> {
         let pod = cycle.pod();

@@ -151,6 +151,13 @@ impl Simulation {
             // DynamicResources' PostFilter freed a claim that kept the pod off a node.
             self.publish_claims(vec![change]);
         }
+        if let Attempt::Unschedulable { fit_error, .. } = &attempt
+            && let Some(claim) = &fit_error.claim_to_delete
+            && let Some(change) = self.api.claims.delete_left_behind(claim)
+        {
+            // DynamicResources' PostFilter deleted a claim an earlier attempt left behind.
+            self.publish_claims(vec![change]);
+        }
         match attempt {
             Attempt::Scheduled {
                 pod,

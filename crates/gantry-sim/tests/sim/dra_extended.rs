@@ -191,14 +191,40 @@ fn a_dumped_pods_claim_goes_with_it() {
         sim.run().unwrap();
         sim.check_invariants().unwrap();
         let claims = sim.cache().dra().claims();
-        let placed = sim
-            .placements()
-            .iter()
-            .find(|p| p.pod == "default/new");
+        let placed = sim.placements().iter().find(|p| p.pod == "default/new");
         (placed.unwrap().node, claims.len())
     };
     // With the old pod running, its claim holds the only GPU.
     assert_eq!(run(false), (None, 1));
     // Gone, its claim goes too: the new pod gets the GPU (and a claim of its own).
     assert_eq!(run(true), (Some("n1".into()), 1));
+}
+
+/// A claim an earlier attempt made for the pod and left behind (recorded: the claim in
+/// `cluster.yaml`, owned by the pod, allocated and with requests): upstream's Filter
+/// refuses every node while it stands (`cannot schedule extended resource claim`), its
+/// PostFilter deletes it (`deletion of ResourceClaim completed`), and once the pod is
+/// retried it gets a claim of its own.
+#[test]
+fn a_claim_left_behind_is_deleted_and_the_pod_retried() {
+    let want = step_corpus::recorded("dra-1.36", "extended-stale", "expected.jsonl");
+    let want_claims = step_corpus::recorded_lines("dra-1.36", "extended-stale", "claims.jsonl");
+    let first = step_corpus::recorded_lines("dra-1.36", "extended-stale", "events.jsonl");
+    assert!(
+        first[0].contains(
+            "1 cannot schedule extended resource claim. deletion of ResourceClaim completed"
+        ),
+        "{first:?}"
+    );
+    let release = Release::parse(Some("1.36"), None).unwrap();
+    let (got, claims) = step_corpus::decide_steps_and_claims("dra-1.36", "extended-stale", release);
+    assert_eq!(got, want);
+    assert_eq!(claims, want_claims);
+    // Two attempts, as upstream's. Upstream's second comes with the five-minute flush
+    // (bound at 330,028 ms: DynamicResources registers no event for a claim's deletion);
+    // Gantry's DynamicResources is woken by any claim event, so its second comes at once.
+    let sim = step_corpus::run_steps("dra-1.36", "extended-stale", release);
+    let history = &sim.histories()[0];
+    assert_eq!(history.attempts, 2, "{history:?}");
+    assert!(history.bound.unwrap().as_secs() < 1, "{history:?}");
 }

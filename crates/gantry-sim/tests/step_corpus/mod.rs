@@ -149,7 +149,8 @@ fn decode(corpus: &str, name: &str, file: &str, release: Release) -> ClusterObje
     objects
 }
 
-fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
+/// The simulation of `testdata/<corpus>/<name>` as [`decide_steps`] runs it, after the run.
+pub fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
     let cluster = decode(corpus, name, "cluster.yaml", release);
     let steps = decode(corpus, name, "steps.yaml", release);
     // A scenario recorded with a configuration (the recorder's `-config`) has it beside.

@@ -43,11 +43,17 @@ pub(super) struct ExtendedClaim {
     /// Each served resource's class selectors' verdicts, in `served`'s order (`None`: a
     /// selector does not compile), for the resource scores' device counts.
     pub class_verdicts: Vec<Option<Arc<SelectionVerdicts>>>,
+    /// A claim an earlier attempt made for the pod and left behind (its binding failed):
+    /// upstream refuses every node while it stands, and its PostFilter deletes it.
+    pub left_behind: Option<Arc<ResourceClaim>>,
 }
 
 /// The name the claim goes by until PreBind names it (upstream's `specialClaimInMemName`,
 /// not a valid claim name on purpose): Filter's errors name the claim so.
 pub const IN_MEMORY_NAME: &str = "<extended-resources>";
+
+/// Upstream's message for every node while a claim an earlier attempt made stands.
+pub const REASON_LEFT_BEHIND: &str = "cannot schedule extended resource claim";
 
 /// Upstream's message for a node that neither has nor can be given a resource.
 pub const REASON_CANNOT_FIT: &str = "cannot fit resource";
@@ -93,12 +99,16 @@ impl ExtendedClaim {
             shared_slices: shared_slices(),
             variants: Mutex::default(),
             class_verdicts: Vec::new(),
+            left_behind: None,
         }))
     }
 
     /// The node's variant: the served resources its allocatable lacks; upstream's
     /// `cannot fit resource` when it lacks one no class serves.
     pub fn variant_on(&self, node: &NodeInfo) -> Result<u64, Status> {
+        if self.left_behind.is_some() {
+            return Err(Status::unresolvable(REASON_LEFT_BEHIND));
+        }
         let allocatable = node.allocatable();
         if self
             .unserved

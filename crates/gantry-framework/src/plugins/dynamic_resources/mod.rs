@@ -253,6 +253,9 @@ pub enum ClaimsPostFilter {
     /// (upstream's `UpdateStatus` carries its resourceVersion); the writer clears its
     /// allocation and reservations.
     Deallocate(Arc<ResourceClaim>),
+    /// The claim an earlier attempt made for the pod's extended resources, left behind, is
+    /// deleted (the claim as the cycle saw it, which the delete is conditioned on).
+    DeleteLeftBehind(Arc<ResourceClaim>),
     /// Nothing to free.
     StillNotSchedulable,
 }
@@ -264,6 +267,7 @@ impl ClaimsPostFilter {
             ClaimsPostFilter::StateNotFound => "not found",
             ClaimsPostFilter::NoNewClaims => "no new claims to deallocate",
             ClaimsPostFilter::Deallocate(_) => "deallocation of ResourceClaim completed",
+            ClaimsPostFilter::DeleteLeftBehind(_) => "deletion of ResourceClaim completed",
             ClaimsPostFilter::StillNotSchedulable => "still not schedulable",
         }
     }
@@ -300,7 +304,11 @@ pub fn post_filter(state: &CycleState, pod: &Pod) -> ClaimsPostFilter {
             return ClaimsPostFilter::Deallocate(claim.clone());
         }
     }
-    ClaimsPostFilter::StillNotSchedulable
+    let left_behind = (s.extended.as_ref()).and_then(|e| e.found.left_behind.clone());
+    match left_behind {
+        Some(claim) => ClaimsPostFilter::DeleteLeftBehind(claim),
+        None => ClaimsPostFilter::StillNotSchedulable,
+    }
 }
 
 impl DynamicResources {
@@ -452,6 +460,14 @@ impl DynamicResources {
             || dra.shared_slices(),
         )?;
         Ok(found.map(|mut found| {
+            // Upstream's `findExtendedResourceClaim`: a claim made for the pod before. Only
+            // one with requests stands in the way (upstream's Filter checks for those).
+            let key = gantry_api::dra_extended::extended_claim_key(pod);
+            found.left_behind = dra.claim(key).filter(|c| {
+                c.extended_resource
+                    && c.owner_pod.as_deref() == Some(&*pod.uid)
+                    && !c.spec.requests.is_empty()
+            });
             found.class_verdicts = (found.served.iter())
                 .map(|(_, class)| {
                     let owner = format!("class {}", class.name);
