@@ -44,6 +44,7 @@ pub use allocator::{
 pub use capacity::shares_overrun_at_bind;
 use cel::Selector;
 pub use counters::overrun_at_bind;
+pub use extended::{asks_for_served_resources, extended_device_totals};
 use selection_verdicts::SelectionVerdicts;
 use smallvec::SmallVec;
 
@@ -206,27 +207,6 @@ pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[
     let s = state.read::<PodClaims>(NAME)?;
     let (claim, mappings) = s.extended.as_ref()?.reserved.as_ref()?;
     Some((claim.name.clone(), mappings.clone()))
-}
-
-/// For NodeResourcesFit's and BalancedAllocation's scores: the devices of the class serving
-/// `resource` that `node` reaches, and how many are allocated (upstream's
-/// `calculateDRAResourceTotals`); `None` unless the pod asks for `resource` and a class
-/// serves it.
-pub fn extended_device_totals(
-    state: &CycleState,
-    resource: Sym,
-    node: &NodeInfo,
-) -> Option<(i64, i64)> {
-    let s = state.read::<PodClaims>(NAME)?;
-    extended::device_totals(&s.extended.as_ref()?.found, resource, node)
-}
-
-/// Whether the pod asks for extended resources a class serves (the resource scores then
-/// read [`extended_device_totals`] node by node).
-pub fn asks_for_served_resources(state: &CycleState) -> bool {
-    state
-        .read::<PodClaims>(NAME)
-        .is_some_and(|s| s.extended.is_some())
 }
 
 /// The claims Reserve allocated for the pod (the others it only reserves).
@@ -435,105 +415,6 @@ impl DynamicResources {
             claim: claim.clone(),
             requests,
         })
-    }
-}
-
-impl DynamicResources {
-    /// The pod's extended resources a device class serves (DRAExtendedResource on), for
-    /// which it needs a claim of its own: upstream's `preFilterExtendedResources`.
-    fn extended_claim(
-        &self,
-        pod: &Pod,
-        cluster: Cluster<'_>,
-    ) -> Result<Option<Arc<extended::ExtendedClaim>>, Status> {
-        if !self.release.enabled(gantry_api::Gate::DRAExtendedResource) {
-            return Ok(None);
-        }
-        let asks = gantry_api::dra_extended::asks_for_extended_resources(pod);
-        let Some(dra) = cluster.nodes.dra().filter(|_| asks) else {
-            return Ok(None);
-        };
-        let found = extended::ExtendedClaim::find(
-            pod,
-            &dra.extended_resource_classes(),
-            || dra.device_use(),
-            || dra.shared_slices(),
-        )?;
-        Ok(found.map(|mut found| {
-            // Upstream's `findExtendedResourceClaim`: a claim made for the pod before. Only
-            // one with requests stands in the way (upstream's Filter checks for those).
-            let key = gantry_api::dra_extended::extended_claim_key(pod);
-            found.left_behind = dra.claim(key).filter(|c| {
-                c.extended_resource
-                    && c.owner_pod.as_deref() == Some(&*pod.uid)
-                    && !c.spec.requests.is_empty()
-            });
-            found.class_verdicts = (found.served.iter())
-                .map(|(_, class)| {
-                    let owner = format!("class {}", class.name);
-                    let selectors = self.selectors(&class.selectors, &owner, "spec.selectors");
-                    selectors.ok().map(|s| self.together(&s, &[]))
-                })
-                .collect();
-            Arc::new(found)
-        }))
-    }
-
-    /// The allocator for the claims to allocate on a node of `variant`: the user claims'
-    /// own for variant 0 (`None` when there are none), else one that also allocates the
-    /// claim for the extended resources the node leaves to devices.
-    fn allocator_for<'s>(
-        &self,
-        s: &'s PodClaims,
-        pod: &Pod,
-        variant: u64,
-    ) -> Result<Option<NodeAllocator<'s>>, Status> {
-        let Some(extended) = s
-            .extended
-            .as_ref()
-            .map(|e| &e.found)
-            .filter(|_| variant != 0)
-        else {
-            return Ok(s.allocator.as_ref().map(Cow::Borrowed));
-        };
-        let mut variants = extended.variants.lock().expect("variant lock poisoned");
-        if let Some(allocator) = variants.get(&variant) {
-            return Ok(Some(Cow::Owned(allocator.clone())));
-        }
-        // Allocated under upstream's in-memory name, which its Filter's errors give.
-        let (claim, _) = extended.claim_for(pod, variant);
-        let claim = ResourceClaim {
-            name: Arc::from(extended::IN_MEMORY_NAME),
-            ..claim
-        };
-        let prepared = self.prepare(&Arc::new(claim), &|c| extended.class(c))?;
-        let mut claims: Vec<PreparedClaim> = s
-            .allocator
-            .as_ref()
-            .map(|a| a.claims.clone())
-            .unwrap_or_default();
-        claims.push(prepared);
-        let allocator = Arc::new(Allocator {
-            claims,
-            allocated: extended.allocated.clone(),
-            shared_slices: extended.shared_slices.clone(),
-        });
-        variants.insert(variant, allocator.clone());
-        Ok(Some(Cow::Owned(allocator)))
-    }
-
-    /// The node's variant and its allocator (see [`allocator_for`](Self::allocator_for)).
-    fn node_allocator<'s>(
-        &self,
-        s: &'s PodClaims,
-        pod: &Pod,
-        node: &NodeInfo,
-    ) -> Result<(u64, Option<NodeAllocator<'s>>), Status> {
-        let variant = match &s.extended {
-            None => 0,
-            Some(extended) => extended.found.variant_on(node)?,
-        };
-        Ok((variant, self.allocator_for(s, pod, variant)?))
     }
 }
 
