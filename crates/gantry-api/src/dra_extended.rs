@@ -98,18 +98,17 @@ impl ExtendedResourceClasses {
         self.by_resource.get(&resource)
     }
 
-    /// The pod's extended resources some class serves, with the amount asked for and the
-    /// class, sorted by name; empty for most pods (no extended resources at all).
+    /// The pod's extended resources some class serves, with the class, sorted by name;
+    /// empty for most pods (no extended resources at all).
     pub fn requested_by(&self, pod: &Pod) -> Vec<ExtendedRequest> {
         let mut found: Vec<ExtendedRequest> = pod
             .requests()
             .scalars()
             .filter(|(name, amount)| *amount > 0 && is_dra_extended_resource_name(name.as_str()))
-            .filter_map(|(resource, amount)| {
+            .filter_map(|(resource, _)| {
                 let class = self.class_for(resource)?;
                 Some(ExtendedRequest {
                     resource,
-                    amount,
                     class: class.name,
                 })
             })
@@ -128,8 +127,6 @@ pub fn implicit_name(class: Sym) -> Sym {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtendedRequest {
     pub resource: Sym,
-    /// What the pod asks for in all (its effective request).
-    pub amount: i64,
     pub class: Sym,
 }
 
