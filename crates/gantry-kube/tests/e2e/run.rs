@@ -288,11 +288,15 @@ async fn failed_and_lost_binds_are_retried_or_given_up_as_the_api_says() {
     assert_eq!(node_of(&api, "raced").as_deref(), Some("node-1"));
     let binds = api.binds();
     assert_eq!(binds.len(), 7, "each pod bound once: {binds:?}");
+    // The stolen bind shows on the API before its 409 reaches the binder's count: the
+    // count is awaited, not read at once (it was read at once, and flaked).
+    let failed_three = "gantry_binds_total{result=\"failed\"} 3";
+    wait_for("three failed binds counted", WAIT, || {
+        instance.running.shared.kube.render().contains(failed_three)
+    })
+    .await;
     let text = instance.running.shared.kube.render();
-    assert!(
-        text.contains("gantry_binds_total{result=\"failed\"} 3"),
-        "{text}"
-    );
+    assert!(text.contains(failed_three), "{text}");
     // The refused bind is reported as kube-scheduler reports binding failures.
     wait_for("the binding failure reported", WAIT, || {
         events_about(&api, "raced", "FailedScheduling")
