@@ -16,6 +16,8 @@ fn device() -> Device {
         id: Sym::new(id),
     };
     Device {
+        binding: None,
+        binds_to_node: false,
         name: Sym::new("gpu-0"),
         attributes: vec![
             (

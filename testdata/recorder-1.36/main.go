@@ -123,6 +123,7 @@ func main() {
 	gateFlag := flag.String("gates", "", "feature gates NAME=BOOL,... over v1.36's defaults")
 	configFlag := flag.String("config", "", "a KubeSchedulerConfiguration file")
 	settleFlag := flag.Int("settle", 0, "seconds to wait after the last step's gap before the final state is read")
+	driverFlag := flag.String("driver-binding", "", "an emulated DRA driver answering binding conditions: ready or fail (default: none answers)")
 	flag.Parse()
 	args := flag.Args()
 	if len(args) != 3 {
@@ -234,6 +235,32 @@ func main() {
 		return true, claim, nil
 	})
 
+	// Updates of claims as the API server makes them: refused on a stale resourceVersion,
+	// and given a new one (the scheduler's caches skip an object whose version is not
+	// newer than the one they hold).
+	client.PrependReactor("update", "resourceclaims", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		update := action.(clienttesting.UpdateAction)
+		claim, ok := update.GetObject().(*resourcev1.ResourceClaim)
+		if !ok {
+			return false, nil, nil
+		}
+		gvr := resourcev1.SchemeGroupVersion.WithResource("resourceclaims")
+		stored, err := tracker.Get(gvr, claim.Namespace, claim.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if claim.ResourceVersion != "" && claim.ResourceVersion != stored.(*resourcev1.ResourceClaim).ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), claim.Name,
+				fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		claim = claim.DeepCopy()
+		claim.ResourceVersion = nextRV()
+		if err := tracker.Update(gvr, claim, claim.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, claim, nil
+	})
+
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -328,6 +355,12 @@ func main() {
 	must(sched.WaitForHandlersSync(ctx))
 	go sched.Run(ctx)
 	go emulateProvisioner(ctx, client)
+	if *driverFlag != "" {
+		if *driverFlag != "ready" && *driverFlag != "fail" {
+			must(fmt.Errorf("-driver-binding: %q is not ready or fail", *driverFlag))
+		}
+		go emulateDriverBinding(ctx, client, *driverFlag == "ready")
+	}
 
 	var _ informers.SharedInformerFactory = informerFactory
 	steps := readList(filepath.Join(dir, "steps.yaml"))
@@ -421,8 +454,26 @@ func writeClaims(ctx context.Context, client *fake.Clientset, path string) {
 				q := r.ConsumedCapacity[resourcev1.QualifiedName(name)]
 				consumed = append(consumed, []any{name, q.String()})
 			}
-			devices = append(devices, om("request", r.Request, "pool", r.Pool, "device", r.Device,
-				"shared", r.ShareID != nil, "consumed", consumed))
+			device := om("request", r.Request, "pool", r.Pool, "device", r.Device,
+				"shared", r.ShareID != nil, "consumed", consumed)
+			if len(r.BindingConditions) > 0 {
+				// Binding conditions, and what the claim's status says of the device.
+				status := []orderedMap{}
+				for _, d := range c.Status.Devices {
+					if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device {
+						for _, cond := range d.Conditions {
+							status = append(status, om("type", cond.Type, "status", string(cond.Status)))
+						}
+					}
+				}
+				device = device.with("bindingConditions", r.BindingConditions,
+					"bindingFailureConditions", r.BindingFailureConditions, "conditions", status)
+			}
+			devices = append(devices, device)
+		}
+		bound := false
+		for _, r := range c.Status.Allocation.Devices.Results {
+			bound = bound || len(r.BindingConditions) > 0
 		}
 		if c.Annotations["resource.kubernetes.io/extended-resource-claim"] == "true" {
 			// Made by the scheduler with a random name: kept by its owner, with the
@@ -447,9 +498,70 @@ func writeClaims(ctx context.Context, client *fake.Clientset, path string) {
 				"mappings", mappings, "devices", devices)))
 			continue
 		}
-		fmt.Fprintln(out, pyjson(om("claim", c.Namespace+"/"+c.Name, "devices", devices)))
+		line := om("claim", c.Namespace+"/"+c.Name, "devices", devices)
+		if bound {
+			// Where the allocation may be used (a device binding to the node keeps it
+			// there), and whether it was stamped.
+			nodes := []string{}
+			if sel := c.Status.Allocation.NodeSelector; sel != nil {
+				for _, t := range sel.NodeSelectorTerms {
+					for _, f := range t.MatchFields {
+						nodes = append(nodes, f.Key+" "+string(f.Operator)+" "+strings.Join(f.Values, ","))
+					}
+					for _, e := range t.MatchExpressions {
+						nodes = append(nodes, e.Key+" "+string(e.Operator)+" "+strings.Join(e.Values, ","))
+					}
+				}
+			}
+			line = line.with("nodeSelector", nodes, "stamped", c.Status.Allocation.AllocationTimestamp != nil)
+		}
+		fmt.Fprintln(out, pyjson(line))
 	}
 	must(out.Close())
+}
+
+// emulateDriverBinding stands for a DRA driver whose devices have binding conditions:
+// once a claim is allocated such a device, it sets the device's status in the claim,
+// every binding condition True (ready) or the first binding failure condition True
+// (fail, reason SimulatedFailure), as Gantry's simulated drivers do.
+func emulateDriverBinding(ctx context.Context, client *fake.Clientset, ready bool) {
+	for ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for i := range claims.Items {
+			claim := claims.Items[i]
+			if claim.Status.Allocation == nil || len(claim.Status.Devices) > 0 {
+				continue
+			}
+			var statuses []resourcev1.AllocatedDeviceStatus
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				if len(r.BindingConditions) == 0 {
+					continue
+				}
+				now := metav1.Now()
+				var conditions []metav1.Condition
+				if ready {
+					for _, c := range r.BindingConditions {
+						conditions = append(conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now})
+					}
+				} else {
+					conditions = append(conditions, metav1.Condition{Type: r.BindingFailureConditions[0], Status: metav1.ConditionTrue,
+						Reason: "SimulatedFailure", Message: "the simulated driver failed the binding", LastTransitionTime: now})
+				}
+				statuses = append(statuses, resourcev1.AllocatedDeviceStatus{Driver: r.Driver, Pool: r.Pool, Device: r.Device, Conditions: conditions})
+			}
+			if len(statuses) == 0 {
+				continue
+			}
+			claim.Status.Devices = statuses
+			if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, &claim, metav1.UpdateOptions{}); err != nil {
+				continue
+			}
+		}
+	}
 }
 
 // admitPod decodes a Pod as the API server would admit it: core/v1 defaults, Priority
@@ -634,6 +746,16 @@ func createNode(ctx context.Context, client *fake.Clientset, raw []byte) string 
 type orderedMap struct {
 	keys   []string
 	values map[string]any
+}
+
+// with adds more keys and values after those the map has.
+func (m orderedMap) with(kv ...any) orderedMap {
+	more := om(kv...)
+	for _, k := range more.keys {
+		m.keys = append(m.keys, k)
+		m.values[k] = more.values[k]
+	}
+	return m
 }
 
 func om(kv ...any) orderedMap {

@@ -4,10 +4,9 @@
 //!
 //! Only structured parameters are modelled: prioritized lists (`firstAvailable`), admin
 //! access, device taints, partitionable devices' shared counters and devices shared by
-//! capacity, each as its gate says. Features the allocator does not implement (binding
-//! conditions) are refused when decoding, with an error naming the field,
-//! so that nothing is silently ignored.
+//! capacity, and binding conditions, each as its gate says.
 
+pub use crate::dra_binding::{BindingConditions, DeviceStatus, TrueCondition};
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
 use std::sync::Arc;
 
@@ -89,6 +88,13 @@ pub struct Device {
     /// `consumesCounters` (DRAPartitionableDevices): what the device takes from its pool's
     /// counter sets while it is allocated.
     pub consumes_counters: Vec<CounterConsumption>,
+    /// `bindingConditions` and `bindingFailureConditions` (DRADeviceBindingConditions):
+    /// PreBind waits for the first on the device's status in the claim. Shared with the
+    /// allocation results that carry them.
+    pub binding: Option<Arc<BindingConditions>>,
+    /// `bindsToNode` (DRADeviceBindingConditions): an allocation of the device is usable
+    /// on the node chosen only.
+    pub binds_to_node: bool,
 }
 
 /// Counters by name, in thousandths of the unit (as capacities are), sorted by name.
@@ -159,6 +165,10 @@ pub struct ResourceSlice {
     /// `sharedCounters` (DRAPartitionableDevices): a slice holds these or devices, never
     /// both.
     pub shared_counters: Vec<CounterSet>,
+    /// Some device has binding conditions (DRADeviceBindingConditions): the allocator
+    /// tries its pool after those without. Kept so that no search looks through the
+    /// devices for it.
+    pub binding_conditions: bool,
 }
 
 impl ResourceSlice {
@@ -336,6 +346,8 @@ pub struct AllocatedDevice {
     /// Set for a share of a device that allows multiple allocations (DRAConsumableCapacity),
     /// which other claims' shares may use too. Boxed: most results are not shares.
     pub share: Option<Arc<DeviceShare>>,
+    /// The device's binding conditions, which the result carries.
+    pub binding: Option<Arc<BindingConditions>>,
 }
 
 /// A result's `shareID` and `consumedCapacity`.
@@ -354,6 +366,7 @@ impl AllocatedDevice {
             device,
             admin_access: false,
             share: None,
+            binding: None,
         }
     }
 }
@@ -363,6 +376,13 @@ pub struct Allocation {
     pub devices: Vec<AllocatedDevice>,
     /// Where the claim can be used; `None` means on every node.
     pub node_selector: Option<NodeSelector>,
+    /// `allocationTimestamp`, in seconds since the epoch (DRADeviceBindingConditions):
+    /// from when a binding that waits for conditions times out.
+    pub timestamp: Option<i64>,
+    /// The claim's `status.devices` (DRAResourceClaimDeviceStatus), kept with the
+    /// allocation: the API server takes entries only for allocated devices, and the
+    /// scheduler clears both together.
+    pub device_status: Vec<DeviceStatus>,
 }
 
 impl Allocation {

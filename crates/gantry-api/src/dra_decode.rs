@@ -98,14 +98,6 @@ fn namespace(meta: &meta::ObjectMeta) -> Sym {
     Sym::new(meta.namespace.as_deref().unwrap_or("default"))
 }
 
-fn unsupported(object: &str, field: impl Into<String>, what: &str) -> ObjectError {
-    field_error(
-        object,
-        field,
-        format!("{what} is not supported by Gantry's allocator"),
-    )
-}
-
 fn selectors(
     list: Option<&Vec<resource::DeviceSelector>>,
     object: &str,
@@ -195,29 +187,14 @@ fn device(
     field: &str,
     release: Release,
 ) -> Result<Device, ObjectError> {
-    // Binding conditions (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus)
-    // are not modelled: refused where they take effect; with either gate off the API
-    // server drops them (`dropDisabledDRADeviceBindingConditionsFields`).
-    let binding = release.enabled(Gate::DRADeviceBindingConditions)
-        && release.enabled(Gate::DRAResourceClaimDeviceStatus);
-    let refused: [(&str, bool, &str); 3] = [
-        (
-            "bindingConditions",
-            d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()),
-            "a binding condition",
-        ),
-        (
-            "bindingFailureConditions",
-            d.binding_failure_conditions
-                .as_ref()
-                .is_some_and(|c| !c.is_empty()),
-            "a binding failure condition",
-        ),
-        ("bindsToNode", d.binds_to_node == Some(true), "bindsToNode"),
-    ];
-    if let Some((name, _, what)) = refused.iter().find(|(_, set, _)| binding && *set) {
-        return Err(unsupported(object, format!("{field}.{name}"), what));
-    }
+    // Binding conditions (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus);
+    // with either gate off the API server drops them
+    // (`dropDisabledDRADeviceBindingConditionsFields`).
+    let (binding, binds_to_node) = if binding_gates(release) {
+        crate::dra_binding::device_binding(d, object, field)?
+    } else {
+        (None, false)
+    };
     // The API server's limits, which also bound what a CEL selector can iterate over.
     let count =
         d.attributes.as_ref().map_or(0, |a| a.len()) + d.capacity.as_ref().map_or(0, |c| c.len());
@@ -315,7 +292,16 @@ fn device(
         allow_multiple_allocations: consumable && d.allow_multiple_allocations == Some(true),
         taints,
         consumes_counters,
+        binding,
+        binds_to_node,
     })
+}
+
+/// Whether binding conditions are served: DRADeviceBindingConditions with
+/// DRAResourceClaimDeviceStatus, as upstream requires both.
+fn binding_gates(release: Release) -> bool {
+    release.enabled(Gate::DRADeviceBindingConditions)
+        && release.enabled(Gate::DRAResourceClaimDeviceStatus)
 }
 
 fn resource_slice(
@@ -374,6 +360,7 @@ fn resource_slice(
         pool_generation: spec.pool.generation,
         pool_slice_count: spec.pool.resource_slice_count,
         nodes,
+        binding_conditions: devices.iter().any(|d| d.binding.is_some()),
         devices,
         shared_counters,
     })
@@ -717,7 +704,12 @@ fn resource_claim(
     let status = claim.status.as_ref();
     let allocation = match status.and_then(|s| s.allocation.as_ref()) {
         None => None,
-        Some(a) => Some(Arc::new(allocation(a, object)?)),
+        Some(a) => Some(Arc::new(allocation(
+            a,
+            status.expect("an allocation is in a status"),
+            object,
+            release,
+        )?)),
     };
     let reserved_for = status
         .and_then(|s| s.reserved_for.as_ref())
@@ -758,7 +750,15 @@ fn controller_pod(meta: &meta::ObjectMeta) -> Option<Arc<str>> {
         .map(|o| Arc::from(o.uid.as_str()))
 }
 
-fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation, ObjectError> {
+fn allocation(
+    a: &resource::AllocationResult,
+    status: &resource::ResourceClaimStatus,
+    object: &str,
+    release: Release,
+) -> Result<Allocation, ObjectError> {
+    // Kept whatever the gates, as the API server keeps fields already in use
+    // (`dropDisabledDRAResourceClaimDeviceStatusFields`); read only with them on.
+    let binding = binding_gates(release);
     let mut devices = Vec::new();
     for r in a
         .devices
@@ -778,6 +778,12 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
             // nothing (`dropDisabledDRAAdminAccessStatusFields` keeps fields in use).
             admin_access: r.admin_access == Some(true),
             share: crate::dra_capacity::share(r, object, devices.len())?,
+            binding: crate::dra_binding::result_binding(
+                r,
+                object,
+                &format!("status.allocation.devices.results[{}]", devices.len()),
+            )?
+            .filter(|_| binding),
         });
     }
     Ok(Allocation {
@@ -787,6 +793,15 @@ fn allocation(a: &resource::AllocationResult, object: &str) -> Result<Allocation
             .as_ref()
             .map(|s| node_selector(s, object, "status.allocation.nodeSelector"))
             .transpose()?,
+        timestamp: a
+            .allocation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .filter(|_| binding),
+        device_status: match binding {
+            true => crate::dra_binding::device_statuses(status),
+            false => Vec::new(),
+        },
     })
 }
 

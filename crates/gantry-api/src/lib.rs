@@ -8,6 +8,7 @@
 pub mod coscheduling;
 pub mod decode;
 pub mod dra;
+pub mod dra_binding;
 pub mod dra_capacity;
 pub mod dra_counters;
 mod dra_decode;

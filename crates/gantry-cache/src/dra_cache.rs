@@ -440,6 +440,8 @@ mod tests {
             deleting: false,
             allocation: (!devices.is_empty()).then(|| {
                 Arc::new(Allocation {
+                    timestamp: None,
+                    device_status: Vec::new(),
                     devices: devices
                         .iter()
                         .map(|d| AllocatedDevice::exclusive(Arc::from("r"), device(d)))

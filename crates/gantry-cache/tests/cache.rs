@@ -615,6 +615,7 @@ fn a_slice_moved_or_deleted_leaves_its_node() {
     use gantry_api::dra::{ResourceSlice, SliceNodes};
     let slice = |name: &str, node: &str| {
         Arc::new(ResourceSlice {
+            binding_conditions: false,
             name: Sym::new(name),
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new(node),

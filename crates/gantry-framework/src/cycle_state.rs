@@ -40,6 +40,9 @@ pub struct CycleState {
     filter_skipped: SmallVec<[&'static str; 12]>,
     /// Plugins whose PreScore said Skip: their Score does not run.
     score_skipped: SmallVec<[&'static str; 12]>,
+    /// The cycle's time, in seconds since the epoch (the simulation's virtual time), for
+    /// what plugins compare with times on objects (a claim's `allocationTimestamp`).
+    now: i64,
 }
 
 /// By hand, so that `clone_from` (preemption's copy per node it tries) reuses the
@@ -50,11 +53,13 @@ impl Clone for CycleState {
             entries,
             filter_skipped,
             score_skipped,
+            now,
         } = self;
         CycleState {
             entries: entries.clone(),
             filter_skipped: SmallVec::from_slice(filter_skipped),
             score_skipped: SmallVec::from_slice(score_skipped),
+            now: *now,
         }
     }
 
@@ -63,16 +68,31 @@ impl Clone for CycleState {
             entries,
             filter_skipped,
             score_skipped,
+            now,
         } = source;
         self.entries.clone_from(entries);
         copy_into(&mut self.filter_skipped, filter_skipped);
         copy_into(&mut self.score_skipped, score_skipped);
+        self.now = *now;
     }
 }
 
 impl CycleState {
     pub fn new() -> CycleState {
         CycleState::default()
+    }
+
+    /// A state for a cycle at `now` (seconds since the epoch).
+    pub fn at(now: i64) -> CycleState {
+        CycleState {
+            now,
+            ..CycleState::default()
+        }
+    }
+
+    /// The cycle's time, in seconds since the epoch (0 unless the cycle was given one).
+    pub fn now(&self) -> i64 {
+        self.now
     }
 
     pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {

@@ -98,6 +98,8 @@ fn claim_0(driver: &str, count: Option<u32>) -> Vec<PreparedClaim> {
 
 fn device(name: &str, memory: Option<&str>, attributes: Vec<(&str, AttributeValue)>) -> Device {
     Device {
+        binding: None,
+        binds_to_node: false,
         name: sym(name),
         attributes: attributes
             .into_iter()
@@ -140,6 +142,7 @@ fn slice(
     devices: Vec<Device>,
 ) -> Arc<ResourceSlice> {
     Arc::new(ResourceSlice {
+        binding_conditions: false,
         name: sym(name),
         driver: sym(driver),
         pool: sym(pool),
@@ -1721,6 +1724,7 @@ fn admin_access_shares_across_claims_but_not_within_one() {
 #[test]
 fn admin_access_results_hold_nothing() {
     let device = |name: &str, admin_access: bool| AllocatedDevice {
+        binding: None,
         request: Arc::from("req-0"),
         device: DeviceId {
             driver: sym(DRIVER_A),
@@ -1731,6 +1735,8 @@ fn admin_access_results_hold_nothing() {
         share: None,
     };
     let allocation = Allocation {
+        timestamp: None,
+        device_status: Vec::new(),
         devices: vec![device("device-1", true), device("device-2", false)],
         node_selector: None,
     };

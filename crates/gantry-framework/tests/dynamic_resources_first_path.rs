@@ -75,6 +75,7 @@ fn selectors(expressions: &[String]) -> Arc<[Arc<Selector>]> {
 fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
     let driver = Sym::new(DRIVERS[spec.driver]);
     Arc::new(ResourceSlice {
+        binding_conditions: false,
         name: Sym::new(&format!("slice-{i}")),
         driver,
         pool: Sym::new(&format!("pool-{}", spec.pool)),
@@ -89,6 +90,8 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
             .devices
             .iter()
             .map(|&(name, big)| Device {
+                binding: None,
+                binds_to_node: false,
                 name: Sym::new(&format!("dev-{name}")),
                 attributes: vec![(
                     QualifiedName {

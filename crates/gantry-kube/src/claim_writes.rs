@@ -489,8 +489,9 @@ fn set_status(object: &mut Value, allocation: Option<Value>, pod: &Pod) {
 }
 
 /// One device of an allocation in the wire form; `adminAccess` is set only for admin
-/// access, `shareID` and `consumedCapacity` only for a share of a shared device, as
-/// upstream's allocator sets them.
+/// access, the binding conditions only for a device that has them, `shareID` and
+/// `consumedCapacity` only for a share of a shared device, as upstream's allocator sets
+/// them.
 fn result_json(d: &AllocatedDevice) -> Value {
     let mut result = json!({
         "request": &*d.request,
@@ -500,6 +501,12 @@ fn result_json(d: &AllocatedDevice) -> Value {
     });
     if d.admin_access {
         result["adminAccess"] = json!(true);
+    }
+    if let Some(binding) = &d.binding {
+        let names =
+            |list: &[gantry_api::Sym]| json!(list.iter().map(|c| c.as_str()).collect::<Vec<_>>());
+        result["bindingConditions"] = names(&binding.conditions);
+        result["bindingFailureConditions"] = names(&binding.failure_conditions);
     }
     let Some(share) = &d.share else {
         return result;

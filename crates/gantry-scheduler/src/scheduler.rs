@@ -294,7 +294,7 @@ impl Scheduler {
             nodes: &self.snapshot,
             objects: &self.objects,
         };
-        let mut state = CycleState::new();
+        let mut state = CycleState::at(self.now);
         let num_nodes = self.snapshot.num_nodes();
         let placement = self.placement.clone();
         let mut fit_error = FitError {
@@ -844,30 +844,53 @@ impl Scheduler {
         }
     }
 
-    /// The binding cycle: PreBind, bind, mark the assumed pod bound, PostBind; on a
-    /// failure unreserve, forget the assumed pod and return the error (the caller
-    /// requeues the pod, and wakes the pods it kept out).
-    pub fn bind(
+    /// The binding cycle's first half: PreBind, and the claims it set written through
+    /// `binder` (held in the cache from then on). With [`Scheduler::complete_bind`]: on
+    /// success the assumed pod is bound and PostBind runs; on a failure Unreserve runs,
+    /// the assumed pod is forgotten and the error returned (the caller requeues the pod,
+    /// and wakes the pods it kept out). `Ok(Some(timeout))`: the claims wait
+    /// for binding conditions (DRADeviceBindingConditions), at most `timeout` seconds;
+    /// the caller finds out how the wait ends, then calls [`Scheduler::complete_bind`]
+    /// with it. `Err`: PreBind failed, which `complete_bind` concludes.
+    pub fn pre_bind(
         &mut self,
         pod: &Arc<Pod>,
         state: &mut CycleState,
         binder: &mut dyn Binder,
-    ) -> Result<(), BindFailure> {
-        let node = pod.node_name.ok_or_else(|| BindFailure {
-            message: format!("pod {} has no node to bind to", pod.key()),
-            forgotten: false,
-        })?;
-        let mut bound = run_pre_bind(self.profile_for(pod), state, pod, node);
+    ) -> Result<Option<i64>, String> {
+        let node = pod
+            .node_name
+            .ok_or_else(|| format!("pod {} has no node to bind to", pod.key()))?;
+        run_pre_bind(self.profile_for(pod), state, pod, node)?;
         let claims = dynamic_resources::bound_claims(state);
-        if bound.is_ok() && !claims.is_empty() {
-            let allocated_now = dynamic_resources::allocated_now(state);
-            bound = binder.write_claims(pod, claims, &allocated_now);
-            if bound.is_ok() {
-                // Upstream's `AssumeClaimAfterAPICall`: the cache holds the written
-                // claims now, not when their watch events arrive.
-                self.cache.assume_written_claims(claims);
-            }
+        if claims.is_empty() {
+            return Ok(None);
         }
+        let allocated_now = dynamic_resources::allocated_now(state);
+        binder.write_claims(pod, claims, &allocated_now)?;
+        // Upstream's `AssumeClaimAfterAPICall`: the cache holds the written claims now,
+        // not when their watch events arrive.
+        self.cache.assume_written_claims(claims);
+        Ok(dynamic_resources::binding_wait(state))
+    }
+
+    /// The binding cycle's second half, after [`Scheduler::pre_bind`] (`pre_bound`: how
+    /// it, and any wait for binding conditions, ended): the bind, then PostBind, or
+    /// Unreserve and the assumed pod forgotten.
+    pub fn complete_bind(
+        &mut self,
+        pod: &Arc<Pod>,
+        state: &mut CycleState,
+        binder: &mut dyn Binder,
+        pre_bound: Result<(), String>,
+    ) -> Result<(), BindFailure> {
+        let Some(node) = pod.node_name else {
+            return Err(BindFailure {
+                message: format!("pod {} has no node to bind to", pod.key()),
+                forgotten: false,
+            });
+        };
+        let mut bound = pre_bound;
         if bound.is_ok() {
             let phase = Instant::now();
             bound = binder.bind(pod, node);

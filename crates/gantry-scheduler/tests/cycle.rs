@@ -40,6 +40,18 @@ fn placed(scheduler: &mut Scheduler, pod: &Arc<Pod>) -> (Arc<Pod>, Box<CycleStat
     (pod, state)
 }
 
+/// A whole binding cycle, for pods whose claims wait for no binding conditions.
+fn bind(
+    scheduler: &mut Scheduler,
+    pod: &Arc<Pod>,
+    state: &mut CycleState,
+    binder: &mut TestBinder,
+) -> Result<(), gantry_scheduler::BindFailure> {
+    let pre_bound = scheduler.pre_bind(pod, state, binder);
+    assert!(!matches!(pre_bound, Ok(Some(_))), "no claim waits here");
+    scheduler.complete_bind(pod, state, binder, pre_bound.map(|_| ()))
+}
+
 /// A binder that accepts or refuses every bind, and confirms accepted pods in the cache.
 struct TestBinder {
     cache: Arc<Cache>,
@@ -159,11 +171,9 @@ fn binding_cycle_runs_pre_bind_bind_post_bind_and_a_pre_bind_failure_unreserves(
         refuse: false,
     };
     let (assumed, mut state) = placed(&mut scheduler, &pod("ok", 100));
-    scheduler.bind(&assumed, &mut state, &mut binder).unwrap();
+    bind(&mut scheduler, &assumed, &mut state, &mut binder).unwrap();
     let (assumed, mut state) = placed(&mut scheduler, &pod("prebind-fails", 100));
-    let err = scheduler
-        .bind(&assumed, &mut state, &mut binder)
-        .unwrap_err();
+    let err = bind(&mut scheduler, &assumed, &mut state, &mut binder).unwrap_err();
     assert!(err.message.contains("volume not attached"), "{err}");
     assert!(err.forgotten, "the assumed pod gave back its room");
     assert_eq!(
@@ -244,9 +254,7 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
         cache: cache.clone(),
         refuse: true,
     };
-    let failure = scheduler
-        .bind(&assumed, &mut state, &mut refusing)
-        .unwrap_err();
+    let failure = bind(&mut scheduler, &assumed, &mut state, &mut refusing).unwrap_err();
     assert!(failure.forgotten);
     assert_eq!(requested_on(&cache, "n1"), 0);
     assert_eq!(log.lock().unwrap().last().unwrap(), "unreserve p n1");
@@ -256,7 +264,7 @@ fn failed_bind_unreserves_and_forgets_and_a_good_one_confirms() {
         cache: cache.clone(),
         refuse: false,
     };
-    scheduler.bind(&assumed, &mut state, &mut binder).unwrap();
+    bind(&mut scheduler, &assumed, &mut state, &mut binder).unwrap();
     assert!(!cache.is_assumed(&assumed.uid));
     assert_eq!(requested_on(&cache, "n1"), 600);
     assert!(

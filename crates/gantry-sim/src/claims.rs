@@ -15,6 +15,7 @@ use gantry_api::rng::Rng;
 use gantry_api::{Pod, QuantityFormat, Sym};
 
 use crate::claim_shares::{ShareTotals, add_shares, capacity_overrun};
+use crate::driver_binding::{Answer, answered};
 
 /// A change to a claim, as the watch delivers it.
 #[derive(Debug, Clone)]
@@ -139,6 +140,10 @@ impl ClaimStore {
             store.put(Arc::new(claim.clone()));
         }
         store
+    }
+
+    pub fn get(&self, key: ClaimKey) -> Option<&Arc<ResourceClaim>> {
+        self.claims.get(&key)
     }
 
     pub fn claims(&self) -> impl Iterator<Item = &Arc<ResourceClaim>> {
@@ -367,6 +372,25 @@ impl ClaimStore {
         }
         self.delete(key);
         Some(ClaimChange::Deleted(key))
+    }
+
+    /// The simulated drivers' answer to the binding conditions of `claims` (see
+    /// [`answered`]); a claim gone or freed since gets nothing.
+    pub fn answer_binding_conditions(
+        &mut self,
+        claims: &[ClaimKey],
+        answer: Answer,
+    ) -> Vec<ClaimChange> {
+        let mut changes = Vec::new();
+        for key in claims {
+            let Some(updated) = self.claims.get(key).and_then(|c| answered(c, answer)) else {
+                continue;
+            };
+            let updated = Arc::new(updated);
+            self.put(updated.clone());
+            changes.push(ClaimChange::Set(updated));
+        }
+        changes
     }
 
     /// A failed binding's Unreserve: the pod leaves the `reservedFor` of its claims; their
@@ -689,7 +713,10 @@ mod tests {
             deleting: false,
             allocation: device.map(|d| {
                 Arc::new(Allocation {
+                    timestamp: None,
+                    device_status: Vec::new(),
                     devices: vec![AllocatedDevice {
+                        binding: None,
                         request: Arc::from("r"),
                         device: DeviceId {
                             driver: Sym::new("gpu.example.com"),

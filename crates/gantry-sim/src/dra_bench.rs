@@ -240,6 +240,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
         created: 0,
     });
     cluster.dra.slices.push(Arc::new(ResourceSlice {
+        binding_conditions: false,
         name: Sym::new("shared"),
         driver,
         pool: Sym::new("shared"),
@@ -248,6 +249,8 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
         nodes: SliceNodes::All,
         devices: (0..namespaces.len())
             .map(|i| Device {
+                binding: None,
+                binds_to_node: false,
                 name: Sym::new(&format!("shared-{i}")),
                 attributes: Vec::new(),
                 capacity: Vec::new(),
@@ -315,6 +318,7 @@ fn slice(index: usize, devices: usize) -> ResourceSlice {
         id: Sym::new(id),
     };
     ResourceSlice {
+        binding_conditions: false,
         name: node,
         driver,
         pool: node,
@@ -323,6 +327,8 @@ fn slice(index: usize, devices: usize) -> ResourceSlice {
         nodes: SliceNodes::Node(node),
         devices: (0..devices)
             .map(|i| Device {
+                binding: None,
+                binds_to_node: false,
                 name: Sym::new(&format!("instance-{i}")),
                 attributes: vec![
                     (

@@ -11,6 +11,7 @@ pub mod bench;
 mod claim_shares;
 mod claims;
 pub mod dra_bench;
+pub mod driver_binding;
 pub mod gang_bench;
 mod gpu_report;
 mod instance;

@@ -95,9 +95,12 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
         deleting: false,
         allocation: (!devices.is_empty()).then(|| {
             Arc::new(Allocation {
+                timestamp: None,
+                device_status: Vec::new(),
                 devices: devices
                     .iter()
                     .map(|d| AllocatedDevice {
+                        binding: None,
                         request: Arc::from("gpu"),
                         device: DeviceId {
                             driver: Sym::new("gpu.example.com"),

@@ -297,36 +297,12 @@ fn scale_up_counts_the_shares_of_a_shared_gpu() {
     assert_eq!(nodes_for_ten_gpu_pods("shared-gpu-template.yaml"), 3);
 }
 
-/// With DRADeviceBindingConditions off (v1.35) the API server drops a device's binding
-/// conditions, and so does decoding: the device is read without them.
-#[test]
-fn binding_conditions_are_dropped_with_their_gate_off() {
-    let slice = r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
-        spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
-               devices: [{name: g, bindingConditions: [ready], bindingFailureConditions: [failed], bindsToNode: true}]}}"#;
-    let mut objects = ClusterObjects::for_release(gantry_api::Release::at(35));
-    objects.decode_more(slice, "slice.yaml").unwrap();
-    assert_eq!(objects.dra.slices[0].devices[0].name, Sym::new("g"));
-    assert!(
-        ClusterObjects::decode(slice, "slice.yaml").is_err(),
-        "refused from v1.36"
-    );
-}
-
 #[test]
 fn unsupported_features_are_refused_naming_the_field() {
-    let cases = [
-        (
-            r#"{apiVersion: resource.k8s.io/v1beta1, kind: DeviceClass, metadata: {name: x}}"#,
-            "DeviceClass x: apiVersion:",
-        ),
-        (
-            r#"{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
-               spec: {driver: d, nodeName: node-a, pool: {name: p, generation: 1, resourceSliceCount: 1},
-                      devices: [{name: g, bindingConditions: [ready]}]}}"#,
-            "spec.devices[0].bindingConditions: a binding condition is not supported",
-        ),
-    ];
+    let cases = [(
+        r#"{apiVersion: resource.k8s.io/v1beta1, kind: DeviceClass, metadata: {name: x}}"#,
+        "DeviceClass x: apiVersion:",
+    )];
     for (yaml, expected) in cases {
         let error = ClusterObjects::decode(yaml, "input")
             .unwrap_err()
@@ -360,6 +336,8 @@ fn unusable_claims_are_refused_with_upstreams_reasons() {
     let mut full = cluster();
     let claim = &mut full.dra.claims[0];
     claim.allocation = Some(Arc::new(gantry_api::dra::Allocation {
+        timestamp: None,
+        device_status: Vec::new(),
         devices: Vec::new(),
         node_selector: None,
     }));

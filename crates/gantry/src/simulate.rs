@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use gantry_api::Release;
 use gantry_framework::config::SchedulerConfig;
+use gantry_sim::driver_binding::DriverBinding;
 use gantry_sim::replay::{Divergence, RecordedBinding};
 use gantry_sim::scenario::Scenario;
 use gantry_sim::{
@@ -109,6 +110,12 @@ pub struct SimulateArgs {
     /// milliseconds (0 to 3600000): how stale an instance's view may be.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_LATENCY_MS))]
     event_latency_ms: u64,
+    /// How the simulated DRA drivers answer devices' binding conditions
+    /// (DRADeviceBindingConditions): `ready[:SECONDS]` sets them all True that long after
+    /// the allocation (default `ready:0`), `fail[:SECONDS]` sets a failure condition,
+    /// `never` lets every binding time out. PreBind looks every five seconds.
+    #[arg(long, default_value = "ready:0", value_parser = DriverBinding::parse)]
+    binding_conditions: DriverBinding,
     /// Write one JSON line per pod: where it went, or why it did not.
     #[arg(long)]
     placements: Option<PathBuf>,
@@ -429,6 +436,10 @@ fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(Str
         ("sequential".into(), yes_no(options.sequential)),
         ("bind latency".into(), options.bind_latency.to_string()),
         (
+            "binding conditions".into(),
+            options.driver_binding.to_string(),
+        ),
+        (
             "bind failure rate".into(),
             format!("{}%", options.bind_failure_rate * 100.0),
         ),
@@ -491,6 +502,7 @@ fn sim_options(args: &SimulateArgs, config: &SchedulerConfig) -> SimOptions {
         schedulers: args.schedulers,
         event_latency: Duration::from_millis(args.event_latency_ms),
         sample_gpus: args.report.is_some(),
+        driver_binding: args.binding_conditions,
     }
 }
 

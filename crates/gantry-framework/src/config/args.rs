@@ -80,6 +80,9 @@ pub(super) fn parse(
                     .map(|s| std::time::Duration::from_secs(s.max(0).unsigned_abs()));
                 out.plugins.volume_capacity_shape = volume_binding(args, &at, release)?;
             }
+            "DynamicResources" => {
+                out.plugins.binding_timeout = dynamic_resources(typed(args, &at)?, &at, release)?;
+            }
             "DefaultPreemption" => {
                 let args: PreemptionArgs = typed(args, &at)?;
                 let percentage = format!("{at}.minCandidateNodesPercentage");
@@ -266,6 +269,91 @@ fn shape(points: &[ShapePoint], at: &str) -> Checked<Vec<(i64, i64)>> {
         .iter()
         .map(|p| (i64::from(p.utilization), i64::from(p.score)))
         .collect())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DynamicResourcesArgs {
+    /// Read and checked, not used: Gantry's Filter has no time limit (upstream's stops an
+    /// allocation search after it, `DRASchedulerFilterTimeout`).
+    filter_timeout: Option<String>,
+    binding_timeout: Option<String>,
+}
+
+/// DynamicResourcesArgs as upstream validates them (`ValidateDynamicResourcesArgs`):
+/// `bindingTimeout` at least a second where binding conditions are served, forbidden
+/// where they are not. Returns it in whole seconds (Gantry's clock counts seconds).
+fn dynamic_resources(
+    args: DynamicResourcesArgs,
+    at: &str,
+    release: Release,
+) -> Checked<Option<i64>> {
+    let duration = |text: &Option<String>, field: &str| -> Checked<Option<f64>> {
+        match text {
+            None => Ok(None),
+            Some(text) => match go_duration(text) {
+                Some(seconds) => Ok(Some(seconds)),
+                None => fail(
+                    format!("{at}.{field}"),
+                    format!("{text:?} is not a duration (like 10s or 10m0s)"),
+                ),
+            },
+        }
+    };
+    if duration(&args.filter_timeout, "filterTimeout")?.is_some_and(|s| s < 0.0) {
+        return fail(format!("{at}.filterTimeout"), "must be zero or positive");
+    }
+    let Some(seconds) = duration(&args.binding_timeout, "bindingTimeout")? else {
+        return Ok(None);
+    };
+    let served = release.enabled(Gate::DRADeviceBindingConditions)
+        && release.enabled(Gate::DRAResourceClaimDeviceStatus);
+    if !served {
+        return fail(
+            format!("{at}.bindingTimeout"),
+            "Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled",
+        );
+    }
+    if seconds < 1.0 {
+        return fail(format!("{at}.bindingTimeout"), "must be at least 1 second");
+    }
+    Ok(Some(seconds.ceil() as i64))
+}
+
+/// Go's `time.ParseDuration` (a `metav1.Duration`): a sign, then numbers with units
+/// (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10m0s` or `1.5h`; in seconds.
+fn go_duration(text: &str) -> Option<f64> {
+    let (sign, mut rest) = match text.strip_prefix('-') {
+        Some(rest) => (-1.0, rest),
+        None => (1.0, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(0.0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Some(sign * total)
 }
 
 #[derive(Deserialize)]
@@ -616,6 +704,67 @@ mod tests {
 
     fn args(yaml: &str) -> ProfileArgs {
         parsed_as(yaml, Release::default()).unwrap_or_else(|e| panic!("{}: {}", e.field, e.message))
+    }
+
+    /// `ValidateDynamicResourcesArgs`: `bindingTimeout` at least a second, and only where
+    /// binding conditions are served; `filterTimeout` read as a duration. (That the
+    /// timeout reaches the plugin: `testdata/dra-1.36/binding-timeout`, whose profile
+    /// waits 10 s.)
+    #[test]
+    fn dynamic_resources_binding_timeout_is_checked_as_upstream_checks_it() {
+        let yaml = |args: &str| format!("- name: DynamicResources\n  args: {{{args}}}");
+        let timeout = |args: &str, release| {
+            parsed_as(&yaml(args), release)
+                .map(|a| a.plugins.binding_timeout)
+                .map_err(|e| format!("{}: {}", e.field, e.message))
+        };
+        let v136 = Release::at(36);
+        assert_eq!(timeout("bindingTimeout: 10s", v136), Ok(Some(10)));
+        assert_eq!(timeout("bindingTimeout: 10m0s", v136), Ok(Some(600)));
+        assert_eq!(timeout("bindingTimeout: 1.5s", v136), Ok(Some(2)));
+        assert_eq!(timeout("filterTimeout: 0s", v136), Ok(None));
+        let refused = [
+            (
+                "bindingTimeout: 500ms",
+                v136,
+                "bindingTimeout: must be at least 1 second",
+            ),
+            (
+                "bindingTimeout: '-1s'",
+                v136,
+                "bindingTimeout: must be at least 1 second",
+            ),
+            (
+                "bindingTimeout: ten",
+                v136,
+                "bindingTimeout: \"ten\" is not a duration",
+            ),
+            (
+                "filterTimeout: '-1s'",
+                v136,
+                "filterTimeout: must be zero or positive",
+            ),
+            (
+                "bindingTimeout: 10s",
+                Release::at(35),
+                "bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled",
+            ),
+        ];
+        for (args, release, expected) in refused {
+            let error = timeout(args, release).unwrap_err();
+            assert!(error.contains(expected), "{error}\n  expected: {expected}");
+        }
+    }
+
+    #[test]
+    fn go_durations_are_read_as_go_reads_them() {
+        assert_eq!(go_duration("0"), Some(0.0));
+        assert_eq!(go_duration("1h30m"), Some(5400.0));
+        assert_eq!(go_duration("250ms"), Some(0.25));
+        assert_eq!(go_duration("-2s"), Some(-2.0));
+        for bad in ["", "10", "1d", "s", "1.2.3s"] {
+            assert_eq!(go_duration(bad), None, "{bad}");
+        }
     }
 
     /// `ValidateVolumeBindingArgsWithOptions`: a shape only with StorageCapacityScoring on

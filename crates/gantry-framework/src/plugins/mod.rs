@@ -184,6 +184,8 @@ pub struct PluginArgs {
     pub volume_capacity_shape: Option<Vec<(i64, i64)>>,
     /// VolumeBinding's `bindTimeoutSeconds`, when configured.
     pub volume_bind_timeout: Option<std::time::Duration>,
+    /// DynamicResources' `bindingTimeout` in whole seconds, when configured.
+    pub binding_timeout: Option<i64>,
 }
 
 /// One plugin name a profile may use, and what it runs at each extension point.
@@ -335,7 +337,11 @@ pub fn registry(args: PluginArgs, release: Release) -> Vec<Registered> {
     let volume_restrictions = Arc::new(volume_restrictions::VolumeRestrictions {
         says_in_use: release.read_write_once_pod_message(),
     });
-    let dra = Arc::new(dynamic_resources::DynamicResources::for_release(release));
+    let mut dra = dynamic_resources::DynamicResources::for_release(release);
+    if let Some(seconds) = args.binding_timeout {
+        dra = dra.with_binding_timeout(seconds);
+    }
+    let dra = Arc::new(dra);
     let declared_features = Arc::new(node_declared_features::NodeDeclaredFeatures {
         enabled: release.enabled(Gate::NodeDeclaredFeatures),
         minor: release.minor(),

@@ -10,7 +10,7 @@ use gantry_api::{Pod, Sym};
 use gantry_cache::{GroupKey, Stage};
 use gantry_framework::CycleState;
 use gantry_scheduler::queue::QueuedPod;
-use gantry_scheduler::{Attempt, Binder, GroupOutcome};
+use gantry_scheduler::{Attempt, BindFailure, Binder, GroupOutcome};
 
 use super::{Event, MAX_FAILED_ATTEMPTS, Simulation};
 use crate::SimulatedApi;
@@ -286,7 +286,6 @@ impl Simulation {
         popped: QueuedPod,
         checked: Option<Result<(), (&'static str, String)>>,
     ) {
-        let now = self.clock;
         let Some(index) = self.records.index(&pod.uid) else {
             tracing::error!(pod = %pod.key(), "a bind for a pod the simulation never created");
             return;
@@ -312,13 +311,50 @@ impl Simulation {
             refused: None,
             claims_written: Vec::new(),
         };
-        let bound = binder_instance
-            .scheduler
-            .bind(&pod, &mut state, &mut binder);
+        let scheduler = &mut binder_instance.scheduler;
+        let pre_bound = scheduler.pre_bind(&pod, &mut state, &mut binder);
+        if let Ok(Some(timeout)) = pre_bound {
+            // The claims are written; the binding waits for their conditions.
+            let claims_written = std::mem::take(&mut binder.claims_written);
+            self.serve_requests(instance);
+            for change in claims_written {
+                self.broadcast(WatchEvent::Claim(change));
+            }
+            self.await_binding_conditions(instance, pod, state, popped, timeout);
+            return;
+        }
+        let wrote_claims = !binder.claims_written.is_empty();
+        let pre_bound = pre_bound.map(|_| ());
+        let bound = scheduler.complete_bind(&pod, &mut state, &mut binder, pre_bound);
         let refused = binder.refused.take();
         let claims_written = std::mem::take(&mut binder.claims_written);
+        let outcome = BindOutcome {
+            bound,
+            refused,
+            claims_written,
+            wrote_claims,
+        };
+        self.after_bind(instance, index, pod, popped, outcome);
+    }
+
+    /// What follows a binding cycle: the claims it wrote go out on the watch (given
+    /// back if the bind failed), and the pod is bound, or forgotten and retried.
+    pub(super) fn after_bind(
+        &mut self,
+        instance: usize,
+        index: usize,
+        pod: Arc<Pod>,
+        popped: QueuedPod,
+        outcome: BindOutcome,
+    ) {
+        let now = self.clock;
+        let BindOutcome {
+            bound,
+            refused,
+            claims_written,
+            wrote_claims,
+        } = outcome;
         self.serve_requests(instance);
-        let wrote_claims = !claims_written.is_empty();
         for change in claims_written {
             self.broadcast(WatchEvent::Claim(change));
         }
@@ -420,7 +456,7 @@ fn written(assumed: &Pod) -> BTreeMap<String, String> {
 }
 
 /// Who refused a bind.
-enum Refused {
+pub(super) enum Refused {
     /// The binder's re-check against its instance's latest cache, by this plugin (empty
     /// when none spoke).
     ByBinder(&'static str),
@@ -430,13 +466,23 @@ enum Refused {
 /// The scheduler's Binder over the simulated API, which first applies the binder's own
 /// verdict on the placement (reached before the bind): a refused placement never reaches
 /// the API.
-struct ApiBinder<'a> {
-    api: &'a mut SimulatedApi,
+pub(super) struct ApiBinder<'a> {
+    pub(super) api: &'a mut SimulatedApi,
     /// The binder's verdict: the refusing plugin and the message.
-    check: Result<(), (&'static str, String)>,
-    refused: Option<Refused>,
+    pub(super) check: Result<(), (&'static str, String)>,
+    pub(super) refused: Option<Refused>,
     /// Claim statuses PreBind wrote, for the watch.
-    claims_written: Vec<ClaimChange>,
+    pub(super) claims_written: Vec<ClaimChange>,
+}
+
+/// How a binding cycle ended, for [`Simulation::after_bind`].
+pub(super) struct BindOutcome {
+    pub(super) bound: Result<(), BindFailure>,
+    pub(super) refused: Option<Refused>,
+    /// Claim statuses written, for the watch.
+    pub(super) claims_written: Vec<ClaimChange>,
+    /// The cycle wrote claims (now or before it waited), which a failure gives back.
+    pub(super) wrote_claims: bool,
 }
 
 impl Binder for ApiBinder<'_> {

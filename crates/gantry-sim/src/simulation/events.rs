@@ -36,6 +36,14 @@ impl Simulation {
                 Event::GangBindDue { instance, members } => {
                     self.finish_gang_bind(instance, members)
                 }
+                Event::BindingConditionsDue {
+                    instance,
+                    pod,
+                    state,
+                    queued,
+                    timeout,
+                } => self.finish_binding_conditions(instance, pod, state, queued, timeout),
+                Event::DriverAnswers { claims, answer } => self.driver_answers(&claims, answer),
                 Event::Watch(change) => self.deliver(&change),
                 Event::PermitTimeout { uid, seq } => self.permit_timeout(&uid, seq),
             }

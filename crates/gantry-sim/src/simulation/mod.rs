@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_api::decode::ClusterObjects;
+use gantry_api::dra::ClaimKey;
 use gantry_api::{Node, Pod, Sym};
 use gantry_framework::{ApiObjects, CycleState, Profile};
 use gantry_scheduler::Rng;
@@ -33,11 +34,13 @@ use serde::Serialize;
 
 use crate::SimulatedApi;
 use crate::claims::ClaimChange;
+use crate::driver_binding::{Answer, DriverBinding};
 use crate::instance::{Instance, InstanceConfig, WatchEvent};
 use crate::latency::BindLatency;
 use crate::records::{DuplicatePod, PodRecords};
 
 mod binding;
+mod binding_conditions;
 mod events;
 mod recorded;
 mod report;
@@ -86,6 +89,8 @@ pub struct SimOptions {
     pub event_latency: Duration,
     /// Samples also read the GPU cards (a walk over every node each time): for reports.
     pub sample_gpus: bool,
+    /// How the simulated DRA drivers answer devices' binding conditions.
+    pub driver_binding: DriverBinding,
 }
 
 /// The most scheduler instances a simulation runs.
@@ -106,6 +111,7 @@ impl Default for SimOptions {
             schedulers: 1,
             event_latency: Duration::ZERO,
             sample_gpus: false,
+            driver_binding: DriverBinding::default(),
         }
     }
 }
@@ -206,6 +212,21 @@ enum Event {
     GangBindDue {
         instance: usize,
         members: Vec<(Arc<Pod>, Box<CycleState>, QueuedPod)>,
+    },
+    /// PreBind looks at the claims of a pod waiting for their binding conditions for the
+    /// last time: the wait ends (bound, failed or timed out).
+    BindingConditionsDue {
+        instance: usize,
+        pod: Arc<Pod>,
+        state: Box<CycleState>,
+        queued: QueuedPod,
+        /// The binding timeout, in seconds.
+        timeout: i64,
+    },
+    /// The simulated drivers answer the binding conditions of these claims.
+    DriverAnswers {
+        claims: Vec<ClaimKey>,
+        answer: Answer,
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),

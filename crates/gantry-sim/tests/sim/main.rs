@@ -10,6 +10,7 @@ mod batch_parity;
 mod coscheduling;
 mod coscheduling_parity;
 mod dra_admin_access;
+mod dra_binding;
 mod dra_distinct;
 mod dra_extended;
 mod dra_partitionable;

@@ -42,6 +42,11 @@ pub fn decide_steps_and_claims(
     release: Release,
 ) -> (Vec<Outcome>, Vec<String>) {
     let sim = run_steps(corpus, name, release);
+    (outcomes(&sim), claim_lines(&sim, corpus, name, release))
+}
+
+/// The claims `sim` has allocated now, in the recorder's `claims.jsonl` form.
+pub fn claim_lines(sim: &Simulation, corpus: &str, name: &str, release: Release) -> Vec<String> {
     let (cluster, steps) = (
         decode(corpus, name, "cluster.yaml", release),
         decode(corpus, name, "steps.yaml", release),
@@ -56,7 +61,7 @@ pub fn decide_steps_and_claims(
     let classes = gantry_api::dra_extended::ExtendedResourceClasses::new(&classes);
     let mut claims = sim.cache().dra().claims();
     claims.sort_by_key(|c| (c.namespace.as_str().to_string(), c.name.to_string()));
-    let lines = (claims.iter())
+    (claims.iter())
         .filter_map(|c| {
             let allocation = c.allocation.as_ref()?;
             let devices: Vec<Value> = (allocation.devices.iter())
@@ -69,11 +74,27 @@ pub fn decide_steps_and_claims(
                         })
                         .collect();
                     consumed.sort();
-                    serde_json::json!({
+                    let mut device = serde_json::json!({
                         "request": &*d.request, "pool": d.device.pool.as_str(),
                         "device": d.device.device.as_str(), "shared": d.share.is_some(),
                         "consumed": consumed,
-                    })
+                    });
+                    if let Some(binding) = &d.binding {
+                        let names = |list: &[gantry_api::Sym]| -> Vec<&str> {
+                            list.iter().map(|c| c.as_str()).collect()
+                        };
+                        let status = (allocation.device_status.iter())
+                            .filter(|s| s.device == d.device)
+                            .flat_map(|s| &s.true_conditions)
+                            .map(
+                                |c| serde_json::json!({"type": c.kind.as_str(), "status": "True"}),
+                            );
+                        device["bindingConditions"] = names(&binding.conditions).into();
+                        device["bindingFailureConditions"] =
+                            names(&binding.failure_conditions).into();
+                        device["conditions"] = status.collect::<Vec<_>>().into();
+                    }
+                    device
                 })
                 .collect();
             if c.extended_resource {
@@ -89,10 +110,23 @@ pub fn decide_steps_and_claims(
                 _ => &*c.name,
             };
             let claim = format!("{}/{name}", c.namespace);
-            Some(serde_json::json!({"claim": claim, "devices": devices}).to_string())
+            let mut line = serde_json::json!({"claim": claim, "devices": devices});
+            if allocation.has_binding_conditions() {
+                // Where the allocation may be used, as the recorder writes it.
+                let terms = allocation.node_selector.iter().flat_map(|s| &s.terms);
+                let nodes: Vec<String> = terms
+                    .flat_map(|t| t.match_fields.iter().chain(&t.match_expressions))
+                    .map(|r| {
+                        let values: Vec<&str> = r.values.iter().map(|v| v.as_str()).collect();
+                        format!("{} {:?} {}", r.key, r.op, values.join(","))
+                    })
+                    .collect();
+                line["nodeSelector"] = nodes.into();
+                line["stamped"] = allocation.timestamp.is_some().into();
+            }
+            Some(line.to_string())
         })
-        .collect();
-    (outcomes(&sim), lines)
+        .collect()
 }
 
 /// The recorder's line for the claim made for `pod`'s extended resources: its requests,
@@ -151,6 +185,15 @@ fn decode(corpus: &str, name: &str, file: &str, release: Release) -> ClusterObje
 
 /// The simulation of `testdata/<corpus>/<name>` as [`decide_steps`] runs it, after the run.
 pub fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
+    let mut sim = start_steps(corpus, name, release, SimOptions::default());
+    sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    sim
+}
+
+/// The simulation of `testdata/<corpus>/<name>` with `options`, its pods scheduled as
+/// [`run_steps`] schedules them, not yet run.
+pub fn start_steps(corpus: &str, name: &str, release: Release, options: SimOptions) -> Simulation {
     let cluster = decode(corpus, name, "cluster.yaml", release);
     let steps = decode(corpus, name, "steps.yaml", release);
     // A scenario recorded with a configuration (the recorder's `-config`) has it beside.
@@ -163,13 +206,11 @@ pub fn run_steps(corpus: &str, name: &str, release: Release) -> Simulation {
         }
         false => vec![default_profile_for("default-scheduler", release)],
     };
-    let mut sim = Simulation::new(cluster, profiles, SimOptions::default()).unwrap();
+    let mut sim = Simulation::new(cluster, profiles, options).unwrap();
     for (i, pod) in steps.pods.into_iter().enumerate() {
         let at = Duration::from_secs(2 * i as u64);
         sim.schedule(at, SimEvent::CreatePod(Arc::new(pod)));
     }
-    sim.run().unwrap();
-    sim.check_invariants().unwrap();
     sim
 }
 

@@ -47,7 +47,7 @@ use gantry_cache::DeviceUse;
 use super::capacity::{PickedShare, Sharing, capacity_without_gate, share_id};
 use super::constraints::ConstraintState;
 use super::counters::{self, CounterTable};
-use super::pools::{Pool, gather_pools, node_selector, reachable_devices};
+use super::pools::{Pool, gather_pools, node_selector, on_node, reachable_devices};
 pub use super::prepared::{
     PreparedClaim, PreparedKind, PreparedRequest, PreparedSelection, PreparedSubRequest,
 };
@@ -238,13 +238,14 @@ impl Allocator {
     ) -> (Result<Option<Vec<Allocation>>, String>, Stats) {
         let (mut result, stats) = self.find(node, local_slices, features);
         if let Ok(Some(allocations)) = &mut result {
-            self.fill_node_selectors(node, local_slices, allocations, features);
+            self.fill_from_devices(node, local_slices, allocations, features);
         }
         (result, stats)
     }
 
     /// What Filter needs: [`Allocator::allocate_with`] without the allocations' node
-    /// selectors, which [`Allocator::fill_node_selectors`] adds for the node chosen.
+    /// selectors and binding conditions, which [`Allocator::fill_from_devices`] adds for the
+    /// node chosen.
     pub fn find(
         &self,
         node: &Node,
@@ -323,9 +324,10 @@ impl Allocator {
         Some(pool.counters_left(&*self.allocated))
     }
 
-    /// Where each allocation can be used (see `node_selector`), from the slices of its
-    /// devices among those the node reaches.
-    pub fn fill_node_selectors(
+    /// What each allocation takes from its devices on the node chosen: where it can be
+    /// used (see `node_selector`; a device that binds to the node keeps it to the node),
+    /// and the binding conditions its results carry.
+    pub fn fill_from_devices(
         &self,
         node: &Node,
         local_slices: &[Arc<ResourceSlice>],
@@ -333,17 +335,30 @@ impl Allocator {
         features: Features,
     ) {
         let reachable = reachable_devices(node, local_slices, &self.shared_slices, features);
+        let found = |id: DeviceId| {
+            reachable.iter().find(|(slice, i)| {
+                (slice.driver, slice.pool, slice.devices[*i].name)
+                    == (id.driver, id.pool, id.device)
+            })
+        };
         for allocation in allocations {
-            let nodes = allocation.devices.iter().filter_map(|d| {
-                reachable
-                    .iter()
-                    .find(|(slice, i)| {
-                        (slice.driver, slice.pool, slice.devices[*i].name)
-                            == (d.device.driver, d.device.pool, d.device.device)
-                    })
-                    .map(|(slice, i)| slice.device_nodes(*i))
-            });
-            allocation.node_selector = node_selector(node.name, nodes);
+            let mut binds_to_node = false;
+            for result in &mut allocation.devices {
+                if let Some((slice, i)) = found(result.device) {
+                    let device = &slice.devices[*i];
+                    result.binding = device.binding.clone();
+                    binds_to_node |= device.binds_to_node;
+                }
+            }
+            allocation.node_selector = match binds_to_node {
+                true => Some(on_node(node.name)),
+                false => {
+                    let nodes = (allocation.devices.iter())
+                        .filter_map(|d| found(d.device))
+                        .map(|(slice, i)| slice.device_nodes(*i));
+                    node_selector(node.name, nodes)
+                }
+            };
         }
     }
 }
@@ -451,9 +466,12 @@ impl<'a> Search<'a> {
                                     consumed: share.consumed.clone(),
                                 })
                             }),
+                            binding: None,
                         })
                         .collect(),
                     node_selector: None,
+                    timestamp: None,
+                    device_status: Vec::new(),
                 })
                 .collect(),
         ))

@@ -263,6 +263,8 @@ mod tests {
     fn an_entry_that_stood_before_a_share_stands_after_it() {
         let memory = Sym::new("memory");
         let device = Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new("gpu-0"),
             attributes: Vec::new(),
             capacity: vec![gantry_api::dra::DeviceCapacity::new(

@@ -728,6 +728,8 @@ mod tests {
             id: Sym::new(id),
         };
         Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new("gpu-0"),
             attributes: vec![
                 (

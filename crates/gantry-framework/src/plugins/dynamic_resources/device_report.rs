@@ -355,6 +355,8 @@ mod tests {
             40 * gi,
         );
         let gpu = Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new("gpu-0"),
             attributes: Vec::new(),
             capacity: vec![memory],
@@ -363,6 +365,7 @@ mod tests {
             consumes_counters: Vec::new(),
         };
         let slices = [Arc::new(ResourceSlice {
+            binding_conditions: false,
             name: Sym::new("s"),
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new("n1"),
@@ -440,6 +443,8 @@ mod tests {
             effect: TaintEffect::NoSchedule,
         };
         let device = |name: &str, taints: Vec<DeviceTaint>| Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new(name),
             attributes: Vec::new(),
             capacity: Vec::new(),
@@ -448,6 +453,7 @@ mod tests {
             allow_multiple_allocations: false,
         };
         let slice = Arc::new(ResourceSlice {
+            binding_conditions: false,
             name: Sym::new("s"),
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new("n1"),
@@ -517,6 +523,8 @@ mod tests {
         let gi = 1024 * 1024 * 1024 * 1000_i64;
         let memory = |amount: i64| vec![(Sym::new("memory"), amount * gi)];
         let partition = |name: &str, amount: i64| Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new(name),
             attributes: Vec::new(),
             capacity: Vec::new(),
@@ -529,6 +537,7 @@ mod tests {
         };
         let slice = |name: &str, devices, shared_counters| {
             Arc::new(ResourceSlice {
+                binding_conditions: false,
                 name: Sym::new(name),
                 driver: Sym::new("gpu.example.com"),
                 pool: Sym::new("n1"),

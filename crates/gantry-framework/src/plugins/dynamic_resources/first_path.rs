@@ -35,6 +35,8 @@ pub(super) fn allocate(
         .map(|_| Allocation {
             devices: Vec::new(),
             node_selector: None,
+            timestamp: None,
+            device_status: Vec::new(),
         })
         .collect();
     let walked = walk(allocator, node, local, |claim, request, device| {
@@ -225,6 +227,10 @@ fn single_slice_pools<'a>(
         if reachable {
             slices.push(slice);
         }
+    }
+    // Pools with binding conditions go after the others: the search's to order.
+    if slices.iter().any(|s| s.binding_conditions) {
+        return None;
     }
     // By driver, then pool, as strings; a name is looked up only where the symbols differ.
     let order = |a: &&Arc<ResourceSlice>, b: &&Arc<ResourceSlice>| {

@@ -33,7 +33,9 @@ use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
 use gantry_api::dra::{Allocation, ClaimKey, ResourceClaim};
+use gantry_api::dra_binding::{DEFAULT_BINDING_TIMEOUT_SECONDS, Readiness};
 use gantry_api::dra_extended::RequestMapping;
+use gantry_api::release::Gate;
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
@@ -72,16 +74,36 @@ pub struct DynamicResources {
     selections: Mutex<HashMap<SelectorList, Arc<SelectionVerdicts>, RandomState>>,
     /// The release whose CEL environment selectors compile in (the default: the newest).
     release: gantry_api::Release,
+    /// How long PreBind waits for binding conditions, in seconds (DynamicResourcesArgs'
+    /// `bindingTimeout`); `None` where the release does not serve binding conditions.
+    binding_timeout: Option<i64>,
 }
 
 impl DynamicResources {
     /// The plugin of `release`: its selectors get that release's CEL libraries.
     pub fn for_release(release: gantry_api::Release) -> DynamicResources {
+        let binding = release.enabled(Gate::DRADeviceBindingConditions)
+            && release.enabled(Gate::DRAResourceClaimDeviceStatus);
         DynamicResources {
             selectors: Mutex::default(),
             selections: Mutex::default(),
             release,
+            binding_timeout: binding.then_some(DEFAULT_BINDING_TIMEOUT_SECONDS),
         }
+    }
+
+    /// The plugin with DynamicResourcesArgs' `bindingTimeout` (seconds), which the
+    /// configuration accepts only where binding conditions are served.
+    pub fn with_binding_timeout(mut self, seconds: i64) -> DynamicResources {
+        self.binding_timeout = self.binding_timeout.map(|_| seconds);
+        self
+    }
+
+    /// How long PreBind waits for binding conditions, in seconds; `None` where the
+    /// release does not serve them (DRADeviceBindingConditions with
+    /// DRAResourceClaimDeviceStatus).
+    pub fn binding_timeout(&self) -> Option<i64> {
+        self.binding_timeout
     }
 }
 
@@ -159,6 +181,9 @@ struct PodClaims {
     extended: Option<Box<ExtendedState>>,
     /// PreBind's result: the claims as written back, allocated and reserved for the pod.
     bound: Vec<Arc<ResourceClaim>>,
+    /// The plugin's binding timeout, in seconds, where the release serves binding
+    /// conditions.
+    binding_timeout: Option<i64>,
     /// The allocator's features, as the release's gates set them.
     features: Features,
 }
@@ -207,6 +232,21 @@ pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[
     let s = state.read::<PodClaims>(NAME)?;
     let (claim, mappings) = s.extended.as_ref()?.reserved.as_ref()?;
     Some((claim.name.clone(), mappings.clone()))
+}
+
+/// How long PreBind is to wait for the binding conditions of the pod's claims, in seconds
+/// (DRADeviceBindingConditions): `Some` when a claim Reserve allocated, or one allocated
+/// before, has devices with binding conditions not all True yet; `None` otherwise or
+/// where the release does not serve them. Known from Reserve on, so that a simulation can
+/// give the binding its time.
+pub fn binding_wait(state: &CycleState) -> Option<i64> {
+    let s = state.read::<PodClaims>(NAME)?;
+    let timeout = s.binding_timeout?;
+    let reserved = (s.reserved.iter()).flat_map(|(_, allocations)| allocations.iter());
+    let allocated = (s.claims.iter()).filter_map(|c| c.allocation.as_deref());
+    let waits =
+        |a: &Allocation| a.has_binding_conditions() && a.binding_readiness("") != Readiness::Ready;
+    (reserved.chain(allocated).any(waits)).then_some(timeout)
 }
 
 /// The claims Reserve allocated for the pod (the others it only reserves).
@@ -478,7 +518,15 @@ impl PreFilterPlugin for DynamicResources {
                     if !claim.can_be_reserved() && !claim.is_reserved_for(&pod.uid) {
                         return (None, Status::unresolvable(REASON_IN_USE));
                     }
-                    available_on.push(allocation.node_selector.clone());
+                    // A claim whose binding failed or timed out is usable nowhere, so that
+                    // PostFilter may free it (upstream's Filter, DRADeviceBindingConditions).
+                    let blocked = self.binding_timeout.is_some_and(|timeout| {
+                        binding_blocked(allocation, &claim.name, state.now(), timeout)
+                    });
+                    available_on.push(match blocked {
+                        true => Some(NodeSelector { terms: Vec::new() }),
+                        false => allocation.node_selector.clone(),
+                    });
                 }
                 None => {
                     available_on.push(None);
@@ -513,6 +561,7 @@ impl PreFilterPlugin for DynamicResources {
                 allocator,
                 node_allocations: Arc::default(),
                 features: Features::of(self.release),
+                binding_timeout: self.binding_timeout,
                 extended: extended.map(|found| {
                     Box::new(ExtendedState {
                         found,
@@ -523,6 +572,16 @@ impl PreFilterPlugin for DynamicResources {
             },
         );
         (None, Status::success())
+    }
+}
+
+/// Upstream's Filter on an allocated claim with binding conditions: a failure condition
+/// True, or conditions still pending `timeout` seconds after the allocation.
+fn binding_blocked(allocation: &Allocation, claim: &str, now: i64, timeout: i64) -> bool {
+    match allocation.binding_readiness(claim) {
+        Readiness::Ready => false,
+        Readiness::Failed(_) => true,
+        Readiness::Pending => allocation.binding_timed_out(now, timeout),
     }
 }
 
@@ -832,7 +891,7 @@ impl ReservePlugin for DynamicResources {
             Err(message) => return Status::error(message),
         };
         let mut allocations = Vec::clone(&allocations);
-        allocator.fill_node_selectors(n, info.resource_slices(), &mut allocations, s.features);
+        allocator.fill_from_devices(n, info.resource_slices(), &mut allocations, s.features);
         s.reserved = Some((node, Arc::new(allocations)));
         if let Some(extended) = &mut s.extended {
             extended.reserved = (variant != 0).then(|| {
@@ -859,6 +918,7 @@ impl PreBindPlugin for DynamicResources {
     /// none) and the pod in `reservedFor`; the claim for the pod's extended resources
     /// is new, made with its allocation (upstream creates it, then writes its status).
     fn pre_bind(&self, state: &mut CycleState, pod: &Pod, node: Sym) -> Status {
+        let state_now = state.now();
         let Some(s) = state.read_mut::<PodClaims>(NAME) else {
             return Status::success();
         };
@@ -875,12 +935,17 @@ impl PreBindPlugin for DynamicResources {
         for claim in s.claims.iter().chain(extended) {
             let mut updated = ResourceClaim::clone(claim);
             if updated.allocation.is_none() {
-                let Some(allocation) = fresh.next() else {
+                let Some(mut allocation) = fresh.next() else {
                     return Status::error(format!(
                         "internal error, no allocation for claim {}",
                         claim.name
                     ));
                 };
+                // Upstream's `bindClaim` stamps the allocation where binding conditions
+                // are served, so that a binding waiting for them can time out.
+                if self.binding_timeout.is_some() {
+                    allocation.timestamp = Some(state_now);
+                }
                 updated.allocation = Some(Arc::new(allocation));
             }
             if !updated.is_reserved_for(&pod.uid) {

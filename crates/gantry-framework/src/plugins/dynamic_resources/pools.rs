@@ -46,6 +46,12 @@ impl<'a> Pool<'a> {
         self.extras.as_ref().map_or(&[], |e| &e.counter_sets)
     }
 
+    /// Upstream's `poolHasBindingConditions`, for a pool it builds (an incomplete one it
+    /// does not): some device of the slices the node reaches has binding conditions.
+    fn has_binding_conditions(&self) -> bool {
+        !self.incomplete && self.slices.iter().any(|s| s.binding_conditions)
+    }
+
     fn extras(&mut self) -> &mut PoolExtras<'a> {
         self.extras.get_or_insert_with(Box::default)
     }
@@ -177,10 +183,25 @@ pub(super) fn gather_pools<'a>(
         }
         true
     });
-    pools.sort_by(|a, b| {
-        (a.id.0.as_str(), a.id.1.as_str()).cmp(&(b.id.0.as_str(), b.id.1.as_str()))
-    });
+    // Pools with binding conditions after the others (DRADeviceBindingConditions: a
+    // device that binds at once is preferred), each part by driver and pool name.
+    // (A comparator, not a cached key: that would allocate for every node searched.)
+    let key = |p: &Pool<'a>| (p.has_binding_conditions(), p.id.0.as_str(), p.id.1.as_str());
+    pools.sort_by(|a, b| key(a).cmp(&key(b)));
     pools
+}
+
+/// The node selector of an allocation usable on `node` only (`metadata.name In [node]`).
+pub(super) fn on_node(node: Sym) -> NodeSelector {
+    let by_name =
+        NodeSelectorRequirement::parse("metadata.name", "In", &[node.as_str().to_string()], true)
+            .expect("a name selector is valid");
+    NodeSelector {
+        terms: vec![NodeSelectorTerm {
+            match_expressions: Vec::new(),
+            match_fields: vec![by_name],
+        }],
+    }
 }
 
 /// Where the allocation can be used: the node, if any device is local to it; otherwise
@@ -193,21 +214,7 @@ pub(super) fn node_selector<'a>(
     let mut term = NodeSelectorTerm::default();
     for nodes in device_nodes {
         match nodes {
-            SliceNodes::Node(_) => {
-                let by_name = NodeSelectorRequirement::parse(
-                    "metadata.name",
-                    "In",
-                    &[node.as_str().to_string()],
-                    true,
-                )
-                .expect("a name selector is valid");
-                return Some(NodeSelector {
-                    terms: vec![NodeSelectorTerm {
-                        match_expressions: Vec::new(),
-                        match_fields: vec![by_name],
-                    }],
-                });
-            }
+            SliceNodes::Node(_) => return Some(on_node(node)),
             SliceNodes::Selector(selector) => {
                 if let Some(first) = selector.terms.first() {
                     for r in &first.match_expressions {

@@ -157,10 +157,13 @@ mod tests {
 
     fn allocation(requests: &[&str]) -> Allocation {
         Allocation {
+            timestamp: None,
+            device_status: Vec::new(),
             devices: requests
                 .iter()
                 .enumerate()
                 .map(|(i, r)| AllocatedDevice {
+                    binding: None,
                     request: Arc::from(*r),
                     device: DeviceId {
                         driver: Sym::new("driver"),

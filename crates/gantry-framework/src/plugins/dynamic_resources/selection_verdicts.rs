@@ -102,6 +102,7 @@ mod tests {
 
     fn named_slice(names: &[String], models: &[&str]) -> Arc<ResourceSlice> {
         Arc::new(ResourceSlice {
+            binding_conditions: false,
             name: Sym::new("s"),
             driver: Sym::new("gpu.example.com"),
             pool: Sym::new("p"),
@@ -110,6 +111,8 @@ mod tests {
             nodes: SliceNodes::Node(Sym::new("n")),
             devices: (names.iter().zip(models))
                 .map(|(name, model)| Device {
+                    binding: None,
+                    binds_to_node: false,
                     name: Sym::new(name),
                     attributes: vec![(
                         QualifiedName {

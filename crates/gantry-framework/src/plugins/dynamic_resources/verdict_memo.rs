@@ -173,6 +173,8 @@ mod tests {
             id: Sym::new(id),
         };
         Device {
+            binding: None,
+            binds_to_node: false,
             name: Sym::new(name),
             attributes: vec![(name_of("model"), AttributeValue::String(model.into()))],
             capacity: vec![DeviceCapacity::new(name_of("memory"), "memory", memory)],
@@ -184,6 +186,7 @@ mod tests {
 
     fn slice(name: &str, driver: &str, devices: Vec<Device>) -> Arc<ResourceSlice> {
         Arc::new(ResourceSlice {
+            binding_conditions: false,
             name: Sym::new(name),
             driver: Sym::new(driver),
             pool: Sym::new(name),

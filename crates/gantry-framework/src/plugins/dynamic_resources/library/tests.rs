@@ -5,6 +5,8 @@ use gantry_api::{Release, Sym};
 /// The verdict of `expression` at release `minor` on a device with nothing on it.
 fn eval_at(minor: u8, expression: &str) -> Result<bool, String> {
     let device = Device {
+        binding: None,
+        binds_to_node: false,
         name: Sym::new("d"),
         attributes: Vec::new(),
         capacity: Vec::new(),
