@@ -376,13 +376,6 @@ pub struct Allocation {
     pub devices: Vec<AllocatedDevice>,
     /// Where the claim can be used; `None` means on every node.
     pub node_selector: Option<NodeSelector>,
-    /// `allocationTimestamp`, in seconds since the epoch (DRADeviceBindingConditions):
-    /// from when a binding that waits for conditions times out.
-    pub timestamp: Option<i64>,
-    /// The claim's `status.devices` (DRAResourceClaimDeviceStatus), kept with the
-    /// allocation: the API server takes entries only for allocated devices, and the
-    /// scheduler clears both together.
-    pub device_status: Vec<DeviceStatus>,
 }
 
 impl Allocation {
@@ -430,6 +423,14 @@ pub struct ResourceClaim {
     /// The scheduler made it for its owner pod's extended resources (annotation
     /// `resource.kubernetes.io/extended-resource-claim: "true"`, DRAExtendedResource).
     pub extended_resource: bool,
+    /// `status.allocation.allocationTimestamp`, in seconds since the epoch
+    /// (DRADeviceBindingConditions): from when a binding that waits for conditions times
+    /// out. Kept here, not in the allocation, which filters build by the thousand.
+    pub allocated_at: Option<i64>,
+    /// `status.devices` (DRAResourceClaimDeviceStatus): what the drivers say of the
+    /// allocated devices (the API server takes entries only for allocated devices; the
+    /// scheduler clears them with the allocation).
+    pub device_status: Vec<DeviceStatus>,
 }
 
 impl ResourceClaim {
@@ -477,6 +478,8 @@ impl ResourceClaimTemplate {
     /// owned by the pod, unallocated.
     pub fn claim_for(&self, pod: &crate::Pod, name: Arc<str>) -> ResourceClaim {
         ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: pod.namespace,
             uid: Arc::from(format!("{}/{name}", pod.namespace)),
             name,

@@ -16,7 +16,7 @@ use k8s_openapi::api::resource::v1 as resource;
 
 use crate::Sym;
 use crate::decode::{ObjectError, field_error, validation};
-use crate::dra::{Allocation, DeviceId};
+use crate::dra::{Allocation, DeviceId, ResourceClaim};
 
 /// Upstream's `BindingConditionsMaxSize`.
 pub const BINDING_CONDITIONS_MAX_SIZE: usize = 4;
@@ -80,12 +80,17 @@ impl Allocation {
     pub fn has_binding_conditions(&self) -> bool {
         self.devices.iter().any(|d| d.binding.is_some())
     }
+}
 
-    /// Upstream's `isClaimReadyForBinding` for the claim named `claim`: a device with
-    /// binding conditions and no status is pending; its failure conditions are looked at
-    /// before its conditions.
-    pub fn binding_readiness(&self, claim: &str) -> Readiness {
-        for result in &self.devices {
+impl ResourceClaim {
+    /// Upstream's `isClaimReadyForBinding`: a claim without an allocation is pending; a
+    /// device with binding conditions and no status is pending; its failure conditions are
+    /// looked at before its conditions.
+    pub fn binding_readiness(&self) -> Readiness {
+        let Some(allocation) = &self.allocation else {
+            return Readiness::Pending;
+        };
+        for result in &allocation.devices {
             let Some(binding) = &result.binding else {
                 continue;
             };
@@ -100,8 +105,8 @@ impl Allocation {
                 (binding.failure_conditions.iter()).find_map(|&c| status.is_true(c))
             {
                 return Readiness::Failed(format!(
-                    "device binding failed: claim={claim}, reason={}, message={:?}",
-                    failed.reason, failed.message
+                    "device binding failed: claim={}, reason={}, message={:?}",
+                    self.name, failed.reason, failed.message
                 ));
             }
             if binding
@@ -119,9 +124,11 @@ impl Allocation {
     /// more than `timeout` seconds before `now` (an allocation without a timestamp never
     /// times out).
     pub fn binding_timed_out(&self, now: i64, timeout: i64) -> bool {
-        self.has_binding_conditions()
+        self.allocation
+            .as_ref()
+            .is_some_and(|a| a.has_binding_conditions())
             && self
-                .timestamp
+                .allocated_at
                 .is_some_and(|at| at.saturating_add(timeout) < now)
     }
 }

@@ -704,12 +704,18 @@ fn resource_claim(
     let status = claim.status.as_ref();
     let allocation = match status.and_then(|s| s.allocation.as_ref()) {
         None => None,
-        Some(a) => Some(Arc::new(allocation(
-            a,
-            status.expect("an allocation is in a status"),
-            object,
-            release,
-        )?)),
+        Some(a) => Some(Arc::new(allocation(a, object, release)?)),
+    };
+    // Kept whatever the gates, as the API server keeps fields already in use
+    // (`dropDisabledDRAResourceClaimDeviceStatusFields`); read only with them on.
+    let binding = binding_gates(release);
+    let allocated_at = (status.and_then(|s| s.allocation.as_ref()))
+        .and_then(|a| a.allocation_timestamp.as_ref())
+        .map(|t| t.0.as_second())
+        .filter(|_| binding);
+    let device_status = match (status, binding) {
+        (Some(status), true) => crate::dra_binding::device_statuses(status),
+        _ => Vec::new(),
     };
     let reserved_for = status
         .and_then(|s| s.reserved_for.as_ref())
@@ -739,6 +745,8 @@ fn resource_claim(
             a.get(crate::dra_extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION)
                 .is_some_and(|v| v == "true")
         }),
+        allocated_at,
+        device_status,
     })
 }
 
@@ -752,12 +760,9 @@ fn controller_pod(meta: &meta::ObjectMeta) -> Option<Arc<str>> {
 
 fn allocation(
     a: &resource::AllocationResult,
-    status: &resource::ResourceClaimStatus,
     object: &str,
     release: Release,
 ) -> Result<Allocation, ObjectError> {
-    // Kept whatever the gates, as the API server keeps fields already in use
-    // (`dropDisabledDRAResourceClaimDeviceStatusFields`); read only with them on.
     let binding = binding_gates(release);
     let mut devices = Vec::new();
     for r in a
@@ -793,15 +798,6 @@ fn allocation(
             .as_ref()
             .map(|s| node_selector(s, object, "status.allocation.nodeSelector"))
             .transpose()?,
-        timestamp: a
-            .allocation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second())
-            .filter(|_| binding),
-        device_status: match binding {
-            true => crate::dra_binding::device_statuses(status),
-            false => Vec::new(),
-        },
     })
 }
 

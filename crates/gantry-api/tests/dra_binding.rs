@@ -157,7 +157,7 @@ fn a_claim_is_ready_failed_or_pending_as_upstream_judges_it() {
     );
     let no_status = claim(at, "");
     let empty_status = claim(at, &format!("{{type: other, {TRUE}, reason: R}}"));
-    let readiness = |c: &ResourceClaim| c.allocation.as_ref().unwrap().binding_readiness(&c.name);
+    let readiness = |c: &ResourceClaim| c.binding_readiness();
     assert_eq!(readiness(&bound), Readiness::Ready);
     assert_eq!(
         readiness(&failed),
@@ -167,9 +167,14 @@ fn a_claim_is_ready_failed_or_pending_as_upstream_judges_it() {
     );
     assert_eq!(readiness(&no_status), Readiness::Pending);
     assert_eq!(readiness(&empty_status), Readiness::Pending);
-    let allocation = no_status.allocation.as_ref().unwrap();
-    assert!(allocation.has_binding_conditions());
-    assert_eq!(allocation.timestamp, Some(1_767_225_600));
+    assert!(
+        no_status
+            .allocation
+            .as_ref()
+            .unwrap()
+            .has_binding_conditions()
+    );
+    assert_eq!(no_status.allocated_at, Some(1_767_225_600));
 }
 
 /// `isClaimTimeout`: the allocation's timestamp plus the timeout strictly before now
@@ -178,17 +183,18 @@ fn a_claim_is_ready_failed_or_pending_as_upstream_judges_it() {
 #[test]
 fn a_claim_times_out_only_after_the_timeout() {
     let pending = claim("2026-01-01T00:00:00Z", "");
-    let allocation = pending.allocation.as_ref().unwrap();
     let stamp = 1_767_225_600;
-    assert!(!allocation.binding_timed_out(stamp + 600, 600));
-    assert!(allocation.binding_timed_out(stamp + 601, 600));
-    assert!(!allocation.binding_timed_out(stamp + 601, 700));
+    assert!(!pending.binding_timed_out(stamp + 600, 600));
+    assert!(pending.binding_timed_out(stamp + 601, 600));
+    assert!(!pending.binding_timed_out(stamp + 601, 700));
     // Without binding conditions, or a timestamp, nothing times out.
-    let mut plain = gantry_api::dra::Allocation::clone(allocation);
-    plain.devices[0].binding = None;
+    let mut plain = pending.clone();
+    let mut allocation = gantry_api::dra::Allocation::clone(plain.allocation.as_ref().unwrap());
+    allocation.devices[0].binding = None;
+    plain.allocation = Some(std::sync::Arc::new(allocation));
     assert!(!plain.binding_timed_out(stamp + 10_000, 600));
-    let mut unstamped = gantry_api::dra::Allocation::clone(allocation);
-    unstamped.timestamp = None;
+    let mut unstamped = pending.clone();
+    unstamped.allocated_at = None;
     assert!(!unstamped.binding_timed_out(stamp + 10_000, 600));
 }
 
@@ -199,7 +205,6 @@ fn with_the_gates_off_a_claim_waits_for_nothing() {
         status: {allocation: {allocationTimestamp: '2026-01-01T00:00:00Z', devices: {results: [{request: r, driver: d, pool: p, device: g,
           bindingConditions: [condition], bindingFailureConditions: [failed]}]}}}}";
     let claim = decode(yaml, Release::at(35)).unwrap().dra.claims.remove(0);
-    let allocation = claim.allocation.unwrap();
-    assert!(!allocation.has_binding_conditions());
-    assert_eq!(allocation.timestamp, None);
+    assert!(!claim.allocation.unwrap().has_binding_conditions());
+    assert_eq!(claim.allocated_at, None);
 }

@@ -432,6 +432,8 @@ mod tests {
 
     fn claim(name: &str, devices: &[&str]) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: Sym::new("default"),
             name: Arc::from(name),
             uid: Arc::from(name),
@@ -440,8 +442,6 @@ mod tests {
             deleting: false,
             allocation: (!devices.is_empty()).then(|| {
                 Arc::new(Allocation {
-                    timestamp: None,
-                    device_status: Vec::new(),
                     devices: devices
                         .iter()
                         .map(|d| AllocatedDevice::exclusive(Arc::from("r"), device(d)))

@@ -69,6 +69,8 @@ fn claim(
 ) -> PreparedClaim {
     PreparedClaim {
         claim: Arc::new(ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: sym("default"),
             name: Arc::from(name),
             uid: Arc::from(name),
@@ -1735,8 +1737,6 @@ fn admin_access_results_hold_nothing() {
         share: None,
     };
     let allocation = Allocation {
-        timestamp: None,
-        device_status: Vec::new(),
         devices: vec![device("device-1", true), device("device-2", false)],
         node_selector: None,
     };

@@ -113,6 +113,8 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
 fn build_claim(i: usize, requests: &[RequestSpec], constrained: bool) -> PreparedClaim {
     PreparedClaim {
         claim: Arc::new(ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: Sym::new("default"),
             name: Arc::from(format!("claim-{i}")),
             uid: Arc::from(format!("claim-{i}")),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::dra::{AllocatedDevice, Allocation, ResourceClaim};
+use gantry_api::dra_binding::Readiness;
 use gantry_api::dra_extended::{EXTENDED_RESOURCE_CLAIM_ANNOTATION, RequestMapping};
 use gantry_api::labels::{NodeSelector, NodeSelectorOp, NodeSelectorRequirement};
 use gantry_api::{Gate, Pod, Release, Sym};
@@ -75,6 +76,35 @@ impl ClaimWriter {
             namespace.as_str(),
             &dra::api_resource(Kind::ResourceClaim),
         )
+    }
+
+    /// Upstream's `isPodReadyForBinding` over the claims PreBind wrote, as the watch last
+    /// showed them: `Ok(true)` once every binding condition is True, `Ok(false)` while some
+    /// claim waits (one the watch has not shown yet counts as waiting), else the error
+    /// upstream's PreBind returns: a failure condition True, or a claim still pending
+    /// `timeout` seconds after its allocation.
+    pub fn binding_ready(
+        &self,
+        claims: &[Arc<ResourceClaim>],
+        timeout: i64,
+    ) -> Result<bool, String> {
+        let now = Timestamp::now().as_second();
+        for written in claims {
+            let Some(latest) = self.store.latest(written.key()) else {
+                return Ok(false);
+            };
+            let claim =
+                dra::decode_claim(&latest, self.store.release()).map_err(|e| e.to_string())?;
+            match claim.binding_readiness() {
+                Readiness::Ready => {}
+                Readiness::Failed(message) => return Err(message),
+                Readiness::Pending if claim.binding_timed_out(now, timeout) => {
+                    return Err(format!("device binding timeout: claim={}", claim.name));
+                }
+                Readiness::Pending => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// PreBind's writes, claim by claim in the pod's order; the claims the API holds

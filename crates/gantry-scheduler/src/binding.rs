@@ -121,6 +121,12 @@ impl BindingCycle {
         gantry_framework::plugins::dynamic_resources::bound_claims(&self.state)
     }
 
+    /// How long the binder waits, once it has written the claims, for their binding
+    /// conditions, in seconds (DRADeviceBindingConditions); `None` when nothing waits.
+    pub fn binding_wait(&self) -> Option<i64> {
+        gantry_framework::plugins::dynamic_resources::binding_wait(&self.state)
+    }
+
     /// The claim made for the pod's extended resources (among `claims_to_write`, which
     /// the binder creates) and which container uses which of its requests, which the
     /// binder writes in the pod's `status.extendedResourceClaimStatus`.

@@ -357,6 +357,9 @@ impl ClaimStore {
         let mut freed = ResourceClaim::clone(current);
         freed.allocation = None;
         freed.reserved_for.clear();
+        // Upstream's PostFilter clears the devices' status with the allocation.
+        freed.device_status.clear();
+        freed.allocated_at = None;
         let freed = Arc::new(freed);
         self.put(freed.clone());
         Some(ClaimChange::Set(freed))
@@ -705,6 +708,8 @@ mod tests {
 
     fn claim(name: &str, device: Option<&str>) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: Sym::new("default"),
             name: Arc::from(name),
             uid: Arc::from(name),
@@ -713,8 +718,6 @@ mod tests {
             deleting: false,
             allocation: device.map(|d| {
                 Arc::new(Allocation {
-                    timestamp: None,
-                    device_status: Vec::new(),
                     devices: vec![AllocatedDevice {
                         binding: None,
                         request: Arc::from("r"),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::Sym;
-use gantry_api::dra::{Allocation, DeviceStatus, ResourceClaim, TrueCondition};
+use gantry_api::dra::{DeviceStatus, ResourceClaim, TrueCondition};
 use gantry_api::dra_binding::BINDING_POLL_INTERVAL_SECONDS;
 
 /// What every simulated driver does once a claim with binding conditions is allocated.
@@ -103,7 +103,7 @@ impl DriverBinding {
 /// (`Failed`). `None` when nothing changes (no allocation, or answered already).
 pub(crate) fn answered(claim: &ResourceClaim, answer: Answer) -> Option<ResourceClaim> {
     let allocation = claim.allocation.as_deref()?;
-    let mut updated = Allocation::clone(allocation);
+    let mut updated = claim.device_status.clone();
     let condition = |kind: Sym, reason: &str, message: &str| TrueCondition {
         kind,
         reason: Arc::from(reason),
@@ -122,18 +122,19 @@ pub(crate) fn answered(claim: &ResourceClaim, answer: Answer) -> Option<Resource
                 .into_iter()
                 .collect(),
         };
-        updated.device_status.retain(|s| s.device != result.device);
-        updated.device_status.push(DeviceStatus {
+        updated.retain(|s| s.device != result.device);
+        updated.push(DeviceStatus {
             device: result.device,
             true_conditions,
         });
     }
-    if updated.device_status == allocation.device_status {
+    if updated == claim.device_status {
         return None;
     }
-    let mut claim = ResourceClaim::clone(claim);
-    claim.allocation = Some(Arc::new(updated));
-    Some(claim)
+    Some(ResourceClaim {
+        device_status: updated,
+        ..ResourceClaim::clone(claim)
+    })
 }
 
 impl std::fmt::Display for DriverBinding {

@@ -87,6 +87,8 @@ fn pods() -> Vec<Arc<Pod>> {
 
 fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
     Arc::new(ResourceClaim {
+        allocated_at: None,
+        device_status: Vec::new(),
         namespace: Sym::new("ns"),
         name: Arc::from(format!("claim-{i}")),
         uid: Arc::from(format!("uid-{i}")),
@@ -95,8 +97,6 @@ fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
         deleting: false,
         allocation: (!devices.is_empty()).then(|| {
             Arc::new(Allocation {
-                timestamp: None,
-                device_status: Vec::new(),
                 devices: devices
                     .iter()
                     .map(|d| AllocatedDevice {

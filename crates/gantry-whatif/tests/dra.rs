@@ -336,8 +336,6 @@ fn unusable_claims_are_refused_with_upstreams_reasons() {
     let mut full = cluster();
     let claim = &mut full.dra.claims[0];
     claim.allocation = Some(Arc::new(gantry_api::dra::Allocation {
-        timestamp: None,
-        device_status: Vec::new(),
         devices: Vec::new(),
         node_selector: None,
     }));

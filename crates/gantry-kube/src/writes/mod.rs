@@ -36,6 +36,10 @@ mod gang;
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
 pub const MAX_BINDS_IN_FLIGHT: usize = 64;
+
+/// How often PreBind looks again at claims waiting for their binding conditions.
+const BINDING_POLL: Duration =
+    Duration::from_secs(gantry_api::dra_binding::BINDING_POLL_INTERVAL_SECONDS as u64);
 /// Other writes in flight at once (events, pod conditions, preemption): a backlog's
 /// thousands of events wait for a slot rather than each taking a task and, over plain
 /// HTTP, a connection.
@@ -349,6 +353,13 @@ impl ApiWriter {
                     ))
                 });
         }
+        if bound.is_ok()
+            && let Some(timeout) = cycle.binding_wait()
+        {
+            bound = self
+                .await_binding_conditions(cycle, held.is_some(), timeout)
+                .await;
+        }
         if bound.is_ok() && held.is_some_and(|h| !h.may_bind()) {
             // Waiters pass a fence after a while: a binding sent later could land
             // unseen by them.
@@ -383,6 +394,51 @@ impl ApiWriter {
             self.claims.unreserve(&pod, &reserved).await;
         }
         bound
+    }
+
+    /// DynamicResources' PreBind wait (DRADeviceBindingConditions): the event
+    /// `BindingConditionsPending`, then the claims as the watch shows them, at once and
+    /// every five seconds, for at most `timeout` seconds; the error is upstream's. The
+    /// bind's slot is held meanwhile. Instances sharing the cluster (`fenced`) do not
+    /// wait: they would hold their node fences longer than the others trust them, so such
+    /// a pod is refused there, saying why.
+    async fn await_binding_conditions(
+        &self,
+        cycle: &BindingCycle,
+        fenced: bool,
+        timeout: i64,
+    ) -> Result<(), BindFailure> {
+        let failed = |e: &str| {
+            BindFailure::plain(format!(
+                "running PreBind plugin {:?}: {e}",
+                dynamic_resources::NAME
+            ))
+        };
+        if fenced {
+            return Err(failed(
+                "waiting for binding conditions is not supported with several instances sharing the cluster",
+            ));
+        }
+        let pod = cycle.pod();
+        let note = format!(
+            "waiting for binding conditions for device on node {}",
+            cycle.node()
+        );
+        let what = EventText::normal("BindingConditionsPending", "Scheduling", note);
+        self.event(pod, self.versions.of(&pod.uid), what, None);
+        let deadline = Instant::now() + Duration::from_secs(timeout.max(0).unsigned_abs());
+        loop {
+            match self.claims.binding_ready(cycle.claims_to_write(), timeout) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(message) => return Err(failed(&message)),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(failed("device binding timeout: context deadline exceeded"));
+            }
+            tokio::time::sleep(left.min(BINDING_POLL)).await;
+        }
     }
 
     /// Hands a pod that fits none of this shard's nodes on to the next shard (shards

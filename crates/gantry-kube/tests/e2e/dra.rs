@@ -706,3 +706,129 @@ async fn an_extended_resource_backed_by_devices_gets_a_claim_made_for_the_pod() 
     assert_eq!(writes, expected);
     instance.stop().await.unwrap();
 }
+
+/// A node's slice whose one device the driver must attach first (DRADeviceBindingConditions):
+/// its conditions and `bindsToNode`.
+fn attachable_slice(node: &str) -> Value {
+    let mut s = slice(node, &["gpu-0"]);
+    s["spec"]["devices"][0]["bindingConditions"] = json!(["example.com/attached"]);
+    s["spec"]["devices"][0]["bindingFailureConditions"] = json!(["example.com/attach-failed"]);
+    s["spec"]["devices"][0]["bindsToNode"] = json!(true);
+    s
+}
+
+/// The driver's answer on the claim's `status.devices`: condition `kind` True.
+fn driver_sets(api: &TestApiServer, claim: &str, node: &str, kind: &str) {
+    let mut c = claim_of(api, claim);
+    c["status"]["devices"] = json!([{"driver": DRIVER, "pool": node, "device": "gpu-0",
+        "conditions": [{"type": kind, "status": "True", "reason": "Driver", "message": "it said so",
+                        "lastTransitionTime": "2026-12-05T00:00:00Z"}]}]);
+    api.put(RESOURCE_CLAIMS, c);
+}
+
+/// Binding conditions: `gantry run` writes the claim (stamped, its result carrying the
+/// device's conditions) and says `BindingConditionsPending` as kube-scheduler v1.36 does,
+/// binds the pod only once the driver (the test) sets the condition True, and fails the
+/// binding with upstream's words when the driver sets the failure condition instead; the
+/// retry frees the claim (`deallocation of ResourceClaim completed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_with_binding_conditions_is_bound_once_its_driver_says_so() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(NODES, node("node-1", 4000, "b"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, attachable_slice("node-0"));
+    api.put(RESOURCE_SLICES, attachable_slice("node-1"));
+    api.put(RESOURCE_CLAIMS, claim("ready-gpu", "gpu"));
+    api.put(PODS, pod_with_claim("ready", 500, "ready-gpu"));
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("ready-gpu written", WAIT, || {
+        claim_of(&api, "ready-gpu")["status"]["reservedFor"].is_array()
+    })
+    .await;
+    let written = claim_of(&api, "ready-gpu");
+    let node = written["status"]["allocation"]["devices"]["results"][0]["pool"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        written["status"]["allocation"]["devices"]["results"][0]["bindingConditions"],
+        json!(["example.com/attached"])
+    );
+    allocation_unstamped(&written);
+    wait_for("BindingConditionsPending", WAIT, || {
+        !events_about(&api, "ready", "BindingConditionsPending").is_empty()
+    })
+    .await;
+    assert_eq!(
+        events_about(&api, "ready", "BindingConditionsPending")[0]["note"],
+        json!(format!(
+            "waiting for binding conditions for device on node {node}"
+        ))
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        node_of(&api, "ready"),
+        None,
+        "bound before its driver said so"
+    );
+    driver_sets(&api, "ready-gpu", &node, "example.com/attached");
+    wait_for("ready bound", WAIT, || node_of(&api, "ready").is_some()).await;
+    assert_eq!(node_of(&api, "ready"), Some(node.clone()));
+
+    // A driver that fails the binding.
+    api.put(RESOURCE_CLAIMS, claim("broken-gpu", "gpu"));
+    api.put(PODS, pod_with_claim("broken", 500, "broken-gpu"));
+    wait_for("broken-gpu written", WAIT, || {
+        claim_of(&api, "broken-gpu")["status"]["reservedFor"].is_array()
+    })
+    .await;
+    let other =
+        claim_of(&api, "broken-gpu")["status"]["allocation"]["devices"]["results"][0]["pool"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    driver_sets(&api, "broken-gpu", &other, "example.com/attach-failed");
+    let failed = "running PreBind plugin \"DynamicResources\": device binding failed: claim=broken-gpu, reason=Driver, message=\"it said so\"";
+    wait_for("broken failed", WAIT, || {
+        (events_about(&api, "broken", "FailedScheduling").iter())
+            .any(|e| e["note"] == json!(failed))
+    })
+    .await;
+    wait_for("broken-gpu freed", WAIT, || {
+        (events_about(&api, "broken", "FailedScheduling").iter()).any(|e| {
+            e["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("deallocation of ResourceClaim completed"))
+        })
+    })
+    .await;
+    assert_eq!(node_of(&api, "broken"), None);
+    instance.stop().await.unwrap();
+}
+
+/// Instances sharing the cluster hold their node fences while they bind, which the others
+/// pass after a few seconds: waiting for binding conditions there would let another
+/// instance bind onto the node unseen, so the pod is refused, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_sharing_the_cluster_refuse_to_wait_for_binding_conditions() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, attachable_slice("node-0"));
+    api.put(RESOURCE_CLAIMS, claim("p-gpu", "gpu"));
+    let mut p = pod_with_claim("p", 500, "p-gpu");
+    p["metadata"]["uid"] = json!(uid_owned_by(0, 2, "p"));
+    api.put(PODS, p);
+    let (a, b) = start_two(&api).await;
+    let refused = "running PreBind plugin \"DynamicResources\": waiting for binding conditions is not supported with several instances sharing the cluster";
+    wait_for("p refused", WAIT, || {
+        (events_about(&api, "p", "FailedScheduling").iter()).any(|e| e["note"] == json!(refused))
+    })
+    .await;
+    assert_eq!(node_of(&api, "p"), None);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}

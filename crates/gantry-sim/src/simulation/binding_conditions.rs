@@ -100,9 +100,7 @@ impl Simulation {
                     &*written.name
                 ));
             };
-            let readiness = (claim.allocation.as_deref())
-                .map_or(Readiness::Pending, |a| a.binding_readiness(&claim.name));
-            match readiness {
+            match claim.binding_readiness() {
                 Readiness::Ready => {}
                 Readiness::Failed(message) => return Err(message),
                 // Still pending at the timeout. Upstream's wait ends when its context

@@ -470,8 +470,6 @@ impl<'a> Search<'a> {
                         })
                         .collect(),
                     node_selector: None,
-                    timestamp: None,
-                    device_status: Vec::new(),
                 })
                 .collect(),
         ))

@@ -326,6 +326,8 @@ mod tests {
     fn claim_c(requests: Vec<PreparedRequest>) -> PreparedClaim {
         PreparedClaim {
             claim: Arc::new(ResourceClaim {
+                allocated_at: None,
+                device_status: Vec::new(),
                 namespace: Sym::new("default"),
                 name: Arc::from("c"),
                 uid: Arc::from("c"),

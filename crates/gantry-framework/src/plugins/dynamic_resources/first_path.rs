@@ -35,8 +35,6 @@ pub(super) fn allocate(
         .map(|_| Allocation {
             devices: Vec::new(),
             node_selector: None,
-            timestamp: None,
-            device_status: Vec::new(),
         })
         .collect();
     let walked = walk(allocator, node, local, |claim, request, device| {

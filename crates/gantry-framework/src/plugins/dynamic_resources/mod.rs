@@ -242,11 +242,12 @@ pub fn extended_resource_mappings(state: &CycleState) -> Option<(Arc<str>, Arc<[
 pub fn binding_wait(state: &CycleState) -> Option<i64> {
     let s = state.read::<PodClaims>(NAME)?;
     let timeout = s.binding_timeout?;
-    let reserved = (s.reserved.iter()).flat_map(|(_, allocations)| allocations.iter());
-    let allocated = (s.claims.iter()).filter_map(|c| c.allocation.as_deref());
-    let waits =
-        |a: &Allocation| a.has_binding_conditions() && a.binding_readiness("") != Readiness::Ready;
-    (reserved.chain(allocated).any(waits)).then_some(timeout)
+    // Allocations Reserve made are fresh: no driver has answered them yet.
+    let mut reserved = (s.reserved.iter()).flat_map(|(_, allocations)| allocations.iter());
+    let mut allocated = s.claims.iter().filter(|c| c.allocation.is_some());
+    let waits = reserved.any(Allocation::has_binding_conditions)
+        || allocated.any(|c| c.binding_readiness() != Readiness::Ready);
+    waits.then_some(timeout)
 }
 
 /// The claims Reserve allocated for the pod (the others it only reserves).
@@ -520,9 +521,9 @@ impl PreFilterPlugin for DynamicResources {
                     }
                     // A claim whose binding failed or timed out is usable nowhere, so that
                     // PostFilter may free it (upstream's Filter, DRADeviceBindingConditions).
-                    let blocked = self.binding_timeout.is_some_and(|timeout| {
-                        binding_blocked(allocation, &claim.name, state.now(), timeout)
-                    });
+                    let blocked = self
+                        .binding_timeout
+                        .is_some_and(|timeout| binding_blocked(claim, state.now(), timeout));
                     available_on.push(match blocked {
                         true => Some(NodeSelector { terms: Vec::new() }),
                         false => allocation.node_selector.clone(),
@@ -577,11 +578,11 @@ impl PreFilterPlugin for DynamicResources {
 
 /// Upstream's Filter on an allocated claim with binding conditions: a failure condition
 /// True, or conditions still pending `timeout` seconds after the allocation.
-fn binding_blocked(allocation: &Allocation, claim: &str, now: i64, timeout: i64) -> bool {
-    match allocation.binding_readiness(claim) {
+fn binding_blocked(claim: &ResourceClaim, now: i64, timeout: i64) -> bool {
+    match claim.binding_readiness() {
         Readiness::Ready => false,
         Readiness::Failed(_) => true,
-        Readiness::Pending => allocation.binding_timed_out(now, timeout),
+        Readiness::Pending => claim.binding_timed_out(now, timeout),
     }
 }
 
@@ -935,7 +936,7 @@ impl PreBindPlugin for DynamicResources {
         for claim in s.claims.iter().chain(extended) {
             let mut updated = ResourceClaim::clone(claim);
             if updated.allocation.is_none() {
-                let Some(mut allocation) = fresh.next() else {
+                let Some(allocation) = fresh.next() else {
                     return Status::error(format!(
                         "internal error, no allocation for claim {}",
                         claim.name
@@ -944,7 +945,7 @@ impl PreBindPlugin for DynamicResources {
                 // Upstream's `bindClaim` stamps the allocation where binding conditions
                 // are served, so that a binding waiting for them can time out.
                 if self.binding_timeout.is_some() {
-                    allocation.timestamp = Some(state_now);
+                    updated.allocated_at = Some(state_now);
                 }
                 updated.allocation = Some(Arc::new(allocation));
             }

@@ -124,6 +124,8 @@ mod tests {
 
     fn claim(name: &str, requests: Vec<DeviceRequest>) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
+            allocated_at: None,
+            device_status: Vec::new(),
             namespace: Sym::new("default"),
             name: Arc::from(name),
             uid: Arc::from(name),
@@ -157,8 +159,6 @@ mod tests {
 
     fn allocation(requests: &[&str]) -> Allocation {
         Allocation {
-            timestamp: None,
-            device_status: Vec::new(),
             devices: requests
                 .iter()
                 .enumerate()
