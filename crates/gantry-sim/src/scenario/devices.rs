@@ -12,6 +12,7 @@
 //! - name: gpu
 //!   devices:
 //!   - {driver: gpu.example.com, count: 2, attributes: {model: a100, cores: 108, fw: {version: 1.2.3}}, capacity: {memory: 80Gi}}
+//!   - {driver: fabric.example.com, count: 1, bindingConditions: [example.com/attached], bindingFailureConditions: [example.com/failed], bindsToNode: true}
 //! workloads:
 //! - name: train
 //!   claims: [{name: gpu, deviceClass: gpu, count: 1, selectors: ['device.attributes["gpu.example.com"].model == "a100"']}]
@@ -49,6 +50,16 @@ pub(super) struct DeviceSpec {
     /// Name → a quantity (`80Gi`, or a plain integer).
     #[serde(default)]
     capacity: Map<String, Value>,
+    /// Conditions the driver must set True on a claim's status before a pod using the
+    /// device is bound, and conditions that fail the binding (DRADeviceBindingConditions;
+    /// `simulate --binding-conditions` says how the simulated drivers answer).
+    #[serde(default)]
+    binding_conditions: Vec<String>,
+    #[serde(default)]
+    binding_failure_conditions: Vec<String>,
+    /// The allocation of the device is usable on the node chosen only.
+    #[serde(default)]
+    binds_to_node: bool,
 }
 
 /// The name of a node's `index`-th device of an entry.
@@ -93,10 +104,20 @@ impl DeviceSpec {
             };
             capacity.insert(name.clone(), json!({"value": quantity}));
         }
+        let mut device = json!({"attributes": attributes, "capacity": capacity});
+        if !self.binding_conditions.is_empty() || !self.binding_failure_conditions.is_empty() {
+            device["bindingConditions"] = json!(self.binding_conditions);
+            device["bindingFailureConditions"] = json!(self.binding_failure_conditions);
+        }
+        if self.binds_to_node {
+            device["bindsToNode"] = json!(true);
+        }
         let devices: Vec<Value> = (0..self.count)
-            .map(
-                |i| json!({"name": device_name(i), "attributes": attributes, "capacity": capacity}),
-            )
+            .map(|i| {
+                let mut named = device.clone();
+                named["name"] = json!(device_name(i));
+                named
+            })
             .collect();
         Ok(json!({
             "apiVersion": API_VERSION,

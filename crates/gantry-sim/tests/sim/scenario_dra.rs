@@ -259,6 +259,11 @@ fn bad_dra_fields_name_the_field() {
             "lots",
         ),
         (
+            group("{driver: a.b, count: 1, bindingConditions: [attached]}"),
+            "nodeGroups[0].devices[0].bindingFailureConditions",
+            "bindingFailureConditions are required to use bindingConditions",
+        ),
+        (
             group("{driver: a.b, count: 1, capacity: {memory: true}}"),
             "nodeGroups[0].devices[0].capacity.memory",
             "not a quantity",
@@ -422,4 +427,52 @@ workloads:
     );
     let claims = sim.cache().dra().claims();
     assert_eq!(claims.iter().filter(|c| c.extended_resource).count(), 4);
+}
+
+/// Devices the driver must attach first (DRADeviceBindingConditions): a node group's
+/// fabric GPU with binding conditions, and two pods claiming a GPU. The group's local GPU
+/// goes first (pools with binding conditions are tried last); the fabric GPU's pod is
+/// bound when PreBind's second look finds the simulated driver's answer, 5 s after its
+/// decision, its allocation kept to the node.
+#[test]
+fn devices_with_binding_conditions_bind_when_their_driver_answers() {
+    let text = r#"
+nodeGroups:
+- name: gpu
+  count: 1
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+  devices:
+  - {driver: gpu.example.com, count: 1}
+  - {driver: fabric.example.com, count: 1, bindingConditions: [example.com/attached], bindingFailureConditions: [example.com/failed], bindsToNode: true}
+deviceClasses:
+- {name: gpu, driver: gpu.example.com}
+- {name: any, driver: fabric.example.com}
+workloads:
+- name: local
+  count: 1
+  claims: [{name: gpu, deviceClass: gpu}]
+  template:
+    spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+- name: fabric
+  count: 1
+  arrival: {start: 1s}
+  claims: [{name: gpu, deviceClass: any}]
+  template:
+    spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+"#;
+    let (summary, sim) = simulate(text, 1);
+    assert_eq!(summary.scheduled, 2);
+    let bound: Vec<f64> = (sim.histories().iter())
+        .map(|h| h.bound.expect("bound").as_secs_f64())
+        .collect();
+    assert!(bound[0] < 0.1, "{bound:?}");
+    assert!((6.0..6.1).contains(&bound[1]), "{bound:?}");
+    let claims = sim.cache().dra().claims();
+    let fabric = (claims.iter())
+        .find(|c| c.name.starts_with("fabric-"))
+        .expect("the fabric pod's claim");
+    let allocation = fabric.allocation.as_ref().expect("allocated");
+    assert!(allocation.has_binding_conditions());
+    assert!(allocation.node_selector.is_some(), "kept to the node");
+    assert_eq!(fabric.device_status[0].true_conditions.len(), 1);
 }
