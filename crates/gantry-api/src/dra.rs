@@ -6,7 +6,7 @@
 //! access, device taints, partitionable devices' shared counters and devices shared by
 //! capacity, and binding conditions, each as its gate says.
 
-pub use crate::dra_binding::{BindingConditions, DeviceStatus, TrueCondition};
+pub use crate::dra_binding::{BindingConditions, BindingStatus, DeviceStatus, TrueCondition};
 pub use crate::dra_taints::{DeviceTaint, DeviceToleration, TaintEffect};
 use std::sync::Arc;
 
@@ -423,14 +423,11 @@ pub struct ResourceClaim {
     /// The scheduler made it for its owner pod's extended resources (annotation
     /// `resource.kubernetes.io/extended-resource-claim: "true"`, DRAExtendedResource).
     pub extended_resource: bool,
-    /// `status.allocation.allocationTimestamp`, in seconds since the epoch
-    /// (DRADeviceBindingConditions): from when a binding that waits for conditions times
-    /// out. Kept here, not in the allocation, which filters build by the thousand.
-    pub allocated_at: Option<i64>,
-    /// `status.devices` (DRAResourceClaimDeviceStatus): what the drivers say of the
-    /// allocated devices (the API server takes entries only for allocated devices; the
-    /// scheduler clears them with the allocation).
-    pub device_status: Vec<DeviceStatus>,
+    /// What the claim's status says for binding conditions (DRADeviceBindingConditions):
+    /// when it was allocated and what the drivers report of its devices. Kept only for a
+    /// claim whose allocation has binding conditions or whose devices have a status (an
+    /// `Arc`, not inline: every other claim, copied several times per pod, would carry it).
+    pub binding_status: Option<Arc<BindingStatus>>,
 }
 
 impl ResourceClaim {
@@ -478,8 +475,7 @@ impl ResourceClaimTemplate {
     /// owned by the pod, unallocated.
     pub fn claim_for(&self, pod: &crate::Pod, name: Arc<str>) -> ResourceClaim {
         ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: pod.namespace,
             uid: Arc::from(format!("{}/{name}", pod.namespace)),
             name,

@@ -64,6 +64,18 @@ impl DeviceStatus {
     }
 }
 
+/// What a claim's status says for binding conditions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BindingStatus {
+    /// `status.allocation.allocationTimestamp`, in seconds since the epoch: from when a
+    /// binding that waits for conditions times out.
+    pub allocated_at: Option<i64>,
+    /// `status.devices` (DRAResourceClaimDeviceStatus): what the drivers say of the
+    /// allocated devices (the API server takes entries only for allocated devices; the
+    /// scheduler clears them with the allocation).
+    pub device_status: Vec<DeviceStatus>,
+}
+
 /// Upstream's `isClaimReadyForBinding`, for a claim's allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readiness {
@@ -83,6 +95,19 @@ impl Allocation {
 }
 
 impl ResourceClaim {
+    /// `status.devices`, as far as binding conditions go (empty for other claims).
+    pub fn device_status(&self) -> &[DeviceStatus] {
+        self.binding_status
+            .as_ref()
+            .map_or(&[], |s| s.device_status.as_slice())
+    }
+
+    /// `status.allocation.allocationTimestamp` of a claim whose allocation has binding
+    /// conditions.
+    pub fn allocated_at(&self) -> Option<i64> {
+        self.binding_status.as_ref().and_then(|s| s.allocated_at)
+    }
+
     /// Upstream's `isClaimReadyForBinding`: a claim without an allocation is pending; a
     /// device with binding conditions and no status is pending; its failure conditions are
     /// looked at before its conditions.
@@ -94,10 +119,7 @@ impl ResourceClaim {
             let Some(binding) = &result.binding else {
                 continue;
             };
-            let Some(status) = self
-                .device_status
-                .iter()
-                .find(|s| s.device == result.device)
+            let Some(status) = (self.device_status().iter()).find(|s| s.device == result.device)
             else {
                 return Readiness::Pending;
             };
@@ -128,7 +150,7 @@ impl ResourceClaim {
             .as_ref()
             .is_some_and(|a| a.has_binding_conditions())
             && self
-                .allocated_at
+                .allocated_at()
                 .is_some_and(|at| at.saturating_add(timeout) < now)
     }
 }

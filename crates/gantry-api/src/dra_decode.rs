@@ -717,6 +717,16 @@ fn resource_claim(
         (Some(status), true) => crate::dra_binding::device_statuses(status),
         _ => Vec::new(),
     };
+    let waits = allocation
+        .as_ref()
+        .is_some_and(|a| a.has_binding_conditions());
+    let allocated_at = allocated_at.filter(|_| waits);
+    let binding_status = (allocated_at.is_some() || !device_status.is_empty()).then(|| {
+        Arc::new(crate::dra_binding::BindingStatus {
+            allocated_at,
+            device_status,
+        })
+    });
     let reserved_for = status
         .and_then(|s| s.reserved_for.as_ref())
         .into_iter()
@@ -745,8 +755,7 @@ fn resource_claim(
             a.get(crate::dra_extended::EXTENDED_RESOURCE_CLAIM_ANNOTATION)
                 .is_some_and(|v| v == "true")
         }),
-        allocated_at,
-        device_status,
+        binding_status,
     })
 }
 

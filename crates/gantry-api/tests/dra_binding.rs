@@ -174,7 +174,7 @@ fn a_claim_is_ready_failed_or_pending_as_upstream_judges_it() {
             .unwrap()
             .has_binding_conditions()
     );
-    assert_eq!(no_status.allocated_at, Some(1_767_225_600));
+    assert_eq!(no_status.allocated_at(), Some(1_767_225_600));
 }
 
 /// `isClaimTimeout`: the allocation's timestamp plus the timeout strictly before now
@@ -194,7 +194,7 @@ fn a_claim_times_out_only_after_the_timeout() {
     plain.allocation = Some(std::sync::Arc::new(allocation));
     assert!(!plain.binding_timed_out(stamp + 10_000, 600));
     let mut unstamped = pending.clone();
-    unstamped.allocated_at = None;
+    unstamped.binding_status = None;
     assert!(!unstamped.binding_timed_out(stamp + 10_000, 600));
 }
 
@@ -205,6 +205,6 @@ fn with_the_gates_off_a_claim_waits_for_nothing() {
         status: {allocation: {allocationTimestamp: '2026-01-01T00:00:00Z', devices: {results: [{request: r, driver: d, pool: p, device: g,
           bindingConditions: [condition], bindingFailureConditions: [failed]}]}}}}";
     let claim = decode(yaml, Release::at(35)).unwrap().dra.claims.remove(0);
-    assert!(!claim.allocation.unwrap().has_binding_conditions());
-    assert_eq!(claim.allocated_at, None);
+    assert!(!claim.allocation.as_ref().unwrap().has_binding_conditions());
+    assert_eq!(claim.allocated_at(), None);
 }

@@ -432,8 +432,7 @@ mod tests {
 
     fn claim(name: &str, devices: &[&str]) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: Sym::new("default"),
             name: Arc::from(name),
             uid: Arc::from(name),

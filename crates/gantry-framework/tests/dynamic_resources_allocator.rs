@@ -69,8 +69,7 @@ fn claim(
 ) -> PreparedClaim {
     PreparedClaim {
         claim: Arc::new(ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: sym("default"),
             name: Arc::from(name),
             uid: Arc::from(name),

@@ -113,8 +113,7 @@ fn build_slice(i: usize, spec: &SliceSpec) -> Arc<ResourceSlice> {
 fn build_claim(i: usize, requests: &[RequestSpec], constrained: bool) -> PreparedClaim {
     PreparedClaim {
         claim: Arc::new(ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: Sym::new("default"),
             name: Arc::from(format!("claim-{i}")),
             uid: Arc::from(format!("claim-{i}")),

@@ -358,8 +358,7 @@ impl ClaimStore {
         freed.allocation = None;
         freed.reserved_for.clear();
         // Upstream's PostFilter clears the devices' status with the allocation.
-        freed.device_status.clear();
-        freed.allocated_at = None;
+        freed.binding_status = None;
         let freed = Arc::new(freed);
         self.put(freed.clone());
         Some(ClaimChange::Set(freed))
@@ -708,8 +707,7 @@ mod tests {
 
     fn claim(name: &str, device: Option<&str>) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: Sym::new("default"),
             name: Arc::from(name),
             uid: Arc::from(name),

@@ -269,8 +269,7 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
 /// The claim pods of `namespace` share: one device of the shared class.
 fn shared_claim(namespace: &str) -> ResourceClaim {
     ResourceClaim {
-        allocated_at: None,
-        device_status: Vec::new(),
+        binding_status: None,
         namespace: Sym::new(namespace),
         name: Arc::from(SHARED_CLAIM),
         uid: Arc::from(format!("shared-claim-{namespace}")),

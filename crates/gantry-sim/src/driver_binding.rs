@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::Sym;
-use gantry_api::dra::{DeviceStatus, ResourceClaim, TrueCondition};
+use gantry_api::dra::{BindingStatus, DeviceStatus, ResourceClaim, TrueCondition};
 use gantry_api::dra_binding::BINDING_POLL_INTERVAL_SECONDS;
 
 /// What every simulated driver does once a claim with binding conditions is allocated.
@@ -103,7 +103,7 @@ impl DriverBinding {
 /// (`Failed`). `None` when nothing changes (no allocation, or answered already).
 pub(crate) fn answered(claim: &ResourceClaim, answer: Answer) -> Option<ResourceClaim> {
     let allocation = claim.allocation.as_deref()?;
-    let mut updated = claim.device_status.clone();
+    let mut updated = claim.device_status().to_vec();
     let condition = |kind: Sym, reason: &str, message: &str| TrueCondition {
         kind,
         reason: Arc::from(reason),
@@ -128,11 +128,14 @@ pub(crate) fn answered(claim: &ResourceClaim, answer: Answer) -> Option<Resource
             true_conditions,
         });
     }
-    if updated == claim.device_status {
+    if updated == claim.device_status() {
         return None;
     }
     Some(ResourceClaim {
-        device_status: updated,
+        binding_status: Some(Arc::new(BindingStatus {
+            allocated_at: claim.allocated_at(),
+            device_status: updated,
+        })),
         ..ResourceClaim::clone(claim)
     })
 }

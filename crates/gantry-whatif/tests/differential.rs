@@ -87,8 +87,7 @@ fn pods() -> Vec<Arc<Pod>> {
 
 fn claim(i: u8, devices: &[u8]) -> Arc<ResourceClaim> {
     Arc::new(ResourceClaim {
-        allocated_at: None,
-        device_status: Vec::new(),
+        binding_status: None,
         namespace: Sym::new("ns"),
         name: Arc::from(format!("claim-{i}")),
         uid: Arc::from(format!("uid-{i}")),

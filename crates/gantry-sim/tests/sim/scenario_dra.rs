@@ -474,5 +474,5 @@ workloads:
     let allocation = fabric.allocation.as_ref().expect("allocated");
     assert!(allocation.has_binding_conditions());
     assert!(allocation.node_selector.is_some(), "kept to the node");
-    assert_eq!(fabric.device_status[0].true_conditions.len(), 1);
+    assert_eq!(fabric.device_status()[0].true_conditions.len(), 1);
 }

@@ -83,7 +83,7 @@ pub fn claim_lines(sim: &Simulation, corpus: &str, name: &str, release: Release)
                         let names = |list: &[gantry_api::Sym]| -> Vec<&str> {
                             list.iter().map(|c| c.as_str()).collect()
                         };
-                        let status = (c.device_status.iter())
+                        let status = (c.device_status().iter())
                             .filter(|s| s.device == d.device)
                             .flat_map(|s| &s.true_conditions)
                             .map(
@@ -122,7 +122,7 @@ pub fn claim_lines(sim: &Simulation, corpus: &str, name: &str, release: Release)
                     })
                     .collect();
                 line["nodeSelector"] = nodes.into();
-                line["stamped"] = c.allocated_at.is_some().into();
+                line["stamped"] = c.allocated_at().is_some().into();
             }
             Some(line.to_string())
         })

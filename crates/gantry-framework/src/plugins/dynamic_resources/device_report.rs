@@ -326,8 +326,7 @@ mod tests {
     fn claim_c(requests: Vec<PreparedRequest>) -> PreparedClaim {
         PreparedClaim {
             claim: Arc::new(ResourceClaim {
-                allocated_at: None,
-                device_status: Vec::new(),
+                binding_status: None,
                 namespace: Sym::new("default"),
                 name: Arc::from("c"),
                 uid: Arc::from("c"),

@@ -147,8 +147,7 @@ impl ExtendedClaim {
         let (requests, mappings) = requests_and_mappings(pod, &self.resources_of(variant));
         let name: Arc<str> = Arc::from(extended_claim_name(pod));
         let claim = ResourceClaim {
-            allocated_at: None,
-            device_status: Vec::new(),
+            binding_status: None,
             namespace: pod.namespace,
             uid: Arc::from(format!("{}/{name}", pod.namespace)),
             name,

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
 use gantry_api::dra::{Allocation, ClaimKey, ResourceClaim};
-use gantry_api::dra_binding::{DEFAULT_BINDING_TIMEOUT_SECONDS, Readiness};
+use gantry_api::dra_binding::{BindingStatus, DEFAULT_BINDING_TIMEOUT_SECONDS, Readiness};
 use gantry_api::dra_extended::RequestMapping;
 use gantry_api::release::Gate;
 use gantry_api::{NodeSelector, Pod, Sym};
@@ -944,8 +944,11 @@ impl PreBindPlugin for DynamicResources {
                 };
                 // Upstream's `bindClaim` stamps the allocation where binding conditions
                 // are served, so that a binding waiting for them can time out.
-                if self.binding_timeout.is_some() {
-                    updated.allocated_at = Some(state_now);
+                if self.binding_timeout.is_some() && allocation.has_binding_conditions() {
+                    updated.binding_status = Some(Arc::new(BindingStatus {
+                        allocated_at: Some(state_now),
+                        device_status: Vec::new(),
+                    }));
                 }
                 updated.allocation = Some(Arc::new(allocation));
             }
