@@ -321,7 +321,8 @@ fn dynamic_resources(
 }
 
 /// Go's `time.ParseDuration` (a `metav1.Duration`): a sign, then numbers with units
-/// (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10m0s` or `1.5h`; in seconds.
+/// (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10m0s` or `1.5h`, at most about 292
+/// years; in seconds.
 fn go_duration(text: &str) -> Option<f64> {
     let (sign, mut rest) = match text.strip_prefix('-') {
         Some(rest) => (-1.0, rest),
@@ -353,8 +354,12 @@ fn go_duration(text: &str) -> Option<f64> {
         total += value * scale;
         rest = &rest[unit_end..];
     }
-    Some(sign * total)
+    // Go refuses what overflows its nanoseconds (`invalid duration`).
+    (total <= MAX_GO_DURATION_SECONDS).then_some(sign * total)
 }
+
+/// The longest `time.Duration`: 2^63 - 1 nanoseconds (about 292 years).
+const MAX_GO_DURATION_SECONDS: f64 = 9_223_372_036.854_775;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -762,7 +767,16 @@ mod tests {
         assert_eq!(go_duration("1h30m"), Some(5400.0));
         assert_eq!(go_duration("250ms"), Some(0.25));
         assert_eq!(go_duration("-2s"), Some(-2.0));
-        for bad in ["", "10", "1d", "s", "1.2.3s"] {
+        assert_eq!(go_duration("2562047h"), Some(2_562_047.0 * 3600.0));
+        for bad in [
+            "",
+            "10",
+            "1d",
+            "s",
+            "1.2.3s",
+            "2562048h",
+            "99999999999999999999h",
+        ] {
             assert_eq!(go_duration(bad), None, "{bad}");
         }
     }
