@@ -339,3 +339,68 @@ fn a_claim_left_behind_is_explained_as_upstream_says() {
         "{text}"
     );
 }
+
+/// A claim whose driver failed its binding (DRADeviceBindingConditions): every node
+/// refuses the pod with upstream's `resourceclaim not available on the node`, and explain
+/// says why: the failure the driver reported on the claim.
+#[test]
+fn a_claim_whose_binding_failed_is_explained_with_the_drivers_words() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/dra-1.36/binding-failure/cluster.yaml"
+    );
+    let claim = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c, namespace: default}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+status:
+  allocation:
+    allocationTimestamp: "2026-12-05T00:00:00Z"
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: a-fabric, device: fabric-0,
+                 bindingConditions: [example.com/attached], bindingFailureConditions: [example.com/attach-failed]}]
+    nodeSelector:
+      nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n1]}]}]
+  devices:
+  - driver: gpu.example.com
+    pool: a-fabric
+    device: fabric-0
+    conditions: [{type: example.com/attach-failed, status: "True", reason: LinkDown, message: fabric port 3 is down, lastTransitionTime: "2026-12-05T00:00:05Z"}]
+"#;
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimName: c}]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let claim = write(dir.path(), "claim.yaml", claim);
+    let pod = write(dir.path(), "pod.yaml", pod);
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        scenario,
+        "--cluster",
+        &claim,
+        "--pod",
+        &pod,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let node = &json["nodes"][0];
+    let dra = (node["filters"].as_array().unwrap().iter())
+        .find(|f| f["plugin"] == "DynamicResources")
+        .unwrap();
+    assert_eq!(
+        dra["reasons"],
+        serde_json::json!(["resourceclaim not available on the node"]),
+        "{node}"
+    );
+    let parts = node["details"][0]["parts"].as_array().unwrap();
+    let part = (parts.iter())
+        .find(|p| p["part"] == "claim default/c")
+        .unwrap_or_else(|| panic!("no part for the claim: {node}"));
+    assert_eq!(
+        part["reason"],
+        "its binding failed: device binding failed: claim=c, reason=LinkDown, message=\"fabric port 3 is down\""
+    );
+}

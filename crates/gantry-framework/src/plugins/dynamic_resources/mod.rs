@@ -628,10 +628,12 @@ impl FilterPlugin for DynamicResources {
         let Some(s) = state.read::<PodClaims>(NAME) else {
             return Vec::new();
         };
-        match self.node_allocator(s, pod, node) {
+        let mut details = match self.node_allocator(s, pod, node) {
             Ok((_, Some(allocator))) => self.device_details(s, &allocator, node, passed),
             _ => Vec::new(),
-        }
+        };
+        details.extend(self.binding_details(s, state.now()));
+        details
     }
 
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
@@ -739,6 +741,37 @@ impl DynamicResources {
     /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
     /// a claim whose constraints (`matchAttribute`, `distinctAttribute`) are what fails is
     /// said to be.
+    /// The pod's allocated claims that no node may use because of their binding
+    /// conditions, and why: the failure their driver reported, or a wait past the timeout.
+    fn binding_details(&self, s: &PodClaims, now: i64) -> Vec<Detail> {
+        let Some(timeout) = self.binding_timeout else {
+            return Vec::new();
+        };
+        let blocked = |claim: &ResourceClaim| match claim.binding_readiness() {
+            Readiness::Failed(message) => Some(format!("its binding failed: {message}")),
+            Readiness::Pending if claim.binding_timed_out(now, timeout) => Some(format!(
+                "its binding conditions were not all True {timeout} s after its allocation"
+            )),
+            _ => None,
+        };
+        (s.claims.iter())
+            .filter_map(|claim| {
+                let reason = blocked(claim)?;
+                let devices: Vec<String> = (claim.allocation.iter())
+                    .flat_map(|a| &a.devices)
+                    .map(|d| d.device.to_string())
+                    .collect();
+                Some(Detail {
+                    item: format!("claim {}/{}", claim.namespace, claim.name),
+                    state: format!("allocated {}", devices.join(", ")),
+                    reason: Some(reason),
+                    score: None,
+                    chosen: false,
+                })
+            })
+            .collect()
+    }
+
     fn device_details(
         &self,
         s: &PodClaims,
