@@ -11,7 +11,7 @@ use std::time::Instant;
 use gantry_api::Pod;
 use gantry_scheduler::BindingCycle;
 
-use super::{ApiWriter, AskLoop, BindDone, BindFailure};
+use super::{ApiWriter, AskLoop, BindDone, BindFailure, Slot};
 use crate::Input;
 
 impl ApiWriter {
@@ -24,11 +24,11 @@ impl ApiWriter {
             .map(|c| self.versions.of(&c.pod().uid))
             .collect();
         self.runtime.spawn(async move {
-            let Ok(_permit) = writer.permits.clone().acquire_owned().await else {
+            let Some(mut slot) = Slot::take(&writer.permits).await else {
                 return;
             };
             let start = Instant::now();
-            let results = writer.run_gang_bind(&mut cycles, &fences).await;
+            let results = writer.run_gang_bind(&mut cycles, &fences, &mut slot).await;
             let took = start.elapsed();
             for ((cycle, result), version) in cycles.into_iter().zip(results).zip(versions) {
                 writer.metrics.bind(result.is_ok());
@@ -53,6 +53,7 @@ impl ApiWriter {
         &self,
         cycles: &mut [BindingCycle],
         fence_names: &[String],
+        slot: &mut Slot,
     ) -> Vec<Result<(), BindFailure>> {
         let members = cycles.len();
         let all_fail = |failure: BindFailure| (0..members).map(|_| Err(failure.clone())).collect();
@@ -86,7 +87,7 @@ impl ApiWriter {
                 results.push(Err(failure.clone()));
                 continue;
             }
-            results.push(self.write_binding(cycle, held.as_ref()).await);
+            results.push(self.write_binding(cycle, held.as_ref(), slot).await);
         }
         let first_failed = results.iter().position(Result::is_err);
         match first_failed {

@@ -20,7 +20,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Pre
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::runtime::Handle;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::Input;
 use crate::claim_writes::ClaimWriter;
@@ -36,6 +36,33 @@ mod gang;
 /// Binds in flight at once; more wait for a slot (kube-scheduler's binding goroutines are
 /// unbounded, but an API server is better served by a bounded number of writers).
 pub const MAX_BINDS_IN_FLIGHT: usize = 64;
+
+/// A bind's place among the binds in flight ([`MAX_BINDS_IN_FLIGHT`]), given up while the
+/// bind waits on a driver (binding conditions may take minutes): kube-scheduler's binding
+/// goroutines wait without holding anything, so waiting binds must not hold back others.
+pub(crate) struct Slot {
+    permits: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    /// A place, once one is free; `None` if the writer is shutting down.
+    pub(crate) async fn take(permits: &Arc<Semaphore>) -> Option<Slot> {
+        let held = permits.clone().acquire_owned().await.ok()?;
+        Some(Slot {
+            permits: permits.clone(),
+            held: Some(held),
+        })
+    }
+
+    /// Runs `wait` without the place, then takes one again.
+    async fn while_waiting<T>(&mut self, wait: impl Future<Output = T>) -> T {
+        self.held = None;
+        let out = wait.await;
+        self.held = self.permits.clone().acquire_owned().await.ok();
+        out
+    }
+}
 
 /// How often PreBind looks again at claims waiting for their binding conditions.
 const BINDING_POLL: Duration =
@@ -241,11 +268,11 @@ impl ApiWriter {
         // The event names the pod as it was decided (kube-scheduler: the assumed pod).
         let version = self.versions.of(&cycle.pod().uid);
         self.runtime.spawn(async move {
-            let Ok(_permit) = writer.permits.clone().acquire_owned().await else {
+            let Some(mut slot) = Slot::take(&writer.permits).await else {
                 return;
             };
             let start = Instant::now();
-            let result = writer.run_bind(&mut cycle, &fences).await;
+            let result = writer.run_bind(&mut cycle, &fences, &mut slot).await;
             writer.metrics.bind(result.is_ok());
             if result.is_ok() {
                 writer.scheduled(cycle.pod(), cycle.node(), version);
@@ -263,6 +290,7 @@ impl ApiWriter {
         &self,
         cycle: &mut BindingCycle,
         fence_names: &[String],
+        slot: &mut Slot,
     ) -> Result<(), BindFailure> {
         self.pre_bind(cycle).await?;
         let asker = AskLoop {
@@ -272,7 +300,7 @@ impl ApiWriter {
         let held = self
             .take_fences(fence_names, &cycle.pod().uid, &asker)
             .await?;
-        let bound = self.write_binding(cycle, held.as_ref()).await;
+        let bound = self.write_binding(cycle, held.as_ref(), slot).await;
         if bound.is_err()
             && let (Some(fences), Some(held)) = (&self.fences, held)
         {
@@ -335,6 +363,7 @@ impl ApiWriter {
         &self,
         cycle: &BindingCycle,
         held: Option<&fence::Held>,
+        slot: &mut Slot,
     ) -> Result<(), BindFailure> {
         let pod = cycle.pod().clone();
         let claims: Vec<Arc<ResourceClaim>> = cycle.claims_to_write().to_vec();
@@ -357,7 +386,7 @@ impl ApiWriter {
             && let Some(timeout) = cycle.binding_wait()
         {
             bound = self
-                .await_binding_conditions(cycle, held.is_some(), timeout)
+                .await_binding_conditions(cycle, held.is_some(), timeout, slot)
                 .await;
         }
         if bound.is_ok() && held.is_some_and(|h| !h.may_bind()) {
@@ -399,7 +428,7 @@ impl ApiWriter {
     /// DynamicResources' PreBind wait (DRADeviceBindingConditions): the event
     /// `BindingConditionsPending`, then the claims as the watch shows them, at once and
     /// every five seconds, for at most `timeout` seconds; the error is upstream's. The
-    /// bind's slot is held meanwhile. Instances sharing the cluster (`fenced`) do not
+    /// bind's slot is given up meanwhile. Instances sharing the cluster (`fenced`) do not
     /// wait: they would hold their node fences longer than the others trust them, so such
     /// a pod is refused there, saying why.
     async fn await_binding_conditions(
@@ -407,6 +436,7 @@ impl ApiWriter {
         cycle: &BindingCycle,
         fenced: bool,
         timeout: i64,
+        slot: &mut Slot,
     ) -> Result<(), BindFailure> {
         let failed = |e: &str| {
             BindFailure::plain(format!(
@@ -427,18 +457,21 @@ impl ApiWriter {
         let what = EventText::normal("BindingConditionsPending", "Scheduling", note);
         self.event(pod, self.versions.of(&pod.uid), what, None);
         let deadline = Instant::now() + Duration::from_secs(timeout.max(0).unsigned_abs());
-        loop {
-            match self.claims.binding_ready(cycle.claims_to_write(), timeout) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(message) => return Err(failed(&message)),
+        let waited = slot.while_waiting(async {
+            loop {
+                match self.claims.binding_ready(cycle.claims_to_write(), timeout) {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => {}
+                    Err(message) => return Err(message),
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err("device binding timeout: context deadline exceeded".to_string());
+                }
+                tokio::time::sleep(left.min(BINDING_POLL)).await;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(failed("device binding timeout: context deadline exceeded"));
-            }
-            tokio::time::sleep(left.min(BINDING_POLL)).await;
-        }
+        });
+        waited.await.map_err(|message| failed(&message))
     }
 
     /// Hands a pod that fits none of this shard's nodes on to the next shard (shards

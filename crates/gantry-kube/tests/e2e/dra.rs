@@ -832,3 +832,42 @@ async fn instances_sharing_the_cluster_refuse_to_wait_for_binding_conditions() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+/// Binds waiting for their drivers give their slot up, as kube-scheduler's binding
+/// goroutines hold nothing while they wait: with as many of them as there are binds in
+/// flight, a pod without claims is still bound at once (held slots would keep it until the
+/// waits time out, ten minutes later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_waiting_for_their_drivers_hold_no_slot() {
+    init_tracing();
+    let waiting = gantry_kube::MAX_BINDS_IN_FLIGHT;
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 64_000, "a"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    let names: Vec<String> = (0..waiting).map(|i| format!("gpu-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut gpus = slice("node-0", &names);
+    for device in gpus["spec"]["devices"].as_array_mut().unwrap() {
+        device["bindingConditions"] = json!(["example.com/attached"]);
+        device["bindingFailureConditions"] = json!(["example.com/attach-failed"]);
+    }
+    api.put(RESOURCE_SLICES, gpus);
+    for i in 0..waiting {
+        api.put(RESOURCE_CLAIMS, claim(&format!("w-{i}-gpu"), "gpu"));
+        api.put(
+            PODS,
+            pod_with_claim(&format!("w-{i}"), 10, &format!("w-{i}-gpu")),
+        );
+    }
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("every claim written", WAIT, || {
+        (0..waiting)
+            .all(|i| claim_of(&api, &format!("w-{i}-gpu"))["status"]["reservedFor"].is_array())
+    })
+    .await;
+    api.put(PODS, pod("plain", 10));
+    wait_for("plain bound", WAIT, || node_of(&api, "plain").is_some()).await;
+    let bound = (0..waiting).filter(|i| node_of(&api, &format!("w-{i}")).is_some());
+    assert_eq!(bound.count(), 0, "bound before their drivers said so");
+    instance.stop().await.unwrap();
+}
