@@ -98,13 +98,6 @@ impl DynamicResources {
         self.binding_timeout = self.binding_timeout.map(|_| seconds);
         self
     }
-
-    /// How long PreBind waits for binding conditions, in seconds; `None` where the
-    /// release does not serve them (DRADeviceBindingConditions with
-    /// DRAResourceClaimDeviceStatus).
-    pub fn binding_timeout(&self) -> Option<i64> {
-        self.binding_timeout
-    }
 }
 
 /// A selector compiled, or why it does not compile.
@@ -521,9 +514,8 @@ impl PreFilterPlugin for DynamicResources {
                     }
                     // A claim whose binding failed or timed out is usable nowhere, so that
                     // PostFilter may free it (upstream's Filter, DRADeviceBindingConditions).
-                    let blocked = self
-                        .binding_timeout
-                        .is_some_and(|timeout| binding_blocked(claim, state.now(), timeout));
+                    let blocked = (self.binding_timeout)
+                        .is_some_and(|t| binding_refusal(claim, state.now(), t).is_some());
                     available_on.push(match blocked {
                         true => Some(NodeSelector { terms: Vec::new() }),
                         false => allocation.node_selector.clone(),
@@ -576,13 +568,17 @@ impl PreFilterPlugin for DynamicResources {
     }
 }
 
-/// Upstream's Filter on an allocated claim with binding conditions: a failure condition
-/// True, or conditions still pending `timeout` seconds after the allocation.
-fn binding_blocked(claim: &ResourceClaim, now: i64, timeout: i64) -> bool {
+/// Why upstream's Filter finds an allocated claim with binding conditions unusable: a
+/// failure condition True, or conditions still pending `timeout` seconds after the
+/// allocation; `None` when it is usable.
+fn binding_refusal(claim: &ResourceClaim, now: i64, timeout: i64) -> Option<String> {
     match claim.binding_readiness() {
-        Readiness::Ready => false,
-        Readiness::Failed(_) => true,
-        Readiness::Pending => claim.binding_timed_out(now, timeout),
+        Readiness::Ready => None,
+        Readiness::Failed(message) => Some(format!("its binding failed: {message}")),
+        Readiness::Pending if claim.binding_timed_out(now, timeout) => Some(format!(
+            "its binding conditions were not all True {timeout} s after its allocation"
+        )),
+        Readiness::Pending => None,
     }
 }
 
@@ -737,26 +733,15 @@ impl PodClaims {
 }
 
 impl DynamicResources {
-    /// For `gantry explain`: every device the node reaches, per request of the claims
-    /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
-    /// a claim whose constraints (`matchAttribute`, `distinctAttribute`) are what fails is
-    /// said to be.
     /// The pod's allocated claims that no node may use because of their binding
     /// conditions, and why: the failure their driver reported, or a wait past the timeout.
     fn binding_details(&self, s: &PodClaims, now: i64) -> Vec<Detail> {
         let Some(timeout) = self.binding_timeout else {
             return Vec::new();
         };
-        let blocked = |claim: &ResourceClaim| match claim.binding_readiness() {
-            Readiness::Failed(message) => Some(format!("its binding failed: {message}")),
-            Readiness::Pending if claim.binding_timed_out(now, timeout) => Some(format!(
-                "its binding conditions were not all True {timeout} s after its allocation"
-            )),
-            _ => None,
-        };
         (s.claims.iter())
             .filter_map(|claim| {
-                let reason = blocked(claim)?;
+                let reason = binding_refusal(claim, now, timeout)?;
                 let devices: Vec<String> = (claim.allocation.iter())
                     .flat_map(|a| &a.devices)
                     .map(|d| d.device.to_string())
@@ -772,6 +757,10 @@ impl DynamicResources {
             .collect()
     }
 
+    /// For `gantry explain`: every device the node reaches, per request of the claims
+    /// still to allocate, with its verdict; the devices Filter picked are marked chosen;
+    /// a claim whose constraints (`matchAttribute`, `distinctAttribute`) are what fails is
+    /// said to be.
     fn device_details(
         &self,
         s: &PodClaims,
