@@ -30,7 +30,21 @@ impl Simulation {
         timeout: i64,
     ) {
         let driver = self.options.driver_binding;
-        let wait = driver.wait(timeout);
+        let mut wait = driver.wait(timeout);
+        // A claim allocated before this binding (its pod's earlier attempt) times out
+        // at its own allocation time plus the timeout: the first look past that ends
+        // the wait, if it comes first (upstream's `isPodReadyForBinding`).
+        let start = self.clock.as_secs_f64();
+        let expiry = (dynamic_resources::bound_claims(&state).iter())
+            .filter(|c| c.binding_readiness() != Readiness::Ready)
+            .filter_map(|c| c.allocated_at())
+            .min()
+            .map(|at| at.saturating_add(timeout) as f64);
+        if let Some(expiry) = expiry {
+            let poll = BINDING_POLL_INTERVAL_SECONDS as f64;
+            let looks = ((expiry - start) / poll).floor().max(-1.0) + 1.0;
+            wait = wait.min(Duration::from_secs_f64(looks * poll));
+        }
         if let Some((after, answer)) = driver.answer() {
             let claims = (dynamic_resources::bound_claims(&state).iter())
                 .map(|c| c.key())
@@ -45,7 +59,8 @@ impl Simulation {
                 pod,
                 state,
                 queued,
-                timeout,
+                by_look: wait.subsec_nanos() == 0
+                    && wait.as_secs() % BINDING_POLL_INTERVAL_SECONDS as u64 == 0,
             },
         );
     }
@@ -65,13 +80,13 @@ impl Simulation {
         pod: Arc<Pod>,
         mut state: Box<CycleState>,
         popped: QueuedPod,
-        timeout: i64,
+        by_look: bool,
     ) {
         let Some(index) = self.records.index(&pod.uid) else {
             tracing::error!(pod = %pod.key(), "a bind for a pod the simulation never created");
             return;
         };
-        let waited = (self.binding_conditions_met(&state, timeout))
+        let waited = (self.binding_conditions_met(&state, by_look))
             .map_err(|e| format!("running PreBind plugin {:?}: {e}", dynamic_resources::NAME));
         let mut binder = ApiBinder {
             api: &mut self.api,
@@ -92,7 +107,7 @@ impl Simulation {
 
     /// Whether the claims PreBind wrote are ready for binding now, as the API holds them;
     /// the error upstream's PreBind returns if not.
-    fn binding_conditions_met(&self, state: &CycleState, timeout: i64) -> Result<(), String> {
+    fn binding_conditions_met(&self, state: &CycleState, by_look: bool) -> Result<(), String> {
         for written in dynamic_resources::bound_claims(state) {
             let Some(claim) = self.api.claims.get(written.key()) else {
                 return Err(format!(
@@ -103,11 +118,11 @@ impl Simulation {
             match claim.binding_readiness() {
                 Readiness::Ready => {}
                 Readiness::Failed(message) => return Err(message),
-                // Still pending at the timeout. Upstream's wait ends when its context
-                // does, unless a look falls on that instant (a timeout of whole
-                // five-second periods) and finds the claim past its timeout first (what
-                // the recordings show first).
-                Readiness::Pending if timeout % BINDING_POLL_INTERVAL_SECONDS == 0 => {
+                // Still pending at the end. A look ended the wait (the timeout a whole
+                // number of five-second periods, or an older claim's timeout passed):
+                // it found the claim past its timeout (what the recordings show first);
+                // otherwise the wait's context ran out.
+                Readiness::Pending if by_look => {
                     return Err(format!("device binding timeout: claim={}", claim.name));
                 }
                 Readiness::Pending => {

@@ -220,8 +220,8 @@ enum Event {
         pod: Arc<Pod>,
         state: Box<CycleState>,
         queued: QueuedPod,
-        /// The binding timeout, in seconds.
-        timeout: i64,
+        /// A look of PreBind's ends the wait (rather than its context's deadline).
+        by_look: bool,
     },
     /// The simulated drivers answer the binding conditions of these claims.
     DriverAnswers {

@@ -112,3 +112,69 @@ fn a_binding_nobody_answers_times_out_as_v1_36_times_it_out() {
     sim.check_invariants().unwrap();
     assert_eq!(summary.gave_up, 1);
 }
+
+/// A claim allocated before its pod's binding (an earlier attempt's allocation, here at
+/// time 0) times out at its own allocation time plus the timeout: PreBind's first look
+/// past that ends the wait (upstream's `isPodReadyForBinding`), not the full timeout
+/// counted from the binding's start. Timeout 10 s (`binding-timeout/config.yaml`), the pod
+/// created at 7 s: Filter still takes the claim (0 + 10 is not before 7), PreBind starts
+/// just after 7 s and its look at 12 s finds the claim past 10 s.
+#[test]
+fn a_claim_allocated_earlier_times_out_at_its_own_time() {
+    use std::sync::Arc;
+
+    use gantry_api::decode::ClusterObjects;
+    use gantry_sim::SimEvent;
+
+    let release = Release::parse(Some("1.36"), None).unwrap();
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/dra-1.36/binding-timeout"
+    );
+    let read = |file: &str| std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+    let mut cluster = ClusterObjects::for_release(release);
+    cluster
+        .decode_more(&read("cluster.yaml"), "cluster.yaml")
+        .unwrap();
+    let claim = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c, namespace: default}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+status:
+  allocation:
+    allocationTimestamp: "1970-01-01T00:00:00Z"
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: a-fabric, device: fabric-0,
+                 bindingConditions: [example.com/attached], bindingFailureConditions: [example.com/attach-failed]}]
+"#;
+    cluster.decode_more(claim, "claim.yaml").unwrap();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: p-uid}\nspec:\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimName: c}]\n";
+    let pod = ClusterObjects::decode(pod, "pod.yaml")
+        .unwrap()
+        .pods
+        .remove(0);
+    let config = gantry_framework::config::SchedulerConfig::parse_for(
+        &read("config.yaml"),
+        "config.yaml",
+        release,
+    )
+    .unwrap();
+    let options = SimOptions {
+        driver_binding: DriverBinding::Never,
+        ..SimOptions::default()
+    };
+    let mut sim = Simulation::new(cluster, config.profiles, options).unwrap();
+    sim.schedule(Duration::from_secs(7), SimEvent::CreatePod(Arc::new(pod)));
+    sim.run_until(Duration::from_secs_f64(11.9)).unwrap();
+    assert_eq!(sim.placements()[0].reason, None, "still waiting at 11.9 s");
+    sim.run_until(Duration::from_secs_f64(12.5)).unwrap();
+    assert_eq!(
+        sim.placements()[0].reason.as_deref(),
+        Some(
+            "binding rejected: running PreBind plugin \"DynamicResources\": device binding timeout: claim=c"
+        )
+    );
+}
