@@ -60,7 +60,7 @@ impl Simulation {
                 state,
                 queued,
                 by_look: wait.subsec_nanos() == 0
-                    && wait.as_secs() % BINDING_POLL_INTERVAL_SECONDS as u64 == 0,
+                    && (wait.as_secs()).is_multiple_of(BINDING_POLL_INTERVAL_SECONDS as u64),
             },
         );
     }
