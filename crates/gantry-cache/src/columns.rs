@@ -82,6 +82,8 @@ pub struct NodeColumns {
     flags: Vec<NodeFlags>,
     /// HAMi-registered cards at a glance; `None` for a node without them.
     cards: Vec<Option<CardSummary>>,
+    /// Each node's generation: what the scheduler's verdict memo checks its entries by.
+    generations: Vec<u64>,
     /// How many nodes have each flag (by bit).
     flag_counts: [usize; 8],
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
@@ -131,6 +133,8 @@ impl NodeColumns {
         self.flags.resize(n, NodeFlags::default());
         self.cards.clear();
         self.cards.resize(n, None);
+        self.generations.clear();
+        self.generations.resize(n, 0);
         self.flag_counts = [0; 8];
         self.largest = 0;
         for (position, info) in nodes.enumerate() {
@@ -160,6 +164,7 @@ impl NodeColumns {
         }
         self.flags[position] = flags;
         self.cards[position] = info.gpus().map(|usage| *usage.summary());
+        self.generations[position] = info.generation();
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }
@@ -263,6 +268,12 @@ impl NodeColumns {
         &self.cards
     }
 
+    /// Each node's generation (see `NodeInfo::generation`): a node whose generation is
+    /// the same is the same, pods and all.
+    pub fn generations(&self) -> &[u64] {
+        &self.generations
+    }
+
     /// Whether any node has this flag.
     pub fn any(&self, flag: NodeFlags) -> bool {
         let bit = flag.0.trailing_zeros() as usize;
@@ -276,6 +287,7 @@ impl NodeColumns {
         self.amounts() == other.amounts()
             && self.flags == other.flags
             && self.cards == other.cards
+            && self.generations == other.generations
             && self.flag_counts == other.flag_counts
             && names.into_iter().all(|name| {
                 let resource = gantry_api::ResourceName::Scalar(name);

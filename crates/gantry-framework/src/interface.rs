@@ -96,6 +96,15 @@ pub struct FeasibleNodes<'a> {
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
 
+    /// Whether `filter`'s verdict for this pod (after its PreFilter wrote `state`) reads
+    /// nothing but the pod's spec and the node's NodeInfo: no other node, no other API
+    /// object, no clock. The scheduler then remembers the verdicts of a run of pods of one
+    /// template on nodes that did not change (`gantry_scheduler`'s verdict memo). The
+    /// default: it may read more.
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        false
+    }
+
     /// A shortcut through Filter for many nodes at once, read from the snapshot's
     /// columns: writes `proven[i]`, true when the columns of the node at `positions[i]`
     /// show that `filter` would succeed there, false when they do not tell (`filter` then
@@ -185,6 +194,14 @@ pub trait PreScorePlugin: Plugin {
 
 pub trait ScorePlugin: Plugin {
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Whether `score` (before `normalize`) for this pod reads nothing but the pod's spec
+    /// and the node's NodeInfo, as [`FilterPlugin::filter_reads_only_the_node`] asks, and
+    /// costs enough that the scheduler should remember it rather than ask again. The
+    /// default: no.
+    fn worth_remembering(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        false
+    }
 
     /// Score for many nodes at once, reading the snapshot's columns where it can: writes
     /// into `scores[i]` what `score` gives `nodes[i]`, the node at `positions[i]`.
@@ -298,7 +315,13 @@ pub trait PreEnqueuePlugin: Plugin {
 /// DefaultScore helper: `score * MAX / max`, or its reverse, as upstream's
 /// `DefaultNormalizeScore`.
 pub fn default_normalize(scores: &mut [i64], reverse: bool) {
-    let max = scores.iter().copied().max().unwrap_or(0).max(0);
+    // Most often every score is 0 (no node has what the plugin looks for): one pass that
+    // vectorises says so, where the maximum of 64-bit integers does not.
+    let any_positive = scores.iter().fold(false, |any, &s| any | (s > 0));
+    let max = match any_positive {
+        true => scores.iter().copied().max().unwrap_or(0),
+        false => 0,
+    };
     if max == 0 {
         if reverse {
             scores.iter_mut().for_each(|s| *s = MAX_NODE_SCORE);

@@ -8,8 +8,11 @@ use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
-    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, Profile, Status, WeightedScorePlugin,
+    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, Profile, ScorePlugin, Status,
+    WeightedScorePlugin,
 };
+
+use crate::verdict_memo::VerdictMemo;
 
 use gantry_framework::config::Point;
 
@@ -176,6 +179,17 @@ impl<'a> PodFilters<'a> {
         self.active
             .iter()
             .map(move |&i| &profile.filter[i as usize])
+    }
+
+    /// The Filter plugins that run (indices in the profile's list), in order.
+    pub fn active(&self) -> &[u32] {
+        &self.active
+    }
+
+    /// Whether every Filter plugin that runs reads only the pod and the node.
+    pub fn read_only_the_nodes(&self, state: &CycleState, pod: &Pod) -> bool {
+        self.plugins()
+            .all(|plugin| plugin.filter_reads_only_the_node(state, pod))
     }
 
     /// The proofs of a node every plugin vouched for from the columns.
@@ -493,7 +507,7 @@ pub struct ScoreBuffers {
 }
 
 /// Scores the nodes: every plugin's scores normalised, weighted and summed per node, into
-/// `buffers.totals`.
+/// `buffers.totals`; the raw scores worth remembering from `memo` where it has them.
 pub fn run_score(
     profile: &Profile,
     state: &CycleState,
@@ -501,6 +515,7 @@ pub fn run_score(
     nodes: FeasibleNodes<'_>,
     timer: &mut PluginTimer,
     buffers: &mut ScoreBuffers,
+    memo: Option<&mut VerdictMemo>,
 ) -> Result<(), Status> {
     let ScoreBuffers { totals, scores } = buffers;
     totals.clear();
@@ -513,9 +528,13 @@ pub fn run_score(
         timer,
         scores,
         None,
+        memo,
         |weighted, _raw, normalized| {
-            for (total, score) in totals.iter_mut().zip(normalized) {
-                *total += score * weighted.weight;
+            let pairs = totals.iter_mut().zip(normalized);
+            // Most weights are 1: plain additions vectorise, 64-bit products do not.
+            match weighted.weight {
+                1 => pairs.for_each(|(total, score)| *total += score),
+                weight => pairs.for_each(|(total, score)| *total += score * weight),
             }
         },
     )
@@ -564,6 +583,7 @@ pub fn run_score_per_plugin(
         &mut timer,
         &mut scores,
         Some(&mut raw),
+        None,
         |weighted, raw, normalized| {
             if let Some(entry) = per_plugin
                 .iter_mut()
@@ -577,10 +597,10 @@ pub fn run_score_per_plugin(
     Ok(per_plugin)
 }
 
-/// Runs Score (through the plugin's column loop when the nodes come with columns) and
-/// NormalizeScore of every plugin not skipped, checks the normalised range, and hands each
-/// plugin's normalised scores to `visit`, with its raw ones when `raw` is given to keep
-/// them in.
+/// Runs Score (through the plugin's column loop when the nodes come with columns, and
+/// through `memo` when the plugin's scores are worth remembering) and NormalizeScore of
+/// every plugin not skipped, checks the normalised range, and hands each plugin's
+/// normalised scores to `visit`, with its raw ones when `raw` is given to keep them in.
 #[allow(clippy::too_many_arguments)]
 fn score_each_plugin(
     profile: &Profile,
@@ -590,18 +610,28 @@ fn score_each_plugin(
     timer: &mut PluginTimer,
     scores: &mut Vec<i64>,
     mut raw: Option<&mut Vec<i64>>,
+    mut memo: Option<&mut VerdictMemo>,
     mut visit: impl FnMut(&WeightedScorePlugin, &[i64], &[i64]),
 ) -> Result<(), Status> {
     use rayon::prelude::*;
     let infos = nodes.infos;
     // Every plugin writes every node's score: the buffer needs its length, not zeros.
     scores.resize(infos.len(), 0);
-    for weighted in &profile.score {
+    for (index, weighted) in profile.score.iter().enumerate() {
         let plugin = &weighted.plugin;
         if state.is_score_skipped(plugin.name()) {
             continue;
         }
         let scored: Result<(), Status> = timer.time(plugin.name(), Point::Score, || {
+            if let Some((columns, positions)) = nodes.columns
+                && let Some(memo) = memo.as_deref_mut()
+                && plugin.worth_remembering(state, pod)
+            {
+                let generations = columns.generations();
+                return memo.scores(index, generations, positions, scores, |misses, found| {
+                    score_misses(plugin, state, pod, nodes, misses, found)
+                });
+            }
             if let Some((columns, positions)) = nodes.columns
                 && plugin.score_columns(state, pod, infos, columns, positions, scores)?
             {
@@ -626,13 +656,40 @@ fn score_each_plugin(
             return Err(status.with_plugin(plugin.name()));
         }
         let out_of_range = |s: &&i64| !(0..=gantry_framework::MAX_NODE_SCORE).contains(*s);
-        if let Some(score) = scores.iter().find(out_of_range) {
+        // One pass without early exit (it vectorises); the culprit is looked for only then.
+        let any_out_of_range = scores.iter().fold(false, |bad, s| bad | out_of_range(&s));
+        if any_out_of_range && let Some(score) = scores.iter().find(out_of_range) {
             return Err(Status::error(format!(
                 "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
                 plugin.name()
             )));
         }
         visit(weighted, raw.as_deref().map_or(&[], |r| r), scores);
+    }
+    Ok(())
+}
+
+/// `plugin`'s scores of the feasible nodes at indices `misses` (at most
+/// [`COLUMN_CHUNK`]) into `found`: through its column loop if it has one, else node by node.
+fn score_misses(
+    plugin: &Arc<dyn ScorePlugin>,
+    state: &CycleState,
+    pod: &Pod,
+    nodes: FeasibleNodes<'_>,
+    misses: &[usize],
+    found: &mut [i64],
+) -> Result<(), Status> {
+    let infos: SmallVec<[&NodeInfo; COLUMN_CHUNK]> =
+        misses.iter().map(|&i| nodes.infos[i]).collect();
+    if let Some((columns, positions)) = nodes.columns {
+        let positions: SmallVec<[usize; COLUMN_CHUNK]> =
+            misses.iter().map(|&i| positions[i]).collect();
+        if plugin.score_columns(state, pod, &infos, columns, &positions, found)? {
+            return Ok(());
+        }
+    }
+    for (score, node) in found.iter_mut().zip(&infos) {
+        *score = plugin.score(state, pod, node)?;
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ mod rng;
 mod scheduler;
 pub mod shard;
 mod unschedulable_pods;
+mod verdict_memo;
 mod waiting;
 
 pub use binding::BindingCycle;

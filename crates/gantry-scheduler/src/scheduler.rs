@@ -6,7 +6,6 @@ use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
 use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Signature, Status};
-use rayon::prelude::*;
 
 use std::time::Instant;
 
@@ -15,7 +14,7 @@ use crate::batch::Batch;
 use crate::binding::{BindingCycle, conclude, run_pre_bind, unreserve};
 use crate::fit_error::FitError;
 use crate::framework_runner::*;
-use crate::host::{ScoreHeap, num_feasible_nodes_to_find, select_host};
+use crate::host::{ScoreHeap, select_host};
 use crate::last_cycle::LastCycle;
 use crate::metrics::{AttemptResult, Metrics, PLUGIN_SAMPLE_EVERY};
 pub(crate) use crate::nominations::Nominations;
@@ -24,7 +23,10 @@ use crate::placement_check::{self, check_placement};
 use crate::preemption::{self, Preemption};
 use crate::rng::Rng;
 use crate::shard::Shard;
+use crate::verdict_memo::VerdictMemo;
 use crate::waiting::PermitWait;
+
+mod feasible;
 use gantry_framework::QueueSort;
 use gantry_framework::config::Point;
 use gantry_framework::handle::Request;
@@ -150,6 +152,11 @@ pub struct Scheduler {
     pub(crate) requests: Vec<Request>,
     /// Each profile's OpportunisticBatching state, by profile index.
     batches: Vec<Batch>,
+    /// Each profile's verdicts of the last pod's template (see `verdict_memo`).
+    memos: Vec<VerdictMemo>,
+    /// Use them (the default; off, every verdict is asked for, as upstream asks: for
+    /// differential tests and benchmarks).
+    pub remember_verdicts: bool,
     /// Break ties between equal top scores at random even where the release takes them in
     /// its score heap's order: several instances sharing a cluster would otherwise all pick
     /// the same nodes (a single kube-scheduler has no such rival).
@@ -182,6 +189,7 @@ impl Scheduler {
     ) -> Scheduler {
         objects.share_pod_groups(cache.pod_groups().clone());
         let batches = profiles.iter().map(|_| Batch::default()).collect();
+        let memos = profiles.iter().map(|_| VerdictMemo::default()).collect();
         Scheduler {
             cache,
             snapshot: Snapshot::new(),
@@ -203,6 +211,8 @@ impl Scheduler {
             clock: Duration::ZERO,
             requests: Vec::new(),
             batches,
+            memos,
+            remember_verdicts: true,
             random_ties: false,
             last_cycle: None,
         }
@@ -406,8 +416,10 @@ impl Scheduler {
                 columns: self.snapshot.columns().map(|c| (c, feasible.as_slice())),
             };
             let buffers = &mut self.buffers.scores;
-            let totals =
-                pre_scored.and_then(|()| run_score(profile, &state, pod, scored, timer, buffers));
+            let memo = (self.memos.get_mut(profile_index))
+                .filter(|memo| self.remember_verdicts && memo.in_use());
+            let totals = pre_scored
+                .and_then(|()| run_score(profile, &state, pod, scored, timer, buffers, memo));
             self.metrics
                 .observe_extension_point(Point::Score, phase.elapsed());
             match totals {
@@ -563,150 +575,6 @@ impl Scheduler {
         self.metrics
             .observe_extension_point(Point::Permit, phase.elapsed());
         Ok(wait)
-    }
-
-    /// Filters the candidate nodes into `feasible`, starting at the rotating index, until
-    /// enough are feasible; records why the others failed. The plugins' column shortcuts
-    /// settle a chunk of nodes at a time; a plugin runs on a node only where its shortcut
-    /// did not prove the node passes.
-    #[allow(clippy::too_many_arguments)] // the cycle's parts, borrowed apart from `self`
-    fn find_feasible(
-        &mut self,
-        profile_index: usize,
-        state: &CycleState,
-        pod: &Pod,
-        hint: Option<Sym>,
-        candidates: &Candidates,
-        fit_error: &mut FitError,
-        feasible: &mut Vec<usize>,
-    ) {
-        feasible.clear();
-        let profile = &self.profiles[profile_index];
-        let total = candidates.len();
-        if total == 0 {
-            return;
-        }
-        let to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, total);
-        let snapshot = &self.snapshot;
-        let columns = snapshot
-            .columns()
-            .expect("the cycle's snapshot keeps columns");
-        let nominated = &self.nominated;
-        let start = self.next_start % total;
-        let filters = PodFilters::with_columns(profile, state, pod, columns);
-
-        // A pod nominated by an earlier preemption tries its node first; a pod batching
-        // offered a node tries that one (upstream's `evaluateNominatedNode`, the
-        // nomination taking precedence). Passing, it is the only feasible node, and the
-        // search's start does not move.
-        if let Some(node) = pod.nominated_node_name.or(hint)
-            && let Some(position) = snapshot.position(node)
-            && self
-                .own_nodes
-                .as_ref()
-                .is_none_or(|own| own.shard().owns_node(node.as_str()))
-            && (self.placement.as_ref()).is_none_or(|p| p.binary_search(&position).is_ok())
-        {
-            let info = snapshot.node_at(position);
-            let status = filters.run_with_nominated(
-                state,
-                pod,
-                info,
-                nominated.on(node),
-                &mut NominatedScratch::default(),
-            );
-            if status.is_success() {
-                feasible.push(position);
-                return;
-            }
-        }
-
-        let any_nominated = !nominated.is_empty();
-        let all_proven = filters.all_proven();
-        // The verdict on the node at `position`, which the plugins in `proofs` proved.
-        let verdict = |position: usize, proofs: Proofs, scratch: &mut NominatedScratch| {
-            let info = snapshot.node_at(position);
-            let others = if any_nominated {
-                nominated.on(info.name())
-            } else {
-                &[]
-            };
-            if others.is_empty() {
-                filters.run_unproven(state, pod, info, proofs)
-            } else {
-                filters.run_with_nominated(state, pod, info, others, scratch)
-            }
-        };
-        // Positions and proofs of the chunk of candidates from `offset` on.
-        let prove_chunk = |offset: usize, positions: &mut [usize], proofs: &mut [Proofs]| {
-            let mut i = (start + offset) % total;
-            for position in positions.iter_mut() {
-                *position = candidates.at(i);
-                i = if i + 1 == total { 0 } else { i + 1 };
-            }
-            filters.prove(state, pod, columns, positions, proofs);
-        };
-        let mut record = |position: usize, status: Status, feasible: &mut Vec<usize>| {
-            if status.is_success() {
-                feasible.push(position);
-            } else {
-                fit_error
-                    .node_statuses
-                    .push((snapshot.node_at(position).name(), status));
-            }
-        };
-        let processed =
-            if to_find >= total && total >= PARALLEL_THRESHOLD && filters.runs_per_node() {
-                // Every node is needed and some plugin must look at each: fan the chunks out,
-                // and keep node order.
-                let chunks: Vec<Vec<(usize, Status)>> = (0..total.div_ceil(COLUMN_CHUNK))
-                    .into_par_iter()
-                    .map(|chunk| {
-                        let offset = chunk * COLUMN_CHUNK;
-                        let n = COLUMN_CHUNK.min(total - offset);
-                        let mut positions = [0; COLUMN_CHUNK];
-                        let mut proofs = [0; COLUMN_CHUNK];
-                        prove_chunk(offset, &mut positions[..n], &mut proofs[..n]);
-                        let mut scratch = NominatedScratch::default();
-                        (0..n)
-                            .map(|k| {
-                                let status = verdict(positions[k], proofs[k], &mut scratch);
-                                (positions[k], status)
-                            })
-                            .collect()
-                    })
-                    .collect();
-                for (position, status) in chunks.into_iter().flatten() {
-                    record(position, status, feasible);
-                }
-                total
-            } else {
-                // Stop as soon as enough nodes are feasible (measured: on 2 cores, fanning
-                // out chunks of this search cost more than it saved).
-                let mut positions = [0; COLUMN_CHUNK];
-                let mut proofs = [0; COLUMN_CHUNK];
-                let mut scratch = NominatedScratch::default();
-                let mut processed = 0;
-                while processed < total && feasible.len() < to_find {
-                    let n = COLUMN_CHUNK.min(total - processed);
-                    prove_chunk(processed, &mut positions[..n], &mut proofs[..n]);
-                    for k in 0..n {
-                        if feasible.len() >= to_find {
-                            break;
-                        }
-                        if proofs[k] == all_proven && !any_nominated {
-                            feasible.push(positions[k]);
-                        } else {
-                            let status = verdict(positions[k], proofs[k], &mut scratch);
-                            record(positions[k], status, feasible);
-                        }
-                        processed += 1;
-                    }
-                }
-                processed
-            };
-        self.nodes_evaluated += processed as u64;
-        self.next_start = (start + processed) % total;
     }
 
     /// The node OpportunisticBatching offers the pod (upstream's `GetNodeHint`), if any:

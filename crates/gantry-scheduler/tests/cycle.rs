@@ -355,3 +355,32 @@ fn unknown_scheduler_name_is_an_error() {
         Attempt::Error(_)
     ));
 }
+
+/// The verdict memo answers only for nodes no nominated pod counts on: a node that passed
+/// two like pods, unchanged since, fails the next once a pod of higher priority is
+/// nominated to it (Filter adds the nominated pod's requests there).
+#[test]
+fn a_nomination_on_an_unchanged_node_overrides_the_remembered_verdict() {
+    let cache = cluster(&[("n1", 1000)]);
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 1);
+    scheduler.assume = false; // n1 does not change between the cycles
+    let first = pod("web-1", 600);
+    // The second like pod in a row keeps n1's verdict.
+    for pod in [first.clone(), Arc::new(first.replica("web-2"))] {
+        assert!(matches!(
+            scheduler.schedule_one(&pod),
+            Attempt::Scheduled { .. }
+        ));
+    }
+    let mut preemptor = Pod::new("default", "urgent")
+        .with_requests(600, 1 << 20)
+        .with_priority(1000);
+    preemptor.nominated_node_name = Some(Sym::new("n1"));
+    scheduler.note_nomination(Arc::new(preemptor));
+    let replica = Arc::new(first.replica("web-3"));
+    let Attempt::Unschedulable { fit_error, .. } = scheduler.schedule_one(&replica) else {
+        panic!("the nominated pod's 600m leaves no room on n1")
+    };
+    let message = fit_error.to_string();
+    assert!(message.contains("Insufficient cpu"), "{message}");
+}

@@ -103,6 +103,9 @@ pub struct BenchOptions {
     /// percentageOfNodesToScore; `None` = upstream's adaptive default.
     pub percentage_of_nodes_to_score: Option<u32>,
     pub no_assume: bool,
+    /// Ask every Filter and Score plugin on every node, as upstream does (see
+    /// `SimOptions::remember_verdicts`).
+    pub no_verdict_memo: bool,
     /// Shrinks every count by this factor (for quick runs and tests); 1 = as upstream.
     pub scale_down: usize,
     /// `scale` only: the cluster's nodes (resident pods follow [`scale_resident_pods`]);
@@ -318,6 +321,7 @@ pub fn run(workload: Workload, options: &BenchOptions) -> Result<BenchResult, Si
     // Binds take no virtual time: the benchmarks measure the scheduler alone.
     let sim_options = SimOptions {
         assume: !options.no_assume,
+        remember_verdicts: !options.no_verdict_memo,
         bind_latency: BindLatency::Fixed(Duration::ZERO),
         ..SimOptions::default()
     };

@@ -68,6 +68,7 @@ pub(crate) struct InstanceConfig<'a> {
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
     pub assume: bool,
+    pub remember_verdicts: bool,
 }
 
 impl Instance {
@@ -88,6 +89,7 @@ impl Instance {
             shard.tie_break_seed(seed),
         );
         scheduler.assume = config.assume;
+        scheduler.remember_verdicts = config.remember_verdicts;
         scheduler.random_ties = shard.is_shared();
         Instance {
             shard,

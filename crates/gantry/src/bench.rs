@@ -53,6 +53,11 @@ pub struct BenchArgs {
     /// Turn the assume step off.
     #[arg(long)]
     no_assume: bool,
+    /// Ask every Filter and Score plugin on every node again for each pod, as
+    /// kube-scheduler does, rather than remember what node-local plugins said of a like
+    /// pod on a node that did not change (the placements are the same).
+    #[arg(long)]
+    no_verdict_memo: bool,
     /// Divide every count by this (quick runs; 1 to 1000) [default: 1].
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     scale_down: Option<usize>,
@@ -114,7 +119,7 @@ impl BenchArgs {
     /// measuring 5,000 nodes without a word would be a silently wrong figure.
     fn check_flags_apply(&self) -> anyhow::Result<()> {
         const SCHEDULING: &str = "the scheduling workloads";
-        let flags: [(&str, bool, &[&str]); 8] = [
+        let flags: [(&str, bool, &[&str]); 9] = [
             (
                 "--nodes",
                 self.nodes.is_some(),
@@ -154,6 +159,7 @@ impl BenchArgs {
                 &[SCHEDULING, "gpu-share"],
             ),
             ("--no-assume", self.no_assume, &[SCHEDULING]),
+            ("--no-verdict-memo", self.no_verdict_memo, &[SCHEDULING]),
         ];
         let workload = self.workload.as_str();
         let scheduling = !OWN_SHAPE_WORKLOADS.contains(&workload);
@@ -211,6 +217,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let options = BenchOptions {
         percentage_of_nodes_to_score: args.percentage_of_nodes_to_score,
         no_assume: args.no_assume,
+        no_verdict_memo: args.no_verdict_memo,
         scale_down: args.scale_down(),
         nodes: args.nodes,
         allocations: Some(alloc_counter::allocations),

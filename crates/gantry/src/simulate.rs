@@ -490,6 +490,7 @@ fn sim_options(args: &SimulateArgs, config: &SchedulerConfig) -> SimOptions {
     SimOptions {
         seed: args.seed,
         assume: !args.no_assume,
+        remember_verdicts: true,
         sequential: args.sequential,
         bind_latency: args.bind_latency_ms.map_or(BindLatency::REALISTIC, |ms| {
             BindLatency::Fixed(Duration::from_millis(ms))

@@ -240,6 +240,11 @@ impl Pod {
         Arc::ptr_eq(&self.template, &other.template)
     }
 
+    /// Whether the two pods' templates are equal, shared or not.
+    pub fn same_template(&self, other: &Pod) -> bool {
+        self.shares_template(other) || self.template == other.template
+    }
+
     /// Another pod made from the same template, as a controller makes its replicas: its
     /// own name and the uid that follows from it (`namespace/name`), everything else as
     /// this pod's, the template shared.

@@ -63,6 +63,10 @@ fn score_nodes_with(
     scores: &mut [i64],
     mut score: impl FnMut(&NodeInfo) -> Result<i64, Status>,
 ) -> Result<bool, Status> {
+    if !columns.any(flag) {
+        scores.fill(0);
+        return Ok(true);
+    }
     let flags = columns.flags();
     for ((out, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
         *out = if flags[p].has(flag) { score(node)? } else { 0 };

@@ -99,6 +99,10 @@ impl PreFilterPlugin for NodeAffinity {
 }
 
 impl FilterPlugin for NodeAffinity {
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let Some(node) = node.node() else {
             return Status::unresolvable("node not found");
@@ -133,6 +137,11 @@ impl PreScorePlugin for NodeAffinity {
 }
 
 impl ScorePlugin for NodeAffinity {
+    /// The preferred terms are matched against the node's labels: worth remembering.
+    fn worth_remembering(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn score(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let node = node.node().ok_or_else(|| Status::error("node not found"))?;
         Ok(pod

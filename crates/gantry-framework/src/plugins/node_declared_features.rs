@@ -71,6 +71,10 @@ impl PreFilterPlugin for NodeDeclaredFeatures {
 }
 
 impl FilterPlugin for NodeDeclaredFeatures {
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let Some(node) = node.node() else {
             return Status::unresolvable("node not found");

@@ -31,6 +31,10 @@ impl Plugin for NodeName {
 }
 
 impl FilterPlugin for NodeName {
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         match pod.node_name {
             Some(wanted) if wanted != node.name() => Status::unresolvable(REASON),

@@ -49,6 +49,10 @@ impl PreFilterPlugin for NodePorts {
 }
 
 impl FilterPlugin for NodePorts {
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
         let Some(wanted) = state.read::<WantedPorts>(NAME) else {
             return Status::success();

@@ -215,6 +215,12 @@ impl PreFilterPlugin for NodeResourcesFit {
 }
 
 impl FilterPlugin for NodeResourcesFit {
+    /// Not when a device class serves one of the pod's extended resources: the devices
+    /// decide those.
+    fn filter_reads_only_the_node(&self, state: &CycleState, _pod: &Pod) -> bool {
+        state.read::<ServedByDevices>(NAME).is_none()
+    }
+
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let served = |name: Sym| {
             self.delegates_to_devices

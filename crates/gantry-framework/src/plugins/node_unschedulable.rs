@@ -32,6 +32,10 @@ impl Plugin for NodeUnschedulable {
 }
 
 impl FilterPlugin for NodeUnschedulable {
+    fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
+        true
+    }
+
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let Some(node) = node.node() else {
             return Status::unresolvable("node not found");

@@ -51,6 +51,12 @@ impl<T: RowScore> ScorePlugin for T {
         Ok(score[0])
     }
 
+    /// Not when a device class serves one of the pod's extended resources (the node's
+    /// devices are then counted, see `OneNode`).
+    fn worth_remembering(&self, state: &CycleState, _pod: &Pod) -> bool {
+        !dynamic_resources::asks_for_served_resources(state)
+    }
+
     fn score_columns(
         &self,
         state: &CycleState,

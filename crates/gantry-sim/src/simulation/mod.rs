@@ -67,6 +67,9 @@ pub struct SimOptions {
     pub seed: u64,
     /// Assume decided pods before binding (kube-scheduler's behaviour).
     pub assume: bool,
+    /// Remember the verdicts of node-local plugins for runs of like pods (Gantry's own
+    /// shortcut; the decisions are the same either way).
+    pub remember_verdicts: bool,
     /// Submit pods one at a time, each after the previous was bound or found
     /// unschedulable; an unschedulable pod is withdrawn (the parity procedure).
     pub sequential: bool,
@@ -101,6 +104,7 @@ impl Default for SimOptions {
         SimOptions {
             seed: 0,
             assume: true,
+            remember_verdicts: true,
             sequential: false,
             bind_latency: BindLatency::REALISTIC,
             bind_failure_rate: 0.0,
@@ -380,6 +384,7 @@ impl Simulation {
             initial_backoff: options.initial_backoff,
             max_backoff: options.max_backoff,
             assume: options.assume,
+            remember_verdicts: options.remember_verdicts,
         };
         let instances: Vec<Instance> = (0..options.schedulers)
             .map(|index| {

@@ -28,3 +28,4 @@ mod scenario_dra;
 mod shared_state;
 mod simulate;
 mod storage_parity;
+mod verdict_memo;

@@ -1,0 +1,409 @@
+//! Verdicts remembered between the cycles of like pods. A run of pods made from one
+//! template (a ReplicaSet scaling up, a batch job's workers) is filtered and scored on
+//! the same nodes, and between two of them only the nodes the cluster changed meanwhile
+//! differ, usually the one the last pod took. Filter and Score plugins that read nothing
+//! but the pod and the node ([`FilterPlugin::filter_reads_only_the_node`],
+//! [`ScorePlugin::worth_remembering`]) give the same answer on a node whose generation
+//! did not move, so each answer is kept by node position with the generation it was
+//! given at, and asked for again only where the node changed. kube-scheduler asks every
+//! time; the decisions are the same (`tests/verdict_memo.rs` runs workloads with the memo
+//! and without and compares every placement and message).
+//!
+//! [`FilterPlugin::filter_reads_only_the_node`]: gantry_framework::FilterPlugin::filter_reads_only_the_node
+//! [`ScorePlugin::worth_remembering`]: gantry_framework::ScorePlugin::worth_remembering
+
+use std::sync::Arc;
+
+use gantry_api::Pod;
+use gantry_framework::Status;
+use smallvec::SmallVec;
+
+use crate::framework_runner::COLUMN_CHUNK;
+
+/// An answer's stamp: the node's generation (bits 0 to 46), whether the Filter verdict
+/// was a failure (bit 47), and the memo's epoch (bits 48 to 63, never 0, so that an entry
+/// never written matches nothing). A generation too large for its bits is not remembered.
+type Stamp = u64;
+const GENERATION_BITS: u32 = 47;
+const FAILED: Stamp = 1 << GENERATION_BITS;
+const EPOCH_SHIFT: u32 = 48;
+const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 1;
+
+/// What the memo knows of a node's Filter verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    Unknown,
+    Passed,
+    Failed,
+}
+
+/// What one profile remembers of the last pod's cycles.
+#[derive(Default)]
+pub struct VerdictMemo {
+    /// The pod the answers were given for: a pod with the same template and
+    /// `spec.nodeName` gets the same answers.
+    pod: Option<Arc<Pod>>,
+    /// The Filter plugins that ran (indices in the profile's list): a verdict is theirs.
+    filters: SmallVec<[u32; 16]>,
+    /// Moves whenever the pod or its Filter plugins change: older stamps no longer match.
+    epoch: u64,
+    /// Cycles of like pods in a row, this one included.
+    run: u32,
+    /// By node position: the stamp of the Filter verdict kept.
+    verdicts: Vec<Stamp>,
+    /// By node position: the failure kept, where the verdict's stamp says it failed.
+    failures: Vec<Status>,
+    /// By Score plugin (index in the profile's list), by node position: the stamp and the
+    /// raw score kept.
+    scores: Vec<Vec<(Stamp, i64)>>,
+    /// Indices of the nodes a Score plugin must be asked about (kept to reuse its buffer).
+    misses: Vec<usize>,
+}
+
+impl VerdictMemo {
+    /// Starts a cycle of `pod`, whose Filter plugins are `filters`: the answers kept stay
+    /// valid if the pod is like the last one (its template and `spec.nodeName`) and the
+    /// same plugins run; otherwise they are dropped.
+    pub fn begin(&mut self, pod: &Arc<Pod>, filters: &[u32]) {
+        let same_pod = self.pod.as_ref().is_some_and(|last| {
+            (Arc::ptr_eq(last, pod) || last.same_template(pod)) && last.node_name == pod.node_name
+        });
+        if same_pod && self.filters[..] == *filters && self.epoch != 0 {
+            self.run = self.run.saturating_add(1);
+            return;
+        }
+        self.run = 1;
+        self.pod = Some(pod.clone());
+        self.filters = filters.into();
+        if self.epoch == MAX_EPOCH {
+            // Every stamp could match again: forget them all (once per 65,535 changes).
+            self.verdicts.fill(0);
+            self.scores.iter_mut().for_each(|s| s.fill((0, 0)));
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+    }
+
+    /// Whether this cycle should use the memo: from the second like pod in a row on (the
+    /// first of a run would only pay for keeping answers no later pod may ask for).
+    pub fn in_use(&self) -> bool {
+        self.run >= 2
+    }
+
+    fn stamp(&self, generation: u64) -> Option<Stamp> {
+        (generation < FAILED).then_some(self.epoch << EPOCH_SHIFT | generation)
+    }
+
+    /// The Filter verdict kept for the node at `position`, of generation `generation`.
+    #[inline]
+    pub fn verdict(&self, position: usize, generation: u64) -> Kept {
+        let Some(want) = self.stamp(generation) else {
+            return Kept::Unknown;
+        };
+        match self.verdicts.get(position) {
+            Some(&kept) if kept == want => Kept::Passed,
+            Some(&kept) if kept == want | FAILED => Kept::Failed,
+            _ => Kept::Unknown,
+        }
+    }
+
+    /// Whether every node at `positions` (a run of positions) passed, as kept for its
+    /// generation now: one tight loop for the common case of a chunk of nodes unchanged.
+    pub fn all_passed(&self, positions: std::ops::Range<usize>, generations: &[u64]) -> bool {
+        let (Some(kept), Some(generations)) = (
+            self.verdicts.get(positions.clone()),
+            generations.get(positions),
+        ) else {
+            return false;
+        };
+        let epoch = self.epoch << EPOCH_SHIFT;
+        let missed = kept
+            .iter()
+            .zip(generations)
+            .fold(false, |missed, (&kept, &generation)| {
+                missed | (generation >= FAILED) | (kept != epoch | generation)
+            });
+        !missed
+    }
+
+    /// The failure kept for the node at `position`, which [`Self::verdict`] says failed.
+    pub fn failure(&self, position: usize) -> &Status {
+        &self.failures[position]
+    }
+
+    /// Keeps the Filter verdict on the node at `position`: `None` it passed, or the
+    /// status it failed with.
+    pub fn keep_verdict(&mut self, position: usize, generation: u64, status: Option<&Status>) {
+        let Some(stamp) = self.stamp(generation) else {
+            return;
+        };
+        if self.verdicts.len() <= position {
+            self.verdicts.resize(position + 1, 0);
+        }
+        let Some(status) = status.filter(|s| !s.is_success()) else {
+            self.verdicts[position] = stamp;
+            return;
+        };
+        if self.failures.len() <= position {
+            self.failures.resize(position + 1, Status::success());
+        }
+        self.failures[position] = status.clone();
+        self.verdicts[position] = stamp | FAILED;
+    }
+
+    /// The raw scores of Score plugin `plugin` (its index in the profile's list) for the
+    /// nodes at `positions` (whose generations `generations` holds, by position), into
+    /// `scores`: those kept where the node did not change, and for the others what
+    /// `score_misses` writes for the indices (in `positions`) it is given, which are kept.
+    pub fn scores(
+        &mut self,
+        plugin: usize,
+        generations: &[u64],
+        positions: &[usize],
+        scores: &mut [i64],
+        mut score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+    ) -> Result<(), Status> {
+        if self.scores.len() <= plugin {
+            self.scores.resize_with(plugin + 1, Vec::new);
+        }
+        let epoch = self.epoch << EPOCH_SHIFT;
+        let kept = &mut self.scores[plugin];
+        if kept.len() < generations.len() {
+            kept.resize(generations.len(), (0, 0));
+        }
+        let misses = &mut self.misses;
+        misses.clear();
+        let hit = |(stamp, _): (Stamp, i64), generation: u64| {
+            (generation < FAILED) & (stamp == epoch | generation)
+        };
+        let chunks = positions
+            .chunks(COLUMN_CHUNK)
+            .zip(scores.chunks_mut(COLUMN_CHUNK));
+        for (c, (positions, scores)) in chunks.enumerate() {
+            // Most chunks are a run of positions the memo knows whole: one tight loop.
+            let first = positions[0];
+            let run = first..first + positions.len();
+            if let (Some(kept), Some(generations)) = (kept.get(run.clone()), generations.get(run)) {
+                let all_hit = (positions.iter().zip(kept).zip(generations).enumerate()).fold(
+                    true,
+                    |all, (k, ((&position, &entry), &generation))| {
+                        all & (position == first + k) & hit(entry, generation)
+                    },
+                );
+                if all_hit {
+                    for (score, &(_, raw)) in scores.iter_mut().zip(kept) {
+                        *score = raw;
+                    }
+                    continue;
+                }
+            }
+            for (k, (score, &position)) in scores.iter_mut().zip(positions).enumerate() {
+                if hit(kept[position], generations[position]) {
+                    *score = kept[position].1;
+                } else {
+                    misses.push(c * COLUMN_CHUNK + k);
+                }
+            }
+        }
+        let mut found = [0; COLUMN_CHUNK];
+        for chunk in misses.chunks(COLUMN_CHUNK) {
+            let found = &mut found[..chunk.len()];
+            score_misses(chunk, found)?;
+            for (&i, &raw) in chunk.iter().zip(found.iter()) {
+                scores[i] = raw;
+                let generation = generations[positions[i]];
+                if generation < FAILED {
+                    kept[positions[i]] = (epoch | generation, raw);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_api::Container;
+
+    fn pod(name: &str, cpu: i64) -> Arc<Pod> {
+        Arc::new(Pod::new("ns", name).with_container(Container::new("c", Some(cpu), None)))
+    }
+
+    #[test]
+    fn a_verdict_is_kept_for_the_generation_it_was_given_at() {
+        let mut memo = VerdictMemo::default();
+        let p = pod("a", 100);
+        memo.begin(&p, &[0, 1]);
+        assert_eq!(memo.verdict(3, 7), Kept::Unknown);
+        memo.keep_verdict(3, 7, None);
+        assert_eq!(memo.verdict(3, 7), Kept::Passed);
+        assert_eq!(memo.verdict(3, 8), Kept::Unknown, "the node changed");
+        assert_eq!(memo.verdict(2, 7), Kept::Unknown, "another node");
+        let refused = Status::unschedulable("Insufficient cpu");
+        memo.keep_verdict(2, 9, Some(&refused));
+        assert_eq!(memo.verdict(2, 9), Kept::Failed);
+        assert_eq!(memo.failure(2), &refused);
+    }
+
+    #[test]
+    fn a_run_of_nodes_passed_only_if_each_did_at_its_generation() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        let generations = [4, 5, 6, FAILED];
+        assert!(!memo.all_passed(0..2, &generations), "nothing kept");
+        memo.keep_verdict(0, 4, None);
+        memo.keep_verdict(1, 5, None);
+        memo.keep_verdict(2, 6, Some(&Status::unschedulable("Insufficient cpu")));
+        memo.keep_verdict(3, FAILED, None);
+        assert!(memo.all_passed(0..2, &generations));
+        assert!(!memo.all_passed(0..3, &generations), "node 2 failed");
+        assert!(
+            !memo.all_passed(3..4, &generations),
+            "not kept: past the stamp's bits"
+        );
+        assert!(!memo.all_passed(0..2, &[4, 7]), "node 1 changed");
+        assert!(!memo.all_passed(2..6, &generations), "past the nodes");
+    }
+
+    #[test]
+    fn a_memo_is_used_from_the_second_like_pod_in_a_row() {
+        let mut memo = VerdictMemo::default();
+        let (a, b) = (pod("a", 100), pod("b", 200));
+        memo.begin(&a, &[]);
+        assert!(!memo.in_use());
+        memo.begin(&Arc::new(a.replica("a2")), &[]);
+        assert!(memo.in_use());
+        memo.begin(&b, &[]);
+        assert!(!memo.in_use());
+    }
+
+    #[test]
+    fn another_template_or_other_filters_forget_everything() {
+        let mut memo = VerdictMemo::default();
+        let a = pod("a", 100);
+        memo.begin(&a, &[0, 1]);
+        memo.keep_verdict(0, 5, None);
+        // A replica shares the template: the verdict holds.
+        memo.begin(&Arc::new(a.replica("a2")), &[0, 1]);
+        assert_eq!(memo.verdict(0, 5), Kept::Passed);
+        // Other Filter plugins ran.
+        memo.begin(&a, &[0]);
+        assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+        memo.keep_verdict(0, 5, None);
+        // Another template.
+        memo.begin(&pod("b", 200), &[0]);
+        assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+        // An equal template decoded apart counts as the same.
+        memo.keep_verdict(0, 5, None);
+        memo.begin(&pod("c", 200), &[0]);
+        assert_eq!(memo.verdict(0, 5), Kept::Passed);
+        // Another spec.nodeName.
+        let mut named = (*pod("c", 200)).clone();
+        named.node_name = Some(gantry_api::Sym::new("n1"));
+        memo.begin(&Arc::new(named), &[0]);
+        assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+    }
+
+    #[test]
+    fn the_epoch_wrapping_around_forgets_everything() {
+        let mut memo = VerdictMemo::default();
+        let (a, b) = (pod("a", 100), pod("b", 200));
+        memo.begin(&a, &[]);
+        memo.keep_verdict(0, 5, None);
+        // 65,535 epochs later the same stamp would match a stale entry.
+        for i in 0..MAX_EPOCH {
+            memo.begin(if i % 2 == 0 { &b } else { &a }, &[]);
+        }
+        assert_eq!(memo.epoch, 1);
+        assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+    }
+
+    #[test]
+    fn generations_past_the_stamp_s_bits_are_not_remembered() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        memo.keep_verdict(0, FAILED, None);
+        assert_eq!(memo.verdict(0, FAILED), Kept::Unknown);
+        let mut asked = Vec::new();
+        let mut scores = [0; 2];
+        let generations = [FAILED, 4];
+        for _ in 0..2 {
+            memo.scores(0, &generations, &[0, 1], &mut scores, |misses, found| {
+                asked.extend_from_slice(misses);
+                found.fill(42);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(scores, [42, 42]);
+        assert_eq!(
+            asked,
+            [0, 1, 0],
+            "the second time only the node past the bits is asked"
+        );
+    }
+
+    /// Runs of positions (whole chunks, and a chunk that is a run's permutation) read
+    /// the kept scores in the order asked.
+    #[test]
+    fn scores_kept_for_runs_of_nodes_come_back_in_the_order_asked() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        let generations: Vec<u64> = (0..100).map(|g| g + 1).collect();
+        let raw = |position: usize| position as i64 * 3;
+        let mut ask = |positions: &[usize], asked: &mut Vec<usize>| {
+            let mut scores = vec![0; positions.len()];
+            memo.scores(0, &generations, positions, &mut scores, |misses, found| {
+                asked.extend(misses.iter().map(|&i| positions[i]));
+                for (f, &i) in found.iter_mut().zip(misses) {
+                    *f = raw(positions[i]);
+                }
+                Ok(())
+            })
+            .unwrap();
+            scores
+        };
+        let mut asked = Vec::new();
+        let run: Vec<usize> = (10..80).collect();
+        assert_eq!(
+            ask(&run, &mut asked),
+            run.iter().map(|&p| raw(p)).collect::<Vec<_>>()
+        );
+        assert_eq!(asked, run, "the first time every node is asked");
+        asked.clear();
+        assert_eq!(
+            ask(&run, &mut asked),
+            run.iter().map(|&p| raw(p)).collect::<Vec<_>>()
+        );
+        let permuted = [10, 12, 11, 13];
+        assert_eq!(ask(&permuted, &mut asked), [30, 36, 33, 39]);
+        assert!(asked.is_empty(), "{asked:?}");
+    }
+
+    #[test]
+    fn scores_are_asked_only_where_nodes_changed() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        let mut generations = vec![10, 11, 12, 13];
+        let mut asked = Vec::new();
+        let mut score = |generations: &[u64], asked: &mut Vec<usize>| {
+            let mut scores = [0; 3];
+            memo.scores(1, generations, &[3, 1, 2], &mut scores, |misses, found| {
+                asked.extend_from_slice(misses);
+                for (f, &i) in found.iter_mut().zip(misses) {
+                    *f = [3, 1, 2][i] as i64 * 10 + generations[[3, 1, 2][i]] as i64;
+                }
+                Ok(())
+            })
+            .unwrap();
+            scores
+        };
+        assert_eq!(score(&generations, &mut asked), [43, 21, 32]);
+        assert_eq!(asked, [0, 1, 2]);
+        asked.clear();
+        generations[1] = 20;
+        assert_eq!(score(&generations, &mut asked), [43, 30, 32]);
+        assert_eq!(asked, [1], "only the node at position 1 changed");
+    }
+}
