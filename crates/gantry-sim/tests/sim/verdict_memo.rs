@@ -163,7 +163,6 @@ fn scores_of_device_backed_extended_resources_are_not_remembered() {
     use std::time::Duration;
 
     use gantry_api::decode::ClusterObjects;
-    use gantry_framework::config::SchedulerConfig;
     use gantry_sim::SimEvent;
 
     let node = |name: &str| {
@@ -226,15 +225,7 @@ profiles:
         )
     };
     let run = |remember_verdicts: bool| {
-        let cluster = ClusterObjects::decode(&cluster, "cluster.yaml").unwrap();
-        let profiles = SchedulerConfig::parse_for(config, "config.yaml", cluster.release)
-            .unwrap()
-            .profiles;
-        let options = SimOptions {
-            remember_verdicts,
-            ..SimOptions::default()
-        };
-        let mut sim = Simulation::new(cluster, profiles, options).unwrap();
+        let mut sim = configured(&cluster, config, remember_verdicts);
         let decode = |text: &str| ClusterObjects::decode(text, "more.yaml").unwrap();
         for (at, name) in [(0, "p-a"), (100, "p-a2")] {
             let pod = decode(&pod(name)).pods.remove(0);
@@ -284,7 +275,6 @@ fn verdicts_that_read_device_classes_are_not_remembered() {
 
     use gantry_api::Sym;
     use gantry_api::decode::ClusterObjects;
-    use gantry_framework::config::SchedulerConfig;
     use gantry_sim::SimEvent;
 
     let cluster = "apiVersion: v1
@@ -317,15 +307,7 @@ profiles:
         )
     };
     let run = |remember_verdicts: bool| {
-        let cluster = ClusterObjects::decode(cluster, "cluster.yaml").unwrap();
-        let profiles = SchedulerConfig::parse_for(config, "config.yaml", cluster.release)
-            .unwrap()
-            .profiles;
-        let options = SimOptions {
-            remember_verdicts,
-            ..SimOptions::default()
-        };
-        let mut sim = Simulation::new(cluster, profiles, options).unwrap();
+        let mut sim = configured(cluster, config, remember_verdicts);
         sim.schedule(Duration::ZERO, SimEvent::CreatePod(pod("p-a")));
         sim.schedule(Duration::from_millis(100), SimEvent::CreatePod(pod("p-a2")));
         let class = Sym::new("gpu.example.com");
@@ -347,4 +329,20 @@ profiles:
         "{without:?}"
     );
     assert_eq!(run(true), without);
+}
+
+/// A simulation of `cluster` with the profiles of the KubeSchedulerConfiguration `config`.
+fn configured(cluster: &str, config: &str, remember_verdicts: bool) -> Simulation {
+    use gantry_api::decode::ClusterObjects;
+    use gantry_framework::config::SchedulerConfig;
+
+    let cluster = ClusterObjects::decode(cluster, "cluster.yaml").unwrap();
+    let profiles = SchedulerConfig::parse_for(config, "config.yaml", cluster.release)
+        .unwrap()
+        .profiles;
+    let options = SimOptions {
+        remember_verdicts,
+        ..SimOptions::default()
+    };
+    Simulation::new(cluster, profiles, options).unwrap()
 }
