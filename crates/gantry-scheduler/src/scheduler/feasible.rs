@@ -79,7 +79,7 @@ impl Scheduler {
 
         let any_nominated = !nominated.is_empty();
         // Nominated pods count on their nodes (the verdict is no longer the node's alone).
-        let mut memo = (self.remember_verdicts
+        let memo = (self.remember_verdicts
             && memo.in_use()
             && !any_nominated
             && filters.read_only_the_nodes(state, pod))
@@ -147,11 +147,10 @@ impl Scheduler {
                     record(position, status, feasible);
                 }
                 total
-            } else {
-                // Stop as soon as enough nodes are feasible (measured: on 2 cores, fanning
-                // out chunks of this search cost more than it saved).
-                // A chunk's positions, what the memo knows of each, and the positions it
-                // does not know (with their proofs).
+            } else if let Some(memo) = memo {
+                // As below, with the memo (and no nominated pod): a chunk's positions, what
+                // the memo knows of each, and the positions it does not know (with their
+                // proofs).
                 let mut positions = [0; COLUMN_CHUNK];
                 let mut kept = [Kept::Unknown; COLUMN_CHUNK];
                 let mut unknown = [0; COLUMN_CHUNK];
@@ -163,7 +162,7 @@ impl Scheduler {
                     // All nodes, not wrapping round, and the memo says each passed: take
                     // the chunk whole (or what is still to find).
                     let first = (start + processed) % total;
-                    if let (Candidates::All(_), Some(memo)) = (candidates, memo.as_deref())
+                    if matches!(candidates, Candidates::All(_))
                         && first + n <= total
                         && memo.all_passed(first..first + n, generations)
                     {
@@ -173,19 +172,13 @@ impl Scheduler {
                         continue;
                     }
                     chunk_positions(processed, &mut positions[..n]);
-                    let unknown = match memo.as_deref() {
-                        None => &positions[..n], // `kept` stays all unknown
-                        Some(memo) => {
-                            let mut m = 0;
-                            for (kept, &position) in kept.iter_mut().zip(&positions[..n]) {
-                                *kept = memo.verdict(position, generations[position]);
-                                unknown[m] = position;
-                                m += usize::from(*kept == Kept::Unknown);
-                            }
-                            &unknown[..m]
-                        }
-                    };
-                    filters.prove(state, pod, columns, unknown, &mut proofs[..unknown.len()]);
+                    let mut m = 0;
+                    for (kept, &position) in kept.iter_mut().zip(&positions[..n]) {
+                        *kept = memo.verdict(position, generations[position]);
+                        unknown[m] = position;
+                        m += usize::from(*kept == Kept::Unknown);
+                    }
+                    filters.prove(state, pod, columns, &unknown[..m], &mut proofs[..m]);
                     let mut next_unknown = 0;
                     for (&kept, &position) in kept.iter().zip(&positions[..n]) {
                         if feasible.len() >= to_find {
@@ -193,36 +186,46 @@ impl Scheduler {
                         }
                         processed += 1;
                         let status = match kept {
-                            Kept::Passed => {
-                                feasible.push(position);
-                                continue;
-                            }
-                            Kept::Failed => {
-                                let memo = memo.as_deref().expect("a kept verdict has a memo");
-                                memo.failure(position).clone()
-                            }
+                            Kept::Passed => None,
+                            Kept::Failed => Some(memo.failure(position).clone()),
                             Kept::Unknown => {
                                 let proof = proofs[next_unknown];
                                 next_unknown += 1;
-                                let status = if proof == all_proven && !any_nominated {
-                                    None
-                                } else {
-                                    Some(verdict(position, proof, &mut scratch))
-                                };
-                                if let Some(memo) = memo.as_deref_mut() {
-                                    let generation = generations[position];
-                                    memo.keep_verdict(position, generation, status.as_ref());
-                                }
-                                match status {
-                                    None => {
-                                        feasible.push(position);
-                                        continue;
-                                    }
-                                    Some(status) => status,
-                                }
+                                let status = (proof != all_proven)
+                                    .then(|| verdict(position, proof, &mut scratch));
+                                let generation = generations[position];
+                                memo.keep_verdict(position, generation, status.as_ref());
+                                status
                             }
                         };
-                        record(position, status, feasible);
+                        match status {
+                            None => feasible.push(position),
+                            Some(status) => record(position, status, feasible),
+                        }
+                    }
+                }
+                processed
+            } else {
+                // Stop as soon as enough nodes are feasible (measured: on 2 cores, fanning
+                // out chunks of this search cost more than it saved).
+                let mut positions = [0; COLUMN_CHUNK];
+                let mut proofs = [0; COLUMN_CHUNK];
+                let mut scratch = NominatedScratch::default();
+                let mut processed = 0;
+                while processed < total && feasible.len() < to_find {
+                    let n = COLUMN_CHUNK.min(total - processed);
+                    prove_chunk(processed, &mut positions[..n], &mut proofs[..n]);
+                    for k in 0..n {
+                        if feasible.len() >= to_find {
+                            break;
+                        }
+                        if proofs[k] == all_proven && !any_nominated {
+                            feasible.push(positions[k]);
+                        } else {
+                            let status = verdict(positions[k], proofs[k], &mut scratch);
+                            record(positions[k], status, feasible);
+                        }
+                        processed += 1;
                     }
                 }
                 processed
