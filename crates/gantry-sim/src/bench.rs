@@ -624,6 +624,25 @@ mod tests {
         assert_eq!((r.resident_pods, r.scheduled), (128, 192), "{r:?}");
     }
 
+    /// The benchmarks' workloads place as many pods, preempt as many and look at as many
+    /// nodes with the verdict memo as without it (the simulation tests compare every
+    /// placement on random scenarios).
+    #[test]
+    fn the_verdict_memo_changes_no_workload_s_outcome() {
+        for workload in Workload::ALL.into_iter().filter(|&w| w != Workload::Scale) {
+            let outcome = |no_verdict_memo| {
+                let options = BenchOptions {
+                    scale_down: 50,
+                    no_verdict_memo,
+                    ..BenchOptions::default()
+                };
+                let r = run(workload, &options).unwrap();
+                (r.scheduled, r.preempted, r.nodes_evaluated_per_pod)
+            };
+            assert_eq!(outcome(false), outcome(true), "{workload:?}");
+        }
+    }
+
     #[test]
     fn every_workload_runs_scaled_down_and_schedules_what_fits() {
         for workload in Workload::ALL {
