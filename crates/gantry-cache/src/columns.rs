@@ -84,6 +84,8 @@ pub struct NodeColumns {
     cards: Vec<Option<CardSummary>>,
     /// Each node's generation: what the scheduler's verdict memo checks its entries by.
     generations: Vec<u64>,
+    /// Each node's name, so that naming the nodes a pod failed on reads no NodeInfo.
+    names: Vec<Sym>,
     /// How many nodes have each flag (by bit).
     flag_counts: [usize; 8],
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
@@ -135,6 +137,8 @@ impl NodeColumns {
         self.cards.resize(n, None);
         self.generations.clear();
         self.generations.resize(n, 0);
+        self.names.clear();
+        self.names.resize(n, Sym::new(""));
         self.flag_counts = [0; 8];
         self.largest = 0;
         for (position, info) in nodes.enumerate() {
@@ -165,6 +169,7 @@ impl NodeColumns {
         self.flags[position] = flags;
         self.cards[position] = info.gpus().map(|usage| *usage.summary());
         self.generations[position] = info.generation();
+        self.names[position] = info.name();
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }
@@ -274,6 +279,11 @@ impl NodeColumns {
         &self.generations
     }
 
+    /// Each node's name.
+    pub fn names(&self) -> &[Sym] {
+        &self.names
+    }
+
     /// Whether any node has this flag.
     pub fn any(&self, flag: NodeFlags) -> bool {
         let bit = flag.0.trailing_zeros() as usize;
@@ -288,6 +298,7 @@ impl NodeColumns {
             && self.flags == other.flags
             && self.cards == other.cards
             && self.generations == other.generations
+            && self.names == other.names
             && self.flag_counts == other.flag_counts
             && names.into_iter().all(|name| {
                 let resource = gantry_api::ResourceName::Scalar(name);

@@ -19,11 +19,27 @@ pub enum Code {
 }
 
 /// A verdict with reasons (`Insufficient cpu`) and the plugin that gave it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Status {
     code: Code,
     reasons: SmallVec<[Cow<'static, str>; 1]>,
     plugin: &'static str,
+}
+
+/// By hand: a status of one reason, as most are, is copied without SmallVec's general
+/// `extend` (a pod that fits none of thousands of full nodes copies one per node).
+impl Clone for Status {
+    fn clone(&self) -> Status {
+        let reasons = match self.reasons.as_slice() {
+            [one] => SmallVec::from_buf([one.clone()]),
+            reasons => reasons.iter().cloned().collect(),
+        };
+        Status {
+            code: self.code,
+            reasons,
+            plugin: self.plugin,
+        }
+    }
 }
 
 impl Status {
@@ -128,5 +144,28 @@ impl Status {
 impl Default for Status {
     fn default() -> Status {
         Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-written clone copies every reason, the code and the plugin.
+    #[test]
+    fn a_clone_is_equal_whatever_its_reasons() {
+        let statuses = [
+            Status::success(),
+            Status::unschedulable("Insufficient cpu").with_plugin("NodeResourcesFit"),
+            Status::error(format!("owned {}", 1)),
+            Status::unresolvable("a")
+                .with_reason("b")
+                .with_reason(String::from("c")),
+        ];
+        for status in statuses {
+            let copy = status.clone();
+            assert_eq!(copy, status);
+            assert_eq!(copy.reasons().count(), status.reasons().count());
+        }
     }
 }

@@ -58,6 +58,10 @@ pub struct VerdictMemo {
     scores: Vec<Vec<(Stamp, i64)>>,
     /// Indices of the nodes a Score plugin must be asked about (kept to reuse its buffer).
     misses: Vec<usize>,
+    /// The positions of the nodes this cycle's search found failing, in the order it
+    /// visited them: their statuses are in `failures`, and are copied out only if the
+    /// cycle needs them (see [`Self::failed`]).
+    failed: Vec<usize>,
 }
 
 impl VerdictMemo {
@@ -126,29 +130,40 @@ impl VerdictMemo {
         !missed
     }
 
-    /// The failure kept for the node at `position`, which [`Self::verdict`] says failed.
-    pub fn failure(&self, position: usize) -> &Status {
-        &self.failures[position]
+    /// Starts a search: no node failed yet.
+    pub fn start_search(&mut self) {
+        self.failed.clear();
+    }
+
+    /// The node at `position`, which [`Self::verdict`] says failed, failed this search.
+    pub fn note_failed(&mut self, position: usize) {
+        self.failed.push(position);
+    }
+
+    /// The nodes this search found failing, in the order visited, with their statuses.
+    pub fn failed(&self) -> impl Iterator<Item = (usize, &Status)> + '_ {
+        self.failed.iter().map(|&p| (p, &self.failures[p]))
     }
 
     /// Keeps the Filter verdict on the node at `position`: `None` it passed, or the
-    /// status it failed with.
+    /// status it failed with, which is also noted as this search's (see
+    /// [`Self::note_failed`]), even where the generation is past the stamp's bits and no
+    /// later cycle may read it.
     pub fn keep_verdict(&mut self, position: usize, generation: u64, status: Option<&Status>) {
-        let Some(stamp) = self.stamp(generation) else {
-            return;
-        };
         if self.verdicts.len() <= position {
             self.verdicts.resize(position + 1, 0);
         }
+        let stamp = self.stamp(generation);
         let Some(status) = status.filter(|s| !s.is_success()) else {
-            self.verdicts[position] = stamp;
+            self.verdicts[position] = stamp.unwrap_or(0);
             return;
         };
         if self.failures.len() <= position {
             self.failures.resize(position + 1, Status::success());
         }
         self.failures[position] = status.clone();
-        self.verdicts[position] = stamp | FAILED;
+        self.verdicts[position] = stamp.map_or(0, |stamp| stamp | FAILED);
+        self.note_failed(position);
     }
 
     /// The raw scores of Score plugin `plugin` (its index in the profile's list) for the
@@ -243,7 +258,8 @@ mod tests {
         let refused = Status::unschedulable("Insufficient cpu");
         memo.keep_verdict(2, 9, Some(&refused));
         assert_eq!(memo.verdict(2, 9), Kept::Failed);
-        assert_eq!(memo.failure(2), &refused);
+        let failed: Vec<_> = memo.failed().collect();
+        assert_eq!(failed, [(2, &refused)], "noted as the search's");
     }
 
     #[test]
@@ -323,8 +339,24 @@ mod tests {
     fn generations_past_the_stamp_s_bits_are_not_remembered() {
         let mut memo = VerdictMemo::default();
         memo.begin(&pod("a", 100), &[]);
+        memo.keep_verdict(0, 3, None);
         memo.keep_verdict(0, FAILED, None);
         assert_eq!(memo.verdict(0, FAILED), Kept::Unknown);
+        assert_eq!(
+            memo.verdict(0, 3),
+            Kept::Unknown,
+            "the earlier verdict is gone"
+        );
+        let refused = Status::unschedulable("Insufficient cpu");
+        memo.start_search();
+        memo.keep_verdict(1, FAILED + 1, Some(&refused));
+        assert_eq!(memo.verdict(1, FAILED + 1), Kept::Unknown);
+        let failed: Vec<_> = memo.failed().collect();
+        assert_eq!(
+            failed,
+            [(1, &refused)],
+            "this search's failure, all the same"
+        );
         let mut asked = Vec::new();
         let mut scores = [0; 2];
         let generations = [FAILED, 4];

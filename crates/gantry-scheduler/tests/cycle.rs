@@ -384,3 +384,35 @@ fn a_nomination_on_an_unchanged_node_overrides_the_remembered_verdict() {
     let message = fit_error.to_string();
     assert!(message.contains("Insufficient cpu"), "{message}");
 }
+
+/// A cycle kept for an explanation (a replay judging the node the cluster chose) names the
+/// nodes Filter refused even when the verdict memo answered for them and the pod was
+/// placed: the memo copies its failures out for such a cycle.
+#[test]
+fn a_kept_cycle_names_the_nodes_the_memo_refused() {
+    let cache = cluster(&[("n1", 1000), ("small", 100)]);
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 1);
+    scheduler.assume = false; // the nodes do not change between the cycles
+    scheduler.keep_last_cycle();
+    let first = pod("web-1", 500);
+    for name in ["web-2", "web-3"] {
+        assert!(matches!(
+            scheduler.schedule_one(&first),
+            Attempt::Scheduled { .. }
+        ));
+        let replica = Arc::new(first.replica(name));
+        assert!(matches!(
+            scheduler.schedule_one(&replica),
+            Attempt::Scheduled { .. }
+        ));
+    }
+    let last = scheduler.last_cycle().expect("kept");
+    assert!(
+        matches!(
+            last.judge(Sym::new("small")),
+            gantry_scheduler::OtherNode::Refused { .. }
+        ),
+        "{:?}",
+        last.judge(Sym::new("small"))
+    );
+}

@@ -601,14 +601,6 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: "",
         },
         Hostile {
-            name: "bench multi past a minute's nodes",
-            files: vec![],
-            args: &["bench", "multi", "--nodes", "100000"],
-            code: 1,
-            first_stderr_line: "error: --nodes must be 1 to 50000 for multi, not 100000",
-            stdout_has: "",
-        },
-        Hostile {
             name: "bench dra past its largest cluster",
             files: vec![],
             args: &["bench", "dra", "--nodes", "10001"],

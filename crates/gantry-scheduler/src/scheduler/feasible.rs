@@ -84,7 +84,8 @@ impl Scheduler {
             && !any_nominated
             && filters.read_only_the_nodes(state, pod))
         .then_some(memo);
-        let generations = columns.generations();
+        let (generations, names) = (columns.generations(), columns.names());
+        let keep_failures = self.last_cycle.is_some();
         let all_proven = filters.all_proven();
         // The verdict on the node at `position`, which the plugins in `proofs` proved.
         let verdict = |position: usize, proofs: Proofs, scratch: &mut NominatedScratch| {
@@ -117,9 +118,8 @@ impl Scheduler {
             if status.is_success() {
                 feasible.push(position);
             } else {
-                fit_error
-                    .node_statuses
-                    .push((snapshot.node_at(position).name(), status));
+                // The name from the columns: no NodeInfo is read for it.
+                fit_error.node_statuses.push((names[position], status));
             }
         };
         let processed =
@@ -151,6 +151,7 @@ impl Scheduler {
                 // As below, with the memo (and no nominated pod): a chunk's positions, what
                 // the memo knows of each, and the positions it does not know (with their
                 // proofs).
+                memo.start_search();
                 let mut positions = [0; COLUMN_CHUNK];
                 let mut kept = [Kept::Unknown; COLUMN_CHUNK];
                 let mut unknown = [0; COLUMN_CHUNK];
@@ -185,9 +186,9 @@ impl Scheduler {
                             break;
                         }
                         processed += 1;
-                        let status = match kept {
-                            Kept::Passed => None,
-                            Kept::Failed => Some(memo.failure(position).clone()),
+                        match kept {
+                            Kept::Passed => feasible.push(position),
+                            Kept::Failed => memo.note_failed(position),
                             Kept::Unknown => {
                                 let proof = proofs[next_unknown];
                                 next_unknown += 1;
@@ -195,13 +196,20 @@ impl Scheduler {
                                     .then(|| verdict(position, proof, &mut scratch));
                                 let generation = generations[position];
                                 memo.keep_verdict(position, generation, status.as_ref());
-                                status
+                                if status.is_none_or(|s| s.is_success()) {
+                                    feasible.push(position);
+                                }
                             }
-                        };
-                        match status {
-                            None => feasible.push(position),
-                            Some(status) => record(position, status, feasible),
                         }
+                    }
+                }
+                // The failures' statuses, only where the cycle reports them: no node
+                // fits, or the cycle is kept for an explanation.
+                if feasible.is_empty() || keep_failures {
+                    for (position, status) in memo.failed() {
+                        fit_error
+                            .node_statuses
+                            .push((names[position], status.clone()));
                     }
                 }
                 processed
