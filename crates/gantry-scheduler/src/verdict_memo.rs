@@ -6,8 +6,8 @@
 //! [`ScorePlugin::worth_remembering`]) give the same answer on a node whose generation
 //! did not move, so each answer is kept by node position with the generation it was
 //! given at, and asked for again only where the node changed. kube-scheduler asks every
-//! time; the decisions are the same (`tests/verdict_memo.rs` runs workloads with the memo
-//! and without and compares every placement and message).
+//! time; the decisions are the same (`gantry-sim`'s `tests/sim/verdict_memo.rs` runs
+//! random scenarios with the memo and without and compares every placement and message).
 //!
 //! [`FilterPlugin::filter_reads_only_the_node`]: gantry_framework::FilterPlugin::filter_reads_only_the_node
 //! [`ScorePlugin::worth_remembering`]: gantry_framework::ScorePlugin::worth_remembering
