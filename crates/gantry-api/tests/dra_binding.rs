@@ -5,18 +5,12 @@
 //! `isClaimTimeout` judge it (the claims of `dynamicresources_test.go`: bound, failed,
 //! timed out).
 
-use gantry_api::decode::ClusterObjects;
+mod common;
+
+use common::decode;
 use gantry_api::dra::ResourceClaim;
 use gantry_api::dra_binding::Readiness;
 use gantry_api::{Release, Sym};
-
-fn decode(yaml: &str, release: Release) -> Result<ClusterObjects, String> {
-    let mut objects = ClusterObjects::for_release(release);
-    objects
-        .decode_more(yaml, "input.yaml")
-        .map_err(|e| e.to_string())?;
-    Ok(objects)
-}
 
 /// A slice of one device with these binding fields (YAML flow text).
 fn slice(binding: &str) -> String {

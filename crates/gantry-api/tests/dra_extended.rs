@@ -5,18 +5,12 @@
 
 use std::sync::Arc;
 
-use gantry_api::decode::ClusterObjects;
+mod common;
+
+use common::decode;
 use gantry_api::dra::{AllocationMode, DeviceClass};
 use gantry_api::dra_extended::{ExtendedResourceClasses, requests_and_mappings};
 use gantry_api::{Pod, Release, Sym};
-
-fn decode(yaml: &str, release: Release) -> Result<ClusterObjects, String> {
-    let mut objects = ClusterObjects::for_release(release);
-    objects
-        .decode_more(yaml, "input.yaml")
-        .map_err(|e| e.to_string())?;
-    Ok(objects)
-}
 
 const CLASS: &str = "{apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu},
     spec: {extendedResourceName: example.com/gpu,
