@@ -219,6 +219,28 @@ pub trait ScorePlugin: Plugin {
         Ok(false)
     }
 
+    /// The raw score `score` would give every node in `columns` for this pod, when the
+    /// plugin can tell without a look at any node that it is one and the same (0 where no
+    /// node carries what the plugin scores): the scheduler then adds one normalised figure
+    /// to every total instead of scoring, normalising and adding node by node. A plugin
+    /// that answers must have a `normalize` that gives each of any number of equal scores
+    /// what it gives one alone. `Ok(None)` (the default): score the nodes.
+    fn uniform_score(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _columns: &NodeColumns,
+    ) -> Result<Option<i64>, Status> {
+        Ok(None)
+    }
+
+    /// Whether `normalize` may change a score (upstream: the plugin's `ScoreExtensions()`
+    /// is not nil). The scheduler adds the raw scores of a plugin that says no straight
+    /// to the totals. The default: it may.
+    fn normalizes(&self) -> bool {
+        true
+    }
+
     /// Rescales the raw scores of all feasible nodes (in the order Score saw them) to
     /// 0..=MAX_NODE_SCORE. The default leaves them as they are.
     fn normalize(&self, _state: &CycleState, _pod: &Pod, _scores: &mut [i64]) -> Status {

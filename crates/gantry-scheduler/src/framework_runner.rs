@@ -1,6 +1,6 @@
 //! Runs a profile's plugins at each extension point, as upstream's `frameworkImpl`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::{ClusterState, NodeColumns, NodeInfo, Snapshot};
@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use gantry_framework::{
     Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, Profile, ScorePlugin, Status,
-    WeightedScorePlugin,
 };
 
 use crate::verdict_memo::VerdictMemo;
@@ -138,8 +137,9 @@ pub struct PodFilters<'a> {
     /// The plugins with a column shortcut for this pod (none without columns).
     by_columns: Proofs,
     /// Indices in the profile's PreFilter plugins of those told about pods added and
-    /// removed in what-ifs: all but those whose Filter is skipped.
-    extended: SmallVec<[u32; 16]>,
+    /// removed in what-ifs: all but those whose Filter is skipped. Worked out when first
+    /// asked for: most cycles never are.
+    extended: OnceLock<SmallVec<[u32; 16]>>,
 }
 
 impl<'a> PodFilters<'a> {
@@ -150,9 +150,7 @@ impl<'a> PodFilters<'a> {
                 .filter(|&i| !state.is_filter_skipped(profile.filter[i as usize].name()))
                 .collect(),
             by_columns: 0,
-            extended: (0..profile.pre_filter.len() as u32)
-                .filter(|&i| !state.is_filter_skipped(profile.pre_filter[i as usize].name()))
-                .collect(),
+            extended: OnceLock::new(),
         }
     }
 
@@ -351,8 +349,14 @@ impl<'a> PodFilters<'a> {
         node: &NodeInfo,
         delta: i64,
     ) {
-        for &i in &self.extended {
-            self.profile.pre_filter[i as usize].update_for_pod(state, pod, other, node, delta);
+        let plugins = &self.profile.pre_filter;
+        let extended = self.extended.get_or_init(|| {
+            (0..plugins.len() as u32)
+                .filter(|&i| !state.is_filter_skipped(plugins[i as usize].name()))
+                .collect()
+        });
+        for &i in extended {
+            plugins[i as usize].update_for_pod(state, pod, other, node, delta);
         }
     }
 }
@@ -520,24 +524,8 @@ pub fn run_score(
     let ScoreBuffers { totals, scores } = buffers;
     totals.clear();
     totals.resize(nodes.infos.len(), 0);
-    score_each_plugin(
-        profile,
-        state,
-        pod,
-        nodes,
-        timer,
-        scores,
-        None,
-        memo,
-        |weighted, _raw, normalized| {
-            let pairs = totals.iter_mut().zip(normalized);
-            // Most weights are 1: plain additions vectorise, 64-bit products do not.
-            match weighted.weight {
-                1 => pairs.for_each(|(total, score)| *total += score),
-                weight => pairs.for_each(|(total, score)| *total += score * weight),
-            }
-        },
-    )
+    let summed = Ruled::Summed { totals, memo };
+    score_each_plugin(profile, state, pod, nodes, timer, scores, summed)
 }
 
 /// One Score plugin's scores of the nodes, in the order given; empty when its PreScore
@@ -574,34 +562,39 @@ pub fn run_score_per_plugin(
         infos: nodes,
         columns: None,
     };
-    let (mut scores, mut raw) = (Vec::new(), Vec::new());
+    let kept = Ruled::Kept {
+        per_plugin: &mut per_plugin,
+    };
     score_each_plugin(
         profile,
         state,
         pod,
         nodes,
         &mut timer,
-        &mut scores,
-        Some(&mut raw),
-        None,
-        |weighted, raw, normalized| {
-            if let Some(entry) = per_plugin
-                .iter_mut()
-                .find(|p| p.plugin == weighted.plugin.name())
-            {
-                entry.raw = raw.to_vec();
-                entry.normalized = normalized.to_vec();
-            }
-        },
+        &mut Vec::new(),
+        kept,
     )?;
     Ok(per_plugin)
 }
 
+/// What [`score_each_plugin`] makes of the scores. `Summed`: each node's weighted total in
+/// `totals` (as long as the nodes, zeroed), with the scores worth remembering served by
+/// `memo`, and a plugin that scores every node alike adding one figure to all. `Kept`:
+/// every plugin's raw and normalised scores, node by node, into its entry of `per_plugin`.
+enum Ruled<'a> {
+    Summed {
+        totals: &'a mut Vec<i64>,
+        memo: Option<&'a mut VerdictMemo>,
+    },
+    Kept {
+        per_plugin: &'a mut Vec<PluginScores>,
+    },
+}
+
 /// Runs Score (through the plugin's column loop when the nodes come with columns, and
-/// through `memo` when the plugin's scores are worth remembering) and NormalizeScore of
-/// every plugin not skipped, checks the normalised range, and hands each plugin's
-/// normalised scores to `visit`, with its raw ones when `raw` is given to keep them in.
-#[allow(clippy::too_many_arguments)]
+/// through the memo when the plugin's scores are worth remembering) and NormalizeScore of
+/// every plugin not skipped, checks the normalised range, and sums or keeps the scores as
+/// `ruled` says.
 fn score_each_plugin(
     profile: &Profile,
     state: &CycleState,
@@ -609,22 +602,65 @@ fn score_each_plugin(
     nodes: FeasibleNodes<'_>,
     timer: &mut PluginTimer,
     scores: &mut Vec<i64>,
-    mut raw: Option<&mut Vec<i64>>,
-    mut memo: Option<&mut VerdictMemo>,
-    mut visit: impl FnMut(&WeightedScorePlugin, &[i64], &[i64]),
+    mut ruled: Ruled<'_>,
 ) -> Result<(), Status> {
     use rayon::prelude::*;
     let infos = nodes.infos;
     // Every plugin writes every node's score: the buffer needs its length, not zeros.
     scores.resize(infos.len(), 0);
+    // What the plugins that score every node alike add to each total.
+    let mut uniform = 0;
     for (index, weighted) in profile.score.iter().enumerate() {
         let plugin = &weighted.plugin;
         if state.is_score_skipped(plugin.name()) {
             continue;
         }
+        if let Ruled::Summed { .. } = ruled
+            && let Some((columns, _)) = nodes.columns
+        {
+            let alike = timer.time(plugin.name(), Point::Score, || {
+                plugin.uniform_score(state, pod, columns)
+            });
+            if let Some(raw) = alike.map_err(|s| s.with_plugin(plugin.name()))? {
+                let mut one = [raw];
+                normalize(plugin, state, pod, &mut one)?;
+                check_range(plugin, &one)?;
+                uniform += one[0] * weighted.weight;
+                continue;
+            }
+        }
+        // Raw scores the memo serves and normalising leaves alone go straight to the
+        // totals; if one is out of range, they are served again below to name it.
+        if let Ruled::Summed {
+            totals,
+            memo: Some(memo),
+        } = &mut ruled
+            && let Some((columns, positions)) = nodes.columns
+            && !plugin.normalizes()
+            && plugin.worth_remembering(state, pod)
+        {
+            let generations = columns.generations();
+            let added = timer.time(plugin.name(), Point::Score, || {
+                memo.add_scores(
+                    index,
+                    weighted.weight,
+                    generations,
+                    positions,
+                    totals,
+                    |misses, found| score_misses(plugin, state, pod, nodes, misses, found),
+                )
+            });
+            if added.map_err(|s| s.with_plugin(plugin.name()))? {
+                continue;
+            }
+        }
+        let memo = match &mut ruled {
+            Ruled::Summed { memo, .. } => memo.as_deref_mut(),
+            Ruled::Kept { .. } => None,
+        };
         let scored: Result<(), Status> = timer.time(plugin.name(), Point::Score, || {
             if let Some((columns, positions)) = nodes.columns
-                && let Some(memo) = memo.as_deref_mut()
+                && let Some(memo) = memo
                 && plugin.worth_remembering(state, pod)
             {
                 let generations = columns.generations();
@@ -648,23 +684,83 @@ fn score_each_plugin(
             }
         });
         scored.map_err(|s| s.with_plugin(plugin.name()))?;
-        if let Some(raw) = raw.as_deref_mut() {
-            raw.clone_from(scores);
+        match &mut ruled {
+            Ruled::Summed { totals, .. } => {
+                normalize(plugin, state, pod, scores)?;
+                add_in_range(plugin, totals, scores, weighted.weight)?;
+            }
+            Ruled::Kept { per_plugin } => {
+                let raw = scores.clone();
+                normalize(plugin, state, pod, scores)?;
+                check_range(plugin, scores)?;
+                if let Some(entry) = per_plugin.iter_mut().find(|p| p.plugin == plugin.name()) {
+                    entry.raw = raw;
+                    entry.normalized.clone_from(scores);
+                }
+            }
         }
-        let status = plugin.normalize(state, pod, scores);
-        if !status.is_success() {
-            return Err(status.with_plugin(plugin.name()));
-        }
-        let out_of_range = |s: &&i64| !(0..=gantry_framework::MAX_NODE_SCORE).contains(*s);
-        // One pass without early exit (it vectorises); the culprit is looked for only then.
-        let any_out_of_range = scores.iter().fold(false, |bad, s| bad | out_of_range(&s));
-        if any_out_of_range && let Some(score) = scores.iter().find(out_of_range) {
-            return Err(Status::error(format!(
-                "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
-                plugin.name()
-            )));
-        }
-        visit(weighted, raw.as_deref().map_or(&[], |r| r), scores);
+    }
+    if let Ruled::Summed { totals, .. } = ruled
+        && uniform != 0
+    {
+        totals.iter_mut().for_each(|total| *total += uniform);
+    }
+    Ok(())
+}
+
+/// `plugin`'s NormalizeScore of `scores`.
+fn normalize(
+    plugin: &Arc<dyn ScorePlugin>,
+    state: &CycleState,
+    pod: &Pod,
+    scores: &mut [i64],
+) -> Result<(), Status> {
+    let status = plugin.normalize(state, pod, scores);
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(status.with_plugin(plugin.name()))
+    }
+}
+
+fn out_of_range(score: i64) -> bool {
+    !(0..=gantry_framework::MAX_NODE_SCORE).contains(&score)
+}
+
+/// Upstream's check that every normalised score is within 0..=MAX_NODE_SCORE: the error
+/// names the plugin and the first score outside.
+fn check_range(plugin: &Arc<dyn ScorePlugin>, scores: &[i64]) -> Result<(), Status> {
+    match scores.iter().find(|&&s| out_of_range(s)) {
+        None => Ok(()),
+        Some(score) => Err(Status::error(format!(
+            "plugin {:?} returns an invalid score {score}, it should be in the range of [0, 100] after normalizing",
+            plugin.name()
+        ))),
+    }
+}
+
+/// Adds the weighted `scores` (normalised) to `totals`, checking their range in the same
+/// pass (one pass without early exit vectorises; the culprit is looked for only then).
+fn add_in_range(
+    plugin: &Arc<dyn ScorePlugin>,
+    totals: &mut [i64],
+    scores: &[i64],
+    weight: i64,
+) -> Result<(), Status> {
+    let pairs = totals.iter_mut().zip(scores);
+    // Most weights are 1: plain additions vectorise, 64-bit products do not.
+    let any_out_of_range = match weight {
+        1 => pairs.fold(false, |bad, (total, &score)| {
+            *total += score;
+            bad | out_of_range(score)
+        }),
+        weight => pairs.fold(false, |bad, (total, &score)| {
+            *total += score * weight;
+            bad | out_of_range(score)
+        }),
+    };
+    if any_out_of_range {
+        check_range(plugin, scores)?;
     }
     Ok(())
 }

@@ -37,6 +37,15 @@ pub enum Kept {
     Failed,
 }
 
+/// One Score plugin's raw scores kept, by node position: the stamp each was given at, and
+/// the score, in a byte (scores run 0 to 100; a byte, not eight, is what makes reading a
+/// cycle's worth of them cheap).
+#[derive(Default)]
+struct KeptScores {
+    stamps: Vec<Stamp>,
+    raws: Vec<u8>,
+}
+
 /// What one profile remembers of the last pod's cycles.
 #[derive(Default)]
 pub struct VerdictMemo {
@@ -53,9 +62,8 @@ pub struct VerdictMemo {
     verdicts: Vec<Stamp>,
     /// By node position: the failure kept, where the verdict's stamp says it failed.
     failures: Vec<Status>,
-    /// By Score plugin (index in the profile's list), by node position: the stamp and the
-    /// raw score kept.
-    scores: Vec<Vec<(Stamp, i64)>>,
+    /// By Score plugin (index in the profile's list): the raw scores kept.
+    scores: Vec<KeptScores>,
     /// Indices of the nodes a Score plugin must be asked about (kept to reuse its buffer).
     misses: Vec<usize>,
     /// The positions of the nodes this cycle's search found failing, in the order it
@@ -82,7 +90,7 @@ impl VerdictMemo {
         if self.epoch == MAX_EPOCH {
             // Every stamp could match again: forget them all (once per 65,535 changes).
             self.verdicts.fill(0);
-            self.scores.iter_mut().for_each(|s| s.fill((0, 0)));
+            self.scores.iter_mut().for_each(|s| s.stamps.fill(0));
             self.epoch = 0;
         }
         self.epoch += 1;
@@ -176,45 +184,90 @@ impl VerdictMemo {
         generations: &[u64],
         positions: &[usize],
         scores: &mut [i64],
-        mut score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+        score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
     ) -> Result<(), Status> {
+        let copy = |score: &mut i64, raw: i64| {
+            *score = raw;
+            false
+        };
+        self.serve(plugin, generations, positions, scores, copy, score_misses)
+            .map(|_| ())
+    }
+
+    /// As [`Self::scores`], adding each raw score times `weight` to `totals` (for a plugin
+    /// whose NormalizeScore changes nothing): one pass over the memo, no score buffer.
+    /// `Ok(false)` when some raw score is outside 0..=MAX_NODE_SCORE (the totals are then
+    /// of no use).
+    pub fn add_scores(
+        &mut self,
+        plugin: usize,
+        weight: i64,
+        generations: &[u64],
+        positions: &[usize],
+        totals: &mut [i64],
+        score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+    ) -> Result<bool, Status> {
+        let add = |total: &mut i64, raw: i64| {
+            *total += raw * weight;
+            !(0..=gantry_framework::MAX_NODE_SCORE).contains(&raw)
+        };
+        let out_of_range = self.serve(plugin, generations, positions, totals, add, score_misses)?;
+        Ok(!out_of_range)
+    }
+
+    /// Hands each node's raw score to `put` with its slot in `out` (what it returns for
+    /// each is or-ed into the result): the kept ones, then those `score_misses` gives,
+    /// which are kept.
+    fn serve(
+        &mut self,
+        plugin: usize,
+        generations: &[u64],
+        positions: &[usize],
+        out: &mut [i64],
+        put: impl Fn(&mut i64, i64) -> bool,
+        mut score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+    ) -> Result<bool, Status> {
         if self.scores.len() <= plugin {
-            self.scores.resize_with(plugin + 1, Vec::new);
+            self.scores.resize_with(plugin + 1, KeptScores::default);
         }
         let epoch = self.epoch << EPOCH_SHIFT;
-        let kept = &mut self.scores[plugin];
-        if kept.len() < generations.len() {
-            kept.resize(generations.len(), (0, 0));
+        let KeptScores { stamps, raws } = &mut self.scores[plugin];
+        if stamps.len() < generations.len() {
+            stamps.resize(generations.len(), 0);
+            raws.resize(generations.len(), 0);
         }
         let misses = &mut self.misses;
         misses.clear();
-        let hit = |(stamp, _): (Stamp, i64), generation: u64| {
-            (generation < FAILED) & (stamp == epoch | generation)
-        };
+        let hit =
+            |stamp: Stamp, generation: u64| (generation < FAILED) & (stamp == epoch | generation);
+        let mut flagged = false;
         let chunks = positions
             .chunks(COLUMN_CHUNK)
-            .zip(scores.chunks_mut(COLUMN_CHUNK));
-        for (c, (positions, scores)) in chunks.enumerate() {
-            // Most chunks are a run of positions the memo knows whole: one tight loop.
+            .zip(out.chunks_mut(COLUMN_CHUNK));
+        for (c, (positions, out)) in chunks.enumerate() {
+            // Most chunks are a run of positions the memo knows whole: checked in one
+            // tight loop, then served in another.
             let first = positions[0];
             let run = first..first + positions.len();
-            if let (Some(kept), Some(generations)) = (kept.get(run.clone()), generations.get(run)) {
+            if let (Some(kept), Some(generations)) =
+                (stamps.get(run.clone()), generations.get(run.clone()))
+            {
                 let all_hit = (positions.iter().zip(kept).zip(generations).enumerate()).fold(
                     true,
-                    |all, (k, ((&position, &entry), &generation))| {
-                        all & (position == first + k) & hit(entry, generation)
+                    |all, (k, ((&position, &stamp), &generation))| {
+                        all & (position == first + k) & hit(stamp, generation)
                     },
                 );
                 if all_hit {
-                    for (score, &(_, raw)) in scores.iter_mut().zip(kept) {
-                        *score = raw;
+                    for (slot, &raw) in out.iter_mut().zip(&raws[run]) {
+                        flagged |= put(slot, i64::from(raw));
                     }
                     continue;
                 }
             }
-            for (k, (score, &position)) in scores.iter_mut().zip(positions).enumerate() {
-                if hit(kept[position], generations[position]) {
-                    *score = kept[position].1;
+            for (k, (slot, &position)) in out.iter_mut().zip(positions).enumerate() {
+                if hit(stamps[position], generations[position]) {
+                    flagged |= put(slot, i64::from(raws[position]));
                 } else {
                     misses.push(c * COLUMN_CHUNK + k);
                 }
@@ -225,14 +278,18 @@ impl VerdictMemo {
             let found = &mut found[..chunk.len()];
             score_misses(chunk, found)?;
             for (&i, &raw) in chunk.iter().zip(found.iter()) {
-                scores[i] = raw;
-                let generation = generations[positions[i]];
-                if generation < FAILED {
-                    kept[positions[i]] = (epoch | generation, raw);
+                flagged |= put(&mut out[i], raw);
+                let (position, generation) = (positions[i], generations[positions[i]]);
+                // A score past a byte's range (none of upstream's is) is asked again.
+                match u8::try_from(raw) {
+                    Ok(raw) if generation < FAILED => {
+                        (stamps[position], raws[position]) = (epoch | generation, raw);
+                    }
+                    _ => stamps[position] = 0,
                 }
             }
         }
-        Ok(())
+        Ok(flagged)
     }
 }
 
@@ -437,5 +494,64 @@ mod tests {
         generations[1] = 20;
         assert_eq!(score(&generations, &mut asked), [43, 30, 32]);
         assert_eq!(asked, [1], "only the node at position 1 changed");
+    }
+
+    /// Scores are kept in a byte: one past it is asked again every time, never cut short.
+    #[test]
+    fn a_score_past_a_byte_is_asked_again() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        let generations = [5, 6];
+        for round in 0..3 {
+            let mut asked = Vec::new();
+            let mut scores = [0; 2];
+            memo.scores(0, &generations, &[0, 1], &mut scores, |misses, found| {
+                asked.extend_from_slice(misses);
+                for (f, &i) in found.iter_mut().zip(misses) {
+                    *f = [300, 255][i];
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(scores, [300, 255], "round {round}");
+            let want: &[usize] = if round == 0 { &[0, 1] } else { &[0] };
+            assert_eq!(asked, want, "round {round}");
+        }
+    }
+
+    /// `add_scores` adds weight × raw score to the totals, kept or asked, and says when a
+    /// raw score is out of 0..=100.
+    #[test]
+    fn added_scores_are_weighted_and_checked() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        let generations = [1, 2, 3];
+        for raws in [[5, 100, 0], [5, 101, 0], [-1, 7, 0]] {
+            for round in 0..2 {
+                memo.begin(&pod("a", 100), &[]);
+                let mut totals = [1, 1, 1];
+                let in_range = memo
+                    .add_scores(
+                        0,
+                        2,
+                        &generations,
+                        &[2, 0, 1],
+                        &mut totals,
+                        |misses, found| {
+                            for (f, &i) in found.iter_mut().zip(misses) {
+                                *f = raws[i];
+                            }
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                let want = raws.map(|r| 1 + 2 * r);
+                assert_eq!(totals, want, "{raws:?}, round {round}");
+                let valid = raws.iter().all(|r| (0..=100).contains(r));
+                assert_eq!(in_range, valid, "{raws:?}, round {round}");
+            }
+            // The next case is another pod's: forget these.
+            memo.begin(&pod("b", 200), &[]);
+        }
     }
 }

@@ -154,6 +154,17 @@ impl ScorePlugin for ImageLocality {
             |node| self.score(state, pod, node),
         )
     }
+
+    /// No node reports images: every node scores 0.
+    fn uniform_score(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        columns: &NodeColumns,
+    ) -> Result<Option<i64>, Status> {
+        pod_images(state)?;
+        Ok((!columns.any(NodeFlags::IMAGES)).then_some(0))
+    }
 }
 
 fn pod_images(state: &CycleState) -> Result<&PodImages, Status> {

@@ -53,7 +53,8 @@ fn prove_nodes_without(
 }
 
 /// `score_columns` of a plugin whose Score is 0 on every node without `flag`: only the
-/// nodes with it are asked `score`. Returns `Ok(true)`.
+/// nodes with it are asked `score`. Returns `Ok(true)`. (Where no node has the flag, the
+/// plugin's `uniform_score` says 0 and this is not asked.)
 #[inline]
 fn score_nodes_with(
     flag: NodeFlags,
@@ -63,10 +64,6 @@ fn score_nodes_with(
     scores: &mut [i64],
     mut score: impl FnMut(&NodeInfo) -> Result<i64, Status>,
 ) -> Result<bool, Status> {
-    if !columns.any(flag) {
-        scores.fill(0);
-        return Ok(true);
-    }
     let flags = columns.flags();
     for ((out, &p), node) in scores.iter_mut().zip(positions).zip(nodes) {
         *out = if flags[p].has(flag) { score(node)? } else { 0 };

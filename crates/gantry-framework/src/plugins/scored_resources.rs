@@ -51,6 +51,11 @@ impl<T: RowScore> ScorePlugin for T {
         Ok(score[0])
     }
 
+    /// Upstream's resource scores have no NormalizeScore.
+    fn normalizes(&self) -> bool {
+        false
+    }
+
     /// Not when a device class serves one of the pod's extended resources (the node's
     /// devices are then counted, see `OneNode`).
     fn worth_remembering(&self, state: &CycleState, _pod: &Pod) -> bool {

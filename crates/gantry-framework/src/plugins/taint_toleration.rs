@@ -153,6 +153,17 @@ impl ScorePlugin for TaintToleration {
         )
     }
 
+    /// No node with a PreferNoSchedule taint: every node scores 0.
+    fn uniform_score(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        columns: &NodeColumns,
+    ) -> Result<Option<i64>, Status> {
+        prefer_no_schedule_tolerations(state)?;
+        Ok((!columns.any(NodeFlags::SOFT_TAINTS)).then_some(0))
+    }
+
     fn normalize(&self, _state: &CycleState, _pod: &Pod, scores: &mut [i64]) -> Status {
         default_normalize(scores, true);
         Status::success()
