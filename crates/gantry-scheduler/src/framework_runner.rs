@@ -524,7 +524,25 @@ pub fn run_score(
     let ScoreBuffers { totals, scores } = buffers;
     totals.clear();
     totals.resize(nodes.infos.len(), 0);
-    let summed = Ruled::Summed { totals, memo };
+    let mut memo = memo;
+    let memo_in_use = memo.is_some();
+    let summed = Ruled::Summed {
+        totals,
+        memo: memo.as_deref_mut(),
+        sums_remembered: true,
+    };
+    let scored = score_each_plugin(profile, state, pod, nodes, timer, scores, summed);
+    if scored.is_ok() || !memo_in_use {
+        return scored;
+    }
+    // Something failed while sums were remembered: score again plugin by plugin, so that
+    // the error is the one of the first plugin (in the profile's order) that has one.
+    totals.fill(0);
+    let summed = Ruled::Summed {
+        totals,
+        memo,
+        sums_remembered: false,
+    };
     score_each_plugin(profile, state, pod, nodes, timer, scores, summed)
 }
 
@@ -579,12 +597,15 @@ pub fn run_score_per_plugin(
 
 /// What [`score_each_plugin`] makes of the scores. `Summed`: each node's weighted total in
 /// `totals` (as long as the nodes, zeroed), with the scores worth remembering served by
-/// `memo`, and a plugin that scores every node alike adding one figure to all. `Kept`:
-/// every plugin's raw and normalised scores, node by node, into its entry of `per_plugin`.
+/// `memo` (if `sums_remembered`, the weighted sums of those NormalizeScore leaves alone,
+/// in one pass), and a plugin that scores every node alike adding one figure to all.
+/// `Kept`: every plugin's raw and normalised scores, node by node, into its entry of
+/// `per_plugin`.
 enum Ruled<'a> {
     Summed {
         totals: &'a mut Vec<i64>,
         memo: Option<&'a mut VerdictMemo>,
+        sums_remembered: bool,
     },
     Kept {
         per_plugin: &'a mut Vec<PluginScores>,
@@ -610,6 +631,7 @@ fn score_each_plugin(
     scores.resize(infos.len(), 0);
     // What the plugins that score every node alike add to each total.
     let mut uniform = 0;
+    let mut remembered = SmallVec::<[(usize, i64); 4]>::new();
     for (index, weighted) in profile.score.iter().enumerate() {
         let plugin = &weighted.plugin;
         if state.is_score_skipped(plugin.name()) {
@@ -629,30 +651,20 @@ fn score_each_plugin(
                 continue;
             }
         }
-        // Raw scores the memo serves and normalising leaves alone go straight to the
-        // totals; if one is out of range, they are served again below to name it.
+        // Raw scores the memo serves and normalising leaves alone are summed below, all
+        // such plugins at once (the per-plugin timings want them one by one).
         if let Ruled::Summed {
-            totals,
-            memo: Some(memo),
-        } = &mut ruled
-            && let Some((columns, positions)) = nodes.columns
+            memo: Some(_),
+            sums_remembered: true,
+            ..
+        } = ruled
+            && nodes.columns.is_some()
+            && !timer.enabled
             && !plugin.normalizes()
             && plugin.worth_remembering(state, pod)
         {
-            let generations = columns.generations();
-            let added = timer.time(plugin.name(), Point::Score, || {
-                memo.add_scores(
-                    index,
-                    weighted.weight,
-                    generations,
-                    positions,
-                    totals,
-                    |misses, found| score_misses(plugin, state, pod, nodes, misses, found),
-                )
-            });
-            if added.map_err(|s| s.with_plugin(plugin.name()))? {
-                continue;
-            }
+            remembered.push((index, weighted.weight));
+            continue;
         }
         let memo = match &mut ruled {
             Ruled::Summed { memo, .. } => memo.as_deref_mut(),
@@ -700,6 +712,29 @@ fn score_each_plugin(
             }
         }
     }
+    if let Ruled::Summed {
+        totals,
+        memo: Some(memo),
+        ..
+    } = &mut ruled
+        && let Some((columns, positions)) = nodes.columns
+        && !remembered.is_empty()
+    {
+        let in_range = memo.add_sums(
+            &remembered,
+            columns.generations(),
+            positions,
+            totals,
+            |index, misses, found| {
+                let plugin = &profile.score[index].plugin;
+                let scored = score_misses(plugin, state, pod, nodes, misses, found);
+                scored.map_err(|s| s.with_plugin(plugin.name()))
+            },
+        )?;
+        if !in_range {
+            return Err(Status::error("a remembered score is out of range"));
+        }
+    }
     if let Ruled::Summed { totals, .. } = ruled
         && uniform != 0
     {
@@ -723,7 +758,7 @@ fn normalize(
     }
 }
 
-fn out_of_range(score: i64) -> bool {
+pub(crate) fn out_of_range(score: i64) -> bool {
     !(0..=gantry_framework::MAX_NODE_SCORE).contains(&score)
 }
 

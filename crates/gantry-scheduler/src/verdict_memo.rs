@@ -18,7 +18,7 @@ use gantry_api::Pod;
 use gantry_framework::Status;
 use smallvec::SmallVec;
 
-use crate::framework_runner::COLUMN_CHUNK;
+use crate::framework_runner::{COLUMN_CHUNK, out_of_range};
 
 /// An answer's stamp: the node's generation (bits 0 to 46), whether the Filter verdict
 /// was a failure (bit 47), and the memo's epoch (bits 48 to 63, never 0, so that an entry
@@ -37,13 +37,23 @@ pub enum Kept {
     Failed,
 }
 
-/// One Score plugin's raw scores kept, by node position: the stamp each was given at, and
-/// the score, in a byte (scores run 0 to 100; a byte, not eight, is what makes reading a
-/// cycle's worth of them cheap).
+/// Values kept by node position, each with the stamp it was given at: one Score plugin's
+/// raw scores (in a byte: scores run 0 to 100, and a byte, not eight, is what makes
+/// reading a cycle's worth of them cheap), or the weighted sums of several.
 #[derive(Default)]
-struct KeptScores {
+struct KeptValues<V> {
     stamps: Vec<Stamp>,
-    raws: Vec<u8>,
+    values: Vec<V>,
+}
+
+/// The weighted sums of the raw scores of the Score plugins whose NormalizeScore changes
+/// nothing, kept by node position: a node unchanged costs one stamp check and one
+/// addition for all of them.
+#[derive(Default)]
+struct KeptSums {
+    /// The plugins (index in the profile's list) and weights the sums are of.
+    plugins: SmallVec<[(usize, i64); 4]>,
+    kept: KeptValues<u32>,
 }
 
 /// What one profile remembers of the last pod's cycles.
@@ -63,7 +73,9 @@ pub struct VerdictMemo {
     /// By node position: the failure kept, where the verdict's stamp says it failed.
     failures: Vec<Status>,
     /// By Score plugin (index in the profile's list): the raw scores kept.
-    scores: Vec<KeptScores>,
+    scores: Vec<KeptValues<u8>>,
+    /// The weighted sums kept of the plugins [`Self::add_sums`] was last asked for.
+    sums: KeptSums,
     /// Indices of the nodes a Score plugin must be asked about (kept to reuse its buffer).
     misses: Vec<usize>,
     /// The positions of the nodes this cycle's search found failing, in the order it
@@ -91,6 +103,7 @@ impl VerdictMemo {
             // Every stamp could match again: forget them all (once per 65,535 changes).
             self.verdicts.fill(0);
             self.scores.iter_mut().for_each(|s| s.stamps.fill(0));
+            self.sums.kept.stamps.fill(0);
             self.epoch = 0;
         }
         self.epoch += 1;
@@ -190,53 +203,102 @@ impl VerdictMemo {
             *score = raw;
             false
         };
-        self.serve(plugin, generations, positions, scores, copy, score_misses)
-            .map(|_| ())
+        if self.scores.len() <= plugin {
+            self.scores.resize_with(plugin + 1, KeptValues::default);
+        }
+        let epoch = self.epoch << EPOCH_SHIFT;
+        let kept = &mut self.scores[plugin];
+        let misses = &mut self.misses;
+        (kept.serve(
+            epoch,
+            misses,
+            generations,
+            positions,
+            scores,
+            copy,
+            score_misses,
+        ))
+        .map(|_| ())
     }
 
-    /// As [`Self::scores`], adding each raw score times `weight` to `totals` (for a plugin
-    /// whose NormalizeScore changes nothing): one pass over the memo, no score buffer.
-    /// `Ok(false)` when some raw score is outside 0..=MAX_NODE_SCORE (the totals are then
-    /// of no use).
-    pub fn add_scores(
+    /// Adds to `totals`, for the nodes at `positions`, the sum of weight × raw score of
+    /// the Score plugins `plugins` ((index in the profile's list, weight), plugins whose
+    /// NormalizeScore changes nothing): the sums kept where the node did not change, and
+    /// for the others the sums of what `score_misses` writes for each plugin and the
+    /// indices it is given, which are kept. `Ok(false)` when some raw score is outside
+    /// 0..=MAX_NODE_SCORE or a sum overflows (the totals are then of no use).
+    pub fn add_sums(
         &mut self,
-        plugin: usize,
-        weight: i64,
+        plugins: &[(usize, i64)],
         generations: &[u64],
         positions: &[usize],
         totals: &mut [i64],
-        score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+        mut score_misses: impl FnMut(usize, &[usize], &mut [i64]) -> Result<(), Status>,
     ) -> Result<bool, Status> {
-        let add = |total: &mut i64, raw: i64| {
-            *total += raw * weight;
-            !(0..=gantry_framework::MAX_NODE_SCORE).contains(&raw)
+        let KeptSums {
+            plugins: summed,
+            kept,
+        } = &mut self.sums;
+        if summed[..] != *plugins {
+            *summed = plugins.into();
+            kept.stamps.fill(0);
+        }
+        // A sum that cannot be trusted is -1: never kept, and flagged when added.
+        let add = |total: &mut i64, sum: i64| {
+            *total += sum;
+            sum < 0
         };
-        let out_of_range = self.serve(plugin, generations, positions, totals, add, score_misses)?;
-        Ok(!out_of_range)
+        let mut raws = [0; COLUMN_CHUNK];
+        let sum_misses = |misses: &[usize], sums: &mut [i64]| {
+            sums.fill(0);
+            let raws = &mut raws[..misses.len()];
+            for &(plugin, weight) in plugins {
+                score_misses(plugin, misses, raws)?;
+                for (sum, &raw) in sums.iter_mut().zip(raws.iter()) {
+                    let added = raw.checked_mul(weight).and_then(|w| sum.checked_add(w));
+                    *sum = match added {
+                        Some(added) if *sum >= 0 && !out_of_range(raw) => added,
+                        _ => -1,
+                    };
+                }
+            }
+            Ok(())
+        };
+        let epoch = self.epoch << EPOCH_SHIFT;
+        let misses = &mut self.misses;
+        let flagged = kept.serve(
+            epoch,
+            misses,
+            generations,
+            positions,
+            totals,
+            add,
+            sum_misses,
+        )?;
+        Ok(!flagged)
     }
+}
 
-    /// Hands each node's raw score to `put` with its slot in `out` (what it returns for
-    /// each is or-ed into the result): the kept ones, then those `score_misses` gives,
-    /// which are kept.
+impl<V: Copy + Default + Into<i64> + TryFrom<i64>> KeptValues<V> {
+    /// Hands each node's value to `put` with its slot in `out` (what it returns for each
+    /// is or-ed into the result): the kept ones, then those `ask` gives for the indices
+    /// (in `positions`) it is given, which are kept where they fit in a `V`.
+    #[allow(clippy::too_many_arguments)]
     fn serve(
         &mut self,
-        plugin: usize,
+        epoch: Stamp,
+        misses: &mut Vec<usize>,
         generations: &[u64],
         positions: &[usize],
         out: &mut [i64],
         put: impl Fn(&mut i64, i64) -> bool,
-        mut score_misses: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
+        mut ask: impl FnMut(&[usize], &mut [i64]) -> Result<(), Status>,
     ) -> Result<bool, Status> {
-        if self.scores.len() <= plugin {
-            self.scores.resize_with(plugin + 1, KeptScores::default);
-        }
-        let epoch = self.epoch << EPOCH_SHIFT;
-        let KeptScores { stamps, raws } = &mut self.scores[plugin];
+        let KeptValues { stamps, values } = self;
         if stamps.len() < generations.len() {
             stamps.resize(generations.len(), 0);
-            raws.resize(generations.len(), 0);
+            values.resize(generations.len(), V::default());
         }
-        let misses = &mut self.misses;
         misses.clear();
         let hit =
             |stamp: Stamp, generation: u64| (generation < FAILED) & (stamp == epoch | generation);
@@ -259,15 +321,15 @@ impl VerdictMemo {
                     },
                 );
                 if all_hit {
-                    for (slot, &raw) in out.iter_mut().zip(&raws[run]) {
-                        flagged |= put(slot, i64::from(raw));
+                    for (slot, &value) in out.iter_mut().zip(&values[run]) {
+                        flagged |= put(slot, value.into());
                     }
                     continue;
                 }
             }
             for (k, (slot, &position)) in out.iter_mut().zip(positions).enumerate() {
                 if hit(stamps[position], generations[position]) {
-                    flagged |= put(slot, i64::from(raws[position]));
+                    flagged |= put(slot, values[position].into());
                 } else {
                     misses.push(c * COLUMN_CHUNK + k);
                 }
@@ -276,14 +338,14 @@ impl VerdictMemo {
         let mut found = [0; COLUMN_CHUNK];
         for chunk in misses.chunks(COLUMN_CHUNK) {
             let found = &mut found[..chunk.len()];
-            score_misses(chunk, found)?;
-            for (&i, &raw) in chunk.iter().zip(found.iter()) {
-                flagged |= put(&mut out[i], raw);
+            ask(chunk, found)?;
+            for (&i, &value) in chunk.iter().zip(found.iter()) {
+                flagged |= put(&mut out[i], value);
                 let (position, generation) = (positions[i], generations[positions[i]]);
-                // A score past a byte's range (none of upstream's is) is asked again.
-                match u8::try_from(raw) {
-                    Ok(raw) if generation < FAILED => {
-                        (stamps[position], raws[position]) = (epoch | generation, raw);
+                // A value past `V`'s range (no score of upstream's is) is asked again.
+                match V::try_from(value) {
+                    Ok(value) if generation < FAILED => {
+                        (stamps[position], values[position]) = (epoch | generation, value);
                     }
                     _ => stamps[position] = 0,
                 }
@@ -519,39 +581,78 @@ mod tests {
         }
     }
 
-    /// `add_scores` adds weight × raw score to the totals, kept or asked, and says when a
-    /// raw score is out of 0..=100.
+    /// `add_sums` adds each plugin's weight × raw score to the totals, kept or asked, and
+    /// says when a raw score is out of 0..=100.
     #[test]
-    fn added_scores_are_weighted_and_checked() {
+    fn added_sums_are_weighted_and_checked() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
         let generations = [1, 2, 3];
+        let second = [10, 0, 30];
         for raws in [[5, 100, 0], [5, 101, 0], [-1, 7, 0]] {
             for round in 0..2 {
                 memo.begin(&pod("a", 100), &[]);
                 let mut totals = [1, 1, 1];
+                let mut asked = Vec::new();
                 let in_range = memo
-                    .add_scores(
-                        0,
-                        2,
+                    .add_sums(
+                        &[(0, 2), (3, 5)],
                         &generations,
                         &[2, 0, 1],
                         &mut totals,
-                        |misses, found| {
+                        |plugin, misses, found| {
+                            asked.push(plugin);
+                            let of = if plugin == 0 { raws } else { second };
                             for (f, &i) in found.iter_mut().zip(misses) {
-                                *f = raws[i];
+                                *f = of[i];
                             }
                             Ok(())
                         },
                     )
                     .unwrap();
-                let want = raws.map(|r| 1 + 2 * r);
-                assert_eq!(totals, want, "{raws:?}, round {round}");
                 let valid = raws.iter().all(|r| (0..=100).contains(r));
                 assert_eq!(in_range, valid, "{raws:?}, round {round}");
+                if valid {
+                    let want: Vec<i64> = (0..3).map(|i| 1 + 2 * raws[i] + 5 * second[i]).collect();
+                    assert_eq!(totals[..], want, "{raws:?}, round {round}");
+                    let want_asked: &[usize] = if round == 0 { &[0, 3] } else { &[] };
+                    assert_eq!(asked, want_asked, "kept after the first round");
+                } else {
+                    assert_eq!(asked, [0, 3], "a flagged sum is not kept, round {round}");
+                }
             }
             // The next case is another pod's: forget these.
             memo.begin(&pod("b", 200), &[]);
         }
+    }
+
+    /// Sums are of one set of plugins and weights: another set is asked afresh.
+    #[test]
+    fn sums_of_other_plugins_or_weights_are_asked_again() {
+        let mut memo = VerdictMemo::default();
+        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[]);
+        let generations = [1, 2];
+        let mut sum = |plugins: &[(usize, i64)]| {
+            let mut totals = [0; 2];
+            let mut asked = 0;
+            memo.add_sums(
+                plugins,
+                &generations,
+                &[0, 1],
+                &mut totals,
+                |_, misses, found| {
+                    asked += misses.len();
+                    found.fill(7);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            (totals, asked)
+        };
+        assert_eq!(sum(&[(0, 1)]), ([7, 7], 2));
+        assert_eq!(sum(&[(0, 1)]), ([7, 7], 0));
+        assert_eq!(sum(&[(0, 2)]), ([14, 14], 2), "another weight");
+        assert_eq!(sum(&[(0, 2), (1, 1)]), ([21, 21], 4), "another plugin");
+        assert_eq!(sum(&[(0, 2), (1, 1)]), ([21, 21], 0));
     }
 }

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use gantry_api::{Container, Node, Pod, Resources, Sym, TaintEffect};
-use gantry_cache::{Cache, Snapshot};
-use gantry_framework::ApiObjects;
+use gantry_cache::{Cache, NodeInfo, Snapshot};
 use gantry_framework::plugins::default_profile;
+use gantry_framework::{ApiObjects, CycleState, ScorePlugin, Status, WeightedScorePlugin};
 use gantry_scheduler::explain::explain;
 use gantry_scheduler::{Attempt, Scheduler};
 
@@ -63,5 +63,116 @@ fn totals_summed_by_shortcuts_are_those_of_every_plugin_on_every_node() {
             explained.sort();
             assert_eq!(summed, explained, "{case}");
         }
+    }
+}
+
+/// A plugin whose raw scores the memo keeps and sums (it reads only the node and does not
+/// normalise), scoring every node `raw`.
+struct Remembered(&'static str, i64);
+
+impl gantry_framework::Plugin for Remembered {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+}
+
+impl ScorePlugin for Remembered {
+    fn score(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Result<i64, Status> {
+        Ok(self.1)
+    }
+
+    fn worth_remembering(&self, _: &CycleState, _: &Pod) -> bool {
+        true
+    }
+
+    fn normalizes(&self) -> bool {
+        false
+    }
+}
+
+/// A plugin the memo does not serve, failing on every node.
+struct Failing;
+
+impl gantry_framework::Plugin for Failing {
+    fn name(&self) -> &'static str {
+        "Failing"
+    }
+}
+
+impl ScorePlugin for Failing {
+    fn score(&self, _: &CycleState, _: &Pod, _: &NodeInfo) -> Result<i64, Status> {
+        Err(Status::error("no score today"))
+    }
+}
+
+/// The memo sums the remembered scores after the other plugins ran; when anything fails,
+/// the error is still that of the first failing plugin in the profile's order, as when
+/// every plugin is scored in turn.
+#[test]
+fn an_error_names_the_first_failing_plugin_in_the_profile_s_order() {
+    let high = || Arc::new(Remembered("High", 101)) as Arc<dyn ScorePlugin>;
+    let cases: [(Vec<Arc<dyn ScorePlugin>>, &str); 3] = [
+        (
+            vec![high(), Arc::new(Failing)],
+            "\"High\" returns an invalid score 101",
+        ),
+        (vec![Arc::new(Failing), high()], "no score today"),
+        (
+            vec![Arc::new(Remembered("Fine", 40)), high()],
+            "\"High\" returns an invalid score 101",
+        ),
+    ];
+    for (plugins, want) in cases {
+        let mut profile = default_profile("default-scheduler");
+        for plugin in plugins {
+            profile
+                .score
+                .push(WeightedScorePlugin { plugin, weight: 1 });
+        }
+        let names: Vec<&str> = profile.score.iter().map(|w| w.plugin.name()).collect();
+        let cache = cluster(false, false);
+        let mut scheduler = Scheduler::new(cache, vec![profile], ApiObjects::default(), 7);
+        // From the second like pod on, the memo sums the remembered scores.
+        for i in 0..3 {
+            let attempt = scheduler.schedule_one(&pod(&format!("p{i}")));
+            let Attempt::Error(message) = attempt else {
+                panic!("{names:?}, pod {i}: {attempt:?}");
+            };
+            assert!(message.contains(want), "{names:?}, pod {i}: {message}");
+        }
+    }
+}
+
+/// Remembered plugins in range: their weighted raw scores are in every total.
+#[test]
+fn remembered_sums_are_weighted_into_the_totals() {
+    let mut profile = default_profile("default-scheduler");
+    for (plugin, weight) in [(Remembered("Forty", 40), 2), (Remembered("Seven", 7), 3)] {
+        let plugin = Arc::new(plugin) as Arc<dyn ScorePlugin>;
+        profile.score.push(WeightedScorePlugin { plugin, weight });
+    }
+    // Each on its own cluster: the two place every pod alike (a constant added to every
+    // node changes no ranking), so the clusters stay alike.
+    let plain = default_profile("default-scheduler");
+    let mut plain = Scheduler::new(cluster(true, true), vec![plain], ApiObjects::default(), 7);
+    let mut summed = Scheduler::new(cluster(true, true), vec![profile], ApiObjects::default(), 7);
+    plain.keep_last_cycle();
+    summed.keep_last_cycle();
+    for i in 0..4 {
+        let pod = pod(&format!("p{i}"));
+        let mut totals = Vec::new();
+        for scheduler in [&mut plain, &mut summed] {
+            let Attempt::Scheduled { .. } = scheduler.schedule_one(&pod) else {
+                panic!("pod {i}: not placed");
+            };
+            let mut scored = scheduler.last_cycle().unwrap().scored.clone();
+            scored.sort();
+            totals.push(scored);
+        }
+        let added: Vec<(Sym, i64)> = totals[0]
+            .iter()
+            .map(|&(n, t)| (n, t + 2 * 40 + 3 * 7))
+            .collect();
+        assert_eq!(totals[1], added, "pod {i}");
     }
 }
