@@ -1,6 +1,7 @@
 //! The extension points. A plugin implements the traits of the points it takes part in;
 //! a [`Profile`](crate::Profile) lists the plugins per point, in order.
 
+use crate::NodeInfos;
 use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
@@ -88,8 +89,8 @@ pub trait PreFilterPlugin: Plugin {
 /// their NodeInfos and, when the snapshot keeps columns, the snapshot's columns with each
 /// node's position in them (the plugins' column loops read them).
 #[derive(Clone, Copy)]
-pub struct FeasibleNodes<'a> {
-    pub infos: &'a [&'a NodeInfo],
+pub struct FeasibleNodes<'a, 'n> {
+    pub infos: &'a NodeInfos<'n>,
     pub columns: Option<(&'a NodeColumns, &'a [usize])>,
 }
 
@@ -131,7 +132,7 @@ pub trait FilterPlugin: Plugin {
         &self,
         _state: &CycleState,
         _pod: &Pod,
-        _nodes: FeasibleNodes<'_>,
+        _nodes: FeasibleNodes<'_, '_>,
         _kept: &mut Vec<usize>,
     ) -> bool {
         false
@@ -187,7 +188,7 @@ pub trait PreScorePlugin: Plugin {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        nodes: &[&NodeInfo],
+        nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status;
 }

@@ -11,6 +11,7 @@ use gantry_api::{
     LabelSelector, Labels, Node, Pod, PodAffinityTerm, Resources, Sym, WeightedPodAffinityTerm,
 };
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
+use gantry_framework::NodeInfos;
 use gantry_framework::plugins::inter_pod_affinity::InterPodAffinity;
 use gantry_framework::{
     ApiObjects, Cluster, CycleState, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin,
@@ -253,7 +254,7 @@ fn agrees(
         .map(|i| snapshot.node_at(i))
         .collect();
     let mut state = CycleState::new();
-    let status = plugin.pre_score(&mut state, incoming, &infos, cluster);
+    let status = plugin.pre_score(&mut state, incoming, &NodeInfos::given(&infos), cluster);
     let raw_expected = naive_scores(
         incoming,
         existing,

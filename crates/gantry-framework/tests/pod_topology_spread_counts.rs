@@ -12,6 +12,7 @@ use gantry_api::{
     Sym, TaintEffect, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
+use gantry_framework::NodeInfos;
 use gantry_framework::plugins::pod_topology_spread::PodTopologySpread;
 use gantry_framework::{
     ApiObjects, Cluster, CycleState, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin,
@@ -150,7 +151,7 @@ fn decide(snapshot: &Snapshot, incoming: &Pod, objects: &ApiObjects) -> Decision
             .collect(),
         false => Vec::new(),
     };
-    let pre_score = plugin.pre_score(&mut state, incoming, &infos, cluster);
+    let pre_score = plugin.pre_score(&mut state, incoming, &NodeInfos::given(&infos), cluster);
     let scores = pre_score.is_success().then(|| {
         let mut scores: Vec<i64> = infos
             .iter()

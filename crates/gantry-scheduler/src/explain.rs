@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
 use gantry_cache::{ClusterState, NodeInfo, Snapshot};
-use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Detail, Profile, Status};
+use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Detail, NodeInfos, Profile, Status};
 
 use crate::fit_error::FitError;
 pub use crate::framework_runner::PluginScores;
@@ -247,17 +247,8 @@ pub fn explain(
         .map(|&p| snapshot.node_at(p).name())
         .collect();
     let mut scored = scored.to_vec();
-    let mut nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
-    let columns = snapshot.columns();
-    let chooser = run_choose(
-        profile,
-        &state,
-        pod,
-        columns,
-        &mut scored,
-        &mut nodes,
-        &mut Vec::new(),
-    );
+    let chooser = run_choose(profile, &state, pod, snapshot, &mut scored, &mut Vec::new());
+    let nodes: Vec<&NodeInfo> = scored.iter().map(|&p| snapshot.node_at(p)).collect();
     if let Some(plugin) = chooser {
         explanation.chosen_by = Some((plugin, nodes.iter().map(|n| n.name()).collect()));
     }
@@ -273,7 +264,8 @@ pub fn explain(
         };
         return explanation;
     }
-    let plugins = run_pre_score(profile, &mut state, pod, &nodes, cluster, &mut timer)
+    let given = NodeInfos::given(&nodes);
+    let plugins = run_pre_score(profile, &mut state, pod, &given, cluster, &mut timer)
         .and_then(|()| run_score_per_plugin(profile, &state, pod, &nodes));
     let plugins = match plugins {
         Ok(plugins) => plugins,

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
-    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, Profile, ScorePlugin, Status,
+    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, NodeInfos, Profile, ScorePlugin, Status,
 };
 
 use crate::verdict_memo::VerdictMemo;
@@ -418,15 +418,14 @@ pub fn run_reserve(
 }
 
 /// After Filter, the plugins that choose among the feasible nodes themselves (as
-/// scheduler extenders do) narrow `positions` and the matching `nodes`, in profile
-/// order. Returns the last plugin that narrowed them; an empty choice is ignored.
+/// scheduler extenders do) narrow `positions` (of nodes in `cluster`), in profile order.
+/// Returns the last plugin that narrowed them; an empty choice is ignored.
 pub fn run_choose(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    columns: Option<&NodeColumns>,
+    cluster: &dyn ClusterState,
     positions: &mut Vec<usize>,
-    nodes: &mut Vec<&NodeInfo>,
     kept: &mut Vec<usize>,
 ) -> Option<&'static str> {
     let mut chooser = None;
@@ -434,26 +433,28 @@ pub fn run_choose(
         if state.is_filter_skipped(plugin.name()) {
             continue;
         }
-        let feasible = FeasibleNodes {
-            infos: nodes,
-            columns: columns.map(|c| (c, positions.as_slice())),
+        let chose = {
+            let infos = NodeInfos::at_positions(cluster, positions, Vec::new());
+            let feasible = FeasibleNodes {
+                infos: &infos,
+                columns: cluster.columns().map(|c| (c, positions.as_slice())),
+            };
+            plugin.choose(state, pod, feasible, kept)
         };
-        if !plugin.choose(state, pod, feasible, kept) {
+        if !chose {
             continue;
         }
-        kept.retain(|&i| i < nodes.len());
+        kept.retain(|&i| i < positions.len());
         kept.sort_unstable();
         kept.dedup();
         if kept.is_empty() {
             continue;
         }
-        // Ascending: each kept node moves down to its place, in the buffers it is in.
+        // Ascending: each kept node moves down to its place.
         for (to, &from) in kept.iter().enumerate() {
             positions[to] = positions[from];
-            nodes[to] = nodes[from];
         }
         positions.truncate(kept.len());
-        nodes.truncate(kept.len());
         chooser = Some(plugin.name());
     }
     chooser
@@ -485,7 +486,7 @@ pub fn run_pre_score(
     profile: &Profile,
     state: &mut CycleState,
     pod: &Pod,
-    nodes: &[&NodeInfo],
+    nodes: &NodeInfos<'_>,
     cluster: Cluster<'_>,
     timer: &mut PluginTimer,
 ) -> Result<(), Status> {
@@ -516,7 +517,7 @@ pub fn run_score(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: FeasibleNodes<'_>,
+    nodes: FeasibleNodes<'_, '_>,
     timer: &mut PluginTimer,
     buffers: &mut ScoreBuffers,
     memo: Option<&mut VerdictMemo>,
@@ -577,7 +578,7 @@ pub fn run_score_per_plugin(
         .collect();
     let mut timer = PluginTimer::default();
     let nodes = FeasibleNodes {
-        infos: nodes,
+        infos: &NodeInfos::given(nodes),
         columns: None,
     };
     let kept = Ruled::Kept {
@@ -620,7 +621,7 @@ fn score_each_plugin(
     profile: &Profile,
     state: &CycleState,
     pod: &Pod,
-    nodes: FeasibleNodes<'_>,
+    nodes: FeasibleNodes<'_, '_>,
     timer: &mut PluginTimer,
     scores: &mut Vec<i64>,
     mut ruled: Ruled<'_>,
@@ -689,6 +690,8 @@ fn score_each_plugin(
                 *score = plugin.score(state, pod, node)?;
                 Ok(())
             };
+            // Every node's NodeInfo: the list is gathered (see `NodeInfos`).
+            let infos: &[&NodeInfo] = infos;
             if infos.len() >= PARALLEL_THRESHOLD {
                 scores.par_iter_mut().zip(infos).try_for_each(score_one)
             } else {
@@ -806,12 +809,12 @@ fn score_misses(
     plugin: &Arc<dyn ScorePlugin>,
     state: &CycleState,
     pod: &Pod,
-    nodes: FeasibleNodes<'_>,
+    nodes: FeasibleNodes<'_, '_>,
     misses: &[usize],
     found: &mut [i64],
 ) -> Result<(), Status> {
     let infos: SmallVec<[&NodeInfo; COLUMN_CHUNK]> =
-        misses.iter().map(|&i| nodes.infos[i]).collect();
+        misses.iter().map(|&i| nodes.infos.at(i)).collect();
     if let Some((columns, positions)) = nodes.columns {
         let positions: SmallVec<[usize; COLUMN_CHUNK]> =
             misses.iter().map(|&i| positions[i]).collect();
@@ -888,7 +891,7 @@ mod tests {
             &self,
             _: &CycleState,
             _: &Pod,
-            _: FeasibleNodes<'_>,
+            _: FeasibleNodes<'_, '_>,
             kept: &mut Vec<usize>,
         ) -> bool {
             kept.clear();
@@ -898,29 +901,20 @@ mod tests {
     }
 
     #[test]
-    fn a_choice_keeps_the_chosen_nodes_in_order_in_both_buffers() {
-        let nodes: Vec<NodeInfo> = ["a", "b", "c", "d", "e"]
-            .iter()
-            .map(|name| NodeInfo::new(Arc::new(Node::new(name, Resources::new(1, 1)))))
-            .collect();
-        let mut infos: Vec<&NodeInfo> = nodes.iter().collect();
-        let mut positions = vec![10, 11, 12, 13, 14];
+    fn a_choice_keeps_the_chosen_nodes_in_order() {
+        let cache = gantry_cache::Cache::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            cache.add_node(Arc::new(Node::new(name, Resources::new(1, 1))));
+        }
+        let mut snapshot = Snapshot::new();
+        cache.update_snapshot(&mut snapshot).unwrap();
+        let mut positions = vec![4, 3, 2, 1, 0];
         let mut profile = Profile::empty("default-scheduler");
         profile.filter.push(Arc::new(Picky));
         let pod = Pod::new("ns", "p");
         let (state, mut kept) = (CycleState::new(), Vec::new());
-        let chooser = run_choose(
-            &profile,
-            &state,
-            &pod,
-            None,
-            &mut positions,
-            &mut infos,
-            &mut kept,
-        );
+        let chooser = run_choose(&profile, &state, &pod, &snapshot, &mut positions, &mut kept);
         assert_eq!(chooser, Some("Picky"));
-        assert_eq!(positions, [11, 13]);
-        let names: Vec<&str> = infos.iter().map(|n| n.name().as_str()).collect();
-        assert_eq!(names, ["b", "d"]);
+        assert_eq!(positions, [3, 1]);
     }
 }

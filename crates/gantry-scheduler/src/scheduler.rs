@@ -5,7 +5,9 @@ use std::sync::Arc;
 use gantry_api::dra::{ClaimKey, ResourceClaim};
 use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{Cache, ClusterState, NodeInfo, Snapshot};
-use gantry_framework::{ApiObjects, Cluster, Code, CycleState, Profile, Signature, Status};
+use gantry_framework::{
+    ApiObjects, Cluster, Code, CycleState, NodeInfos, Profile, Signature, Status,
+};
 
 use std::time::Instant;
 
@@ -385,19 +387,10 @@ impl Scheduler {
             return self.fail(profile_index, &mut state, pod, fit_error);
         }
         let profile = &self.profiles[profile_index];
-        let mut nodes = recycle(std::mem::take(&mut self.buffers.nodes));
-        nodes.extend(feasible.iter().map(|&i| self.snapshot.node_at(i)));
-        let columns = self.snapshot.columns();
         let kept = &mut self.buffers.kept;
-        run_choose(
-            profile,
-            &state,
-            pod,
-            columns,
-            &mut feasible,
-            &mut nodes,
-            kept,
-        );
+        run_choose(profile, &state, pod, &self.snapshot, &mut feasible, kept);
+        let buffer = recycle(std::mem::take(&mut self.buffers.nodes));
+        let nodes = NodeInfos::at_positions(&self.snapshot, &feasible, buffer);
         let mut ranking = Vec::new();
         let chosen = if feasible.len() == 1 {
             feasible[0]
@@ -450,7 +443,7 @@ impl Scheduler {
             let refused = std::mem::take(&mut fit_error.node_statuses);
             last.record(&self.snapshot, &feasible, totals, refused, chosen);
         }
-        self.buffers.nodes = recycle(nodes);
+        self.buffers.nodes = recycle(nodes.into_buffer());
         self.buffers.feasible = feasible;
         let info = self.snapshot.node_at(chosen);
         let node = info.name();

@@ -12,10 +12,12 @@ use gantry_framework::{ApiObjects, CycleState, ScorePlugin, Status, WeightedScor
 use gantry_scheduler::explain::explain;
 use gantry_scheduler::{Attempt, Scheduler};
 
-/// Six nodes of different sizes; `soft_taints` puts a PreferNoSchedule taint on two of
-/// them, `images` puts the pods' image on three.
+/// Six nodes of different sizes after one too small for the pods (so that the feasible
+/// nodes' positions are not their indices); `soft_taints` puts a PreferNoSchedule taint
+/// on two of them, `images` puts the pods' image on three.
 fn cluster(soft_taints: bool, images: bool) -> Arc<Cache> {
     let cache = Arc::new(Cache::new());
+    cache.add_node(Arc::new(Node::new("tiny", Resources::new(100, 1 << 30))));
     for i in 0..6 {
         let mut allocatable = Resources::new(2_000 + 1_000 * i, (4 + 2 * i) << 30);
         allocatable.pods = 110;

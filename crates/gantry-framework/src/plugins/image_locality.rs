@@ -1,6 +1,7 @@
 //! ImageLocality: prefers nodes that already hold the pod's images, weighted by how
 //! widespread each image is (an image on every node does not distinguish any).
 
+use crate::NodeInfos;
 use gantry_api::{Pod, Sym};
 use gantry_cache::{NodeColumns, NodeFlags, NodeInfo};
 
@@ -69,7 +70,7 @@ impl PreScorePlugin for ImageLocality {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        _nodes: &[&NodeInfo],
+        _nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status {
         // Where no node reports images every node scores 0, whatever the pod's images.
@@ -221,7 +222,7 @@ mod tests {
                 counts_init_containers: true,
                 counts_image_volumes,
             };
-            plugin.pre_score(&mut state, pod, &[], cluster);
+            plugin.pre_score(&mut state, pod, &NodeInfos::given(&[]), cluster);
             (0..snapshot.num_nodes())
                 .map(|i| plugin.score(&state, pod, snapshot.node_at(i)).unwrap())
                 .collect()

@@ -1,6 +1,7 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter nodes; preferred terms
 //! add their weights to the nodes they match.
 
+use crate::NodeInfos;
 use gantry_api::{NodeSelector, Pod, Sym};
 use gantry_cache::NodeInfo;
 
@@ -125,7 +126,7 @@ impl PreScorePlugin for NodeAffinity {
         &self,
         _state: &mut CycleState,
         pod: &Pod,
-        _nodes: &[&NodeInfo],
+        _nodes: &NodeInfos<'_>,
         _cluster: Cluster<'_>,
     ) -> Status {
         if pod.affinity.node_affinity.preferred.is_empty() {

@@ -1,6 +1,7 @@
 //! TaintToleration: a node's NoSchedule/NoExecute taints keep out pods that do not tolerate
 //! them; PreferNoSchedule taints a pod does not tolerate lower the node's score.
 
+use crate::NodeInfos;
 use std::sync::{Arc, LazyLock};
 
 use gantry_api::{Pod, TaintEffect, Toleration};
@@ -97,7 +98,7 @@ impl PreScorePlugin for TaintToleration {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        _nodes: &[&NodeInfo],
+        _nodes: &NodeInfos<'_>,
         _cluster: Cluster<'_>,
     ) -> Status {
         let tolerations = pod
@@ -273,7 +274,7 @@ mod tests {
         };
         assert!(
             TaintToleration::default()
-                .pre_score(&mut state, &pod, &refs, cluster)
+                .pre_score(&mut state, &pod, &NodeInfos::given(&refs), cluster)
                 .is_success()
         );
         let mut scores: Vec<i64> = infos

@@ -26,6 +26,7 @@ pub mod selection_verdicts;
 mod semver;
 mod verdict_memo;
 
+use crate::NodeInfos;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -830,7 +831,7 @@ impl PreScorePlugin for DynamicResources {
         &self,
         state: &mut CycleState,
         _pod: &Pod,
-        _nodes: &[&NodeInfo],
+        _nodes: &NodeInfos<'_>,
         _cluster: Cluster<'_>,
     ) -> Status {
         let Some(s) = state.read::<PodClaims>(NAME) else {

@@ -232,7 +232,7 @@ impl FilterPlugin for GpuShare {
         &self,
         state: &CycleState,
         _pod: &Pod,
-        nodes: FeasibleNodes<'_>,
+        nodes: FeasibleNodes<'_, '_>,
         kept: &mut Vec<usize>,
     ) -> bool {
         let Some(request) = self.request(state).filter(|_| self.chooses_node) else {
@@ -398,6 +398,7 @@ fn describe(
 mod tests {
     use super::*;
     use crate::ApiObjects;
+    use crate::NodeInfos;
     use crate::plugins::gpu_share::fit::tests::{card, usage};
     use gantry_api::{Container, Node, Resources};
     use gantry_cache::Snapshot;
@@ -475,8 +476,9 @@ mod tests {
             let plugin = GpuShare::default();
             let (state, _) = pre_filtered(pod);
             let mut kept = vec![7];
+            let given = NodeInfos::given(nodes);
             let infos = FeasibleNodes {
-                infos: nodes,
+                infos: &given,
                 columns: None,
             };
             let by_infos = plugin
@@ -485,7 +487,7 @@ mod tests {
             let columns = NodeColumns::of(nodes.iter().copied());
             let positions: Vec<usize> = (0..nodes.len()).collect();
             let with_columns = FeasibleNodes {
-                infos: nodes,
+                infos: &given,
                 columns: Some((&columns, &positions)),
             };
             let by_columns = plugin

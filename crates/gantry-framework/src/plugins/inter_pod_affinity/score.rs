@@ -1,6 +1,7 @@
 //! PreScore and Score: the preferred terms of the incoming pod and the existing pods'
 //! terms it matches, weighted per topology pair, normalised to the node score range.
 
+use crate::NodeInfos;
 use std::sync::Arc;
 
 use gantry_api::{Labels, Node, Pod, Sym};
@@ -190,7 +191,7 @@ impl PreScorePlugin for InterPodAffinity {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        nodes: &[&NodeInfo],
+        nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status {
         if nodes.is_empty() {

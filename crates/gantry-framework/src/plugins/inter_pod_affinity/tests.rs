@@ -1,5 +1,6 @@
 //! InterPodAffinity's unit tests: Filter and Score tables after upstream's.
 
+use crate::NodeInfos;
 use std::sync::Arc;
 
 use super::filter::PreFilterState;
@@ -121,7 +122,12 @@ fn warm_snapshot(nodes: &[Node], pods: &[Pod], incoming: &Pod, objects: &ApiObje
     let infos: Vec<&NodeInfo> = (0..snapshot.num_nodes())
         .map(|i| snapshot.node_at(i))
         .collect();
-    plugin.pre_score(&mut CycleState::new(), incoming, &infos, cluster);
+    plugin.pre_score(
+        &mut CycleState::new(),
+        incoming,
+        &NodeInfos::given(&infos),
+        cluster,
+    );
     cache.update_snapshot(&mut snapshot).unwrap();
     // Every term with a label selector is asked for, but the affinity terms of a pod
     // with several (counted pod by pod).
@@ -723,7 +729,7 @@ fn scores_on(
         nodes: snapshot,
         objects,
     };
-    let status = plugin.pre_score(&mut state, pod, &infos, cluster);
+    let status = plugin.pre_score(&mut state, pod, &NodeInfos::given(&infos), cluster);
     if status.is_skip() {
         return None;
     }

@@ -8,6 +8,7 @@
 //! `nodeSchedulerPolicy: none`; GPUShare still picks the cards within the node (HAMi's
 //! `gpuSchedulerPolicy`), where the simulator's Open-Gpu-Share picks per policy.
 
+use crate::NodeInfos;
 use std::sync::Arc;
 
 use gantry_api::{Pod, Sym};
@@ -203,7 +204,7 @@ impl PreScorePlugin for OpenbScore {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        nodes: &[&NodeInfo],
+        nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status {
         let random_pick = (self.policy == Policy::Random && !nodes.is_empty())

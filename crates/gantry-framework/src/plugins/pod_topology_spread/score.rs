@@ -1,6 +1,7 @@
 //! PreScore and Score: ScheduleAnyway constraints (or the system defaults) weigh the
 //! matching pods in each node's domains; normalised to the node score range.
 
+use crate::NodeInfos;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
@@ -39,7 +40,7 @@ impl PreScorePlugin for PodTopologySpread {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        nodes: &[&NodeInfo],
+        nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status {
         if cluster.nodes.num_nodes() == 0 {
@@ -63,7 +64,7 @@ impl PreScorePlugin for PodTopologySpread {
         let mut pod_counts = vec![HashMap::<Sym, i64, RandomState>::default(); slots];
         let mut domains = vec![0usize; constraints.len()];
         let mut ignored = Vec::with_capacity(nodes.len());
-        for info in nodes {
+        for info in nodes.iter() {
             let skip = info.node().is_none_or(|node| {
                 require_all_topologies && !has_all_keys(&node.labels, &constraints)
             });

@@ -1,5 +1,6 @@
 //! PodTopologySpread's unit tests: Filter and Score tables after upstream's.
 
+use crate::NodeInfos;
 use std::sync::Arc;
 
 use gantry_api::{
@@ -618,7 +619,7 @@ fn run_score(
     let status = plugin.pre_score(
         &mut state,
         pod,
-        &infos,
+        &NodeInfos::given(&infos),
         Cluster {
             nodes: &nodes,
             objects,
@@ -780,7 +781,7 @@ fn system_defaults_count_zoneless_nodes_as_one_zone() {
     let status = PodTopologySpread::default().pre_score(
         &mut state,
         &pod,
-        &infos,
+        &NodeInfos::given(&infos),
         Cluster {
             nodes: &nodes,
             objects: &objects,
@@ -810,7 +811,7 @@ fn pre_score_skips_without_soft_constraints() {
         let status = PodTopologySpread::default().pre_score(
             &mut state,
             &pod,
-            &infos,
+            &NodeInfos::given(&infos),
             Cluster {
                 nodes: &nodes,
                 objects: &none,

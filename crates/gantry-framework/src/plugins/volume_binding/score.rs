@@ -11,6 +11,7 @@
 //! `requested × 100 / capacity` (100 when there is no capacity or too little); the node
 //! scores the mean over classes, rounded half away from zero; no class scores 0.
 
+use crate::NodeInfos;
 use gantry_api::{Pod, QuantityFormat, Sym};
 use gantry_cache::NodeInfo;
 use smallvec::SmallVec;
@@ -30,7 +31,7 @@ impl PreScorePlugin for VolumeBinding {
         &self,
         state: &mut CycleState,
         _pod: &Pod,
-        _nodes: &[&NodeInfo],
+        _nodes: &NodeInfos<'_>,
         _cluster: Cluster<'_>,
     ) -> Status {
         if self.capacity_shape.is_none() || state.read::<PreFilterState>(NAME).is_none() {
@@ -274,7 +275,7 @@ mod tests {
         assert!(plugin.pre_filter(&mut state, &pod, cluster).1.is_success());
         assert!(
             plugin
-                .pre_score(&mut state, &pod, &[], cluster)
+                .pre_score(&mut state, &pod, &NodeInfos::given(&[]), cluster)
                 .is_success()
         );
         let mut first = None;
@@ -473,9 +474,17 @@ mod tests {
         let mut plugin = VolumeBinding::default();
         let mut state = CycleState::new();
         plugin.pre_filter(&mut state, &pod, cluster);
-        assert!(plugin.pre_score(&mut state, &pod, &[], cluster).is_skip());
+        assert!(
+            plugin
+                .pre_score(&mut state, &pod, &NodeInfos::given(&[]), cluster)
+                .is_skip()
+        );
         plugin.capacity_shape = Some(TEST_SHAPE.to_vec());
-        assert!(plugin.pre_score(&mut state, &pod, &[], cluster).is_skip());
+        assert!(
+            plugin
+                .pre_score(&mut state, &pod, &NodeInfos::given(&[]), cluster)
+                .is_skip()
+        );
         assert_eq!(node_score(&TEST_SHAPE, &[]), 0);
     }
 }
