@@ -29,10 +29,17 @@ pub enum Attempt {
     /// Something other than the pod's fit went wrong (unknown profile, a plugin error, a
     /// Reserve or Permit plugin that refused the pod).
     Error(String),
-    /// The pod fitted, but its pod group did not (`pod group is unschedulable, ...`): it
+    /// The pod's group was not scheduled (`pod group is unschedulable, ...`): the pod
     /// holds nothing and is retried on the next cluster event, as upstream retries a pod
-    /// that no plugin in particular rejected.
-    GroupRejected(String),
+    /// that no plugin in particular rejected. `nominated`: the node upstream nominates it
+    /// to (a group waiting on preemption: the node it fitted); `preempted`: the node and
+    /// victims of the pod's own preemption, which upstream evicts whatever becomes of the
+    /// group.
+    GroupRejected {
+        message: String,
+        nominated: Option<Sym>,
+        preempted: Option<(Sym, Vec<Arc<Pod>>)>,
+    },
 }
 
 impl std::fmt::Debug for Attempt {
@@ -50,7 +57,9 @@ impl std::fmt::Debug for Attempt {
                 )
             }
             Attempt::Error(e) => write!(f, "Error({e})"),
-            Attempt::GroupRejected(e) => write!(f, "GroupRejected({e})"),
+            Attempt::GroupRejected {
+                message, nominated, ..
+            } => write!(f, "GroupRejected({message}, nominated: {nominated:?})"),
         }
     }
 }

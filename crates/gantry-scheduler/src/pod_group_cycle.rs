@@ -13,11 +13,15 @@ use gantry_cache::{GroupKey, Stage};
 use gantry_framework::CycleState;
 use gantry_framework::plugins;
 
-use crate::scheduler::GroupCycleState;
+use crate::scheduler::{GroupCycleState, Preempting};
 use crate::{Attempt, Scheduler, placement, unreserve};
 
 /// upstream's `errPodGroupUnschedulable`.
 pub const POD_GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
+
+/// The reason upstream adds when the group would be scheduled but some member needs
+/// preemption first (`podGroupSchedulingDefaultAlgorithm`).
+pub const WAITING_ON_PREEMPTION: &str = "pod group is waiting for preemption to complete";
 
 /// RunPlacementGeneratePlugins' status when the generator made no placement (no node
 /// carries the group's topology key).
@@ -47,7 +51,11 @@ impl GroupAttempt {
     fn failed(pods: &[Arc<Pod>], outcome: GroupOutcome) -> GroupAttempt {
         let attempt = |message: &str| match &outcome {
             GroupOutcome::Error(_) => Attempt::Error(message.to_string()),
-            _ => Attempt::GroupRejected(message.to_string()),
+            _ => Attempt::GroupRejected {
+                message: message.to_string(),
+                nominated: None,
+                preempted: None,
+            },
         };
         let message = match &outcome {
             GroupOutcome::Error(m) | GroupOutcome::Unschedulable(m) => m.clone(),
@@ -184,16 +192,21 @@ impl Scheduler {
     }
 
     /// upstream's `podGroupSchedulingDefaultAlgorithm`: the members tried one after
-    /// another on one view of the cluster.
+    /// another on one view of the cluster, a member that needs preemption assumed on the
+    /// node it nominated. If the group would be scheduled but some member needs
+    /// preemption, the group waits for it: every member goes back to the queue.
     fn run_group(&mut self, pods: &[Arc<Pod>]) -> GroupAttempt {
         self.group_cycle = Some(GroupCycleState::default());
         let mut attempts = Vec::with_capacity(pods.len());
-        // Each assumed member's Permit message (`None`: allowed).
+        // Each assumed member's Permit message (`None`: allowed), and whether it was
+        // assumed on the node its preemption nominated.
         let mut waits: Vec<Option<String>> = Vec::with_capacity(pods.len());
+        let mut preempting: Vec<Option<Preempting>> = Vec::with_capacity(pods.len());
         let mut scheduled = false;
         let mut failure = None;
         for pod in pods {
             let attempt = self.schedule_one(pod);
+            preempting.push((self.group_cycle.as_mut()).and_then(|cycle| cycle.preempting.take()));
             match &attempt {
                 Attempt::Scheduled { .. } => {
                     let wait = self
@@ -212,18 +225,29 @@ impl Scheduler {
                     break;
                 }
                 // Rejected: the group may still be scheduled without it.
-                Attempt::Unschedulable { .. } | Attempt::GroupRejected(_) => waits.push(None),
+                Attempt::Unschedulable { .. } | Attempt::GroupRejected { .. } => waits.push(None),
             }
             attempts.push((pod.clone(), attempt));
         }
         self.group_cycle = None;
+        let needs_preemption = preempting.iter().any(Option::is_some);
         let outcome = match failure {
             Some(message) => GroupOutcome::Error(message),
+            None if scheduled && needs_preemption => GroupOutcome::Unschedulable(format!(
+                "{POD_GROUP_UNSCHEDULABLE}, {WAITING_ON_PREEMPTION}"
+            )),
             None if scheduled => GroupOutcome::Scheduled,
             None => GroupOutcome::Unschedulable(POD_GROUP_UNSCHEDULABLE.to_string()),
         };
         if outcome != GroupOutcome::Scheduled {
-            self.revert(&mut attempts, &waits, &outcome);
+            let waiting_on_preemption = scheduled && needs_preemption;
+            self.revert(
+                &mut attempts,
+                &waits,
+                preempting,
+                &outcome,
+                waiting_on_preemption,
+            );
         }
         // After an error every member fails with the group's error, but one that failed
         // with its own, and the pods the loop never reached with them.
@@ -275,14 +299,21 @@ impl Scheduler {
     }
 
     /// Forgets every assumed member, last first (upstream's deferred reverts), and turns
-    /// its attempt into the group's rejection.
+    /// its attempt into what upstream's `submitPodGroupAlgorithmResult` makes of it. A
+    /// group waiting on preemption nominates each member to its node: a member that needs
+    /// preemption fails with its own fit error, the others with the group's status. Else
+    /// each is rejected with its Permit message, and a member that preempted keeps its
+    /// victims evicted, not its nomination.
     fn revert(
         &mut self,
         attempts: &mut [(Arc<Pod>, Attempt)],
         waits: &[Option<String>],
+        preempting: Vec<Option<Preempting>>,
         outcome: &GroupOutcome,
+        waiting_on_preemption: bool,
     ) {
-        for ((pod, attempt), wait) in attempts.iter_mut().zip(waits).rev() {
+        let members = attempts.iter_mut().zip(waits).zip(preempting);
+        for (((pod, attempt), wait), preempting) in members.rev() {
             let Attempt::Scheduled {
                 pod: assumed,
                 node,
@@ -292,13 +323,32 @@ impl Scheduler {
             else {
                 continue;
             };
-            self.unassume(pod, assumed, *node, state);
-            *attempt = match outcome {
-                GroupOutcome::Error(message) => Attempt::Error(message.clone()),
-                _ => Attempt::GroupRejected(match wait {
-                    Some(message) => format!("{POD_GROUP_UNSCHEDULABLE}, {message}"),
-                    None => POD_GROUP_UNSCHEDULABLE.to_string(),
-                }),
+            let node = *node;
+            self.unassume(pod, assumed, node, state);
+            let message = match (outcome, waiting_on_preemption, wait) {
+                (GroupOutcome::Error(message), ..) => {
+                    *attempt = Attempt::Error(message.clone());
+                    continue;
+                }
+                (GroupOutcome::Unschedulable(message), true, _) => message.clone(),
+                (_, _, Some(message)) => format!("{POD_GROUP_UNSCHEDULABLE}, {message}"),
+                (_, _, None) => POD_GROUP_UNSCHEDULABLE.to_string(),
+            };
+            if waiting_on_preemption {
+                let mut nominated = Pod::clone(pod);
+                nominated.nominated_node_name = Some(node);
+                self.note_nomination(Arc::new(nominated));
+            }
+            *attempt = match (preempting, waiting_on_preemption) {
+                (Some(p), true) => Attempt::Unschedulable {
+                    fit_error: p.fit_error,
+                    nominated: Some((p.node, p.victims)),
+                },
+                (preempting, waiting) => Attempt::GroupRejected {
+                    message,
+                    nominated: waiting.then_some(node),
+                    preempted: preempting.map(|p| (p.node, p.victims)),
+                },
             };
         }
     }

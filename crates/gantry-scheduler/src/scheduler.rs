@@ -180,6 +180,17 @@ enum PermitRefusal {
 pub(crate) struct GroupCycleState {
     /// The last member's Permit status: waiting (with its message), or allowed.
     pub last_wait: Option<String>,
+    /// The last member, if it was assumed on the node its preemption nominated.
+    pub preempting: Option<Preempting>,
+}
+
+/// A pod-group member that fits nowhere but where its preemption makes room: upstream
+/// assumes it on that node for the rest of the group cycle, so that the members after it
+/// see it there. Why it did not fit, and the node and victims preemption chose.
+pub(crate) struct Preempting {
+    pub fit_error: FitError,
+    pub node: Sym,
+    pub victims: Vec<Arc<Pod>>,
 }
 
 impl Scheduler {
@@ -266,7 +277,7 @@ impl Scheduler {
             Attempt::Scheduled { .. } => AttemptResult::Scheduled,
             Attempt::Unschedulable { .. } => AttemptResult::Unschedulable,
             Attempt::Error(_) => AttemptResult::Error,
-            Attempt::GroupRejected(_) => AttemptResult::Unschedulable,
+            Attempt::GroupRejected { .. } => AttemptResult::Unschedulable,
         };
         self.metrics
             .observe_attempt(pod.scheduler_name, result, start.elapsed());
@@ -472,26 +483,7 @@ impl Scheduler {
         self.absorb_requests(&mut state);
         let wait = match permitted {
             Ok(wait) => wait,
-            Err(refusal) => {
-                if self.assume
-                    && let Err(e) = self.cache.forget_pod(&assumed)
-                {
-                    tracing::error!(pod = %assumed.key(), error = %e, "could not forget assumed pod");
-                }
-                return match refusal {
-                    PermitRefusal::Error(message) => Attempt::Error(message),
-                    // Upstream makes a Permit rejection a fit error over the one node.
-                    PermitRefusal::Rejected(status) => Attempt::Unschedulable {
-                        fit_error: FitError {
-                            num_all_nodes: 1,
-                            node_statuses: vec![(node, status)],
-                            release: self.profiles[profile_index].release,
-                            ..FitError::default()
-                        },
-                        nominated: None,
-                    },
-                };
-            }
+            Err(refusal) => return self.refused(profile_index, &assumed, node, refusal),
         };
         if self.assume {
             // Upstream's in-flight allocations: the next cycle sees the devices taken
@@ -506,6 +498,34 @@ impl Scheduler {
             node,
             state: Box::new(state),
             wait,
+        }
+    }
+
+    /// Reserve or Permit refused the pod assumed on its node: it is forgotten, and
+    /// upstream makes a Permit rejection a fit error over the one node.
+    fn refused(
+        &mut self,
+        profile_index: usize,
+        assumed: &Arc<Pod>,
+        node: Sym,
+        refusal: PermitRefusal,
+    ) -> Attempt {
+        if self.assume
+            && let Err(e) = self.cache.forget_pod(assumed)
+        {
+            tracing::error!(pod = %assumed.key(), error = %e, "could not forget assumed pod");
+        }
+        match refusal {
+            PermitRefusal::Error(message) => Attempt::Error(message),
+            PermitRefusal::Rejected(status) => Attempt::Unschedulable {
+                fit_error: FitError {
+                    num_all_nodes: 1,
+                    node_statuses: vec![(node, status)],
+                    release: self.profiles[profile_index].release,
+                    ..FitError::default()
+                },
+                nominated: None,
+            },
         }
     }
 
@@ -604,7 +624,63 @@ impl Scheduler {
     ) -> Attempt {
         let attempt = self.post_filter(profile_index, state, pod, fit_error);
         self.absorb_requests(state);
-        attempt
+        match attempt {
+            Attempt::Unschedulable {
+                fit_error,
+                nominated: Some((node, victims)),
+            } if self.group_cycle.is_some() => {
+                let preempting = Preempting {
+                    fit_error,
+                    node,
+                    victims,
+                };
+                self.assume_preemptor(profile_index, state, pod, preempting)
+            }
+            attempt => attempt,
+        }
+    }
+
+    /// In a pod-group cycle, a member whose preemption nominated a node is assumed there,
+    /// reserved and asked Permit, as upstream's `podGroupPodSchedulingAlgorithm` does, so
+    /// that the members after it see it; the group cycle decides what becomes of it.
+    fn assume_preemptor(
+        &mut self,
+        profile_index: usize,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        preempting: Preempting,
+    ) -> Attempt {
+        let node = preempting.node;
+        let Some(position) = self.snapshot.position(node) else {
+            return Attempt::Unschedulable {
+                fit_error: preempting.fit_error,
+                nominated: Some((node, preempting.victims)),
+            };
+        };
+        // Assumed, it is no longer nominated (upstream's `assume`).
+        self.clear_nomination(pod);
+        let assumed = Arc::new(pod.bound_to(node));
+        if self.assume
+            && let Err(e) = self.cache.assume_pod(assumed.clone())
+        {
+            return Attempt::Error(e.to_string());
+        }
+        let permitted = self.reserve_and_permit(profile_index, state, &assumed, position);
+        self.absorb_requests(state);
+        match permitted {
+            Ok(wait) => {
+                if let Some(cycle) = &mut self.group_cycle {
+                    cycle.preempting = Some(preempting);
+                }
+                Attempt::Scheduled {
+                    pod: assumed,
+                    node,
+                    state: Box::new(state.clone()),
+                    wait,
+                }
+            }
+            Err(refusal) => self.refused(profile_index, &assumed, node, refusal),
+        }
     }
 
     fn post_filter(

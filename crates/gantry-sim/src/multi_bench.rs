@@ -259,7 +259,7 @@ impl Instance {
                     let plugins = fit_error.rejecting_plugins();
                     self.queue.add_unschedulable(queued, plugins, now);
                 }
-                Attempt::Error(_) | Attempt::GroupRejected(_) => {
+                Attempt::Error(_) | Attempt::GroupRejected { .. } => {
                     self.queue.add_backoff(queued, now)
                 }
             }

@@ -687,9 +687,24 @@ impl SchedulingLoop {
             }
             // A member of a group that was not scheduled: no plugin in particular
             // rejected it, so any cluster event retries it.
-            Attempt::GroupRejected(message) => {
-                self.report(&queued.pod, message, REASON_UNSCHEDULABLE, None);
-                self.queue.add_unschedulable(queued, Vec::new(), now);
+            Attempt::GroupRejected {
+                message,
+                nominated,
+                preempted,
+            } => {
+                if let Some((node, victims)) = &preempted {
+                    for victim in victims {
+                        self.writer.preempt(victim, &queued.pod, *node);
+                    }
+                }
+                let mut retry = queued;
+                if let Some(node) = nominated {
+                    let mut pod = Pod::clone(&retry.pod);
+                    pod.nominated_node_name = Some(node);
+                    retry.pod = Arc::new(pod);
+                }
+                self.report(&retry.pod, message, REASON_UNSCHEDULABLE, nominated);
+                self.queue.add_unschedulable(retry, Vec::new(), now);
             }
             Attempt::Error(message) => {
                 self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);

@@ -187,22 +187,9 @@ impl Simulation {
                 fit_error,
                 nominated: Some((node, victims)),
             } => {
-                for victim in &victims {
-                    self.delete_bound(&victim.uid);
-                    self.preempted += 1;
-                    if let Some(v) = self.records.index(&victim.uid) {
-                        self.records.history_mut(v).preempted = true;
-                    }
-                    self.records.placement_mut(index).evicted.push(victim.key());
-                }
+                self.evict(index, &victims);
                 self.records.set_reason(index, fit_error.to_string());
-                let mut retry = queued.clone();
-                let mut nominated = Pod::clone(&queued.pod);
-                nominated.nominated_node_name = Some(node);
-                retry.pod = Arc::new(nominated);
-                if self.instances.len() > 1 {
-                    self.broadcast(WatchEvent::PodNominated(retry.pod.clone()));
-                }
+                let retry = self.nominate(queued, node);
                 self.instances[instance].queue.add_unschedulable(
                     retry,
                     fit_error.rejecting_plugins(),
@@ -232,7 +219,18 @@ impl Simulation {
                     self.fail(instance, index, queued, message);
                 }
             }
-            Attempt::GroupRejected(message) => {
+            Attempt::GroupRejected {
+                message,
+                nominated,
+                preempted,
+            } => {
+                if let Some((_, victims)) = preempted {
+                    self.evict(index, &victims);
+                }
+                let queued = match nominated {
+                    Some(node) => self.nominate(queued, node),
+                    None => queued,
+                };
                 self.records.set_reason(index, message);
                 if self.options.sequential {
                     self.withdraw(instance, &queued.pod);
@@ -244,6 +242,30 @@ impl Simulation {
                 }
             }
         }
+    }
+
+    /// Preemption's victims are deleted, each noted as preempted and as evicted by the
+    /// pod at `index`.
+    fn evict(&mut self, index: usize, victims: &[Arc<Pod>]) {
+        for victim in victims {
+            self.delete_bound(&victim.uid);
+            self.preempted += 1;
+            if let Some(v) = self.records.index(&victim.uid) {
+                self.records.history_mut(v).preempted = true;
+            }
+            self.records.placement_mut(index).evicted.push(victim.key());
+        }
+    }
+
+    /// The pod as nominated to `node`, which the other instances learn.
+    fn nominate(&mut self, mut queued: QueuedPod, node: Sym) -> QueuedPod {
+        let mut nominated = Pod::clone(&queued.pod);
+        nominated.nominated_node_name = Some(node);
+        queued.pod = Arc::new(nominated);
+        if self.instances.len() > 1 {
+            self.broadcast(WatchEvent::PodNominated(queued.pod.clone()));
+        }
+        queued
     }
 
     /// An attempt errored or its bind failed: back off and retry, or give the pod up once

@@ -383,3 +383,145 @@ fn a_topology_key_no_node_carries_leaves_the_gang_without_a_placement() {
         ("False", "no feasible placements found")
     );
 }
+
+/// A pod of 3 cpu and priority `priority`, in `group` if given.
+fn prioritised(name: &str, group: Option<&str>, priority: i32) -> Arc<Pod> {
+    let mut pod = Pod::clone(&member(name, group, 3000));
+    pod.priority = priority;
+    Arc::new(pod)
+}
+
+/// Nodes of 4 cpu, the first ones holding `blockers` (3 cpu, of these priorities), then at 1 s a
+/// gang of `minCount: 2` whose members (3 cpu, priority 1000) fit only by preemption. The
+/// API's changes reach the scheduler 50 ms late: the first group cycle runs at 1.05 s and
+/// its victims' deletions arrive at 1.10 s, so that its outcome can be seen at 1.075 s.
+fn gang_over_blockers(cpus: &[u32], blockers: [i32; 2]) -> Simulation {
+    let options = SimOptions {
+        event_latency: Duration::from_millis(50),
+        ..SimOptions::default()
+    };
+    let release = gangs_on();
+    let profile = default_profile_for("default-scheduler", release);
+    let mut sim = Simulation::new(nodes(cpus), vec![profile], options).unwrap();
+    for (i, priority) in blockers.into_iter().enumerate() {
+        let blocker = prioritised(&format!("blocker-{i}"), None, priority);
+        sim.schedule(Duration::ZERO, SimEvent::CreatePod(blocker));
+    }
+    let group = Arc::new(PodGroup::gang("default", "g", 2));
+    sim.schedule(Duration::from_secs(1), SimEvent::CreatePodGroup(group));
+    for i in 0..2 {
+        let pod = prioritised(&format!("g-{i}"), Some("g"), 1000);
+        sim.schedule(Duration::from_secs(1), SimEvent::CreatePod(pod));
+    }
+    sim
+}
+
+/// The pods each pod's preemption evicted.
+fn evicted(sim: &Simulation) -> Vec<String> {
+    let mut evicted: Vec<String> = (sim.placements().iter())
+        .flat_map(|p| p.evicted.iter().cloned())
+        .collect();
+    evicted.sort();
+    evicted
+}
+
+/// Upstream's `podGroupSchedulingDefaultAlgorithm` (v1.36.3): a member that fits only by
+/// preemption is assumed on the node it nominated, so the next member preempts on the
+/// other node; the group would then be scheduled, but waits for the preemptions (its
+/// condition says so, each member fails with its fit error), and binds once the victims
+/// are gone (`testdata/gang-1.36/preempts-for-members`, recorded).
+#[test]
+fn a_gang_whose_members_preempt_waits_for_the_preemptions_then_binds() {
+    let mut sim = gang_over_blockers(&[4, 4], [0, 0]);
+    sim.run_until(Duration::from_millis(1_075)).unwrap();
+    let condition = sim.pod_groups()[0].condition.clone().unwrap();
+    assert_eq!(
+        (
+            condition.status,
+            condition.reason,
+            condition.message.as_str()
+        ),
+        (
+            "False",
+            "Unschedulable",
+            "pod group is unschedulable, pod group is waiting for preemption to complete"
+        )
+    );
+    let fit_error = Err("0/2 nodes are available: 2 Insufficient cpu.".to_string());
+    let members: Vec<_> = outcome(&sim).into_iter().skip(2).collect();
+    assert_eq!(
+        members,
+        [
+            ("default/g-0".to_string(), fit_error.clone()),
+            ("default/g-1".to_string(), fit_error)
+        ]
+    );
+    assert_eq!(evicted(&sim), ["default/blocker-0", "default/blocker-1"]);
+    sim.run().unwrap();
+    let bound: Vec<_> = outcome(&sim).into_iter().skip(2).map(|(_, r)| r).collect();
+    assert!(
+        bound.contains(&Ok("n0".to_string())) && bound.contains(&Ok("n1".to_string())),
+        "{bound:?}"
+    );
+    let group = &sim.pod_groups()[0];
+    assert_eq!(group.condition.as_ref().unwrap().status, "True");
+    assert_eq!(group.cycles, 2);
+}
+
+/// When only one member can preempt its way in (the other node's pod outranks the gang),
+/// the group fails: the member that preempted is rejected with its Permit message and no
+/// nomination, but its victim is evicted all the same, as upstream's preemption has
+/// already run.
+#[test]
+fn a_member_that_preempted_for_a_gang_that_fails_still_evicts_its_victim() {
+    let mut sim = gang_over_blockers(&[4, 4], [0, 2000]);
+    sim.run_until(Duration::from_millis(1_075)).unwrap();
+    let condition = sim.pod_groups()[0].condition.clone().unwrap();
+    assert_eq!(
+        (condition.status, condition.message.as_str()),
+        ("False", "pod group is unschedulable")
+    );
+    let mut reasons: Vec<String> = (outcome(&sim).into_iter().skip(2))
+        .map(|(_, r)| r.unwrap_err())
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons[1], GROUP_REJECTED, "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("0/2 nodes are available: 2 Insufficient cpu.")
+            && reasons[0].contains("preemption: 0/2 nodes are available"),
+        "{reasons:?}"
+    );
+    assert_eq!(evicted(&sim), ["default/blocker-0"]);
+}
+
+/// A member that fits without preemption, in a group waiting for another's, fails with the
+/// group's status (upstream nominates it to the node it fitted), and binds there after.
+#[test]
+fn a_member_that_fits_waits_with_its_group_for_another_s_preemption() {
+    let mut sim = gang_over_blockers(&[4, 4, 4], [0, 0]);
+    sim.run_until(Duration::from_millis(1_075)).unwrap();
+    let members: Vec<_> = outcome(&sim).into_iter().skip(2).collect();
+    assert_eq!(
+        members,
+        [
+            (
+                "default/g-0".to_string(),
+                Err(
+                    "pod group is unschedulable, pod group is waiting for preemption to complete"
+                        .to_string()
+                )
+            ),
+            (
+                "default/g-1".to_string(),
+                Err("0/3 nodes are available: 3 Insufficient cpu.".to_string())
+            )
+        ]
+    );
+    assert_eq!(evicted(&sim).len(), 1);
+    sim.run().unwrap();
+    assert_eq!(
+        outcome(&sim)[2],
+        ("default/g-0".to_string(), Ok("n2".to_string()))
+    );
+    assert!(outcome(&sim)[3].1.is_ok(), "{:?}", outcome(&sim));
+}
