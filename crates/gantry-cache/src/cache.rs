@@ -219,6 +219,7 @@ impl Cache {
                 let slices = s.local_slices.entry(node).or_default();
                 let at = slices.partition_point(|old| old.name.as_str() < slice.name.as_str());
                 let name = slice.name;
+                self.dra.note_local_slice(&slice, node, true);
                 slices.insert(at, slice);
                 s.slice_nodes.insert(name, node);
                 s.refresh_slices(node);
@@ -234,6 +235,9 @@ impl Cache {
             return;
         };
         if let Some(slices) = s.local_slices.get_mut(&node) {
+            for slice in slices.iter().filter(|sl| sl.name == name) {
+                self.dra.note_local_slice(slice, node, false);
+            }
             slices.retain(|sl| sl.name != name);
             if slices.is_empty() {
                 s.local_slices.remove(&node);
@@ -474,6 +478,8 @@ impl Cache {
     ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut s = self.state.lock();
         let s = &mut *s;
+        self.dra
+            .drain_touched_nodes(|node| s.devices_taken_changed(node));
         s.refresh_changed_image_counts(snapshot.generation());
         // Inline: a cycle usually finds one or two nodes changed since the last.
         let mut changed: SmallVec<[&Arc<NodeInfo>; 8]> = SmallVec::new();
@@ -567,6 +573,20 @@ impl Cache {
 }
 
 impl CacheState {
+    /// Devices of the node's own pools were taken or given back: its generation moves,
+    /// so that verdicts remembered for it are asked again.
+    fn devices_taken_changed(&mut self, node: Sym) {
+        let Some(&index) = self.by_name.get(&node) else {
+            return;
+        };
+        if self.entry(index).info.node().is_some() {
+            self.entry_mut(index)
+                .info_mut()
+                .note_devices_taken_changed();
+            self.move_to_head(index);
+        }
+    }
+
     /// Gives the node's NodeInfo its current local slices, if it has a NodeInfo.
     fn refresh_slices(&mut self, node: Sym) {
         let slices = self.local_slices.get(&node).cloned().unwrap_or_default();

@@ -21,6 +21,7 @@ use gantry_api::dra_extended::ExtendedResourceClasses;
 use parking_lot::RwLock;
 use smallvec::SmallVec;
 
+use crate::dra_reach::{ChangeReach, PoolId};
 use crate::dra_state::{AllocatedView, AllocatedVisitor, DeviceShares, DeviceUse, DraState};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
@@ -46,6 +47,8 @@ struct DraStore {
     shares: Map<DeviceId, DeviceShares>,
     /// Sorted by name, so that pools are gathered in one order.
     shared_slices: Vec<Arc<ResourceSlice>>,
+    /// Which nodes' verdicts each change may move.
+    reach: ChangeReach,
 }
 
 impl AllocatedView for DraStore {
@@ -110,10 +113,13 @@ impl DraStore {
             for share in &shares_after {
                 crate::dra_shares::insert(&mut self.shares, share);
             }
+            let shared = shares_before.iter().chain(&shares_after);
+            self.reach_pools(shared.map(|share| share.device));
         }
         if before == after {
             return;
         }
+        self.reach_pools(before.iter().chain(&after).copied());
         for device in before {
             if let Some(count) = self.allocated.get_mut(&device) {
                 *count -= 1;
@@ -144,17 +150,40 @@ impl DraStore {
     }
 }
 
+impl DraStore {
+    fn remove_shared_slice(&mut self, name: Sym) {
+        if let Some(at) = self.shared_slices.iter().position(|s| s.name == name) {
+            let old = self.shared_slices.remove(at);
+            self.reach.shared_slice((old.driver, old.pool), false);
+        }
+    }
+
+    /// Tells the nodes that read these devices' pools that they changed.
+    fn reach_pools(&mut self, devices: impl Iterator<Item = DeviceId>) {
+        let mut pools: SmallVec<[PoolId; 2]> = SmallVec::new();
+        for device in devices {
+            let pool = (device.driver, device.pool);
+            if !pools.contains(&pool) {
+                pools.push(pool);
+                self.reach.device_changed(pool);
+            }
+        }
+    }
+}
+
 impl DraCache {
     pub fn set_device_class(&self, class: Arc<DeviceClass>) {
         let mut s = self.store.write();
         s.classes.insert(class.name, class);
         s.extended = Arc::new(ExtendedResourceClasses::new(s.classes.values()));
+        s.reach.everywhere();
     }
 
     pub fn remove_device_class(&self, name: Sym) {
         let mut s = self.store.write();
         s.classes.remove(&name);
         s.extended = Arc::new(ExtendedResourceClasses::new(s.classes.values()));
+        s.reach.everywhere();
     }
 
     /// A claim as the API holds it (added or updated). An allocation in flight for it is
@@ -179,15 +208,28 @@ impl DraCache {
     /// Adds or replaces a slice reachable from several nodes.
     pub fn set_shared_slice(&self, slice: Arc<ResourceSlice>) {
         let mut s = self.store.write();
-        s.shared_slices.retain(|old| old.name != slice.name);
+        s.remove_shared_slice(slice.name);
         let at = s
             .shared_slices
             .partition_point(|old| old.name.as_str() < slice.name.as_str());
+        s.reach.shared_slice((slice.driver, slice.pool), true);
         s.shared_slices.insert(at, slice);
     }
 
     pub fn remove_shared_slice(&self, name: Sym) {
-        self.store.write().shared_slices.retain(|s| s.name != name);
+        self.store.write().remove_shared_slice(name);
+    }
+
+    /// The cache added a node-local slice to `node`, or removed one from it.
+    pub(crate) fn note_local_slice(&self, slice: &ResourceSlice, node: Sym, added: bool) {
+        let pool = (slice.driver, slice.pool);
+        self.store.write().reach.local_slice(pool, node, added);
+    }
+
+    /// Calls `each` with the nodes whose own pools' devices were taken or given back
+    /// since the last call (their generations must move), under the store's lock.
+    pub(crate) fn drain_touched_nodes(&self, each: impl FnMut(Sym)) {
+        self.store.write().reach.drain_touched().for_each(each);
     }
 
     /// Reserve decided these claims' allocations for the pod: their devices are taken
@@ -414,6 +456,10 @@ impl DraState for DraView {
 
     fn shared_slices(&self) -> Vec<Arc<ResourceSlice>> {
         self.0.store.read().shared_slices.clone()
+    }
+
+    fn verdict_epoch(&self) -> Option<u64> {
+        Some(self.0.store.read().reach.epoch())
     }
 }
 

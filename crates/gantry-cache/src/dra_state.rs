@@ -121,4 +121,13 @@ pub trait DraState: Sync {
 
     /// Which class serves each extended resource name (DRAExtendedResource).
     fn extended_resource_classes(&self) -> Arc<ExtendedResourceClasses>;
+
+    /// A number that moves whenever anything changes that a node's DynamicResources
+    /// verdict may read besides the node's NodeInfo and the pod's own claims: the device
+    /// classes, the shared slices, the devices taken in pools no single node owns. The
+    /// devices taken in a node's own pools move that node's generation instead. `None`
+    /// (the default) where the store keeps no such number: no verdict is remembered.
+    fn verdict_epoch(&self) -> Option<u64> {
+        None
+    }
 }

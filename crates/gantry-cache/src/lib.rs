@@ -40,6 +40,7 @@ mod declared_terms;
 mod device_usage;
 mod domain_counts;
 mod dra_cache;
+mod dra_reach;
 pub mod dra_shares;
 mod dra_state;
 mod label_index;

@@ -225,6 +225,12 @@ impl NodeInfo {
         self.bump();
     }
 
+    /// Devices of the node's own ResourceSlices were taken or given back (the DRA store
+    /// keeps which): nothing here changed, but what DynamicResources decides here did.
+    pub fn note_devices_taken_changed(&mut self) {
+        self.bump();
+    }
+
     fn bump(&mut self) {
         self.generation = next_generation();
     }

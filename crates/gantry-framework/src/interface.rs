@@ -94,6 +94,10 @@ pub struct FeasibleNodes<'a, 'n> {
     pub columns: Option<(&'a NodeColumns, &'a [usize])>,
 }
 
+/// What a cycle's Filter verdicts depend on besides the pod and the node (see
+/// [`FilterPlugin::filter_verdict_key`]).
+pub type VerdictKey = smallvec::SmallVec<[u64; 4]>;
+
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
 
@@ -104,6 +108,16 @@ pub trait FilterPlugin: Plugin {
     /// default: it may read more.
     fn filter_reads_only_the_node(&self, _state: &CycleState, _pod: &Pod) -> bool {
         false
+    }
+
+    /// Whether `filter`'s verdict for this pod reads nothing but the pod's spec, the
+    /// node's NodeInfo and what this appends to `key`: two cycles of like pods whose keys
+    /// are equal get the same verdict on a node whose generation did not move, and the
+    /// verdict memo answers for such nodes (DynamicResources: the shape of the pod's
+    /// claims and the DRA store's epoch). The default: [`Self::filter_reads_only_the_node`],
+    /// appending nothing.
+    fn filter_verdict_key(&self, state: &CycleState, pod: &Pod, _key: &mut VerdictKey) -> bool {
+        self.filter_reads_only_the_node(state, pod)
     }
 
     /// A shortcut through Filter for many nodes at once, read from the snapshot's

@@ -8,7 +8,8 @@ use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use gantry_framework::{
-    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, NodeInfos, Profile, ScorePlugin, Status,
+    Cluster, Code, CycleState, FeasibleNodes, FilterPlugin, NodeInfos, Profile, ScorePlugin,
+    Status, VerdictKey,
 };
 
 use crate::verdict_memo::VerdictMemo;
@@ -184,10 +185,13 @@ impl<'a> PodFilters<'a> {
         &self.active
     }
 
-    /// Whether every Filter plugin that runs reads only the pod and the node.
-    pub fn read_only_the_nodes(&self, state: &CycleState, pod: &Pod) -> bool {
+    /// What this cycle's Filter verdicts depend on besides the pod and the node (the
+    /// plugins' keys, in order), or `None` when some plugin that runs reads more.
+    pub fn verdict_key(&self, state: &CycleState, pod: &Pod) -> Option<VerdictKey> {
+        let mut key = VerdictKey::new();
         self.plugins()
-            .all(|plugin| plugin.filter_reads_only_the_node(state, pod))
+            .all(|plugin| plugin.filter_verdict_key(state, pod, &mut key))
+            .then_some(key)
     }
 
     /// The proofs of a node every plugin vouched for from the columns.

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use gantry_api::Pod;
-use gantry_framework::Status;
+use gantry_framework::{Code, Status, VerdictKey};
 use smallvec::SmallVec;
 
 use crate::framework_runner::{COLUMN_CHUNK, out_of_range};
@@ -64,6 +64,8 @@ pub struct VerdictMemo {
     pod: Option<Arc<Pod>>,
     /// The Filter plugins that ran (indices in the profile's list): a verdict is theirs.
     filters: SmallVec<[u32; 16]>,
+    /// What else the verdicts of this epoch depend on (the plugins' keys).
+    key: VerdictKey,
     /// Moves whenever the pod or its Filter plugins change: older stamps no longer match.
     epoch: u64,
     /// Cycles of like pods in a row, this one included.
@@ -85,20 +87,26 @@ pub struct VerdictMemo {
 }
 
 impl VerdictMemo {
-    /// Starts a cycle of `pod`, whose Filter plugins are `filters`: the answers kept stay
-    /// valid if the pod is like the last one (its template and `spec.nodeName`) and the
-    /// same plugins run; otherwise they are dropped.
-    pub fn begin(&mut self, pod: &Arc<Pod>, filters: &[u32]) {
+    /// Starts a cycle of `pod`, whose Filter plugins are `filters` and whose verdicts
+    /// depend on `key` besides the pod and the node (`None`: on more, and this cycle
+    /// does not use the memo): the answers kept stay valid if the pod is like the last
+    /// one (its template and `spec.nodeName`), the same plugins run and the key is the
+    /// same; otherwise they are dropped.
+    pub fn begin(&mut self, pod: &Arc<Pod>, filters: &[u32], key: Option<&VerdictKey>) {
         let same_pod = self.pod.as_ref().is_some_and(|last| {
             (Arc::ptr_eq(last, pod) || last.same_template(pod)) && last.node_name == pod.node_name
         });
-        if same_pod && self.filters[..] == *filters && self.epoch != 0 {
+        let same_key = key.is_none_or(|key| *key == self.key);
+        if same_pod && self.filters[..] == *filters && same_key && self.epoch != 0 {
             self.run = self.run.saturating_add(1);
             return;
         }
         self.run = 1;
         self.pod = Some(pod.clone());
         self.filters = filters.into();
+        if let Some(key) = key {
+            self.key.clone_from(key);
+        }
         if self.epoch == MAX_EPOCH {
             // Every stamp could match again: forget them all (once per 65,535 changes).
             self.verdicts.fill(0);
@@ -168,17 +176,20 @@ impl VerdictMemo {
 
     /// Keeps the Filter verdict on the node at `position`: `None` it passed, or the
     /// status it failed with, which is also noted as this search's (see
-    /// [`Self::note_failed`]), even where the generation is past the stamp's bits and no
-    /// later cycle may read it.
+    /// [`Self::note_failed`]), even where no later cycle may read it: the generation is
+    /// past the stamp's bits, or the status is an error (which is no verdict on the
+    /// node, and may name what only this pod has: DynamicResources names its claim).
     pub fn keep_verdict(&mut self, position: usize, generation: u64, status: Option<&Status>) {
         if self.verdicts.len() <= position {
             self.verdicts.resize(position + 1, 0);
         }
-        let stamp = self.stamp(generation);
         let Some(status) = status.filter(|s| !s.is_success()) else {
-            self.verdicts[position] = stamp.unwrap_or(0);
+            self.verdicts[position] = self.stamp(generation).unwrap_or(0);
             return;
         };
+        let stamp = self
+            .stamp(generation)
+            .filter(|_| status.code() != Code::Error);
         if self.failures.len() <= position {
             self.failures.resize(position + 1, Status::success());
         }
@@ -368,7 +379,7 @@ mod tests {
     fn a_verdict_is_kept_for_the_generation_it_was_given_at() {
         let mut memo = VerdictMemo::default();
         let p = pod("a", 100);
-        memo.begin(&p, &[0, 1]);
+        memo.begin(&p, &[0, 1], Some(&VerdictKey::new()));
         assert_eq!(memo.verdict(3, 7), Kept::Unknown);
         memo.keep_verdict(3, 7, None);
         assert_eq!(memo.verdict(3, 7), Kept::Passed);
@@ -379,12 +390,19 @@ mod tests {
         assert_eq!(memo.verdict(2, 9), Kept::Failed);
         let failed: Vec<_> = memo.failed().collect();
         assert_eq!(failed, [(2, &refused)], "noted as the search's");
+        // An error is the search's, and asked again next time.
+        memo.start_search();
+        let error = Status::error("claim default/a-gpu: selector #0 on device: CEL runtime error");
+        memo.keep_verdict(4, 7, Some(&error));
+        assert_eq!(memo.verdict(4, 7), Kept::Unknown);
+        let failed: Vec<_> = memo.failed().collect();
+        assert_eq!(failed, [(4, &error)]);
     }
 
     #[test]
     fn a_run_of_nodes_passed_only_if_each_did_at_its_generation() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         let generations = [4, 5, 6, FAILED];
         assert!(!memo.all_passed(0..2, &generations), "nothing kept");
         memo.keep_verdict(0, 4, None);
@@ -405,11 +423,11 @@ mod tests {
     fn a_memo_is_used_from_the_second_like_pod_in_a_row() {
         let mut memo = VerdictMemo::default();
         let (a, b) = (pod("a", 100), pod("b", 200));
-        memo.begin(&a, &[]);
+        memo.begin(&a, &[], Some(&VerdictKey::new()));
         assert!(!memo.in_use());
-        memo.begin(&Arc::new(a.replica("a2")), &[]);
+        memo.begin(&Arc::new(a.replica("a2")), &[], Some(&VerdictKey::new()));
         assert!(memo.in_use());
-        memo.begin(&b, &[]);
+        memo.begin(&b, &[], Some(&VerdictKey::new()));
         assert!(!memo.in_use());
     }
 
@@ -417,38 +435,72 @@ mod tests {
     fn another_template_or_other_filters_forget_everything() {
         let mut memo = VerdictMemo::default();
         let a = pod("a", 100);
-        memo.begin(&a, &[0, 1]);
+        memo.begin(&a, &[0, 1], Some(&VerdictKey::new()));
         memo.keep_verdict(0, 5, None);
         // A replica shares the template: the verdict holds.
-        memo.begin(&Arc::new(a.replica("a2")), &[0, 1]);
+        memo.begin(
+            &Arc::new(a.replica("a2")),
+            &[0, 1],
+            Some(&VerdictKey::new()),
+        );
         assert_eq!(memo.verdict(0, 5), Kept::Passed);
         // Other Filter plugins ran.
-        memo.begin(&a, &[0]);
+        memo.begin(&a, &[0], Some(&VerdictKey::new()));
         assert_eq!(memo.verdict(0, 5), Kept::Unknown);
         memo.keep_verdict(0, 5, None);
         // Another template.
-        memo.begin(&pod("b", 200), &[0]);
+        memo.begin(&pod("b", 200), &[0], Some(&VerdictKey::new()));
         assert_eq!(memo.verdict(0, 5), Kept::Unknown);
         // An equal template decoded apart counts as the same.
         memo.keep_verdict(0, 5, None);
-        memo.begin(&pod("c", 200), &[0]);
+        memo.begin(&pod("c", 200), &[0], Some(&VerdictKey::new()));
         assert_eq!(memo.verdict(0, 5), Kept::Passed);
         // Another spec.nodeName.
         let mut named = (*pod("c", 200)).clone();
         named.node_name = Some(gantry_api::Sym::new("n1"));
-        memo.begin(&Arc::new(named), &[0]);
+        memo.begin(&Arc::new(named), &[0], Some(&VerdictKey::new()));
         assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+    }
+
+    #[test]
+    fn another_key_forgets_everything_and_no_key_keeps_it() {
+        let mut memo = VerdictMemo::default();
+        let a = pod("a", 100);
+        let key = |values: &[u64]| VerdictKey::from_slice(values);
+        memo.begin(&a, &[0], Some(&key(&[1, 7])));
+        memo.keep_verdict(0, 5, None);
+        memo.begin(&a, &[0], Some(&key(&[1, 7])));
+        assert!(memo.in_use());
+        assert_eq!(memo.verdict(0, 5), Kept::Passed);
+        // A cycle that reads more than its key says keeps nothing and drops nothing.
+        memo.begin(&a, &[0], None);
+        memo.begin(&a, &[0], Some(&key(&[1, 7])));
+        assert_eq!(memo.verdict(0, 5), Kept::Passed);
+        // The DRA store moved on: a new run.
+        memo.begin(&a, &[0], Some(&key(&[1, 8])));
+        assert!(!memo.in_use());
+        assert_eq!(memo.verdict(0, 5), Kept::Unknown);
+        memo.keep_verdict(0, 5, None);
+        // And a new key for a pod not alike is kept for the next run.
+        memo.begin(&pod("b", 200), &[0], Some(&key(&[2])));
+        memo.keep_verdict(0, 5, None);
+        memo.begin(&pod("b", 200), &[0], Some(&key(&[2])));
+        assert_eq!(memo.verdict(0, 5), Kept::Passed);
     }
 
     #[test]
     fn the_epoch_wrapping_around_forgets_everything() {
         let mut memo = VerdictMemo::default();
         let (a, b) = (pod("a", 100), pod("b", 200));
-        memo.begin(&a, &[]);
+        memo.begin(&a, &[], Some(&VerdictKey::new()));
         memo.keep_verdict(0, 5, None);
         // 65,535 epochs later the same stamp would match a stale entry.
         for i in 0..MAX_EPOCH {
-            memo.begin(if i % 2 == 0 { &b } else { &a }, &[]);
+            memo.begin(
+                if i % 2 == 0 { &b } else { &a },
+                &[],
+                Some(&VerdictKey::new()),
+            );
         }
         assert_eq!(memo.epoch, 1);
         assert_eq!(memo.verdict(0, 5), Kept::Unknown);
@@ -457,7 +509,7 @@ mod tests {
     #[test]
     fn generations_past_the_stamp_s_bits_are_not_remembered() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         memo.keep_verdict(0, 3, None);
         memo.keep_verdict(0, FAILED, None);
         assert_eq!(memo.verdict(0, FAILED), Kept::Unknown);
@@ -500,7 +552,7 @@ mod tests {
     #[test]
     fn scores_kept_for_runs_of_nodes_come_back_in_the_order_asked() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         let generations: Vec<u64> = (0..100).map(|g| g + 1).collect();
         let raw = |position: usize| position as i64 * 3;
         let mut ask = |positions: &[usize], asked: &mut Vec<usize>| {
@@ -535,7 +587,7 @@ mod tests {
     #[test]
     fn scores_are_asked_only_where_nodes_changed() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         let mut generations = vec![10, 11, 12, 13];
         let mut asked = Vec::new();
         let mut score = |generations: &[u64], asked: &mut Vec<usize>| {
@@ -562,7 +614,7 @@ mod tests {
     #[test]
     fn a_score_past_a_byte_is_asked_again() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         let generations = [5, 6];
         for round in 0..3 {
             let mut asked = Vec::new();
@@ -590,7 +642,7 @@ mod tests {
         let second = [10, 0, 30];
         for raws in [[5, 100, 0], [5, 101, 0], [-1, 7, 0]] {
             for round in 0..2 {
-                memo.begin(&pod("a", 100), &[]);
+                memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
                 let mut totals = [1, 1, 1];
                 let mut asked = Vec::new();
                 let in_range = memo
@@ -621,7 +673,7 @@ mod tests {
                 }
             }
             // The next case is another pod's: forget these.
-            memo.begin(&pod("b", 200), &[]);
+            memo.begin(&pod("b", 200), &[], Some(&VerdictKey::new()));
         }
     }
 
@@ -629,8 +681,8 @@ mod tests {
     #[test]
     fn sums_of_other_plugins_or_weights_are_asked_again() {
         let mut memo = VerdictMemo::default();
-        memo.begin(&pod("a", 100), &[]);
-        memo.begin(&pod("a", 100), &[]);
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
+        memo.begin(&pod("a", 100), &[], Some(&VerdictKey::new()));
         let generations = [1, 2];
         let mut sum = |plugins: &[(usize, i64)]| {
             let mut totals = [0; 2];

@@ -49,7 +49,8 @@ impl Scheduler {
         let start = self.next_start % total;
         let filters = PodFilters::with_columns(profile, state, pod, columns);
         let memo = &mut self.memos[profile_index];
-        memo.begin(pod, filters.active());
+        let key = filters.verdict_key(state, pod);
+        memo.begin(pod, filters.active(), key.as_ref());
 
         // A pod nominated by an earlier preemption tries its node first; a pod batching
         // offered a node tries that one (upstream's `evaluateNominatedNode`, the
@@ -79,11 +80,8 @@ impl Scheduler {
 
         let any_nominated = !nominated.is_empty();
         // Nominated pods count on their nodes (the verdict is no longer the node's alone).
-        let memo = (self.remember_verdicts
-            && memo.in_use()
-            && !any_nominated
-            && filters.read_only_the_nodes(state, pod))
-        .then_some(memo);
+        let memo = (self.remember_verdicts && memo.in_use() && !any_nominated && key.is_some())
+            .then_some(memo);
         let (generations, names) = (columns.generations(), columns.names());
         let keep_failures = self.last_cycle.is_some();
         let all_proven = filters.all_proven();

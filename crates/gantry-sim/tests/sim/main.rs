@@ -29,3 +29,4 @@ mod shared_state;
 mod simulate;
 mod storage_parity;
 mod verdict_memo;
+mod verdict_memo_dra;

@@ -22,14 +22,15 @@ pub mod library;
 mod pools;
 mod prepared;
 pub mod score;
+mod searched_allocations;
 pub mod selection_verdicts;
 mod semver;
+mod verdict_key;
 mod verdict_memo;
 
 use crate::NodeInfos;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
@@ -48,12 +49,13 @@ pub use capacity::shares_overrun_at_bind;
 use cel::Selector;
 pub use counters::overrun_at_bind;
 pub use extended::{asks_for_served_resources, extended_device_totals};
+use searched_allocations::SearchedAllocations;
 use selection_verdicts::SelectionVerdicts;
 use smallvec::SmallVec;
 
 use crate::{
     Cluster, CycleState, Detail, FilterPlugin, Plugin, PreBindPlugin, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Status,
+    PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Status, VerdictKey,
 };
 
 pub const NAME: &str = "DynamicResources";
@@ -78,6 +80,8 @@ pub struct DynamicResources {
     /// How long PreBind waits for binding conditions, in seconds (DynamicResourcesArgs'
     /// `bindingTimeout`); `None` where the release does not serve binding conditions.
     binding_timeout: Option<i64>,
+    /// Numbers for the pods' claim specs, in Filter's verdict keys.
+    claim_shapes: verdict_key::ClaimShapes,
 }
 
 impl DynamicResources {
@@ -90,6 +94,7 @@ impl DynamicResources {
             selections: Mutex::default(),
             release,
             binding_timeout: binding.then_some(DEFAULT_BINDING_TIMEOUT_SECONDS),
+            claim_shapes: Default::default(),
         }
     }
 
@@ -107,50 +112,9 @@ type Compiled = Result<Arc<Selector>, String>;
 /// Selectors' addresses, in the order they are evaluated.
 type SelectorList = SmallVec<[usize; 4]>;
 
-/// Filter's allocations for the pod's claims, per node, where the search found them:
-/// a node that passed Filter and has no entry got its devices on the first path (see
-/// [`PodClaims::found_on`]), so the common case writes nothing per node, and the map
-/// grows with the nodes the search served, not with the cluster.
-type NodeAllocations = HashMap<Sym, Found, RandomState>;
-
 /// A node's allocator: the pod's own (borrowed from its state), or one of its variants
 /// with the claim for the extended resources the node leaves to devices.
 type NodeAllocator<'s> = Cow<'s, Arc<Allocator>>;
-
-/// Filter's search allocations per node, and whether there are any: a node the first
-/// path served need not take the lock to drop an entry the search never made.
-#[derive(Default)]
-struct SearchedAllocations {
-    any: AtomicBool,
-    by_node: Mutex<NodeAllocations>,
-}
-
-impl SearchedAllocations {
-    /// Keeps the last Filter's result for the node, as upstream's map does: a first-path
-    /// result drops a search an earlier Filter of this node made (in `run`, devices
-    /// allocated meanwhile can change which one applies).
-    fn keep(&self, node: Sym, found: Found) {
-        match found {
-            Found::Allocations(_) => {
-                self.lock().insert(node, found);
-                self.any.store(true, Ordering::Release);
-            }
-            Found::FirstPath => {
-                if self.any.load(Ordering::Acquire) {
-                    self.lock().remove(&node);
-                }
-            }
-        }
-    }
-
-    fn get(&self, node: Sym) -> Option<Found> {
-        self.lock().get(&node).cloned()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, NodeAllocations> {
-        self.by_node.lock().expect("allocation map lock poisoned")
-    }
-}
 
 /// The pod's claims and what Filter and Reserve worked out for them.
 #[derive(Clone, Default)]
@@ -180,6 +144,8 @@ struct PodClaims {
     binding_timeout: Option<i64>,
     /// The allocator's features, as the release's gates set them.
     features: Features,
+    /// The DRA store's epoch at PreFilter (see `DraState::verdict_epoch`).
+    verdict_epoch: Option<u64>,
 }
 
 /// What DynamicResources knows of a pod's extended resources served by devices.
@@ -556,6 +522,7 @@ impl PreFilterPlugin for DynamicResources {
                 node_allocations: Arc::default(),
                 features: Features::of(self.release),
                 binding_timeout: self.binding_timeout,
+                verdict_epoch: dra.verdict_epoch(),
                 extended: extended.map(|found| {
                     Box::new(ExtendedState {
                         found,
@@ -631,6 +598,11 @@ impl FilterPlugin for DynamicResources {
         };
         details.extend(self.binding_details(s, state.now()));
         details
+    }
+
+    fn filter_verdict_key(&self, state: &CycleState, _: &Pod, key: &mut VerdictKey) -> bool {
+        (state.read::<PodClaims>(NAME))
+            .is_none_or(|s| verdict_key::append(&self.claim_shapes, s, key))
     }
 
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
