@@ -161,7 +161,9 @@ pub struct ResourceSlice {
     /// How many slices the pool has; a pool with fewer is incomplete.
     pub pool_slice_count: i64,
     pub nodes: SliceNodes,
-    pub devices: Vec<Device>,
+    /// Shared with the slices that publish equal devices (see
+    /// [`DeviceLists`](crate::dra_device_lists::DeviceLists)).
+    pub devices: Arc<[Device]>,
     /// `sharedCounters` (DRAPartitionableDevices): a slice holds these or devices, never
     /// both.
     pub shared_counters: Vec<CounterSet>,
@@ -525,6 +527,8 @@ pub struct DraObjects {
     /// DeviceTaintRules (DRADeviceTaintRules), already applied to `slices`: kept so that a
     /// slice read after a rule gets its taint too.
     pub taint_rules: Vec<crate::dra_taint_rules::DeviceTaintRule>,
+    /// The device lists of the slices read, each once.
+    pub device_lists: crate::dra_device_lists::DeviceLists,
 }
 
 impl DraObjects {
@@ -545,6 +549,13 @@ impl DraObjects {
         let mut slices = other.slices;
         for rule in &self.taint_rules {
             crate::dra_taint_rules::apply_to_all(rule, &mut slices);
+        }
+        // Read apart (a live import reads object by object), shared all the same.
+        for slice in &mut slices {
+            let shared = self.device_lists.share_list(slice.devices.clone());
+            if !Arc::ptr_eq(&shared, &slice.devices) {
+                Arc::make_mut(slice).devices = shared;
+            }
         }
         self.slices.extend(slices);
         self.claims.extend(other.claims);

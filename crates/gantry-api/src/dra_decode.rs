@@ -53,7 +53,7 @@ pub(crate) fn add_object(
         }
         "ResourceSlice" => {
             let slice: resource::ResourceSlice = typed(value, object)?;
-            let slice = resource_slice(&slice, object, release)?;
+            let slice = resource_slice(&slice, object, release, &mut out.device_lists)?;
             let slice = crate::dra_taint_rules::apply(&out.taint_rules, &slice).unwrap_or(slice);
             out.slices.push(Arc::new(slice));
         }
@@ -308,6 +308,7 @@ fn resource_slice(
     slice: &resource::ResourceSlice,
     object: &str,
     release: Release,
+    device_lists: &mut crate::dra_device_lists::DeviceLists,
 ) -> Result<ResourceSlice, ObjectError> {
     let spec = &slice.spec;
     let partitionable = release.enabled(Gate::DRAPartitionableDevices);
@@ -361,7 +362,7 @@ fn resource_slice(
         pool_slice_count: spec.pool.resource_slice_count,
         nodes,
         binding_conditions: devices.iter().any(|d| d.binding.is_some()),
-        devices,
+        devices: device_lists.share(devices),
         shared_counters,
     })
 }

@@ -93,7 +93,9 @@ pub fn apply<'r>(
                 continue;
             }
             let slice = patched.get_or_insert_with(|| slice.clone());
-            slice.devices[i].taints.push(rule.taint.clone());
+            std::sync::Arc::make_mut(&mut slice.devices)[i]
+                .taints
+                .push(rule.taint.clone());
         }
     }
     patched

@@ -12,6 +12,7 @@ pub mod dra_binding;
 pub mod dra_capacity;
 pub mod dra_counters;
 mod dra_decode;
+pub mod dra_device_lists;
 pub mod dra_extended;
 mod dra_nodes;
 pub mod dra_taint_rules;

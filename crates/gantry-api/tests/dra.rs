@@ -972,3 +972,45 @@ fn per_device_node_selection_follows_its_gate_and_is_validated() {
         assert!(error.contains(&expected), "{error}\n  expected: {expected}");
     }
 }
+
+/// Nodes publishing equal devices share one list (read once, judged once); a slice whose
+/// devices differ anywhere, or that a DeviceTaintRule taints, has its own, and the others
+/// keep theirs untainted.
+#[test]
+fn equal_device_lists_are_shared_and_a_taint_unshares_one() {
+    let slice = |node: &str, memory: &str| {
+        format!(
+            "{{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {{name: {node}-gpus}},
+              spec: {{driver: gpu.example.com, nodeName: {node}, pool: {{name: {node}, generation: 1, resourceSliceCount: 1}},
+              devices: [{{name: g0, attributes: {{model: {{string: A100}}}}, capacity: {{memory: {{value: {memory}}}}}}}, {{name: g1}}]}}}}"
+        )
+    };
+    let rule = "{apiVersion: resource.k8s.io/v1beta2, kind: DeviceTaintRule, metadata: {name: n3},
+      spec: {deviceSelector: {pool: n3}, taint: {key: example.com/broken, effect: NoSchedule}}}";
+    let text = [
+        slice("n1", "80Gi"),
+        slice("n2", "80Gi"),
+        slice("n3", "80Gi"),
+        slice("n4", "40Gi"),
+        rule.to_string(),
+    ]
+    .join("\n---\n");
+    let objects = ClusterObjects::decode(&text, "o.yaml").unwrap();
+    let devices: Vec<&Arc<[Device]>> = objects.dra.slices.iter().map(|s| &s.devices).collect();
+    assert!(Arc::ptr_eq(devices[0], devices[1]));
+    assert!(
+        !Arc::ptr_eq(devices[0], devices[2]),
+        "tainted after reading"
+    );
+    assert!(!Arc::ptr_eq(devices[0], devices[3]), "another capacity");
+    assert_eq!(devices[2][0].taints.len(), 1);
+    assert!(devices[0].iter().all(|d| d.taints.is_empty()));
+    assert_eq!(devices[0], devices[1]);
+    // Read apart (as a live import reads object by object), then put together.
+    let mut first = ClusterObjects::decode(&slice("n1", "80Gi"), "a.yaml").unwrap();
+    let second = ClusterObjects::decode(&slice("n2", "80Gi"), "b.yaml").unwrap();
+    first.dra.extend(second.dra);
+    let (a, b) = (&first.dra.slices[0], &first.dra.slices[1]);
+    assert!(Arc::ptr_eq(&a.devices, &b.devices));
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("n1-gpus", "n2-gpus"));
+}

@@ -622,7 +622,7 @@ fn a_slice_moved_or_deleted_leaves_its_node() {
             pool_generation: 1,
             pool_slice_count: 1,
             nodes: SliceNodes::Node(Sym::new(node)),
-            devices: Vec::new(),
+            devices: Vec::new().into(),
             shared_counters: Vec::new(),
         })
     };

@@ -150,7 +150,7 @@ fn slice(
         pool_generation: 1,
         pool_slice_count: 1,
         nodes: SliceNodes::Node(sym(node)),
-        devices,
+        devices: devices.into(),
         shared_counters: Vec::new(),
     })
 }
@@ -3647,7 +3647,7 @@ fn allow_multiple_allocations_with_partitionable_devices() {
             .into_iter()
             .map(|s| {
                 let mut s = (*s).clone();
-                for d in &mut s.devices {
+                for d in Arc::make_mut(&mut s.devices) {
                     d.allow_multiple_allocations = true;
                 }
                 Arc::new(s)

@@ -659,7 +659,7 @@ fn counter_overrun(
         }
     }
     for slice in slices.iter().filter(|s| concerned(s)) {
-        for device in &slice.devices {
+        for device in slice.devices.iter() {
             let id = DeviceId {
                 driver: slice.driver,
                 pool: slice.pool,

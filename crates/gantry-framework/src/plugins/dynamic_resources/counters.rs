@@ -49,7 +49,7 @@ pub(super) fn left_after_allocated<'a>(
         .flat_map(|set| (set.counters.iter()).map(|&(name, value)| (set.name, name, value)))
         .collect();
     for slice in device_slices {
-        for device in &slice.devices {
+        for device in slice.devices.iter() {
             if device.consumes_counters.is_empty() {
                 continue;
             }

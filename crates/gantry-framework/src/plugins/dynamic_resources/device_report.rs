@@ -373,7 +373,7 @@ mod tests {
             pool_generation: 1,
             pool_slice_count: 1,
             nodes: SliceNodes::Node(Sym::new("n1")),
-            devices: vec![gpu],
+            devices: vec![gpu].into(),
             shared_counters: Vec::new(),
         })];
         let asking = |key: &str, amount: i64| {
@@ -464,7 +464,8 @@ mod tests {
             devices: vec![
                 device("gpu-0", vec![taint.clone()]),
                 device("gpu-1", vec![]),
-            ],
+            ]
+            .into(),
             shared_counters: Vec::new(),
         });
         let selection = PreparedSelection::new(
@@ -536,7 +537,7 @@ mod tests {
                 counters: memory(amount),
             }],
         };
-        let slice = |name: &str, devices, shared_counters| {
+        let slice = |name: &str, devices: Vec<gantry_api::dra::Device>, shared_counters| {
             Arc::new(ResourceSlice {
                 binding_conditions: false,
                 name: Sym::new(name),
@@ -545,7 +546,7 @@ mod tests {
                 pool_generation: 1,
                 pool_slice_count: 2,
                 nodes: SliceNodes::Node(Sym::new("n1")),
-                devices,
+                devices: devices.into(),
                 shared_counters,
             })
         };

@@ -175,7 +175,7 @@ pub(super) fn gather_pools<'a>(
                 .flat_map(|s| &s.shared_counters)
                 .collect();
             let slices = pool.slices.iter().chain(pool.unreached());
-            let devices = slices.flat_map(|s| &s.devices);
+            let devices = slices.flat_map(|s| s.devices.iter());
             pool.invalid = counters::pool_is_invalid(&sets, devices);
             if !sets.is_empty() {
                 pool.extras().counter_sets = sets;

@@ -1,6 +1,7 @@
 //! What the first path needs to know of a slice for a request: the verdicts of all the
 //! request's selectors together (its class's first, then its own), and whether the
-//! slice's device names are distinct. Remembered per slice and shared by every pod whose
+//! slice's device names are distinct. Remembered per device list (slices read together
+//! share equal lists: one entry serves a pool of alike nodes) and shared by every pod whose
 //! request has the same selectors, so the first path asks once a slice, where it took a
 //! lookup under each selector's lock (three for the usual class selector and two of the
 //! request's) and one more under a process-wide lock for the names, for every slice of
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use foldhash::fast::RandomState;
 use gantry_api::Sym;
-use gantry_api::dra::ResourceSlice;
+use gantry_api::dra::{Device, ResourceSlice};
 
 use super::cel::{Selector, Verdict};
 
@@ -22,8 +23,9 @@ pub struct SelectionVerdicts {
     selectors: Box<[Arc<Selector>]>,
     /// Slices remembered before they are all forgotten ([`MAX_SLICES`]).
     max_slices: usize,
-    /// By the slice's address; the weak reference keeps the address from being reused
-    /// while the entry stands.
+    /// By the address of the slice's device list and its driver (what the selectors
+    /// see: slices sharing an equal list share the entry); the weak reference keeps the
+    /// address from being reused while the entry stands.
     by_slice: Mutex<BySlice>,
 }
 
@@ -50,7 +52,10 @@ impl SelectionVerdicts {
     /// The facts of `slice`. The lock is not held while the selectors judge a slice new
     /// to this memo.
     pub fn on(&self, slice: &Arc<ResourceSlice>) -> Arc<SliceFacts> {
-        let key = Arc::as_ptr(slice) as usize;
+        let key = (
+            Arc::as_ptr(&slice.devices) as *const Device as usize,
+            slice.driver,
+        );
         if let Some((_, facts)) = self.lock().get(&key) {
             return facts.clone();
         }
@@ -73,7 +78,7 @@ impl SelectionVerdicts {
         if memo.len() >= self.max_slices {
             memo.clear();
         }
-        memo.insert(key, (Arc::downgrade(slice), facts.clone()));
+        memo.insert(key, (Arc::downgrade(&slice.devices), facts.clone()));
         facts
     }
 
@@ -84,7 +89,7 @@ impl SelectionVerdicts {
     }
 }
 
-type BySlice = HashMap<usize, (Weak<ResourceSlice>, Arc<SliceFacts>), RandomState>;
+type BySlice = HashMap<(usize, Sym), (Weak<[Device]>, Arc<SliceFacts>), RandomState>;
 
 #[cfg(test)]
 mod tests {
@@ -162,6 +167,32 @@ mod tests {
             *reversed.on(&s).verdicts,
             [Verdict::Yes, Verdict::Error, Verdict::Error]
         );
+    }
+
+    /// Slices sharing one device list share the entry, but not across drivers: the
+    /// selectors see the driver too.
+    #[test]
+    fn a_shared_device_list_is_judged_once_per_driver() {
+        let together = SelectionVerdicts::new([selector("device.driver == \"gpu.example.com\"")]);
+        let first = slice(&["A100", "T4"]);
+        let alike = |driver: &str| {
+            Arc::new(ResourceSlice {
+                driver: Sym::new(driver),
+                name: Sym::new("other"),
+                ..(*first).clone()
+            })
+        };
+        assert_eq!(*together.on(&first).verdicts, [Verdict::Yes; 2]);
+        assert_eq!(
+            *together.on(&alike("gpu.example.com")).verdicts,
+            [Verdict::Yes; 2]
+        );
+        assert_eq!(together.lock().len(), 1, "one entry for the list");
+        assert_eq!(
+            *together.on(&alike("nic.example.com")).verdicts,
+            [Verdict::No; 2]
+        );
+        assert_eq!(together.lock().len(), 2);
     }
 
     /// The memo forgets everything once full, and still answers.

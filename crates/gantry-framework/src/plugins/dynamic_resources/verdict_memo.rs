@@ -63,11 +63,13 @@ fn seen_alike(x: &Device, y: &Device) -> bool {
         && x.allow_multiple_allocations == y.allow_multiple_allocations
 }
 
-/// Whether the expression sees the same devices, in the same order, on both slices.
+/// Whether the expression sees the same devices, in the same order, on both slices (at
+/// once where they share their device list, as equal lists read together do).
 fn alike(a: &ResourceSlice, b: &ResourceSlice) -> bool {
     a.driver == b.driver
-        && a.devices.len() == b.devices.len()
-        && (a.devices.iter().zip(&b.devices)).all(|(x, y)| seen_alike(x, y))
+        && (Arc::ptr_eq(&a.devices, &b.devices)
+            || (a.devices.len() == b.devices.len()
+                && (a.devices.iter().zip(b.devices.iter())).all(|(x, y)| seen_alike(x, y))))
 }
 
 impl DeviceKind {
@@ -193,7 +195,7 @@ mod tests {
             pool_generation: 1,
             pool_slice_count: 1,
             nodes: SliceNodes::Node(Sym::new(name)),
-            devices,
+            devices: devices.into(),
             shared_counters: Vec::new(),
         })
     }
