@@ -87,8 +87,9 @@ fn scenario(groups: &[Group], workloads: &[Workload], churn: bool) -> String {
     text
 }
 
-/// Every pod's placement line and the summary's counts, with the memo or without.
-fn run(text: &str, remember_verdicts: bool) -> (Vec<String>, String) {
+/// Every pod's placement line and the summary's counts, with the memo or without (the
+/// simulation's invariants checked at the end).
+pub(super) fn run(text: &str, remember_verdicts: bool) -> (Vec<String>, String) {
     let scenario = Scenario::parse(text, "memo.yaml").unwrap();
     let options = SimOptions {
         remember_verdicts,
@@ -99,6 +100,7 @@ fn run(text: &str, remember_verdicts: bool) -> (Vec<String>, String) {
     let mut sim = Simulation::new(scenario.cluster.clone(), vec![profile], options).unwrap();
     scenario.schedule_into(&mut sim);
     let summary = sim.run().unwrap();
+    sim.check_invariants().unwrap();
     let placements = sim
         .placements()
         .iter()

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::plugins::default_profile;
-use gantry_sim::scenario::Scenario;
 use gantry_sim::{SimEvent, SimOptions, Simulation};
 use proptest::prelude::*;
+
+use super::verdict_memo::run;
 
 /// One node group: count, devices a node (0: none), whether they are A100s (else H100s).
 type Group = (u32, u32, bool);
@@ -81,29 +82,6 @@ fn scenario(groups: &[Group], workloads: &[Workload], churn: bool) -> String {
         }
     }
     text
-}
-
-/// Every pod's placement line and the summary's counts, with the memo or without.
-fn run(text: &str, remember_verdicts: bool) -> (Vec<String>, String) {
-    let scenario = Scenario::parse(text, "memo.yaml").unwrap();
-    let options = SimOptions {
-        remember_verdicts,
-        seed: 7,
-        ..SimOptions::default()
-    };
-    let profile = default_profile("default-scheduler");
-    let mut sim = Simulation::new(scenario.cluster.clone(), vec![profile], options).unwrap();
-    scenario.schedule_into(&mut sim);
-    let summary = sim.run().unwrap();
-    sim.check_invariants().unwrap();
-    let placements = (sim.placements().iter())
-        .map(|p| serde_json::to_string(p).unwrap())
-        .collect();
-    let counts = format!(
-        "scheduled {} unschedulable {} attempts {}",
-        summary.scheduled, summary.unschedulable, summary.attempts
-    );
-    (placements, counts)
 }
 
 proptest! {
