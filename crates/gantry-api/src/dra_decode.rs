@@ -354,6 +354,13 @@ fn resource_slice(
             device(d, &spec.driver, object, &field, release)
         })
         .collect::<Result<Vec<Device>, _>>()?;
+    // Upstream's `validateSet` over the devices, by name.
+    let mut names = std::collections::HashSet::with_capacity(devices.len());
+    if let Some(i) = devices.iter().position(|d| !names.insert(d.name)) {
+        let field = format!("spec.devices[{i}]");
+        let duplicate = validation::duplicate(devices[i].name.as_str());
+        return Err(field_error(object, &field, duplicate));
+    }
     Ok(ResourceSlice {
         name: Sym::new(&required_name(&slice.metadata, object)?),
         driver: Sym::new(&spec.driver),

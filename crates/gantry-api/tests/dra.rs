@@ -1014,3 +1014,19 @@ fn equal_device_lists_are_shared_and_a_taint_unshares_one() {
     assert!(Arc::ptr_eq(&a.devices, &b.devices));
     assert_eq!((a.name.as_str(), b.name.as_str()), ("n1-gpus", "n2-gpus"));
 }
+
+/// One device name twice in a slice is refused, as the API server's `validateSet` refuses
+/// it (`pkg/apis/resource/validation/validation.go`, v1.36.2), at the second one.
+#[test]
+fn a_device_name_twice_in_a_slice_is_refused() {
+    let text = "{apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: x},
+      spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1},
+      devices: [{name: a}, {name: b}, {name: a}]}}";
+    let error = ClusterObjects::decode(text, "o.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("ResourceSlice x: spec.devices[2]: Duplicate value: \"a\""),
+        "{error}"
+    );
+}
