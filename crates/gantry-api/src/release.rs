@@ -65,6 +65,10 @@ pub enum Gate {
     /// SchedulerPopFromBackoffQ (KEP-5142): an idle scheduler takes the pod whose backoff
     /// ends first rather than wait for it; backoffs end on whole seconds.
     SchedulerPopFromBackoffQ,
+    /// SchedulerAsyncPreemption (KEP-4832): preemption deletes its victims in the
+    /// background, and DefaultPreemption's PreEnqueue holds the preemptor back until the
+    /// deletions are done.
+    SchedulerAsyncPreemption,
     /// StorageCapacityScoring (KEP-4049): VolumeBinding scores nodes by how much of the
     /// storage the pod's volumes would take there (`VolumeBindingArgs.shape`).
     StorageCapacityScoring,
@@ -249,6 +253,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         Gate::SchedulerPopFromBackoffQ,
         "SchedulerPopFromBackoffQ",
         &[spec(33, true)],
+    ),
+    (
+        Gate::SchedulerAsyncPreemption,
+        "SchedulerAsyncPreemption",
+        &[spec(32, false), spec(33, true)],
     ),
     (
         Gate::StorageCapacityScoring,

@@ -14,7 +14,11 @@ use gantry_framework::{
     ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile, QueueSort,
 };
 
-use crate::unschedulable_pods::UnschedulablePods;
+use crate::unschedulable_pods::{Moved, UnschedulablePods};
+pub use preemption_hold::DEFAULT_PREEMPTION;
+use preemption_hold::PreemptionHold;
+
+mod preemption_hold;
 
 /// Pods unschedulable for longer than this are retried anyway (upstream's
 /// `podMaxInUnschedulablePodsDuration`).
@@ -187,6 +191,9 @@ pub struct SchedulingQueue {
     /// The latest cluster events with the cycle each arrived in (at most
     /// `RECENT_EVENTS`), for the queueing hints of a pod back from a long wait.
     recent_events: VecDeque<(u64, ClusterEvent)>,
+    /// Preemptors whose victims are still being deleted, held back by DefaultPreemption's
+    /// PreEnqueue.
+    preemption_hold: PreemptionHold,
 }
 
 /// How many of the latest cluster events the queue keeps.
@@ -253,7 +260,38 @@ impl SchedulingQueue {
                 .first()
                 .map_or(QueueSort::PrioritySort, |p| p.queue_sort),
             recent_events: VecDeque::new(),
+            preemption_hold: PreemptionHold::default(),
         }
+    }
+
+    /// The pod's preemption started deleting its victims in the background
+    /// (SchedulerAsyncPreemption): DefaultPreemption's PreEnqueue holds it back until
+    /// `preemption_finished`.
+    pub fn preemption_started(&mut self, uid: Arc<str>) {
+        self.preemption_hold.start(uid);
+    }
+
+    /// The pod's preemption deletes its last victim now: once that victim is seen gone
+    /// or terminating (`victim_gone`), the pod is no longer held back.
+    pub fn preemption_deleting_last_victim(&mut self, uid: &Arc<str>, victim: Arc<str>) {
+        self.preemption_hold.deleting_last(uid, victim);
+    }
+
+    /// The pod was seen deleted, or terminating: a preemption whose last victim it is is
+    /// done. Call it before the event the deletion is.
+    pub fn victim_gone(&mut self, uid: &str) {
+        self.preemption_hold.victim_gone(uid);
+    }
+
+    /// Whether the pod's victims are still being deleted in the background.
+    pub fn is_preempting(&self, uid: &str) -> bool {
+        self.preemption_hold.is_preempting(uid)
+    }
+
+    /// The pod's victims are deleted: it may be tried again, once an event moves it (as
+    /// their deletions do).
+    pub fn preemption_finished(&mut self, uid: &str) {
+        self.preemption_hold.finish(uid);
     }
 
     /// Why a held member of a PodGroup is held: the first PreEnqueue rejection of a pod
@@ -321,6 +359,15 @@ impl SchedulingQueue {
             if !taken {
                 continue;
             }
+            if self.preemption_hold.is_preempting(&member.uid) {
+                // Activated, it is held back by DefaultPreemption's PreEnqueue.
+                if !self.preemption_hold.is_held(&member.uid) {
+                    let entry = self.entries.remove(&member.uid).expect("checked above");
+                    self.place(entry.queued, Location::Active);
+                }
+                continue;
+            }
+            self.preemption_hold.release(&member.uid);
             self.unschedulable.remove(&member.uid);
             let mut queued = self
                 .entries
@@ -386,6 +433,7 @@ impl SchedulingQueue {
     /// The pod was deleted or bound elsewhere.
     pub fn delete(&mut self, uid: &str) -> bool {
         self.unschedulable.remove(uid);
+        self.preemption_hold.release(uid);
         self.entries.remove(uid).is_some()
     }
 
@@ -469,6 +517,26 @@ impl SchedulingQueue {
             Location::Unschedulable
         };
         self.place(queued, location);
+    }
+
+    /// Members of a pod group whose cycle just failed and started a preemption go to
+    /// backoff rather than wait for an event. Upstream retries a failed member after its
+    /// backoff whatever happens (`determineSchedulingHintForInFlightPod` has no
+    /// event-based requeueing for pod groups, v1.36.3); where nothing changes, each retry
+    /// decides as the last, so Gantry waits for an event instead (and a run ends). A
+    /// started preemption changes the next cycle without an event: its preemptor is held
+    /// back, and the others are tried without it, as upstream tries them.
+    pub fn retry_after_backoff(&mut self, uids: &[Arc<str>]) {
+        for uid in uids {
+            let waiting = self
+                .entries
+                .get(uid)
+                .is_some_and(|e| e.location == Location::Unschedulable);
+            if waiting && !self.preemption_hold.is_held(uid) {
+                let entry = self.entries.remove(uid).expect("checked above");
+                self.place(entry.queued, Location::Backoff);
+            }
+        }
     }
 
     /// A popped pod failed for another reason (an error, a failed bind): back off and retry.
@@ -580,13 +648,15 @@ impl SchedulingQueue {
         let periods = u32::try_from(periods).unwrap_or(u32::MAX);
         let tick = LEFTOVER_FLUSH_PERIOD.saturating_mul(periods);
         self.next_leftover_flush = tick.saturating_add(LEFTOVER_FLUSH_PERIOD);
-        let stale: Vec<Arc<str>> = self
+        let stale: Moved = self
             .unschedulable
             .iter()
             .filter_map(|uid| self.entries.get_key_value(uid))
-            .filter(|(_, e)| {
+            .filter(|(uid, e)| {
                 e.location == Location::Unschedulable
                     && tick.saturating_sub(e.queued.timestamp) > MAX_UNSCHEDULABLE_DURATION
+                    // Only a pod's deletion moves a pod held back for its preemption.
+                    && !self.preemption_hold.is_held(uid)
             })
             .map(|(uid, _)| uid.clone())
             .collect();
@@ -612,6 +682,9 @@ impl SchedulingQueue {
             match entry.location {
                 Location::Active => counts.active += 1,
                 Location::Backoff => counts.backoff += 1,
+                Location::Unschedulable if self.preemption_hold.is_held(&entry.queued.pod.uid) => {
+                    counts.gated += 1
+                }
                 Location::Unschedulable => counts.unschedulable += 1,
                 Location::Gated => counts.gated += 1,
             }
@@ -632,22 +705,27 @@ impl SchedulingQueue {
         self.entries.values().map(|e| &e.queued)
     }
 
+    /// Whether `event` may help a pod `rejecting_plugins` rejected: a pod rejected by no
+    /// plugin in particular (an error) is moved by any event, one held back for its
+    /// preemption only as `preemption_hold::may_move` says.
     fn may_help(&self, rejecting_plugins: &[&'static str], event: &ClusterEvent) -> bool {
-        // A pod rejected by no plugin in particular (an error) is moved by any event.
-        rejecting_plugins.is_empty()
-            || rejecting_plugins.iter().any(|p| {
-                self.registrations
-                    .get(p)
-                    .is_none_or(|events| events.iter().any(|r| r.covers(event)))
-            })
+        preemption_hold::may_move(rejecting_plugins, event, |plugin| {
+            self.registrations
+                .get(plugin)
+                .is_none_or(|events| events.iter().any(|r| r.covers(event)))
+        })
     }
 
     /// Moves pods in the order they entered the unschedulable set (their `version`), not
     /// in the set's hash order, which changes per process: equal-priority pods moved at
     /// one time are then tried in the same order in every run.
-    fn move_to_active_or_backoff(&mut self, mut uids: Vec<Arc<str>>, now: Duration) {
+    fn move_to_active_or_backoff(&mut self, mut uids: Moved, now: Duration) {
         uids.sort_unstable_by_key(|uid| self.entries.get(uid).map(|e| e.version));
         for uid in uids {
+            if self.preemption_hold.is_held(&uid) && self.preemption_hold.is_preempting(&uid) {
+                // PreEnqueue would turn it away again: nothing changes.
+                continue;
+            }
             let Some(entry) = self.entries.remove(&uid) else {
                 continue;
             };
@@ -780,7 +858,20 @@ impl SchedulingQueue {
             })
     }
 
-    fn place(&mut self, queued: QueuedPod, location: Location) {
+    fn place(&mut self, mut queued: QueuedPod, location: Location) {
+        let location = match location {
+            Location::Active | Location::Backoff
+                if (self.preemption_hold)
+                    .turns_away(&queued.pod.uid, &mut queued.unschedulable_plugins) =>
+            {
+                Location::Unschedulable
+            }
+            Location::Active | Location::Backoff => location,
+            Location::Unschedulable | Location::Gated => {
+                self.preemption_hold.release(&queued.pod.uid);
+                location
+            }
+        };
         self.seq += 1;
         let version = self.seq;
         let uid = queued.pod.uid.clone();

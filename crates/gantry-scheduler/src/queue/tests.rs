@@ -437,3 +437,111 @@ fn an_idle_queue_pops_the_backoff_head_from_v1_33() {
     assert_eq!(popped(&mut q, ms(1299)), None);
     assert_eq!(popped(&mut q, ms(1300)).as_deref(), Some("p"));
 }
+
+const POD_DELETED: ClusterEvent = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
+const NODE_ADDED: ClusterEvent = ClusterEvent::new(EventResource::Node, ActionType::ADD);
+
+/// DefaultPreemption's PreEnqueue under SchedulerAsyncPreemption: a preemptor on its way
+/// back to the queue while its victims are deleted is held back (gated); only a pod's
+/// deletion may move it, once its preemption is done, and only if another plugin that
+/// rejected it cares for that deletion.
+#[test]
+fn a_preemptor_is_held_back_until_its_victims_are_deleted() {
+    let mut q = queue();
+    q.add(pod("p", 0), T0);
+    let popped = q.pop(T0).unwrap();
+    q.preemption_started(popped.pod.uid.clone());
+    // An event during the attempt sends it towards backoff: PreEnqueue turns it away.
+    q.on_event(NODE_ADDED, T0);
+    q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+    assert_eq!(q.pending().gated, 1);
+    assert!(q.pop(secs(100)).is_none());
+    q.on_event(POD_DELETED, secs(100));
+    assert_eq!(q.pending().gated, 1, "its victim is still being deleted");
+    q.preemption_finished("ns/p");
+    q.flush_unschedulable_leftover(secs(1000));
+    q.on_event(NODE_ADDED, secs(1000));
+    assert_eq!(q.pending().gated, 1, "only a pod's deletion moves it");
+    q.on_event(POD_DELETED, secs(1000));
+    let again = q.pop(secs(1000)).unwrap();
+    assert!(again.unschedulable_plugins.contains(&DEFAULT_PREEMPTION));
+    assert_eq!(q.pending(), PendingCounts::default());
+}
+
+/// A preemptor no plugin in particular rejected (a gang member rejected with its group)
+/// and held back is moved by nothing: DefaultPreemption's queueing hint always skips.
+#[test]
+fn a_held_pod_no_other_plugin_rejected_stays_held() {
+    let mut q = queue();
+    q.add(pod("p", 0), T0);
+    let popped = q.pop(T0).unwrap();
+    q.preemption_started(popped.pod.uid.clone());
+    q.add_unschedulable(popped, Vec::new(), T0);
+    // Not held yet: it waits for an event, which the hold then turns away.
+    assert_eq!(q.pending().unschedulable, 1);
+    q.on_event(NODE_ADDED, secs(1));
+    assert_eq!(q.pending().gated, 1);
+    q.preemption_finished("ns/p");
+    q.on_event(POD_DELETED, secs(2));
+    q.flush_unschedulable_leftover(secs(1000));
+    assert_eq!(q.pending().gated, 1);
+    assert!(q.pop(secs(1000)).is_none());
+    // Activated (a pod-group cycle taking it), it passes PreEnqueue now.
+    q.activate(&[Arc::from("ns/p")]);
+    assert_eq!(q.pop(secs(1000)).unwrap().pod.name.as_ref(), "p");
+}
+
+/// A pod-group cycle leaves out a member whose preemption is in flight (upstream's
+/// `PopSpecificPod` activates it, and PreEnqueue holds it back), and takes one whose
+/// preemption is done.
+#[test]
+fn a_group_cycle_leaves_out_a_member_still_preempting() {
+    let mut q = queue();
+    for name in ["a", "b", "c"] {
+        q.add(pod(name, 0), T0);
+    }
+    let members: Vec<Arc<Pod>> = ["a", "b", "c"].iter().map(|n| pod(n, 0)).collect();
+    let first = q.pop(T0).unwrap();
+    let cycle = q.pop_members(first, &members);
+    assert_eq!(cycle.len(), 3);
+    let mut first = None;
+    for member in cycle {
+        if member.pod.name.as_ref() == "a" {
+            first = Some(member);
+            continue;
+        }
+        q.preemption_started(member.pod.uid.clone());
+        q.add_unschedulable(member, Vec::new(), T0);
+    }
+    q.preemption_finished("ns/c");
+    let again = q.pop_members(first.unwrap(), &members);
+    let mut names: Vec<&str> = again.iter().map(|m| m.pod.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "c"]);
+    assert_eq!(q.pending().gated, 1);
+}
+
+/// The hold ends as soon as the last victim, once its deletion has begun, is seen gone
+/// (the deletion's watch event may come before the deleting call returns), but not for a
+/// victim seen gone before the preemption got to it.
+#[test]
+fn a_preemption_ends_when_its_last_victim_is_seen_gone() {
+    let mut q = queue();
+    q.add(pod("p", 0), T0);
+    let popped = q.pop(T0).unwrap();
+    q.preemption_started(popped.pod.uid.clone());
+    q.on_event(NODE_ADDED, T0);
+    q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+    q.victim_gone("ns/v");
+    q.on_event(POD_DELETED, secs(10));
+    assert_eq!(q.pending().gated, 1, "its preemption has not got to v");
+    q.preemption_deleting_last_victim(&Arc::from("ns/p"), Arc::from("ns/v"));
+    q.on_event(POD_DELETED, secs(10));
+    assert_eq!(q.pending().gated, 1, "v is still there");
+    q.victim_gone("ns/v");
+    q.on_event(POD_DELETED, secs(10));
+    assert_eq!(q.pop(secs(10)).unwrap().pod.name.as_ref(), "p");
+    assert!(!q.is_preempting("ns/p"));
+    // The call's own end, later, changes nothing.
+    q.preemption_finished("ns/p");
+}
