@@ -169,6 +169,7 @@ impl Instance {
                     tracing::warn!(pod = %pod.key(), error = %e, "deleted pod was not in the cache");
                 }
                 self.scheduler.clear_nomination(pod);
+                self.queue.victim_gone(&pod.uid);
                 self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
             }
             WatchEvent::NodeAdded(node) => {
@@ -182,6 +183,7 @@ impl Instance {
             WatchEvent::NodeDeleted { name, pods } => {
                 for pod in pods {
                     let _ = self.cache.remove_pod(pod);
+                    self.queue.victim_gone(&pod.uid);
                 }
                 if let Err(e) = self.cache.remove_node(*name) {
                     tracing::warn!(node = %name, error = %e, "deleting a node the cache does not hold");

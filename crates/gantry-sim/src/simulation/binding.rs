@@ -79,6 +79,7 @@ impl Simulation {
         // take a member's room between two binds, so the gang's binds are checked and
         // written together.
         let together = self.instances.len() > 1 && cycle.outcome == GroupOutcome::Scheduled;
+        let uids: Vec<Arc<str>> = members.iter().map(|q| q.pod.uid.clone()).collect();
         let mut binds = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
             let Some(index) = self.records.index(&queued.pod.uid) else {
@@ -96,6 +97,10 @@ impl Simulation {
                 }
                 attempt => self.conclude(instance, index, queued, attempt),
             }
+        }
+        let queue = &mut self.instances[instance].queue;
+        if uids.iter().any(|uid| queue.is_preempting(uid)) {
+            queue.retry_after_backoff(&uids);
         }
         if !binds.is_empty() {
             let latency = self.options.bind_latency.sample(&mut self.latency_rng);
@@ -187,7 +192,7 @@ impl Simulation {
                 fit_error,
                 nominated: Some((node, victims)),
             } => {
-                self.evict(index, &victims);
+                self.preempt(instance, index, &queued.pod, victims);
                 self.records.set_reason(index, fit_error.to_string());
                 let retry = self.nominate(queued, node);
                 self.instances[instance].queue.add_unschedulable(
@@ -225,7 +230,7 @@ impl Simulation {
                 preempted,
             } => {
                 if let Some((_, victims)) = preempted {
-                    self.evict(index, &victims);
+                    self.preempt(instance, index, &queued.pod, victims);
                 }
                 let queued = match nominated {
                     Some(node) => self.nominate(queued, node),
@@ -241,19 +246,6 @@ impl Simulation {
                         .add_unschedulable(queued, Vec::new(), now);
                 }
             }
-        }
-    }
-
-    /// Preemption's victims are deleted, each noted as preempted and as evicted by the
-    /// pod at `index`.
-    fn evict(&mut self, index: usize, victims: &[Arc<Pod>]) {
-        for victim in victims {
-            self.delete_bound(&victim.uid);
-            self.preempted += 1;
-            if let Some(v) = self.records.index(&victim.uid) {
-                self.records.history_mut(v).preempted = true;
-            }
-            self.records.placement_mut(index).evicted.push(victim.key());
         }
     }
 

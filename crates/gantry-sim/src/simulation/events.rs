@@ -46,6 +46,12 @@ impl Simulation {
                 Event::DriverAnswers { claims, answer } => self.driver_answers(&claims, answer),
                 Event::Watch(change) => self.deliver(&change),
                 Event::PermitTimeout { uid, seq } => self.permit_timeout(&uid, seq),
+                Event::VictimsDeleted {
+                    instance,
+                    index,
+                    preemptor,
+                    deleted,
+                } => self.victims_deleted(instance, index, &preemptor, deleted),
             }
         }
         Ok(())

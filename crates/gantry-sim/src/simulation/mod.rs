@@ -42,6 +42,7 @@ use crate::records::{DuplicatePod, PodRecords};
 mod binding;
 mod binding_conditions;
 mod events;
+mod preemption;
 mod recorded;
 mod report;
 mod waiting;
@@ -234,6 +235,14 @@ enum Event {
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),
+    /// A background preemption of the pod at `index` (its UID `preemptor`) deleted
+    /// victims.
+    VictimsDeleted {
+        instance: usize,
+        index: usize,
+        preemptor: Arc<str>,
+        deleted: preemption::Deleted,
+    },
     /// The wait at Permit of the pod (its wait numbered `seq`) runs out.
     PermitTimeout {
         uid: Arc<str>,

@@ -171,7 +171,7 @@ fn check_scenario_as(dir: &Path, release: Release) -> Vec<String> {
 
 #[test]
 fn the_v1_36_gang_recordings_match() {
-    step_corpus::check_every_scenario("gang-1.36", 9, check_scenario);
+    step_corpus::check_every_scenario("gang-1.36", 10, check_scenario);
 }
 
 #[test]

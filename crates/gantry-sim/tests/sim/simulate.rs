@@ -98,9 +98,9 @@ fn same_seed_same_placements() {
     assert_eq!(run(7), run(7));
 }
 
-#[test]
-fn preemption_through_the_queue_evicts_and_binds() {
-    let text = r#"
+/// Four pods of 1 cpu fill two nodes of 2 cpu; at 5 s a pod of priority 1000 asks for
+/// 1.5 cpu, and only preemption makes room.
+const PREEMPTION: &str = r#"
 priorityClasses: [{name: high, value: 1000}]
 nodeGroups:
 - {name: pool, count: 2, allocatable: {cpu: "2", memory: 8Gi, pods: "110"}}
@@ -113,7 +113,10 @@ workloads:
   arrival: {start: 5s}
   template: {spec: {priorityClassName: high, containers: [{name: c, resources: {requests: {cpu: "1500m"}}}]}}
 "#;
-    let (summary, sim) = simulate(text, SimOptions::default());
+
+#[test]
+fn preemption_through_the_queue_evicts_and_binds() {
+    let (summary, sim) = simulate(PREEMPTION, SimOptions::default());
     sim.check_invariants().unwrap();
     let high = sim
         .placements()
@@ -447,4 +450,57 @@ fn binds_take_a_few_milliseconds_by_default() {
     to_bind.sort_unstable();
     assert!(to_bind[0] > Duration::ZERO, "{to_bind:?}");
     assert!(to_bind[30] < Duration::from_millis(30), "{to_bind:?}");
+}
+
+/// SchedulerAsyncPreemption (on from v1.33): the victims are deleted after the attempt,
+/// each with a status patch and a delete (one API call's latency each, 10 ms here), all but
+/// the last in parallel and then the last, while DefaultPreemption's PreEnqueue holds the
+/// preemptor back; it is tried again once the last is gone, and bound a bind later. With
+/// the gate off (or before v1.33) the attempt deletes them itself.
+#[test]
+fn a_preemptor_waits_for_its_victims_deleted_in_the_background() {
+    let ms = Duration::from_millis;
+    // Two victims in the background: 20 ms for the first, 20 ms more for the last, then a
+    // 10 ms bind. v1.32 waits out the preemptor's 1 s backoff (no SchedulerPopFromBackoffQ).
+    for (emulated, gates, in_background, bound_at) in [
+        ("1.37", None, true, ms(5_050)),
+        (
+            "1.37",
+            Some("SchedulerAsyncPreemption=false"),
+            false,
+            ms(5_010),
+        ),
+        ("1.33", None, true, ms(5_050)),
+        ("1.32", None, false, ms(6_010)),
+    ] {
+        let release = gantry_api::Release::parse(Some(emulated), gates).unwrap();
+        let scenario = Scenario::parse(PREEMPTION, "test.yaml").unwrap();
+        let options = SimOptions {
+            bind_latency: BindLatency::Fixed(ms(10)),
+            ..SimOptions::default()
+        };
+        let profile = gantry_framework::plugins::default_profile_for("default-scheduler", release);
+        let mut sim = Simulation::new(scenario.cluster.clone(), vec![profile], options).unwrap();
+        scenario.schedule_into(&mut sim);
+        sim.run_until(ms(5_000)).unwrap();
+        let high = (sim.placements().iter())
+            .position(|p| p.pod == "default/high-0")
+            .unwrap();
+        let evicted_at_once = if in_background { 0 } else { 2 };
+        let evicted = sim.placements()[high].evicted.len();
+        assert_eq!(evicted, evicted_at_once, "{emulated} {gates:?}");
+        sim.run().unwrap();
+        sim.check_invariants().unwrap();
+        assert_eq!(
+            sim.placements()[high].evicted.len(),
+            2,
+            "{emulated} {gates:?}"
+        );
+        let history = sim.histories()[high];
+        assert_eq!(
+            (history.bound, history.attempts),
+            (Some(bound_at), 2),
+            "{emulated} {gates:?}"
+        );
+    }
 }

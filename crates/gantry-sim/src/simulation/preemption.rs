@@ -1,0 +1,118 @@
+//! Preemption's victims leave through the API. Before SchedulerAsyncPreemption (v1.32 and
+//! earlier, or with the gate off) the scheduling cycle deletes them itself, so they are
+//! gone when the attempt ends. With it (on from v1.33), a goroutine deletes them while the
+//! scheduler goes on with other pods, and DefaultPreemption's PreEnqueue holds the
+//! preemptor back until it is done (`prepareCandidateAsync` in
+//! `pkg/scheduler/framework/preemption/executor.go`, v1.36.3): each victim takes a status
+//! patch (its DisruptionTarget condition) and a delete, one API call's latency each; all
+//! victims but the last go in parallel, then the last. The hold ends when the goroutine
+//! does, or when the scheduler sees the last victim gone once its deletion has begun.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_api::{Gate, Pod};
+
+use super::{Event, Simulation};
+
+/// API calls per victim: the DisruptionTarget status patch, then the delete.
+const CALLS_PER_VICTIM: u32 = 2;
+
+/// What a background preemption has deleted.
+pub(super) enum Deleted {
+    /// Every victim but the last (whose UID it names), which it deletes next.
+    AllButLast(Vec<Arc<Pod>>, Arc<str>),
+    /// The last victim: the preemption is done.
+    Last(Arc<Pod>),
+}
+
+impl Simulation {
+    /// The pod at `index` preempted `victims`: they are deleted at once, or in the
+    /// background with the preemptor held back meanwhile.
+    pub(super) fn preempt(
+        &mut self,
+        instance: usize,
+        index: usize,
+        preemptor: &Pod,
+        mut victims: Vec<Arc<Pod>>,
+    ) {
+        let in_background = (self.instances[instance].scheduler.profile_for(preemptor))
+            .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
+        if !in_background {
+            self.evict(index, &victims);
+            return;
+        }
+        let Some(last) = victims.pop() else {
+            return;
+        };
+        let preemptor = preemptor.uid.clone();
+        let queue = &mut self.instances[instance].queue;
+        queue.preemption_started(preemptor.clone());
+        let mut at = self.clock;
+        if victims.is_empty() {
+            queue.preemption_deleting_last_victim(&preemptor, last.uid.clone());
+        } else {
+            at = at.saturating_add(self.api_calls(CALLS_PER_VICTIM));
+            let deleted = Event::VictimsDeleted {
+                instance,
+                index,
+                preemptor: preemptor.clone(),
+                deleted: Deleted::AllButLast(victims, last.uid.clone()),
+            };
+            self.push(at, deleted);
+        }
+        at = at.saturating_add(self.api_calls(CALLS_PER_VICTIM));
+        let deleted = Event::VictimsDeleted {
+            instance,
+            index,
+            preemptor,
+            deleted: Deleted::Last(last),
+        };
+        self.push(at, deleted);
+    }
+
+    /// The background preemption deleted these victims (some may be gone already): the
+    /// last of them, after which the preemptor is no longer held back (and the deletion
+    /// moves it), or all the others, after which it deletes the last.
+    pub(super) fn victims_deleted(
+        &mut self,
+        instance: usize,
+        index: usize,
+        preemptor: &Arc<str>,
+        deleted: Deleted,
+    ) {
+        let queue = &mut self.instances[instance].queue;
+        match deleted {
+            Deleted::AllButLast(victims, last) => {
+                queue.preemption_deleting_last_victim(preemptor, last);
+                self.evict(index, &victims);
+            }
+            Deleted::Last(victim) => {
+                queue.preemption_finished(preemptor);
+                self.evict(index, std::slice::from_ref(&victim));
+            }
+        }
+    }
+
+    /// Preemption's victims are deleted, each still bound noted as preempted and as
+    /// evicted by the pod at `index`.
+    pub(super) fn evict(&mut self, index: usize, victims: &[Arc<Pod>]) {
+        for victim in victims {
+            if !self.delete_bound(&victim.uid) {
+                continue;
+            }
+            self.preempted += 1;
+            if let Some(v) = self.records.index(&victim.uid) {
+                self.records.history_mut(v).preempted = true;
+            }
+            self.records.placement_mut(index).evicted.push(victim.key());
+        }
+    }
+
+    /// How long `calls` API calls made one after another take.
+    fn api_calls(&mut self, calls: u32) -> Duration {
+        (0..calls)
+            .map(|_| self.options.bind_latency.sample(&mut self.latency_rng))
+            .sum()
+    }
+}
