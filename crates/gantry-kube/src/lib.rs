@@ -95,6 +95,13 @@ pub(crate) enum Input {
         reply: oneshot::Sender<bool>,
     },
     Leader(bool),
+    /// A preemption in the background deletes its last victim now.
+    PreemptionDeletingLastVictim {
+        preemptor: Arc<str>,
+        victim: Arc<str>,
+    },
+    /// A preemption in the background has removed its victims (the preemptor's UID).
+    PreemptionDone(Arc<str>),
     /// Something no retry mends (Gantry may not write its leases): end with this line.
     Fatal(String),
     /// Stop taking pods; finish (or, after a grace period, forget) the binds in flight.
@@ -325,7 +332,14 @@ pub async fn run(
         Duration::from_secs(options.config.pod_initial_backoff_seconds),
         Duration::from_secs(options.config.pod_max_backoff_seconds),
     );
-    queue.wait_out_backoffs();
+    // Without SchedulerAsyncPreemption nothing holds a preemptor back while its
+    // victims' deletions are in flight (upstream's cycle waits for them; the writer here
+    // does not).
+    let async_preemption =
+        (options.config.profiles.iter()).all(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
+    if !async_preemption {
+        queue.wait_out_backoffs();
+    }
     queue.share_pod_groups(cache.pod_groups().clone());
     let gang_scheduling =
         (options.config.profiles.iter()).any(|p| p.release.enabled(Gate::GangScheduling));

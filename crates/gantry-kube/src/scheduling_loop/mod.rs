@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use gantry_api::{Node, Pod, Sym};
+use gantry_api::{Gate, Node, Pod, Sym};
 use gantry_cache::{Cache, GroupKey};
 use gantry_framework::config::Point;
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
@@ -169,6 +169,10 @@ impl SchedulingLoop {
         match input {
             Input::Watch(change) => self.apply(change),
             Input::BindDone(done) => self.conclude_bind(*done),
+            Input::PreemptionDeletingLastVictim { preemptor, victim } => {
+                (self.queue).preemption_deleting_last_victim(&preemptor, victim)
+            }
+            Input::PreemptionDone(uid) => self.queue.preemption_finished(&uid),
             Input::Check { pods, reply } => {
                 let checked = pods.iter().try_for_each(|pod| {
                     self.check_placement(pod)
@@ -510,6 +514,10 @@ impl SchedulingLoop {
         if was_queued {
             tracing::debug!(pod = %pod.key(), "pod was bound by someone else");
         }
+        if pod.terminating {
+            // A preemption whose last victim this is is done (`IsPodRunningPreemption`).
+            self.queue.victim_gone(&pod.uid);
+        }
         self.reported.remove(&pod.uid);
         self.rounds_reported.remove(&pod.uid);
         self.scheduler.clear_nomination(&pod);
@@ -555,6 +563,7 @@ impl SchedulingLoop {
         self.cache.pod_groups().lock().remove_member(uid);
         self.reported.remove(uid);
         self.scheduler.clear_nomination(&pod);
+        self.queue.victim_gone(uid);
         if let Some(cached) = self.cache.pod(uid)
             && self.cache.remove_pod(&cached).is_ok()
         {
@@ -674,9 +683,7 @@ impl SchedulingLoop {
                 let mut retry = queued;
                 let mut nominated_node = None;
                 if let Some((node, victims)) = nominated {
-                    for victim in &victims {
-                        self.writer.preempt(victim, &retry.pod, node);
-                    }
+                    self.preempt(&victims, &retry.pod, node);
                     let mut pod = Pod::clone(&retry.pod);
                     pod.nominated_node_name = Some(node);
                     retry.pod = Arc::new(pod);
@@ -693,9 +700,7 @@ impl SchedulingLoop {
                 preempted,
             } => {
                 if let Some((node, victims)) = &preempted {
-                    for victim in victims {
-                        self.writer.preempt(victim, &queued.pod, *node);
-                    }
+                    self.preempt(victims, &queued.pod, *node);
                 }
                 let mut retry = queued;
                 if let Some(node) = nominated {
@@ -710,6 +715,21 @@ impl SchedulingLoop {
                 self.report(&queued.pod, message, REASON_SCHEDULER_ERROR, None);
                 self.queue.add_backoff(queued, now);
             }
+        }
+    }
+
+    /// Removes the victims `preemptor`'s preemption chose: in the background, the
+    /// preemptor held back meanwhile, where its release has SchedulerAsyncPreemption.
+    fn preempt(&mut self, victims: &[Arc<Pod>], preemptor: &Arc<Pod>, node: Sym) {
+        let in_background = (self.scheduler.profile_for(preemptor))
+            .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
+        if in_background && !victims.is_empty() {
+            self.queue.preemption_started(preemptor.uid.clone());
+            self.writer.preempt_in_background(victims, preemptor, node);
+            return;
+        }
+        for victim in victims {
+            self.writer.preempt(victim, preemptor, node);
         }
     }
 

@@ -111,6 +111,7 @@ impl SchedulingLoop {
             .members_at(group, Stage::Unscheduled);
         let members = self.queue.pop_members(queued, &members);
         let pods: Vec<Arc<Pod>> = members.iter().map(|q| q.pod.clone()).collect();
+        let uids: Vec<Arc<str>> = pods.iter().map(|pod| pod.uid.clone()).collect();
         let cycle = self.scheduler.schedule_pod_group(&pods);
         // Alone, each member binds as a single pod does; beside other instances, another
         // may take a member's room between two binds, so the gang binds together.
@@ -128,6 +129,11 @@ impl SchedulingLoop {
                 }
                 attempt => self.conclude(queued, attempt, false),
             }
+        }
+        // A started preemption changes the next cycle (its preemptor held back): the
+        // others are tried again without it, as in `simulate`.
+        if uids.iter().any(|uid| self.queue.is_preempting(uid)) {
+            self.queue.retry_after_backoff(&uids);
         }
         if !gang.is_empty() {
             self.bind_gang(gang);

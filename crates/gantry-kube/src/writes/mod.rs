@@ -674,10 +674,48 @@ impl ApiWriter {
         });
     }
 
-    /// Removes a victim of preemption, as kube-scheduler's `prepareCandidate`: marks it
-    /// with the `DisruptionTarget` condition, records a `Preempted` event, deletes it
-    /// (only that incarnation: UID precondition).
+    /// Removes a victim of preemption, as kube-scheduler's `prepareCandidate` (the
+    /// scheduling cycle's preemption, SchedulerAsyncPreemption off).
     pub fn preempt(&self, victim: &Arc<Pod>, preemptor: &Arc<Pod>, node: Sym) {
+        self.runtime
+            .spawn(self.remove_victim(victim, preemptor, node));
+    }
+
+    /// Removes preemption's victims in the background, as kube-scheduler's
+    /// `prepareCandidateAsync` (SchedulerAsyncPreemption): all but the last together, then
+    /// the last; the loop, whose queue holds the preemptor back meanwhile, is told when the
+    /// last one's deletion begins and when it is done.
+    pub fn preempt_in_background(&self, victims: &[Arc<Pod>], preemptor: &Arc<Pod>, node: Sym) {
+        let Some((last, first)) = victims.split_last() else {
+            return;
+        };
+        let first: Vec<_> = (first.iter())
+            .map(|victim| self.remove_victim(victim, preemptor, node))
+            .collect();
+        let last_victim = last.uid.clone();
+        let last = self.remove_victim(last, preemptor, node);
+        let (inputs, uid) = (self.inputs.clone(), preemptor.uid.clone());
+        self.runtime.spawn(async move {
+            futures::future::join_all(first).await;
+            let deleting = Input::PreemptionDeletingLastVictim {
+                preemptor: uid.clone(),
+                victim: last_victim,
+            };
+            let _ = inputs.send(deleting);
+            last.await;
+            let _ = inputs.send(Input::PreemptionDone(uid));
+        });
+    }
+
+    /// What removing a victim takes: it is marked with the `DisruptionTarget` condition,
+    /// a `Preempted` event is recorded, and it is deleted (only that incarnation: UID
+    /// precondition). The event is recorded at once; the writes when the future runs.
+    fn remove_victim(
+        &self,
+        victim: &Arc<Pod>,
+        preemptor: &Arc<Pod>,
+        node: Sym,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let message = format!(
             "{}: preempting to accommodate a higher priority pod",
             preemptor.scheduler_name
@@ -718,7 +756,7 @@ impl ApiWriter {
         // In this order, as upstream: the condition tells the victim's controller why.
         let outage = self.outage.clone();
         let slots = self.writes.clone();
-        self.runtime.spawn(async move {
+        async move {
             let Ok(_slot) = slots.acquire_owned().await else {
                 return;
             };
@@ -741,7 +779,7 @@ impl ApiWriter {
                     error,
                 ),
             }
-        });
+        }
     }
 }
 

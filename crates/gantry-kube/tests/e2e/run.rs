@@ -364,6 +364,12 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
         low["metadata"]["generation"] = json!(2);
         api.put(PODS, low);
     }
+    // Room for nobody that matters, on a node of its own: its deletion retries the
+    // preemptor.
+    api.put(NODES, node("small", 300, "a"));
+    let mut filler = pod("filler", 100);
+    filler["spec"]["nodeName"] = json!("small");
+    api.put(PODS, filler);
     let mut high = pod("high", 800);
     high["spec"]["priority"] = json!(1000);
     api.put(PODS, high);
@@ -382,10 +388,14 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
     let disruption = condition(&api, &victim, "DisruptionTarget").unwrap();
     assert_eq!(disruption["reason"], "PreemptionByScheduler");
     assert_eq!(disruption["observedGeneration"], 2);
-    // A node growing retries the preemptor, which still fits nowhere.
+    // A node growing retries the preemptor, which still fits nowhere. If the victim's
+    // update (terminating) came while its deletion was in flight, DefaultPreemption's
+    // PreEnqueue held the preemptor back, and only a pod's deletion moves it: the filler's.
     for i in 0..3 {
         api.put(NODES, node(&format!("node-{i}"), 1001, "a"));
     }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.delete(PODS, "default", "filler");
     let message = "preemption: not eligible due to a terminating pod on the nominated node.";
     wait_for("the preemptor told to wait for its victim", WAIT, || {
         condition(&api, "high", "PodScheduled")
@@ -405,6 +415,43 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
     assert!(overcommitted_nodes(&api).is_empty());
     instance.stop().await.unwrap();
     assert_deployable(&api);
+}
+
+/// SchedulerAsyncPreemption: while its victim's deletion is in flight (the victim's status
+/// patch takes 2 s here), DefaultPreemption's PreEnqueue holds the preemptor back, so a
+/// pod's deletion meanwhile does not retry it into preempting the same victim again; it
+/// binds once the victim is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_is_held_back_while_its_victims_are_deleted() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 1000, "a"));
+    api.put(NODES, node("small", 300, "a"));
+    let mut low = pod("low", 700);
+    low["spec"]["nodeName"] = json!("node-0");
+    api.put(PODS, low);
+    let mut filler = pod("filler", 100);
+    filler["spec"]["nodeName"] = json!("small");
+    api.put(PODS, filler);
+    api.slow_writes("/pods/low", Duration::from_secs(2), 1);
+    let mut high = pod("high", 800);
+    high["spec"]["priority"] = json!(1000);
+    api.put(PODS, high);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    wait_for("the victim's status patch", WAIT, || {
+        !api.requests_matching("/pods/low/status").is_empty()
+    })
+    .await;
+    api.delete(PODS, "default", "filler");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let patches = api.requests_matching("/pods/low/status");
+    assert_eq!(patches.len(), 1, "the victim preempted once: {patches:?}");
+    assert!(node_of(&api, "high").is_none());
+    wait_for("high bound", WAIT, || node_of(&api, "high").is_some()).await;
+    assert_eq!(node_of(&api, "high").as_deref(), Some("node-0"));
+    assert_eq!(api.requests_matching("/pods/low/status").len(), 1);
+    assert!(overcommitted_nodes(&api).is_empty());
+    instance.stop().await.unwrap();
 }
 
 /// Issue 18 F5: a pod that changed between two failures gets a second event with the
@@ -429,6 +476,14 @@ async fn a_changed_failure_message_is_a_new_event() {
         "{:?}",
         notes(&api)
     );
+    // The pod changes with its PodScheduled condition. Retried at once (an idle queue pops
+    // the backoff's head), it would fail again before the watch shows that change, and
+    // kube-scheduler's events, keyed without their note, would make a series of the first.
+    wait_for("the condition written", WAIT, || {
+        condition(&api, "big", "PodScheduled").is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     api.put(NODES, node("node-1", 1000, "a"));
     wait_for("a second event with the new message", WAIT, || {
         notes(&api)
