@@ -256,6 +256,18 @@ pub(crate) fn quantity(q: &Raw, object: &str, at: &str) -> Result<i64, ObjectErr
         .map_err(|e| field_error(object, at, e.to_string()))
 }
 
+/// An amount of thousandths as a plain decimal (`1073741824`, `0.1`): the key by which
+/// the API server tells valid values apart.
+fn decimal(milli: i64) -> String {
+    let (sign, milli) = (if milli < 0 { "-" } else { "" }, milli.unsigned_abs());
+    let (whole, part) = (milli / 1000, milli % 1000);
+    if part == 0 {
+        return format!("{sign}{whole}");
+    }
+    let digits = format!("{part:03}");
+    format!("{sign}{whole}.{}", digits.trim_end_matches('0'))
+}
+
 /// apimachinery's `Quantity.String()` of a quantity written as `raw`.
 fn canonical(raw: &Raw, milli: i64) -> String {
     QuantityFormat::of(&raw.0).canonical(milli)
@@ -269,10 +281,19 @@ fn canonical(raw: &Raw, milli: i64) -> String {
 /// [`MAX_VALID_VALUES`], none above the capacity; a range's minimum, maximum and one
 /// step within the capacity, the default and the maximum on a step. A step of zero,
 /// which makes upstream's validation divide by zero, is refused.
+///
+/// With DRAFractionalCapacityRange (`fractional`, v1.37) values are told apart by their
+/// value rather than in whole units, and a range whose minimum, maximum or step is
+/// fractional works in thousandths: each of them and the default must be a whole number
+/// of thousandths, and the default and maximum on a step in thousandths (the v1.37 table
+/// of `validation_device_capacity_test.go`; which values are the same follows their value,
+/// as kubernetes#142355 does, where v1.37.0 compares `AsDec().String()`, so that `1` and
+/// `1000m` differ).
 pub(crate) fn request_policy(
     policy: &resource::CapacityRequestPolicy,
     capacity: (&Raw, i64),
     shared: bool,
+    fractional: bool,
     object: &str,
     at: &str,
 ) -> Result<RequestPolicy, ObjectError> {
@@ -341,13 +362,11 @@ pub(crate) fn request_policy(
                     ),
                 );
             }
-            if parsed[..i]
-                .iter()
-                .any(|&earlier| whole_units(earlier) == whole_units(v))
-            {
+            let key = |x: i64| if fractional { x } else { whole_units(x) * 1000 };
+            if parsed[..i].iter().any(|&earlier| key(earlier) == key(v)) {
                 return error(
                     format!("{field}[{i}]"),
-                    validation::duplicate(&whole_units(v).to_string()),
+                    validation::duplicate(&decimal(key(v))),
                 );
             }
         }
@@ -416,12 +435,44 @@ pub(crate) fn request_policy(
                 return error(format!("{field}.max"), validation::invalid(shown, detail));
             }
         }
+        let exact =
+            |raw: &Raw, digits| Quantity::parse(&raw.0).is_ok_and(|q| q.is_whole_in(digits));
+        let bounds = [
+            ("default", Some(default_raw)),
+            ("min", Some(&range.min)),
+            ("max", range.max.as_ref()),
+            ("step", range.step.as_ref()),
+        ];
+        let in_milli = fractional
+            && bounds[1..]
+                .iter()
+                .any(|(_, raw)| raw.is_some_and(|raw| !exact(raw, 0)));
+        if in_milli {
+            let coarse = bounds
+                .iter()
+                .find_map(|(name, raw)| raw.filter(|raw| !exact(raw, 3)).map(|raw| (name, raw)));
+            if let Some((name, raw)) = coarse {
+                return error(
+                    format!("{field}.{name}"),
+                    validation::invalid(
+                        raw.0.trim(),
+                        "value cannot be represented as a milli value",
+                    ),
+                );
+            }
+        }
+        // The unit the step arithmetic works in.
+        let unit = |x: i64| if in_milli { x } else { whole_units(x) };
         if let Some((step_raw, step)) = &step {
             let step_text = canonical(step_raw, *step);
-            if whole_units(*step) == 0 {
+            if unit(*step) == 0 {
+                let detail = match in_milli {
+                    true => "must be greater than zero",
+                    false => "must be at least one whole unit",
+                };
                 return error(
                     format!("{field}.step"),
-                    validation::invalid(&step_text, "must be at least one whole unit"),
+                    validation::invalid(&step_text, detail),
                 );
             }
             if min.saturating_add(*step) > value {
@@ -435,7 +486,7 @@ pub(crate) fn request_policy(
                     ),
                 );
             }
-            let off_step = |x: i64| (whole_units(x) - whole_units(min)) % whole_units(*step) != 0;
+            let off_step = |x: i64| (unit(x) - unit(min)) % unit(*step) != 0;
             let off = std::iter::once((default, default_text.clone()))
                 .chain(max.as_ref().map(|(raw, m)| (*m, canonical(raw, *m))))
                 .find(|(x, _)| off_step(*x));

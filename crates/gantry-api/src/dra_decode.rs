@@ -261,6 +261,7 @@ fn device(
                 policy,
                 (&c.value, value),
                 d.allow_multiple_allocations == Some(true),
+                release.enabled(Gate::DRAFractionalCapacityRange),
                 object,
                 &at,
             )?)),

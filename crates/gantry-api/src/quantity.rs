@@ -115,6 +115,26 @@ impl Quantity {
         self.mantissa < 0
     }
 
+    /// Whether the value is a whole number of units of `10^-digits` (`0`: whole units,
+    /// `3`: thousandths), exactly, with no rounding (upstream compares `AsDec()` with
+    /// its rounding). A value too large to tell is not.
+    pub fn is_whole_in(&self, digits: i32) -> bool {
+        let exp10 = self.exp10.saturating_add(digits);
+        if self.mantissa == 0 || exp10 >= 0 {
+            return true;
+        }
+        let Some(base) = 1i128
+            .checked_shl(self.exp2)
+            .and_then(|f| self.mantissa.checked_mul(f))
+        else {
+            return false;
+        };
+        u32::try_from(-i64::from(exp10))
+            .ok()
+            .and_then(|e| 10i128.checked_pow(e))
+            .is_some_and(|divisor| base % divisor == 0)
+    }
+
     fn scaled_ceil(&self, extra_exp10: i32) -> Result<i64, QuantityError> {
         let limit = if extra_exp10 == 0 {
             "at most 9223372036854775807, counted in whole units in an int64"
@@ -253,6 +273,29 @@ impl std::fmt::Display for Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_in_units_or_thousandths_exactly() {
+        let whole = |text: &str, digits| Quantity::parse(text).unwrap().is_whole_in(digits);
+        for (text, units, thousandths) in [
+            ("1", true, true),
+            ("1Gi", true, true),
+            ("1.5Ki", true, true),
+            ("100m", false, true),
+            ("1500m", false, true),
+            ("10u", false, false),
+            ("0.0005", false, false),
+            ("2e-3", false, true),
+            ("0", true, true),
+            ("-250m", false, true),
+        ] {
+            assert_eq!(
+                (whole(text, 0), whole(text, 3)),
+                (units, thousandths),
+                "{text}"
+            );
+        }
+    }
 
     fn milli(s: &str) -> i64 {
         Quantity::parse(s).unwrap().milli_value().unwrap()

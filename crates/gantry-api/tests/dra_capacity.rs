@@ -1,6 +1,7 @@
 //! Consumable capacity (DRAConsumableCapacity) as the API server reads it: shared
 //! devices, request policies, capacity requests and the shares of allocation results,
-//! validated as v1.36.2's `validation.go` validates them and dropped with the gate off.
+//! validated as v1.36.2's `validation.go` validates them (and, with DRAFractionalCapacityRange,
+//! as v1.37's table has it) and dropped with the gate off.
 
 use gantry_api::decode::ClusterObjects;
 use gantry_api::dra_capacity::{RequestPolicy, ValidAmounts};
@@ -240,5 +241,100 @@ fn bad_policies_and_share_ids_are_named_as_the_api_server_names_them() {
         let error = decode(Release::at(36), &share(id)).unwrap_err();
         let expected = format!("{results}: Invalid value: \"{id}\": {detail}");
         assert!(error.contains(&expected), "{error}\n  expected: {expected}");
+    }
+}
+
+/// DRAFractionalCapacityRange (beta and on in v1.37): the rows of v1.37's
+/// `validation_device_capacity_test.go` that set the gate, each decoded with it on (v1.37)
+/// and off (v1.37 with the gate off, and v1.36, where it does not exist).
+#[test]
+fn fractional_ranges_and_values_are_validated_in_thousandths_from_v1_37() {
+    let device = |value: &str, policy: &str| {
+        slice(&format!(
+            "{{name: g, allowMultipleAllocations: true, capacity: {{memory: {{value: '{value}', requestPolicy: {policy}}}}}}}"
+        ))
+    };
+    let at = "spec.devices[0].capacity.memory.requestPolicy";
+    let on = Release::at(37);
+    let offs = [
+        Release::parse(Some("1.37"), Some("DRAFractionalCapacityRange=false")).unwrap(),
+        Release::at(36),
+    ];
+    // (device, with the gate on, with it off): None where it decodes.
+    let cases = [
+        (
+            // valid-fractional-values
+            device("10Gi", "{default: 100m, validValues: [100m, 200m, '1']}"),
+            None,
+            Some(format!("{at}.validValues[1]: Duplicate value: \"1\"")),
+        ),
+        (
+            // valid-range-fractional-step
+            device(
+                "1",
+                "{default: 200m, validRange: {min: 200m, max: '1', step: 100m}}",
+            ),
+            None,
+            None,
+        ),
+        (
+            // invalid-range-fractional-step-not-aligned; fractional-range-gate-disabled-misaligned
+            device(
+                "1",
+                "{default: 250m, validRange: {min: 200m, max: '1', step: 100m}}",
+            ),
+            Some(format!(
+                "{at}.validRange.step: Invalid value: \"250m\": value is not a multiple of a given step (100m) from (200m)"
+            )),
+            None,
+        ),
+        (
+            // fractional-too-fine-precision
+            device("1", "{default: 20u, validRange: {min: 10u}}"),
+            Some(format!(
+                "{at}.validRange.default: Invalid value: \"20u\": value cannot be represented as a milli value"
+            )),
+            None,
+        ),
+        (
+            // invalid-options-duplicate-normalized, either way
+            device("10Gi", "{default: 1Ki, validValues: [1Ki, '1024']}"),
+            Some(format!("{at}.validValues[1]: Duplicate value: \"1024\"")),
+            Some(format!("{at}.validValues[1]: Duplicate value: \"1024\"")),
+        ),
+        (
+            // A whole range keeps whole units: its default rounds up onto the step.
+            device("10", "{default: 1500m, validRange: {min: '1', step: '1'}}"),
+            None,
+            None,
+        ),
+        (
+            // Gantry's own: a zero step divides by zero upstream.
+            device("1", "{default: 100m, validRange: {min: 100m, step: '0'}}"),
+            Some(format!(
+                "{at}.validRange.step: Invalid value: \"0\": must be greater than zero"
+            )),
+            Some(format!(
+                "{at}.validRange.step: Invalid value: \"0\": must be at least one whole unit"
+            )),
+        ),
+    ];
+    for (text, gate_on, gate_off) in cases {
+        let releases = std::iter::once((on, &gate_on)).chain(offs.iter().map(|r| (*r, &gate_off)));
+        for (release, expected) in releases {
+            match (decode(release, &text), expected) {
+                (Ok(_), None) => {}
+                (Err(error), Some(expected)) => {
+                    assert!(
+                        error.contains(expected.as_str()),
+                        "{release}: {error}\n  expected: {expected}"
+                    )
+                }
+                (got, expected) => panic!(
+                    "{release}: {text}\n  got {:?}\n  expected {expected:?}",
+                    got.err()
+                ),
+            }
+        }
     }
 }
