@@ -249,6 +249,42 @@ pub fn all_zero(amounts: &CapacityAmounts) -> bool {
     amounts.iter().all(|(_, v)| *v == 0)
 }
 
+/// A device's capacities at `<field>.capacity`, their request policies validated (and
+/// dropped with DRAConsumableCapacity off, as the API server drops them).
+pub(crate) fn capacities(
+    d: &resource::Device,
+    driver: &str,
+    release: Release,
+    object: &str,
+    field: &str,
+) -> Result<Vec<DeviceCapacity>, ObjectError> {
+    let consumable = release.enabled(Gate::DRAConsumableCapacity);
+    let fractional = release.enabled(Gate::DRAFractionalCapacityRange);
+    let shared = d.allow_multiple_allocations == Some(true);
+    let mut capacity = Vec::new();
+    for (name, c) in d.capacity.iter().flatten() {
+        let at = format!("{field}.capacity.{name}");
+        let value = quantity(&c.value, object, &format!("{at}.value"))?;
+        let request_policy = match (&c.request_policy, consumable) {
+            (Some(policy), true) => Some(Box::new(request_policy(
+                policy,
+                (&c.value, value),
+                (shared, fractional),
+                object,
+                &at,
+            )?)),
+            _ => None,
+        };
+        capacity.push(DeviceCapacity {
+            name: crate::dra_decode::qualified(name, driver),
+            key: Sym::new(name),
+            value,
+            request_policy,
+        });
+    }
+    Ok(capacity)
+}
+
 /// A quantity at `at`, in thousandths.
 pub(crate) fn quantity(q: &Raw, object: &str, at: &str) -> Result<i64, ObjectError> {
     Quantity::parse(&q.0)
@@ -289,11 +325,10 @@ fn canonical(raw: &Raw, milli: i64) -> String {
 /// of `validation_device_capacity_test.go`; which values are the same follows their value,
 /// as kubernetes#142355 does, where v1.37.0 compares `AsDec().String()`, so that `1` and
 /// `1000m` differ).
-pub(crate) fn request_policy(
+fn request_policy(
     policy: &resource::CapacityRequestPolicy,
     capacity: (&Raw, i64),
-    shared: bool,
-    fractional: bool,
+    (shared, fractional): (bool, bool),
     object: &str,
     at: &str,
 ) -> Result<RequestPolicy, ObjectError> {

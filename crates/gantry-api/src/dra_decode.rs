@@ -167,7 +167,7 @@ fn device_class(
 }
 
 /// Splits `domain/id`; a bare id gets the driver as its domain.
-fn qualified(name: &str, driver: &str) -> QualifiedName {
+pub(crate) fn qualified(name: &str, driver: &str) -> QualifiedName {
     match name.split_once('/') {
         Some((domain, id)) => QualifiedName {
             domain: Sym::new(domain),
@@ -250,30 +250,7 @@ fn device(
         };
         attributes.push((qualified(name, driver), value));
     }
-    let consumable = release.enabled(Gate::DRAConsumableCapacity);
-    let mut capacity = Vec::new();
-    for (name, c) in d.capacity.iter().flatten() {
-        let at = format!("{field}.capacity.{name}");
-        let value = crate::dra_capacity::quantity(&c.value, object, &format!("{at}.value"))?;
-        // With DRAConsumableCapacity off the API server drops request policies.
-        let request_policy = match (&c.request_policy, consumable) {
-            (Some(policy), true) => Some(Box::new(crate::dra_capacity::request_policy(
-                policy,
-                (&c.value, value),
-                d.allow_multiple_allocations == Some(true),
-                release.enabled(Gate::DRAFractionalCapacityRange),
-                object,
-                &at,
-            )?)),
-            _ => None,
-        };
-        capacity.push(DeviceCapacity {
-            name: qualified(name, driver),
-            key: Sym::new(name),
-            value,
-            request_policy,
-        });
-    }
+    let capacity = crate::dra_capacity::capacities(d, driver, release, object, field)?;
     // With DRADeviceTaints off the API server drops them.
     let taints = if release.enabled(Gate::DRADeviceTaints) {
         crate::dra_taints::taints(d.taints.as_ref(), object, field)?
@@ -290,7 +267,8 @@ fn device(
         name: Sym::new(&d.name),
         attributes,
         capacity,
-        allow_multiple_allocations: consumable && d.allow_multiple_allocations == Some(true),
+        allow_multiple_allocations: release.enabled(Gate::DRAConsumableCapacity)
+            && d.allow_multiple_allocations == Some(true),
         taints,
         consumes_counters,
         binding,
