@@ -15,7 +15,6 @@ use gantry_framework::{
 };
 
 use crate::unschedulable_pods::{Moved, UnschedulablePods};
-pub use preemption_hold::DEFAULT_PREEMPTION;
 use preemption_hold::PreemptionHold;
 
 mod preemption_hold;

@@ -441,19 +441,25 @@ fn an_idle_queue_pops_the_backoff_head_from_v1_33() {
 const POD_DELETED: ClusterEvent = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
 const NODE_ADDED: ClusterEvent = ClusterEvent::new(EventResource::Node, ActionType::ADD);
 
+/// Pod `ns/p`, rejected by NodeResourcesFit while its preemption started, and held back:
+/// an event during its attempt sent it towards backoff, where PreEnqueue turned it away.
+fn held_preemptor() -> SchedulingQueue {
+    let mut q = queue();
+    q.add(pod("p", 0), T0);
+    let popped = q.pop(T0).unwrap();
+    q.preemption_started(popped.pod.uid.clone());
+    q.on_event(NODE_ADDED, T0);
+    q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+    q
+}
+
 /// DefaultPreemption's PreEnqueue under SchedulerAsyncPreemption: a preemptor on its way
 /// back to the queue while its victims are deleted is held back (gated); only a pod's
 /// deletion may move it, once its preemption is done, and only if another plugin that
 /// rejected it cares for that deletion.
 #[test]
 fn a_preemptor_is_held_back_until_its_victims_are_deleted() {
-    let mut q = queue();
-    q.add(pod("p", 0), T0);
-    let popped = q.pop(T0).unwrap();
-    q.preemption_started(popped.pod.uid.clone());
-    // An event during the attempt sends it towards backoff: PreEnqueue turns it away.
-    q.on_event(NODE_ADDED, T0);
-    q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+    let mut q = held_preemptor();
     assert_eq!(q.pending().gated, 1);
     assert!(q.pop(secs(100)).is_none());
     q.on_event(POD_DELETED, secs(100));
@@ -464,7 +470,11 @@ fn a_preemptor_is_held_back_until_its_victims_are_deleted() {
     assert_eq!(q.pending().gated, 1, "only a pod's deletion moves it");
     q.on_event(POD_DELETED, secs(1000));
     let again = q.pop(secs(1000)).unwrap();
-    assert!(again.unschedulable_plugins.contains(&DEFAULT_PREEMPTION));
+    assert!(
+        again
+            .unschedulable_plugins
+            .contains(&preemption_hold::DEFAULT_PREEMPTION)
+    );
     assert_eq!(q.pending(), PendingCounts::default());
 }
 
@@ -526,12 +536,7 @@ fn a_group_cycle_leaves_out_a_member_still_preempting() {
 /// victim seen gone before the preemption got to it.
 #[test]
 fn a_preemption_ends_when_its_last_victim_is_seen_gone() {
-    let mut q = queue();
-    q.add(pod("p", 0), T0);
-    let popped = q.pop(T0).unwrap();
-    q.preemption_started(popped.pod.uid.clone());
-    q.on_event(NODE_ADDED, T0);
-    q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
+    let mut q = held_preemptor();
     q.victim_gone("ns/v");
     q.on_event(POD_DELETED, secs(10));
     assert_eq!(q.pending().gated, 1, "its preemption has not got to v");

@@ -111,8 +111,9 @@ impl Simulation {
 
     /// How long `calls` API calls made one after another take.
     fn api_calls(&mut self, calls: u32) -> Duration {
-        (0..calls)
-            .map(|_| self.options.bind_latency.sample(&mut self.latency_rng))
-            .sum()
+        (0..calls).fold(Duration::ZERO, |total, _| {
+            let call = self.options.bind_latency.sample(&mut self.latency_rng);
+            total.saturating_add(call)
+        })
     }
 }
