@@ -1356,18 +1356,27 @@ async fn a_bind_whose_answer_was_lost_gets_its_scheduled_event_when(as_500: bool
 async fn a_lost_bind_retried_elsewhere_still_gets_its_scheduled_event() {
     init_tracing();
     let api = TestApiServer::start().await;
-    api.put(NODES, node("node-0", 4000, "a"));
-    api.put(NODES, node("node-1", 8000, "a"));
+    let first = "node-0";
+    api.put(NODES, node(first, 4000, "a"));
     api.hide_bind("default/web");
     api.lose_bind_answer("default/web", false);
+    // The first bind waits at the server until the faults below are in place: the retry
+    // cannot come before them (it did once, on a loaded machine, when they were set
+    // after the bind was seen applied).
+    api.slow_writes("pods/web/binding", Duration::from_secs(2), 1);
     api.put(PODS, pod("web", 100));
     let instance = start(&api, "solo", Shard::WHOLE, None).await;
-    wait_for("the first bind", WAIT, || api.binds().len() == 1).await;
-    let first = api.binds()[0].1.clone();
+    wait_for("the first bind to arrive", WAIT, || {
+        api.requests_matching("pods/web/binding").len() == 1
+    })
+    .await;
     // The first node no longer holds the pod as the instance sees it; the next two
     // binds, elsewhere, go unanswered too.
-    api.put(NODES, node(&first, 50, "a"));
+    api.put(NODES, node(first, 50, "a"));
+    api.put(NODES, node("node-1", 8000, "a"));
     api.fail_requests("pods/web/binding", 2);
+    wait_for("the first bind", WAIT, || api.binds().len() == 1).await;
+    assert_eq!(api.binds()[0].1, first);
     wait_for("two retries elsewhere", WAIT, || {
         api.requests_matching("pods/web/binding").len() >= 3
     })
@@ -1380,7 +1389,7 @@ async fn a_lost_bind_retried_elsewhere_still_gets_its_scheduled_event() {
     let scheduled = events_about(&api, "web", "Scheduled");
     assert_eq!(scheduled.len(), 1);
     assert!(
-        scheduled[0]["note"].as_str().unwrap().ends_with(&first),
+        scheduled[0]["note"].as_str().unwrap().ends_with(first),
         "{scheduled:?}"
     );
     instance.stop().await.unwrap();
