@@ -44,6 +44,11 @@ pub enum GroupOutcome {
 pub struct GroupAttempt {
     pub attempts: Vec<(Arc<Pod>, Attempt)>,
     pub outcome: GroupOutcome,
+    /// After an error, the members whose preemption the cycle began (by index in
+    /// `attempts`): upstream's PostFilter started deleting their victims during the
+    /// cycle, and the group's error does not stop it. The caller evicts them, as it
+    /// evicts a rejected member's `preempted`.
+    pub preempted_before_error: Vec<(usize, Sym, Vec<Arc<Pod>>)>,
 }
 
 impl GroupAttempt {
@@ -67,6 +72,7 @@ impl GroupAttempt {
                 .map(|p| (p.clone(), attempt(&message)))
                 .collect(),
             outcome,
+            preempted_before_error: Vec::new(),
         }
     }
 }
@@ -239,9 +245,10 @@ impl Scheduler {
             None if scheduled => GroupOutcome::Scheduled,
             None => GroupOutcome::Unschedulable(POD_GROUP_UNSCHEDULABLE.to_string()),
         };
+        let mut preempted_before_error = Vec::new();
         if outcome != GroupOutcome::Scheduled {
             let waiting_on_preemption = scheduled && needs_preemption;
-            self.revert(
+            preempted_before_error = self.revert(
                 &mut attempts,
                 &waits,
                 preempting,
@@ -261,7 +268,11 @@ impl Scheduler {
                 attempts.push((pod.clone(), Attempt::Error(message.clone())));
             }
         }
-        GroupAttempt { attempts, outcome }
+        GroupAttempt {
+            attempts,
+            outcome,
+            preempted_before_error,
+        }
     }
 
     /// Whether binding `pods` (members of one gang, bound together) leaves the gang with
@@ -303,7 +314,8 @@ impl Scheduler {
     /// group waiting on preemption nominates each member to its node: a member that needs
     /// preemption fails with its own fit error, the others with the group's status. Else
     /// each is rejected with its Permit message, and a member that preempted keeps its
-    /// victims evicted, not its nomination.
+    /// victims evicted, not its nomination. After an error every member fails with it;
+    /// the preemptions begun are returned, their victims evicted all the same.
     fn revert(
         &mut self,
         attempts: &mut [(Arc<Pod>, Attempt)],
@@ -311,9 +323,10 @@ impl Scheduler {
         preempting: Vec<Option<Preempting>>,
         outcome: &GroupOutcome,
         waiting_on_preemption: bool,
-    ) {
+    ) -> Vec<(usize, Sym, Vec<Arc<Pod>>)> {
+        let mut preempted_before_error = Vec::new();
         let members = attempts.iter_mut().zip(waits).zip(preempting);
-        for (((pod, attempt), wait), preempting) in members.rev() {
+        for (index, (((pod, attempt), wait), preempting)) in members.enumerate().rev() {
             let Attempt::Scheduled {
                 pod: assumed,
                 node,
@@ -328,6 +341,9 @@ impl Scheduler {
             let message = match (outcome, waiting_on_preemption, wait) {
                 (GroupOutcome::Error(message), ..) => {
                     *attempt = Attempt::Error(message.clone());
+                    if let Some(p) = preempting {
+                        preempted_before_error.push((index, p.node, p.victims));
+                    }
                     continue;
                 }
                 (GroupOutcome::Unschedulable(message), true, _) => message.clone(),
@@ -351,5 +367,7 @@ impl Scheduler {
                 },
             };
         }
+        preempted_before_error.reverse();
+        preempted_before_error
     }
 }

@@ -118,6 +118,10 @@ impl SchedulingLoop {
         let together = self.shard.is_shared()
             && self.shadow.is_none()
             && cycle.outcome == GroupOutcome::Scheduled;
+        for (member, node, victims) in &cycle.preempted_before_error {
+            let preemptor = members[*member].pod.clone();
+            self.preempt(victims, &preemptor, *node);
+        }
         let mut gang = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
             match attempt {

@@ -6,7 +6,7 @@
 use crate::{apiserver, common};
 
 use apiserver::TestApiServer;
-use apiserver::resources::{NODES, POD_GROUPS, PODS};
+use apiserver::resources::{DEVICE_CLASSES, NODES, POD_GROUPS, PODS, RESOURCE_CLAIMS};
 use common::*;
 use gantry_api::Release;
 use gantry_framework::config::SchedulerConfig;
@@ -188,6 +188,62 @@ async fn a_held_gang_is_bound_once_a_node_makes_room() {
         group_condition(&api, "pair").is_some_and(|c| c["status"] == "True")
     })
     .await;
+    instance.stop().await.unwrap();
+}
+
+/// A gang whose first member (priority 2000, kept to n1) fits only by preempting `low`,
+/// and whose second member's claim (40 devices) makes the allocator fail with an error on
+/// n2 (n1 still holds `low` in the cycle's view): the group fails with that error, and
+/// the preemption begun in its cycle goes on, `low` deleted
+/// (`testdata/gang-1.36/group-error-keeps-preemption`, recorded with v1.36.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_failing_with_an_error_still_deletes_the_victims_it_chose() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("n1", 4000, "a"));
+    api.put(NODES, node("n2", 4000, "a"));
+    let mut low = pod("low", 3000);
+    low["spec"]["nodeName"] = json!("n1");
+    api.put(PODS, low);
+    api.put(
+        DEVICE_CLASSES,
+        json!({"metadata": {"name": "gpu.example.com"}, "spec": {"selectors": [
+            {"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
+    );
+    let twenty = |name: &str| {
+        json!({"name": name, "exactly": {
+            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 20}})
+    };
+    api.put(
+        RESOURCE_CLAIMS,
+        json!({"metadata": {"name": "forty", "namespace": "default"},
+            "spec": {"devices": {"requests": [twenty("a"), twenty("b")]}}}),
+    );
+    api.put(POD_GROUPS, gang("g", 2));
+    let mut first = member("g-0", 3000, "g");
+    first["spec"]["priority"] = json!(2000);
+    first["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "n1"});
+    api.put(PODS, first);
+    let mut second = member("g-1", 100, "g");
+    second["spec"]["priority"] = json!(1000);
+    second["spec"]["resourceClaims"] = json!([{"name": "gpus", "resourceClaimName": "forty"}]);
+    second["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpus"}]);
+    api.put(PODS, second);
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, gang_config()).await;
+    wait_for("the group's error", WAIT, || {
+        group_condition(&api, "g").is_some_and(|c| c["reason"] == "SchedulerError")
+    })
+    .await;
+    let condition = group_condition(&api, "g").unwrap();
+    assert_eq!(
+        condition["message"],
+        "failed to schedule other pod from a pod group: running \"DynamicResources\" filter plugin: claim default/forty: number of requested devices 40 exceeds the claim limit of 32"
+    );
+    wait_for("low deleted", WAIT, || {
+        api.get(PODS, "default", "low").is_none()
+    })
+    .await;
+    assert_eq!((node_of(&api, "g-0"), node_of(&api, "g-1")), (None, None));
     instance.stop().await.unwrap();
 }
 

@@ -80,6 +80,12 @@ impl Simulation {
         // written together.
         let together = self.instances.len() > 1 && cycle.outcome == GroupOutcome::Scheduled;
         let uids: Vec<Arc<str>> = members.iter().map(|q| q.pod.uid.clone()).collect();
+        for (member, _, victims) in cycle.preempted_before_error {
+            let preemptor = &members[member].pod;
+            if let Some(index) = self.records.index(&preemptor.uid) {
+                self.preempt(instance, index, &preemptor.clone(), victims);
+            }
+        }
         let mut binds = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
             let Some(index) = self.records.index(&queued.pod.uid) else {
