@@ -57,89 +57,141 @@ pub struct ListedKind {
     pub path: &'static str,
     /// `pods`, `resourceslices.resource.k8s.io`: as RBAC and errors name it.
     pub resource: &'static str,
+    /// `Pod`, `ResourceSlice`: the kind of its objects, whatever a server writes in them.
+    pub kind: &'static str,
     pub field_selector: Option<&'static str>,
     /// A kind a cluster may not serve (DRA before v1.34, the Workload API, the
     /// Coscheduling CRD): a 404 reads as none, and is noted.
     pub optional: bool,
 }
 
-const fn kind(path: &'static str, resource: &'static str) -> ListedKind {
+const fn kind(path: &'static str, resource: &'static str, kind: &'static str) -> ListedKind {
     ListedKind {
         path,
         resource,
+        kind,
         field_selector: None,
         optional: false,
     }
 }
 
-const fn optional(path: &'static str, resource: &'static str) -> ListedKind {
+const fn optional(
+    path: &'static str,
+    resource: &'static str,
+    kind_name: &'static str,
+) -> ListedKind {
     ListedKind {
         optional: true,
-        ..kind(path, resource)
+        ..kind(path, resource, kind_name)
+    }
+}
+
+impl ListedKind {
+    /// `v1`, `resource.k8s.io/v1`: the apiVersion its path names.
+    pub fn api_version(&self) -> &'static str {
+        let path: &'static str = self.path;
+        let group_version = (path.strip_prefix("/apis/"))
+            .or_else(|| path.strip_prefix("/api/"))
+            .unwrap_or(path);
+        group_version
+            .rsplit_once('/')
+            .map_or(group_version, |(version, _)| version)
     }
 }
 
 /// Every kind the decoder reads, in the order they are listed.
 pub const KINDS: [ListedKind; 21] = [
-    kind("/api/v1/namespaces", "namespaces"),
+    kind("/api/v1/namespaces", "namespaces", "Namespace"),
     kind(
         "/apis/scheduling.k8s.io/v1/priorityclasses",
         "priorityclasses.scheduling.k8s.io",
+        "PriorityClass",
     ),
-    kind("/api/v1/nodes", "nodes"),
+    kind("/api/v1/nodes", "nodes", "Node"),
     ListedKind {
         field_selector: Some(POD_FIELD_SELECTOR),
-        ..kind("/api/v1/pods", "pods")
+        ..kind("/api/v1/pods", "pods", "Pod")
     },
-    kind("/api/v1/services", "services"),
-    kind("/api/v1/replicationcontrollers", "replicationcontrollers"),
-    kind("/apis/apps/v1/replicasets", "replicasets.apps"),
-    kind("/apis/apps/v1/statefulsets", "statefulsets.apps"),
-    kind("/api/v1/persistentvolumes", "persistentvolumes"),
-    kind("/api/v1/persistentvolumeclaims", "persistentvolumeclaims"),
+    kind("/api/v1/services", "services", "Service"),
+    kind(
+        "/api/v1/replicationcontrollers",
+        "replicationcontrollers",
+        "ReplicationController",
+    ),
+    kind(
+        "/apis/apps/v1/replicasets",
+        "replicasets.apps",
+        "ReplicaSet",
+    ),
+    kind(
+        "/apis/apps/v1/statefulsets",
+        "statefulsets.apps",
+        "StatefulSet",
+    ),
+    kind(
+        "/api/v1/persistentvolumes",
+        "persistentvolumes",
+        "PersistentVolume",
+    ),
+    kind(
+        "/api/v1/persistentvolumeclaims",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+    ),
     kind(
         "/apis/storage.k8s.io/v1/storageclasses",
         "storageclasses.storage.k8s.io",
+        "StorageClass",
     ),
     kind(
         "/apis/storage.k8s.io/v1/csinodes",
         "csinodes.storage.k8s.io",
+        "CSINode",
     ),
     kind(
         "/apis/storage.k8s.io/v1/csidrivers",
         "csidrivers.storage.k8s.io",
+        "CSIDriver",
     ),
     kind(
         "/apis/storage.k8s.io/v1/csistoragecapacities",
         "csistoragecapacities.storage.k8s.io",
+        "CSIStorageCapacity",
     ),
     kind(
         "/apis/policy/v1/poddisruptionbudgets",
         "poddisruptionbudgets.policy",
+        "PodDisruptionBudget",
     ),
     optional(
         "/apis/resource.k8s.io/v1/deviceclasses",
         "deviceclasses.resource.k8s.io",
+        "DeviceClass",
     ),
     optional(
         "/apis/resource.k8s.io/v1/resourceslices",
         "resourceslices.resource.k8s.io",
+        "ResourceSlice",
     ),
     optional(
         "/apis/resource.k8s.io/v1/resourceclaims",
         "resourceclaims.resource.k8s.io",
+        "ResourceClaim",
     ),
     optional(
         "/apis/resource.k8s.io/v1/resourceclaimtemplates",
         "resourceclaimtemplates.resource.k8s.io",
+        "ResourceClaimTemplate",
     ),
     optional(
         "/apis/scheduling.k8s.io/v1alpha2/podgroups",
         "podgroups.scheduling.k8s.io",
+        "PodGroup",
     ),
     optional(
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
         "podgroups.scheduling.x-k8s.io",
+        "PodGroup",
     ),
 ];
 
@@ -149,14 +201,17 @@ pub const TAINT_RULE_KINDS: [ListedKind; 3] = [
     optional(
         "/apis/resource.k8s.io/v1/devicetaintrules",
         "devicetaintrules.resource.k8s.io",
+        "DeviceTaintRule",
     ),
     optional(
         "/apis/resource.k8s.io/v1beta2/devicetaintrules",
         "devicetaintrules.resource.k8s.io",
+        "DeviceTaintRule",
     ),
     optional(
         "/apis/resource.k8s.io/v1alpha3/devicetaintrules",
         "devicetaintrules.resource.k8s.io",
+        "DeviceTaintRule",
     ),
 ];
 

@@ -246,20 +246,23 @@ async fn list<W: Write>(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };
-        state.kind = field("/kind").trim_end_matches("List").to_string();
-        state.api_version = field("/apiVersion").to_string();
+        state.kind = kind.kind.to_string();
+        state.api_version = kind.api_version().to_string();
         version = field("/metadata/resourceVersion").to_string();
         let next = Some(field("/metadata/continue"))
             .filter(|c| !c.is_empty())
             .map(String::from);
-        for mut item in page
-            .get("items")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
-            item["kind"] = json!(state.kind);
-            item["apiVersion"] = json!(state.api_version);
+        let items = page.get("items").and_then(Value::as_array);
+        for (i, mut item) in items.cloned().unwrap_or_default().into_iter().enumerate() {
+            if !stamp(&mut item, kind) {
+                return Err(Refused {
+                    message: format!(
+                        "{server} answered a list of {} whose items[{i}] is not an object",
+                        kind.resource
+                    ),
+                    status: None,
+                });
+            }
             let key = key_of(&item);
             let item_version = item
                 .pointer("/metadata/resourceVersion")
@@ -338,7 +341,7 @@ async fn watch(
                         Err(e) => break Some(e.to_string()),
                     };
                     received = true;
-                    let (op, object) = match event {
+                    let (op, mut object) = match event {
                         WatchEvent::Added(object) => (Op::Added, object),
                         WatchEvent::Modified(object) => (Op::Modified, object),
                         WatchEvent::Deleted(object) => (Op::Deleted, object),
@@ -352,6 +355,11 @@ async fn watch(
                         }
                         WatchEvent::Error(status) => break Some(status.message.clone()),
                     };
+                    if !stamp(&mut object, kind) {
+                        break Some(format!(
+                            "it sent a {op:?} event whose object is not an object"
+                        ));
+                    }
                     if let Some(v) = object
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)
@@ -408,6 +416,17 @@ async fn watch(
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(max_backoff);
     }
+}
+
+/// Names `object` as of the kind listed or watched, not as the server named it (a Pod is
+/// redacted as a Pod whatever a server calls it). False if it is not an object.
+fn stamp(object: &mut Value, kind: ListedKind) -> bool {
+    let Some(fields) = object.as_object_mut() else {
+        return false;
+    };
+    fields.insert("kind".into(), json!(kind.kind));
+    fields.insert("apiVersion".into(), json!(kind.api_version()));
+    true
 }
 
 /// Keeps the resourceVersion of an object added or modified; forgets a deleted one.

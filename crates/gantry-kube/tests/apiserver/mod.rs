@@ -83,6 +83,11 @@ pub struct Faults {
     /// A list's continue token is refused as expired (410 `Expired`), as after etcd's
     /// compaction passed the list's revision.
     pub expire_continue_tokens: bool,
+    /// Lists name their kind `List` and watch events' objects carry no kind or
+    /// apiVersion, as a server in front of the API server might answer.
+    pub untyped: bool,
+    /// Lists end with this item, which is not an object.
+    pub garbage_item: Option<Value>,
 }
 
 struct Inner {
@@ -277,6 +282,17 @@ impl TestApiServer {
     /// Refuses requests whose path contains `text` with 403, as RBAC does.
     pub fn forbid(&self, text: &str) {
         self.inner.faults.lock().forbid.push(text.to_string());
+    }
+
+    /// Lists answer as kind `List` and watch events carry objects without kind or
+    /// apiVersion, from now on.
+    pub fn untyped(&self) {
+        self.inner.faults.lock().untyped = true;
+    }
+
+    /// Lists end with `item` from now on (a value that is not an object).
+    pub fn garbage_item(&self, item: Value) {
+        self.inner.faults.lock().garbage_item = Some(item);
     }
 
     /// Refuses every continue token as expired from now on.
@@ -791,8 +807,14 @@ fn list(inner: &Inner, target: &Target, query: &HashMap<String, String>) -> Resp
             o
         })
         .collect();
+    let mut items = items;
+    items.extend(inner.faults.lock().garbage_item.clone());
+    let list_kind = match inner.faults.lock().untyped {
+        true => "List".to_string(),
+        false => format!("{}List", target.resource.kind),
+    };
     axum::Json(json!({
-        "kind": format!("{}List", target.resource.kind),
+        "kind": list_kind,
         "apiVersion": target.resource.api_version(),
         "metadata": {"resourceVersion": store.rv.to_string(), "continue": next},
         "items": items,
@@ -1221,6 +1243,16 @@ fn event_for(change: &Change, selector: &FieldSelector) -> Option<&'static str> 
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {
+    untyped_line(kind, object, false)
+}
+
+/// A watch event's line; `untyped`, its object without kind or apiVersion.
+fn untyped_line(kind: &str, object: &Value, untyped: bool) -> Bytes {
+    let mut object = object.clone();
+    if let (true, Value::Object(map)) = (untyped, &mut object) {
+        map.remove("kind");
+        map.remove("apiVersion");
+    }
     let mut text = serde_json::to_string(&json!({"type": kind, "object": object})).unwrap();
     text.push('\n');
     Bytes::from(text)
@@ -1239,6 +1271,8 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(Duration::from_secs(1800), Duration::from_secs);
     let from = query.get("resourceVersion").cloned().unwrap_or_default();
+    let untyped = inner.faults.lock().untyped;
+    let line = move |kind: &str, object: &Value| untyped_line(kind, object, untyped);
     let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
     let mut changes = inner.changes.subscribe();
     let mut drops = inner.drops.subscribe();

@@ -193,3 +193,95 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
     assert_eq!(divergence.recorded, 12, "{divergence:?}");
     assert_eq!(divergence.reproduced(), 1.0, "{divergence:?}");
 }
+
+/// A pod with an environment value and a command line, which the trace must not hold.
+fn pod_with_secrets(name: &str) -> serde_json::Value {
+    let mut pod = pod(name, 500);
+    let container = &mut pod["spec"]["containers"][0];
+    container["env"] = json!([{"name": "TOKEN", "value": "do-not-record-me"}]);
+    container["command"] = json!(["serve", "--password=do-not-record-me"]);
+    pod
+}
+
+/// A server whose lists are kind `List` and whose watch events' objects carry no kind:
+/// the trace still names every object by the kind listed or watched, and a pod's
+/// environment and command line are redacted from both the list and the watch (they
+/// were written as they came when the recorder trusted the server's kind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_redacted_as_the_kind_listed_whatever_the_server_calls_them() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.untyped();
+    nodes(&api);
+    api.put(PODS, pod_with_secrets("listed"));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let client = api.client();
+    let server = api.url();
+    let recorder = tokio::spawn(async move {
+        let stop = async {
+            let _ = stop_rx.await;
+        };
+        let options = RecordOptions::default();
+        gantry_kube::record(
+            &client,
+            &server,
+            None,
+            Vec::new(),
+            &options,
+            stop,
+            &mut |_| {},
+        )
+        .await
+    });
+    wait_for("the recorder's pod watch", WAIT, || {
+        !api.requests_matching("GET /api/v1/pods?watch=1").is_empty()
+    })
+    .await;
+    api.put(PODS, pod_with_secrets("watched"));
+    wait_for("the watched pod recorded", WAIT, || {
+        api.requests_matching("GET /api/v1/pods?watch=1").len() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop_tx.send(());
+    let (trace, recorded) = recorder.await.unwrap().unwrap();
+    assert_eq!(recorded.changes, 1, "{recorded:?}");
+    let text = String::from_utf8(trace.clone()).unwrap();
+    assert!(!text.contains("do-not-record-me"), "{text}");
+    let records = read(trace);
+    let pods: Vec<(Op, &str, &str)> = (records.iter())
+        .filter(|r| r.kind() != "Node" && r.op != Op::End)
+        .map(|r| {
+            let version = r.object.as_ref().and_then(|o| o["apiVersion"].as_str());
+            (r.op, r.kind(), version.unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(pods, [(Op::List, "Pod", "v1"), (Op::Added, "Pod", "v1")]);
+}
+
+/// A list item that is not an object ends the recording with one line naming the kind
+/// and the item, rather than a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_item_that_is_not_an_object_is_refused_by_name() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    nodes(&api);
+    api.garbage_item(json!("not an object"));
+    let options = RecordOptions::default();
+    let stop = std::future::pending();
+    let recorded = gantry_kube::record(
+        &api.client(),
+        &api.url(),
+        None,
+        Vec::new(),
+        &options,
+        stop,
+        &mut |_| {},
+    )
+    .await;
+    let message = recorded.expect_err("the recording is refused");
+    assert!(
+        message.contains("whose items[0] is not an object"),
+        "{message}"
+    );
+}
