@@ -303,11 +303,15 @@ pub(super) fn typed<T: DeserializeOwned>(
 ) -> Result<T, ObjectError> {
     let mut unknown = Vec::new();
     let mut note = |path: serde_ignored::Path| unknown.push(field_path(&path));
-    let deserializer = serde_ignored::Deserializer::new(value, &mut note);
-    let result = serde_path_to_error::deserialize(deserializer).map_err(|e| ObjectError {
-        object: object.to_string(),
-        field: e.path().to_string(),
-        message: e.inner().to_string(),
+    // Most objects decode: their paths are not tracked; a failure is decoded again to
+    // name its field.
+    let result = T::deserialize(serde_ignored::Deserializer::new(&value, &mut note));
+    let result = result.or_else(|_| {
+        serde_path_to_error::deserialize(value).map_err(|e| ObjectError {
+            object: object.to_string(),
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })
     });
     warnings.extend(unknown.into_iter().map(|field| Warning {
         object: object.to_string(),
