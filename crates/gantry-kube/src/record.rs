@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use crate::failure::Refused;
 use crate::import::{self, ImportOptions, KINDS, ListedKind, TAINT_RULE_KINDS};
 
-/// How long a watch may keep failing to (re)connect before recording ends with an error.
+/// How long a watch may keep failing before recording ends with an error, by default.
 pub const MAX_WATCH_OUTAGE: Duration = Duration::from_secs(300);
 
 /// How a recording runs.
@@ -34,6 +34,8 @@ pub struct RecordOptions {
     pub progress_every: Duration,
     /// The longest wait between attempts to resume a failing watch.
     pub max_backoff: Duration,
+    /// How long a watch may keep failing before recording ends with an error.
+    pub max_outage: Duration,
 }
 
 impl Default for RecordOptions {
@@ -42,6 +44,7 @@ impl Default for RecordOptions {
             lists: ImportOptions::default(),
             progress_every: Duration::from_secs(10),
             max_backoff: Duration::from_secs(30),
+            max_outage: MAX_WATCH_OUTAGE,
         }
     }
 }
@@ -72,7 +75,7 @@ enum Change {
     Expired {
         kind: usize,
     },
-    /// A watch kept failing past [`MAX_WATCH_OUTAGE`].
+    /// A watch kept failing past [`RecordOptions::max_outage`].
     Failed(String),
 }
 
@@ -141,6 +144,7 @@ pub async fn record<W: Write>(
                     index,
                     version,
                     options.max_backoff,
+                    options.max_outage,
                     sender.clone(),
                 );
                 watches.push(Some(tokio::spawn(watch)));
@@ -189,7 +193,8 @@ pub async fn record<W: Write>(
                     recorded.from_relists += written;
                     if let Some((state, version)) = relisted {
                         known[index] = Some(state);
-                        let watch = watch(client.clone(), kind, index, version, options.max_backoff, sender.clone());
+                        let (backoff, outage) = (options.max_backoff, options.max_outage);
+                        let watch = watch(client.clone(), kind, index, version, backoff, outage, sender.clone());
                         watches[index] = Some(tokio::spawn(watch));
                     }
                 }
@@ -306,7 +311,7 @@ async fn list<W: Write>(
 }
 
 /// Watches `kind` from `version` until the watch cannot resume (then asks for a relist)
-/// or keeps failing past [`MAX_WATCH_OUTAGE`]; a watch the server closes is resumed
+/// or keeps failing past `options.max_outage`; a watch the server closes is resumed
 /// from the last resourceVersion seen (bookmarks included).
 async fn watch(
     client: Client,
@@ -314,6 +319,7 @@ async fn watch(
     index: usize,
     mut version: String,
     max_backoff: Duration,
+    max_outage: Duration,
     sender: mpsc::Sender<Change>,
 ) {
     let first_backoff = Duration::from_secs(1).min(max_backoff);
@@ -340,12 +346,12 @@ async fn watch(
                         Ok(None) => break None,
                         Err(e) => break Some(e.to_string()),
                     };
-                    received = true;
                     let (op, mut object) = match event {
                         WatchEvent::Added(object) => (Op::Added, object),
                         WatchEvent::Modified(object) => (Op::Modified, object),
                         WatchEvent::Deleted(object) => (Op::Deleted, object),
                         WatchEvent::Bookmark(bookmark) => {
+                            received = true;
                             version = bookmark.metadata.resource_version;
                             continue;
                         }
@@ -360,6 +366,8 @@ async fn watch(
                             "it sent a {op:?} event whose object is not an object"
                         ));
                     }
+                    // Only a usable event counts as progress against the outage limit.
+                    received = true;
                     if let Some(v) = object
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)
@@ -399,11 +407,11 @@ async fn watch(
             continue;
         };
         let since = *failing_since.get_or_insert_with(Instant::now);
-        if since.elapsed() > MAX_WATCH_OUTAGE {
+        if since.elapsed() > max_outage {
             let message = format!(
-                "the watch of {} kept failing for {} s: {failure}",
+                "the watch of {} kept failing for {:.1} s: {failure}",
                 kind.resource,
-                MAX_WATCH_OUTAGE.as_secs()
+                max_outage.as_secs_f64()
             );
             let _ = sender.send(Change::Failed(message)).await;
             return;

@@ -86,7 +86,8 @@ pub struct Faults {
     /// Lists name their kind `List` and watch events' objects carry no kind or
     /// apiVersion, as a server in front of the API server might answer.
     pub untyped: bool,
-    /// Lists end with this item, which is not an object.
+    /// Lists end with this item, which is not an object, and a watch starts with an
+    /// ADDED event of it.
     pub garbage_item: Option<Value>,
 }
 
@@ -290,7 +291,8 @@ impl TestApiServer {
         self.inner.faults.lock().untyped = true;
     }
 
-    /// Lists end with `item` from now on (a value that is not an object).
+    /// Lists end with `item` (a value that is not an object), and watches start with an
+    /// ADDED event of it, from now on.
     pub fn garbage_item(&self, item: Value) {
         self.inner.faults.lock().garbage_item = Some(item);
     }
@@ -1271,7 +1273,10 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(Duration::from_secs(1800), Duration::from_secs);
     let from = query.get("resourceVersion").cloned().unwrap_or_default();
-    let untyped = inner.faults.lock().untyped;
+    let (untyped, garbage) = {
+        let faults = inner.faults.lock();
+        (faults.untyped, faults.garbage_item.clone())
+    };
     let line = move |kind: &str, object: &Value| untyped_line(kind, object, untyped);
     let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
     let mut changes = inner.changes.subscribe();
@@ -1321,7 +1326,8 @@ fn watch(inner: Arc<Inner>, target: Target, query: HashMap<String, String>) -> R
             let _ = tx.send(line("ERROR", &error)).await;
             return;
         }
-        for event in initial {
+        let garbage = garbage.map(|item| line("ADDED", &item));
+        for event in garbage.into_iter().chain(initial) {
             if tx.send(event).await.is_err() {
                 return;
             }

@@ -285,3 +285,50 @@ async fn a_list_item_that_is_not_an_object_is_refused_by_name() {
         "{message}"
     );
 }
+
+/// A watch whose event carries an object that is not an object fails, is retried, and
+/// once it has failed for `max_outage` the recording ends with one line naming the
+/// kind and the event (no panic, no gap written over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_event_that_is_not_an_object_ends_the_recording_after_the_outage_limit() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    nodes(&api);
+    let (client, server) = (api.client(), api.url());
+    let recorder = tokio::spawn(async move {
+        let options = RecordOptions {
+            max_backoff: Duration::from_millis(100),
+            max_outage: Duration::from_millis(500),
+            ..RecordOptions::default()
+        };
+        let stop = std::future::pending();
+        gantry_kube::record(
+            &client,
+            &server,
+            None,
+            Vec::new(),
+            &options,
+            stop,
+            &mut |_| {},
+        )
+        .await
+    });
+    // The last kind listed is watched: every list is done.
+    wait_for("the recorder's last watch", WAIT, || {
+        !api.requests_matching("devicetaintrules?watch=1").is_empty()
+    })
+    .await;
+    api.garbage_item(json!(7));
+    api.drop_watches();
+    let ended = tokio::time::timeout(WAIT, recorder).await;
+    let message = ended
+        .expect("the recording ends")
+        .unwrap()
+        .expect_err("the recording fails");
+    assert!(
+        message.contains(
+            "kept failing for 0.5 s: it sent a Added event whose object is not an object"
+        ),
+        "{message}"
+    );
+}
