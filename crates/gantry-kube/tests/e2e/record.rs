@@ -194,6 +194,30 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
     assert_eq!(divergence.reproduced(), 1.0, "{divergence:?}");
 }
 
+type Recording = tokio::task::JoinHandle<Result<(Vec<u8>, gantry_kube::Recorded), String>>;
+
+/// Records `api` in a task, until the sender is sent to (or dropped).
+fn spawn_recorder(api: &TestApiServer, options: RecordOptions) -> (oneshot::Sender<()>, Recording) {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (client, server) = (api.client(), api.url());
+    let recorder = tokio::spawn(async move {
+        let stop = async {
+            let _ = stop_rx.await;
+        };
+        gantry_kube::record(
+            &client,
+            &server,
+            None,
+            Vec::new(),
+            &options,
+            stop,
+            &mut |_| {},
+        )
+        .await
+    });
+    (stop_tx, recorder)
+}
+
 /// A pod with an environment value and a command line, which the trace must not hold.
 fn pod_with_secrets(name: &str) -> serde_json::Value {
     let mut pod = pod(name, 500);
@@ -214,25 +238,7 @@ async fn objects_are_redacted_as_the_kind_listed_whatever_the_server_calls_them(
     api.untyped();
     nodes(&api);
     api.put(PODS, pod_with_secrets("listed"));
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let client = api.client();
-    let server = api.url();
-    let recorder = tokio::spawn(async move {
-        let stop = async {
-            let _ = stop_rx.await;
-        };
-        let options = RecordOptions::default();
-        gantry_kube::record(
-            &client,
-            &server,
-            None,
-            Vec::new(),
-            &options,
-            stop,
-            &mut |_| {},
-        )
-        .await
-    });
+    let (stop_tx, recorder) = spawn_recorder(&api, RecordOptions::default());
     wait_for("the recorder's pod watch", WAIT, || {
         !api.requests_matching("GET /api/v1/pods?watch=1").is_empty()
     })
@@ -294,25 +300,12 @@ async fn a_watch_event_that_is_not_an_object_ends_the_recording_after_the_outage
     init_tracing();
     let api = TestApiServer::start().await;
     nodes(&api);
-    let (client, server) = (api.client(), api.url());
-    let recorder = tokio::spawn(async move {
-        let options = RecordOptions {
-            max_backoff: Duration::from_millis(100),
-            max_outage: Duration::from_millis(500),
-            ..RecordOptions::default()
-        };
-        let stop = std::future::pending();
-        gantry_kube::record(
-            &client,
-            &server,
-            None,
-            Vec::new(),
-            &options,
-            stop,
-            &mut |_| {},
-        )
-        .await
-    });
+    let options = RecordOptions {
+        max_backoff: Duration::from_millis(100),
+        max_outage: Duration::from_millis(500),
+        ..RecordOptions::default()
+    };
+    let (_stop, recorder) = spawn_recorder(&api, options);
     // The last kind listed is watched: every list is done.
     wait_for("the recorder's last watch", WAIT, || {
         !api.requests_matching("devicetaintrules?watch=1").is_empty()
