@@ -59,6 +59,13 @@ pub fn pod(name: &str, milli_cpu: i64) -> Value {
     })
 }
 
+/// [`pod`] already bound to `node`.
+pub fn bound_pod(name: &str, milli_cpu: i64, node: &str) -> Value {
+    let mut pod = pod(name, milli_cpu);
+    pod["spec"]["nodeName"] = json!(node);
+    pod
+}
+
 /// The simulation's placements for these objects (same profile, same seed).
 pub fn simulated(nodes: &[Value], pods: &[Value]) -> BTreeMap<String, Placement> {
     simulated_with(nodes, pods, &[])

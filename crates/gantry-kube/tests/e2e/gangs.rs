@@ -202,9 +202,7 @@ async fn a_group_failing_with_an_error_still_deletes_the_victims_it_chose() {
     let api = TestApiServer::start().await;
     api.put(NODES, node("n1", 4000, "a"));
     api.put(NODES, node("n2", 4000, "a"));
-    let mut low = pod("low", 3000);
-    low["spec"]["nodeName"] = json!("n1");
-    api.put(PODS, low);
+    api.put(PODS, bound_pod("low", 3000, "n1"));
     api.put(
         DEVICE_CLASSES,
         json!({"metadata": {"name": "gpu.example.com"}, "spec": {"selectors": [

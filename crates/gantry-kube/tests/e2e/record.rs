@@ -47,9 +47,7 @@ async fn a_recorded_churn_replays_to_the_same_bindings() {
     init_tracing();
     let api = TestApiServer::start().await;
     nodes(&api);
-    let mut running = pod("running", 1000);
-    running["spec"]["nodeName"] = json!("n0");
-    api.put(PODS, running);
+    api.put(PODS, bound_pod("running", 1000, "n0"));
     // Served as v1beta2 only: recorded once, from the first version served.
     api.put(
         DEVICE_TAINT_RULES,

@@ -319,9 +319,7 @@ async fn preemption_nominates_the_node_and_deletes_the_victim_through_the_api() 
     init_tracing();
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 1000, "a"));
-    let mut low = pod("low", 700);
-    low["spec"]["nodeName"] = json!("node-0");
-    api.put(PODS, low);
+    api.put(PODS, bound_pod("low", 700, "node-0"));
     let mut high = pod("high", 800);
     high["spec"]["priority"] = json!(1000);
     api.put(PODS, high);
@@ -367,9 +365,7 @@ async fn a_preemptor_waits_for_its_terminating_victims_rather_than_evicting_more
     // Room for nobody that matters, on a node of its own: its deletion retries the
     // preemptor.
     api.put(NODES, node("small", 300, "a"));
-    let mut filler = pod("filler", 100);
-    filler["spec"]["nodeName"] = json!("small");
-    api.put(PODS, filler);
+    api.put(PODS, bound_pod("filler", 100, "small"));
     let mut high = pod("high", 800);
     high["spec"]["priority"] = json!(1000);
     api.put(PODS, high);
@@ -427,12 +423,8 @@ async fn a_preemptor_is_held_back_while_its_victims_are_deleted() {
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 1000, "a"));
     api.put(NODES, node("small", 300, "a"));
-    let mut low = pod("low", 700);
-    low["spec"]["nodeName"] = json!("node-0");
-    api.put(PODS, low);
-    let mut filler = pod("filler", 100);
-    filler["spec"]["nodeName"] = json!("small");
-    api.put(PODS, filler);
+    api.put(PODS, bound_pod("low", 700, "node-0"));
+    api.put(PODS, bound_pod("filler", 100, "small"));
     api.slow_writes("/pods/low", Duration::from_secs(2), 1);
     let mut high = pod("high", 800);
     high["spec"]["priority"] = json!(1000);
@@ -528,9 +520,7 @@ async fn the_preempted_event_reads_as_the_release_writes_it() {
     init_tracing();
     let api = TestApiServer::start().await;
     api.put(NODES, node("node-0", 1000, "a"));
-    let mut low = pod("low", 700);
-    low["spec"]["nodeName"] = json!("node-0");
-    api.put(PODS, low);
+    api.put(PODS, bound_pod("low", 700, "node-0"));
     let mut high = pod("high", 800);
     high["spec"]["priority"] = json!(1000);
     api.put(PODS, high);
