@@ -108,6 +108,18 @@ impl CycleState {
         }
     }
 
+    /// A mark of the data written so far, for [`CycleState::drop_written_since`].
+    pub fn mark(&self) -> StateMark {
+        StateMark(self.entries.len())
+    }
+
+    /// Drops the data of every key first written after `mark` (a key written before it
+    /// and written again since is kept). The scheduler drops PreScore's data once Score
+    /// is done: only Score reads it, and a pod's state lives on through its binding cycle.
+    pub fn drop_written_since(&mut self, mark: StateMark) {
+        self.entries.truncate(mark.0);
+    }
+
     pub fn read<T: 'static>(&self, key: &'static str) -> Option<&T> {
         self.entries
             .iter()
@@ -143,6 +155,10 @@ impl CycleState {
     }
 }
 
+/// The number of keys a state held at some point: new keys are appended.
+#[derive(Clone, Copy, Debug)]
+pub struct StateMark(usize);
+
 /// Keys are the plugins' `&'static str` constants: comparing the pointers first settles
 /// almost every lookup (Filter reads state once per node) without comparing bytes, and
 /// different names of one length (there are several of 16 bytes) mostly differ in their
@@ -161,6 +177,18 @@ mod tests {
 
     #[derive(Clone, Debug, PartialEq)]
     struct Count(u32);
+
+    #[test]
+    fn dropping_since_a_mark_keeps_the_keys_written_before_it() {
+        let mut state = CycleState::new();
+        state.write("A", Count(1));
+        let mark = state.mark();
+        state.write("B", Count(2));
+        state.write("A", Count(3));
+        state.drop_written_since(mark);
+        assert_eq!(state.read::<Count>("A"), Some(&Count(3)));
+        assert_eq!(state.read::<Count>("B"), None);
+    }
 
     #[test]
     fn a_clone_shares_the_data_until_one_side_writes() {

@@ -17,7 +17,7 @@ pub mod signature;
 mod status;
 mod storage_capacity;
 
-pub use cycle_state::{CycleState, StateData};
+pub use cycle_state::{CycleState, StateData, StateMark};
 pub use events::{ActionType, ClusterEvent, EventResource};
 pub use interface::*;
 pub use node_infos::NodeInfos;

@@ -410,6 +410,7 @@ impl Scheduler {
                 nodes: &self.snapshot,
                 objects: &self.objects,
             };
+            let before_scoring = state.mark();
             let phase = Instant::now();
             let pre_scored = run_pre_score(profile, &mut state, pod, &nodes, cluster, timer);
             self.metrics
@@ -426,6 +427,10 @@ impl Scheduler {
                 .and_then(|()| run_score(profile, &state, pod, scored, timer, buffers, memo));
             self.metrics
                 .observe_extension_point(Point::Score, phase.elapsed());
+            // Only Score reads PreScore's data, which may share the snapshot's domain
+            // counts: kept through the pod's binding cycle, it would make the next
+            // cycles' snapshot updates copy those counts (docs/performance.md).
+            state.drop_written_since(before_scoring);
             match totals {
                 Ok(()) => {
                     let totals = &self.buffers.scores.totals;
