@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use foldhash::fast::RandomState;
-use gantry_api::Sym;
+use gantry_api::{Pod, Sym};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::{NodeInfo, PodSelection};
 
@@ -158,8 +159,24 @@ impl SelectionCounts {
     }
 
     /// A node changed from `old` to `new` (`None`: absent before, or gone after).
+    ///
+    /// A node's contribution to a selection depends on its labels and on the pods the
+    /// selection matches: when the labels are the same, only the selections that match a
+    /// pod added, removed or replaced are counted again (with a hundred selections kept,
+    /// counting each on every node change was a quarter of a replay's time).
     pub(crate) fn node_changed(&mut self, old: Option<&NodeInfo>, new: Option<&NodeInfo>) {
+        let changed = match (old, new) {
+            (Some(old), Some(new)) if same_labels(old, new) => {
+                Some(changed_pods(old.pods(), new.pods()))
+            }
+            _ => None,
+        };
         for (selection, counts) in &mut self.counted {
+            if let Some(changed) = &changed
+                && !changed.iter().any(|pod| selection.matches(pod))
+            {
+                continue;
+            }
             let contribution = |info: Option<&NodeInfo>| {
                 info.and_then(|i| DomainCounts::contribution(selection, i))
             };
@@ -228,6 +245,45 @@ impl SelectionCounts {
     }
 }
 
+/// Whether two versions of a node carry the same labels.
+fn same_labels(old: &NodeInfo, new: &NodeInfo) -> bool {
+    match (old.node(), new.node()) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.labels == b.labels,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The pods in one list and not in the other, by identity (a pod changed is a new
+/// `Arc`). The lists usually differ by a pod added at the end or swapped out of its
+/// place, so the common ends are set aside before the rest is compared.
+fn changed_pods<'a>(old: &'a [Arc<Pod>], new: &'a [Arc<Pod>]) -> SmallVec<[&'a Pod; 4]> {
+    let same = |(a, b): &(&Arc<Pod>, &Arc<Pod>)| Arc::ptr_eq(a, b);
+    let prefix = old.iter().zip(new).take_while(same).count();
+    let (old, new) = (&old[prefix..], &new[prefix..]);
+    let suffix = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take_while(same)
+        .count();
+    let (old, new) = (&old[..old.len() - suffix], &new[..new.len() - suffix]);
+    let address = |pod: &Arc<Pod>| Arc::as_ptr(pod) as usize;
+    let mut old_addresses: SmallVec<[usize; 16]> = old.iter().map(address).collect();
+    let mut new_addresses: SmallVec<[usize; 16]> = new.iter().map(address).collect();
+    old_addresses.sort_unstable();
+    new_addresses.sort_unstable();
+    let mut changed = SmallVec::new();
+    for (pods, other) in [(old, &new_addresses), (new, &old_addresses)] {
+        for pod in pods {
+            if other.binary_search(&address(pod)).is_err() {
+                changed.push(&**pod);
+            }
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +302,32 @@ mod tests {
 
     /// Asked for once each, one update apart: the first one asked for is the one
     /// forgotten when the limit is passed, and the count never exceeds it.
+    fn pod(name: &str) -> Arc<Pod> {
+        Arc::new(Pod::new("default", name))
+    }
+
+    fn names(pods: &[&Pod]) -> Vec<String> {
+        let mut names: Vec<String> = pods.iter().map(|p| p.name.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn changed_pods_are_those_added_removed_or_replaced() {
+        let [a, b, c, d] = ["a", "b", "c", "d"].map(pod);
+        let list = [a.clone(), b.clone(), c.clone(), d.clone()];
+        let added = [a.clone(), b.clone(), c.clone(), d.clone(), pod("e")];
+        assert_eq!(names(&changed_pods(&list, &added)), ["e"]);
+        // `swap_remove` of b: d takes its place.
+        let removed = [a.clone(), d.clone(), c.clone()];
+        assert_eq!(names(&changed_pods(&list, &removed)), ["b"]);
+        let replaced = [a.clone(), pod("b"), c.clone(), d.clone()];
+        assert_eq!(names(&changed_pods(&list, &replaced)), ["b", "b"]);
+        let reordered = [d.clone(), c.clone(), b.clone(), a.clone()];
+        assert!(changed_pods(&list, &reordered).is_empty());
+        assert_eq!(names(&changed_pods(&list, &[])), ["a", "b", "c", "d"]);
+    }
+
     #[test]
     fn past_the_limit_the_least_recently_used_selection_makes_room() {
         let mut counts = SelectionCounts::default();

@@ -101,12 +101,12 @@ impl PodLabelIndex {
                 .copied()
                 .unwrap_or(0)
         };
-        let with_key = self.keys.get(&(namespace, r.key)).copied().unwrap_or(0);
+        let with_key = || self.keys.get(&(namespace, r.key)).copied().unwrap_or(0);
         match r.op {
             SelectorOp::In => distinct(&r.values).map(with_value).sum(),
             SelectorOp::NotIn => total - distinct(&r.values).map(with_value).sum::<u32>(),
-            SelectorOp::Exists => with_key,
-            SelectorOp::DoesNotExist => total - with_key,
+            SelectorOp::Exists => with_key(),
+            SelectorOp::DoesNotExist => total - with_key(),
         }
     }
 }
