@@ -1,10 +1,11 @@
-//! `gantry bench replay`: a recorded trace of a 5,000-node cluster with 100,000 changes,
-//! replayed as `gantry simulate --trace` replays it. The trace is generated (gzip, as
-//! `gantry record -o x.gz` writes it): 5,000 nodes of 32 cpu in three zones with 25,000
-//! pods bound at the start; then over an hour 40,000 pods of a dozen deployments
-//! arrive, each bound by the recorded scheduler 20 ms later (round-robin over the nodes:
-//! not the default profile's choice), and 20,000 of them are deleted. The figures: the
-//! trace's size, the time to read and decode it, the time to replay it, and the peak RSS.
+//! `gantry bench replay` and `replay-affinity`: a recorded trace of a 5,000-node cluster
+//! with 100,000 changes, replayed as `gantry simulate --trace` replays it. The trace is
+//! generated (gzip, as `gantry record -o x.gz` writes it): 5,000 nodes of 32 cpu in three
+//! zones with 25,000 pods bound at the start; then over an hour 40,000 pods arrive, each
+//! bound by the recorded scheduler 20 ms later (round-robin over the nodes: not the
+//! default profile's choice), and 20,000 of them are deleted. [`TraceShape`] says which
+//! pods. The figures: the trace's size, the time to read and decode it, the time to
+//! replay it, and the peak RSS.
 
 use std::io::Write;
 use std::time::Instant;
@@ -25,10 +26,60 @@ const DELETIONS: usize = 20_000;
 /// One arrival every this many milliseconds: 40,000 in an hour.
 const ARRIVAL_EVERY_MS: u64 = 90;
 const BIND_AFTER_MS: u64 = 20;
-const DEPLOYMENTS: usize = 12;
+
+/// Which pods a generated trace holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceShape {
+    /// Pods of a dozen deployments without affinity, arriving one every 90 ms.
+    Plain,
+    /// Pods of 100 deployments, each preferring not to share a node with its deployment's
+    /// other pods (the preferred pod anti-affinity many charts set by default), arriving
+    /// as deployments scale up: 100 pods of one deployment a millisecond apart, every
+    /// 9 s. More selections than the snapshot once counted, and pods still binding while
+    /// the next are scheduled.
+    Affinity,
+}
+
+impl TraceShape {
+    pub fn workload(self) -> &'static str {
+        match self {
+            TraceShape::Plain => "replay",
+            TraceShape::Affinity => "replay-affinity",
+        }
+    }
+
+    fn deployments(self) -> usize {
+        match self {
+            TraceShape::Plain => 12,
+            TraceShape::Affinity => 100,
+        }
+    }
+
+    /// The deployment of the `index`th pod arriving.
+    fn deployment_of_arrival(self, index: usize) -> usize {
+        match self {
+            TraceShape::Plain => index % self.deployments(),
+            TraceShape::Affinity => index / BURST % self.deployments(),
+        }
+    }
+
+    /// When the `index`th pod arrives, in milliseconds from the start.
+    fn arrival_ms(self, index: usize) -> u64 {
+        match self {
+            TraceShape::Plain => index as u64 * ARRIVAL_EVERY_MS,
+            TraceShape::Affinity => {
+                (index / BURST) as u64 * ARRIVAL_EVERY_MS * BURST as u64 + (index % BURST) as u64
+            }
+        }
+    }
+}
+
+/// Pods of one deployment arriving together in [`TraceShape::Affinity`].
+const BURST: usize = 100;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayBenchResult {
+    /// `replay` or `replay-affinity`.
     pub workload: &'static str,
     pub nodes: usize,
     /// Records after the state at the start.
@@ -54,9 +105,9 @@ fn node(index: usize) -> Value {
                    "conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
-/// The `index`th pod of deployment `index % DEPLOYMENTS`, bound to `node` if given.
-fn pod(index: usize, node: Option<usize>) -> Value {
-    let app = format!("app-{}", index % DEPLOYMENTS);
+/// The pod `index` of deployment `deployment`, bound to `node` if given.
+fn pod(shape: TraceShape, index: usize, deployment: usize, node: Option<usize>) -> Value {
+    let app = format!("app-{deployment}");
     let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
         "metadata": {"name": format!("{app}-{index:06}"), "namespace": "shop",
             "uid": format!("uid-{index:06}"), "labels": {"app": app},
@@ -70,6 +121,12 @@ fn pod(index: usize, node: Option<usize>) -> Value {
                 {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
         "status": {"phase": "Pending"}});
+    if shape == TraceShape::Affinity {
+        pod["spec"]["affinity"] = json!({"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}});
+    }
     if let Some(node) = node {
         pod["spec"]["nodeName"] = json!(format!("node-{node:05}"));
         pod["status"]["phase"] = json!("Running");
@@ -78,7 +135,7 @@ fn pod(index: usize, node: Option<usize>) -> Value {
 }
 
 /// The trace, gzip-compressed.
-pub fn trace() -> Vec<u8> {
+pub fn trace(shape: TraceShape) -> Vec<u8> {
     let mut out = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut records = 0usize;
     // A line at a time: the encoder compresses each write it is given.
@@ -101,18 +158,15 @@ pub fn trace() -> Vec<u8> {
         record(&mut out, 0, "list", node(index));
     }
     for index in 0..PODS_AT_START {
-        record(
-            &mut out,
-            0,
-            "list",
-            pod(1_000_000 + index, Some(index % NODES)),
-        );
+        let deployment = index % shape.deployments();
+        let bound = pod(shape, 1_000_000 + index, deployment, Some(index % NODES));
+        record(&mut out, 0, "list", bound);
     }
     // Arrivals and their bindings interleave in time; deletions follow the pods they
     // delete by half an hour.
     let mut changes: Vec<(u64, u8, usize)> = Vec::with_capacity(ARRIVALS * 2 + DELETIONS);
     for index in 0..ARRIVALS {
-        let at = index as u64 * ARRIVAL_EVERY_MS;
+        let at = shape.arrival_ms(index);
         changes.push((at, 0, index));
         changes.push((at + BIND_AFTER_MS, 1, index));
         if index < DELETIONS {
@@ -122,15 +176,17 @@ pub fn trace() -> Vec<u8> {
     changes.sort_unstable();
     let end = changes.last().map_or(0, |c| c.0) + 1;
     for (at, what, index) in changes {
+        let deployment = shape.deployment_of_arrival(index);
+        let node = Some(index * 7 % NODES);
         match what {
-            0 => record(&mut out, at, "added", pod(index, None)),
+            0 => record(&mut out, at, "added", pod(shape, index, deployment, None)),
             1 => record(
                 &mut out,
                 at,
                 "modified",
-                pod(index, Some(index * 7 % NODES)),
+                pod(shape, index, deployment, node),
             ),
-            _ => record(&mut out, at, "deleted", pod(index, Some(index * 7 % NODES))),
+            _ => record(&mut out, at, "deleted", pod(shape, index, deployment, node)),
         }
     }
     line(
@@ -140,8 +196,8 @@ pub fn trace() -> Vec<u8> {
     out.finish().expect("writes to memory")
 }
 
-pub fn run_replay() -> Result<ReplayBenchResult, String> {
-    let trace = trace();
+pub fn run_replay(shape: TraceShape) -> Result<ReplayBenchResult, String> {
+    let trace = trace(shape);
     let trace_bytes = trace.len();
     let release = Release::at(35);
     let start = Instant::now();
@@ -169,7 +225,7 @@ pub fn run_replay() -> Result<ReplayBenchResult, String> {
         sim.recorded_nodes_judged(),
     );
     Ok(ReplayBenchResult {
-        workload: "replay",
+        workload: shape.workload(),
         nodes: NODES,
         changes,
         trace_bytes,
@@ -180,4 +236,31 @@ pub fn run_replay() -> Result<ReplayBenchResult, String> {
         reproduced: divergence.reproduced(),
         peak_rss_mib: peak_rss_mib(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_pods_arrive_a_deployment_at_a_time_with_their_term() {
+        let shape = TraceShape::Affinity;
+        assert_eq!(
+            [0, 99, 100, 199].map(|i| shape.arrival_ms(i)),
+            [0, 99, 9_000, 9_099]
+        );
+        assert_eq!(
+            [0, 99, 100, 100 * 100].map(|i| shape.deployment_of_arrival(i)),
+            [0, 0, 1, 0]
+        );
+        let term = &pod(shape, 5, 3, None)["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert_eq!(
+            term["podAffinityTerm"]["labelSelector"]["matchLabels"]["app"],
+            "app-3"
+        );
+        assert_eq!(term["weight"], 100);
+        assert!(pod(TraceShape::Plain, 5, 3, None)["spec"]["affinity"].is_null());
+        assert_eq!(TraceShape::Plain.arrival_ms(2), 180);
+    }
 }

@@ -6,6 +6,7 @@ use gantry_cache::synthetic::measure_snapshot;
 use gantry_sim::bench::{BenchOptions, Workload, run as run_workload, run_gpu_share};
 use gantry_sim::dra_bench::run_dra;
 use gantry_sim::gang_bench::{release as gang_release, run_gang};
+use gantry_sim::replay_bench::TraceShape;
 use gantry_whatif::StoreKind;
 use gantry_whatif::bench as whatif_bench;
 use serde::Serialize;
@@ -36,8 +37,9 @@ pub struct BenchArgs {
     /// (several instances on threads), clustersnapshot (the
     /// what-if stores), estimate (the autoscaler's binpacking benchmark), replay (a
     /// recorded trace of 5,000 nodes and 100,000 changes, as `simulate --trace` replays
-    /// it), or all (every workload but scale, gpu-share, gang, snapshot, multi,
-    /// clustersnapshot, estimate and replay).
+    /// it), replay-affinity (the same with pods of 100 deployments, each with a preferred
+    /// pod anti-affinity, arriving in bursts), or all (every workload but scale,
+    /// gpu-share, gang, snapshot, multi, clustersnapshot, estimate and the replays).
     workload: String,
     /// Print one JSON object (per workload) instead of a sentence.
     #[arg(long)]
@@ -81,14 +83,14 @@ pub struct BenchArgs {
     /// [default: 31]; estimate: runs (at most 7).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     repetitions: Option<usize>,
-    /// replay: also write the trace it replays (gzip) to this file, for `simulate --trace`
-    /// (and `--compare`) to replay the same.
+    /// replay, replay-affinity: also write the trace it replays (gzip) to this file, for
+    /// `simulate --trace` (and `--compare`) to replay the same.
     #[arg(long)]
     write_trace: Option<std::path::PathBuf>,
 }
 
 /// The workloads that are not scheduling runs of `gantry_sim::bench` (nor `all`).
-const OWN_SHAPE_WORKLOADS: [&str; 8] = [
+const OWN_SHAPE_WORKLOADS: [&str; 9] = [
     "gpu-share",
     "dra",
     "gang",
@@ -97,6 +99,7 @@ const OWN_SHAPE_WORKLOADS: [&str; 8] = [
     "clustersnapshot",
     "estimate",
     "replay",
+    "replay-affinity",
 ];
 
 impl BenchArgs {
@@ -114,7 +117,7 @@ impl BenchArgs {
     /// measuring 5,000 nodes without a word would be a silently wrong figure.
     fn check_flags_apply(&self) -> anyhow::Result<()> {
         const SCHEDULING: &str = "the scheduling workloads";
-        let flags: [(&str, bool, &[&str]); 9] = [
+        let flags: [(&str, bool, &[&str]); 10] = [
             (
                 "--nodes",
                 self.nodes.is_some(),
@@ -155,6 +158,11 @@ impl BenchArgs {
             ),
             ("--no-assume", self.no_assume, &[SCHEDULING]),
             ("--no-verdict-memo", self.no_verdict_memo, &[SCHEDULING]),
+            (
+                "--write-trace",
+                self.write_trace.is_some(),
+                &["replay", "replay-affinity"],
+            ),
         ];
         let workload = self.workload.as_str();
         let scheduling = !OWN_SHAPE_WORKLOADS.contains(&workload);
@@ -182,7 +190,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         "multi" => return multi(&args),
         "clustersnapshot" => return cluster_snapshot(&args),
         "estimate" => return estimate(&args),
-        "replay" => return replay(&args),
+        "replay" => return replay(&args, TraceShape::Plain),
+        "replay-affinity" => return replay(&args, TraceShape::Affinity),
         _ => {}
     }
     if args.workload == "gpu-share" {
@@ -203,7 +212,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::parse(&args.workload).ok_or_else(|| {
             anyhow::anyhow!(
-                "unknown workload {:?}: use one of {}, gpu-share, dra, snapshot, multi, clustersnapshot, estimate, replay or all",
+                "unknown workload {:?}: use one of {}, gpu-share, dra, snapshot, multi, clustersnapshot, estimate, replay, replay-affinity or all",
                 args.workload,
                 names.join(", ")
             )
@@ -376,18 +385,19 @@ fn gang(args: &BenchArgs) -> anyhow::Result<()> {
     output::to_stdout(|out| writeln!(out, "{line}"))
 }
 
-fn replay(args: &BenchArgs) -> anyhow::Result<()> {
+fn replay(args: &BenchArgs, shape: TraceShape) -> anyhow::Result<()> {
     if let Some(path) = &args.write_trace {
-        std::fs::write(path, gantry_sim::replay_bench::trace())
+        std::fs::write(path, gantry_sim::replay_bench::trace(shape))
             .map_err(|e| anyhow::anyhow!("--write-trace {}: {e}", path.display()))?;
     }
-    let r = gantry_sim::replay_bench::run_replay().map_err(anyhow::Error::msg)?;
+    let r = gantry_sim::replay_bench::run_replay(shape).map_err(anyhow::Error::msg)?;
     let release = gantry_api::Release::at(35);
     let line = if args.json {
         serde_json::to_string(&output::with_release(serde_json::to_value(&r)?, release))?
     } else {
         format!(
-            "replay {} nodes, {} changes ({:.1} MB gzip): read in {:.2} s, replayed in {:.2} s, {:.2} s in all; {} pods scheduled, {:.1}% of the recorded bindings reproduced; peak RSS {:.0} MiB, as Kubernetes {release}",
+            "{} {} nodes, {} changes ({:.1} MB gzip): read in {:.2} s, replayed in {:.2} s, {:.2} s in all; {} pods scheduled, {:.1}% of the recorded bindings reproduced; peak RSS {:.0} MiB, as Kubernetes {release}",
+            r.workload,
             r.nodes,
             r.changes,
             r.trace_bytes as f64 / 1e6,

@@ -625,6 +625,15 @@ fn hostile_inputs() -> Vec<Hostile> {
             stdout_has: "",
         },
         Hostile {
+            // It wrote nothing, silently.
+            name: "a trace asked of a workload that replays none",
+            files: vec![],
+            args: &["bench", "basic", "--write-trace", "{dir}/t.gz"],
+            code: 1,
+            first_stderr_line: "error: --write-trace does not apply to bench basic: only replay, replay-affinity read it",
+            stdout_has: "",
+        },
+        Hostile {
             name: "bench basic with several schedulers",
             files: vec![],
             args: &["bench", "basic", "--schedulers", "8"],
