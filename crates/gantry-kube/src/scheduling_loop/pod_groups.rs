@@ -119,8 +119,7 @@ impl SchedulingLoop {
             && self.shadow.is_none()
             && cycle.outcome == GroupOutcome::Scheduled;
         for (member, node, victims) in &cycle.preempted_before_error {
-            let preemptor = members[*member].pod.clone();
-            self.preempt(victims, &preemptor, *node);
+            self.preempt(victims, &members[*member].pod, *node);
         }
         let mut gang = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {

@@ -83,7 +83,7 @@ impl Simulation {
         for (member, _, victims) in cycle.preempted_before_error {
             let preemptor = &members[member].pod;
             if let Some(index) = self.records.index(&preemptor.uid) {
-                self.preempt(instance, index, &preemptor.clone(), victims);
+                self.preempt(instance, index, preemptor, victims);
             }
         }
         let mut binds = Vec::new();
