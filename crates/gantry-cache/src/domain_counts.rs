@@ -165,6 +165,9 @@ impl SelectionCounts {
     /// pod added, removed or replaced are counted again (with a hundred selections kept,
     /// counting each on every node change was a quarter of a replay's time).
     pub(crate) fn node_changed(&mut self, old: Option<&NodeInfo>, new: Option<&NodeInfo>) {
+        if self.counted.is_empty() {
+            return;
+        }
         let changed = match (old, new) {
             (Some(old), Some(new)) if same_labels(old, new) => {
                 Some(changed_pods(old.pods(), new.pods()))
