@@ -303,8 +303,6 @@ mod tests {
         }
     }
 
-    /// Asked for once each, one update apart: the first one asked for is the one
-    /// forgotten when the limit is passed, and the count never exceeds it.
     fn pod(name: &str) -> Arc<Pod> {
         Arc::new(Pod::new("default", name))
     }
@@ -331,6 +329,8 @@ mod tests {
         assert_eq!(names(&changed_pods(&list, &[])), ["a", "b", "c", "d"]);
     }
 
+    /// Asked for once each, one update apart: the first one asked for is the one
+    /// forgotten when the limit is passed, and the count never exceeds it.
     #[test]
     fn past_the_limit_the_least_recently_used_selection_makes_room() {
         let mut counts = SelectionCounts::default();
