@@ -5,7 +5,7 @@ use crate::NodeInfos;
 use std::sync::Arc;
 
 use gantry_api::{Labels, Node, Pod, Sym};
-use gantry_cache::{ClusterState, NodeInfo, PodSelection, PodsPerDomain, TermKind};
+use gantry_cache::{ClusterState, NodeColumns, NodeInfo, PodSelection, PodsPerDomain, TermKind};
 
 use super::terms::{TermMemo, domain_counts, resolve_namespaces, selection, term_matches};
 use super::{InterPodAffinity, NAME, PRE_SCORE_STATE_KEY};
@@ -57,14 +57,29 @@ impl TopologyScore {
             .or_insert(0) += weight;
     }
 
+    /// Puts counts of one key next to each other, so that `score` looks a node's label
+    /// up once per key (the sum does not depend on the order).
+    fn group_by_key(&mut self) {
+        self.0.sort_by_key(|w| w.key);
+    }
+
     fn score(&self, labels: &Labels) -> i64 {
-        self.0
-            .iter()
-            .filter_map(|w| {
-                let value = labels.get(w.key)?;
-                Some(w.weight * w.pods.get(&value)?)
-            })
-            .sum()
+        let mut total = 0;
+        let mut looked_up: Option<(Sym, Option<Sym>)> = None;
+        for w in &self.0 {
+            let value = match looked_up {
+                Some((key, value)) if key == w.key => value,
+                _ => {
+                    let value = labels.get(w.key);
+                    looked_up = Some((w.key, value));
+                    value
+                }
+            };
+            if let Some(count) = value.and_then(|value| w.pods.get(&value)) {
+                total += w.weight * count;
+            }
+        }
+        total
     }
 }
 
@@ -208,20 +223,46 @@ impl PreScorePlugin for InterPodAffinity {
         if scores.0.is_empty() {
             return Status::skip();
         }
+        scores.group_by_key();
         state.write(PRE_SCORE_STATE_KEY, scores);
         Status::success()
     }
 }
 
+fn topology_score(state: &CycleState) -> Result<&TopologyScore, Status> {
+    state
+        .read::<TopologyScore>(PRE_SCORE_STATE_KEY)
+        .ok_or_else(|| Status::error(format!("{NAME}: no PreScore state")))
+}
+
+fn labels_of(info: &NodeInfo) -> Result<&Labels, Status> {
+    match info.node() {
+        Some(node) => Ok(&node.labels),
+        None => Err(Status::error("node not found")),
+    }
+}
+
 impl ScorePlugin for InterPodAffinity {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let Some(node) = node.node() else {
-            return Err(Status::error("node not found"));
-        };
-        let Some(scores) = state.read::<TopologyScore>(PRE_SCORE_STATE_KEY) else {
-            return Err(Status::error(format!("{NAME}: no PreScore state")));
-        };
-        Ok(scores.score(&node.labels))
+        let labels = labels_of(node)?;
+        Ok(topology_score(state)?.score(labels))
+    }
+
+    /// The same for many nodes, the state read once rather than once per node.
+    fn score_columns(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[&NodeInfo],
+        _columns: &NodeColumns,
+        _positions: &[usize],
+        scores: &mut [i64],
+    ) -> Result<bool, Status> {
+        let topology_score = topology_score(state)?;
+        for (out, node) in scores.iter_mut().zip(nodes) {
+            *out = topology_score.score(labels_of(node)?);
+        }
+        Ok(true)
     }
 
     /// Rescales to 0..=100 between the lowest and the highest raw score (which may be

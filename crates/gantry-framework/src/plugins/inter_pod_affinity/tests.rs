@@ -13,7 +13,7 @@ use crate::{
 use gantry_api::decode::Namespace;
 use gantry_api::labels::{LabelSelector, Requirement, SelectorOp};
 use gantry_api::{Labels, Node, Pod, PodAffinityTerm, Resources, Sym, WeightedPodAffinityTerm};
-use gantry_cache::{Cache, ClusterState, NodeInfo, PodsPerDomain, Snapshot};
+use gantry_cache::{Cache, ClusterState, NodeColumns, NodeInfo, PodsPerDomain, Snapshot};
 
 fn req(key: &str, op: SelectorOp, values: &[&str]) -> Requirement {
     Requirement {
@@ -738,6 +738,14 @@ fn scores_on(
         .iter()
         .map(|info| plugin.score(&state, pod, info).expect("score"))
         .collect();
+    let columns = NodeColumns::of(infos.iter().copied());
+    let positions: Vec<usize> = (0..infos.len()).collect();
+    let mut in_one_pass = vec![0; infos.len()];
+    let answered = plugin
+        .score_columns(&state, pod, &infos, &columns, &positions, &mut in_one_pass)
+        .expect("score_columns");
+    assert!(answered, "InterPodAffinity scores many nodes in one pass");
+    assert_eq!(in_one_pass, scores, "scored in one pass and node by node");
     assert!(plugin.normalize(&state, pod, &mut scores).is_success());
     Some(scores)
 }
@@ -959,6 +967,18 @@ fn score_preferred_affinity() {
                 ns("node4", &az2),
             ],
             Some(vec![100, 0, 100, 0]),
+        ),
+        (
+            "nodes with both keys count each key at its own value",
+            stay_s1_region_away_s2_az(s1()),
+            vec![("node1", s1()), ("node2", s2())],
+            vec![
+                ns("node1", &[("region", "China"), ("az", "az1")]),
+                ns("node2", &[("region", "China"), ("az", "az2")]),
+                ns("node3", &[("region", "India"), ("az", "az1")]),
+            ],
+            // Raw 8 (S1 in China), 8 - 5 (S2 in az2) and 0.
+            Some(vec![100, 37, 0]),
         ),
         (
             "equal raw scores normalize to 0",
