@@ -78,14 +78,18 @@ impl LastCycle {
         refused: Vec<(Sym, Status)>,
         chosen: usize,
     ) {
-        let name = |i: usize| snapshot.node_at(i).name();
+        // The names column, where the snapshot keeps one: no visit to each NodeInfo.
+        let names = snapshot.columns().map(|c| c.names());
+        let name = |i: usize| names.map_or_else(|| snapshot.node_at(i).name(), |names| names[i]);
         self.nodes = snapshot.num_nodes();
-        self.scored = match feasible {
-            [only] => vec![(name(*only), 0)],
-            _ => (feasible.iter().map(|&i| name(i)))
-                .zip(totals.iter().copied())
-                .collect(),
-        };
+        // Every cycle records one: the list's allocation is kept from the last.
+        self.scored.clear();
+        match feasible {
+            [only] => self.scored.push((name(*only), 0)),
+            _ => self
+                .scored
+                .extend((feasible.iter().map(|&i| name(i))).zip(totals.iter().copied())),
+        }
         self.refused = refused;
         self.chosen = Some(name(chosen));
     }
