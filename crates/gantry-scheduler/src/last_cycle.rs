@@ -78,20 +78,40 @@ impl LastCycle {
         refused: Vec<(Sym, Status)>,
         chosen: usize,
     ) {
-        // The names column, where the snapshot keeps one: no visit to each NodeInfo.
-        let names = snapshot.columns().map(|c| c.names());
-        let name = |i: usize| names.map_or_else(|| snapshot.node_at(i).name(), |names| names[i]);
+        let name = |i: usize| snapshot.node_at(i).name();
         self.nodes = snapshot.num_nodes();
-        // Every cycle records one: the list's allocation is kept from the last.
+        // Every cycle records one: the list's allocation is kept from the last (see
+        // `reset`), and the names are read from the snapshot's names column.
         self.scored.clear();
-        match feasible {
-            [only] => self.scored.push((name(*only), 0)),
-            _ => self
+        match (feasible, snapshot.columns()) {
+            ([only], _) => self.scored.push((name(*only), 0)),
+            (_, Some(columns)) => {
+                let names = columns.names();
+                let feasible_names = feasible.iter().map(|&i| names[i]);
+                self.scored
+                    .extend(feasible_names.zip(totals.iter().copied()));
+            }
+            (_, None) => self
                 .scored
                 .extend((feasible.iter().map(|&i| name(i))).zip(totals.iter().copied())),
         }
         self.refused = refused;
         self.chosen = Some(name(chosen));
+    }
+
+    /// Forgets the last cycle, keeping the list's allocation for the next.
+    pub(crate) fn reset(&mut self) {
+        // Every field named: one added later cannot be left over from the last cycle.
+        let LastCycle {
+            nodes,
+            scored,
+            refused,
+            chosen,
+        } = self;
+        *nodes = 0;
+        scored.clear();
+        *refused = Vec::new();
+        *chosen = None;
     }
 
     /// How this cycle judged `other`.

@@ -300,7 +300,7 @@ impl Scheduler {
             ));
         };
         if let Some(last) = self.last_cycle.as_mut() {
-            *last = LastCycle::default();
+            last.reset();
         }
         if let Err(inconsistent) = self.cache.update_snapshot(&mut self.snapshot) {
             return Attempt::Error(inconsistent.to_string());

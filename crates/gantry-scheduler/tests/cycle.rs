@@ -416,3 +416,32 @@ fn a_kept_cycle_names_the_nodes_the_memo_refused() {
         last.judge(Sym::new("small"))
     );
 }
+
+/// A kept cycle is what the last cycle saw, not a mix with the one before: a pod that fits
+/// nowhere after a pod that was placed leaves no chosen node and no scores behind.
+#[test]
+fn a_kept_cycle_forgets_the_cycle_before() {
+    let cache = cluster(&[("n1", 1000), ("n2", 1000)]);
+    let mut scheduler = scheduler(&cache, default_profile("default-scheduler"), 1);
+    scheduler.keep_last_cycle();
+    assert!(matches!(
+        scheduler.schedule_one(&pod("fits", 500)),
+        Attempt::Scheduled { .. }
+    ));
+    let placed = scheduler.last_cycle().expect("kept");
+    assert!(
+        placed.chosen.is_some() && placed.scored.len() == 2,
+        "{placed:?}"
+    );
+    assert!(matches!(
+        scheduler.schedule_one(&pod("too-big", 5000)),
+        Attempt::Unschedulable { .. }
+    ));
+    let refused = scheduler.last_cycle().expect("kept");
+    assert_eq!(refused.chosen, None);
+    assert!(refused.scored.is_empty(), "{refused:?}");
+    assert_eq!(
+        refused.judge(Sym::new("n1")),
+        gantry_scheduler::OtherNode::Unknown
+    );
+}
