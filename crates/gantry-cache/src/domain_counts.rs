@@ -22,8 +22,14 @@ use crate::{NodeInfo, PodSelection};
 /// Pods per value of a topology key.
 pub type PodsPerDomain = HashMap<Sym, i64, RandomState>;
 
-/// A selection unused for this many snapshot updates is forgotten.
-const FORGET_AFTER_UPDATES: u64 = 4096;
+/// A selection unused for this many snapshot updates (about one per pod scheduled) is
+/// forgotten. Keeping one costs little, as a node change counts again only the selections
+/// its changed pods match; forgetting one that comes back costs a count over every node
+/// (about 3 M instructions at 5,000 nodes) and a cycle counting node by node. At 4,096,
+/// `gantry bench replay-affinity` (100 deployments, each back after some 10,000 pods of
+/// the others) counted its selections 400 times, at 16,384 once each: 5% fewer
+/// instructions in all (docs/performance.md).
+const FORGET_AFTER_UPDATES: u64 = 16384;
 /// At most this many selections are counted (each costs a little on every node change);
 /// past it, the least recently used one makes room. A cluster whose pods ask for more
 /// selections than this, cycle after cycle, recounts one over every node per cycle, and
@@ -343,5 +349,28 @@ mod tests {
         assert!(counts.counted.contains_key(&selection(MAX_SELECTIONS)));
         assert!(counts.counted.contains_key(&selection(1)));
         assert!(!counts.counted.contains_key(&selection(0)));
+    }
+
+    /// A selection read at least once every `FORGET_AFTER_UPDATES` updates is kept; one
+    /// left unread that long is forgotten, and asked for again is counted again.
+    #[test]
+    fn a_selection_unread_for_long_is_forgotten() {
+        let mut counts = SelectionCounts::default();
+        let nodes: Vec<NodeInfo> = Vec::new();
+        let (read, unread) = (selection(0), selection(1));
+        assert!(counts.get(&read).is_none() && counts.get(&unread).is_none());
+        counts.finish_update(|| nodes.iter());
+        for _ in 1..FORGET_AFTER_UPDATES {
+            assert!(counts.get(&read).is_some());
+            counts.finish_update(|| nodes.iter());
+        }
+        assert!(counts.counted.contains_key(&unread), "read just in time");
+        assert!(counts.get(&read).is_some());
+        counts.finish_update(|| nodes.iter());
+        assert!(counts.counted.contains_key(&read));
+        assert!(!counts.counted.contains_key(&unread));
+        assert!(counts.get(&unread).is_none());
+        counts.finish_update(|| nodes.iter());
+        assert!(counts.get(&unread).is_some());
     }
 }
