@@ -110,9 +110,14 @@ impl PreScorePlugin for ImageLocality {
     }
 }
 
-impl ScorePlugin for ImageLocality {
-    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let pod = pod_images(state)?;
+impl ImageLocality {
+    /// Upstream's `calculatePriority` of `sumImageScores`: the node's share of the pod's
+    /// images, each weighted by how widespread it is, between the thresholds.
+    fn score_images(&self, pod: &PodImages, node: &NodeInfo) -> i64 {
+        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.containers as i64;
+        if max_threshold <= MIN_THRESHOLD {
+            return 0;
+        }
         let total = pod.total_nodes.max(1) as f64;
         let sum: i64 = pod
             .images
@@ -127,32 +132,35 @@ impl ScorePlugin for ImageLocality {
                 (s.size_bytes as f64 * (f64::from(nodes) / total)) as i64
             })
             .sum();
-        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.containers as i64;
-        let sum = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
-        if max_threshold <= MIN_THRESHOLD {
-            return Ok(0);
-        }
-        Ok(MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD))
+        let sum = sum.clamp(MIN_THRESHOLD, max_threshold);
+        MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD)
+    }
+}
+
+impl ScorePlugin for ImageLocality {
+    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(self.score_images(pod_images(state)?, node))
     }
 
     /// A node that reports no images scores 0 (the sum is below the floor).
     fn score_columns(
         &self,
         state: &CycleState,
-        pod: &Pod,
+        _pod: &Pod,
         nodes: &[&NodeInfo],
         columns: &NodeColumns,
         positions: &[usize],
         scores: &mut [i64],
     ) -> Result<bool, Status> {
-        pod_images(state)?;
+        // The state read once, not once per node.
+        let images = pod_images(state)?;
         super::score_nodes_with(
             NodeFlags::IMAGES,
             nodes,
             columns,
             positions,
             scores,
-            |node| self.score(state, pod, node),
+            |node| Ok(self.score_images(images, node)),
         )
     }
 
@@ -223,9 +231,22 @@ mod tests {
                 counts_image_volumes,
             };
             plugin.pre_score(&mut state, pod, &NodeInfos::given(&[]), cluster);
-            (0..snapshot.num_nodes())
+            let scores: Vec<i64> = (0..snapshot.num_nodes())
                 .map(|i| plugin.score(&state, pod, snapshot.node_at(i)).unwrap())
-                .collect()
+                .collect();
+            // The column loop agrees with Score node by node.
+            let nodes: Vec<&NodeInfo> = (0..snapshot.num_nodes())
+                .map(|i| snapshot.node_at(i))
+                .collect();
+            let positions: Vec<usize> = (0..nodes.len()).collect();
+            let columns = snapshot.columns().expect("a snapshot keeps columns");
+            let mut in_one_pass = vec![-1; nodes.len()];
+            let answered = plugin
+                .score_columns(&state, pod, &nodes, columns, &positions, &mut in_one_pass)
+                .unwrap();
+            assert!(answered);
+            assert_eq!(in_one_pass, scores);
+            scores
         };
         let score = |pod: &Pod| score_as(pod, true);
         // Two images, each on one of two nodes: 40MB*1/2 = 20MB on machine1 (below the
@@ -239,6 +260,8 @@ mod tests {
             score(&pod_with_images(&["gcr.io/300", "gcr.io/2000"])),
             [57, 0]
         );
+        // No container: no threshold to score between.
+        assert_eq!(score(&pod_with_images(&[])), [0, 0]);
         // A tagged name must match exactly.
         assert_eq!(score(&pod_with_images(&["gcr.io/300:v1"])), [0, 0]);
         assert_eq!(
