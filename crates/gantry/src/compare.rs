@@ -84,9 +84,19 @@ pub fn run(
     recorded: Option<(&[RecordedBinding], bool)>,
 ) -> anyhow::Result<[Outcome; 2]> {
     let [a, b] = arms;
-    let first = run_arm(a_inputs.0, a_inputs.1, a, recorded)?;
-    let second = run_arm(b_inputs.0, b_inputs.1, b, recorded)?;
-    Ok([first, second])
+    // The arms share nothing: B runs on a thread of its own while A runs here, so that a
+    // comparison takes about as long as one replay on two cores. Each arm decides alone,
+    // from its own seed, so the outcome is the same as one after the other; A's error is
+    // reported first, as it would be.
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(move || run_arm(b_inputs.0, b_inputs.1, b, recorded));
+        let first = run_arm(a_inputs.0, a_inputs.1, a, recorded);
+        let second = second
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (first, second)
+    });
+    Ok([first?, second?])
 }
 
 fn run_arm(
