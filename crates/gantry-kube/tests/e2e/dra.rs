@@ -369,8 +369,8 @@ async fn two_instances_never_share_out_more_of_a_gpu_than_it_has() {
 
 /// DeviceTaintRules (DRADeviceTaintRules, on in v1.37; served here as v1.36 serves them,
 /// resource.k8s.io/v1beta2), followed as they change: a rule tainting gpu-0 sends the
-/// first pod's claim to gpu-1; with that rule deleted and one without a selector (every
-/// device) added, the second pod waits; with that one deleted too, it gets gpu-0.
+/// first pod's claim to gpu-1; with one without a selector (every device) added and that
+/// rule deleted, the second pod waits; with that one deleted too, it gets gpu-0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_taint_rules_taint_the_devices_they_pick() {
     init_tracing();
@@ -397,8 +397,12 @@ async fn device_taint_rules_taint_the_devices_they_pick() {
     };
     assert_eq!(device("first-gpu"), "gpu-1");
 
-    api.delete(DEVICE_TAINT_RULES, "", "broken-0");
+    // broken-all first, then broken-0 deleted: rules and pods come on watches of their
+    // own, so whichever the scheduler has seen of the two when the pod comes, gpu-0 is
+    // tainted (deleting broken-0 first let the pod in, now and then, between the two).
+    // Once broken-0's deletion is seen, the pod is tried again and broken-all holds it.
     api.put(DEVICE_TAINT_RULES, rule("broken-all", None));
+    api.delete(DEVICE_TAINT_RULES, "", "broken-0");
     api.put(RESOURCE_CLAIMS, claim("second-gpu", "gpu"));
     api.put(PODS, pod_with_claim("second", 100, "second-gpu"));
     tokio::time::sleep(Duration::from_millis(1500)).await;
