@@ -18,11 +18,15 @@
 //! commands, probes, managed fields and `last-applied-configuration` before a record is
 //! written, and Secrets and ConfigMaps are never read.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The format's version, in the header's `gantryTrace`.
 pub const FORMAT_VERSION: u32 = 1;
@@ -114,11 +118,228 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// Reads a trace as it streams in, checking its order.
-pub struct TraceReader {
+/// Lines read ahead and sent together: a batch that [`TraceReader::next_batch`] parses
+/// and maps in parallel.
+const BATCH_LINES: usize = 512;
+
+/// Batches read ahead and not yet taken: with the batch being taken, what is held.
+const BATCHES_AHEAD: usize = 2;
+
+/// A line read ahead, without its end.
+struct Line {
+    /// Bytes of text before it.
+    offset: u64,
+    /// Its number: 0 is the header.
+    number: u64,
+    text: Vec<u8>,
+}
+
+/// What the reading thread sends: lines, in order, then why it stopped: the end of the
+/// text (with its offset), or an error.
+enum LinesMessage {
+    Lines(Vec<Line>),
+    Stopped(Result<u64, TraceError>),
+}
+
+/// The decompressed text, line by line.
+struct Lines {
     input: BufReader<Box<dyn Read + Send>>,
     line: Vec<u8>,
     offset: u64,
+    /// The number of the next line to read (0 is the header).
+    next_line: u64,
+}
+
+impl Lines {
+    /// The next line without its end, or `None` at the end of the text.
+    fn read_line(&mut self) -> Result<Option<&[u8]>, TraceError> {
+        self.line.clear();
+        let read = (&mut self.input)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| error(self.offset, self.next_line, format!("cannot read: {e}")))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if read as u64 > MAX_LINE_BYTES {
+            return Err(error(
+                self.offset,
+                self.next_line,
+                format!("a line longer than {MAX_LINE_BYTES} bytes"),
+            ));
+        }
+        self.offset += read as u64;
+        self.next_line += 1;
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        }
+        Ok(Some(&self.line))
+    }
+
+    /// Reads the rest and sends it in batches of [`BATCH_LINES`] lines; stops at the end
+    /// of the text, at a line that cannot be read, or when nobody takes them any more.
+    fn send(mut self, to: SyncSender<LinesMessage>) {
+        loop {
+            let mut lines = Vec::with_capacity(BATCH_LINES);
+            let mut stopped = None;
+            while lines.len() < BATCH_LINES && stopped.is_none() {
+                let (offset, number) = (self.offset, self.next_line);
+                match self.read_line() {
+                    Ok(Some(text)) => lines.push(Line {
+                        offset,
+                        number,
+                        text: text.to_vec(),
+                    }),
+                    Ok(None) => stopped = Some(Ok(self.offset)),
+                    Err(error) => stopped = Some(Err(error)),
+                }
+            }
+            if to.send(LinesMessage::Lines(lines)).is_err() {
+                return;
+            }
+            if let Some(stopped) = stopped {
+                let _ = to.send(LinesMessage::Stopped(stopped));
+                return;
+            }
+        }
+    }
+}
+
+/// A line of the trace as read: its object is still JSON text.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordLine<'a> {
+    at: u64,
+    op: Op,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(default)]
+    records: Option<u64>,
+}
+
+/// What the order checks read of an object.
+#[derive(Deserialize)]
+struct ObjectHead {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Option<MetadataHead>,
+}
+
+#[derive(Deserialize)]
+struct MetadataHead {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// A record as read, its object still JSON text: the caller parses it into what it
+/// keeps (a [`TraceRecord`] with [`RawRecord::to_record`], or its own types).
+pub struct RawRecord<'a> {
+    /// Bytes of text before it.
+    pub offset: u64,
+    /// Its number: the first after the header is 1.
+    pub number: u64,
+    pub at: u64,
+    pub op: Op,
+    /// The object's `kind`.
+    pub kind: &'a str,
+    pub object: &'a RawValue,
+}
+
+impl RawRecord<'_> {
+    /// The record, its object parsed.
+    pub fn to_record(&self) -> Result<TraceRecord, TraceError> {
+        let object = serde_json::from_str(self.object.get())
+            .map_err(|e| error(self.offset, self.number, format!("not a trace record: {e}")))?;
+        Ok(TraceRecord::change(self.at, self.op, object))
+    }
+}
+
+/// What the order checks read of a record, taken before the record is mapped.
+struct Checked {
+    at: u64,
+    op: Op,
+    /// On `end`: how many records it says came before it.
+    records: Option<u64>,
+    /// The object's kind, when it has a kind and a metadata.name (both strings).
+    kind: Option<String>,
+}
+
+impl Checked {
+    fn of(line: &RecordLine) -> Checked {
+        let head = (line.object).and_then(|o| serde_json::from_str::<ObjectHead>(o.get()).ok());
+        let kind = head.and_then(|head| {
+            let named = head.metadata.is_some_and(|m| m.name.is_some());
+            head.kind.filter(|_| named)
+        });
+        Checked {
+            at: line.at,
+            op: line.op,
+            records: line.records,
+            kind,
+        }
+    }
+
+    /// Whether the caller is given it: a change or a record of the state at the start,
+    /// with an object to give.
+    fn is_given(&self) -> bool {
+        self.op != Op::End && self.kind.is_some()
+    }
+}
+
+/// A line parsed, and what the caller's map made of its record.
+struct ParsedLine<T> {
+    offset: u64,
+    number: u64,
+    parsed: Result<(Checked, Option<T>), String>,
+}
+
+impl<T> ParsedLine<T> {
+    fn of(line: Line, map: &impl Fn(RawRecord) -> T) -> ParsedLine<T> {
+        let parsed = serde_json::from_slice::<RecordLine>(&line.text)
+            .map(|record| {
+                let checked = Checked::of(&record);
+                let mapped = match (&checked.kind, record.object) {
+                    (Some(kind), Some(object)) if checked.is_given() => Some(map(RawRecord {
+                        offset: line.offset,
+                        number: line.number,
+                        at: record.at,
+                        op: record.op,
+                        kind,
+                        object,
+                    })),
+                    _ => None,
+                };
+                (checked, mapped)
+            })
+            .map_err(|e| e.to_string());
+        ParsedLine {
+            offset: line.offset,
+            number: line.number,
+            parsed,
+        }
+    }
+}
+
+/// Records read together, in order, each mapped; an error in the trace ends the batch,
+/// after the records before it.
+pub struct Batch<T> {
+    pub records: Vec<T>,
+    pub error: Option<TraceError>,
+}
+
+/// Reads a trace as it streams in, checking its order. A thread of its own decompresses
+/// the text and splits its lines ahead; [`TraceReader::next_batch`] parses and maps a
+/// batch of records in parallel, each on one thread from text to what the caller keeps.
+pub struct TraceReader {
+    batches: Receiver<LinesMessage>,
+    /// Why reading stopped after the lines taken (the end of the text, at its offset, or
+    /// an error); unset while more may come.
+    stopped: Option<Result<u64, TraceError>>,
+    /// The first error found: every later read returns it.
+    failed: Option<TraceError>,
+    /// Records mapped to themselves and not yet returned by [`TraceReader::next_record`].
+    unreturned: VecDeque<TraceRecord>,
     /// Records read after the header.
     records: u64,
     last_at: u64,
@@ -143,16 +364,13 @@ impl TraceReader {
         } else {
             Box::new(buffered)
         };
-        let mut reader = TraceReader {
+        let mut lines = Lines {
             input: BufReader::with_capacity(1 << 16, input),
             line: Vec::new(),
             offset: 0,
-            records: 0,
-            last_at: 0,
-            changes_began: false,
-            ended: None,
+            next_line: 0,
         };
-        let Some(line) = reader.read_line()? else {
+        let Some(line) = lines.read_line()? else {
             return Err(error(0, 0, "empty: not a Gantry trace".into()));
         };
         let header: TraceHeader = serde_json::from_slice(line).map_err(|e| {
@@ -172,75 +390,117 @@ impl TraceReader {
                 ),
             ));
         }
+        let (to, batches) = sync_channel(BATCHES_AHEAD);
+        std::thread::Builder::new()
+            .name("trace-reader".into())
+            .spawn(move || lines.send(to))
+            .map_err(|e| error(0, 1, format!("cannot start the reading thread: {e}")))?;
+        let reader = TraceReader {
+            batches,
+            stopped: None,
+            failed: None,
+            unreturned: VecDeque::new(),
+            records: 0,
+            last_at: 0,
+            changes_began: false,
+            ended: None,
+        };
         Ok((header, reader))
     }
 
     /// The next record before `end`; `None` once `end` was read (and checked).
     pub fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        if self.ended.is_some() {
-            return Ok(None);
-        }
-        let start = self.offset;
-        let number = self.records + 1;
-        let Some(line) = self.read_line()? else {
-            return Err(error(
-                start,
-                number,
-                format!(
-                    "the trace ends without its end record after {} records: it was cut short",
-                    self.records
-                ),
-            ));
-        };
-        let record: TraceRecord = serde_json::from_slice(line)
-            .map_err(|e| error(start, number, format!("not a trace record: {e}")))?;
-        let fail = |message: String| Err(error(start, number, message));
-        if record.at < self.last_at {
-            return fail(format!(
-                "at {} comes before the previous record's {}",
-                record.at, self.last_at
-            ));
-        }
-        match record.op {
-            Op::End => {
-                if record.records != Some(self.records) {
-                    return fail(format!(
-                        "the end record counts {:?} records, but {} came before it",
-                        record.records, self.records
-                    ));
-                }
-                if self.read_line()?.is_some() {
-                    return Err(error(
-                        self.offset,
-                        number + 1,
-                        "text after the end record".into(),
-                    ));
-                }
-                self.ended = Some(record.at);
+        loop {
+            if let Some(record) = self.unreturned.pop_front() {
+                return Ok(Some(record));
+            }
+            if let Some(error) = &self.failed {
+                return Err(error.clone());
+            }
+            if self.ended.is_some() {
                 return Ok(None);
             }
-            Op::List if self.changes_began => {
-                return fail("a record of the state at the start comes after a change".into());
+            let batch = self.next_batch(|record| record.to_record());
+            for record in batch.records {
+                match record {
+                    Ok(record) => self.unreturned.push_back(record),
+                    Err(error) => {
+                        self.failed.get_or_insert(error);
+                        break;
+                    }
+                }
             }
-            Op::List if record.at != 0 => {
-                return fail("a record of the state at the start must be at 0".into());
+        }
+    }
+
+    /// The next records before `end` (none once `end` was read), each given to `map`;
+    /// records are parsed and mapped in parallel, so that a record's text and what `map`
+    /// makes of it are handled on one thread.
+    pub fn next_batch<T: Send>(&mut self, map: impl Fn(RawRecord) -> T + Sync) -> Batch<T> {
+        let mut batch = Batch {
+            records: Vec::new(),
+            error: self.failed.clone(),
+        };
+        if batch.error.is_some() || self.ended.is_some() {
+            return batch;
+        }
+        let lines = loop {
+            match &self.stopped {
+                Some(Err(error)) => return self.fail(batch, error.clone()),
+                Some(Ok(end)) => {
+                    let cut = error(
+                        *end,
+                        self.records + 1,
+                        format!(
+                            "the trace ends without its end record after {} records: it was cut short",
+                            self.records
+                        ),
+                    );
+                    return self.fail(batch, cut);
+                }
+                None => {}
             }
-            Op::List => {}
-            Op::Added | Op::Modified | Op::Deleted => self.changes_began = true,
+            if let Some(lines) = self.take_lines() {
+                break lines;
+            }
+        };
+        let parsed: Vec<ParsedLine<T>> = (lines.into_par_iter())
+            .map(|line| ParsedLine::of(line, &map))
+            .collect();
+        for ParsedLine {
+            offset,
+            number,
+            parsed,
+        } in parsed
+        {
+            if self.ended.is_some() {
+                let after = error(offset, number, "text after the end record".into());
+                return self.fail(batch, after);
+            }
+            let checked = match parsed {
+                Ok((checked, mapped)) => {
+                    batch.records.extend(mapped);
+                    checked
+                }
+                Err(e) => {
+                    let unparsed = error(offset, number, format!("not a trace record: {e}"));
+                    return self.fail(batch, unparsed);
+                }
+            };
+            if let Err(message) = self.check(&checked, number) {
+                // The record at fault was mapped with the others: it is not returned.
+                if checked.is_given() {
+                    batch.records.pop();
+                }
+                return self.fail(batch, error(offset, number, message));
+            }
         }
-        let object_ok = record.object.as_ref().is_some_and(|o| {
-            o.get("kind").and_then(Value::as_str).is_some()
-                && o.get("metadata")
-                    .and_then(|m| m.get("name"))
-                    .and_then(Value::as_str)
-                    .is_some()
-        });
-        if !object_ok || record.records.is_some() {
-            return fail("a change carries one object with its kind and metadata.name".into());
+        if self.ended.is_some()
+            && let Err(after) = self.check_nothing_follows()
+        {
+            return self.fail(batch, after);
         }
-        self.last_at = record.at;
-        self.records = number;
-        Ok(Some(record))
+        batch
     }
 
     /// When recording ended (milliseconds since it started), once the end record was read.
@@ -248,28 +508,80 @@ impl TraceReader {
         self.ended
     }
 
-    /// The next line without its end, or `None` at the end of the text.
-    fn read_line(&mut self) -> Result<Option<&[u8]>, TraceError> {
-        self.line.clear();
-        let read = (&mut self.input)
-            .take(MAX_LINE_BYTES + 1)
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| error(self.offset, self.records + 1, format!("cannot read: {e}")))?;
-        if read == 0 {
-            return Ok(None);
-        }
-        if read as u64 > MAX_LINE_BYTES {
-            return Err(error(
-                self.offset,
-                self.records + 1,
-                format!("a line longer than {MAX_LINE_BYTES} bytes"),
+    /// Whether the end record was read, or the trace failed: nothing more to read.
+    pub fn is_done(&self) -> bool {
+        self.ended.is_some() || self.failed.is_some()
+    }
+
+    fn fail<T>(&mut self, mut batch: Batch<T>, error: TraceError) -> Batch<T> {
+        self.failed = Some(error.clone());
+        batch.error = Some(error);
+        batch
+    }
+
+    /// Checks record `number` against those before it, and counts it.
+    fn check(&mut self, record: &Checked, number: u64) -> Result<(), String> {
+        if record.at < self.last_at {
+            return Err(format!(
+                "at {} comes before the previous record's {}",
+                record.at, self.last_at
             ));
         }
-        self.offset += read as u64;
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
+        match record.op {
+            Op::End => {
+                if record.records != Some(self.records) {
+                    return Err(format!(
+                        "the end record counts {:?} records, but {} came before it",
+                        record.records, self.records
+                    ));
+                }
+                self.ended = Some(record.at);
+                return Ok(());
+            }
+            Op::List if self.changes_began => {
+                return Err("a record of the state at the start comes after a change".into());
+            }
+            Op::List if record.at != 0 => {
+                return Err("a record of the state at the start must be at 0".into());
+            }
+            Op::List => {}
+            Op::Added | Op::Modified | Op::Deleted => self.changes_began = true,
         }
-        Ok(Some(&self.line))
+        if record.kind.is_none() || record.records.is_some() {
+            return Err("a change carries one object with its kind and metadata.name".into());
+        }
+        self.last_at = record.at;
+        self.records = number;
+        Ok(())
+    }
+
+    /// The next lines the reading thread sent (`None`: it stopped, and `stopped` says
+    /// why).
+    fn take_lines(&mut self) -> Option<Vec<Line>> {
+        match self.batches.recv() {
+            Ok(LinesMessage::Lines(lines)) => return Some(lines),
+            Ok(LinesMessage::Stopped(stopped)) => self.stopped = Some(stopped),
+            Err(_) => {
+                let message = "the reading thread stopped without saying why".to_string();
+                self.stopped = Some(Err(error(0, self.records + 1, message)));
+            }
+        }
+        None
+    }
+
+    /// After the end record: no line, and no error reading further.
+    fn check_nothing_follows(&mut self) -> Result<(), TraceError> {
+        loop {
+            match &self.stopped {
+                Some(Ok(_)) => return Ok(()),
+                Some(Err(error)) => return Err(error.clone()),
+                None => {}
+            }
+            if let Some(next) = self.take_lines().and_then(|lines| lines.into_iter().next()) {
+                let after = "text after the end record".to_string();
+                return Err(error(next.offset, next.number, after));
+            }
+        }
     }
 }
 
@@ -541,6 +853,72 @@ mod tests {
                 "{cut}: {error}"
             );
         }
+    }
+
+    /// Lines are read ahead in batches: a long trace reads back whole, and of two damaged
+    /// records, in one batch or in two, the first is named whatever the batches were.
+    #[test]
+    fn reading_ahead_keeps_records_and_errors_in_order() {
+        let long: Vec<TraceRecord> = (0..BATCH_LINES as u64 * 2 + 7)
+            .map(|i| TraceRecord::change(i, Op::Added, node(&format!("n{i}"))))
+            .collect();
+        let text = String::from_utf8(written(&long, false)).unwrap();
+        let (_, records) = read_all(text.clone().into_bytes()).unwrap();
+        assert_eq!(records, long);
+        let damage = |text: &str, number: usize| {
+            let name = format!("\"name\":\"n{}\"", number - 1);
+            text.replace(&name, "\"name\":5")
+        };
+        for (first, second) in [
+            (3, 9),
+            (BATCH_LINES - 1, BATCH_LINES + 2),
+            (BATCH_LINES + 1, 2 * BATCH_LINES + 3),
+        ] {
+            let damaged = damage(&damage(&text, second), first);
+            let error = read_all(damaged.into_bytes()).unwrap_err();
+            assert_eq!(error.record, first as u64, "{error}");
+            assert!(error.message.contains("carries one object"), "{error}");
+            let line_start: usize = text.lines().take(first).map(|l| l.len() + 1).sum();
+            assert_eq!(error.offset, line_start as u64);
+        }
+        // The line after the end record is named, read ahead with it or read after it
+        // (the end record last of its batch).
+        for count in [BATCH_LINES - 1, long.len()] {
+            let text = String::from_utf8(written(&long[..count], false)).unwrap();
+            let lines = text.lines().count() as u64;
+            let extra = format!("{text}{}\n", text.lines().nth(1).unwrap());
+            let error = read_all(extra.into_bytes()).unwrap_err();
+            assert_eq!((error.record, error.offset), (lines, text.len() as u64));
+            assert!(
+                error.message.contains("text after the end record"),
+                "{error}"
+            );
+            assert!(read_all(text.into_bytes()).is_ok());
+        }
+    }
+
+    /// An input that fails in a way no error says (a panic on the reading thread) is an
+    /// error, not a wait for ever.
+    #[test]
+    fn a_reading_thread_that_dies_is_an_error() {
+        struct PanicsAfterHeader(std::io::Cursor<Vec<u8>>);
+        impl Read for PanicsAfterHeader {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.0.position() > 0 {
+                    panic!("the input broke");
+                }
+                let header_line = self.0.get_ref().iter().position(|&b| b == b'\n').unwrap();
+                let n = buf.len().min(header_line + 1);
+                self.0.read(&mut buf[..n])
+            }
+        }
+        let input = PanicsAfterHeader(std::io::Cursor::new(written(&sample(), false)));
+        let (_, mut reader) = TraceReader::open(input).unwrap();
+        let error = reader.next_record().unwrap_err();
+        assert!(
+            error.message.contains("stopped without saying why"),
+            "{error}"
+        );
     }
 
     #[test]

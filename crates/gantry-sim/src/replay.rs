@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
-use gantry_api::trace::{Op, TraceHeader, TraceReader, TraceRecord};
+use gantry_api::trace::{Op, RawRecord, TraceHeader, TraceReader};
 use gantry_api::{Node, Pod, Release};
 use gantry_scheduler::OtherNode;
 use serde::Serialize;
@@ -81,6 +81,8 @@ pub struct Replay {
     pub end: Duration,
     /// DeviceTaintRules and the slices they taint, as replaying goes.
     taints: TaintRules,
+    /// The release whose API server decodes the objects.
+    release: Release,
 }
 
 /// A binding the recorded cluster made.
@@ -108,6 +110,90 @@ struct Seen {
     waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
 }
 
+/// A record, its object decoded where that needs nothing but the object.
+struct Decoded {
+    number: u64,
+    at: u64,
+    op: Op,
+    kind: String,
+    /// Or why not, in full.
+    object: Result<DecodedObject, String>,
+}
+
+enum DecodedObject {
+    /// A pod created or changed, as the API server stores it (`None`: it drops it).
+    Pod(Option<Pod>),
+    /// `namespace/name` of a pod created or changed into phase Succeeded or Failed.
+    FinishedPod(String),
+    Node(Option<Node>),
+    /// Part of the state at the start: converted with the rest of it.
+    Start(Value),
+    /// A deletion, or an object whose decoding reads the replay's state.
+    Value(Value),
+}
+
+/// A change to replay.
+struct Change<'a> {
+    kind: &'a str,
+    op: Op,
+    at: Duration,
+    object: DecodedObject,
+}
+
+fn decode_record(record: RawRecord, source: &str, release: Release) -> Decoded {
+    let position = format!("{source}: record {}", record.number);
+    let value = || {
+        (record.to_record())
+            .map(|r| r.object.unwrap_or_default())
+            .map_err(|e| format!("{source}: {e}"))
+    };
+    let object = match (record.kind, record.op) {
+        (_, Op::List) => value().map(DecodedObject::Start),
+        ("Pod" | "Node", Op::Added | Op::Modified) => {
+            decode_pod_or_node(&record, &position, release, value)
+        }
+        _ => value().map(DecodedObject::Value),
+    };
+    Decoded {
+        number: record.number,
+        at: record.at,
+        op: record.op,
+        kind: record.kind.to_string(),
+        object,
+    }
+}
+
+/// A pod or node created or changed, read straight from its text where it can be.
+fn decode_pod_or_node(
+    record: &RawRecord,
+    position: &str,
+    release: Release,
+    value: impl FnOnce() -> Result<Value, String>,
+) -> Result<DecodedObject, String> {
+    let pod = record.kind == "Pod";
+    let mut objects = ClusterObjects::for_release(release);
+    let fail = |e: gantry_api::decode::ObjectError| format!("{position}: {e}");
+    if !objects
+        .add_json(record.kind, record.object.get())
+        .map_err(fail)?
+    {
+        let object = value()?;
+        let finished = matches!(
+            object.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
+        if pod && finished {
+            return Ok(DecodedObject::FinishedPod(key_of(&object)));
+        }
+        objects.add_object(object, position).map_err(fail)?;
+    }
+    Ok(match objects.finished_pods.pop() {
+        Some(key) => DecodedObject::FinishedPod(key),
+        None if pod => DecodedObject::Pod(objects.pods.pop()),
+        None => DecodedObject::Node(objects.nodes.pop()),
+    })
+}
+
 /// Reads the trace in `input` (`source` names it in errors), decoding objects as
 /// `release`'s API server does. `simulated` says whether a pod's `schedulerName` is one
 /// the simulation schedules.
@@ -127,50 +213,47 @@ pub fn read(
         not_replayed: BTreeMap::new(),
         end: Duration::ZERO,
         taints: TaintRules::new(release),
+        release,
     };
     let mut seen = Seen::default();
     let mut start = Vec::new();
-    let mut number = 0u64;
     let mut last_at = 0;
-    while let Some(record) = reader.next_record().map_err(fail)? {
-        number += 1;
-        last_at = record.at;
-        if record.op == Op::List {
-            start.push((
-                record.object.unwrap_or_default(),
-                format!("record {number}"),
-            ));
-            continue;
-        }
-        if !start.is_empty() {
-            note_taint_rules(&mut replay.taints, &start, release)?;
-            replay
-                .cluster
-                .add_values(start.drain(..), source)
-                .map_err(|e| e.to_string())?;
-            for pod in &replay.cluster.pods {
-                let known = Known {
-                    bound: pod.node_name.is_some(),
-                    simulated: simulated(pod.scheduler_name.as_str()),
-                };
-                seen.pods.insert(pod.key(), known);
+    while !reader.is_done() {
+        // Decoding pods and nodes is the other half of the work of replaying a trace, and
+        // touches nothing the replay keeps: the reader does it with the parsing, in
+        // parallel. Records are replayed in order, and the first error in the trace's
+        // order is the one reported.
+        let batch = reader.next_batch(|record| decode_record(record, source, release));
+        for record in batch.records {
+            last_at = record.at;
+            let object = match record.object? {
+                DecodedObject::Start(object) => {
+                    start.push((object, format!("record {}", record.number)));
+                    continue;
+                }
+                object => object,
+            };
+            if !start.is_empty() {
+                let start = std::mem::take(&mut start);
+                replay.add_start(start, source, release, simulated, &mut seen)?;
             }
-            let nodes =
-                (replay.cluster.nodes.iter()).map(|n| (n.name.to_string(), Arc::new(n.clone())));
-            seen.nodes.extend(nodes);
+            let position = format!("{source}: record {}", record.number);
+            let change = Change {
+                kind: &record.kind,
+                op: record.op,
+                at: Duration::from_millis(record.at),
+                object,
+            };
+            replay
+                .change(change, &position, simulated, &mut seen)
+                .map_err(|e| format!("{position}: {e}"))?;
         }
-        let at = Duration::from_millis(record.at);
-        let position = format!("{source}: record {number}");
-        replay
-            .change(record, at, &position, release, simulated, &mut seen)
-            .map_err(|e| format!("{position}: {e}"))?;
+        if let Some(error) = batch.error {
+            return Err(fail(error));
+        }
     }
     if !start.is_empty() {
-        note_taint_rules(&mut replay.taints, &start, release)?;
-        replay
-            .cluster
-            .add_values(start, source)
-            .map_err(|e| e.to_string())?;
+        replay.add_start(start, source, release, simulated, &mut seen)?;
     }
     replay.cluster.note_source(source);
     replay.end = Duration::from_millis(reader.end_at().unwrap_or(last_at));
@@ -178,40 +261,67 @@ pub fn read(
 }
 
 impl Replay {
-    fn change(
+    /// The state at the start, once the first change comes: the cluster's objects, and
+    /// what replaying must know of its pods and nodes.
+    fn add_start(
         &mut self,
-        record: TraceRecord,
-        at: Duration,
-        position: &str,
+        start: Vec<(Value, String)>,
+        source: &str,
         release: Release,
         simulated: &dyn Fn(&str) -> bool,
         seen: &mut Seen,
     ) -> Result<(), String> {
-        let kind = record.kind().to_string();
-        let op = record.op;
-        let object = record.object.unwrap_or_default();
-        match (kind.as_str(), op) {
-            ("Pod", Op::Deleted) => self.pod_gone(key_of(&object), at, seen),
-            ("Pod", Op::Added | Op::Modified) => {
-                let finished = matches!(
-                    object.pointer("/status/phase").and_then(Value::as_str),
-                    Some("Succeeded" | "Failed")
-                );
-                if finished {
-                    self.pod_gone(key_of(&object), at, seen);
-                    return Ok(());
+        note_taint_rules(&mut self.taints, &start, release)?;
+        self.cluster
+            .add_values(start, source)
+            .map_err(|e| e.to_string())?;
+        for pod in &self.cluster.pods {
+            let known = Known {
+                bound: pod.node_name.is_some(),
+                simulated: simulated(pod.scheduler_name.as_str()),
+            };
+            seen.pods.insert(pod.key(), known);
+        }
+        let nodes = (self.cluster.nodes.iter()).map(|n| (n.name.to_string(), Arc::new(n.clone())));
+        seen.nodes.extend(nodes);
+        Ok(())
+    }
+
+    fn change(
+        &mut self,
+        change: Change,
+        position: &str,
+        simulated: &dyn Fn(&str) -> bool,
+        seen: &mut Seen,
+    ) -> Result<(), String> {
+        let Change {
+            kind,
+            op,
+            at,
+            object,
+        } = change;
+        let release = self.release;
+        let object = match object {
+            DecodedObject::Pod(pod) => {
+                if let Some(pod) = pod {
+                    self.pod_change(pod, at, simulated, seen);
                 }
-                let pod = decode(object, position, release)?.pods.pop();
-                let Some(pod) = pod else {
-                    return Ok(());
-                };
-                self.pod_change(pod, at, simulated, seen);
+                return Ok(());
             }
-            ("Node", Op::Added | Op::Modified) => {
-                if let Some(node) = decode(object, position, release)?.nodes.pop() {
+            DecodedObject::FinishedPod(key) => {
+                self.pod_gone(key, at, seen);
+                return Ok(());
+            }
+            DecodedObject::Node(node) => {
+                if let Some(node) = node {
                     self.node_change(Arc::new(node), at, seen);
                 }
+                return Ok(());
             }
+            DecodedObject::Value(object) | DecodedObject::Start(object) => object,
+        };
+        match (kind, op) {
+            ("Pod", Op::Deleted) => self.pod_gone(key_of(&object), at, seen),
             ("Node", Op::Deleted) => {
                 let name = object.pointer("/metadata/name").and_then(Value::as_str);
                 let name = name.unwrap_or_default();
@@ -231,8 +341,8 @@ impl Replay {
                 }
             }
             ("ResourceClaim" | "ResourceSlice" | "DeviceClass", _) => {
-                if !self.dra_change(&kind, op, object, at, position, release)? {
-                    self.count_not_replayed(&kind, op);
+                if !self.dra_change(kind, op, object, at, position, release)? {
+                    self.count_not_replayed(kind, op);
                 }
             }
             ("DeviceTaintRule", _) => {
@@ -242,13 +352,13 @@ impl Replay {
                 }
             }
             ("PersistentVolumeClaim" | "PersistentVolume" | "StorageClass" | "CSINode", _) => {
-                let change = storage_change(&kind, op, object, position, release)?;
+                let change = storage_change(kind, op, object, position, release)?;
                 match change {
                     Some(change) => self.events.push((at, SimEvent::Storage(change))),
-                    None => self.count_not_replayed(&kind, op),
+                    None => self.count_not_replayed(kind, op),
                 }
             }
-            _ => self.count_not_replayed(&kind, op),
+            _ => self.count_not_replayed(kind, op),
         }
         Ok(())
     }
