@@ -1,4 +1,4 @@
-//! `ClusterObjects::add_json` (a pod or node read straight from its JSON text, as a
+//! `ClusterObjects::add_json` and `JsonObject` (a pod or node read straight from its JSON text, as a
 //! trace is replayed) against `add_object` (through a `Value`, as every input is read):
 //! on real objects they must agree, and where the direct read does not apply it says so.
 
@@ -75,6 +75,7 @@ fn real_pods_and_nodes_read_the_same_from_their_text() {
                     assert_eq!(a.pods, b.pods, "{value}");
                     assert_eq!(a.nodes, b.nodes, "{value}");
                     assert_eq!(a.finished_pods, b.finished_pods, "{value}");
+                    assert_eq!(a.warnings, b.warnings, "{value}");
                 }
                 (Err(a), Err(b)) => assert_eq!(a, b, "{value}"),
                 (a, b) => panic!(
@@ -104,6 +105,14 @@ fn the_direct_read_says_where_it_does_not_apply() {
     let (through_value, direct) = (through_value.unwrap(), direct.unwrap().unwrap());
     assert_eq!(through_value.pods, direct.pods);
     assert_eq!(direct.pods[0].requests().milli_cpu, 2000);
+    // A field the type does not know is warned about either way, by its path.
+    let unknown = pod(json!({"spec": {"nodeSelecter": {"a": "b"},
+        "containers": [{"name": "c", "image": "i", "resourcez": {}}]}}));
+    let (through_value, direct) = read_both(&unknown, Release::at(37));
+    let (through_value, direct) = (through_value.unwrap(), direct.unwrap().unwrap());
+    assert_eq!(direct.warnings.len(), 2, "{:?}", direct.warnings);
+    assert_eq!(through_value.warnings, direct.warnings);
+    assert_eq!(direct.warnings[0].object, "Pod ns/p");
     let cases = [
         // No name: the name generator's work.
         pod(json!({"metadata": {"name": null, "generateName": "p-"}})),

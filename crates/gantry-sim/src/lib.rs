@@ -20,6 +20,7 @@ pub mod multi_bench;
 mod records;
 pub mod replay;
 pub mod replay_bench;
+mod replay_decode;
 mod replay_taints;
 pub mod scenario;
 mod simulation;

@@ -24,12 +24,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::decode::ClusterObjects;
-use gantry_api::trace::{Op, RawRecord, TraceHeader, TraceReader};
+use gantry_api::trace::{Op, TraceHeader, TraceReader};
 use gantry_api::{Node, Pod, Release};
 use gantry_scheduler::OtherNode;
 use serde::Serialize;
 use serde_json::Value;
 
+#[cfg(test)]
+mod tests;
+
+use crate::replay_decode::{Changed, Part, StartObject, decode_record, key_of};
 use crate::replay_taints::TaintRules;
 use crate::{Placement, SimEvent, StorageChange};
 
@@ -110,88 +114,12 @@ struct Seen {
     waiting_for_node: HashMap<String, Vec<Arc<Pod>>>,
 }
 
-/// A record, its object decoded where that needs nothing but the object.
-struct Decoded {
-    number: u64,
-    at: u64,
-    op: Op,
-    kind: String,
-    /// Or why not, in full.
-    object: Result<DecodedObject, String>,
-}
-
-enum DecodedObject {
-    /// A pod created or changed, as the API server stores it (`None`: it drops it).
-    Pod(Option<Pod>),
-    /// `namespace/name` of a pod created or changed into phase Succeeded or Failed.
-    FinishedPod(String),
-    Node(Option<Node>),
-    /// Part of the state at the start: converted with the rest of it.
-    Start(Value),
-    /// A deletion, or an object whose decoding reads the replay's state.
-    Value(Value),
-}
-
 /// A change to replay.
 struct Change<'a> {
     kind: &'a str,
     op: Op,
     at: Duration,
-    object: DecodedObject,
-}
-
-fn decode_record(record: RawRecord, source: &str, release: Release) -> Decoded {
-    let position = format!("{source}: record {}", record.number);
-    let value = || {
-        (record.to_record())
-            .map(|r| r.object.unwrap_or_default())
-            .map_err(|e| format!("{source}: {e}"))
-    };
-    let object = match (record.kind, record.op) {
-        (_, Op::List) => value().map(DecodedObject::Start),
-        ("Pod" | "Node", Op::Added | Op::Modified) => {
-            decode_pod_or_node(&record, &position, release, value)
-        }
-        _ => value().map(DecodedObject::Value),
-    };
-    Decoded {
-        number: record.number,
-        at: record.at,
-        op: record.op,
-        kind: record.kind.to_string(),
-        object,
-    }
-}
-
-/// A pod or node created or changed, read straight from its text where it can be.
-fn decode_pod_or_node(
-    record: &RawRecord,
-    position: &str,
-    release: Release,
-    value: impl FnOnce() -> Result<Value, String>,
-) -> Result<DecodedObject, String> {
-    let pod = record.kind == "Pod";
-    let mut objects = ClusterObjects::for_release(release);
-    let fail = |e: gantry_api::decode::ObjectError| format!("{position}: {e}");
-    if !objects
-        .add_json(record.kind, record.object.get())
-        .map_err(fail)?
-    {
-        let object = value()?;
-        let finished = matches!(
-            object.pointer("/status/phase").and_then(Value::as_str),
-            Some("Succeeded" | "Failed")
-        );
-        if pod && finished {
-            return Ok(DecodedObject::FinishedPod(key_of(&object)));
-        }
-        objects.add_object(object, position).map_err(fail)?;
-    }
-    Ok(match objects.finished_pods.pop() {
-        Some(key) => DecodedObject::FinishedPod(key),
-        None if pod => DecodedObject::Pod(objects.pods.pop()),
-        None => DecodedObject::Node(objects.nodes.pop()),
-    })
+    object: Changed,
 }
 
 /// Reads the trace in `input` (`source` names it in errors), decoding objects as
@@ -227,11 +155,11 @@ pub fn read(
         for record in batch.records {
             last_at = record.at;
             let object = match record.object? {
-                DecodedObject::Start(object) => {
+                Part::Start(object) => {
                     start.push((object, format!("record {}", record.number)));
                     continue;
                 }
-                object => object,
+                Part::Change(object) => object,
             };
             if !start.is_empty() {
                 let start = std::mem::take(&mut start);
@@ -265,16 +193,28 @@ impl Replay {
     /// what replaying must know of its pods and nodes.
     fn add_start(
         &mut self,
-        start: Vec<(Value, String)>,
+        start: Vec<(StartObject, String)>,
         source: &str,
         release: Release,
         simulated: &dyn Fn(&str) -> bool,
         seen: &mut Seen,
     ) -> Result<(), String> {
         note_taint_rules(&mut self.taints, &start, release)?;
-        self.cluster
-            .add_values(start, source)
-            .map_err(|e| e.to_string())?;
+        // In the start's order: objects read already join as they are, runs of values
+        // are read in parallel batches.
+        let mut values = Vec::new();
+        let mut start = start.into_iter().peekable();
+        while let Some((object, position)) = start.next() {
+            match object {
+                StartObject::Read(object) => self.cluster.add_read(object),
+                StartObject::Value(value) => values.push((value, position)),
+            }
+            let run_ends = !matches!(start.peek(), Some((StartObject::Value(_), _)));
+            if run_ends && !values.is_empty() {
+                (self.cluster.add_values(std::mem::take(&mut values), source))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         for pod in &self.cluster.pods {
             let known = Known {
                 bound: pod.node_name.is_some(),
@@ -302,32 +242,33 @@ impl Replay {
         } = change;
         let release = self.release;
         let object = match object {
-            DecodedObject::Pod(pod) => {
+            Changed::Pod(pod) => {
                 if let Some(pod) = pod {
                     self.pod_change(pod, at, simulated, seen);
                 }
                 return Ok(());
             }
-            DecodedObject::FinishedPod(key) => {
+            Changed::PodGone(key) => {
                 self.pod_gone(key, at, seen);
                 return Ok(());
             }
-            DecodedObject::Node(node) => {
+            Changed::Node(node) => {
                 if let Some(node) = node {
                     self.node_change(Arc::new(node), at, seen);
                 }
                 return Ok(());
             }
-            DecodedObject::Value(object) | DecodedObject::Start(object) => object,
+            Changed::NodeDeleted(name) => {
+                self.node_deleted(&name, at, seen);
+                return Ok(());
+            }
+            Changed::Value(object) => object,
         };
         match (kind, op) {
             ("Pod", Op::Deleted) => self.pod_gone(key_of(&object), at, seen),
             ("Node", Op::Deleted) => {
                 let name = object.pointer("/metadata/name").and_then(Value::as_str);
-                let name = name.unwrap_or_default();
-                seen.nodes.remove(name);
-                self.events
-                    .push((at, SimEvent::DeleteNode(gantry_api::Sym::new(name))));
+                self.node_deleted(name.unwrap_or_default(), at, seen);
             }
             ("PodGroup", Op::Added) => {
                 let mut objects = decode(object, position, release)?;
@@ -497,6 +438,12 @@ impl Replay {
         seen.nodes.insert(name, node);
     }
 
+    fn node_deleted(&mut self, name: &str, at: Duration, seen: &mut Seen) {
+        seen.nodes.remove(name);
+        let name = gantry_api::Sym::new(name);
+        self.events.push((at, SimEvent::DeleteNode(name)));
+    }
+
     /// A pod deleted, or finished.
     fn pod_gone(&mut self, key: String, at: Duration, seen: &mut Seen) {
         for waiting in seen.waiting_for_node.values_mut() {
@@ -508,42 +455,35 @@ impl Replay {
     }
 }
 
-fn key_of(object: &Value) -> String {
-    let field = |f: &str| {
-        object
-            .pointer(&format!("/metadata/{f}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    format!("{}/{}", field("namespace"), field("name"))
-}
-
-/// One object, decoded as the release's API server stores it.
 /// The start state's DeviceTaintRules, then its slices as published (each decoded alone,
 /// without the rules), so that later changes of either taint the slices as they should.
 fn note_taint_rules(
     taints: &mut TaintRules,
-    start: &[(Value, String)],
+    start: &[(StartObject, String)],
     release: Release,
 ) -> Result<(), String> {
-    let kind_of = |v: &Value| v.get("kind").and_then(Value::as_str).map(str::to_string);
-    for (object, position) in start {
-        if kind_of(object).as_deref() == Some("DeviceTaintRule") {
-            taints.rule_changed(object, false, position)?;
-        }
+    let of_kind = |kind: &'static str| {
+        start
+            .iter()
+            .filter_map(move |(object, position)| match object {
+                StartObject::Value(v) if v.get("kind").and_then(Value::as_str) == Some(kind) => {
+                    Some((v, position))
+                }
+                _ => None,
+            })
+    };
+    for (object, position) in of_kind("DeviceTaintRule") {
+        taints.rule_changed(object, false, position)?;
     }
-    for (object, position) in start {
-        if kind_of(object).as_deref() == Some("ResourceSlice") {
-            let slices = decode(object.clone(), position, release)?.dra.slices;
-            for slice in slices {
-                taints.slice_published(slice);
-            }
+    for (object, position) in of_kind("ResourceSlice") {
+        for slice in decode(object.clone(), position, release)?.dra.slices {
+            taints.slice_published(slice);
         }
     }
     Ok(())
 }
 
+/// One object, decoded as the release's API server stores it.
 fn decode(object: Value, position: &str, release: Release) -> Result<ClusterObjects, String> {
     let mut objects = ClusterObjects::for_release(release);
     objects

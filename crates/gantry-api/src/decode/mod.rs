@@ -28,6 +28,7 @@ mod document;
 mod fast_yaml;
 pub mod from_k8s;
 mod input;
+mod json_object;
 mod json_values;
 mod names;
 mod node;
@@ -52,6 +53,7 @@ use thiserror::Error;
 pub use api_list::ApiListPage;
 pub use controller::{ControllerKind, PodController};
 pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits, parse_yaml_value};
+pub use json_object::JsonObject;
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
 
 use crate::labels::LabelSelector;

@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::api::scheduling::v1::PriorityClass as K8sPriorityClass;
 use k8s_openapi::api::storage::v1 as storage_v1;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -31,14 +30,14 @@ pub(super) fn is_list_kind(kind: &str) -> bool {
 
 /// One object converted, before it joins the collection of its kind.
 pub(super) struct Converted {
-    object: Object,
+    pub(super) object: Object,
     /// Named from `generateName`.
-    generated: bool,
-    warnings: Vec<Warning>,
+    pub(super) generated: bool,
+    pub(super) warnings: Vec<Warning>,
 }
 
 /// Nodes and pods boxed: the rest are small.
-enum Object {
+pub(super) enum Object {
     Node(Box<Node>),
     Pod(Box<Pod>, PodPriorityFields),
     /// `namespace/name` of a pod in phase Succeeded or Failed.
@@ -231,65 +230,6 @@ impl ClusterObjects {
         Ok(())
     }
 
-    /// Adds a pod or a node from its JSON text, read straight into its type: reading
-    /// through a [`Value`], as every other object is, is most of the work of replaying a
-    /// trace. Returns whether it was read; `false` when the direct read does not apply
-    /// (another kind, no name, or JSON the type does not take, such as a field of another
-    /// type than the API's): read it with [`ClusterObjects::add_object`] then, which names
-    /// the field.
-    /// Fields the type does not know are not warned about, and a pod that finished is
-    /// not validated (it only leaves the cluster): it joins `finished_pods`.
-    pub fn add_json(&mut self, kind: &str, text: &str) -> Result<bool, ObjectError> {
-        let named = |meta: &ObjectMeta| meta.name.as_deref().is_some_and(|n| !n.is_empty());
-        let label = |meta: &ObjectMeta| {
-            let name = meta.name.as_deref().unwrap_or_default();
-            match meta.namespace.as_deref() {
-                Some(ns) => format!("{kind} {ns}/{name}"),
-                None if kind == "Pod" => format!("{kind} default/{name}"),
-                None => format!("{kind} {name}"),
-            }
-        };
-        let object = match kind {
-            "Pod" => {
-                let Ok(pod) = serde_json::from_str::<k8s::Pod>(text) else {
-                    return Ok(false);
-                };
-                if !named(&pod.metadata) {
-                    return Ok(false);
-                }
-                let object = label(&pod.metadata);
-                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                if matches!(phase, Some("Succeeded" | "Failed")) {
-                    let meta = &pod.metadata;
-                    let namespace = meta.namespace.as_deref().unwrap_or("default");
-                    let name = meta.name.as_deref().unwrap_or_default();
-                    Object::FinishedPod(format!("{namespace}/{name}"))
-                } else {
-                    let (pod, priority_fields) =
-                        super::pod::convert_pod(&pod, &object, self.release)?;
-                    Object::Pod(Box::new(pod), priority_fields)
-                }
-            }
-            "Node" => {
-                let Ok(node) = serde_json::from_str::<k8s::Node>(text) else {
-                    return Ok(false);
-                };
-                if !named(&node.metadata) {
-                    return Ok(false);
-                }
-                let object = label(&node.metadata);
-                Object::Node(Box::new(super::node::convert_node(&node, &object)?))
-            }
-            _ => return Ok(false),
-        };
-        self.apply(Converted {
-            object,
-            generated: false,
-            warnings: Vec::new(),
-        });
-        Ok(true)
-    }
-
     /// A converted object joins its kind's collection.
     pub(super) fn apply(&mut self, converted: Converted) {
         let Converted {
@@ -408,7 +348,7 @@ pub(super) fn convert_service(svc: &k8s::Service, object: &str) -> Result<Servic
 }
 
 /// A field path as `kubectl` prints it: `spec.containers[0].containerz`.
-fn field_path(path: &serde_ignored::Path) -> String {
+pub(super) fn field_path(path: &serde_ignored::Path) -> String {
     use serde_ignored::Path;
     let mut out = String::new();
     fn walk(path: &Path, out: &mut String) {
