@@ -62,11 +62,11 @@ pub(super) fn convert_node(node: &k8s::Node, object: &str) -> Result<Node, Objec
     let capacity = resources(
         status.and_then(|s| s.capacity.as_ref()),
         object,
-        "status.capacity",
+        &"status.capacity",
     )?;
     // A node that reports no allocatable offers its capacity, as the kubelet would.
     let allocatable = match status.and_then(|s| s.allocatable.as_ref()) {
-        Some(map) => resources(Some(map), object, "status.allocatable")?,
+        Some(map) => resources(Some(map), object, &"status.allocatable")?,
         None => capacity.clone(),
     };
     let images = status

@@ -3,7 +3,7 @@
 //! collection of its kind.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as k8s;
@@ -449,7 +449,7 @@ fn is_extended_resource(name: &str) -> bool {
 pub(super) fn resources(
     map: Option<&BTreeMap<String, K8sQuantity>>,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<Resources, ObjectError> {
     let mut out = Resources::default();
     for (name, quantity) in map.into_iter().flatten() {

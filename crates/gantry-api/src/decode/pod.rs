@@ -1,5 +1,6 @@
 //! Pods: containers and their requests, ports, tolerations, affinity, volumes, phase.
 
+use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as k8s;
@@ -111,7 +112,7 @@ pub(super) fn convert_pod(
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, t)| toleration(t, object, &format!("spec.tolerations[{i}]")))
+        .map(|(i, t)| toleration(t, object, &format_args!("spec.tolerations[{i}]")))
         .collect::<Result<_, _>>()?;
     if let Some(affinity) = &spec.affinity {
         out.affinity = convert_affinity(affinity, &out.labels, object)?;
@@ -144,14 +145,14 @@ pub(super) fn convert_pod(
         .containers
         .iter()
         .enumerate()
-        .map(|(i, c)| container(c, object, &format!("spec.containers[{i}]")))
+        .map(|(i, c)| container(c, object, &format_args!("spec.containers[{i}]")))
         .collect::<Result<_, _>>()?;
     out.init_containers = spec
         .init_containers
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, c)| container(c, object, &format!("spec.initContainers[{i}]")))
+        .map(|(i, c)| container(c, object, &format_args!("spec.initContainers[{i}]")))
         .collect::<Result<_, _>>()?;
     let template: &mut PodTemplate = &mut out;
     super::pod_resources::resized(
@@ -167,7 +168,7 @@ pub(super) fn convert_pod(
         out.overhead = Some(Box::new(resources(
             Some(overhead),
             object,
-            "spec.overhead",
+            &"spec.overhead",
         )?));
     }
     out.volumes = spec
@@ -319,17 +320,27 @@ fn phase(value: Option<&str>, object: &str) -> Result<PodPhase, ObjectError> {
     })
 }
 
-fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container, ObjectError> {
+/// `field` names the container in errors (`spec.containers[0]`); it is written out only
+/// for an error.
+fn container(
+    c: &k8s::Container,
+    object: &str,
+    field: &dyn fmt::Display,
+) -> Result<Container, ObjectError> {
     let res = c.resources.as_ref();
     let request_map = res.and_then(|r| r.requests.as_ref());
     let limit_map = res.and_then(|r| r.limits.as_ref());
-    let mut requests = resources(request_map, object, &format!("{field}.resources.requests"))?;
-    let limits = resources(limit_map, object, &format!("{field}.resources.limits"))?;
+    let mut requests = resources(
+        request_map,
+        object,
+        &format_args!("{field}.resources.requests"),
+    )?;
+    let limits = resources(limit_map, object, &format_args!("{field}.resources.limits"))?;
     resource_requirements(
         request_map,
         limit_map,
         object,
-        &format!("{field}.resources"),
+        &format_args!("{field}.resources"),
     )?;
     let requested = |name: &str| request_map.is_some_and(|m| m.contains_key(name));
     // API defaulting: a resource with a limit and no request requests its limit.
@@ -368,32 +379,28 @@ fn container(c: &k8s::Container, object: &str, field: &str) -> Result<Container,
 fn ports(
     ports: &[k8s::ContainerPort],
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<SmallVec<[HostPort; 1]>, ObjectError> {
     let mut host_ports = SmallVec::new();
     let mut names: Vec<&str> = Vec::new();
     for (i, port) in ports.iter().enumerate() {
-        let at = format!("{field}.ports[{i}]");
+        let at = |part: &str| format!("{field}.ports[{i}].{part}");
         if let Some(name) = port.name.as_deref().filter(|n| !n.is_empty()) {
             validation::check(
                 validation::port_name(name),
                 object,
-                &format!("{at}.name"),
+                &format_args!("{field}.ports[{i}].name"),
                 name,
             )?;
             if names.contains(&name) {
-                return Err(field_error(
-                    object,
-                    format!("{at}.name"),
-                    validation::duplicate(name),
-                ));
+                return Err(field_error(object, at("name"), validation::duplicate(name)));
             }
             names.push(name);
         }
         if port.container_port == 0 {
             return Err(field_error(
                 object,
-                format!("{at}.containerPort"),
+                at("containerPort"),
                 validation::required(""),
             ));
         }
@@ -407,7 +414,7 @@ fn ports(
             if let Some(message) = validation::port_number(number) {
                 return Err(field_error(
                     object,
-                    format!("{at}.{part}"),
+                    at(part),
                     validation::invalid_number(number, &message),
                 ));
             }
@@ -419,7 +426,7 @@ fn ports(
             Some(other) => {
                 return Err(field_error(
                     object,
-                    format!("{at}.protocol"),
+                    at("protocol"),
                     validation::not_supported(other, &["SCTP", "TCP", "UDP"]),
                 ));
             }
@@ -453,7 +460,7 @@ fn resource_requirements(
     requests: Option<&std::collections::BTreeMap<String, K8sQuantity>>,
     limits: Option<&std::collections::BTreeMap<String, K8sQuantity>>,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<(), ObjectError> {
     let names = limits
         .into_iter()
@@ -461,7 +468,7 @@ fn resource_requirements(
         .map(|(n, _)| ("limits", n))
         .chain(requests.into_iter().flatten().map(|(n, _)| ("requests", n)));
     for (part, name) in names {
-        let at = format!("{field}.{part}.{name}");
+        let at = format_args!("{field}.{part}.{name}");
         if name.contains('/') {
             validation::check(validation::qualified_name(name), object, &at, name)?;
         } else if !matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage")
@@ -469,7 +476,7 @@ fn resource_requirements(
         {
             return Err(field_error(
                 object,
-                at,
+                at.to_string(),
                 validation::invalid(name, "must be a standard resource for containers"),
             ));
         }
@@ -510,7 +517,11 @@ fn resource_requirements(
     Ok(())
 }
 
-fn toleration(t: &k8s::Toleration, object: &str, field: &str) -> Result<Toleration, ObjectError> {
+fn toleration(
+    t: &k8s::Toleration,
+    object: &str,
+    field: &dyn fmt::Display,
+) -> Result<Toleration, ObjectError> {
     let op = match t.operator.as_deref() {
         None | Some("Equal") => TolerationOp::Equal,
         Some("Exists") => TolerationOp::Exists,

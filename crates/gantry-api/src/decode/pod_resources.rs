@@ -313,7 +313,7 @@ fn status_requests(
     field: &str,
 ) -> Result<ContainerRequests, ObjectError> {
     Ok(ContainerRequests {
-        requests: resources(map, object, field)?,
+        requests: resources(map, object, &field)?,
         cpu_unset: !map.is_some_and(|m| m.contains_key(CPU)),
         memory_unset: !map.is_some_and(|m| m.contains_key(MEMORY)),
     })

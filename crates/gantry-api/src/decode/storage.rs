@@ -67,7 +67,7 @@ fn storage_bytes(
     object: &str,
     field: &str,
 ) -> Result<i64, ObjectError> {
-    Ok(resources(map, object, field)?.get(ResourceName::parse("storage")))
+    Ok(resources(map, object, &field)?.get(ResourceName::parse("storage")))
 }
 
 pub(super) fn convert_pv(

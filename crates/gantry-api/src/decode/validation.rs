@@ -245,12 +245,16 @@ pub(super) fn port_number(port: i32) -> Option<String> {
 pub(crate) fn check(
     messages: Vec<String>,
     object: &str,
-    field: &str,
+    field: &(impl std::fmt::Display + ?Sized),
     value: &str,
 ) -> Result<(), ObjectError> {
     match messages.into_iter().next() {
         None => Ok(()),
-        Some(message) => Err(field_error(object, field, invalid(value, &message))),
+        Some(message) => Err(field_error(
+            object,
+            field.to_string(),
+            invalid(value, &message),
+        )),
     }
 }
 
