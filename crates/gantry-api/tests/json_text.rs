@@ -3,7 +3,7 @@
 //! on real objects they must agree, and where the direct read does not apply it says so.
 
 use gantry_api::Release;
-use gantry_api::decode::{ClusterObjects, parse_yaml_value};
+use gantry_api::decode::{ClusterObjects, JsonObject, UnknownFields, parse_yaml_value};
 use serde_json::{Value, json};
 
 const KUBECTL_DUMP: &str = include_str!("fixtures/kubectl-get-nodes-pods.yaml");
@@ -113,6 +113,13 @@ fn the_direct_read_says_where_it_does_not_apply() {
     assert_eq!(direct.warnings.len(), 2, "{:?}", direct.warnings);
     assert_eq!(through_value.warnings, direct.warnings);
     assert_eq!(direct.warnings[0].object, "Pod ns/p");
+    // Unless told not to note them.
+    let text = unknown.to_string();
+    let quiet = JsonObject::read("Pod", &text, Release::at(37), UnknownFields::Ignore);
+    let mut quietly = ClusterObjects::for_release(Release::at(37));
+    quietly.add_read(quiet.unwrap().unwrap());
+    assert!(quietly.warnings.is_empty());
+    assert_eq!(quietly.pods, direct.pods);
     let cases = [
         // No name: the name generator's work.
         pod(json!({"metadata": {"name": null, "generateName": "p-"}})),

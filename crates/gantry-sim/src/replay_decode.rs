@@ -4,7 +4,7 @@
 //! ([`JsonObject`]), a deletion reads only the object's name; every other object goes
 //! through a [`Value`], as it did before.
 
-use gantry_api::decode::{ClusterObjects, JsonObject};
+use gantry_api::decode::{ClusterObjects, JsonObject, UnknownFields};
 use gantry_api::trace::{Op, RawRecord};
 use gantry_api::{Node, Pod, Release};
 use serde::Deserialize;
@@ -78,13 +78,9 @@ pub(crate) fn decode_record(record: RawRecord, source: &str, release: Release) -
     };
     let text = record.object.get();
     let object = match (record.kind, record.op) {
-        (kind @ ("Pod" | "Node"), Op::List) => match JsonObject::read(kind, text, release) {
-            // An object the direct read refuses is read again through a value, whose error
-            // names its field as the rest of the start's errors do.
-            Ok(Some(object)) => Ok(StartObject::Read(object)),
-            Ok(None) | Err(_) => value().map(StartObject::Value),
+        (kind @ ("Pod" | "Node"), Op::List) => {
+            start_pod_or_node(kind, text, release, value).map(Part::Start)
         }
-        .map(Part::Start),
         (_, Op::List) => value().map(|v| Part::Start(StartObject::Value(v))),
         (kind @ ("Pod" | "Node"), Op::Deleted) => match serde_json::from_str::<Named>(text) {
             Ok(Named { metadata }) if kind == "Pod" => Ok(Changed::PodGone(pod_key(
@@ -109,6 +105,22 @@ pub(crate) fn decode_record(record: RawRecord, source: &str, release: Release) -
     }
 }
 
+/// A pod or node of the start, read straight from its text where it can be. Its unknown
+/// fields are warned about, as a dump's are.
+fn start_pod_or_node(
+    kind: &str,
+    text: &str,
+    release: Release,
+    value: impl FnOnce() -> Result<Value, String>,
+) -> Result<StartObject, String> {
+    match JsonObject::read(kind, text, release, UnknownFields::Warn) {
+        Ok(Some(object)) => Ok(StartObject::Read(object)),
+        // One the direct read refuses is read again through a value, whose error names
+        // its field as the rest of the start's errors do.
+        Ok(None) | Err(_) => value().map(StartObject::Value),
+    }
+}
+
 /// A pod or node created or changed, read straight from its text where it can be.
 fn decode_pod_or_node(
     kind: &str,
@@ -120,7 +132,11 @@ fn decode_pod_or_node(
     let pod = kind == "Pod";
     let mut objects = ClusterObjects::for_release(release);
     let fail = |e: gantry_api::decode::ObjectError| format!("{position}: {e}");
-    if !objects.add_json(kind, text).map_err(fail)? {
+    // A change's unknown fields are not shown: the start's are.
+    let read = JsonObject::read(kind, text, release, UnknownFields::Ignore).map_err(fail)?;
+    if let Some(object) = read {
+        objects.add_read(object);
+    } else {
         let object = value()?;
         let finished = matches!(
             object.pointer("/status/phase").and_then(Value::as_str),

@@ -15,24 +15,37 @@ use crate::Release;
 /// A pod or node read from its text, ready to join a [`ClusterObjects`].
 pub struct JsonObject(Converted);
 
+/// Whether reading notes the fields a type does not know, as `kubectl` warns about them.
+/// Noting them keeps every key read (a tenth of the reading): a replay's changes are read
+/// without, since only the state at the start is shown to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownFields {
+    Warn,
+    Ignore,
+}
+
 impl JsonObject {
     /// Reads a pod or a node as `release`'s API server stores it, warning about the fields
-    /// its type does not know as [`ClusterObjects::add_object`] does. `None` where the
+    /// its type does not know as [`ClusterObjects::add_object`] does (with
+    /// [`UnknownFields::Warn`]). `None` where the
     /// direct read does not apply (another kind, no name, or JSON the type does not take,
     /// such as a field of another type than the API's): read it through a `Value` then,
     /// which names the field. A pod that finished is not validated (it only leaves the
     /// cluster): it joins `finished_pods`.
-    pub fn read(kind: &str, text: &str, release: Release) -> Result<Option<Self>, ObjectError> {
-        let mut warnings = Vec::new();
+    pub fn read(
+        kind: &str,
+        text: &str,
+        release: Release,
+        unknown: UnknownFields,
+    ) -> Result<Option<Self>, ObjectError> {
+        let mut warnings = (unknown == UnknownFields::Warn).then(Vec::new);
         let object = match kind {
             "Pod" => {
-                let Some(pod) = typed::<k8s::Pod>(text, |m| &m.metadata, &mut warnings) else {
+                let Some(pod) = typed::<k8s::Pod>(text, |m| &m.metadata, warnings.as_mut()) else {
                     return Ok(None);
                 };
                 let object = label(kind, &pod.metadata);
-                for warning in &mut warnings {
-                    warning.object.clone_from(&object);
-                }
+                name_object(&mut warnings, &object);
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                 if matches!(phase, Some("Succeeded" | "Failed")) {
                     let meta = &pod.metadata;
@@ -45,13 +58,12 @@ impl JsonObject {
                 }
             }
             "Node" => {
-                let Some(node) = typed::<k8s::Node>(text, |n| &n.metadata, &mut warnings) else {
+                let Some(node) = typed::<k8s::Node>(text, |n| &n.metadata, warnings.as_mut())
+                else {
                     return Ok(None);
                 };
                 let object = label(kind, &node.metadata);
-                for warning in &mut warnings {
-                    warning.object.clone_from(&object);
-                }
+                name_object(&mut warnings, &object);
                 Object::Node(Box::new(super::node::convert_node(&node, &object)?))
             }
             _ => return Ok(None),
@@ -59,32 +71,44 @@ impl JsonObject {
         Ok(Some(JsonObject(Converted {
             object,
             generated: false,
-            warnings,
+            warnings: warnings.unwrap_or_default(),
         })))
     }
 }
 
 /// The object of type `T` in `text`, when it reads and has a name; the fields `T` does
-/// not know noted in `warnings` (each naming its object once the caller knows it).
+/// not know noted in `warnings`, if given (each naming its object once the caller knows
+/// it).
 fn typed<T: DeserializeOwned>(
     text: &str,
     metadata: impl Fn(&T) -> &ObjectMeta,
-    warnings: &mut Vec<Warning>,
+    warnings: Option<&mut Vec<Warning>>,
 ) -> Option<T> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let note = |path: serde_ignored::Path| {
-        warnings.push(Warning {
-            object: String::new(),
-            message: format!("unknown field {:?}", field_path(&path)),
-        })
+    let object: T = match warnings {
+        Some(warnings) => {
+            let note = |path: serde_ignored::Path| {
+                warnings.push(Warning {
+                    object: String::new(),
+                    message: format!("unknown field {:?}", field_path(&path)),
+                })
+            };
+            serde_ignored::deserialize(&mut deserializer, note).ok()?
+        }
+        None => T::deserialize(&mut deserializer).ok()?,
     };
-    let object: T = serde_ignored::deserialize(&mut deserializer, note).ok()?;
     deserializer.end().ok()?;
     let meta = metadata(&object);
     meta.name
         .as_deref()
         .is_some_and(|n| !n.is_empty())
         .then_some(object)
+}
+
+fn name_object(warnings: &mut Option<Vec<Warning>>, object: &str) {
+    for warning in warnings.iter_mut().flatten() {
+        warning.object = object.to_string();
+    }
 }
 
 /// `Pod namespace/name` (a pod without a namespace is in `default`), `Node name`.
@@ -101,7 +125,7 @@ impl ClusterObjects {
     /// Adds a pod or a node from its JSON text ([`JsonObject::read`]). Returns whether it
     /// was read; on `false` read it with [`ClusterObjects::add_object`].
     pub fn add_json(&mut self, kind: &str, text: &str) -> Result<bool, ObjectError> {
-        let object = JsonObject::read(kind, text, self.release)?;
+        let object = JsonObject::read(kind, text, self.release, UnknownFields::Warn)?;
         let read = object.is_some();
         if let Some(object) = object {
             self.add_read(object);

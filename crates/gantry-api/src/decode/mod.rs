@@ -53,7 +53,7 @@ use thiserror::Error;
 pub use api_list::ApiListPage;
 pub use controller::{ControllerKind, PodController};
 pub use input::{DEFAULT_MAX_INPUT_BYTES, InputLimits, parse_yaml_value};
-pub use json_object::JsonObject;
+pub use json_object::{JsonObject, UnknownFields};
 pub use priority::{PriorityClass, SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL};
 
 use crate::labels::LabelSelector;

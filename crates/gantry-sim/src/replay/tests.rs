@@ -49,10 +49,13 @@ fn the_start_joins_the_cluster_in_the_traces_order() {
     let mut b = node("b");
     b["metadata"]["managedFields"] = json!("not a list");
     let namespace = json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "ns"}});
+    // A field no release knows: warned about in the start, as a dump's would be.
+    let mut c = node("c");
+    c["spec"] = json!({"bogus": true});
     let records = [
         (0, "list", node("a")),
         (0, "list", b),
-        (0, "list", node("c")),
+        (0, "list", c),
         (0, "list", namespace),
         (0, "list", node("d")),
         (0, "list", pod("p", Some("ns"), Some("a"))),
@@ -67,6 +70,10 @@ fn the_start_joins_the_cluster_in_the_traces_order() {
         .collect();
     assert_eq!(names, ["a", "b", "c", "d"]);
     assert_eq!(replay.cluster.namespaces.len(), 1);
+    let warnings: Vec<String> = (replay.cluster.warnings.iter())
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(warnings, ["Node c: unknown field \"spec.bogus\""]);
     assert_eq!(replay.cluster.pods[0].key(), "ns/p");
     assert!(matches!(&replay.events[..], [(_, SimEvent::AddNode(n))] if n.name.as_str() == "e"));
 }
