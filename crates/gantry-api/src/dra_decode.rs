@@ -792,7 +792,7 @@ fn allocation(
         node_selector: a
             .node_selector
             .as_ref()
-            .map(|s| node_selector(s, object, "status.allocation.nodeSelector"))
+            .map(|s| node_selector(s, object, &"status.allocation.nodeSelector"))
             .transpose()?,
     })
 }

@@ -41,7 +41,7 @@ pub(crate) fn slice_nodes(
         Set::Name(name) => SliceNodes::Node(Sym::new(name)),
         Set::Selector(selector) => {
             let field = "spec.nodeSelector";
-            let selector = node_selector(selector, object, field)?;
+            let selector = node_selector(selector, object, &field)?;
             if selector.terms.len() != 1 {
                 return Err(field_error(
                     object,

@@ -49,7 +49,7 @@ pub(crate) fn convert(
         .spec
         .as_ref()
         .and_then(|s| s.selector.as_ref())
-        .map(|s| label_selector(s, object, "spec.selector"))
+        .map(|s| label_selector(s, object, &"spec.selector"))
         .transpose()?;
     if let Some(spec) = &pdb.spec {
         check_budget(spec, object)?;

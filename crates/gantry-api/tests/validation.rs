@@ -92,6 +92,20 @@ fn apiserver_validation_rules() {
             "Required value: must have at least one node selector term",
         ),
         (
+            "pod anti-affinity term's selector operator",
+            pod("name: web", &format!("{{containers: [{C}], affinity: {{podAntiAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 100, podAffinityTerm: {{topologyKey: zone, labelSelector: {{matchExpressions: [{{key: app, operator: Near}}]}}}}}}]}}}}}}")),
+            "Pod default/web",
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchExpressions[0].operator",
+            "must be In, NotIn, Exists or DoesNotExist, not \"Near\"",
+        ),
+        (
+            "preferred node affinity weight",
+            pod("name: web", &format!("{{containers: [{C}], affinity: {{nodeAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 0, preference: {{matchExpressions: [{{key: a, operator: Exists}}]}}}}]}}}}}}")),
+            "Pod default/web",
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+            "must be in the range 1-100, not 0",
+        ),
+        (
             "request above limit",
             pod("name: web", "{containers: [{name: c, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}"),
             "Pod default/web",

@@ -1,6 +1,8 @@
 //! Node and pod affinity, label selectors, and topology spread constraints, checked as
 //! the API server checks them.
 
+use std::fmt;
+
 use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use smallvec::SmallVec;
@@ -20,7 +22,7 @@ pub(super) fn values(v: Option<&Vec<String>>) -> SmallVec<[Sym; 2]> {
 pub(crate) fn label_selector(
     sel: &meta::LabelSelector,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<LabelSelector, ObjectError> {
     let mut out = LabelSelector::from_pairs(
         sel.match_labels
@@ -29,12 +31,13 @@ pub(crate) fn label_selector(
             .map(|(k, v)| (Sym::new(k), Sym::new(v))),
     );
     for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
-        let at = format!("{field}.matchExpressions[{i}]");
         let empty = Vec::new();
-        let requirement =
-            Requirement::parse(&e.key, &e.operator, e.values.as_ref().unwrap_or(&empty)).map_err(
-                |e| field_error(object, format!("{at}.{}", e.part.unwrap_or("")), e.message),
-            )?;
+        let values = e.values.as_ref().unwrap_or(&empty);
+        let requirement = Requirement::parse(&e.key, &e.operator, values).map_err(|e| {
+            let part = e.part.unwrap_or("");
+            let at = format!("{field}.matchExpressions[{i}].{part}");
+            field_error(object, at, e.message)
+        })?;
         out.requirements.push(requirement);
     }
     Ok(out)
@@ -43,7 +46,7 @@ pub(crate) fn label_selector(
 fn node_selector_requirement(
     r: &k8s::NodeSelectorRequirement,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
     is_field_selector: bool,
 ) -> Result<NodeSelectorRequirement, ObjectError> {
     let empty = Vec::new();
@@ -65,14 +68,14 @@ fn node_selector_requirement(
 pub(super) fn node_selector_term(
     t: &k8s::NodeSelectorTerm,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<NodeSelectorTerm, ObjectError> {
     let convert = |list: Option<&Vec<k8s::NodeSelectorRequirement>>, name: &str, fields: bool| {
         list.into_iter()
             .flatten()
             .enumerate()
             .map(|(i, r)| {
-                node_selector_requirement(r, object, &format!("{field}.{name}[{i}]"), fields)
+                node_selector_requirement(r, object, &format_args!("{field}.{name}[{i}]"), fields)
             })
             .collect::<Result<Vec<_>, _>>()
     };
@@ -86,13 +89,12 @@ pub(super) fn node_selector_term(
 pub(crate) fn node_selector(
     selector: &k8s::NodeSelector,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<NodeSelector, ObjectError> {
-    let field = format!("{field}.nodeSelectorTerms");
     if selector.node_selector_terms.is_empty() {
         return Err(field_error(
             object,
-            field,
+            format!("{field}.nodeSelectorTerms"),
             validation::required("must have at least one node selector term"),
         ));
     }
@@ -100,18 +102,20 @@ pub(crate) fn node_selector(
         .node_selector_terms
         .iter()
         .enumerate()
-        .map(|(i, t)| node_selector_term(t, object, &format!("{field}[{i}]")))
+        .map(|(i, t)| {
+            node_selector_term(t, object, &format_args!("{field}.nodeSelectorTerms[{i}]"))
+        })
         .collect::<Result<_, _>>()?;
     Ok(NodeSelector { terms })
 }
 
-fn weight(w: i32, object: &str, field: &str) -> Result<i32, ObjectError> {
+fn weight(w: i32, object: &str, field: &dyn fmt::Display) -> Result<i32, ObjectError> {
     if (1..=100).contains(&w) {
         Ok(w)
     } else {
         Err(field_error(
             object,
-            field,
+            field.to_string(),
             format!("must be in the range 1-100, not {w}"),
         ))
     }
@@ -137,8 +141,12 @@ pub(super) fn convert_affinity(
         {
             let field = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
             out.node_affinity.preferred.push(PreferredSchedulingTerm {
-                weight: weight(p.weight, object, &format!("{field}.weight"))?,
-                term: node_selector_term(&p.preference, object, &format!("{field}.preference"))?,
+                weight: weight(p.weight, object, &format_args!("{field}.weight"))?,
+                term: node_selector_term(
+                    &p.preference,
+                    object,
+                    &format_args!("{field}.preference"),
+                )?,
             });
         }
     }
@@ -183,12 +191,12 @@ fn pod_affinity(
     for (i, w) in preferred.into_iter().flatten().enumerate() {
         let field = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
         out.preferred.push(WeightedPodAffinityTerm {
-            weight: weight(w.weight, object, &format!("{field}.weight"))?,
+            weight: weight(w.weight, object, &format_args!("{field}.weight"))?,
             term: pod_affinity_term(
                 &w.pod_affinity_term,
                 pod_labels,
                 object,
-                &format!("{field}.podAffinityTerm"),
+                &format_args!("{field}.podAffinityTerm"),
             )?,
         });
     }
@@ -203,13 +211,13 @@ fn merge_label_keys(
     op: SelectorOp,
     pod_labels: &Labels,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<(), ObjectError> {
     if keys.is_empty() {
         return Ok(());
     }
     let Some(selector) = selector else {
-        return Err(field_error(object, field, NO_SELECTOR));
+        return Err(field_error(object, field.to_string(), NO_SELECTOR));
     };
     require_pod_label_values(selector, keys, op, pod_labels);
     Ok(())
@@ -267,7 +275,7 @@ fn check_label_keys(
     pod_labels: &Labels,
     merged: bool,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<(), ObjectError> {
     if let Some(selector) = selector
         && let Some(i) = label_key_also_in_selector(match_keys, selector, pod_labels, merged)
@@ -314,7 +322,11 @@ fn require_pod_label_values(
 }
 
 /// A topology key, required by both pod affinity terms and spread constraints.
-fn require_topology_key(key: &str, object: &str, field: &str) -> Result<(), ObjectError> {
+fn require_topology_key(
+    key: &str,
+    object: &str,
+    field: &dyn fmt::Display,
+) -> Result<(), ObjectError> {
     if key.is_empty() {
         return Err(field_error(
             object,
@@ -329,7 +341,7 @@ fn require_topology_key(key: &str, object: &str, field: &str) -> Result<(), Obje
 fn optional_selector(
     s: Option<&meta::LabelSelector>,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<Option<LabelSelector>, ObjectError> {
     s.map(|s| label_selector(s, object, field)).transpose()
 }
@@ -338,13 +350,13 @@ fn pod_affinity_term(
     t: &k8s::PodAffinityTerm,
     pod_labels: &Labels,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<PodAffinityTerm, ObjectError> {
     require_topology_key(&t.topology_key, object, field)?;
     let mut label_selector = optional_selector(
         t.label_selector.as_ref(),
         object,
-        &format!("{field}.labelSelector"),
+        &format_args!("{field}.labelSelector"),
     )?;
     let empty = Vec::new();
     check_label_keys(
@@ -362,7 +374,7 @@ fn pod_affinity_term(
         SelectorOp::In,
         pod_labels,
         object,
-        &format!("{field}.matchLabelKeys"),
+        &format_args!("{field}.matchLabelKeys"),
     )?;
     merge_label_keys(
         &mut label_selector,
@@ -370,7 +382,7 @@ fn pod_affinity_term(
         SelectorOp::NotIn,
         pod_labels,
         object,
-        &format!("{field}.mismatchLabelKeys"),
+        &format_args!("{field}.mismatchLabelKeys"),
     )?;
     Ok(PodAffinityTerm {
         label_selector,
@@ -378,7 +390,7 @@ fn pod_affinity_term(
         namespace_selector: optional_selector(
             t.namespace_selector.as_ref(),
             object,
-            &format!("{field}.namespaceSelector"),
+            &format_args!("{field}.namespaceSelector"),
         )?,
         topology_key: Sym::new(&t.topology_key),
     })
@@ -388,7 +400,7 @@ fn inclusion_policy(
     v: Option<&str>,
     default: InclusionPolicy,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<InclusionPolicy, ObjectError> {
     match v {
         None => Ok(default),
@@ -396,7 +408,7 @@ fn inclusion_policy(
         Some("Ignore") => Ok(InclusionPolicy::Ignore),
         Some(other) => Err(field_error(
             object,
-            field,
+            field.to_string(),
             format!("must be Honor or Ignore, not {other:?}"),
         )),
     }
@@ -410,7 +422,7 @@ pub(super) fn spread_constraint(
     pod_labels: &Labels,
     merges_keys: bool,
     object: &str,
-    field: &str,
+    field: &dyn fmt::Display,
 ) -> Result<TopologySpreadConstraint, ObjectError> {
     if c.max_skew <= 0 {
         return Err(field_error(
@@ -443,7 +455,7 @@ pub(super) fn spread_constraint(
     let mut label_selector = optional_selector(
         c.label_selector.as_ref(),
         object,
-        &format!("{field}.labelSelector"),
+        &format_args!("{field}.labelSelector"),
     )?;
     if let Some(keys) = c.match_label_keys.as_ref().filter(|keys| !keys.is_empty()) {
         let Some(selector) = &mut label_selector else {
@@ -475,13 +487,13 @@ pub(super) fn spread_constraint(
             c.node_affinity_policy.as_deref(),
             InclusionPolicy::Honor,
             object,
-            &format!("{field}.nodeAffinityPolicy"),
+            &format_args!("{field}.nodeAffinityPolicy"),
         )?,
         node_taints_policy: inclusion_policy(
             c.node_taints_policy.as_deref(),
             InclusionPolicy::Ignore,
             object,
-            &format!("{field}.nodeTaintsPolicy"),
+            &format_args!("{field}.nodeTaintsPolicy"),
         )?,
     })
 }

@@ -147,7 +147,7 @@ fn convert_set(
             format!("empty selector is invalid for {kind}"),
         ));
     }
-    let selector = super::label_selector(selector, object, "spec.selector")?;
+    let selector = super::label_selector(selector, object, &"spec.selector")?;
     // A dump trimmed of templates still says which pods the controller owns.
     if let Some(template) = template {
         let template_labels = template.metadata.as_ref().and_then(|m| m.labels.as_ref());

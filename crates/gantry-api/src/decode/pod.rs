@@ -130,7 +130,7 @@ pub(super) fn convert_pod(
                 &out.labels,
                 merges_spread_keys,
                 object,
-                &format!("spec.topologySpreadConstraints[{i}]"),
+                &format_args!("spec.topologySpreadConstraints[{i}]"),
             )
         })
         .collect::<Result<_, _>>()?;

@@ -79,7 +79,7 @@ pub(super) fn convert_pv(
     let node_affinity = spec
         .and_then(|s| s.node_affinity.as_ref())
         .and_then(|a| a.required.as_ref())
-        .map(|required| node_selector(required, object, "spec.nodeAffinity.required"))
+        .map(|required| node_selector(required, object, &"spec.nodeAffinity.required"))
         .transpose()?;
     let claim_ref = spec
         .and_then(|s| s.claim_ref.as_ref())
@@ -269,7 +269,7 @@ pub(super) fn convert_storage_capacity(
     let node_topology = capacity
         .node_topology
         .as_ref()
-        .map(|sel| super::affinity::label_selector(sel, object, "nodeTopology"))
+        .map(|sel| super::affinity::label_selector(sel, object, &"nodeTopology"))
         .transpose()?;
     Ok(StorageCapacity {
         key: format!("{namespace}/{name}"),
