@@ -1,4 +1,4 @@
-//! `ClusterObjects::add_json` and `JsonObject` (a pod or node read straight from its JSON text, as a
+//! `JsonObject` (a pod or node read straight from its JSON text, as a
 //! trace is replayed) against `add_object` (through a `Value`, as every input is read):
 //! on real objects they must agree, and where the direct read does not apply it says so.
 
@@ -54,9 +54,13 @@ fn read_both(
         .map(|()| through_value)
         .map_err(|e| e.to_string());
     let mut direct = ClusterObjects::for_release(release);
-    let direct = match direct.add_json(kind, &value.to_string()) {
-        Ok(true) => Some(Ok(direct)),
-        Ok(false) => None,
+    let text = value.to_string();
+    let direct = match JsonObject::read(kind, &text, release, UnknownFields::Warn) {
+        Ok(Some(object)) => {
+            direct.add_read(object);
+            Some(Ok(direct))
+        }
+        Ok(None) => None,
         Err(e) => Some(Err(e.to_string())),
     };
     (through_value, direct)

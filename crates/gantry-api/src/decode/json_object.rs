@@ -122,17 +122,6 @@ fn label(kind: &str, meta: &ObjectMeta) -> String {
 }
 
 impl ClusterObjects {
-    /// Adds a pod or a node from its JSON text ([`JsonObject::read`]). Returns whether it
-    /// was read; on `false` read it with [`ClusterObjects::add_object`].
-    pub fn add_json(&mut self, kind: &str, text: &str) -> Result<bool, ObjectError> {
-        let object = JsonObject::read(kind, text, self.release, UnknownFields::Warn)?;
-        let read = object.is_some();
-        if let Some(object) = object {
-            self.add_read(object);
-        }
-        Ok(read)
-    }
-
     /// Adds an object read ahead, in its turn.
     pub fn add_read(&mut self, object: JsonObject) {
         self.apply(object.0);
