@@ -27,11 +27,10 @@ pub enum UnknownFields {
 impl JsonObject {
     /// Reads a pod or a node as `release`'s API server stores it, warning about the fields
     /// its type does not know as [`ClusterObjects::add_object`] does (with
-    /// [`UnknownFields::Warn`]). `None` where the
-    /// direct read does not apply (another kind, no name, or JSON the type does not take,
-    /// such as a field of another type than the API's): read it through a `Value` then,
-    /// which names the field. A pod that finished is not validated (it only leaves the
-    /// cluster): it joins `finished_pods`.
+    /// [`UnknownFields::Warn`]). `None` where the direct read does not apply (another
+    /// kind, no name, or JSON the type does not take, such as a field of another type than
+    /// the API's): read it through a `Value` then, which names the field. A pod that
+    /// finished is not validated (it only leaves the cluster): it joins `finished_pods`.
     pub fn read(
         kind: &str,
         text: &str,
