@@ -6,9 +6,13 @@
 //! The columns are kept by the [`Snapshot`](crate::Snapshot): written again for the nodes
 //! an update copied, rebuilt when the node list is.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
 use gantry_api::{Resources, Sym, TaintEffect};
 
-use crate::{CardSummary, NodeInfo};
+use crate::{CardSummary, ImageState, NodeInfo};
 
 /// Facts about a node that let a plugin settle it without reading its NodeInfo.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,6 +92,10 @@ pub struct NodeColumns {
     names: Vec<Sym>,
     /// How many nodes have each flag (by bit).
     flag_counts: [usize; 8],
+    /// Each node's images, as last written (shared with its NodeInfo).
+    images: Vec<Arc<[ImageState]>>,
+    /// How many nodes report each image name: an image no node has scores nowhere.
+    nodes_per_image: HashMap<Sym, u32, RandomState>,
     /// As many zeros as there are nodes: the column of a scalar resource no node knows.
     zeros: Column,
     /// At least the magnitude of every amount written since the last rebuild (never
@@ -140,6 +148,9 @@ impl NodeColumns {
         self.names.clear();
         self.names.resize(n, Sym::new(""));
         self.flag_counts = [0; 8];
+        self.images.clear();
+        self.images.resize(n, Arc::from([]));
+        self.nodes_per_image.clear();
         self.largest = 0;
         for (position, info) in nodes.enumerate() {
             self.set(position, info);
@@ -170,6 +181,7 @@ impl NodeColumns {
         self.cards[position] = info.gpus().map(|usage| *usage.summary());
         self.generations[position] = info.generation();
         self.names[position] = info.name();
+        self.set_images(position, info.image_states());
         for (name, _) in allocatable.scalars().chain(requested.scalars()) {
             self.ensure_scalar(name);
         }
@@ -181,6 +193,34 @@ impl NodeColumns {
             .into_iter()
             .map(Resources::largest_magnitude)
             .fold(self.largest, u64::max);
+    }
+
+    /// Counts the node's images anew when their names changed (the node counts of a
+    /// node's images change more often than the names, and change nothing here).
+    fn set_images(&mut self, position: usize, images: &Arc<[ImageState]>) {
+        let old = std::mem::replace(&mut self.images[position], images.clone());
+        let same_names = Arc::ptr_eq(&old, images)
+            || (old.len() == images.len()
+                && old.iter().zip(images.iter()).all(|(a, b)| a.name == b.name));
+        if same_names {
+            return;
+        }
+        for state in old.iter() {
+            if let Some(count) = self.nodes_per_image.get_mut(&state.name) {
+                *count -= 1;
+                if *count == 0 {
+                    self.nodes_per_image.remove(&state.name);
+                }
+            }
+        }
+        for state in images.iter() {
+            *self.nodes_per_image.entry(state.name).or_insert(0) += 1;
+        }
+    }
+
+    /// How many nodes report the image `name`.
+    pub fn nodes_with_image(&self, name: Sym) -> u32 {
+        self.nodes_per_image.get(&name).copied().unwrap_or(0)
     }
 
     /// An upper bound of the magnitude of every amount in the columns.
@@ -300,6 +340,7 @@ impl NodeColumns {
             && self.generations == other.generations
             && self.names == other.names
             && self.flag_counts == other.flag_counts
+            && self.nodes_per_image == other.nodes_per_image
             && names.into_iter().all(|name| {
                 let resource = gantry_api::ResourceName::Scalar(name);
                 [Amount::Allocatable, Amount::Requested]
@@ -372,6 +413,59 @@ mod tests {
         assert!(columns.same_values(&fresh));
         fresh.set(0, &info("a", 1000, &[]));
         assert!(!columns.same_values(&fresh));
+    }
+
+    /// Images of 1 MB each, counted on `num_nodes` nodes.
+    fn image_states(images: &[&str], num_nodes: u32) -> Vec<ImageState> {
+        (images.iter())
+            .map(|image| ImageState {
+                name: Sym::new(image),
+                size_bytes: 1 << 20,
+                num_nodes,
+                num_nodes_when_set: num_nodes,
+            })
+            .collect()
+    }
+
+    /// A node with those images: a new list each time, as the cache writes one whenever
+    /// the images' node counts change.
+    fn with_images(name: &str, images: &[&str], num_nodes: u32) -> NodeInfo {
+        let mut info = info(name, 1000, &[]);
+        info.set_image_states(image_states(images, num_nodes));
+        info
+    }
+
+    #[test]
+    fn image_names_are_counted_per_node_as_the_nodes_change() {
+        let counts = |columns: &NodeColumns| {
+            ["x", "y", "z"].map(|image| columns.nodes_with_image(Sym::new(image)))
+        };
+        let mut columns = NodeColumns::default();
+        let (a, b) = (
+            with_images("a", &["x", "y"], 1),
+            with_images("b", &["y"], 2),
+        );
+        columns.rebuild([&a, &b].into_iter());
+        assert_eq!(counts(&columns), [1, 2, 0]);
+        let b = with_images("b", &["z"], 1);
+        columns.set(1, &b);
+        assert_eq!(counts(&columns), [1, 1, 1]);
+        // The same names with other node counts: nothing moves.
+        columns.set(0, &with_images("a", &["x", "y"], 7));
+        assert_eq!(counts(&columns), [1, 1, 1]);
+        let a = with_images("a", &[], 0);
+        columns.set(0, &a);
+        assert_eq!(counts(&columns), [0, 0, 1]);
+        let mut fresh = NodeColumns::default();
+        fresh.rebuild([&a, &b].into_iter());
+        assert!(columns.same_values(&fresh));
+        let mut renamed = b.clone();
+        renamed.set_image_states(image_states(&["w"], 1));
+        fresh.set(1, &renamed);
+        assert!(
+            !columns.same_values(&fresh),
+            "the image counts are compared"
+        );
     }
 
     #[test]

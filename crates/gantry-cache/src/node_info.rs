@@ -177,6 +177,11 @@ impl NodeInfo {
             .map(|i| &self.image_states[i])
     }
 
+    /// The node's images, sorted by name.
+    pub(crate) fn image_states(&self) -> &Arc<[ImageState]> {
+        &self.image_states
+    }
+
     /// Whether the node reports any image.
     pub fn has_images(&self) -> bool {
         !self.image_states.is_empty()

@@ -73,11 +73,11 @@ impl PreScorePlugin for ImageLocality {
         _nodes: &NodeInfos<'_>,
         cluster: Cluster<'_>,
     ) -> Status {
-        // Where no node reports images every node scores 0, whatever the pod's images.
-        let no_images = cluster
-            .nodes
-            .columns()
-            .is_some_and(|c| !c.any(NodeFlags::IMAGES));
+        // Where no node reports images every node scores 0, whatever the pod's images;
+        // an image no node reports adds nothing on any node, and is not looked for.
+        let columns = cluster.nodes.columns();
+        let no_images = columns.is_some_and(|c| !c.any(NodeFlags::IMAGES));
+        let on_some_node = |image: &Sym| columns.is_none_or(|c| c.nodes_with_image(*image) > 0);
         let init: &[gantry_api::Container] = if self.counts_init_containers {
             &pod.init_containers
         } else {
@@ -96,6 +96,7 @@ impl PreScorePlugin for ImageLocality {
                 .map(|c| c.image)
                 .chain(volumes.iter().copied())
                 .map(|image| normalized(image.as_str()))
+                .filter(on_some_node)
                 .collect()
         };
         state.write(
@@ -164,15 +165,15 @@ impl ScorePlugin for ImageLocality {
         )
     }
 
-    /// No node reports images: every node scores 0.
+    /// No node reports images, or none of the pod's: every node scores 0.
     fn uniform_score(
         &self,
         state: &CycleState,
         _pod: &Pod,
         columns: &NodeColumns,
     ) -> Result<Option<i64>, Status> {
-        pod_images(state)?;
-        Ok((!columns.any(NodeFlags::IMAGES)).then_some(0))
+        let images = pod_images(state)?;
+        Ok((!columns.any(NodeFlags::IMAGES) || images.images.is_empty()).then_some(0))
     }
 }
 
@@ -219,7 +220,8 @@ mod tests {
         let mut snapshot = Snapshot::new();
         cache.update_snapshot(&mut snapshot).unwrap();
         let objects = ApiObjects::default();
-        let score_as = |pod: &Pod, counts_image_volumes: bool| -> Vec<i64> {
+        let columns = snapshot.columns().expect("a snapshot keeps columns");
+        let pre_scored = |pod: &Pod, counts_image_volumes: bool| {
             let mut state = CycleState::new();
             let cluster = Cluster {
                 nodes: &snapshot,
@@ -231,6 +233,10 @@ mod tests {
                 counts_image_volumes,
             };
             plugin.pre_score(&mut state, pod, &NodeInfos::given(&[]), cluster);
+            (plugin, state)
+        };
+        let score_as = |pod: &Pod, counts_image_volumes: bool| -> Vec<i64> {
+            let (plugin, state) = pre_scored(pod, counts_image_volumes);
             let scores: Vec<i64> = (0..snapshot.num_nodes())
                 .map(|i| plugin.score(&state, pod, snapshot.node_at(i)).unwrap())
                 .collect();
@@ -239,16 +245,32 @@ mod tests {
                 .map(|i| snapshot.node_at(i))
                 .collect();
             let positions: Vec<usize> = (0..nodes.len()).collect();
-            let columns = snapshot.columns().expect("a snapshot keeps columns");
             let mut in_one_pass = vec![-1; nodes.len()];
             let answered = plugin
                 .score_columns(&state, pod, &nodes, columns, &positions, &mut in_one_pass)
                 .unwrap();
             assert!(answered);
             assert_eq!(in_one_pass, scores);
+            if let Some(uniform) = plugin.uniform_score(&state, pod, columns).unwrap() {
+                assert!(scores.iter().all(|&s| s == uniform));
+            }
             scores
         };
         let score = |pod: &Pod| score_as(pod, true);
+        let uniform = |pod: &Pod| {
+            let (plugin, state) = pre_scored(pod, true);
+            plugin.uniform_score(&state, pod, columns).unwrap()
+        };
+        // Images no node reports: every node scores 0, said once for all; one image on a
+        // node, and the nodes are scored.
+        assert_eq!(
+            uniform(&pod_with_images(&["gcr.io/300:v1", "gcr.io/9"])),
+            Some(0)
+        );
+        assert_eq!(
+            uniform(&pod_with_images(&["gcr.io/300:v1", "gcr.io/10"])),
+            None
+        );
         // Two images, each on one of two nodes: 40MB*1/2 = 20MB on machine1 (below the
         // 23MB floor: 0); 250MB*1/2 = 125MB on machine2: 100*(125-23)/(2000-23) = 5.
         assert_eq!(
