@@ -170,31 +170,36 @@ impl SelectionCounts {
 
     /// A node changed from `old` to `new` (`None`: absent before, or gone after).
     ///
-    /// A node's contribution to a selection depends on its labels and on the pods the
-    /// selection matches: when the labels are the same, the node stays in its domain and
-    /// its count there moves by the matching pods added and removed, with no recount of
-    /// the node's pods (with a hundred selections kept, counting each on every node
-    /// change was a quarter of a replay's time; recounting those a change touched, two
-    /// counts of the node per selection, a twentieth).
+    /// A node's contribution to a selection is its matching pods in the domain its value
+    /// of the topology key names: while that value stays (its labels the same, or changed
+    /// elsewhere), the count there moves by the matching pods added and removed, with no
+    /// recount of the node's pods. With a hundred selections kept, counting each on every
+    /// node change was a quarter of a replay's time; recounting, on each change, the
+    /// selections it touched (two counts of the node's pods for each), a thirteenth.
     pub(crate) fn node_changed(&mut self, old: Option<&NodeInfo>, new: Option<&NodeInfo>) {
         if self.counted.is_empty() {
             return;
         }
         let changed = match (old, new) {
-            (Some(old), Some(new)) if same_labels(old, new) => {
-                Some((new, changed_pods(old.pods(), new.pods())))
-            }
+            (Some(old), Some(new)) => Some((
+                old,
+                new,
+                same_labels(old, new),
+                changed_pods(old.pods(), new.pods()),
+            )),
             _ => None,
         };
         for (selection, counts) in &mut self.counted {
-            if let Some((node, changed)) = &changed {
+            let value = |info: &NodeInfo| info.node()?.labels.get(selection.topology_key);
+            if let Some((old, new, same_labels, changed)) = &changed
+                && (*same_labels || value(old) == value(new))
+            {
                 let delta: i64 = (changed.iter())
                     .filter(|(pod, _)| selection.matches(pod))
                     .map(|(_, sign)| sign)
                     .sum();
-                let value = || node.node()?.labels.get(selection.topology_key);
                 if delta != 0
-                    && let Some(value) = value()
+                    && let Some(value) = value(new)
                 {
                     counts.add_pods(value, delta);
                 }

@@ -367,7 +367,9 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0..8u8, 0..3u8).prop_map(|(node, zone)| Op::AddNode { node, zone }),
+        // Zones 3 to 5 are zones 0 to 2 in another pool: a node added again may change
+        // labels while staying in its zone.
+        3 => (0..8u8, 0..6u8).prop_map(|(node, zone)| Op::AddNode { node, zone }),
         1 => (0..8u8).prop_map(|node| Op::RemoveNode { node }),
         4 => (0..30u8, 0..8u8, 0..6u8).prop_map(|(pod, node, kind)| Op::AddPod { pod, node, kind }),
         3 => (0..30u8, 0..8u8, 0..6u8).prop_map(|(pod, node, kind)| Op::AssumePod { pod, node, kind }),
@@ -459,7 +461,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     for op in ops {
         match op {
             Op::AddNode { node: n, zone } => {
-                cache.add_node(node(&format!("n{n}"), zone as usize));
+                let pool = format!("pool-{}", zone / 3);
+                let labelled = (*node(&format!("n{n}"), usize::from(zone % 3))).clone();
+                cache.add_node(Arc::new(labelled.with_labels([("pool", pool.as_str())])));
                 model.nodes.insert(n, zone);
                 model.changed.insert(n);
             }
