@@ -14,7 +14,12 @@ use crate::{ApiObjects, Cluster, CycleState, MAX_NODE_SCORE, PreScorePlugin, Sco
 /// PreScore's result: weighted counts per topology key and value; a node scores the sum
 /// at its values. The counts are the snapshot's, shared, or this cycle's own.
 #[derive(Debug, Clone, Default)]
-pub(super) struct TopologyScore(Vec<WeightedCounts>);
+pub(super) struct TopologyScore {
+    counts: Vec<WeightedCounts>,
+    /// Once PreScore is done: the counts sorted by key, and each key with the end of its
+    /// run, so that a node's label is looked up once per key.
+    runs: Vec<(Sym, usize)>,
+}
 
 #[derive(Debug, Clone)]
 struct WeightedCounts {
@@ -27,7 +32,7 @@ struct WeightedCounts {
 
 impl TopologyScore {
     pub(super) fn share(&mut self, key: Sym, weight: i64, pods: &Arc<PodsPerDomain>) {
-        self.0.push(WeightedCounts {
+        self.counts.push(WeightedCounts {
             key,
             weight,
             pods: pods.clone(),
@@ -40,44 +45,55 @@ impl TopologyScore {
         let Some(value) = node.labels.get(key) else {
             return;
         };
-        let index = match self.0.iter().position(|w| w.own && w.key == key) {
+        let index = match self.counts.iter().position(|w| w.own && w.key == key) {
             Some(index) => index,
             None => {
-                self.0.push(WeightedCounts {
+                self.counts.push(WeightedCounts {
                     key,
                     weight: 1,
                     pods: Arc::default(),
                     own: true,
                 });
-                self.0.len() - 1
+                self.counts.len() - 1
             }
         };
-        *Arc::make_mut(&mut self.0[index].pods)
+        *Arc::make_mut(&mut self.counts[index].pods)
             .entry(value)
             .or_insert(0) += weight;
     }
 
-    /// Puts counts of one key next to each other, so that `score` looks a node's label
-    /// up once per key (the sum does not depend on the order).
+    /// The counts grouped, as PreScore leaves them.
+    #[cfg(test)]
+    pub(super) fn grouped(mut self) -> TopologyScore {
+        self.group_by_key();
+        self
+    }
+
+    /// Puts counts of one key next to each other and notes where each key's run ends
+    /// (the sum does not depend on the order).
     fn group_by_key(&mut self) {
-        self.0.sort_by_key(|w| w.key);
+        self.counts.sort_by_key(|w| w.key);
+        self.runs.clear();
+        for (end, w) in self.counts.iter().enumerate() {
+            match self.runs.last_mut() {
+                Some((key, run_end)) if *key == w.key => *run_end = end + 1,
+                _ => self.runs.push((w.key, end + 1)),
+            }
+        }
     }
 
     fn score(&self, labels: &Labels) -> i64 {
         let mut total = 0;
-        let mut looked_up: Option<(Sym, Option<Sym>)> = None;
-        for w in &self.0 {
-            let value = match looked_up {
-                Some((key, value)) if key == w.key => value,
-                _ => {
-                    let value = labels.get(w.key);
-                    looked_up = Some((w.key, value));
-                    value
+        let mut start = 0;
+        for &(key, end) in &self.runs {
+            if let Some(value) = labels.get(key) {
+                for w in &self.counts[start..end] {
+                    if let Some(count) = w.pods.get(&value) {
+                        total += w.weight * count;
+                    }
                 }
-            };
-            if let Some(count) = value.and_then(|value| w.pods.get(&value)) {
-                total += w.weight * count;
             }
+            start = end;
         }
         total
     }
@@ -220,7 +236,7 @@ impl PreScorePlugin for InterPodAffinity {
             }
         }
         self.score_existing_terms(&mut scores, pod, cluster);
-        if scores.0.is_empty() {
+        if scores.counts.is_empty() {
             return Status::skip();
         }
         scores.group_by_key();
@@ -271,7 +287,7 @@ impl ScorePlugin for InterPodAffinity {
         let Some(topology_score) = state.read::<TopologyScore>(PRE_SCORE_STATE_KEY) else {
             return Status::error(format!("{NAME}: no PreScore state"));
         };
-        if topology_score.0.is_empty() {
+        if topology_score.counts.is_empty() {
             return Status::success();
         }
         let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {

@@ -1044,6 +1044,37 @@ fn score_hard_pod_affinity_weight() {
     );
 }
 
+/// Counts of two keys, two of each, whose values overlap: a node sums each count at its
+/// own value of the count's key, and nothing for a key it lacks.
+#[test]
+fn a_node_scores_each_count_at_its_value_of_the_counts_key() {
+    let counts = |pairs: &[(&str, i64)]| {
+        Arc::new(PodsPerDomain::from_iter(
+            pairs.iter().map(|&(value, n)| (Sym::new(value), n)),
+        ))
+    };
+    let (zone, rack) = (Sym::new("zone"), Sym::new("rack"));
+    let mut topology = TopologyScore::default();
+    topology.share(rack, 5, &counts(&[("a", 1), ("b", 2)]));
+    topology.share(zone, 1, &counts(&[("a", 3), ("b", 4)]));
+    topology.share(rack, -2, &counts(&[("a", 10)]));
+    topology.share(zone, 100, &counts(&[("b", 1)]));
+    let mut state = CycleState::new();
+    state.write(PRE_SCORE_STATE_KEY, topology.grouped());
+    let node = |labels: &[(&str, &str)]| {
+        let node = Node::new("n", Resources::default()).with_labels(labels.iter().copied());
+        NodeInfo::new(Arc::new(node))
+    };
+    let plugin = InterPodAffinity::default();
+    let score = |labels: &[(&str, &str)]| plugin.score(&state, &pod(&[]), &node(labels)).unwrap();
+    // rack a: 5*1 - 2*10; zone b: 1*4 + 100*1.
+    assert_eq!(score(&[("rack", "a"), ("zone", "b")]), 5 - 20 + 4 + 100);
+    // rack b: 5*2; zone a: 1*3.
+    assert_eq!(score(&[("rack", "b"), ("zone", "a")]), 10 + 3);
+    assert_eq!(score(&[("zone", "a")]), 3);
+    assert_eq!(score(&[("rack", "c")]), 0);
+}
+
 #[test]
 fn normalize_spans_negative_scores() {
     let mut state = CycleState::new();
