@@ -135,6 +135,13 @@ impl AffinityTerms {
     pub fn iter(&self) -> impl Iterator<Item = &AffinityTermCount> {
         self.0.iter()
     }
+
+    /// Pods on the node declaring the entry's term its way (0: none).
+    pub(crate) fn pods_declaring(&self, entry: &AffinityTermCount) -> u32 {
+        let same =
+            |e: &&AffinityTermCount| e.kind == entry.kind && Arc::ptr_eq(&e.term, &entry.term);
+        self.0.iter().find(same).map_or(0, |e| e.pods)
+    }
 }
 
 #[cfg(test)]

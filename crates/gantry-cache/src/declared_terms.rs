@@ -12,8 +12,8 @@ use std::sync::Arc;
 use gantry_api::Sym;
 use smallvec::SmallVec;
 
-use crate::domain_counts::PodsPerDomain;
-use crate::{InternedTerm, NodeInfo, TermKind};
+use crate::domain_counts::{PodsPerDomain, same_labels};
+use crate::{AffinityTermCount, InternedTerm, NodeInfo, TermKind};
 
 /// One distinct term, declared one way, with the declaring pods per domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,12 @@ impl DeclaredTerms {
 
     /// A node changed from `old` to `new` (`None`: absent before, or gone after).
     pub(crate) fn node_changed(&mut self, old: Option<&NodeInfo>, new: Option<&NodeInfo>) {
+        if let (Some(old), Some(new)) = (old, new)
+            && same_labels(old, new)
+        {
+            self.pods_changed(old, new);
+            return;
+        }
         let mut changes: SmallVec<[Change; 4]> = SmallVec::new();
         for (info, sign) in [(old, -1), (new, 1)] {
             let Some(node) = info.and_then(|i| i.node()) else {
@@ -61,6 +67,32 @@ impl DeclaredTerms {
         }
         for (term, kind, value, delta) in changes.into_iter().filter(|c| c.3 != 0) {
             self.add(term, kind, value, delta);
+        }
+    }
+
+    /// The node stays in every domain it was in: only the terms declared by more or
+    /// fewer of its pods change, at its values (pods come and go one at a time, and a
+    /// node holds a handful of distinct terms: the two lists are compared as they are).
+    fn pods_changed(&mut self, old: &NodeInfo, new: &NodeInfo) {
+        let Some(node) = new.node() else {
+            return;
+        };
+        let (old_terms, new_terms) = (old.affinity_terms(), new.affinity_terms());
+        let came = (new_terms.iter()).map(|e| {
+            (
+                e,
+                i64::from(e.pods) - i64::from(old_terms.pods_declaring(e)),
+            )
+        });
+        let went = (old_terms.iter())
+            .filter(|e| new_terms.pods_declaring(e) == 0)
+            .map(|e| (e, -i64::from(e.pods)));
+        let moved: SmallVec<[(&AffinityTermCount, i64); 2]> =
+            came.chain(went).filter(|(_, delta)| *delta != 0).collect();
+        for (entry, delta) in moved {
+            if let Some(value) = node.labels.get(entry.term.term.topology_key) {
+                self.add(entry.term.clone(), entry.kind, value, delta);
+            }
         }
     }
 

@@ -274,7 +274,7 @@ impl SelectionCounts {
 }
 
 /// Whether two versions of a node carry the same labels.
-fn same_labels(old: &NodeInfo, new: &NodeInfo) -> bool {
+pub(crate) fn same_labels(old: &NodeInfo, new: &NodeInfo) -> bool {
     match (old.node(), new.node()) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.labels == b.labels,
         (None, None) => true,
