@@ -14,12 +14,7 @@ use crate::{ApiObjects, Cluster, CycleState, MAX_NODE_SCORE, PreScorePlugin, Sco
 /// PreScore's result: weighted counts per topology key and value; a node scores the sum
 /// at its values. The counts are the snapshot's, shared, or this cycle's own.
 #[derive(Debug, Clone, Default)]
-pub(super) struct TopologyScore {
-    counts: Vec<WeightedCounts>,
-    /// Once PreScore is done: the counts sorted by key, and each key with the end of its
-    /// run, so that a node's label is looked up once per key.
-    runs: Vec<(Sym, usize)>,
-}
+pub(super) struct TopologyScore(Vec<WeightedCounts>);
 
 #[derive(Debug, Clone)]
 struct WeightedCounts {
@@ -32,7 +27,7 @@ struct WeightedCounts {
 
 impl TopologyScore {
     pub(super) fn share(&mut self, key: Sym, weight: i64, pods: &Arc<PodsPerDomain>) {
-        self.counts.push(WeightedCounts {
+        self.0.push(WeightedCounts {
             key,
             weight,
             pods: pods.clone(),
@@ -45,19 +40,19 @@ impl TopologyScore {
         let Some(value) = node.labels.get(key) else {
             return;
         };
-        let index = match self.counts.iter().position(|w| w.own && w.key == key) {
+        let index = match self.0.iter().position(|w| w.own && w.key == key) {
             Some(index) => index,
             None => {
-                self.counts.push(WeightedCounts {
+                self.0.push(WeightedCounts {
                     key,
                     weight: 1,
                     pods: Arc::default(),
                     own: true,
                 });
-                self.counts.len() - 1
+                self.0.len() - 1
             }
         };
-        *Arc::make_mut(&mut self.counts[index].pods)
+        *Arc::make_mut(&mut self.0[index].pods)
             .entry(value)
             .or_insert(0) += weight;
     }
@@ -69,31 +64,27 @@ impl TopologyScore {
         self
     }
 
-    /// Puts counts of one key next to each other and notes where each key's run ends
-    /// (the sum does not depend on the order).
+    /// Puts counts of one key next to each other, so that `score` looks a node's label
+    /// up once per key (the sum does not depend on the order).
     fn group_by_key(&mut self) {
-        self.counts.sort_by_key(|w| w.key);
-        self.runs.clear();
-        for (end, w) in self.counts.iter().enumerate() {
-            match self.runs.last_mut() {
-                Some((key, run_end)) if *key == w.key => *run_end = end + 1,
-                _ => self.runs.push((w.key, end + 1)),
-            }
-        }
+        self.0.sort_by_key(|w| w.key);
     }
 
     fn score(&self, labels: &Labels) -> i64 {
         let mut total = 0;
-        let mut start = 0;
-        for &(key, end) in &self.runs {
-            if let Some(value) = labels.get(key) {
-                for w in &self.counts[start..end] {
-                    if let Some(count) = w.pods.get(&value) {
-                        total += w.weight * count;
-                    }
+        let mut looked_up: Option<(Sym, Option<Sym>)> = None;
+        for w in &self.0 {
+            let value = match looked_up {
+                Some((key, value)) if key == w.key => value,
+                _ => {
+                    let value = labels.get(w.key);
+                    looked_up = Some((w.key, value));
+                    value
                 }
+            };
+            if let Some(count) = value.and_then(|value| w.pods.get(&value)) {
+                total += w.weight * count;
             }
-            start = end;
         }
         total
     }
@@ -236,7 +227,7 @@ impl PreScorePlugin for InterPodAffinity {
             }
         }
         self.score_existing_terms(&mut scores, pod, cluster);
-        if scores.counts.is_empty() {
+        if scores.0.is_empty() {
             return Status::skip();
         }
         scores.group_by_key();
@@ -287,7 +278,7 @@ impl ScorePlugin for InterPodAffinity {
         let Some(topology_score) = state.read::<TopologyScore>(PRE_SCORE_STATE_KEY) else {
             return Status::error(format!("{NAME}: no PreScore state"));
         };
-        if topology_score.counts.is_empty() {
+        if topology_score.0.is_empty() {
             return Status::success();
         }
         let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {
