@@ -246,6 +246,18 @@ impl PodGroupStates {
         self.coscheduling_created.entry(key).or_insert(created);
     }
 
+    /// A Coscheduling PodGroup was deleted: its pods name a group that does not exist.
+    pub fn remove_coscheduling_group(&mut self, key: GroupKey) {
+        self.coscheduling_groups.remove(&key);
+        self.coscheduling_created.remove(&key);
+        self.coscheduling_memory.remove(&key);
+    }
+
+    /// The Coscheduling groups, in key order.
+    pub fn coscheduling_keys(&self) -> impl Iterator<Item = GroupKey> + '_ {
+        self.coscheduling_groups.keys().copied()
+    }
+
     /// When the Coscheduling group was created (see [`Self::set_coscheduling_group`]).
     pub fn coscheduling_created(&self, key: GroupKey) -> Option<i128> {
         self.coscheduling_created.get(&key).copied()
@@ -340,6 +352,15 @@ impl PodGroupStates {
     }
 
     /// The pods carrying the Coscheduling label of `key` (any stage), in uid order.
+    /// The UIDs of the labelled group's pending members other than `except` (the
+    /// siblings Coscheduling's Permit moves to the active queue).
+    pub fn pending_siblings(&self, key: GroupKey, except: &str) -> Vec<Arc<str>> {
+        (self.labelled_members(key))
+            .filter(|p| &*p.uid != except && p.node_name.is_none())
+            .map(|p| p.uid.clone())
+            .collect()
+    }
+
     pub fn labelled_members(&self, key: GroupKey) -> impl Iterator<Item = &Arc<Pod>> {
         self.labelled.members(key).map(|m| &m.pod)
     }

@@ -386,6 +386,25 @@ pub async fn probe_pod_groups(
     }
 }
 
+/// The same check for scheduler-plugins' PodGroups, when a profile enables Coscheduling:
+/// without the CRD every gang's members would fail with `PodGroup not found`.
+pub async fn probe_coscheduling_groups(
+    client: &Client,
+    server: &str,
+    startup: &Startup,
+) -> Result<(), String> {
+    let resource = crate::coscheduling_groups::api_resource();
+    match refusal(client, server, &resource, startup).await {
+        Some((404, _)) => Err(format!(
+            "{server} does not serve {}/{} podgroups, which Coscheduling reads: install scheduler-plugins' PodGroup CRD (manifests/crds/scheduling.x-k8s.io_podgroups.yaml), or leave Coscheduling out of the profile",
+            crate::coscheduling_groups::GROUP,
+            crate::coscheduling_groups::VERSION,
+        )),
+        Some((403, line)) => Err(line),
+        _ => Ok(()),
+    }
+}
+
 /// How the server refuses to list `resource` (one item), if it does: the code, and the
 /// line a 403 is reported with.
 async fn refusal(

@@ -454,10 +454,10 @@ mod tests {
         resources.sort_unstable();
         resources.dedup();
         assert_eq!(resources.len(), KINDS.len());
-        // The watch reads the same core kinds; besides, the three DRA kinds, PodGroups
-        // and DeviceTaintRules (listed apart: `TAINT_RULE_KINDS`).
+        // The watch reads the same core kinds; besides, the three DRA kinds, both kinds
+        // of PodGroup and DeviceTaintRules (listed apart: `TAINT_RULE_KINDS`).
         assert_eq!(
-            KINDS.iter().filter(|k| !k.optional).count() + 5,
+            KINDS.iter().filter(|k| !k.optional).count() + 6,
             crate::watch::Kind::ALL.len()
         );
     }

@@ -15,6 +15,7 @@
 
 mod claim_writes;
 mod client;
+mod coscheduling_groups;
 mod dra;
 mod events;
 mod failure;
@@ -228,6 +229,15 @@ pub async fn run(
     stop: impl Future<Output = ()>,
     started: Option<oneshot::Sender<Running>>,
 ) -> Result<(), RunError> {
+    // Coscheduling holds a gang's members at Permit in one instance's memory: instances
+    // dividing the pods would each hold part of a gang.
+    let coscheduling = (options.config.profiles.iter())
+        .any(|p| p.queue_sort == gantry_framework::QueueSort::Coscheduling);
+    if coscheduling && options.shard.is_shared() {
+        return Err(RunError::Server(
+            "Coscheduling is scheduled by one instance: its pods wait at Permit in that instance's memory, and instances sharing the cluster would each hold part of a gang (run one instance, with leader election for a standby)".into(),
+        ));
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (inputs, inputs_rx) = std::sync::mpsc::channel();
     let kube_metrics = Arc::new(KubeMetrics::default());
@@ -261,6 +271,7 @@ pub async fn run(
                 .any(|plugin| plugin.name() == dynamic_resources::NAME)
         }),
         pod_groups: release.enabled(Gate::GenericWorkload),
+        coscheduling_groups: coscheduling,
         taint_rules: None,
     };
     if optional.dra {
@@ -278,6 +289,11 @@ pub async fn run(
                 );
             }
         }
+    }
+    if optional.coscheduling_groups {
+        failure::probe_coscheduling_groups(&options.client, &options.server, &options.startup)
+            .await
+            .map_err(RunError::Server)?;
     }
     if optional.pod_groups {
         failure::probe_pod_groups(&options.client, &options.server, release, &options.startup)
@@ -409,6 +425,7 @@ pub async fn run(
         shadow: options.shadow.map(shadow::Shadow::new),
         gang_scheduling,
         pod_groups: HashMap::new(),
+        waiting: scheduling_loop::WaitingPods::default(),
     };
     let thread = std::thread::Builder::new()
         .name("gantry-scheduler".into())

@@ -95,7 +95,8 @@ impl ObjectMirror {
             | Object::ResourceSlice(_)
             | Object::ResourceClaim(..)
             | Object::DeviceTaintRule(_)
-            | Object::PodGroup(..) => return Mirrored::Forward(object),
+            | Object::PodGroup(..)
+            | Object::CoschedulingGroup(_) => return Mirrored::Forward(object),
             Object::Namespace(ns) => {
                 put(&mut self.namespaces, ns.name.to_string(), ns, deleted);
                 None
@@ -193,7 +194,8 @@ impl ObjectMirror {
             | Kind::ResourceSlice
             | Kind::ResourceClaim
             | Kind::DeviceTaintRule
-            | Kind::PodGroup => return None,
+            | Kind::PodGroup
+            | Kind::CoschedulingGroup => return None,
         }
         self.changed = true;
         for object in objects {

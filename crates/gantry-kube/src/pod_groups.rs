@@ -21,10 +21,15 @@ pub const CONDITION: &str = "PodGroupScheduled";
 
 /// How kube addresses PodGroups.
 pub fn api_resource() -> ApiResource {
+    api_resource_of(GROUP, VERSION)
+}
+
+/// How kube addresses the PodGroups of an API group and version.
+pub(crate) fn api_resource_of(group: &str, version: &str) -> ApiResource {
     ApiResource {
-        group: GROUP.into(),
-        version: VERSION.into(),
-        api_version: format!("{GROUP}/{VERSION}"),
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
         kind: "PodGroup".into(),
         plural: "podgroups".into(),
     }
@@ -32,11 +37,23 @@ pub fn api_resource() -> ApiResource {
 
 /// A watched PodGroup, with its `PodGroupScheduled` condition as the API last showed it.
 pub fn decode(object: &DynamicObject, release: Release) -> Result<Object, ObjectError> {
-    let name = format!(
-        "PodGroup {}/{}",
-        object.metadata.namespace.as_deref().unwrap_or(""),
-        object.metadata.name.as_deref().unwrap_or("(unnamed)")
-    );
+    let (mut objects, value) = decode_one(object, &format!("{GROUP}/{VERSION}"), release)?;
+    let group = objects
+        .pod_groups
+        .pop()
+        .ok_or_else(|| not_a_pod_group(object))?;
+    let condition = scheduled_condition(&value["status"]);
+    Ok(Object::PodGroup(Arc::new(group), condition.map(Arc::new)))
+}
+
+/// A watched PodGroup of `api_version` decoded as a manifest of it decodes (its
+/// `apiVersion` and `kind` set, which a watch's items may lack), with the object as JSON.
+pub(crate) fn decode_one(
+    object: &DynamicObject,
+    api_version: &str,
+    release: Release,
+) -> Result<(ClusterObjects, Value), ObjectError> {
+    let name = object_name(object);
     let whole = |message: String| ObjectError {
         object: name.clone(),
         field: "(the whole object)".into(),
@@ -44,26 +61,34 @@ pub fn decode(object: &DynamicObject, release: Release) -> Result<Object, Object
     };
     let mut value = serde_json::to_value(object).map_err(|e| whole(e.to_string()))?;
     if let Value::Object(map) = &mut value {
-        map.insert(
-            "apiVersion".into(),
-            Value::from(format!("{GROUP}/{VERSION}")),
-        );
+        map.insert("apiVersion".into(), Value::from(api_version));
         map.insert("kind".into(), Value::from("PodGroup"));
     }
-    let condition = scheduled_condition(&value["status"]);
     let text = serde_json::to_string(&value).map_err(|e| whole(e.to_string()))?;
     let mut objects = ClusterObjects::for_release(release);
     match objects.decode_more(&text, &name) {
-        Ok(()) => {}
-        Err(DecodeError::Object { error, .. }) => return Err(error),
-        Err(other) => return Err(whole(other.to_string())),
+        Ok(()) => Ok((objects, value)),
+        Err(DecodeError::Object { error, .. }) => Err(error),
+        Err(other) => Err(whole(other.to_string())),
     }
-    let group = objects.pod_groups.pop().ok_or_else(|| ObjectError {
-        object: name.clone(),
+}
+
+/// `PodGroup namespace/name`, as errors name the object.
+fn object_name(object: &DynamicObject) -> String {
+    format!(
+        "PodGroup {}/{}",
+        object.metadata.namespace.as_deref().unwrap_or(""),
+        object.metadata.name.as_deref().unwrap_or("(unnamed)")
+    )
+}
+
+/// An object of the PodGroup resource that did not decode to one.
+pub(crate) fn not_a_pod_group(object: &DynamicObject) -> ObjectError {
+    ObjectError {
+        object: object_name(object),
         field: "kind".into(),
         message: "did not decode as a PodGroup".into(),
-    })?;
-    Ok(Object::PodGroup(Arc::new(group), condition.map(Arc::new)))
+    }
 }
 
 /// The `PodGroupScheduled` condition of a PodGroup's status, if it has one.

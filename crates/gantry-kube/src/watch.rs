@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use crate::Input;
 use crate::failure::Outage;
 use crate::metrics::KubeMetrics;
-use crate::{dra, pod_groups};
+use crate::{coscheduling_groups, dra, pod_groups};
 
 /// kube-scheduler's pod watch leaves out pods that finished: they hold nothing.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -62,6 +62,8 @@ pub enum Object {
     DeviceTaintRule(Arc<gantry_api::dra_taint_rules::DeviceTaintRule>),
     /// With its `PodGroupScheduled` condition, which the next write of it starts from.
     PodGroup(Arc<PodGroup>, Option<Arc<Value>>),
+    /// A PodGroup of scheduler-plugins' Coscheduling.
+    CoschedulingGroup(Arc<gantry_api::coscheduling::CoschedulingGroup>),
 }
 
 /// The kinds watched, for relists and metrics.
@@ -87,13 +89,14 @@ pub enum Kind {
     ResourceClaim,
     DeviceTaintRule,
     PodGroup,
+    CoschedulingGroup,
 }
 
 impl Kind {
     /// The resource.k8s.io/v1 kinds, watched when a profile runs DynamicResources.
     pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
 
-    pub const ALL: [Kind; 20] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -114,6 +117,7 @@ impl Kind {
         Kind::ResourceClaim,
         Kind::DeviceTaintRule,
         Kind::PodGroup,
+        Kind::CoschedulingGroup,
     ];
 
     /// The Kubernetes kind (`Node`, `ResourceClaim`).
@@ -138,7 +142,7 @@ impl Kind {
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
             Kind::DeviceTaintRule => "DeviceTaintRule",
-            Kind::PodGroup => "PodGroup",
+            Kind::PodGroup | Kind::CoschedulingGroup => "PodGroup",
         }
     }
 
@@ -165,6 +169,8 @@ impl Kind {
             Kind::ResourceClaim => "resourceclaims",
             Kind::DeviceTaintRule => "devicetaintrules",
             Kind::PodGroup => "podgroups",
+            // Beside v1.36's own PodGroups, metrics and messages tell the CRD's apart.
+            Kind::CoschedulingGroup => "podgroups.scheduling.x-k8s.io",
         }
     }
 }
@@ -186,6 +192,8 @@ pub struct Optional {
     pub dra: bool,
     /// scheduling.k8s.io/v1alpha2 PodGroups (GenericWorkload is on).
     pub pod_groups: bool,
+    /// scheduler-plugins' PodGroups (a profile enables Coscheduling).
+    pub coscheduling_groups: bool,
     /// DeviceTaintRules, in the resource.k8s.io version the server serves them in
     /// (DRADeviceTaintRules is on and a profile runs DynamicResources).
     pub taint_rules: Option<&'static str>,
@@ -307,7 +315,13 @@ pub fn spawn_all(
     );
     let mut watched: Vec<Kind> = Kind::ALL
         .into_iter()
-        .filter(|k| !Kind::DRA.contains(k) && !matches!(k, Kind::PodGroup | Kind::DeviceTaintRule))
+        .filter(|k| {
+            !Kind::DRA.contains(k)
+                && !matches!(
+                    k,
+                    Kind::PodGroup | Kind::CoschedulingGroup | Kind::DeviceTaintRule
+                )
+        })
         .collect();
     if optional.pod_groups {
         spawn(
@@ -317,6 +331,15 @@ pub fn spawn_all(
             move |o| pod_groups::decode(o, release),
         );
         watched.push(Kind::PodGroup);
+    }
+    if optional.coscheduling_groups {
+        spawn(
+            ctx(Kind::CoschedulingGroup),
+            Api::<DynamicObject>::all_with(all(client), &coscheduling_groups::api_resource()),
+            plain(),
+            move |o| coscheduling_groups::decode(o, release),
+        );
+        watched.push(Kind::CoschedulingGroup);
     }
     if !optional.dra {
         return watched;

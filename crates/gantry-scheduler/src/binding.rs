@@ -143,8 +143,16 @@ impl BindingCycle {
     }
 
     /// Concludes the cycle with the bind's result (see `conclude`).
-    pub fn finish(mut self, bound: Result<(), String>) -> Result<(), BindFailure> {
-        conclude(
+    pub fn finish(self, bound: Result<(), String>) -> Result<(), BindFailure> {
+        self.finish_keeping_state(bound).0
+    }
+
+    /// [`Self::finish`], giving back the cycle's state (what its plugins asked for).
+    pub(crate) fn finish_keeping_state(
+        mut self,
+        bound: Result<(), String>,
+    ) -> (Result<(), BindFailure>, Box<CycleState>) {
+        let concluded = conclude(
             self.profile.as_ref(),
             &self.cache,
             self.assume,
@@ -152,6 +160,7 @@ impl BindingCycle {
             &self.pod,
             self.node,
             bound,
-        )
+        );
+        (concluded, self.state)
     }
 }

@@ -41,4 +41,4 @@ pub use own_nodes::OTHER_SHARD;
 pub use preemption::{NO_VICTIMS, NOT_HELPFUL, POLICY_NEVER};
 pub use rng::Rng;
 pub use scheduler::{Attempt, BindFailure, Binder, Scheduler};
-pub use waiting::{MAX_PERMIT_WAIT, PermitWait};
+pub use waiting::{MAX_PERMIT_WAIT, PermitWait, PermitWaiters};

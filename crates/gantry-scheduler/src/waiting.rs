@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use gantry_api::{Pod, Release, Sym};
+use gantry_cache::GroupKey;
 use gantry_framework::handle::{self, Memory, Request};
 use gantry_framework::{CycleState, PermitTimeout, Status};
 
 use crate::binding::unreserve;
-use crate::{FitError, Scheduler};
+use crate::{BindFailure, BindingCycle, FitError, Scheduler};
 
 /// Upstream's `maxTimeout`: no plugin makes a pod wait longer at Permit.
 pub const MAX_PERMIT_WAIT: PermitTimeout = PermitTimeout::from_secs(15 * 60);
@@ -45,6 +46,55 @@ impl PermitWait {
             "rejected due to timeout after waiting {} at plugin {}",
             self.timeout, self.plugin
         )
+    }
+}
+
+/// Whoever holds the pods waiting at Permit (the simulation, `gantry run`'s loop): what it
+/// does for each request the plugins make of them and of the queue.
+pub trait PermitWaiters {
+    /// The plugins' requests since the last call ([`Scheduler::take_requests`]).
+    fn take_requests(&mut self) -> Vec<Request>;
+    /// The group's waiting pods, in the order they began to wait.
+    fn waiting_members(&self, group: GroupKey) -> Vec<Arc<str>>;
+    /// Permit let the pod through: its binding cycle goes on.
+    fn allow_waiting(&mut self, uid: &Arc<str>);
+    /// The waiting pod is rejected with `status` (see [`Scheduler::reject_waiting`]).
+    fn reject_waiting(&mut self, uid: &Arc<str>, status: Status);
+    /// Moves the group's pending pods other than `except` to the active queue.
+    fn activate_siblings(&mut self, group: GroupKey, except: &str);
+
+    /// Carries out the requests until the plugins ask nothing more (a rejection's
+    /// Unreserve may ask again).
+    fn serve_requests(&mut self) {
+        loop {
+            let requests = self.take_requests();
+            if requests.is_empty() {
+                return;
+            }
+            for request in requests {
+                match request {
+                    Request::AllowWaiting { group, .. } => {
+                        for uid in self.waiting_members(group) {
+                            self.allow_waiting(&uid);
+                        }
+                    }
+                    Request::RejectWaiting {
+                        group,
+                        plugin,
+                        message,
+                    } => {
+                        for uid in self.waiting_members(group) {
+                            let status = Status::unschedulable(message).with_plugin(plugin);
+                            self.reject_waiting(&uid, status);
+                        }
+                    }
+                    Request::ActivateSiblings { group, except } => {
+                        self.activate_siblings(group, &except);
+                    }
+                    Request::Remember { .. } => {}
+                }
+            }
+        }
     }
 }
 
@@ -107,6 +157,19 @@ impl Scheduler {
             release,
             ..FitError::default()
         }
+    }
+
+    /// Concludes a binding cycle run apart ([`BindingCycle::finish`]), keeping what its
+    /// Unreserve asked of the waiting pods (Coscheduling rejects a failed member's
+    /// waiting siblings) for [`Scheduler::take_requests`].
+    pub fn finish_binding_cycle(
+        &mut self,
+        cycle: BindingCycle,
+        bound: Result<(), String>,
+    ) -> Result<(), BindFailure> {
+        let (concluded, mut state) = cycle.finish_keeping_state(bound);
+        self.absorb_requests(&mut state);
+        concluded
     }
 
     /// The requests for the waiting pods and the queue since the last call, in order.

@@ -24,6 +24,7 @@ mod replay_decode;
 mod replay_taints;
 pub mod scenario;
 mod simulation;
+pub mod step_outcomes;
 mod storage;
 
 pub use api::{BindRefusal, ClusterTotals, SimulatedApi};

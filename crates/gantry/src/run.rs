@@ -112,14 +112,13 @@ fn scheduler_config(
             }
         }
     };
-    // Pods waiting at Permit are the simulation's: run binds what Permit lets through.
-    if let Some(profile) = config
-        .profiles
-        .iter()
-        .find(|p| p.queue_sort == gantry_framework::QueueSort::Coscheduling)
+    // Coscheduling's members wait at Permit in one instance's memory.
+    if let Some(profile) =
+        (config.profiles.iter()).find(|p| p.queue_sort == gantry_framework::QueueSort::Coscheduling)
+        && args.shard.is_shared()
     {
         bail!(
-            "--config: profile {} enables Coscheduling, whose pods wait at Permit, which `gantry run` does not hold yet (Coscheduling is scheduled by `gantry simulate`)",
+            "--shard: profile {} enables Coscheduling, whose pods wait at Permit in one instance's memory: instances sharing the cluster would each hold part of a gang (run one instance; --leader-elect for a standby)",
             profile.scheduler_name
         );
     }

@@ -339,10 +339,10 @@ fn gangs_on_shards_dividing_the_nodes_are_refused_before_any_request() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
-/// `run` does not hold pods at Permit: a Coscheduling profile is refused before any
-/// request.
+/// Coscheduling's members wait at Permit in one instance's memory: a Coscheduling profile
+/// with several instances is refused before any request.
 #[test]
-fn a_coscheduling_profile_is_refused_before_any_request() {
+fn a_coscheduling_profile_with_shards_is_refused_before_any_request() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     std::fs::write(
@@ -356,13 +356,13 @@ fn a_coscheduling_profile_is_refused_before_any_request() {
         "/nonexistent/kubeconfig",
         "--config",
         config.to_str().unwrap(),
+        "--shard",
+        "1/2",
     ]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.starts_with(
-            "error: --config: profile gangs enables Coscheduling, whose pods wait at Permit"
-        ),
+        err.starts_with("error: --shard: profile gangs enables Coscheduling, whose pods wait at Permit in one instance's memory"),
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use gantry_api::{Gate, Node, Pod, Sym};
 use gantry_cache::{Cache, GroupKey};
 use gantry_framework::config::Point;
-use gantry_framework::{ActionType, ClusterEvent, EventResource};
+use gantry_framework::{ActionType, ClusterEvent, CycleState, EventResource};
 use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
-use gantry_scheduler::{Attempt, OtherNode, Scheduler};
+use gantry_scheduler::{Attempt, LastCycle, OtherNode, PermitWaiters, Scheduler};
 
 use crate::dra::DraMirror;
 use crate::fence_scope;
@@ -26,7 +26,10 @@ use crate::{Input, Shared};
 use gantry_scheduler::shard::{self, Divide, Shard};
 use serde_json::Value;
 
+mod coscheduling;
 mod pod_groups;
+
+pub use coscheduling::WaitingPods;
 
 /// How long the loop sleeps when it has nothing to do (it wakes at once for any input).
 const IDLE_WAIT: Duration = Duration::from_millis(500);
@@ -82,6 +85,8 @@ pub struct SchedulingLoop {
     pub gang_scheduling: bool,
     /// The PodGroups watched, with the `PodGroupScheduled` condition last seen or written.
     pub pod_groups: HashMap<GroupKey, Option<Arc<Value>>>,
+    /// Pods waiting at Permit (Coscheduling), assumed, their binds held.
+    pub waiting: WaitingPods,
 }
 
 /// Why the loop ended.
@@ -138,11 +143,14 @@ impl SchedulingLoop {
                 continue;
             }
             if self.leader && self.is_synced() {
+                self.time_out_waits();
                 let now = self.now();
                 self.queue.flush_unschedulable_leftover(now);
                 if let Some(queued) = self.queue.pop(now) {
                     self.attempt(queued);
                 }
+                // What the cycle's (or a failed bind's) plugins asked of the waiting pods.
+                self.serve_requests();
             }
         }
     }
@@ -160,9 +168,14 @@ impl SchedulingLoop {
         if self.queue.pending().active > 0 {
             return Duration::ZERO;
         }
-        self.queue
-            .next_backoff_expiry()
-            .map_or(IDLE_WAIT, |at| at.saturating_sub(now).min(IDLE_WAIT))
+        let next = match (
+            self.queue.next_backoff_expiry(),
+            self.waiting.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        next.map_or(IDLE_WAIT, |at| at.saturating_sub(now).min(IDLE_WAIT))
     }
 
     fn handle(&mut self, input: Input, stopping: &mut Option<Instant>) -> Option<LoopEnd> {
@@ -262,6 +275,7 @@ impl SchedulingLoop {
                         self.dra_event(event);
                     }
                     Kind::PodGroup => self.relist_pod_groups(objects),
+                    Kind::CoschedulingGroup => self.relist_coscheduling_groups(objects),
                     _ => {
                         let event = self.mirror.relist(kind, objects);
                         self.storage_event(event);
@@ -288,6 +302,11 @@ impl SchedulingLoop {
             (Object::PodGroup(group, _), true) => {
                 self.pod_group_deleted(GroupKey::of_group(&group))
             }
+            (Object::CoschedulingGroup(group), false) => self.coscheduling_group_applied(group),
+            (Object::CoschedulingGroup(group), true) => self.coscheduling_group_deleted(GroupKey {
+                namespace: group.namespace,
+                name: group.name,
+            }),
             (object, deleted) => {
                 let event = self.dra.apply(object, deleted);
                 self.dra_event(event);
@@ -552,6 +571,8 @@ impl SchedulingLoop {
         let Some(pod) = self.pods.remove(uid) else {
             return;
         };
+        // Waiting at Permit: rejected (and forgotten), not retried.
+        self.reject_waiting(uid, gantry_framework::Status::unschedulable("removed"));
         if let Some(Decision::Node(cycle, _)) = self.shadow.as_mut().and_then(|s| s.take(uid)) {
             let _ = cycle.finish(Err("deleted before it was bound".into()));
         }
@@ -620,19 +641,13 @@ impl SchedulingLoop {
     fn conclude(&mut self, queued: QueuedPod, attempt: Attempt, hands_on: bool) {
         let now = self.now();
         match attempt {
-            Attempt::Scheduled { pod, state, .. } if self.shadow.is_some() => {
-                let uid = pod.uid.clone();
-                match self.scheduler.binding_cycle(pod, state) {
-                    Some(cycle) => {
-                        let seen = Box::new(self.scheduler.take_last_cycle());
-                        let decision = Decision::Node(Box::new(cycle), seen);
-                        if let Some(shadow) = self.shadow.as_mut() {
-                            shadow.decided(uid, decision);
-                        }
-                    }
-                    None => self.queue.add_backoff(queued, now),
-                }
-            }
+            Attempt::Scheduled {
+                pod,
+                state,
+                wait: Some(wait),
+                ..
+            } => self.start_waiting(queued, pod, state, wait),
+            Attempt::Scheduled { pod, state, .. } => self.start_binding(queued, pod, state, None),
             Attempt::Unschedulable { fit_error, .. } if self.shadow.is_some() => {
                 let plugins = fit_error.rejecting_plugins();
                 let decision = Decision::Unschedulable {
@@ -644,17 +659,6 @@ impl SchedulingLoop {
                     shadow.decided(uid, decision);
                 }
                 self.queue.add_unschedulable(queued, plugins, now);
-            }
-            Attempt::Scheduled { pod, state, .. } => {
-                let uid = pod.uid.clone();
-                match self.scheduler.binding_cycle(pod, state) {
-                    Some(cycle) => {
-                        let fences = self.fences_for(cycle.pod(), cycle.node());
-                        self.binding.insert(uid, queued);
-                        self.writer.bind(cycle, fences);
-                    }
-                    None => self.queue.add_backoff(queued, now),
-                }
             }
             Attempt::Unschedulable {
                 fit_error,
@@ -716,6 +720,32 @@ impl SchedulingLoop {
                 self.queue.add_backoff(queued, now);
             }
         }
+    }
+
+    /// The binding cycle of a pod Permit let through: handed to a writer (or, for a
+    /// shadow, kept as the decision to compare).
+    /// `seen`: the cycle that decided it, kept while it waited (a shadow's; by default
+    /// the last one).
+    fn start_binding(
+        &mut self,
+        queued: QueuedPod,
+        pod: Arc<Pod>,
+        state: Box<CycleState>,
+        seen: Option<Box<LastCycle>>,
+    ) {
+        let uid = pod.uid.clone();
+        let Some(cycle) = self.scheduler.binding_cycle(pod, state) else {
+            self.queue.add_backoff(queued, self.now());
+            return;
+        };
+        if let Some(shadow) = self.shadow.as_mut() {
+            let seen = seen.unwrap_or_else(|| Box::new(self.scheduler.take_last_cycle()));
+            shadow.decided(uid, Decision::Node(Box::new(cycle), seen));
+            return;
+        }
+        let fences = self.fences_for(cycle.pod(), cycle.node());
+        self.binding.insert(uid, queued);
+        self.writer.bind(cycle, fences);
     }
 
     /// Removes the victims `preemptor`'s preemption chose: in the background, the
@@ -848,7 +878,7 @@ impl SchedulingLoop {
         let node = cycle.node();
         let queued = self.binding.remove(&pod.uid);
         let failure = result.as_ref().err().cloned();
-        let concluded = cycle.finish(result.map_err(|f| f.message));
+        let concluded = (self.scheduler).finish_binding_cycle(cycle, result.map_err(|f| f.message));
         let (Err(message), Some(failure)) = (concluded, failure) else {
             self.maybe_bound.remove(&pod.uid);
             return;
@@ -905,6 +935,7 @@ impl SchedulingLoop {
     /// Forgets the assumed pods whose binds are still in flight (stopping, or no longer
     /// leading): their room is freed; if a bind lands anyway, the watch shows it.
     fn forget_binds_in_flight(&mut self) {
+        self.forget_waiting();
         for (uid, queued) in self.binding.drain() {
             if let Some(assumed) = self.cache.pod(&uid)
                 && self.cache.is_assumed(&uid)

@@ -121,7 +121,16 @@ pub const POD_GROUPS: Resource = Resource {
     namespaced: true,
 };
 
-pub const ALL: [Resource; 23] = [
+/// scheduler-plugins' PodGroup CRD (Coscheduling).
+pub const COSCHEDULING_POD_GROUPS: Resource = Resource {
+    group: "scheduling.x-k8s.io",
+    version: "v1alpha1",
+    plural: "podgroups",
+    kind: "PodGroup",
+    namespaced: true,
+};
+
+pub const ALL: [Resource; 24] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -145,6 +154,7 @@ pub const ALL: [Resource; 23] = [
     RESOURCE_CLAIM_TEMPLATES,
     DEVICE_TAINT_RULES,
     POD_GROUPS,
+    COSCHEDULING_POD_GROUPS,
 ];
 
 /// A request path, parsed.

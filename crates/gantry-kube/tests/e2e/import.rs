@@ -94,6 +94,8 @@ fn dump_of(api: &TestApiServer) -> ClusterObjects {
 async fn a_cluster_read_live_is_the_cluster_its_dump_holds() {
     let api = TestApiServer::start().await;
     populate(&api);
+    // A cluster without scheduler-plugins' PodGroup CRD.
+    api.unserve("/apis/scheduling.x-k8s.io/v1alpha1");
     let imported = import(&api, &options()).await.unwrap();
     let live = &imported.objects;
     let dump = dump_of(&api);

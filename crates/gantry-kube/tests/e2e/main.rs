@@ -8,6 +8,7 @@ mod apiserver;
 #[path = "../common/mod.rs"]
 mod common;
 
+mod coscheduling;
 mod dra;
 mod gangs;
 mod import;

@@ -275,3 +275,39 @@ async fn fences_that_may_not_be_listed_end_the_run_at_start() {
         ],
     );
 }
+
+/// A Coscheduling profile: the PodGroup CRD must be served, and one instance schedules
+/// (its members wait at Permit in that instance's memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coscheduling_needs_its_crd_and_one_instance() {
+    let api = TestApiServer::start().await;
+    let release = gantry_api::Release::parse(Some("1.35"), None).unwrap();
+    let text = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: {SCHEDULER}\n  plugins:\n    multiPoint: {{enabled: [{{name: Coscheduling}}]}}\n    queueSort: {{enabled: [{{name: Coscheduling}}], disabled: [{{name: \"*\"}}]}}\n"
+    );
+    let config = || {
+        gantry_framework::config::SchedulerConfig::parse_for(&text, "config.yaml", release).unwrap()
+    };
+    let shared = failure_of(RunOptions {
+        config: config(),
+        shard: Shard { index: 0, count: 2 },
+        startup: quick(),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    assert_one_line(&shared, &["Coscheduling is scheduled by one instance"]);
+    api.unserve("/apis/scheduling.x-k8s.io/v1alpha1");
+    let missing = failure_of(RunOptions {
+        config: config(),
+        startup: quick(),
+        ..options(api.client(), &api.url())
+    })
+    .await;
+    assert_one_line(
+        &missing,
+        &[
+            "does not serve scheduling.x-k8s.io/v1alpha1 podgroups",
+            "install scheduler-plugins' PodGroup CRD",
+        ],
+    );
+}

@@ -10,8 +10,8 @@ use gantry_api::Pod;
 use gantry_cache::GroupKey;
 use gantry_framework::handle::Request;
 use gantry_framework::{CycleState, Status};
-use gantry_scheduler::PermitWait;
 use gantry_scheduler::queue::QueuedPod;
+use gantry_scheduler::{PermitWait, PermitWaiters};
 
 use super::{Event, Simulation};
 
@@ -87,48 +87,13 @@ impl Simulation {
         }
     }
 
-    /// Carries out what `instance`'s plugins asked of the waiting pods and the queue,
-    /// until they ask nothing more (a rejection's Unreserve may ask again).
+    /// Carries out what `instance`'s plugins asked of the waiting pods and the queue.
     pub(super) fn serve_requests(&mut self, instance: usize) {
-        loop {
-            let requests = self.instances[instance].scheduler.take_requests();
-            if requests.is_empty() {
-                return;
-            }
-            for request in requests {
-                match request {
-                    Request::AllowWaiting { group, .. } => {
-                        for uid in self.waiting_members(instance, group) {
-                            self.allow_waiting(&uid);
-                        }
-                    }
-                    Request::RejectWaiting {
-                        group,
-                        plugin,
-                        message,
-                    } => {
-                        for uid in self.waiting_members(instance, group) {
-                            self.reject_waiting(
-                                &uid,
-                                Status::unschedulable(message).with_plugin(plugin),
-                            );
-                        }
-                    }
-                    Request::ActivateSiblings { group, except } => {
-                        let siblings: Vec<Arc<str>> = self.instances[instance]
-                            .cache
-                            .pod_groups()
-                            .lock()
-                            .labelled_members(group)
-                            .filter(|p| p.uid != except && p.node_name.is_none())
-                            .map(|p| p.uid.clone())
-                            .collect();
-                        self.instances[instance].queue.activate(&siblings);
-                    }
-                    Request::Remember { .. } => {}
-                }
-            }
+        InstanceWaiters {
+            sim: self,
+            instance,
         }
+        .serve_requests();
     }
 
     /// The group's pods waiting at Permit in `instance`, in the order they began to wait.
@@ -218,5 +183,35 @@ impl Simulation {
         self.reject_waiting(uid, Status::unschedulable("removed"));
         self.serve_requests(instance);
         true
+    }
+}
+
+/// The pods waiting at Permit in one instance, as its plugins' requests reach them.
+struct InstanceWaiters<'a> {
+    sim: &'a mut Simulation,
+    instance: usize,
+}
+
+impl PermitWaiters for InstanceWaiters<'_> {
+    fn take_requests(&mut self) -> Vec<Request> {
+        self.sim.instances[self.instance].scheduler.take_requests()
+    }
+
+    fn waiting_members(&self, group: GroupKey) -> Vec<Arc<str>> {
+        self.sim.waiting_members(self.instance, group)
+    }
+
+    fn allow_waiting(&mut self, uid: &Arc<str>) {
+        self.sim.allow_waiting(uid);
+    }
+
+    fn reject_waiting(&mut self, uid: &Arc<str>, status: Status) {
+        self.sim.reject_waiting(uid, status);
+    }
+
+    fn activate_siblings(&mut self, group: GroupKey, except: &str) {
+        let instance = &mut self.sim.instances[self.instance];
+        let siblings = (instance.cache.pod_groups().lock()).pending_siblings(group, except);
+        instance.queue.activate(&siblings);
     }
 }

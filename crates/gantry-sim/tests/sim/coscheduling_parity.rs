@@ -18,15 +18,12 @@ use std::time::Duration;
 use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
 use gantry_framework::config::SchedulerConfig;
+use gantry_sim::step_outcomes::{self, Outcome};
 use gantry_sim::{BindLatency, SimEvent, SimOptions, Simulation};
 use serde_json::Value;
 
 /// The wall time the recorder waited after creating each object.
 const STEP_GAP: Duration = Duration::from_secs(2);
-
-/// A pod's outcome: its node, or the message of its `PodScheduled=False` condition, or
-/// neither (gated: no condition).
-type Outcome = (Option<String>, Option<String>);
 
 /// The scenario simulated with `seed`: each pod's outcome by `namespace/name`.
 fn simulate(dir: &Path, seed: u64) -> BTreeMap<String, Outcome> {
@@ -92,37 +89,7 @@ fn check_scenario(dir: &Path) -> Vec<String> {
     }
     let text = std::fs::read_to_string(dir.join("outcomes.json")).unwrap();
     let recorded: Value = serde_json::from_str(&text).unwrap();
-    let pods = recorded["pods"].as_object().unwrap();
-    for (pod, seen) in pods {
-        let seen: Vec<Outcome> = seen
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    o["node"].as_str().map(str::to_string),
-                    o["reason"].as_str().map(str::to_string),
-                )
-            })
-            .collect();
-        let found = got.get(pod).cloned().unwrap_or_default();
-        if !seen.contains(&found) {
-            problems.push(format!("{pod}: got {found:?}, recorded {seen:?}"));
-        }
-    }
-    if got.len() != pods.len() {
-        problems.push(format!(
-            "{} pods simulated, {} recorded",
-            got.len(),
-            pods.len()
-        ));
-    }
-    let mut bound: Vec<String> = got.values().filter_map(|(node, _)| node.clone()).collect();
-    bound.sort();
-    let bound_seen: Vec<Vec<String>> = serde_json::from_value(recorded["bound"].clone()).unwrap();
-    if !bound_seen.contains(&bound) {
-        problems.push(format!("nodes bound {bound:?}, recorded {bound_seen:?}"));
-    }
+    problems.extend(step_outcomes::problems(&recorded, &got));
     problems
 }
 
