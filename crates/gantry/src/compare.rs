@@ -3,13 +3,13 @@
 //! the two outcomes side by side: where each pod went in each, the pods placed
 //! differently, pending counts, preemptions, and the wait from creation to binding.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gantry_api::Release;
 use gantry_api::decode::ClusterObjects;
+use gantry_api::{Release, Sym};
 use gantry_framework::config::SchedulerConfig;
 use gantry_scheduler::OtherNode;
 use gantry_sim::replay::{Divergence, RecordedBinding};
@@ -19,6 +19,9 @@ use serde_json::json;
 
 /// Pods named in the text output (`--json` has them all).
 const MAX_NAMED: usize = 10;
+/// Pods placed on other nodes whose decisions are explained: each run judges the node
+/// the other chose (as many as the comparison page lists).
+pub const MAX_EXPLAINED: usize = 1000;
 
 /// One configuration to run.
 pub struct Arm {
@@ -45,6 +48,9 @@ pub struct Outcome {
     pub pod_groups_scheduled: usize,
     #[serde(skip)]
     placements: Vec<Placement>,
+    /// When each of `placements` was bound.
+    #[serde(skip)]
+    bound_at: Vec<Option<Duration>>,
     /// The run over cluster time, for the report's plots.
     #[serde(skip)]
     pub samples: Vec<Sample>,
@@ -54,6 +60,10 @@ pub struct Outcome {
     /// Over a trace, how each pod placed elsewhere than recorded judged its recorded node.
     #[serde(skip)]
     judged: HashMap<String, OtherNode>,
+    /// For the first pods placed on other nodes ([`MAX_EXPLAINED`]), how this run's cycle
+    /// judged the other run's node.
+    #[serde(skip)]
+    judged_other: HashMap<String, OtherNode>,
 }
 
 impl Outcome {
@@ -73,68 +83,170 @@ pub struct Differences {
     pub only_a: Vec<(String, String, String)>,
     /// Bound under B only: `(pod, A's reason, B's node)`.
     pub only_b: Vec<(String, String, String)>,
+    /// Why, for the first of `other_node` ([`MAX_EXPLAINED`]): how A's cycle judged B's
+    /// node, and how B's judged A's.
+    pub why_other_node: Vec<WhyOtherNode>,
+}
+
+/// How each run's cycle judged the node the other run chose for a pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhyOtherNode {
+    pub pod: String,
+    /// A's cycle, of B's node: `tied: 3 nodes scored 187, the highest`, `scored lower: 150
+    /// against 187`, `refused by NodeResourcesFit: Insufficient cpu`, ...
+    pub a: String,
+    pub b: String,
 }
 
 /// Runs both arms over their inputs (the same, but as each release reads them); over a
 /// trace, each compares its decisions with the bindings it recorded, and with `true`
-/// binds each pod as recorded.
+/// binds each pod as recorded. Where they placed pods on other nodes, each is run again
+/// from the same seed up to the last of the first [`MAX_EXPLAINED`] such pods, keeping
+/// how its cycle judged the node the other chose.
 pub fn run(
-    [a_inputs, b_inputs]: [(ClusterObjects, Vec<(Duration, SimEvent)>); 2],
+    inputs: [(ClusterObjects, Vec<(Duration, SimEvent)>); 2],
     arms: [Arm; 2],
     recorded: Option<(&[RecordedBinding], bool)>,
 ) -> anyhow::Result<[Outcome; 2]> {
-    let [a, b] = arms;
-    // The arms share nothing: B runs on a thread of its own while A runs here, so that a
-    // comparison takes about as long as one replay on two cores. Each arm decides alone,
-    // from its own seed, so the outcome is the same as one after the other; A's error is
-    // reported first, as it would be.
-    let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(move || run_arm(b_inputs.0, b_inputs.1, b, recorded));
-        let first = run_arm(a_inputs.0, a_inputs.1, a, recorded);
+    let again = inputs.clone();
+    let [a, b] = inputs;
+    let [arm_a, arm_b] = arms;
+    let [run_a, run_b] = [(a, &arm_a), (b, &arm_b)].map(|(inputs, arm)| ArmRun {
+        inputs,
+        label: arm.label.clone(),
+        release: arm.config.release,
+        profiles: arm.config.profiles.clone(),
+        options: arm.options.clone(),
+        recorded,
+        others: None,
+    });
+    // A's error is reported first, as it would be one after the other.
+    let [first, second] = in_parallel(
+        || run_arm(run_a, arm_a.report.as_ref()),
+        || run_arm(run_b, arm_b.report.as_ref()),
+    );
+    let mut outcomes = [first?, second?];
+    let d = differences(&outcomes[0], &outcomes[1]);
+    let explained = &d.other_node[..d.other_node.len().min(MAX_EXPLAINED)];
+    if explained.is_empty() {
+        return Ok(outcomes);
+    }
+    // Each run again, judging the other's nodes, up to the last of these pods' binds.
+    let names: HashSet<&str> = explained.iter().map(|(pod, ..)| pod.as_str()).collect();
+    let others = |side: usize| -> (HashMap<String, Sym>, Duration) {
+        let nodes = explained.iter().map(|(pod, na, nb)| {
+            let other = if side == 0 { nb } else { na };
+            (pod.clone(), Sym::new(other))
+        });
+        let outcome = &outcomes[side];
+        let last_bind = (outcome.placements.iter().zip(&outcome.bound_at))
+            .filter(|(p, _)| names.contains(p.pod.to_string().as_str()))
+            .filter_map(|(_, bound)| *bound)
+            .max()
+            .unwrap_or_default();
+        (nodes.collect(), last_bind)
+    };
+    let [again_a, again_b] = again;
+    let [run_a, run_b] = [(again_a, &arm_a, others(0)), (again_b, &arm_b, others(1))].map(
+        |(inputs, arm, others)| ArmRun {
+            inputs,
+            label: arm.label.clone(),
+            release: arm.config.release,
+            profiles: arm.config.profiles.clone(),
+            options: arm.options.clone(),
+            recorded,
+            others: Some(others),
+        },
+    );
+    let [first, second] = in_parallel(|| judge_others(run_a), || judge_others(run_b));
+    outcomes[0].judged_other = first?;
+    outcomes[1].judged_other = second?;
+    Ok(outcomes)
+}
+
+/// Runs `a` here and `b` on a thread of its own: the arms share nothing, so a comparison
+/// takes about as long as one run on two cores. Each arm decides alone, from its own seed,
+/// so the outcome is the same as one after the other.
+fn in_parallel<T: Send>(a: impl FnOnce() -> T, b: impl FnOnce() -> T + Send) -> [T; 2] {
+    std::thread::scope(|scope| {
+        let second = scope.spawn(b);
+        let first = a();
         let second = second
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (first, second)
-    });
-    Ok([first?, second?])
+        [first, second]
+    })
+}
+
+/// One arm's run: its inputs, configuration and what it compares its decisions with.
+struct ArmRun<'a> {
+    inputs: (ClusterObjects, Vec<(Duration, SimEvent)>),
+    label: String,
+    release: Release,
+    profiles: Vec<gantry_framework::Profile>,
+    options: SimOptions,
+    recorded: Option<(&'a [RecordedBinding], bool)>,
+    /// The other arm's nodes to judge, and the time to run to.
+    others: Option<(HashMap<String, Sym>, Duration)>,
+}
+
+impl ArmRun<'_> {
+    /// The simulation, its events scheduled, and how far to run it (`None`: to the end).
+    fn simulation(self) -> anyhow::Result<(Simulation, Option<Duration>)> {
+        let (cluster, events) = self.inputs;
+        let mut sim = Simulation::new(cluster, self.profiles, self.options)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.label))?;
+        if let Some((recorded, follow)) = self.recorded {
+            sim.expect_bindings(recorded);
+            if follow {
+                sim.follow_recorded();
+            }
+        }
+        let until = self.others.map(|(others, until)| {
+            sim.judge_other_nodes(others);
+            until
+        });
+        for (at, event) in events {
+            sim.schedule(at, event);
+        }
+        Ok((sim, until))
+    }
 }
 
 fn run_arm(
-    cluster: ClusterObjects,
-    events: Vec<(Duration, SimEvent)>,
-    arm: Arm,
-    recorded: Option<(&[RecordedBinding], bool)>,
+    run: ArmRun,
+    report: Option<&(PathBuf, crate::report::RunInfo)>,
 ) -> anyhow::Result<Outcome> {
-    let release = arm.config.release;
-    let mut sim = Simulation::new(cluster, arm.config.profiles, arm.options)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", arm.label))?;
-    if let Some((recorded, follow)) = recorded {
-        sim.expect_bindings(recorded);
-        if follow {
-            sim.follow_recorded();
-        }
-    }
-    for (at, event) in events {
-        sim.schedule(at, event);
-    }
+    let release = run.release.to_string();
+    let label = run.label.clone();
+    let (mut sim, _) = run.simulation()?;
     let summary = sim.run()?;
-    if let Some((dir, info)) = &arm.report {
+    if let Some((dir, info)) = report {
         crate::report::write(dir, info, &summary, &sim)?;
     }
     let waits = waits(sim.histories());
     let groups = sim.pod_groups();
     Ok(Outcome {
-        kubernetes_release: release.to_string(),
-        config: arm.label,
+        kubernetes_release: release,
+        config: label,
         summary,
         wait_s: quantiles(&waits),
         pod_groups: groups.len(),
         pod_groups_scheduled: groups.iter().filter(|g| g.scheduled_at.is_some()).count(),
         placements: sim.placements().to_vec(),
+        bound_at: sim.histories().iter().map(|h| h.bound).collect(),
         samples: std::mem::take(&mut sim.samples),
         waits,
         judged: sim.recorded_nodes_judged().clone(),
+        judged_other: HashMap::new(),
     })
+}
+
+/// The arm run again up to the last bind to explain, judging the other arm's nodes.
+fn judge_others(run: ArmRun) -> anyhow::Result<HashMap<String, OtherNode>> {
+    let (mut sim, until) = run.simulation()?;
+    sim.run_until(until.unwrap_or_default())?;
+    Ok(sim.other_nodes_judged().clone())
 }
 
 /// Creation to binding of every pod bound, shortest first.
@@ -187,6 +299,18 @@ pub fn differences(a: &Outcome, b: &Outcome) -> Differences {
             (None, Some(nb)) => differences.only_b.push((pod, reason(pa), nb.to_string())),
             (None, None) => {}
         }
+    }
+    if !(a.judged_other.is_empty() && b.judged_other.is_empty()) {
+        let why = |o: &Outcome, pod: &str| {
+            (o.judged_other.get(pod)).map_or(OtherNode::Unknown.to_string(), |w| w.to_string())
+        };
+        differences.why_other_node = (differences.other_node.iter().take(MAX_EXPLAINED))
+            .map(|(pod, ..)| WhyOtherNode {
+                pod: pod.clone(),
+                a: why(a, pod),
+                b: why(b, pod),
+            })
+            .collect();
     }
     differences
 }
@@ -298,8 +422,12 @@ fn print(
         d.only_a.len(),
         d.only_b.len()
     )?;
-    for (pod, na, nb) in d.other_node.iter().take(MAX_NAMED) {
+    for (i, (pod, na, nb)) in d.other_node.iter().take(MAX_NAMED).enumerate() {
         writeln!(out, "    {pod}: A on {na}, B on {nb}")?;
+        if let Some(why) = d.why_other_node.get(i) {
+            writeln!(out, "      A's cycle, of {nb}: {}", why.a)?;
+            writeln!(out, "      B's cycle, of {na}: {}", why.b)?;
+        }
     }
     for (pod, na, reason) in d.only_a.iter().take(MAX_NAMED) {
         writeln!(out, "    {pod}: A on {na}, B pending: {reason}")?;

@@ -11,11 +11,13 @@ const PODS: &str = "testdata/compare/pods.yaml";
 const MOST: &str = "testdata/compare/most-allocated.yaml";
 
 /// n1 has 4 cpu, n2 8 (16Gi each); p1 asks 1 cpu, p2 6, p3 4, no memory (NodeResourcesFit
-/// scores it at the 200Mi default, BalancedAllocation at 0).
-/// A, the defaults: p1 on n2 (LeastAllocated 93 to n1's 86, Balanced 93 to 87), p2 on
-/// n2 (only n2 has 6 left), p3 on n1 (only n1 has 4 left).
-/// B, MostAllocated: p1 on n1 (MostAllocated 13 to 6, Balanced 87 to 93: 100 to 99), p2
-/// on n2, and p3 fits nowhere (3 and 1 cpu left).
+/// scores it at the 200Mi default).
+/// A, the defaults (v1.37): p1 on n2, 463 to n1's 454: TaintToleration 100 × 3 on both,
+/// LeastAllocated 92 ((87 + 98) / 2: 7,000 of 8,000 millicpu and 16Gi − 200Mi of 16Gi
+/// free, in whole percents) to n1's 86 ((75 + 98) / 2), BalancedAllocation 71 to 68 (as
+/// `gantry explain` gives them); p2 on n2 (only n2 has 6 left), p3 on n1 (only n1 has 4).
+/// B, MostAllocated: p1 on n1, 381 to 377: MostAllocated 13 ((25 + 1) / 2) to 6
+/// ((12 + 1) / 2), Balanced 68 to 71; p2 on n2, and p3 fits nowhere (3 and 1 cpu left).
 #[test]
 fn two_configurations_side_by_side_as_worked_out_by_hand() {
     let out = gantry(&[
@@ -38,6 +40,12 @@ fn two_configurations_side_by_side_as_worked_out_by_hand() {
             "other_node": [["default/p1", "n2", "n1"]],
             "only_a": [["default/p3", "n1", pending]],
             "only_b": [],
+            // Each run's cycle for p1, of the node the other chose.
+            "why_other_node": [{
+                "pod": "default/p1",
+                "a": "scored lower: 454 against 463",
+                "b": "scored lower: 377 against 381",
+            }],
         })
     );
     assert_eq!(v["a"]["config"], "kube-scheduler's defaults");
@@ -71,7 +79,7 @@ fn two_configurations_side_by_side_as_worked_out_by_hand() {
     ]);
     let text = String::from_utf8_lossy(&text.stdout).to_string();
     assert!(
-        text.contains("  placed differently: 1 of the 2 pods bound in both; bound only under A: 1, only under B: 0\n    default/p1: A on n2, B on n1\n"),
+        text.contains("  placed differently: 1 of the 2 pods bound in both; bound only under A: 1, only under B: 0\n    default/p1: A on n2, B on n1\n      A's cycle, of n1: scored lower: 454 against 463\n      B's cycle, of n2: scored lower: 377 against 381\n"),
         "{text}"
     );
 }

@@ -258,7 +258,14 @@ fn the_comparison_page_renders_and_links_to_each_runs_report() {
     );
     assert_eq!(
         table_rows(&dom, "other-node"),
-        [["default/p1", "n2", "n1", "A · B"]]
+        [[
+            "default/p1",
+            "n2",
+            "n1",
+            "scored lower: 454 against 463",
+            "scored lower: 377 against 381",
+            "A · B"
+        ]]
     );
     let one_side = table_rows(&dom, "one-side-table");
     assert_eq!(one_side.len(), 1);

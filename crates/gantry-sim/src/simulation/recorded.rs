@@ -24,6 +24,10 @@ pub(super) struct RecordedNodes {
     judged: HashMap<String, OtherNode>,
     /// Bind each pod where the cluster bound it, whatever the simulation decided.
     follow: bool,
+    /// Nodes another run chose for some pods (a comparison's other configuration), and
+    /// how this run's cycles judged them where it chose another.
+    others: HashMap<String, Sym>,
+    others_judged: HashMap<String, OtherNode>,
 }
 
 impl Simulation {
@@ -37,6 +41,22 @@ impl Simulation {
         self.recorded.expected = (recorded.iter())
             .map(|b| (b.pod.clone(), Sym::new(&b.node)))
             .collect();
+    }
+
+    /// Judges, for each pod named, the node another run chose for it (a comparison's
+    /// other configuration), as recorded nodes are judged (see
+    /// [`Self::other_nodes_judged`]); every instance keeps what its last cycle saw.
+    pub fn judge_other_nodes(&mut self, others: HashMap<String, Sym>) {
+        for instance in &mut self.instances {
+            instance.scheduler.keep_last_cycle();
+        }
+        self.recorded.others = others;
+    }
+
+    /// For each pod named to [`Self::judge_other_nodes`] and last placed on another node
+    /// than the other run's, how its cycle judged that node.
+    pub fn other_nodes_judged(&self) -> &HashMap<String, OtherNode> {
+        &self.recorded.others_judged
     }
 
     /// From now on, each pod the cluster bound is bound where it was, after the
@@ -100,24 +120,26 @@ impl Simulation {
         self.broadcast(WatchEvent::PodBound(bound));
     }
 
-    /// After a cycle of `instance` placed `pod` on `node`: when the recorded cluster chose
-    /// another node, how this cycle judged it.
+    /// After a cycle of `instance` placed `pod` on `node`: when the recorded cluster (or
+    /// the other run of a comparison) chose another node, how this cycle judged it.
     pub(super) fn judge_recorded_node(&mut self, instance: usize, pod: &Pod, node: Sym) {
-        if self.recorded.expected.is_empty() {
+        let recorded = &mut self.recorded;
+        if recorded.expected.is_empty() && recorded.others.is_empty() {
             return;
         }
         let key = pod.key();
-        let Some(&recorded) = self.recorded.expected.get(&key) else {
-            return;
-        };
-        if recorded == node {
+        let cycle = self.instances[instance].scheduler.last_cycle();
+        for (expected, judged) in [
+            (&recorded.expected, &mut recorded.judged),
+            (&recorded.others, &mut recorded.others_judged),
+        ] {
             // A judgement left from an earlier attempt is read only for pods placed
             // elsewhere in the end.
-            return;
+            if let Some(&other) = expected.get(&key).filter(|&&other| other != node) {
+                let why = cycle.map_or(OtherNode::Unknown, |c| c.judge(other));
+                judged.insert(key.clone(), why);
+            }
         }
-        let scheduler = &self.instances[instance].scheduler;
-        let judged = (scheduler.last_cycle()).map_or(OtherNode::Unknown, |c| c.judge(recorded));
-        self.recorded.judged.insert(key, judged);
     }
 
     /// For each pod (`namespace/name`) last placed on another node than recorded, how its

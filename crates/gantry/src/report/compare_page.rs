@@ -333,20 +333,25 @@ fn differences(html: &mut String, d: &Differences) -> std::fmt::Result {
     write!(
         html,
         "<section id=\"differences\"><h2>Placed differently</h2><p class=\"hint\">{} of the {} pods \
-bound under both went to another node. Each pod links to its row in each run's report.</p>",
+bound under both went to another node. Each pod links to its row in each run's report; \
+for the first {}, how each run's cycle judged the node the other chose.</p>",
         thousands(d.other_node.len() as i64),
-        thousands(d.bound_in_both as i64)
+        thousands(d.bound_in_both as i64),
+        thousands(crate::compare::MAX_EXPLAINED as i64)
     )?;
     html.push_str(
-        "<table id=\"other-node\"><thead><tr><th>pod</th><th>A's node</th><th>B's node</th><th>in the reports</th></tr></thead><tbody>",
+        "<table id=\"other-node\"><thead><tr><th>pod</th><th>A's node</th><th>B's node</th><th>A's cycle, of B's node</th><th>B's cycle, of A's node</th><th>in the reports</th></tr></thead><tbody>",
     );
-    for (pod, na, nb) in d.other_node.iter().take(MAX_ROWS) {
+    for (i, (pod, na, nb)) in d.other_node.iter().take(MAX_ROWS).enumerate() {
+        let why = d.why_other_node.get(i);
         write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td><td class=\"reason\">{}</td><td>{}</td></tr>",
             esc(pod),
             esc(na),
             esc(nb),
+            why.map_or(String::new(), |w| esc(&w.a)),
+            why.map_or(String::new(), |w| esc(&w.b)),
             links(pod)
         )?;
     }
