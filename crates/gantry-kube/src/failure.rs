@@ -6,7 +6,9 @@
 //! certificate not trusted). Once running, [`Outage`] keeps the retries going and says
 //! so at most once per interval.
 
+use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -448,6 +450,30 @@ async fn server_release(client: &Client, startup: &Startup) -> (String, String) 
     (running, hint)
 }
 
+/// Binds that fail again and again for one pod (a PreBind write the server refuses every
+/// time, say): each failure is logged at INFO as it happens, and the pod's 2nd, 4th, 8th,
+/// ... failure also at WARN with its reason, so that a pod that never binds is said at
+/// the default level without a line per retry.
+#[derive(Default)]
+pub struct RepeatedBindFailures {
+    counts: HashMap<Arc<str>, u32>,
+}
+
+impl RepeatedBindFailures {
+    /// Counts a failed bind of the pod; returns how many it has had when that is worth a
+    /// warning.
+    pub fn failed(&mut self, uid: &Arc<str>) -> Option<u32> {
+        let count = self.counts.entry(uid.clone()).or_default();
+        *count += 1;
+        (*count >= 2 && count.is_power_of_two()).then_some(*count)
+    }
+
+    /// The pod was bound, or is gone: its count starts again.
+    pub fn forget(&mut self, uid: &str) {
+        self.counts.remove(uid);
+    }
+}
+
 /// A running instance's failures to use the API server (watches and writes all retry
 /// with backoff): reported at most once per `every`, with how many were not.
 pub struct Outage {
@@ -491,6 +517,31 @@ impl Outage {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bind_failing_again_and_again_is_warned_at_2_4_8_and_after_forgetting_anew() {
+        let mut failures = RepeatedBindFailures::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let warned: Vec<Option<u32>> = (0..9).map(|_| failures.failed(&a)).collect();
+        assert_eq!(
+            warned,
+            [
+                None,
+                Some(2),
+                None,
+                Some(4),
+                None,
+                None,
+                None,
+                Some(8),
+                None
+            ]
+        );
+        assert_eq!(failures.failed(&b), None, "counted per pod");
+        failures.forget("a");
+        assert_eq!(failures.failed(&a), None);
+        assert_eq!(failures.failed(&a), Some(2));
+    }
+
     use super::*;
 
     fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {

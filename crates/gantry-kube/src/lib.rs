@@ -426,6 +426,7 @@ pub async fn run(
         gang_scheduling,
         pod_groups: HashMap::new(),
         waiting: scheduling_loop::WaitingPods::default(),
+        bind_failures: failure::RepeatedBindFailures::default(),
     };
     let thread = std::thread::Builder::new()
         .name("gantry-scheduler".into())

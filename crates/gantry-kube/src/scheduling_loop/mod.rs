@@ -17,6 +17,7 @@ use gantry_scheduler::queue::{QueuedPod, SchedulingQueue};
 use gantry_scheduler::{Attempt, LastCycle, OtherNode, PermitWaiters, Scheduler};
 
 use crate::dra::DraMirror;
+use crate::failure::RepeatedBindFailures;
 use crate::fence_scope;
 use crate::objects::{Mirrored, ObjectMirror, StorageEvent};
 use crate::shadow::{Decision, Disagreement, SCORED_LOWER, Shadow, placed_on};
@@ -87,6 +88,8 @@ pub struct SchedulingLoop {
     pub pod_groups: HashMap<GroupKey, Option<Arc<Value>>>,
     /// Pods waiting at Permit (Coscheduling), assumed, their binds held.
     pub waiting: WaitingPods,
+    /// Binds failed per pod, for saying at WARN that a pod's keep failing.
+    pub bind_failures: RepeatedBindFailures,
 }
 
 /// Why the loop ended.
@@ -538,6 +541,7 @@ impl SchedulingLoop {
             self.queue.victim_gone(&pod.uid);
         }
         self.reported.remove(&pod.uid);
+        self.bind_failures.forget(&pod.uid);
         self.rounds_reported.remove(&pod.uid);
         self.scheduler.clear_nomination(&pod);
         if !self.binding.contains_key(&pod.uid) {
@@ -577,6 +581,7 @@ impl SchedulingLoop {
             let _ = cycle.finish(Err("deleted before it was bound".into()));
         }
         self.reaching.remove(uid);
+        self.bind_failures.forget(uid);
         self.rounds_reported.remove(uid);
         self.maybe_bound.remove(uid);
         self.writer.versions.forget(uid);
@@ -892,6 +897,9 @@ impl SchedulingLoop {
             }
         } else {
             tracing::info!(pod = %pod.key(), %message, conflict = failure.conflict, "bind failed; the pod goes back to the queue");
+            if let Some(times) = self.bind_failures.failed(&pod.uid) {
+                tracing::warn!(pod = %pod.key(), times, %message, "binding the pod keeps failing");
+            }
         }
         if let Some(bound) = self.pods.get(&pod.uid).cloned() {
             // The watch showed the pod bound while this bind was on the wire.
