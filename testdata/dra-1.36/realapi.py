@@ -1,71 +1,147 @@
 #!/usr/bin/env python3
-"""Real kube-scheduler v1.36.2 places the partitionable scenario's pods (claims made by
-hand: no controller-manager) while `gantry run --shadow` decides each and compares."""
-import json, ssl, sys, time, subprocess, urllib.request, urllib.error, yaml, os, signal
-R = "/work/realapi"; API = "https://127.0.0.1:6443"
+"""Replays a scenario of this directory against a real kube-apiserver v1.36 (no kubelet,
+no controller-manager), and compares the outcome with the scenario's recording.
+
+    python3 realapi.py <scenario-dir> <gantry> shadow   # kube-scheduler places, gantry run --shadow compares
+    python3 realapi.py <scenario-dir> <gantry> run      # gantry run places (schedulerName gantry)
+
+The control plane is expected at https://127.0.0.1:6443 with its files in $REALAPI
+(default /work/realapi): `admin.token` (a token of system:masters, for this script),
+`pki/ca.crt`, and `kubeconfig`, which gantry runs with (a token of the gantry-system/gantry
+service account: deploy/gantry.yaml, applied here as shipped, is all it may do).
+Claims from templates are made here as the resourceclaim controller would make them,
+`<pod>-<claim>`, and named by `resourceClaimName`; a claim for extended resources is the
+scheduler's own to make. Each pod's node or PodScheduled=False message is compared with
+`expected.jsonl`, and each extended-resource claim with `claims.jsonl` where it has one."""
+import json, os, signal, ssl, subprocess, sys, time, urllib.error, urllib.request
+import yaml
+
+R = os.environ.get("REALAPI", "/work/realapi")
+API = "https://127.0.0.1:6443"
 TOKEN = open(f"{R}/admin.token").read().strip()
 CTX = ssl.create_default_context(cafile=f"{R}/pki/ca.crt")
-def req(method, path, body=None, ctype="application/json"):
+PATHS = {
+    "Node": "/api/v1/nodes",
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "DeviceTaintRule": "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+}
+
+
+def req(method, path, body=None, ctype="application/json", missing_ok=False):
     data = json.dumps(body).encode() if body is not None else None
     r = urllib.request.Request(API + path, data=data, method=method,
-        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype})
+                               headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype})
     try:
         with urllib.request.urlopen(r, context=CTX) as resp:
             return json.loads(resp.read() or b"{}")
     except urllib.error.HTTPError as e:
+        if missing_ok and e.code in (404, 409):
+            return None
         raise SystemExit(f"{method} {path} -> {e.code}: {e.read().decode()[:800]}")
-scen = sys.argv[1]
+
+
+def create(o, exists_ok=False):
+    ns = o.get("metadata", {}).get("namespace", "default")
+    return req("POST", PATHS[o["kind"]].format(ns=ns), o, missing_ok=exists_ok)
+
+
+scen, gantry_bin = sys.argv[1], sys.argv[2]
+mode = sys.argv[3] if len(sys.argv) > 3 else "shadow"
+repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for doc in yaml.safe_load_all(open(f"{repo}/deploy/gantry.yaml")):
+    if doc and doc["kind"] in PATHS:
+        create(doc, exists_ok=True)
 cluster = yaml.safe_load(open(f"{scen}/cluster.yaml"))["items"]
 steps = yaml.safe_load(open(f"{scen}/steps.yaml"))["items"]
 templates = {}
 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 for o in cluster:
-    k = o["kind"]
-    if k == "Node":
-        o["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake",
-                                      "lastHeartbeatTime": now, "lastTransitionTime": now}]
-        req("POST", "/api/v1/nodes", o)
-    elif k == "DeviceClass":
-        req("POST", "/apis/resource.k8s.io/v1/deviceclasses", o)
-    elif k == "ResourceSlice":
-        req("POST", "/apis/resource.k8s.io/v1/resourceslices", o)
-    elif k == "ResourceClaimTemplate":
+    if o["kind"] == "Node":
+        o["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                      "message": "fake", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+    if o["kind"] == "ResourceClaimTemplate":
         templates[o["metadata"]["name"]] = o["spec"]["spec"]
+    else:
+        create(o)
 for n in [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]:
-    got = req("GET", f"/api/v1/nodes/{n}")
-    if got["spec"].get("taints"):
+    # The API server's admission taints a new node not ready; no kubelet clears it.
+    if req("GET", f"/api/v1/nodes/{n}")["spec"].get("taints"):
         req("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}}, ctype="application/merge-patch+json")
-env = dict(os.environ)
-mode = sys.argv[3] if len(sys.argv) > 3 else "shadow"
-args = ["--shadow", "--disagreements", "/tmp/realdra/disagreements.jsonl"] if mode == "shadow" else ["--scheduler-name", "gantry"]
-gantry = subprocess.Popen([sys.argv[2], "run", "--kubeconfig", f"{R}/kubeconfig", "--emulated-version", "1.36",
-    "--metrics-addr", "127.0.0.1:19251"] + args, stderr=open(f"/tmp/realdra/gantry-{mode}.log", "w"))
+os.makedirs("/tmp/realdra", exist_ok=True)
+args = (["--shadow", "--disagreements", "/tmp/realdra/disagreements.jsonl"] if mode == "shadow"
+        else ["--scheduler-name", "gantry"])
+gantry = subprocess.Popen([gantry_bin, "run", "--kubeconfig", f"{R}/kubeconfig", "--emulated-version", "1.36",
+                           "--metrics-addr", "127.0.0.1:19251"] + args,
+                          stderr=open(f"/tmp/realdra/gantry-{mode}.log", "w"))
 time.sleep(3)
 for p in steps:
     name = p["metadata"]["name"]
-    rc = p["spec"]["resourceClaims"][0]
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": f"{name}-gpu", "namespace": "default"}, "spec": templates[rc["resourceClaimTemplateName"]]}
-    req("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim)
-    p["spec"]["resourceClaims"] = [{"name": rc["name"], "resourceClaimName": f"{name}-gpu"}]
+    claims = p["spec"].get("resourceClaims", [])
+    for rc in claims:
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": f"{name}-{rc['name']}", "namespace": "default"},
+                 "spec": templates[rc.pop("resourceClaimTemplateName")]}
+        req("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim)
+        rc["resourceClaimName"] = f"{name}-{rc['name']}"
     if mode != "shadow":
         p["spec"]["schedulerName"] = "gantry"
     req("POST", "/api/v1/namespaces/default/pods", p)
     time.sleep(2)
 time.sleep(4)
-out = []
+
+
+def devices(claim):
+    alloc = (claim or {}).get("status", {}).get("allocation")
+    return [{"request": r["request"], "pool": r["pool"], "device": r["device"]}
+            for r in alloc["devices"]["results"]] if alloc else None
+
+
+problems = 0
+expected = {e["pod"]: e for e in map(json.loads, open(f"{scen}/expected.jsonl"))}
+extended = {}
+if os.path.exists(f"{scen}/claims.jsonl"):
+    for e in map(json.loads, open(f"{scen}/claims.jsonl")):
+        if "extendedResourcesOf" in e:
+            extended[e["extendedResourcesOf"]] = e
 for p in steps:
-    name = p["metadata"]["name"]
+    name, key = p["metadata"]["name"], f"default/{p['metadata']['name']}"
     got = req("GET", f"/api/v1/namespaces/default/pods/{name}")
-    cl = req("GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}-gpu")
-    alloc = cl.get("status", {}).get("allocation")
-    devs = [r["device"] for r in alloc["devices"]["results"]] if alloc else None
-    reason = None
-    for c in got["status"].get("conditions", []):
-        if c["type"] == "PodScheduled" and c["status"] == "False":
-            reason = c.get("message")
-    out.append({"pod": f"default/{name}", "node": got["spec"].get("nodeName"), "devices": devs, "reason": reason})
-    print(json.dumps(out[-1]))
+    reason = next((c.get("message") for c in got["status"].get("conditions", [])
+                   if c["type"] == "PodScheduled" and c["status"] == "False"), None)
+    out = {"pod": key, "node": got["spec"].get("nodeName"), "reason": reason}
+    want = expected.get(key, {})
+    same = out["node"] == want.get("node") and out["reason"] == want.get("reason")
+    for rc in p["spec"].get("resourceClaims", []):
+        claim = req("GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{rc['resourceClaimName']}")
+        out.setdefault("claims", {})[rc["name"]] = devices(claim)
+    status = got["status"].get("extendedResourceClaimStatus")
+    if status:
+        claim = req("GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{status['resourceClaimName']}")
+        out["extended"] = {
+            "mappings": sorted((m["containerName"], m["resourceName"], m["requestName"])
+                               for m in status["requestMappings"]),
+            "devices": devices(claim),
+        }
+    if key in extended:
+        want_ext = extended[key]
+        mappings = sorted((m["container"], m["resource"], m["request"]) for m in want_ext["mappings"])
+        want_devices = [{k: d[k] for k in ("request", "pool", "device")} for d in want_ext["devices"]]
+        got_ext = out.get("extended", {})
+        same = same and got_ext.get("mappings") == mappings and got_ext.get("devices") == want_devices
+    problems += not same
+    print(("same " if same else "DIFFERS ") + json.dumps(out))
+    if not same:
+        print("  recorded " + json.dumps(want) + (" " + json.dumps(extended.get(key)) if key in extended else ""))
 metrics = urllib.request.urlopen("http://127.0.0.1:19251/metrics").read().decode()
 print("\n".join(l for l in metrics.splitlines() if l.startswith("gantry_shadow")))
-gantry.send_signal(signal.SIGTERM); gantry.wait(timeout=30)
+gantry.send_signal(signal.SIGTERM)
+gantry.wait(timeout=30)
+print(f"{problems} of {len(steps)} pods differ from the recording")
+sys.exit(1 if problems else 0)

@@ -84,6 +84,8 @@ async fn replay(name: &str) -> Vec<String> {
         })
         .collect();
     instance.stop().await.expect("the instance stops cleanly");
+    // deploy/gantry.yaml grants what it did (the PodGroup CRD's list and watch).
+    assert_deployable(&api);
 
     let recorded: Value = serde_json::from_str(&read(&dir, "outcomes.json")).unwrap();
     step_outcomes::problems(&recorded, &got)
@@ -170,4 +172,5 @@ async fn a_member_deleted_while_it_waits_frees_its_room() {
     })
     .await;
     instance.stop().await.expect("the instance stops cleanly");
+    assert_deployable(&api);
 }

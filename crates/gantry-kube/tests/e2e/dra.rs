@@ -515,6 +515,7 @@ async fn a_claim_allocated_elsewhere_meanwhile_fails_the_binding_and_the_pod_is_
     );
     assert_eq!(api.binds(), vec![("default/p".into(), "node-0".into())]);
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A binding that fails after the claim was written takes the pod out of the claim's
@@ -557,6 +558,7 @@ async fn a_failed_binding_unreserves_the_claim_and_the_retry_keeps_its_allocatio
     let device = &written["status"]["allocation"]["devices"]["results"][0]["device"];
     assert!(device == "gpu-0" || device == "gpu-1", "{written}");
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A claim allocated on a node the pod does not fit is freed by DynamicResources'
@@ -602,6 +604,7 @@ async fn a_claim_allocated_where_its_pod_cannot_fit_is_deallocated_and_allocated
         "{reported:?}"
     );
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// resource.k8s.io/v1 is listed only when a profile runs DynamicResources: a cluster that
@@ -709,6 +712,8 @@ async fn an_extended_resource_backed_by_devices_gets_a_claim_made_for_the_pod() 
     expected.extend(attempt);
     assert_eq!(writes, expected);
     instance.stop().await.unwrap();
+    // Making and deleting the claim is granted as v1.36's system:kube-scheduler grants it.
+    assert_deployable(&api);
 }
 
 /// A node's slice whose one device the driver must attach first (DRADeviceBindingConditions):
@@ -810,6 +815,7 @@ async fn a_device_with_binding_conditions_is_bound_once_its_driver_says_so() {
     .await;
     assert_eq!(node_of(&api, "broken"), None);
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// Instances sharing the cluster hold their node fences while they bind, which the others
@@ -874,4 +880,5 @@ async fn binds_waiting_for_their_drivers_hold_no_slot() {
     let bound = (0..waiting).filter(|i| node_of(&api, &format!("w-{i}")).is_some());
     assert_eq!(bound.count(), 0, "bound before their drivers said so");
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }

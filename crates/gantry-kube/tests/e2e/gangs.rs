@@ -189,6 +189,7 @@ async fn a_held_gang_is_bound_once_a_node_makes_room() {
     })
     .await;
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A gang whose first member (priority 2000, kept to n1) fits only by preempting `low`,
@@ -243,6 +244,7 @@ async fn a_group_failing_with_an_error_still_deletes_the_victims_it_chose() {
     .await;
     assert_eq!((node_of(&api, "g-0"), node_of(&api, "g-1")), (None, None));
     instance.stop().await.unwrap();
+    assert_deployable(&api);
 }
 
 /// A server that does not serve the Workload API is refused at start, in one line.
