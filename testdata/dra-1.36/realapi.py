@@ -4,10 +4,11 @@ no controller-manager), and compares the outcome with the scenario's recording.
 
     python3 realapi.py <scenario-dir> <gantry> shadow   # kube-scheduler places, gantry run --shadow compares
     python3 realapi.py <scenario-dir> <gantry> run      # gantry run places (schedulerName gantry)
+    python3 realapi.py taint-rules <gantry> run DRADeviceTaintRules=true   # gantry's --feature-gates
 
 The control plane is expected at https://127.0.0.1:6443 with its files in $REALAPI
 (default /work/realapi): `admin.token` (a token of system:masters, for this script),
-`pki/ca.crt`, and `kubeconfig`, which gantry runs with (a token of the gantry-system/gantry
+`pki/ca.crt`, and `kubeconfig`, which gantry runs with (a token of the gantry-system/gantry-scheduler
 service account: deploy/gantry.yaml, applied here as shipped, is all it may do).
 Claims from templates are made here as the resourceclaim controller would make them,
 `<pod>-<claim>`, and named by `resourceClaimName`; a claim for extended resources is the
@@ -54,6 +55,7 @@ def create(o, exists_ok=False):
 
 scen, gantry_bin = sys.argv[1], sys.argv[2]
 mode = sys.argv[3] if len(sys.argv) > 3 else "shadow"
+gates = ["--feature-gates", sys.argv[4]] if len(sys.argv) > 4 else []
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 for doc in yaml.safe_load_all(open(f"{repo}/deploy/gantry.yaml")):
     if doc and doc["kind"] in PATHS:
@@ -78,7 +80,7 @@ os.makedirs("/tmp/realdra", exist_ok=True)
 args = (["--shadow", "--disagreements", "/tmp/realdra/disagreements.jsonl"] if mode == "shadow"
         else ["--scheduler-name", "gantry"])
 gantry = subprocess.Popen([gantry_bin, "run", "--kubeconfig", f"{R}/kubeconfig", "--emulated-version", "1.36",
-                           "--metrics-addr", "127.0.0.1:19251"] + args,
+                           "--metrics-addr", "127.0.0.1:19251"] + gates + args,
                           stderr=open(f"/tmp/realdra/gantry-{mode}.log", "w"))
 time.sleep(3)
 for p in steps:

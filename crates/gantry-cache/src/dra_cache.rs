@@ -295,6 +295,11 @@ impl DraCache {
             .find(|d| s.allocated.get(d).is_some_and(|&n| n > 1))
     }
 
+    /// The claim as the cache holds it now.
+    pub fn claim(&self, key: ClaimKey) -> Option<Arc<ResourceClaim>> {
+        self.store.read().claims.get(&key).cloned()
+    }
+
     /// Every claim as the API holds it, sorted by key (for reports and explanations).
     pub fn claims(&self) -> Vec<Arc<ResourceClaim>> {
         let s = self.store.read();

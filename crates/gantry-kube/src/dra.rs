@@ -17,7 +17,8 @@ use gantry_api::dra::{ClaimKey, DeviceClass, DraObjects, ResourceClaim, Resource
 use gantry_api::dra_taint_rules::DeviceTaintRule;
 use gantry_api::{Pod, Release, Sym};
 use gantry_cache::Cache;
-use gantry_framework::{ActionType, EventResource};
+use gantry_framework::plugins::dynamic_resources::queueing_hint::ClaimChangeHint;
+use gantry_framework::{ActionType, ClusterEvent, EventResource};
 use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
 use parking_lot::Mutex;
@@ -181,6 +182,9 @@ struct SeenClaim {
     /// The queue has been told about this version (a binder's write is not: its watch
     /// event is, when it arrives).
     announced: bool,
+    /// The version the watch delivered last (a binder's write is not one): what a claim
+    /// event's queueing hint compares with, as upstream's informer does.
+    watched: Option<Arc<ResourceClaim>>,
 }
 
 /// The claims as the API last sent them, and the device classes' configurations, shared
@@ -210,15 +214,28 @@ impl ClaimStore {
     /// kept is newer (a binder's write the watch has not caught up with yet). Returns
     /// what the queue hears about, if anything changed for scheduling.
     pub fn observe(&self, claim: Arc<ResourceClaim>, object: Arc<Value>) -> Option<ActionType> {
+        self.observe_with_hint(claim, object)
+            .map(|(action, _)| action)
+    }
+
+    /// [`Self::observe`], with which pods the change concerns (DynamicResources' hint).
+    pub fn observe_with_hint(
+        &self,
+        claim: Arc<ResourceClaim>,
+        object: Arc<Value>,
+    ) -> Option<(ActionType, ClaimChangeHint)> {
         let mut claims = self.claims.lock();
         let key = claim.key();
+        let previous = claims.get(&key).and_then(|seen| seen.watched.clone());
+        let hint = ClaimChangeHint::new(previous.as_deref(), &claim, false);
         let action = match claims.get_mut(&key) {
             Some(seen) if is_older(&object, &seen.object) => return None,
             Some(seen) if seen.claim == claim => {
                 // Only metadata moved (or this confirms a binder's write).
                 seen.object = object;
+                seen.watched = Some(claim);
                 return (!std::mem::replace(&mut seen.announced, true))
-                    .then_some(ActionType::UPDATE);
+                    .then_some((ActionType::UPDATE, hint));
             }
             Some(_) => ActionType::UPDATE,
             None => ActionType::ADD,
@@ -227,12 +244,13 @@ impl ClaimStore {
         claims.insert(
             key,
             SeenClaim {
+                watched: Some(claim.clone()),
                 claim,
                 object,
                 announced: true,
             },
         );
-        Some(action)
+        Some((action, hint))
     }
 
     /// The API's answer to a binder's status write: the cache holds it from now on
@@ -250,9 +268,11 @@ impl ClaimStore {
         }
         self.cache
             .assume_written_claims(std::slice::from_ref(&claim));
+        let watched = claims.get(&key).and_then(|seen| seen.watched.clone());
         claims.insert(
             key,
             SeenClaim {
+                watched,
                 claim,
                 object,
                 announced: false,
@@ -262,11 +282,16 @@ impl ClaimStore {
     }
 
     pub fn deleted(&self, key: ClaimKey) -> bool {
-        let removed = self.claims.lock().remove(&key).is_some();
-        if removed {
-            self.cache.dra().remove_claim(key);
-        }
-        removed
+        self.deleted_with_hint(key).is_some()
+    }
+
+    /// [`Self::deleted`], with which pods the deletion concerns (DynamicResources' hint):
+    /// `None` when the claim was not known.
+    pub fn deleted_with_hint(&self, key: ClaimKey) -> Option<ClaimChangeHint> {
+        let seen = self.claims.lock().remove(&key)?;
+        self.cache.dra().remove_claim(key);
+        let last = seen.watched.unwrap_or(seen.claim);
+        Some(ClaimChangeHint::new(Some(&last), &last, true))
     }
 
     /// A complete list: claims missing from it were deleted.
@@ -336,6 +361,13 @@ fn or(action: Option<ActionType>, more: ActionType) -> ActionType {
 
 /// The DRA objects the scheduling loop applies: classes and slices by name (to tell what a
 /// relist dropped), claims in the shared [`ClaimStore`].
+/// What the queue hears of a DRA object's change: the event, and for a claim which pods
+/// it concerns (DynamicResources' queueing hint).
+pub struct DraEvent {
+    pub event: ClusterEvent,
+    pub claim: Option<ClaimChangeHint>,
+}
+
 pub struct DraMirror {
     pub store: Arc<ClaimStore>,
     cache: Arc<Cache>,
@@ -359,29 +391,36 @@ impl DraMirror {
 
     /// Applies a DRA object (applied, or `deleted`); returns the event the queue hears,
     /// if anything changed. Other objects are not the mirror's: `None`.
-    pub fn apply(&mut self, object: Object, deleted: bool) -> Option<(EventResource, ActionType)> {
-        match object {
-            Object::DeviceClass(class, configs) => self
-                .class(class, configs, deleted)
-                .map(|a| (EventResource::DeviceClass, a)),
-            Object::ResourceSlice(slice) => self
-                .slice(slice, deleted)
-                .map(|a| (EventResource::ResourceSlice, a)),
-            Object::DeviceTaintRule(rule) => self
-                .rule(rule, deleted)
-                .map(|a| (EventResource::ResourceSlice, a)),
-            Object::ResourceClaim(claim, object) => {
-                let action = if deleted {
-                    self.store
-                        .deleted(claim.key())
-                        .then_some(ActionType::DELETE)
-                } else {
-                    self.store.observe(claim, object)
-                };
-                action.map(|a| (EventResource::ResourceClaim, a))
+    pub fn apply(&mut self, object: Object, deleted: bool) -> Option<DraEvent> {
+        let (resource, action) = match object {
+            Object::DeviceClass(class, configs) => (
+                EventResource::DeviceClass,
+                self.class(class, configs, deleted)?,
+            ),
+            Object::ResourceSlice(slice) => {
+                (EventResource::ResourceSlice, self.slice(slice, deleted)?)
             }
-            _ => None,
-        }
+            Object::DeviceTaintRule(rule) => {
+                (EventResource::ResourceSlice, self.rule(rule, deleted)?)
+            }
+            Object::ResourceClaim(claim, object) => {
+                let (action, hint) = if deleted {
+                    let hint = self.store.deleted_with_hint(claim.key())?;
+                    (ActionType::DELETE, hint)
+                } else {
+                    self.store.observe_with_hint(claim, object)?
+                };
+                return Some(DraEvent {
+                    event: ClusterEvent::new(EventResource::ResourceClaim, action),
+                    claim: Some(hint),
+                });
+            }
+            _ => return None,
+        };
+        Some(DraEvent {
+            event: ClusterEvent::new(resource, action),
+            claim: None,
+        })
     }
 
     fn class(
@@ -521,8 +560,8 @@ impl DraMirror {
             .chain(objects.into_iter().map(|o| (o, false)));
         let mut action = None;
         for (object, deleted) in changes {
-            if let Some((_, a)) = self.apply(object, deleted) {
-                action = Some(or(action, a));
+            if let Some(changed) = self.apply(object, deleted) {
+                action = Some(or(action, changed.event.action));
             }
         }
         action.map(|a| (resource, a))

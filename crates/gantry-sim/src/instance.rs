@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use gantry_api::{Gate, Node, Pod, PodGroup, Sym};
 use gantry_cache::{Cache, GroupKey, PodGroupStates};
+use gantry_framework::plugins::dynamic_resources::queueing_hint::ClaimChangeHint;
 use gantry_framework::{ActionType, ApiObjects, ClusterEvent, EventResource, Profile};
 use gantry_scheduler::Scheduler;
 use gantry_scheduler::queue::SchedulingQueue;
@@ -210,12 +211,23 @@ impl Instance {
                 self.on_event(resource, action, now);
             }
             WatchEvent::Claim(change) => {
-                let action = match change {
-                    ClaimChange::Set(_) => ActionType::ADD.or(ActionType::UPDATE),
-                    ClaimChange::Deleted(_) => ActionType::DELETE,
+                let (key, action) = match change {
+                    ClaimChange::Set(claim) => {
+                        (claim.key(), ActionType::ADD.or(ActionType::UPDATE))
+                    }
+                    ClaimChange::Deleted(key) => (*key, ActionType::DELETE),
                 };
+                let old = self.cache.dra().claim(key);
                 crate::api::apply_claim_changes(&self.cache, std::slice::from_ref(change));
-                self.on_event(EventResource::ResourceClaim, action, now);
+                let hint = match change {
+                    ClaimChange::Set(claim) => ClaimChangeHint::new(old.as_deref(), claim, false),
+                    ClaimChange::Deleted(_) => match &old {
+                        Some(old) => ClaimChangeHint::new(Some(old), old, true),
+                        None => return,
+                    },
+                };
+                let event = ClusterEvent::new(EventResource::ResourceClaim, action);
+                (self.queue).on_event_for(event, now, |pod| hint.concerns(pod));
             }
         }
     }

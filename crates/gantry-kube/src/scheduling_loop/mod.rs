@@ -311,8 +311,16 @@ impl SchedulingLoop {
                 name: group.name,
             }),
             (object, deleted) => {
-                let event = self.dra.apply(object, deleted);
-                self.dra_event(event);
+                let Some(changed) = self.dra.apply(object, deleted) else {
+                    return;
+                };
+                let now = self.now();
+                match changed.claim {
+                    Some(hint) => {
+                        (self.queue).on_event_for(changed.event, now, |p| hint.concerns(p))
+                    }
+                    None => self.queue.on_event(changed.event, now),
+                }
             }
         }
     }

@@ -19,6 +19,27 @@ fn partitions_share_their_gpu_counters_as_v1_36_decides() {
     }
 }
 
+/// The pods that wait are tried once: another pod's claim made, allocated or reserved
+/// helps none of them (DynamicResources' queueing hint), so, as real kube-scheduler
+/// v1.36.2 on a real API server, each gets one `FailedScheduling` (it got three tries
+/// while any event moved them).
+#[test]
+fn a_pod_no_device_fits_is_tried_once_while_others_take_theirs() {
+    let release = Release::parse(Some("1.36"), None).unwrap();
+    let sim = step_corpus::run_steps("dra-1.36", "partitionable", release);
+    let tries: Vec<(String, u32)> = (sim.placements().iter().zip(sim.histories()))
+        .filter(|(p, _)| p.node.is_none())
+        .map(|(p, h)| (p.pod.to_string(), h.attempts))
+        .collect();
+    assert_eq!(
+        tries,
+        [
+            ("default/p-whole-b".to_string(), 1),
+            ("default/p-three-1g".to_string(), 1)
+        ]
+    );
+}
+
 /// With the gate off (v1.35's default) the API server drops the counters, so partitions
 /// are devices like any other: the same pods all get one, and the whole GPUs go first.
 #[test]

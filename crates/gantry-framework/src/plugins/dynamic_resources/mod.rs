@@ -21,6 +21,7 @@ mod first_path;
 pub mod library;
 mod pools;
 mod prepared;
+pub mod queueing_hint;
 pub mod score;
 mod searched_allocations;
 pub mod selection_verdicts;
@@ -422,6 +423,10 @@ impl DynamicResources {
 impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn events_to_register(&self) -> &'static [crate::ClusterEvent] {
+        queueing_hint::EVENTS
     }
 
     fn signs_pods(&self) -> bool {
