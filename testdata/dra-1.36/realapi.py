@@ -11,8 +11,9 @@ The control plane is expected at https://127.0.0.1:6443 with its files in $REALA
 `pki/ca.crt`, and `kubeconfig`, which gantry runs with (a token of the gantry-system/gantry-scheduler
 service account: deploy/gantry.yaml, applied here as shipped, is all it may do).
 Claims from templates are made here as the resourceclaim controller would make them,
-`<pod>-<claim>`, and named by `resourceClaimName`; a claim for extended resources is the
-scheduler's own to make. Each pod's node or PodScheduled=False message is compared with
+`<pod>-<claim>`, and named by `resourceClaimName`, unless REALAPI_CONTROLLER=1 says a
+kube-controller-manager runs its resourceclaim controller (it makes them and names them
+in each pod's status); a claim for extended resources is the scheduler's own to make. Each pod's node or PodScheduled=False message is compared with
 `expected.jsonl`, and each extended-resource claim with `claims.jsonl` where it has one."""
 import json, os, signal, ssl, subprocess, sys, time, urllib.error, urllib.request
 import yaml
@@ -32,7 +33,9 @@ PATHS = {
     "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
     "DeviceTaintRule": "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+    "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
 }
+controller = os.environ.get("REALAPI_CONTROLLER") == "1"
 
 
 def req(method, path, body=None, ctype="application/json", missing_ok=False):
@@ -70,6 +73,8 @@ for o in cluster:
                                       "message": "fake", "lastHeartbeatTime": now, "lastTransitionTime": now}]
     if o["kind"] == "ResourceClaimTemplate":
         templates[o["metadata"]["name"]] = o["spec"]["spec"]
+        if controller:
+            create(o)
     else:
         create(o)
 for n in [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]:
@@ -86,7 +91,7 @@ time.sleep(3)
 for p in steps:
     name = p["metadata"]["name"]
     claims = p["spec"].get("resourceClaims", [])
-    for rc in claims:
+    for rc in [] if controller else claims:
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"name": f"{name}-{rc['name']}", "namespace": "default"},
                  "spec": templates[rc.pop("resourceClaimTemplateName")]}
@@ -120,8 +125,11 @@ for p in steps:
     out = {"pod": key, "node": got["spec"].get("nodeName"), "reason": reason}
     want = expected.get(key, {})
     same = out["node"] == want.get("node") and out["reason"] == want.get("reason")
+    made = {s["name"]: s.get("resourceClaimName") for s in got["status"].get("resourceClaimStatuses", [])}
     for rc in p["spec"].get("resourceClaims", []):
-        claim = req("GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{rc['resourceClaimName']}")
+        name_of_claim = rc.get("resourceClaimName") or made.get(rc["name"])
+        claim = name_of_claim and req(
+            "GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name_of_claim}")
         out.setdefault("claims", {})[rc["name"]] = devices(claim)
     status = got["status"].get("extendedResourceClaimStatus")
     if status:
