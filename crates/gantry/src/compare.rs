@@ -111,15 +111,16 @@ pub fn run(
     let again = inputs.clone();
     let [a, b] = inputs;
     let [arm_a, arm_b] = arms;
-    let [run_a, run_b] = [(a, &arm_a), (b, &arm_b)].map(|(inputs, arm)| ArmRun {
+    let arm_run = |inputs, arm: &Arm, others| ArmRun {
         inputs,
         label: arm.label.clone(),
         release: arm.config.release,
         profiles: arm.config.profiles.clone(),
         options: arm.options.clone(),
         recorded,
-        others: None,
-    });
+        others,
+    };
+    let (run_a, run_b) = (arm_run(a, &arm_a, None), arm_run(b, &arm_b, None));
     // A's error is reported first, as it would be one after the other.
     let [first, second] = in_parallel(
         || run_arm(run_a, arm_a.report.as_ref()),
@@ -147,17 +148,8 @@ pub fn run(
         (nodes.collect(), last_bind)
     };
     let [again_a, again_b] = again;
-    let [run_a, run_b] = [(again_a, &arm_a, others(0)), (again_b, &arm_b, others(1))].map(
-        |(inputs, arm, others)| ArmRun {
-            inputs,
-            label: arm.label.clone(),
-            release: arm.config.release,
-            profiles: arm.config.profiles.clone(),
-            options: arm.options.clone(),
-            recorded,
-            others: Some(others),
-        },
-    );
+    let run_a = arm_run(again_a, &arm_a, Some(others(0)));
+    let run_b = arm_run(again_b, &arm_b, Some(others(1)));
     let [first, second] = in_parallel(|| judge_others(run_a), || judge_others(run_b));
     outcomes[0].judged_other = first?;
     outcomes[1].judged_other = second?;
