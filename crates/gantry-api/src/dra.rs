@@ -440,6 +440,22 @@ impl ResourceClaim {
         }
     }
 
+    /// A claim a user made (no owner pod), not allocated nor reserved yet.
+    pub fn unallocated(namespace: Sym, name: &str, uid: &str, spec: ClaimSpec) -> ResourceClaim {
+        ResourceClaim {
+            binding_status: None,
+            namespace,
+            name: Arc::from(name),
+            uid: Arc::from(uid),
+            spec: Arc::new(spec),
+            owner_pod: None,
+            deleting: false,
+            allocation: None,
+            reserved_for: Vec::new(),
+            extended_resource: false,
+        }
+    }
+
     /// Upstream's `CanBeReserved`: another consumer fits in `reservedFor`.
     pub fn can_be_reserved(&self) -> bool {
         self.reserved_for.len() < RESERVED_FOR_MAX_SIZE

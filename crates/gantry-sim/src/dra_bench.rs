@@ -268,26 +268,17 @@ fn add_shared_claims(cluster: &mut ClusterObjects, namespaces: &[&str]) {
 
 /// The claim pods of `namespace` share: one device of the shared class.
 fn shared_claim(namespace: &str) -> ResourceClaim {
-    ResourceClaim {
-        binding_status: None,
-        namespace: Sym::new(namespace),
-        name: Arc::from(SHARED_CLAIM),
-        uid: Arc::from(format!("shared-claim-{namespace}")),
-        spec: Arc::new(ClaimSpec {
-            requests: vec![DeviceRequest::exactly(
-                "req-0",
-                Sym::new(SHARED_CLASS),
-                Vec::new(),
-                AllocationMode::ExactCount(1),
-            )],
-            constraints: Vec::new(),
-        }),
-        owner_pod: None,
-        deleting: false,
-        allocation: None,
-        reserved_for: Vec::new(),
-        extended_resource: false,
-    }
+    let spec = ClaimSpec {
+        requests: vec![DeviceRequest::exactly(
+            "req-0",
+            Sym::new(SHARED_CLASS),
+            Vec::new(),
+            AllocationMode::ExactCount(1),
+        )],
+        constraints: Vec::new(),
+    };
+    let uid = format!("shared-claim-{namespace}");
+    ResourceClaim::unallocated(Sym::new(namespace), SHARED_CLAIM, &uid, spec)
 }
 
 /// `pod` with the shared claim besides its template's.

@@ -75,21 +75,11 @@ mod tests {
     };
 
     fn claim(name: &str) -> ResourceClaim {
-        ResourceClaim {
-            binding_status: None,
-            namespace: Sym::new("default"),
-            name: Arc::from(name),
-            uid: Arc::from(name),
-            spec: Arc::new(ClaimSpec {
-                requests: Vec::new(),
-                constraints: Vec::new(),
-            }),
-            owner_pod: None,
-            deleting: false,
-            allocation: None,
-            reserved_for: Vec::new(),
-            extended_resource: false,
-        }
+        let spec = ClaimSpec {
+            requests: Vec::new(),
+            constraints: Vec::new(),
+        };
+        ResourceClaim::unallocated(Sym::new("default"), name, name, spec)
     }
 
     fn allocated(name: &str) -> ResourceClaim {

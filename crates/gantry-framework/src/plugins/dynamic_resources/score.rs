@@ -123,21 +123,16 @@ mod tests {
     }
 
     fn claim(name: &str, requests: Vec<DeviceRequest>) -> Arc<ResourceClaim> {
-        Arc::new(ResourceClaim {
-            binding_status: None,
-            namespace: Sym::new("default"),
-            name: Arc::from(name),
-            uid: Arc::from(name),
-            spec: Arc::new(ClaimSpec {
-                requests,
-                constraints: Vec::new(),
-            }),
-            owner_pod: None,
-            deleting: false,
-            allocation: None,
-            reserved_for: Vec::new(),
-            extended_resource: false,
-        })
+        let spec = ClaimSpec {
+            requests,
+            constraints: Vec::new(),
+        };
+        Arc::new(ResourceClaim::unallocated(
+            Sym::new("default"),
+            name,
+            name,
+            spec,
+        ))
     }
 
     fn prioritized(name: &str, subs: &[&str]) -> DeviceRequest {
