@@ -14,7 +14,8 @@ Claims from templates are made here as the resourceclaim controller would make t
 `<pod>-<claim>`, and named by `resourceClaimName`, unless REALAPI_CONTROLLER=1 says a
 kube-controller-manager runs its resourceclaim controller (it makes them and names them
 in each pod's status); a claim for extended resources is the scheduler's own to make. Each pod's node or PodScheduled=False message is compared with
-`expected.jsonl`, and each extended-resource claim with `claims.jsonl` where it has one."""
+`expected.jsonl`, and each extended-resource claim with `claims.jsonl` where it has one;
+the FailedScheduling events each pod got are printed beside it."""
 import json, os, signal, ssl, subprocess, sys, time, urllib.error, urllib.request
 import yaml
 
@@ -117,6 +118,13 @@ if os.path.exists(f"{scen}/claims.jsonl"):
     for e in map(json.loads, open(f"{scen}/claims.jsonl")):
         if "extendedResourcesOf" in e:
             extended[e["extendedResourcesOf"]] = e
+# The scheduler's FailedScheduling events per pod (both APIs: kube-scheduler writes
+# events.k8s.io/v1, which core/v1 lists too), printed beside each outcome, not compared.
+failed = {}
+for e in req("GET", "/api/v1/namespaces/default/events")["items"]:
+    if e.get("reason") == "FailedScheduling":
+        pod = e["involvedObject"]["name"]
+        failed[pod] = failed.get(pod, 0) + max(e.get("count") or 1, 1)
 for p in steps:
     name, key = p["metadata"]["name"], f"default/{p['metadata']['name']}"
     got = req("GET", f"/api/v1/namespaces/default/pods/{name}")
@@ -146,6 +154,7 @@ for p in steps:
         got_ext = out.get("extended", {})
         same = same and got_ext.get("mappings") == mappings and got_ext.get("devices") == want_devices
     problems += not same
+    out["failedScheduling"] = failed.get(name, 0)
     print(("same " if same else "DIFFERS ") + json.dumps(out))
     if not same:
         print("  recorded " + json.dumps(want) + (" " + json.dumps(extended.get(key)) if key in extended else ""))

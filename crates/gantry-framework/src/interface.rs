@@ -344,9 +344,29 @@ pub trait PostBindPlugin: Plugin {
 }
 
 /// PreEnqueue: whether a pending pod may enter the queue at all (its scheduling gates,
-/// its gang's quorum), seeing the PodGroups' members.
+/// its gang's quorum, its claims' existence).
 pub trait PreEnqueuePlugin: Plugin {
-    fn pre_enqueue(&self, pod: &Pod, groups: &gantry_cache::PodGroupStates) -> Status;
+    fn pre_enqueue(&self, pod: &Pod, cluster: &PreEnqueueView<'_>) -> Status;
+}
+
+/// What PreEnqueue reads besides the pod, as the queue sees it between cycles: the
+/// PodGroups with their members, and the claims as the cache holds them (`None` where
+/// nothing shares them with the queue: DynamicResources then leaves its check to
+/// PreFilter).
+#[derive(Clone, Copy)]
+pub struct PreEnqueueView<'a> {
+    pub groups: &'a gantry_cache::PodGroupStates,
+    pub claims: Option<&'a gantry_cache::DraCache>,
+}
+
+impl<'a> PreEnqueueView<'a> {
+    /// A view of `groups` alone.
+    pub fn of_groups(groups: &'a gantry_cache::PodGroupStates) -> PreEnqueueView<'a> {
+        PreEnqueueView {
+            groups,
+            claims: None,
+        }
+    }
 }
 
 /// DefaultScore helper: `score * MAX / max`, or its reverse, as upstream's

@@ -357,6 +357,7 @@ pub async fn run(
         queue.wait_out_backoffs();
     }
     queue.share_pod_groups(cache.pod_groups().clone());
+    queue.share_claims(cache.dra().clone());
     let gang_scheduling =
         (options.config.profiles.iter()).any(|p| p.release.enabled(Gate::GangScheduling));
     let mut scheduler = Scheduler::new(

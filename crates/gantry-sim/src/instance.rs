@@ -83,6 +83,7 @@ impl Instance {
             config.max_backoff,
         );
         queue.share_pod_groups(cache.pod_groups().clone());
+        queue.share_claims(cache.dra().clone());
         let mut scheduler = Scheduler::new(
             cache.clone(),
             config.profiles.to_vec(),
@@ -228,6 +229,9 @@ impl Instance {
                 };
                 let event = ClusterEvent::new(EventResource::ResourceClaim, action);
                 (self.queue).on_event_for(event, now, |pod| hint.concerns(pod));
+                if matches!(change, ClaimChange::Set(_)) {
+                    self.queue.requeue_gated_claim_users();
+                }
             }
         }
     }

@@ -128,7 +128,8 @@ pub enum PodStatus {
     Pending,
     /// Bound to a node (it may have been evicted or deleted since).
     Bound,
-    /// Held back by scheduling gates; never tried.
+    /// Held back by PreEnqueue (scheduling gates, a gang short of members, claims not
+    /// there yet); never tried.
     Gated,
     /// Its `schedulerName` matches no profile: another scheduler's pod, never queued.
     OtherScheduler,
@@ -197,8 +198,8 @@ pub(crate) struct PodRecords {
     histories: Vec<PodHistory>,
     /// PodGroups by `namespace/name`.
     groups: BTreeMap<String, GroupRecord>,
-    /// Members of PodGroups held back by PreEnqueue, by index.
-    held_members: Vec<usize>,
+    /// Pods held back by PreEnqueue until an event lets them in, by index.
+    held_until_event: Vec<usize>,
     uids: Vec<Arc<str>>,
     by_uid: HashMap<Arc<str>, usize>,
     /// Every pod by namespace and name (the name shared with the pod), with its uid:
@@ -331,11 +332,11 @@ impl PodRecords {
         record.condition = Some(condition);
     }
 
-    /// A member of a PodGroup is held back by PreEnqueue (its group missing, or its
-    /// gang short of `minCount`), for this reason.
-    pub fn hold_member(&mut self, index: usize, reason: String) {
+    /// A pod is held back by PreEnqueue until an event lets it in (its group missing, its
+    /// gang short of `minCount`, a claim not there yet), for this reason.
+    pub fn hold_until_event(&mut self, index: usize, reason: String) {
         self.set_pending(index, PodStatus::Gated, reason);
-        self.held_members.push(index);
+        self.held_until_event.push(index);
     }
 
     /// Held members that `released` says the queue let in are pending again.
@@ -343,7 +344,7 @@ impl PodRecords {
         let histories = &mut self.histories;
         let placements = &mut self.placements;
         let uids = &self.uids;
-        self.held_members.retain(|&i| {
+        self.held_until_event.retain(|&i| {
             if histories[i].status != PodStatus::Gated || released(&uids[i]) {
                 if histories[i].status == PodStatus::Gated {
                     histories[i].status = PodStatus::Pending;

@@ -8,7 +8,9 @@ use anyhow::Context;
 use clap::Args;
 use comfy_table::{ContentArrangement, Table};
 use gantry_api::decode::ClusterObjects;
-use gantry_api::dra::{ClaimSource, DraObjects, ResourceClaim, ResourceClaimTemplate};
+use gantry_api::dra::{
+    ClaimSource, DraObjects, ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate,
+};
 use gantry_api::{Pod, Sym};
 use gantry_cache::{Cache, Snapshot};
 use gantry_framework::{ApiObjects, Code, Profile, Status};
@@ -19,8 +21,10 @@ use crate::{load, output};
 
 /// Gives the cache the DRA objects of the cluster (and of the pod's file), and makes the
 /// pod's claims from their templates as the claim controller would, where they do not
-/// exist yet (named as the pod's status names them, or `<pod>-<entry>`).
-fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod: &Pod) {
+/// exist yet (named as the pod's status names them, or `<pod>-<entry>`). Returns the pod
+/// as the controller leaves it, its status naming those claims, so that DynamicResources'
+/// PreEnqueue does not hold it back for want of them.
+fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod: &Pod) -> Pod {
     let all = || {
         cluster
             .dra
@@ -44,6 +48,7 @@ fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod:
         .iter()
         .chain(&with_pod.templates)
         .collect();
+    let mut named = Vec::new();
     for entry in pod.resource_claims.iter() {
         let ClaimSource::Template(template) = entry.source else {
             continue;
@@ -58,9 +63,21 @@ fn load_dra(cache: &Cache, cluster: &ClusterObjects, with_pod: &DraObjects, pod:
         if let (false, Some(template)) = (exists, template) {
             cache
                 .dra()
-                .set_claim(Arc::new(template.claim_for(pod, name)));
+                .set_claim(Arc::new(template.claim_for(pod, name.clone())));
+        }
+        if (exists || template.is_some()) && !pod.has_claim_status(&entry.name) {
+            named.push(ResourceClaimStatus {
+                name: entry.name.clone(),
+                claim: name,
+            });
         }
     }
+    let mut pod = pod.clone();
+    if !named.is_empty() {
+        let statuses = pod.claim_statuses.iter().flat_map(|s| s.iter().cloned());
+        pod.claim_statuses = Some(statuses.chain(named).collect());
+    }
+    pod
 }
 
 /// Rows per table in the human output; `--json` has every node.
@@ -149,7 +166,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     {
         cache.add_pod(Arc::new(bound.clone()))?;
     }
-    load_dra(&cache, &cluster, &pod_file.dra, &pod);
+    let pod = Arc::new(load_dra(&cache, &cluster, &pod_file.dra, &pod));
     let mut objects = ApiObjects::from_cluster(&cluster);
     objects.ensure_namespace(pod.namespace);
     let mut snapshot = Snapshot::new();
@@ -161,7 +178,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     objects.share_pod_groups(shared.clone());
     let explanation = explain(profile, &snapshot, &objects, &pod, args.seed);
     let groups = shared.lock();
-    let held_back = held_back(profile, &pod, &groups);
+    let view = gantry_framework::PreEnqueueView {
+        groups: &groups,
+        claims: Some(cache.dra()),
+    };
+    let held_back = held_back(profile, &pod, &view);
     let mut gang = crate::explain_gang::lines(&groups, &pod);
     let topology = crate::explain_gang::topology_line(&groups, &pod, &snapshot);
     gang.extend(topology.clone());
@@ -205,18 +226,18 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
 }
 
 /// The profile's PreEnqueue rejections of the pod (a scheduling gate, a gang short of its
-/// members): kube-scheduler
-/// does not try such a pod at all, so the cycle explained is the one it would get after.
+/// members, a claim not made yet): kube-scheduler does not try such a pod at all, so the
+/// cycle explained is the one it would get after.
 fn held_back(
     profile: &Profile,
     pod: &Pod,
-    groups: &gantry_cache::PodGroupStates,
+    cluster: &gantry_framework::PreEnqueueView<'_>,
 ) -> Vec<(&'static str, String)> {
     profile
         .pre_enqueue
         .iter()
         .filter_map(|plugin| {
-            let status = plugin.pre_enqueue(pod, groups);
+            let status = plugin.pre_enqueue(pod, cluster);
             (!status.is_success()).then(|| (plugin.name(), status.message().to_string()))
         })
         .collect()

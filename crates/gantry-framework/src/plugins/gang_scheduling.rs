@@ -9,7 +9,7 @@ use gantry_api::{Pod, Sym};
 use gantry_cache::{GroupKey, PodGroupStates};
 
 use crate::events::{ActionType, ClusterEvent, EventResource};
-use crate::{Code, CycleState, PermitPlugin, Plugin, PreEnqueuePlugin, Status};
+use crate::{Code, CycleState, PermitPlugin, Plugin, PreEnqueuePlugin, PreEnqueueView, Status};
 
 pub const NAME: &str = "GangScheduling";
 
@@ -50,7 +50,8 @@ pub fn helps(waiting: &Pod, added: GroupKey) -> bool {
 }
 
 impl PreEnqueuePlugin for GangScheduling {
-    fn pre_enqueue(&self, pod: &Pod, groups: &PodGroupStates) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, cluster: &PreEnqueueView<'_>) -> Status {
+        let groups = cluster.groups;
         let Some(key) = GroupKey::of(pod) else {
             return Status::success();
         };
@@ -192,7 +193,8 @@ mod tests {
         for (name, pod, others, groups, want) in cases {
             let mut members = others;
             members.push(pod);
-            let status = GangScheduling.pre_enqueue(pod, &states(groups, &members));
+            let status = GangScheduling
+                .pre_enqueue(pod, &PreEnqueueView::of_groups(&states(groups, &members)));
             match want {
                 None => assert!(status.is_success(), "{name}: {}", status.message()),
                 Some(message) => {

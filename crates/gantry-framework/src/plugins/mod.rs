@@ -80,7 +80,8 @@ fn dynamic_resources_registration(
     let registered = Registered::builtin(dynamic_resources::NAME, &[Point::PostFilter])
         .pre_filter(dra.clone())
         .filter(dra.clone())
-        .reserve(dra.clone());
+        .reserve(dra.clone())
+        .pre_enqueue(dra.clone());
     let registered = if release.dynamic_resources_scores() {
         registered.pre_score(dra.clone()).score(dra.clone())
     } else {

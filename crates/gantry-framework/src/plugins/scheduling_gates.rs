@@ -20,7 +20,7 @@ impl Plugin for SchedulingGates {
 }
 
 impl PreEnqueuePlugin for SchedulingGates {
-    fn pre_enqueue(&self, pod: &Pod, _groups: &gantry_cache::PodGroupStates) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, _cluster: &crate::PreEnqueueView<'_>) -> Status {
         if pod.scheduling_gates.is_empty() {
             return Status::success();
         }
@@ -35,18 +35,19 @@ impl PreEnqueuePlugin for SchedulingGates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::{Code, PreEnqueueView};
 
     #[test]
     fn gated_pods_wait() {
         let mut pod = Pod::new("ns", "p");
         assert!(
             SchedulingGates
-                .pre_enqueue(&pod, &Default::default())
+                .pre_enqueue(&pod, &PreEnqueueView::of_groups(&Default::default()))
                 .is_success()
         );
         pod.scheduling_gates = vec!["foo".into(), "bar".into()];
-        let status = SchedulingGates.pre_enqueue(&pod, &Default::default());
+        let status =
+            SchedulingGates.pre_enqueue(&pod, &PreEnqueueView::of_groups(&Default::default()));
         assert_eq!(status.code(), Code::UnschedulableAndUnresolvable);
         assert_eq!(status.message(), "waiting for scheduling gates: [foo bar]");
     }

@@ -317,7 +317,8 @@ impl SchedulingLoop {
                 let now = self.now();
                 match changed.claim {
                     Some(hint) => {
-                        (self.queue).on_event_for(changed.event, now, |p| hint.concerns(p))
+                        (self.queue).on_event_for(changed.event, now, |p| hint.concerns(p));
+                        self.queue.requeue_gated_claim_users();
                     }
                     None => self.queue.on_event(changed.event, now),
                 }
@@ -336,11 +337,13 @@ impl SchedulingLoop {
             .on_event_for(event.event, now, |pod| event.concerns(pod));
     }
 
-    /// A device class, slice or claim changed: pods DynamicResources rejected may fit.
+    /// A relist changed device classes, slices or claims: pods DynamicResources rejected
+    /// may fit, and those it held back may have their claims now.
     fn dra_event(&mut self, event: Option<(EventResource, ActionType)>) {
         if let Some((resource, action)) = event {
             self.queue
                 .on_event(ClusterEvent::new(resource, action), self.now());
+            self.queue.requeue_gated_claim_users();
         }
     }
 

@@ -716,6 +716,57 @@ async fn an_extended_resource_backed_by_devices_gets_a_claim_made_for_the_pod() 
     assert_deployable(&api);
 }
 
+/// A pod made from a claim template, before the resourceclaim controller has made its
+/// claim and named it in the pod's status: DynamicResources' PreEnqueue holds it back, no
+/// attempt and no event (a real v1.36.2 kube-scheduler writes none; Gantry wrote
+/// `could not find ResourceClaim`). The claim made, then named in the pod's status (the
+/// controller's order), the pod is bound with it, still without a `FailedScheduling`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_is_not_tried_before_the_controller_has_made_its_claim() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    api.put(NODES, node("node-0", 4000, "a"));
+    api.put(DEVICE_CLASSES, device_class("gpu"));
+    api.put(RESOURCE_SLICES, slice("node-0", &["gpu-0"]));
+    let mut p = pod("p", 500);
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "gpu"}]);
+    p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    api.put(PODS, p);
+    let instance = start(&api, "solo", Shard::WHOLE, None).await;
+    // An idle cache sees the pod well within this; an attempt would write an event.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(node_of(&api, "p").is_none());
+    assert_eq!(
+        events_about(&api, "p", "FailedScheduling"),
+        Vec::<Value>::new()
+    );
+
+    let mut made = claim("p-gpu-x7k2p", "gpu");
+    made["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod",
+        "name": "p", "uid": uid_of(&api, "p"), "controller": true}]);
+    api.put(RESOURCE_CLAIMS, made);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        node_of(&api, "p").is_none(),
+        "tried before its status names the claim"
+    );
+    let mut named = api.get(PODS, "default", "p").unwrap();
+    named["status"]["resourceClaimStatuses"] =
+        json!([{"name": "gpu", "resourceClaimName": "p-gpu-x7k2p"}]);
+    api.put(PODS, named);
+    wait_for("p bound", WAIT, || node_of(&api, "p").is_some()).await;
+    let claim = claim_of(&api, "p-gpu-x7k2p");
+    assert_eq!(
+        allocation_unstamped(&claim)["devices"]["results"],
+        local_allocation("node-0", "gpu-0")["devices"]["results"]
+    );
+    assert_eq!(
+        events_about(&api, "p", "FailedScheduling"),
+        Vec::<Value>::new()
+    );
+    instance.stop().await.unwrap();
+}
+
 /// A node's slice whose one device the driver must attach first (DRADeviceBindingConditions):
 /// its conditions and `bindsToNode`.
 fn attachable_slice(node: &str) -> Value {

@@ -9,14 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_api::{Gate, Pod, Release};
-use gantry_cache::{GroupKey, SharedPodGroups};
+use gantry_cache::{DraCache, GroupKey, SharedPodGroups};
 use gantry_framework::{
-    ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, Profile, QueueSort,
+    ActionType, ClusterEvent, EventResource, PreEnqueuePlugin, PreEnqueueView, Profile, QueueSort,
+    Status,
 };
 
 use crate::unschedulable_pods::{Moved, UnschedulablePods};
+use gated::{GatedPods, Held};
 use preemption_hold::PreemptionHold;
 
+mod gated;
 mod preemption_hold;
 
 /// Pods unschedulable for longer than this are retried anyway (upstream's
@@ -181,10 +184,11 @@ pub struct SchedulingQueue {
     seq: u64,
     /// The PodGroups and their members, which PreEnqueue reads (the cache's, once shared).
     pod_groups: SharedPodGroups,
-    /// Members held back by PreEnqueue, per group, in the order they were held (with the
-    /// entry's version: a member since moved or removed is skipped), so that a new member
-    /// looks at its own group's held pods, not at the whole queue.
-    gated_members: HashMap<GroupKey, Vec<(u64, Arc<str>)>>,
+    /// The claims, which DynamicResources' PreEnqueue reads (the cache's, once shared).
+    claims: Option<Arc<DraCache>>,
+    /// Pods held back by PreEnqueue, by what may let them in, so that a new member or
+    /// claim looks at the pods it may help, not at the whole queue.
+    gated: GatedPods,
     /// The profiles' queue sort (upstream requires every profile to have the same).
     sort: QueueSort,
     /// The latest cluster events with the cycle each arrived in (at most
@@ -254,7 +258,8 @@ impl SchedulingQueue {
             next_leftover_flush: Duration::ZERO,
             seq: 0,
             pod_groups: SharedPodGroups::default(),
-            gated_members: HashMap::new(),
+            claims: None,
+            gated: GatedPods::default(),
             sort: profiles
                 .first()
                 .map_or(QueueSort::PrioritySort, |p| p.queue_sort),
@@ -293,23 +298,19 @@ impl SchedulingQueue {
         self.preemption_hold.finish(uid);
     }
 
-    /// Why a held member of a PodGroup is held: the first PreEnqueue rejection of a pod
-    /// that names a group and is held (`None` for other pods).
-    pub fn held_by_group(&self, uid: &str) -> Option<String> {
+    /// Why a pod held back until an event lets it in is held: the first PreEnqueue
+    /// rejection of a gang member (its PodGroup or quorum missing) or of a pod whose
+    /// claims are not all there; `None` for other pods, scheduling gates included (only
+    /// an update of the pod lifts those).
+    pub fn held_until_event(&self, uid: &str) -> Option<String> {
         let entry = self.entries.get(uid)?;
-        if entry.location != Location::Gated || entry.queued.pod.scheduling_group.is_none() {
+        if entry.location != Location::Gated {
             return None;
         }
-        let (_, plugins) = self
-            .pre_enqueue
-            .iter()
-            .find(|(name, _)| *name == entry.queued.pod.scheduler_name)?;
-        let groups = self.pod_groups.lock();
-        plugins
-            .iter()
-            .map(|p| p.pre_enqueue(&entry.queued.pod, &groups))
-            .find(|status| !status.is_success())
-            .map(|status| status.message())
+        let (by, status) = self.pre_enqueue_rejection(&entry.queued)?;
+        let waits_for_event = entry.queued.pod.scheduling_group.is_some()
+            || by == gantry_framework::plugins::dynamic_resources::NAME;
+        waits_for_event.then(|| status.message())
     }
 
     /// Reads PodGroups and their members from `groups` (the cache's) from now on.
@@ -317,13 +318,30 @@ impl SchedulingQueue {
         self.pod_groups = groups;
     }
 
+    /// Reads claims from `claims` (the cache's) from now on: DynamicResources' PreEnqueue
+    /// holds back a pod whose claims are not all there.
+    pub fn share_claims(&mut self, claims: Arc<DraCache>) {
+        self.claims = Some(claims);
+    }
+
     /// A member or the PodGroup object of `group` appeared: its members held back by
     /// PreEnqueue are judged again, in the order they were held (upstream's queueing
     /// hints for GangScheduling, which requeue only the pods of the same group).
     pub fn requeue_gated_members(&mut self, group: GroupKey) {
-        let Some(held) = self.gated_members.remove(&group) else {
-            return;
-        };
+        let held = self.gated.take_group(group);
+        self.judge_again(held);
+    }
+
+    /// A claim was added or changed: the pods DynamicResources' PreEnqueue held back are
+    /// judged again, in the order they were held (upstream's claim hint moves those that
+    /// use the claim; the others would be held again).
+    pub fn requeue_gated_claim_users(&mut self) {
+        let held = self.gated.take_claim_users();
+        self.judge_again(held);
+    }
+
+    /// Runs PreEnqueue again on the pods of `held` that are still held back as they were.
+    fn judge_again(&mut self, held: Vec<Held>) {
         for (version, uid) in held {
             let still_held = self
                 .entries
@@ -333,12 +351,7 @@ impl SchedulingQueue {
                 continue;
             }
             let entry = self.entries.remove(&uid).expect("checked above");
-            let location = if self.passes_pre_enqueue(&entry.queued) {
-                Location::Active
-            } else {
-                Location::Gated
-            };
-            self.place(entry.queued, location);
+            self.place_judged(entry.queued, Location::Active);
         }
     }
 
@@ -403,12 +416,7 @@ impl SchedulingQueue {
             unschedulable_plugins: Vec::new(),
             cycle: 0,
         };
-        let location = if self.passes_pre_enqueue(&queued) {
-            Location::Active
-        } else {
-            Location::Gated
-        };
-        self.place(queued, location);
+        self.place_judged(queued, Location::Active);
     }
 
     /// The pending pod changed (a gate removed, labels edited): it is tried again.
@@ -419,14 +427,13 @@ impl SchedulingQueue {
         };
         let mut queued = entry.queued;
         queued.pod = pod;
-        let location = if !self.passes_pre_enqueue(&queued) {
-            Location::Gated
-        } else if entry.location == Location::Backoff && self.backoff_expiry(&queued) > now {
+        let location = if entry.location == Location::Backoff && self.backoff_expiry(&queued) > now
+        {
             Location::Backoff
         } else {
             Location::Active
         };
-        self.place(queued, location);
+        self.place_judged(queued, location);
     }
 
     /// The pod was deleted or bound elsewhere.
@@ -845,16 +852,32 @@ impl SchedulingQueue {
         }
     }
 
-    fn passes_pre_enqueue(&self, queued: &QueuedPod) -> bool {
-        self.pre_enqueue
-            .iter()
-            .find(|(name, _)| *name == queued.pod.scheduler_name)
-            .is_none_or(|(_, plugins)| {
-                let groups = self.pod_groups.lock();
-                plugins
-                    .iter()
-                    .all(|p| p.pre_enqueue(&queued.pod, &groups).is_success())
-            })
+    /// The first PreEnqueue plugin of the pod's profile that holds it back, and why.
+    fn pre_enqueue_rejection(&self, queued: &QueuedPod) -> Option<(&'static str, Status)> {
+        let (_, plugins) =
+            (self.pre_enqueue.iter()).find(|(name, _)| *name == queued.pod.scheduler_name)?;
+        let groups = self.pod_groups.lock();
+        let view = PreEnqueueView {
+            groups: &groups,
+            claims: self.claims.as_deref(),
+        };
+        plugins.iter().find_map(|p| {
+            let status = p.pre_enqueue(&queued.pod, &view);
+            (!status.is_success()).then(|| (p.name(), status))
+        })
+    }
+
+    /// Places the pod where PreEnqueue sends it: held back (noted by what may let it in),
+    /// else at `location`.
+    fn place_judged(&mut self, queued: QueuedPod, location: Location) {
+        let Some((by, _)) = self.pre_enqueue_rejection(&queued) else {
+            self.place(queued, location);
+            return;
+        };
+        let pod = queued.pod.clone();
+        self.place(queued, Location::Gated);
+        let version = self.entries[&pod.uid].version;
+        self.gated.hold(&pod, version, by);
     }
 
     fn place(&mut self, mut queued: QueuedPod, location: Location) {
@@ -906,13 +929,7 @@ impl SchedulingQueue {
                     false => self.backoff.push(key),
                 }
             }
-            Location::Gated => {
-                if let Some(group) = GroupKey::of(&queued.pod) {
-                    let held = self.gated_members.entry(group).or_default();
-                    held.push((version, uid.clone()));
-                }
-            }
-            Location::Unschedulable => {}
+            Location::Gated | Location::Unschedulable => {}
         }
         if location == Location::Unschedulable {
             self.unschedulable

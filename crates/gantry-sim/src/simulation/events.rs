@@ -81,13 +81,14 @@ impl Simulation {
         {
             self.mark_gated(&pod.uid);
         }
-        // Members a new member or their PodGroup let into the queue are no longer held.
-        let group_changed = match change {
+        // Pods a new member, their PodGroup or a claim let into the queue are no longer
+        // held.
+        let may_release = match change {
             WatchEvent::PodCreated(pod) => pod.scheduling_group.is_some(),
-            WatchEvent::PodGroupCreated(_) => true,
+            WatchEvent::PodGroupCreated(_) | WatchEvent::Claim(ClaimChange::Set(_)) => true,
             _ => false,
         };
-        if group_changed {
+        if may_release {
             let instances = &self.instances;
             self.records
                 .release_held(|uid| !instances.iter().any(|i| i.queue.is_gated(uid)));
@@ -121,14 +122,14 @@ impl Simulation {
     }
 
     /// The pod is held back by PreEnqueue: by its scheduling gates (`gated`), or waiting
-    /// for its PodGroup or its gang's quorum (GangScheduling's message).
+    /// for its PodGroup, its gang's quorum or its claims (the plugin's message).
     fn mark_gated(&mut self, uid: &str) {
         let owner = self.owner(uid);
         let Some(i) = self.records.index(uid) else {
             return;
         };
-        match self.instances[owner].queue.held_by_group(uid) {
-            Some(reason) => self.records.hold_member(i, reason),
+        match self.instances[owner].queue.held_until_event(uid) {
+            Some(reason) => self.records.hold_until_event(i, reason),
             None => self.records.set_pending(i, PodStatus::Gated, GATED.into()),
         }
     }

@@ -14,6 +14,7 @@ mod dra_binding;
 mod dra_distinct;
 mod dra_extended;
 mod dra_partitionable;
+mod dra_pre_enqueue;
 mod dra_scoring;
 mod dra_shared;
 mod dra_state;

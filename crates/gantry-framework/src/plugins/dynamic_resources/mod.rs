@@ -19,6 +19,7 @@ pub mod device_report;
 mod extended;
 mod first_path;
 pub mod library;
+mod pod_claims;
 mod pools;
 mod prepared;
 pub mod queueing_hint;
@@ -50,6 +51,7 @@ pub use capacity::shares_overrun_at_bind;
 use cel::Selector;
 pub use counters::overrun_at_bind;
 pub use extended::{asks_for_served_resources, extended_device_totals};
+use pod_claims::pod_claim;
 use searched_allocations::SearchedAllocations;
 use selection_verdicts::SelectionVerdicts;
 use smallvec::SmallVec;
@@ -471,7 +473,7 @@ impl PreFilterPlugin for DynamicResources {
         };
         let mut claims = Vec::with_capacity(pod.resource_claims.len());
         for entry in &pod.resource_claims {
-            match pod_claim(pod, entry, dra) {
+            match pod_claim(pod, entry, |key| dra.claim(key)) {
                 Ok(claim) => claims.push(claim),
                 Err(message) => return (None, Status::unresolvable(message)),
             }
@@ -553,40 +555,6 @@ fn binding_refusal(claim: &ResourceClaim, now: i64, timeout: i64) -> Option<Stri
         )),
         Readiness::Pending => None,
     }
-}
-
-/// The claim a `spec.resourceClaims` entry names, checked as upstream's
-/// `foreachPodResourceClaim` checks it: it exists, is not being deleted, and a claim
-/// made from a template was made for this pod.
-fn pod_claim(
-    pod: &Pod,
-    entry: &gantry_api::dra::PodResourceClaim,
-    dra: &dyn gantry_cache::DraState,
-) -> Result<Arc<ResourceClaim>, String> {
-    let name = pod.claim_name(entry);
-    let key = ClaimKey {
-        namespace: pod.namespace,
-        name: Sym::new(&name),
-    };
-    let Some(claim) = dra.claim(key) else {
-        return Err(format!(
-            "could not find ResourceClaim \"{}/{name}\"",
-            pod.namespace
-        ));
-    };
-    if claim.deleting {
-        return Err(format!("resourceclaim {name:?} is being deleted"));
-    }
-    let from_template = matches!(entry.source, gantry_api::dra::ClaimSource::Template(_));
-    if from_template && claim.owner_pod.as_deref() != Some(&*pod.uid) {
-        return Err(format!(
-            "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
-            claim.namespace,
-            claim.name,
-            pod.key()
-        ));
-    }
-    Ok(claim)
 }
 
 impl FilterPlugin for DynamicResources {
