@@ -28,12 +28,11 @@ const KIND: &str = "KubeSchedulerConfiguration";
 const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 const MULTI_POINT: &str = "multiPoint";
 
-/// Upstream fields Gantry accepts and ignores: it has no API server connection, leader
-/// election, worker pool or profiling endpoints.
+/// Upstream fields Gantry accepts and ignores: it has no leader election, worker pool or
+/// profiling endpoints (of `clientConnection` it reads the rate limit only).
 const IGNORED_FIELDS: &[&str] = &[
     "parallelism",
     "leaderElection",
-    "clientConnection",
     "healthzBindAddress",
     "metricsBindAddress",
     "enableProfiling",
@@ -51,6 +50,8 @@ pub struct SchedulerConfig {
     pub percentage_of_nodes_to_score: Option<u32>,
     pub pod_initial_backoff_seconds: u64,
     pub pod_max_backoff_seconds: u64,
+    /// The rate limit of the scheduler's API client (`clientConnection.qps` and `burst`).
+    pub client_rate: ClientRate,
     /// What upstream accepts and Gantry reads past (a deprecated version, plugins it does
     /// not implement), as `file: field: message`.
     pub warnings: Vec<String>,
@@ -72,6 +73,7 @@ impl SchedulerConfig {
             percentage_of_nodes_to_score: None,
             pod_initial_backoff_seconds: 1,
             pod_max_backoff_seconds: 10,
+            client_rate: ClientRate::DEFAULT,
             warnings: Vec::new(),
         }
     }
@@ -256,6 +258,84 @@ struct RawConfig {
     pod_max_backoff_seconds: Option<i64>,
     #[serde(default)]
     extenders: Vec<Value>,
+    client_connection: Option<RawClientConnection>,
+}
+
+/// `clientConnection`: the rate limit is read; where the kubeconfig is and which content
+/// types the client speaks do not change what a simulated scheduler does.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawClientConnection {
+    qps: Option<f32>,
+    burst: Option<i32>,
+    #[serde(rename = "kubeconfig")]
+    _kubeconfig: Option<Value>,
+    #[serde(rename = "acceptContentTypes")]
+    _accept_content_types: Option<Value>,
+    #[serde(rename = "contentType")]
+    _content_type: Option<Value>,
+}
+
+/// The rate limit of the scheduler's API client: `qps` requests a second, in bursts of up
+/// to `burst` (client-go's token bucket). kube-scheduler defaults them to 50 and 100
+/// (`apis/config/v1/defaults.go`, the same from v1.28 to v1.37); client-go sets no limit
+/// when `qps` is negative.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientRate {
+    pub qps: f32,
+    pub burst: u32,
+}
+
+impl ClientRate {
+    pub const DEFAULT: ClientRate = ClientRate {
+        qps: 50.0,
+        burst: 100,
+    };
+
+    /// Whether the client waits for tokens at all.
+    pub fn limits(&self) -> bool {
+        self.qps > 0.0
+    }
+}
+
+impl std::fmt::Display for ClientRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.limits() {
+            true => write!(f, "{} requests/s, burst {}", self.qps, self.burst),
+            false => f.write_str("not rate-limited"),
+        }
+    }
+}
+
+/// `clientConnection`'s rate limit, defaulted and validated as upstream's (a zero is the
+/// default; a negative burst is refused, `ValidateClientConnectionConfiguration`).
+fn client_rate(raw: Option<&RawClientConnection>) -> Checked<ClientRate> {
+    let qps = raw.and_then(|c| c.qps).unwrap_or(0.0);
+    let burst = raw.and_then(|c| c.burst).unwrap_or(0);
+    if !qps.is_finite() {
+        return fail(
+            "clientConnection.qps",
+            format!("must be a number, not {qps}"),
+        );
+    }
+    let Ok(burst) = u32::try_from(burst) else {
+        return fail(
+            "clientConnection.burst",
+            format!("must be non-negative, not {burst}"),
+        );
+    };
+    Ok(ClientRate {
+        qps: if qps == 0.0 {
+            ClientRate::DEFAULT.qps
+        } else {
+            qps
+        },
+        burst: if burst == 0 {
+            ClientRate::DEFAULT.burst
+        } else {
+            burst
+        },
+    })
 }
 
 #[derive(Default, Deserialize)]
@@ -370,6 +450,7 @@ fn from_value(mut value: Value, release: Release) -> Checked<SchedulerConfig> {
             format!("must be at least podInitialBackoffSeconds ({initial}), not {max}"),
         );
     };
+    let client_rate = client_rate(raw.client_connection.as_ref())?;
     let mut raw_profiles = raw.profiles;
     if raw_profiles.is_empty() {
         raw_profiles.push(RawProfile::default());
@@ -416,6 +497,7 @@ fn from_value(mut value: Value, release: Release) -> Checked<SchedulerConfig> {
         percentage_of_nodes_to_score: global,
         pod_initial_backoff_seconds: initial,
         pod_max_backoff_seconds: max,
+        client_rate,
         warnings,
     })
 }

@@ -2,7 +2,7 @@
 
 use gantry_api::Release;
 use gantry_framework::Profile;
-use gantry_framework::config::SchedulerConfig;
+use gantry_framework::config::{ClientRate, SchedulerConfig};
 use gantry_framework::plugins::{default_profile, default_profile_for};
 
 const HEADER: &str =
@@ -184,6 +184,38 @@ fn json_is_accepted_and_upstream_only_fields_are_ignored() {
         ),
         (2, 30)
     );
+}
+
+/// `clientConnection`'s rate limit, defaulted as kube-scheduler's (`v1/defaults.go`: a
+/// zero is 50 requests a second, bursts of 100) and validated as upstream's (a negative
+/// burst refused; a negative qps, client-go's "no limit", accepted).
+#[test]
+fn the_client_rate_limit_is_read_and_defaulted() {
+    let rate = |fields: &str| {
+        parse(&format!(
+            "clientConnection: {{kubeconfig: /etc/k, {fields}}}\n"
+        ))
+        .client_rate
+    };
+    let default = ClientRate {
+        qps: 50.0,
+        burst: 100,
+    };
+    assert_eq!(parse("").client_rate, default);
+    assert_eq!(rate("qps: 0, burst: 0"), default);
+    assert_eq!(
+        rate("qps: 5000, burst: 10000"),
+        ClientRate {
+            qps: 5000.0,
+            burst: 10000
+        }
+    );
+    assert!(!rate("qps: -1").limits());
+    assert_eq!(
+        error("clientConnection: {burst: -1}\n"),
+        "scheduler.yaml: clientConnection.burst: must be non-negative, not -1"
+    );
+    assert!(error("clientConnection: {qpss: 5}\n").contains("qpss"));
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 pub mod alloc_counter;
 mod api;
+mod api_client;
 pub mod bench;
 mod claim_shares;
 mod claims;

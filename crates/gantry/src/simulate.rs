@@ -435,6 +435,7 @@ fn describe_settings(options: &SimOptions, config: &SchedulerConfig) -> Vec<(Str
         ("assume".into(), yes_no(options.assume)),
         ("sequential".into(), yes_no(options.sequential)),
         ("bind latency".into(), options.bind_latency.to_string()),
+        ("API client".into(), config.client_rate.to_string()),
         (
             "binding conditions".into(),
             options.driver_binding.to_string(),
@@ -495,6 +496,8 @@ fn sim_options(args: &SimulateArgs, config: &SchedulerConfig) -> SimOptions {
         bind_latency: args.bind_latency_ms.map_or(BindLatency::REALISTIC, |ms| {
             BindLatency::Fixed(Duration::from_millis(ms))
         }),
+        // kube-scheduler's client: its binds wait for its rate limit's tokens.
+        client_rate: Some(config.client_rate),
         bind_failure_rate: args.bind_failure_rate,
         capacity_check: args.capacity_check,
         initial_backoff: Duration::from_secs(config.pod_initial_backoff_seconds),

@@ -109,8 +109,7 @@ impl Simulation {
             queue.retry_after_backoff(&uids);
         }
         if !binds.is_empty() {
-            let latency = self.options.bind_latency.sample(&mut self.latency_rng);
-            let due = self.clock.saturating_add(latency);
+            let due = self.api_calls(instance, self.clock, binds.len(), 1);
             self.push(
                 due,
                 Event::GangBindDue {
@@ -180,12 +179,12 @@ impl Simulation {
                 self.start_waiting(instance, pod, state, queued, wait);
             }
             Attempt::Scheduled { pod, state, .. } => {
-                let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+                // Saturating: the clock may stand at the end of time (a backoff of
+                // i64::MAX seconds has expired).
+                let due = self.api_calls(instance, now, 1, 1);
                 self.records.placement_mut(index).annotations = written(&pod);
                 self.push(
-                    // Saturating: the clock may stand at the end of time (a backoff of
-                    // i64::MAX seconds has expired).
-                    now.saturating_add(latency),
+                    due,
                     Event::BindDue {
                         instance,
                         pod,

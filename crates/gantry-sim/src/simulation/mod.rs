@@ -33,6 +33,7 @@ use gantry_scheduler::shard::Shard;
 use serde::Serialize;
 
 use crate::SimulatedApi;
+use crate::api_client::TokenBucket;
 use crate::claims::ClaimChange;
 use crate::driver_binding::{Answer, DriverBinding};
 use crate::instance::{Instance, InstanceConfig, WatchEvent};
@@ -76,6 +77,9 @@ pub struct SimOptions {
     pub sequential: bool,
     /// Virtual time from a scheduling decision to the bind's completion.
     pub bind_latency: BindLatency,
+    /// Each scheduler's API client rate limit, which its binds and preemptions' calls wait
+    /// for (kube-scheduler's `clientConnection`); `None`: calls never wait.
+    pub client_rate: Option<gantry_framework::config::ClientRate>,
     /// Share of binds the API refuses at random.
     pub bind_failure_rate: f64,
     /// The API refuses binds that would over-commit a node.
@@ -108,6 +112,7 @@ impl Default for SimOptions {
             remember_verdicts: true,
             sequential: false,
             bind_latency: BindLatency::REALISTIC,
+            client_rate: None,
             bind_failure_rate: 0.0,
             capacity_check: false,
             initial_backoff: Duration::from_secs(1),
@@ -330,6 +335,8 @@ pub struct Simulation {
     next_instance: usize,
     pub api: SimulatedApi,
     latency_rng: Rng,
+    /// Each instance's API client rate limit (`None`: unlimited).
+    clients: Vec<Option<TokenBucket>>,
     /// Sequential mode: pods waiting to be submitted.
     backlog: VecDeque<Arc<Pod>>,
     /// Sequential mode: the pod being worked on.
@@ -471,6 +478,8 @@ impl Simulation {
             api.add_bound_pod(pod);
         }
         let latency_rng = Rng::new(options.seed ^ 0xB1_4D_1A_7E);
+        let bucket = options.client_rate.and_then(TokenBucket::new);
+        let clients = vec![bucket; instances.len()];
         let mut sim = Simulation {
             options,
             clock: Duration::ZERO,
@@ -483,6 +492,7 @@ impl Simulation {
             next_instance: 0,
             api,
             latency_rng,
+            clients,
             backlog: VecDeque::new(),
             current: None,
             records,
@@ -511,6 +521,30 @@ impl Simulation {
         self.seq += 1;
         self.events.push(Reverse((at, self.seq)));
         self.payloads.insert(self.seq, event);
+    }
+
+    /// When `sequential` rounds of `parallel` API calls side by side, each round made
+    /// when the one before is done, starting at `at`, are done: every call waits for a
+    /// token of the instance's client, and a round takes one call's latency.
+    fn api_calls(
+        &mut self,
+        instance: usize,
+        at: Duration,
+        parallel: usize,
+        sequential: u32,
+    ) -> Duration {
+        let mut done = at;
+        for _ in 0..sequential {
+            let mut go = done;
+            if let Some(bucket) = &mut self.clients[instance] {
+                for _ in 0..parallel {
+                    go = bucket.reserve(done);
+                }
+            }
+            let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+            done = go.saturating_add(latency);
+        }
+        done
     }
 
     /// Runs until nothing can happen any more; returns the summary.

@@ -4,12 +4,12 @@
 //! scheduler goes on with other pods, and DefaultPreemption's PreEnqueue holds the
 //! preemptor back until it is done (`prepareCandidateAsync` in
 //! `pkg/scheduler/framework/preemption/executor.go`, v1.36.3): each victim takes a status
-//! patch (its DisruptionTarget condition) and a delete, one API call's latency each; all
-//! victims but the last go in parallel, then the last. The hold ends when the goroutine
+//! patch (its DisruptionTarget condition) and a delete, one API call's latency each, and
+//! a token of the scheduler's client each; all victims but the last go in parallel, then
+//! the last. The hold ends when the goroutine
 //! does, or when the scheduler sees the last victim gone once its deletion has begun.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use gantry_api::{Gate, Pod};
 
@@ -52,7 +52,7 @@ impl Simulation {
         if victims.is_empty() {
             queue.preemption_deleting_last_victim(&preemptor, last.uid.clone());
         } else {
-            at = at.saturating_add(self.api_calls(CALLS_PER_VICTIM));
+            at = self.api_calls(instance, at, victims.len(), CALLS_PER_VICTIM);
             let deleted = Event::VictimsDeleted {
                 instance,
                 index,
@@ -61,7 +61,7 @@ impl Simulation {
             };
             self.push(at, deleted);
         }
-        at = at.saturating_add(self.api_calls(CALLS_PER_VICTIM));
+        at = self.api_calls(instance, at, 1, CALLS_PER_VICTIM);
         let deleted = Event::VictimsDeleted {
             instance,
             index,
@@ -107,13 +107,5 @@ impl Simulation {
             }
             self.records.placement_mut(index).evicted.push(victim.key());
         }
-    }
-
-    /// How long `calls` API calls made one after another take.
-    fn api_calls(&mut self, calls: u32) -> Duration {
-        (0..calls).fold(Duration::ZERO, |total, _| {
-            let call = self.options.bind_latency.sample(&mut self.latency_rng);
-            total.saturating_add(call)
-        })
     }
 }

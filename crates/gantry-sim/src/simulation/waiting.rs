@@ -113,9 +113,9 @@ impl Simulation {
         let Some(waiting) = self.waiting.remove(uid) else {
             return;
         };
-        let latency = self.options.bind_latency.sample(&mut self.latency_rng);
+        let due = self.api_calls(waiting.instance, self.clock, 1, 1);
         self.push(
-            self.clock.saturating_add(latency),
+            due,
             Event::BindDue {
                 instance: waiting.instance,
                 pod: waiting.pod,

@@ -7,6 +7,7 @@ mod step_corpus;
 
 mod backoff_parity;
 mod batch_parity;
+mod burst_parity;
 mod coscheduling;
 mod coscheduling_parity;
 mod dra_admin_access;
