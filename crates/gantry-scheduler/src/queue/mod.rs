@@ -157,7 +157,9 @@ pub struct PendingCounts {
 }
 
 pub struct SchedulingQueue {
-    entries: HashMap<Arc<str>, Entry>,
+    /// Every pod in the queue, by UID (looked up several times a move: hashed fast;
+    /// never iterated for a decision).
+    entries: HashMap<Arc<str>, Entry, foldhash::fast::RandomState>,
     active: BinaryHeap<ActiveKey>,
     /// Pods backing off after being found unschedulable (upstream's `podBackoffQ`).
     backoff: BinaryHeap<BackoffKey>,
@@ -234,7 +236,7 @@ impl SchedulingQueue {
             registrations.extend(plugins);
         }
         SchedulingQueue {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             active: BinaryHeap::new(),
             backoff: BinaryHeap::new(),
             error_backoff: BinaryHeap::new(),
@@ -875,12 +877,13 @@ impl SchedulingQueue {
             return;
         };
         let pod = queued.pod.clone();
-        self.place(queued, Location::Gated);
-        let version = self.entries[&pod.uid].version;
+        let version = self.place(queued, Location::Gated);
         self.gated.hold(&pod, version, by);
     }
 
-    fn place(&mut self, mut queued: QueuedPod, location: Location) {
+    /// Puts the pod at `location` (or where DefaultPreemption's hold turns it); returns
+    /// its entry's version.
+    fn place(&mut self, mut queued: QueuedPod, location: Location) -> u64 {
         let location = match location {
             Location::Active | Location::Backoff
                 if (self.preemption_hold)
@@ -945,6 +948,7 @@ impl SchedulingQueue {
                 version,
             },
         );
+        version
     }
 }
 
