@@ -108,13 +108,14 @@ fn defaults_are_upstreams_default_profile() {
         vec![],
     ];
     // v1.28 as above; from v1.34 DynamicResources (its gate on) after GPUShare, which
-    // stands where upstream's plugins end and before DefaultPreemption.
+    // stands where upstream's plugins end and before DefaultPreemption, and its PreEnqueue
+    // after SchedulingGates.
     let v1_28 = default_profile_for("default-scheduler", Release::at(28));
     assert_eq!(names(&v1_28), expected);
     assert_eq!(scores(&v1_28), DEFAULT_SCORES);
     assert!(v1_28.preemption && !v1_28.deallocates_claims);
     let mut expected = expected;
-    for point in [1, 2, 4] {
+    for point in [0, 1, 2, 4] {
         expected[point].push("DynamicResources");
     }
     // v1.34: DynamicResources filters, but does not score yet.
@@ -689,7 +690,7 @@ profiles:
         ),
         (
             "profile: []\n",
-            "profile: unknown field `profile`, expected one of `profiles`, `percentageOfNodesToScore`, `podInitialBackoffSeconds`, `podMaxBackoffSeconds`, `extenders`",
+            "profile: unknown field `profile`, expected one of `profiles`, `percentageOfNodesToScore`, `podInitialBackoffSeconds`, `podMaxBackoffSeconds`, `extenders`, `clientConnection`",
         ),
     ];
     for (body, expected) in cases {
