@@ -198,7 +198,8 @@ impl Simulation {
                 nominated: Some((node, victims)),
             } => {
                 self.preempt(instance, index, &queued.pod, victims);
-                self.records.set_reason(index, fit_error.to_string());
+                let anew = queued.pod.nominated_node_name != Some(node);
+                self.write_failure(instance, index, fit_error.to_string(), anew);
                 let retry = self.nominate(queued, node);
                 self.instances[instance].queue.add_unschedulable(
                     retry,
@@ -210,7 +211,7 @@ impl Simulation {
                 fit_error,
                 nominated: None,
             } => {
-                self.records.set_reason(index, fit_error.to_string());
+                self.write_failure(instance, index, fit_error.to_string(), false);
                 if self.options.sequential {
                     self.withdraw(instance, &queued.pod);
                 } else {
@@ -237,11 +238,12 @@ impl Simulation {
                 if let Some((_, victims)) = preempted {
                     self.preempt(instance, index, &queued.pod, victims);
                 }
+                let anew = nominated.is_some_and(|n| queued.pod.nominated_node_name != Some(n));
+                self.write_failure(instance, index, message, anew);
                 let queued = match nominated {
                     Some(node) => self.nominate(queued, node),
                     None => queued,
                 };
-                self.records.set_reason(index, message);
                 if self.options.sequential {
                     self.withdraw(instance, &queued.pod);
                 } else {
@@ -251,6 +253,34 @@ impl Simulation {
                         .add_unschedulable(queued, Vec::new(), now);
                 }
             }
+        }
+    }
+
+    /// The scheduling loop writes a pod's failure: its `PodScheduled=False` condition with
+    /// `message`, and a node it is `nominated_anew` to. Where either changes its status,
+    /// the loop itself sends the patch (`updatePod` in `handleSchedulingFailure`, v1.28 to
+    /// v1.37; SchedulerAsyncAPICalls, which would queue it, is off): where the simulation
+    /// models the scheduler's client, its next cycle waits for the patch, its token and its
+    /// round trip.
+    fn write_failure(
+        &mut self,
+        instance: usize,
+        index: usize,
+        message: String,
+        nominated_anew: bool,
+    ) {
+        let changed = self.records.placements()[index].reason.as_deref() != Some(&message);
+        self.records.set_reason(index, message);
+        if !(changed || nominated_anew) {
+            return;
+        }
+        if self.options.client_rate.is_none() {
+            return;
+        }
+        let done = self.api_calls(instance, self.clock, 1, 1);
+        if done > self.clock {
+            self.loop_waits_until[instance] = done;
+            self.push(done, Event::LoopFree);
         }
     }
 

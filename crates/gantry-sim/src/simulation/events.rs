@@ -46,6 +46,8 @@ impl Simulation {
                 Event::DriverAnswers { claims, answer } => self.driver_answers(&claims, answer),
                 Event::Watch(change) => self.deliver(&change),
                 Event::PermitTimeout { uid, seq } => self.permit_timeout(&uid, seq),
+                // The clock has reached it: the loop pops again.
+                Event::LoopFree => {}
                 Event::VictimsDeleted {
                     instance,
                     index,

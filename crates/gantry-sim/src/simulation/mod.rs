@@ -78,7 +78,8 @@ pub struct SimOptions {
     /// Virtual time from a scheduling decision to the bind's completion.
     pub bind_latency: BindLatency,
     /// Each scheduler's API client rate limit, which its binds and preemptions' calls wait
-    /// for (kube-scheduler's `clientConnection`); `None`: calls never wait.
+    /// for, and its scheduling loop for a failed pod's status patch (kube-scheduler's
+    /// `clientConnection`); `None`: the client is not modelled, and calls never wait.
     pub client_rate: Option<gantry_framework::config::ClientRate>,
     /// Share of binds the API refuses at random.
     pub bind_failure_rate: f64,
@@ -253,6 +254,9 @@ enum Event {
         uid: Arc<str>,
         seq: u64,
     },
+    /// The instance's scheduling loop, which waited for a token of its client to write a
+    /// failed pod's status, goes on.
+    LoopFree,
 }
 
 /// The outcome of a run.
@@ -337,6 +341,9 @@ pub struct Simulation {
     latency_rng: Rng,
     /// Each instance's API client rate limit (`None`: unlimited).
     clients: Vec<Option<TokenBucket>>,
+    /// Until when each instance's scheduling loop waits for its client (see
+    /// `binding::Simulation::write_failure`).
+    loop_waits_until: Vec<Duration>,
     /// Sequential mode: pods waiting to be submitted.
     backlog: VecDeque<Arc<Pod>>,
     /// Sequential mode: the pod being worked on.
@@ -480,6 +487,7 @@ impl Simulation {
         let latency_rng = Rng::new(options.seed ^ 0xB1_4D_1A_7E);
         let bucket = options.client_rate.and_then(TokenBucket::new);
         let clients = vec![bucket; instances.len()];
+        let loop_waits_until = vec![Duration::ZERO; instances.len()];
         let mut sim = Simulation {
             options,
             clock: Duration::ZERO,
@@ -493,6 +501,7 @@ impl Simulation {
             api,
             latency_rng,
             clients,
+            loop_waits_until,
             backlog: VecDeque::new(),
             current: None,
             records,
@@ -634,6 +643,9 @@ impl Simulation {
         let count = self.instances.len();
         for turn in 0..count {
             let index = (self.next_instance + turn) % count;
+            if self.loop_waits_until[index] > self.clock {
+                continue;
+            }
             if let Some(queued) = self.instances[index].queue.pop(self.clock) {
                 self.next_instance = (index + 1) % count;
                 return Some((index, queued));
