@@ -37,7 +37,7 @@ pub use intern::Sym;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
 pub use node::{Annotation, ContainerImage, Node, Taint, TaintEffect};
 pub use pod::*;
-pub use pod_group::{GroupConstraints, GroupPolicy, PodGroup};
+pub use pod_group::{GroupConstraints, GroupPolicy, GroupPreemption, PodGroup};
 pub use policy::PodDisruptionBudget;
 pub use quantity::{Quantity, QuantityFormat};
 pub use release::{Gate, LeftOutNodes, Release};

@@ -56,6 +56,10 @@ pub enum Gate {
     /// TopologyAwareWorkloadScheduling (KEP-5732, alpha in v1.36): a pod group whose
     /// PodGroup names a topology key is tried on each domain of that key, and placed in one.
     TopologyAwareWorkloadScheduling,
+    /// WorkloadAwarePreemption (KEP-5710, alpha in v1.36; merged into GenericWorkload in
+    /// v1.37): a gang that cannot fit preempts as one, across the cluster, and PodGroups
+    /// may be preempted as one (`disruptionMode: PodGroup`).
+    WorkloadAwarePreemption,
     /// OpportunisticBatching (KEP-5598): a pod like the one just placed that no longer fits
     /// where that one went takes the next node of that cycle's ranking, without a search.
     OpportunisticBatching,
@@ -240,6 +244,11 @@ const GATES: &[(Gate, &str, &[Spec])] = &[
         &[spec(36, false)],
     ),
     (
+        Gate::WorkloadAwarePreemption,
+        "WorkloadAwarePreemption",
+        &[spec(36, false), removed(37, false)],
+    ),
+    (
         Gate::OpportunisticBatching,
         "OpportunisticBatching",
         &[spec(35, true)],
@@ -349,6 +358,7 @@ const DEPENDENCIES: &[(Gate, &[Gate])] = &[
         &[Gate::MatchLabelKeysInPodTopologySpread],
     ),
     (Gate::GangScheduling, &[Gate::GenericWorkload]),
+    (Gate::WorkloadAwarePreemption, &[Gate::GangScheduling]),
     (
         Gate::TopologyAwareWorkloadScheduling,
         &[Gate::GenericWorkload],
@@ -614,7 +624,8 @@ impl Release {
                     self.minor
                 )));
             };
-            if spec.removed && gate == Gate::GangScheduling {
+            if spec.removed && matches!(gate, Gate::GangScheduling | Gate::WorkloadAwarePreemption)
+            {
                 return Err(fail(format!(
                     "unrecognized feature gate: {name} (merged into GenericWorkload in Kubernetes 1.{}, whose Workload API Gantry does not read yet: use --emulated-version 1.{WORKLOAD_API_MINOR})",
                     spec.minor

@@ -271,3 +271,126 @@ fn scheduling_constraints_are_dropped_without_the_gate_and_checked_with_it() {
         assert!(message.starts_with("Invalid value: "), "{bad}: {message}");
     }
 }
+
+fn preemption_on() -> Release {
+    Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
+    )
+    .unwrap()
+}
+
+/// A gang with these WorkloadAwarePreemption fields, after a PriorityClass `high` (1000)
+/// and whatever `classes` adds.
+fn preempting_group(fields: &str, classes: &str) -> String {
+    let group = group("{gang: {minCount: 2}}").replace("spec: {", &format!("spec: {{{fields}, "));
+    format!(
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: high}}\nvalue: 1000\n---\n{classes}{group}"
+    )
+}
+
+/// The group's priority and class once admitted, or the field and message refused.
+fn admitted(fields: &str, classes: &str) -> Result<(i32, Option<String>), (String, String)> {
+    let mut objects = decode(preemption_on(), &preempting_group(fields, classes))?;
+    objects
+        .resolve_priorities()
+        .map_err(|e| (e.field, e.message))?;
+    let group = &objects.pod_groups[0];
+    let class = group.preemption.as_ref().unwrap().priority_class_name;
+    Ok((group.priority(), class.map(|c| c.to_string())))
+}
+
+/// WorkloadAwarePreemption's fields (v1.36): the API server's strategy drops them while
+/// the gate is off (`dropDisabledDisruptionModeField` and the two priority ones); with it
+/// on, declarative validation checks them, and Priority admission (v1.36.2's
+/// `admitPodGroup`) gives the group its class's priority and refuses any other.
+#[test]
+fn preemption_fields_are_dropped_without_the_gate_and_admitted_with_it() {
+    let fields = "disruptionMode: PodGroup, priorityClassName: high, priority: 1000";
+    let off = decode(gangs_on(), &preempting_group(fields, "")).unwrap();
+    assert_eq!(off.pod_groups[0].preemption, None);
+    assert_eq!(off.pod_groups[0].priority(), 0);
+    let on = decode(preemption_on(), &preempting_group(fields, "")).unwrap();
+    assert!(on.pod_groups[0].disrupted_whole());
+    let default_mode = decode(preemption_on(), &preempting_group("priority: 1", "")).unwrap();
+    assert!(!default_mode.pod_groups[0].disrupted_whole());
+
+    let refused =
+        |fields: &str| decode(preemption_on(), &preempting_group(fields, "")).unwrap_err();
+    assert_eq!(
+        refused("disruptionMode: Gang"),
+        (
+            "spec.disruptionMode".into(),
+            "Unsupported value: \"Gang\": supported values: \"Pod\", \"PodGroup\"".into()
+        )
+    );
+    assert_eq!(
+        refused("priority: 1000000001"),
+        (
+            "spec.priority".into(),
+            "Invalid value: 1000000001: must be less than or equal to 1000000000".into()
+        )
+    );
+    assert_eq!(
+        refused("priorityClassName: Not_A_Name").0,
+        "spec.priorityClassName"
+    );
+
+    assert_eq!(
+        admitted("priorityClassName: high", ""),
+        Ok((1000, Some("high".into())))
+    );
+    assert_eq!(
+        admitted("priorityClassName: high, priority: 1000", ""),
+        Ok((1000, Some("high".into())))
+    );
+    assert_eq!(
+        admitted("priorityClassName: high, priority: 7", ""),
+        Err((
+            "spec.priority".into(),
+            "priority set in the pod group (7) must match the priority computed (1000) based on the priority class set in the spec".into()
+        ))
+    );
+    assert_eq!(
+        admitted("priorityClassName: nope", ""),
+        Err((
+            "spec.priorityClassName".into(),
+            "no PriorityClass with name nope was found".into()
+        ))
+    );
+    // A stored group keeps the priority it was given, its class gone.
+    assert_eq!(
+        admitted("priorityClassName: gone, priority: 5", ""),
+        Ok((5, Some("gone".into())))
+    );
+    // No class: the global default's, or 0.
+    assert_eq!(admitted("disruptionMode: Pod", ""), Ok((0, None)));
+    let default = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: usual}\nvalue: 50\nglobalDefault: true\n---\n";
+    assert_eq!(
+        admitted("disruptionMode: Pod", default),
+        Ok((50, Some("usual".into())))
+    );
+}
+
+#[test]
+fn workload_aware_preemption_is_a_v1_36_gate_that_needs_gang_scheduling() {
+    let error = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,WorkloadAwarePreemption=true"),
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "WorkloadAwarePreemption is enabled, but depends on features that are disabled: [GangScheduling]"
+        ),
+        "{error}"
+    );
+    let error = Release::parse(Some("1.37"), Some("WorkloadAwarePreemption=true")).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("merged into GenericWorkload in Kubernetes 1.37"),
+        "{error}"
+    );
+    assert!(!gangs_on().enabled(gantry_api::Gate::WorkloadAwarePreemption));
+}

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use super::priority::{PriorityClass, system_priority_classes};
 use super::validation;
 use super::{ClusterObjects, ObjectError, field_error};
-use crate::{Pod, PreemptionPolicy, Sym};
+use crate::{Pod, PodGroup, PreemptionPolicy, Sym};
 
 /// What a pod's manifest said about its priority, before admission filled it in.
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +143,9 @@ pub(super) fn resolve_priorities(
         for fields in std::mem::take(&mut objects.admission) {
             admit_pod(&mut objects.pods[fields.pod], fields, &classes, default)?;
         }
+        for group in &mut objects.pod_groups {
+            admit_pod_group(group, &classes, default)?;
+        }
         super::shared_templates::share_templates(&mut objects.pods);
     }
     Ok(())
@@ -201,6 +204,48 @@ fn admit_pod(
     if pod.priority_class_name.is_none() {
         pod.priority_class_name = class.map(|c| c.name);
     }
+    Ok(())
+}
+
+/// Upstream's `admitPodGroup` (WorkloadAwarePreemption on, v1.36.2): the group's priority
+/// is its class's (or the global default's, or 0), and a priority given otherwise is
+/// refused. A stored group whose class is not in the input keeps the priority it has.
+fn admit_pod_group(
+    group: &mut PodGroup,
+    classes: &[PriorityClass],
+    default: Option<&PriorityClass>,
+) -> Result<(), ObjectError> {
+    let key = group.key();
+    let object = || format!("PodGroup {key}");
+    let Some(fields) = group.preemption.as_mut() else {
+        return Ok(());
+    };
+    let class = match fields.priority_class_name {
+        Some(name) => match classes.iter().find(|c| c.name == name) {
+            Some(class) => Some(class),
+            None if fields.priority.is_some() => return Ok(()),
+            None => {
+                return Err(field_error(
+                    &object(),
+                    "spec.priorityClassName",
+                    format!("no PriorityClass with name {name} was found"),
+                ));
+            }
+        },
+        None => default,
+    };
+    let priority = class.map_or(0, |c| c.value);
+    if let Some(given) = fields.priority.filter(|p| *p != priority) {
+        return Err(field_error(
+            &object(),
+            "spec.priority",
+            format!(
+                "priority set in the pod group ({given}) must match the priority computed ({priority}) based on the priority class set in the spec"
+            ),
+        ));
+    }
+    fields.priority = Some(priority);
+    fields.priority_class_name = class.map(|c| c.name);
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::validation::{self, NameRule};
 use super::{ObjectError, Warning, field_error};
-use crate::pod_group::{GroupConstraints, GroupPolicy, PodGroup};
+use crate::pod_group::{GroupConstraints, GroupPolicy, GroupPreemption, PodGroup};
 use crate::{Gate, Release, Sym};
 
 /// The Workload API version whose PodGroup Gantry reads.
@@ -25,6 +25,9 @@ struct RawPodGroup {
 struct RawSpec {
     scheduling_policy: RawPolicy,
     scheduling_constraints: Option<RawConstraints>,
+    disruption_mode: Option<String>,
+    priority_class_name: Option<String>,
+    priority: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -119,15 +122,72 @@ pub(super) fn convert(
         }
         _ => None,
     };
+    // So are the preemption fields while WorkloadAwarePreemption is off.
+    let spec = (
+        raw.spec.disruption_mode,
+        raw.spec.priority_class_name,
+        raw.spec.priority,
+    );
+    let preemption = release
+        .enabled(Gate::WorkloadAwarePreemption)
+        .then(|| preemption(spec.0, spec.1, spec.2, object))
+        .transpose()?;
     Ok(PodGroup {
         constraints,
+        preemption,
         namespace: Sym::new(raw.metadata.namespace.as_deref().unwrap_or("default")),
         name: Sym::new(raw.metadata.name.as_deref().unwrap_or_default()),
+        uid: raw.metadata.uid.as_deref().map(std::sync::Arc::from),
         policy,
         // v1.36.2's API server sets none on a PodGroup (its strategy keeps no generation).
         generation: raw.metadata.generation.unwrap_or(0),
     })
 }
+
+/// WorkloadAwarePreemption's fields, validated as v1.36's declarative validation does:
+/// `disruptionMode` one of its two values (`Pod` by default), the class name a DNS
+/// subdomain, the priority at most the highest a user may give. Admission resolves the
+/// class into the priority once the PriorityClasses are known.
+fn preemption(
+    mode: Option<String>,
+    class: Option<String>,
+    priority: Option<i32>,
+    object: &str,
+) -> Result<GroupPreemption, ObjectError> {
+    let disrupted_whole = match mode.as_deref() {
+        None | Some("Pod") => false,
+        Some("PodGroup") => true,
+        Some(other) => {
+            return Err(field_error(
+                object,
+                "spec.disruptionMode",
+                format!("Unsupported value: {other:?}: supported values: \"Pod\", \"PodGroup\""),
+            ));
+        }
+    };
+    let class = class.filter(|c| !c.is_empty());
+    if let Some(class) = &class {
+        let field = "spec.priorityClassName";
+        validation::check(validation::dns1123_subdomain(class), object, field, class)?;
+    }
+    if let Some(p) = priority.filter(|p| *p > HIGHEST_USER_DEFINABLE_PRIORITY) {
+        return Err(field_error(
+            object,
+            "spec.priority",
+            format!(
+                "Invalid value: {p}: must be less than or equal to {HIGHEST_USER_DEFINABLE_PRIORITY}"
+            ),
+        ));
+    }
+    Ok(GroupPreemption {
+        priority_class_name: class.map(|c| Sym::new(&c)),
+        priority,
+        disrupted_whole,
+    })
+}
+
+/// `HighestUserDefinablePriority`: the most a PodGroup's `spec.priority` may be.
+const HIGHEST_USER_DEFINABLE_PRIORITY: i32 = 1_000_000_000;
 
 /// `spec.schedulingConstraints`, validated as v1.36's declarative validation does: at most
 /// one topology constraint, its key required and a label key.
