@@ -50,7 +50,7 @@ pub enum CacheError {
 type Map<K, V> = HashMap<K, V, RandomState>;
 
 /// One entry of the recency-ordered doubly linked list (indices into `CacheState::entries`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     name: Sym,
     /// Shared with the snapshots that copied it; a change copies it first (copy on
@@ -95,20 +95,20 @@ impl std::borrow::Borrow<str> for ByUid {
 }
 
 /// What the cache knows of a pod it assumed and that no add event confirmed yet.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Assumed {
     binding_finished: bool,
     /// When the pod expires, its binding finished (only with a TTL).
     deadline: Option<Instant>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ImageNodes {
     size_bytes: i64,
     nodes: HashSet<Sym, RandomState>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct CacheState {
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
@@ -144,6 +144,9 @@ pub struct Cache {
     /// PodGroups and their members' stages, which assume, forget and the pod events keep
     /// (shared with the queue, whose PreEnqueue reads them).
     pod_groups: SharedPodGroups,
+    /// A fork (see [`Cache::fork`]): it leaves the claims' touched nodes to the cache it
+    /// was forked from, whose snapshots must see them.
+    forked: bool,
 }
 
 impl std::fmt::Debug for Cache {
@@ -426,6 +429,48 @@ impl Cache {
         Ok(())
     }
 
+    /// A copy to try evictions on (workload-aware preemption): its nodes shared with this
+    /// cache until changed (copy on write), its PodGroups and claims this cache's own, so
+    /// whatever is assumed on the copy must be forgotten before the copy is dropped. A
+    /// fresh [`Snapshot`] reads it.
+    pub fn fork(&self) -> Cache {
+        Cache {
+            state: Mutex::new(self.state.lock().clone()),
+            assumed_ttl: self.assumed_ttl,
+            dra: self.dra.clone(),
+            pod_groups: self.pod_groups.clone(),
+            forked: true,
+        }
+    }
+
+    /// Takes a bound or assumed pod off its node, as upstream's `NodeInfo.RemovePod` on a
+    /// snapshot's node does: its PodGroup's counts and its claims stay as they are.
+    pub fn set_aside(&self, pod: &Pod) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let node = s
+            .pods
+            .remove(&*pod.uid)
+            .ok_or_else(|| CacheError::PodNotFound { pod: pod_name(pod) })?;
+        s.remove_pod_from_node(node, &pod.uid);
+        Ok(())
+    }
+
+    /// Puts a pod set aside back on its node.
+    pub fn put_back(&self, pod: Arc<Pod>) -> Result<(), CacheError> {
+        let mut s = self.state.lock();
+        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
+            pod: pod_name(&pod),
+        })?;
+        if s.pods.contains_key(&*pod.uid) {
+            return Err(CacheError::PodExists {
+                pod: pod_name(&pod),
+            });
+        }
+        s.add_pod_to_node(node, pod.clone());
+        s.pods.insert(ByUid(pod), node);
+        Ok(())
+    }
+
     /// Forgets assumed pods whose binding finished more than the TTL ago; returns them,
     /// by uid (not in the hash map's order, which differs from run to run).
     pub fn cleanup_expired_assumed_pods(&self, now: Instant) -> Vec<Arc<Pod>> {
@@ -478,8 +523,13 @@ impl Cache {
     ) -> Result<SnapshotUpdate, SnapshotError> {
         let mut s = self.state.lock();
         let s = &mut *s;
-        self.dra
-            .drain_touched_nodes(|node| s.devices_taken_changed(node));
+        if self.forked {
+            self.dra
+                .peek_touched_nodes(|node| s.devices_taken_changed(node));
+        } else {
+            self.dra
+                .drain_touched_nodes(|node| s.devices_taken_changed(node));
+        }
         s.refresh_changed_image_counts(snapshot.generation());
         // Inline: a cycle usually finds one or two nodes changed since the last.
         let mut changed: SmallVec<[&Arc<NodeInfo>; 8]> = SmallVec::new();

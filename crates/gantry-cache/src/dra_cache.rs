@@ -232,6 +232,18 @@ impl DraCache {
         self.store.write().reach.drain_touched().for_each(each);
     }
 
+    /// Calls `each` with the same nodes, leaving them to the next drain: a fork of the
+    /// cache sees them without taking them from the cache it was forked from.
+    pub(crate) fn peek_touched_nodes(&self, each: impl FnMut(Sym)) {
+        self.store
+            .read()
+            .reach
+            .touched()
+            .iter()
+            .copied()
+            .for_each(each);
+    }
+
     /// Reserve decided these claims' allocations for the pod: their devices are taken
     /// from now on, until the API holds them or the pod is forgotten. Claims that were
     /// allocated already (shared ones) need nothing here.

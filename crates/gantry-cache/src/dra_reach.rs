@@ -80,6 +80,11 @@ impl ChangeReach {
     pub(crate) fn drain_touched(&mut self) -> std::vec::Drain<'_, Sym> {
         self.touched.drain(..)
     }
+
+    /// The nodes touched since the last drain, left for it.
+    pub(crate) fn touched(&self) -> &[Sym] {
+        &self.touched
+    }
 }
 
 fn count(slices: &mut u32, added: bool) {

@@ -39,6 +39,50 @@ fn for_each_node_visits_live_nodes_only() {
     assert_eq!(seen, ["n1"]);
 }
 
+/// Workload-aware preemption's trials: pods set aside and put back on a fork change what
+/// the fork's snapshots see, never the cache forked nor its snapshots.
+#[test]
+fn a_fork_takes_pods_away_without_touching_the_cache_it_came_from() {
+    let cache = Cache::new();
+    cache.add_node(node("n1", 0));
+    cache.add_node(node("n2", 0));
+    let bound = pod("bound", "n1");
+    let assumed = pod("assumed", "n2");
+    cache.add_pod(bound.clone()).unwrap();
+    cache.assume_pod(assumed.clone()).unwrap();
+    let mut real = Snapshot::new();
+    cache.update_snapshot(&mut real).unwrap();
+
+    let fork = cache.fork();
+    fork.set_aside(&bound).unwrap();
+    fork.set_aside(&assumed).unwrap();
+    assert!(matches!(
+        fork.set_aside(&bound),
+        Err(CacheError::PodNotFound { .. })
+    ));
+    let mut trial = Snapshot::new();
+    fork.update_snapshot(&mut trial).unwrap();
+    let pods_on =
+        |s: &Snapshot| -> usize { (0..s.num_nodes()).map(|i| s.node_at(i).pods().len()).sum() };
+    assert_eq!(pods_on(&trial), 0);
+    fork.put_back(bound.clone()).unwrap();
+    assert!(matches!(
+        fork.put_back(bound.clone()),
+        Err(CacheError::PodExists { .. })
+    ));
+    fork.update_snapshot(&mut trial).unwrap();
+    assert_eq!(pods_on(&trial), 1);
+    assert!(trial.same_state(&fork.full_snapshot()));
+
+    // The cache forked from is as it was: its snapshot needs no change.
+    let before = real.generation();
+    cache.update_snapshot(&mut real).unwrap();
+    assert_eq!(real.generation(), before);
+    assert_eq!(pods_on(&real), 2);
+    assert!(cache.is_assumed(&assumed.uid));
+    assert!(real.same_state(&cache.full_snapshot()));
+}
+
 #[test]
 fn assume_confirm_forget_and_errors() {
     let cache = Cache::new();
