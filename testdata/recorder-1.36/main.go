@@ -274,6 +274,8 @@ func main() {
 		must(err)
 	}
 	priorities := map[string]int32{"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+	// Each class's preemptionPolicy, which Priority admission copies into its pods.
+	policies := map[string]v1.PreemptionPolicy{}
 	for name, value := range priorities {
 		policy := v1.PreemptLowerPriority
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, PreemptionPolicy: &policy}
@@ -295,13 +297,14 @@ func main() {
 				pc.PreemptionPolicy = &policy
 			}
 			priorities[pc.Name] = pc.Value
+			policies[pc.Name] = *pc.PreemptionPolicy
 			stamp(&pc.ObjectMeta)
 			pc.Namespace = ""
 			_, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{})
 			must(err)
 		case "Pod":
 			// A pod already bound (spec.nodeName), running.
-			p := admitPod(it.raw, priorities)
+			p := admitPod(it.raw, priorities, policies)
 			if p.Spec.NodeName == "" {
 				must(fmt.Errorf("cluster.yaml: pod %s has no spec.nodeName", p.Name))
 			}
@@ -376,7 +379,7 @@ func main() {
 		var created string
 		switch it.kind {
 		case "Pod":
-			p := admitPod(it.raw, priorities)
+			p := admitPod(it.raw, priorities, policies)
 			_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			must(err)
 			makeTemplateClaims(ctx, client, p)
@@ -565,8 +568,9 @@ func emulateDriverBinding(ctx context.Context, client *fake.Clientset, ready boo
 }
 
 // admitPod decodes a Pod as the API server would admit it: core/v1 defaults, Priority
-// admission (PriorityClasses of cluster.yaml read so far) and DefaultTolerationSeconds.
-func admitPod(raw []byte, priorities map[string]int32) *v1.Pod {
+// admission (the priority and preemptionPolicy of its class among those of cluster.yaml
+// read so far) and DefaultTolerationSeconds.
+func admitPod(raw []byte, priorities map[string]int32, policies map[string]v1.PreemptionPolicy) *v1.Pod {
 	var p v1.Pod
 	must(json.Unmarshal(raw, &p))
 	corev1defaults.SetObjectDefaults_Pod(&p)
@@ -582,6 +586,9 @@ func admitPod(raw []byte, priorities map[string]int32) *v1.Pod {
 		p.Spec.Priority = &zero
 	}
 	policy := v1.PreemptLowerPriority
+	if classPolicy, ok := policies[p.Spec.PriorityClassName]; ok {
+		policy = classPolicy
+	}
 	p.Spec.PreemptionPolicy = &policy
 	secs := int64(300)
 	p.Spec.Tolerations = append(p.Spec.Tolerations,
