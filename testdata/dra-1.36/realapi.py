@@ -16,13 +16,12 @@ kube-controller-manager runs its resourceclaim controller (it makes them and nam
 in each pod's status); a claim for extended resources is the scheduler's own to make. Each pod's node or PodScheduled=False message is compared with
 `expected.jsonl`, and each extended-resource claim with `claims.jsonl` where it has one;
 the FailedScheduling events each pod got are printed beside it."""
-import json, os, signal, ssl, subprocess, sys, time, urllib.error, urllib.request
+import json, os, signal, subprocess, sys, time, urllib.request
 import yaml
 
-R = os.environ.get("REALAPI", "/work/realapi")
-API = "https://127.0.0.1:6443"
-TOKEN = open(f"{R}/admin.token").read().strip()
-CTX = ssl.create_default_context(cafile=f"{R}/pki/ca.crt")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from realapi_client import R, req, create as create_at  # noqa: E402
+
 PATHS = {
     "Node": "/api/v1/nodes",
     "Namespace": "/api/v1/namespaces",
@@ -39,22 +38,8 @@ PATHS = {
 controller = os.environ.get("REALAPI_CONTROLLER") == "1"
 
 
-def req(method, path, body=None, ctype="application/json", missing_ok=False):
-    data = json.dumps(body).encode() if body is not None else None
-    r = urllib.request.Request(API + path, data=data, method=method,
-                               headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype})
-    try:
-        with urllib.request.urlopen(r, context=CTX) as resp:
-            return json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        if missing_ok and e.code in (404, 409):
-            return None
-        raise SystemExit(f"{method} {path} -> {e.code}: {e.read().decode()[:800]}")
-
-
 def create(o, exists_ok=False):
-    ns = o.get("metadata", {}).get("namespace", "default")
-    return req("POST", PATHS[o["kind"]].format(ns=ns), o, missing_ok=exists_ok)
+    return create_at(PATHS, o, exists_ok)
 
 
 scen, gantry_bin = sys.argv[1], sys.argv[2]

@@ -295,20 +295,11 @@ impl Cache {
     /// the next cycle sees the resources as taken.
     pub fn assume_pod(&self, pod: Arc<Pod>) -> Result<(), CacheError> {
         let mut s = self.state.lock();
-        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
-            pod: pod_name(&pod),
-        })?;
-        if s.pods.contains_key(&*pod.uid) {
-            return Err(CacheError::PodExists {
-                pod: pod_name(&pod),
-            });
-        }
-        s.add_pod_to_node(node, pod.clone());
+        s.place_new(pod.clone())?;
         s.assumed.insert(pod.uid.clone(), Assumed::default());
         if PodGroupStates::is_member(&pod) {
             self.pod_groups.lock().assume(&pod);
         }
-        s.pods.insert(ByUid(pod), node);
         Ok(())
     }
 
@@ -457,18 +448,7 @@ impl Cache {
 
     /// Puts a pod set aside back on its node.
     pub fn put_back(&self, pod: Arc<Pod>) -> Result<(), CacheError> {
-        let mut s = self.state.lock();
-        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
-            pod: pod_name(&pod),
-        })?;
-        if s.pods.contains_key(&*pod.uid) {
-            return Err(CacheError::PodExists {
-                pod: pod_name(&pod),
-            });
-        }
-        s.add_pod_to_node(node, pod.clone());
-        s.pods.insert(ByUid(pod), node);
-        Ok(())
+        self.state.lock().place_new(pod)
     }
 
     /// Forgets assumed pods whose binding finished more than the TTL ago; returns them,
@@ -623,6 +603,21 @@ impl Cache {
 }
 
 impl CacheState {
+    /// Puts a pod the cache does not hold onto the node it names.
+    fn place_new(&mut self, pod: Arc<Pod>) -> Result<(), CacheError> {
+        let node = pod.node_name.ok_or_else(|| CacheError::PodWithoutNode {
+            pod: pod_name(&pod),
+        })?;
+        if self.pods.contains_key(&*pod.uid) {
+            return Err(CacheError::PodExists {
+                pod: pod_name(&pod),
+            });
+        }
+        self.add_pod_to_node(node, pod.clone());
+        self.pods.insert(ByUid(pod), node);
+        Ok(())
+    }
+
     /// Devices of the node's own pools were taken or given back: its generation moves,
     /// so that verdicts remembered for it are asked again.
     fn devices_taken_changed(&mut self, node: Sym) {

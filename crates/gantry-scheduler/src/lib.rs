@@ -10,6 +10,7 @@ mod binding;
 pub mod explain;
 mod fit_error;
 mod framework_runner;
+mod group_preemption;
 mod host;
 mod last_cycle;
 pub mod metrics;
@@ -29,6 +30,7 @@ mod waiting;
 
 pub use binding::BindingCycle;
 pub use fit_error::FitError;
+pub use group_preemption::NOT_SUPPORTED_WITH_CONSTRAINTS;
 pub use placement_check::check_placement;
 pub use pod_group_cycle::{GroupAttempt, GroupOutcome, NO_PLACEMENTS, POD_GROUP_UNSCHEDULABLE};
 // The extension-point runners, for anything that runs the plugins on a cluster view of its

@@ -8,11 +8,12 @@
 
 use std::sync::Arc;
 
-use gantry_api::{Pod, Sym};
+use gantry_api::{Gate, Pod, Sym};
 use gantry_cache::{GroupKey, Stage};
 use gantry_framework::CycleState;
 use gantry_framework::plugins;
 
+use crate::group_preemption::GroupPreemption;
 use crate::scheduler::{GroupCycleState, Preempting};
 use crate::{Attempt, Scheduler, placement, unreserve};
 
@@ -49,6 +50,12 @@ pub struct GroupAttempt {
     /// cycle, and the group's error does not stop it. The caller evicts them, as it
     /// evicts a rejected member's `preempted`.
     pub preempted_before_error: Vec<(usize, Sym, Vec<Arc<Pod>>)>,
+    /// Workload-aware preemption's victims (most important first): the group waits for
+    /// their deletion, its members held back meanwhile.
+    pub group_victims: Vec<Arc<Pod>>,
+    /// The node each member fitted on before the group was found unschedulable (by index
+    /// in `attempts`): where a group waiting for its preemption is nominated.
+    fitted: Vec<Option<Sym>>,
 }
 
 impl GroupAttempt {
@@ -73,6 +80,8 @@ impl GroupAttempt {
                 .collect(),
             outcome,
             preempted_before_error: Vec::new(),
+            group_victims: Vec::new(),
+            fitted: Vec::new(),
         }
     }
 }
@@ -92,6 +101,18 @@ impl Scheduler {
             );
             return GroupAttempt::failed(pods, GroupOutcome::Error(message));
         }
+        let mut attempt = self.run_group_algorithm(pods);
+        let preempts = (self.profile_for(&pods[0]))
+            .is_some_and(|p| p.release.enabled(Gate::WorkloadAwarePreemption));
+        if preempts && matches!(attempt.outcome, GroupOutcome::Unschedulable(_)) {
+            self.preempt_as_group(pods, &mut attempt);
+        }
+        attempt
+    }
+
+    /// upstream's `podGroupSchedulingAlgorithm`: by placements (TopologyAwareWorkloadScheduling)
+    /// or the default algorithm.
+    pub(crate) fn run_group_algorithm(&mut self, pods: &[Arc<Pod>]) -> GroupAttempt {
         let placements = self
             .profile_for(&pods[0])
             .is_some_and(|p| !p.placement_generate.is_empty());
@@ -99,6 +120,55 @@ impl Scheduler {
             return self.schedule_by_placements(pods);
         }
         self.run_group(pods)
+    }
+
+    /// What `podGroupCycle` does with workload-aware preemption's outcome: a group it
+    /// makes room for waits for its victims, every member that fitted nominated to the
+    /// node it fitted on and failing with the group's status (the others keep their own);
+    /// a group it cannot help has the reason joined to its message; an error fails it.
+    fn preempt_as_group(&mut self, pods: &[Arc<Pod>], attempt: &mut GroupAttempt) {
+        let group = GroupKey::of(&pods[0])
+            .and_then(|key| self.cache.pod_groups().lock().group(key).cloned());
+        let preemption = match group {
+            Some(group) => self.preempt_for_group(pods, &group),
+            None => GroupPreemption::Error(format!(
+                "failed to get pod group object: podgroup.scheduling.k8s.io {:?} not found",
+                pods[0].scheduling_group.map_or("", |name| name.as_str())
+            )),
+        };
+        let GroupOutcome::Unschedulable(message) = &mut attempt.outcome else {
+            return;
+        };
+        match preemption {
+            GroupPreemption::Victims(victims) => {
+                let message = message.clone();
+                let members = attempt.attempts.iter_mut().zip(&attempt.fitted);
+                for ((pod, member), fitted) in members {
+                    let Some(node) = *fitted else { continue };
+                    let mut nominated = Pod::clone(pod);
+                    nominated.nominated_node_name = Some(node);
+                    self.note_nomination(Arc::new(nominated));
+                    *member = Attempt::GroupRejected {
+                        message: message.clone(),
+                        nominated: Some(node),
+                        preempted: None,
+                    };
+                }
+                attempt.group_victims = victims;
+            }
+            GroupPreemption::Failed(reason) => {
+                message.push_str(", ");
+                message.push_str(&reason);
+            }
+            GroupPreemption::Error(error) => {
+                for (_, member) in &mut attempt.attempts {
+                    if !matches!(member, Attempt::Error(_)) {
+                        *member = Attempt::Error(error.clone());
+                    }
+                }
+                attempt.outcome = GroupOutcome::Error(error);
+            }
+        }
     }
 
     /// upstream's `podGroupSchedulingPlacementAlgorithm` (TopologyAwareWorkloadScheduling):
@@ -183,7 +253,7 @@ impl Scheduler {
     }
 
     /// Gives back every member a try of a placement assumed, last first.
-    fn forget_scheduled(&mut self, attempts: &mut [(Arc<Pod>, Attempt)]) {
+    pub(crate) fn forget_scheduled(&mut self, attempts: &mut [(Arc<Pod>, Attempt)]) {
         for (pod, attempt) in attempts.iter_mut().rev() {
             if let Attempt::Scheduled {
                 pod: assumed,
@@ -245,6 +315,19 @@ impl Scheduler {
             None if scheduled => GroupOutcome::Scheduled,
             None => GroupOutcome::Unschedulable(POD_GROUP_UNSCHEDULABLE.to_string()),
         };
+        // Only workload-aware preemption of a group found unschedulable needs them.
+        let preempts_as_group = (self.profile_for(&pods[0]))
+            .is_some_and(|p| p.release.enabled(Gate::WorkloadAwarePreemption));
+        let fitted = if outcome == GroupOutcome::Scheduled || !preempts_as_group {
+            Vec::new()
+        } else {
+            (attempts.iter())
+                .map(|(_, a)| match a {
+                    Attempt::Scheduled { node, .. } => Some(*node),
+                    _ => None,
+                })
+                .collect()
+        };
         let mut preempted_before_error = Vec::new();
         if outcome != GroupOutcome::Scheduled {
             let waiting_on_preemption = scheduled && needs_preemption;
@@ -272,6 +355,8 @@ impl Scheduler {
             attempts,
             outcome,
             preempted_before_error,
+            group_victims: Vec::new(),
+            fitted,
         }
     }
 

@@ -88,28 +88,30 @@ struct DryRun {
     statuses: Vec<(Sym, Status)>,
 }
 
-/// DefaultPreemption's refusal of a pod-group member (v1.36, TopologyAwareWorkloadScheduling
-/// on): preempting for each placement tried would preempt once per topology option, so a
-/// member of a group with scheduling constraints is not preempted for.
+/// DefaultPreemption's refusal of a pod-group member (v1.36). With
+/// TopologyAwareWorkloadScheduling, preempting for each placement tried would preempt once
+/// per topology option, so a member of a group with scheduling constraints is not
+/// preempted for; with WorkloadAwarePreemption no member is, the group cycle preempts for
+/// the whole group instead.
 pub fn refused_for_group(
     profile: &Profile,
     pod: &Pod,
     groups: &SharedPodGroups,
 ) -> Option<&'static str> {
-    if !profile
-        .release
-        .enabled(Gate::TopologyAwareWorkloadScheduling)
-    {
-        return None;
-    }
     let key = GroupKey::of(pod)?;
-    match groups.lock().group(key) {
-        None => Some("pod group for pod not found"),
-        Some(group) if group.constraints.is_some() => {
-            Some("not eligible due to placement-based pod group scheduling limitation")
+    let release = profile.release;
+    if release.enabled(Gate::TopologyAwareWorkloadScheduling) {
+        match groups.lock().group(key) {
+            None => return Some("pod group for pod not found"),
+            Some(group) if group.constraints.is_some() => {
+                return Some("not eligible due to placement-based pod group scheduling limitation");
+            }
+            Some(_) => {}
         }
-        Some(_) => None,
     }
+    release
+        .enabled(Gate::WorkloadAwarePreemption)
+        .then_some("not eligible due to workload aware preemption enabled")
 }
 
 impl Preemption<'_> {

@@ -117,7 +117,7 @@ pub struct Scheduler {
     pub(crate) cache: Arc<Cache>,
     pub(crate) snapshot: Snapshot,
     profiles: Vec<Profile>,
-    objects: ApiObjects,
+    pub(crate) objects: ApiObjects,
     next_start: usize,
     rng: Rng,
     /// Pods nominated to a node by preemption, which later pods must leave room for.
@@ -166,6 +166,9 @@ pub struct Scheduler {
     /// What the last cycle saw of the nodes, when asked to keep it (see
     /// [`Self::keep_last_cycle`]).
     pub(crate) last_cycle: Option<LastCycle>,
+    /// In a trial of workload-aware preemption (`group_preemption`): cycles run no
+    /// PostFilter, as upstream's `runWithoutPostFilters`, and count in no metric.
+    pub(crate) trial: bool,
 }
 
 /// Why Permit did not let a pod through: a plugin rejected it (a fit error over its node,
@@ -228,6 +231,7 @@ impl Scheduler {
             remember_verdicts: true,
             random_ties: false,
             last_cycle: None,
+            trial: false,
         }
     }
 
@@ -273,6 +277,11 @@ impl Scheduler {
         timer.enabled = self.cycles.is_multiple_of(PLUGIN_SAMPLE_EVERY);
         self.cycles += 1;
         let attempt = self.run_cycle(pod, &mut timer);
+        if self.trial {
+            timer.records.clear();
+            self.buffers.timer = timer;
+            return attempt;
+        }
         let result = match &attempt {
             Attempt::Scheduled { .. } => AttemptResult::Scheduled,
             Attempt::Unschedulable { .. } => AttemptResult::Unschedulable,
@@ -708,6 +717,12 @@ impl Scheduler {
                 .map(|(_, s)| s.message())
                 .unwrap_or_default();
             return Attempt::Error(message);
+        }
+        if self.trial {
+            return Attempt::Unschedulable {
+                fit_error,
+                nominated: None,
+            };
         }
         if !fit_error.run_claims_post_filter(profile, pod, state) {
             return Attempt::Unschedulable {

@@ -186,6 +186,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let mut gang = crate::explain_gang::lines(&groups, &pod);
     let topology = crate::explain_gang::topology_line(&groups, &pod, &snapshot);
     gang.extend(topology.clone());
+    let preemption = crate::explain_gang::preemption_line(&groups, &pod, profile.release);
+    gang.extend(preemption.clone());
     // For a pending pod: what would change that.
     let what_if = match explanation.outcome {
         Outcome::Unschedulable { .. } => Some(crate::counterfactual::compute(
@@ -206,8 +208,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             json["counterfactuals"] = crate::counterfactual::to_json(c);
         }
         json["pod_group"] = crate::explain_gang::to_json(&groups, &pod);
-        if let (Some(line), Some(says)) = (topology, json["pod_group"]["says"].as_array_mut()) {
-            says.push(line.into());
+        if let Some(says) = json["pod_group"]["says"].as_array_mut() {
+            says.extend(topology.into_iter().chain(preemption).map(Value::from));
         }
         output::to_stdout(|out| writeln!(out, "{json}"))
     } else {

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use gantry_api::decode::ClusterObjects;
-use gantry_api::{GroupPolicy, Pod};
+use gantry_api::{Gate, GroupPolicy, Pod, Release};
 use gantry_cache::{GroupKey, PodGroupStates, Snapshot, Stage};
-use gantry_scheduler::{NO_PLACEMENTS, placement};
+use gantry_scheduler::{NO_PLACEMENTS, NOT_SUPPORTED_WITH_CONSTRAINTS, placement};
 use serde_json::{Value, json};
 
 /// The PodGroups and members as kube-scheduler's cache would hold them for `pod`: the
@@ -116,6 +116,29 @@ pub fn topology_line(states: &PodGroupStates, pod: &Pod, snapshot: &Snapshot) ->
             "kept to one {label} domain: its placed members are in {}, the only one tried",
             domains.join(", ")
         )
+    })
+}
+
+/// With WorkloadAwarePreemption, for a member of a gang whose quorum is not bound: how the
+/// group preempts when its members do not fit together.
+pub fn preemption_line(states: &PodGroupStates, pod: &Pod, release: Release) -> Option<String> {
+    if !release.enabled(Gate::WorkloadAwarePreemption) {
+        return None;
+    }
+    let key = GroupKey::of(pod)?;
+    let group = states.group(key)?;
+    let min_count = group.min_count()?;
+    if states.counts(key).assigned >= min_count as usize {
+        return None;
+    }
+    Some(match group.topology_key() {
+        Some(_) => format!(
+            "if its members do not fit together, the group preempts nothing: {NOT_SUPPORTED_WITH_CONSTRAINTS}"
+        ),
+        None => format!(
+            "if its members do not fit together, the group preempts as one (WorkloadAwarePreemption): pods of priority below its {} anywhere in the cluster, the most important spared first; none for this pod alone",
+            group.priority()
+        ),
     })
 }
 
@@ -317,6 +340,28 @@ mod tests {
         );
         let alone = Arc::new(Pod::new("ml", "single"));
         assert!(lines(&states(gang(), &[]), &alone).is_empty());
+        // With WorkloadAwarePreemption, how a gang not yet bound preempts.
+        let wap = Release::parse(
+            Some("1.36"),
+            Some("GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
+        )
+        .unwrap();
+        let high = || Some(PodGroup::gang("ml", "g", 3).with_priority(1000));
+        let pending = states(high(), std::slice::from_ref(&pod));
+        assert_eq!(
+            preemption_line(&pending, &pod, wap).as_deref(),
+            Some(
+                "if its members do not fit together, the group preempts as one (WorkloadAwarePreemption): pods of priority below its 1000 anywhere in the cluster, the most important spared first; none for this pod alone"
+            )
+        );
+        assert_eq!(preemption_line(&pending, &pod, Release::default()), None);
+        let bound = [
+            pod.clone(),
+            member("p1", true),
+            member("p2", true),
+            member("p3", true),
+        ];
+        assert_eq!(preemption_line(&states(high(), &bound), &pod, wap), None);
         assert_eq!(to_json(&states(gang(), &[]), &alone), Value::Null);
     }
 

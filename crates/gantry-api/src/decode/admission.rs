@@ -159,18 +159,9 @@ fn admit_pod(
 ) -> Result<(), ObjectError> {
     let object = || format!("Pod {}", pod.key());
     let class = match pod.priority_class_name {
-        Some(name) => match classes.iter().find(|c| c.name == name) {
+        Some(name) => match named_class(name, fields.priority.is_some(), classes, &object)? {
             Some(class) => Some(class),
-            // A stored pod keeps what admission gave it, even if its class is not in the
-            // dump; a pod being created needs its class.
-            None if fields.priority.is_some() => return Ok(()),
-            None => {
-                return Err(field_error(
-                    &object(),
-                    "spec.priorityClassName",
-                    format!("no PriorityClass with name {name} was found"),
-                ));
-            }
+            None => return Ok(()),
         },
         None if fields.priority.is_some() => return Ok(()),
         None => default,
@@ -221,16 +212,9 @@ fn admit_pod_group(
         return Ok(());
     };
     let class = match fields.priority_class_name {
-        Some(name) => match classes.iter().find(|c| c.name == name) {
+        Some(name) => match named_class(name, fields.priority.is_some(), classes, &object)? {
             Some(class) => Some(class),
-            None if fields.priority.is_some() => return Ok(()),
-            None => {
-                return Err(field_error(
-                    &object(),
-                    "spec.priorityClassName",
-                    format!("no PriorityClass with name {name} was found"),
-                ));
-            }
+            None => return Ok(()),
         },
         None => default,
     };
@@ -247,6 +231,25 @@ fn admit_pod_group(
     fields.priority = Some(priority);
     fields.priority_class_name = class.map(|c| c.name);
     Ok(())
+}
+
+/// The class an object names. A stored object (it carries a priority) whose class is not
+/// in the input keeps what admission gave it (`None`); one being created needs its class.
+fn named_class<'a>(
+    name: Sym,
+    stored: bool,
+    classes: &'a [PriorityClass],
+    object: &dyn Fn() -> String,
+) -> Result<Option<&'a PriorityClass>, ObjectError> {
+    match classes.iter().find(|c| c.name == name) {
+        Some(class) => Ok(Some(class)),
+        None if stored => Ok(None),
+        None => Err(field_error(
+            &object(),
+            "spec.priorityClassName",
+            format!("no PriorityClass with name {name} was found"),
+        )),
+    }
 }
 
 fn policy_name(policy: PreemptionPolicy) -> &'static str {

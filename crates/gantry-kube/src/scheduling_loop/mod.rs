@@ -22,7 +22,7 @@ use crate::fence_scope;
 use crate::objects::{Mirrored, ObjectMirror, StorageEvent};
 use crate::shadow::{Decision, Disagreement, SCORED_LOWER, Shadow, placed_on};
 use crate::watch::{Change, Kind, Object};
-use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
+use crate::writes::{ApiWriter, BindDone, Preemptor, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
 use gantry_scheduler::shard::{self, Divide, Shard};
 use serde_json::Value;
@@ -767,15 +767,27 @@ impl SchedulingLoop {
     /// Removes the victims `preemptor`'s preemption chose: in the background, the
     /// preemptor held back meanwhile, where its release has SchedulerAsyncPreemption.
     fn preempt(&mut self, victims: &[Arc<Pod>], preemptor: &Arc<Pod>, node: Sym) {
-        let in_background = (self.scheduler.profile_for(preemptor))
+        self.remove_victims(victims, preemptor, &Preemptor::pod(preemptor, node));
+    }
+
+    /// The same for `preemptor`, whose pods are decided by `pod`'s profile.
+    pub(super) fn remove_victims(
+        &mut self,
+        victims: &[Arc<Pod>],
+        pod: &Pod,
+        preemptor: &Preemptor,
+    ) {
+        let in_background = (self.scheduler.profile_for(pod))
             .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
         if in_background && !victims.is_empty() {
-            self.queue.preemption_started(preemptor.uid.clone());
-            self.writer.preempt_in_background(victims, preemptor, node);
+            for uid in &preemptor.held {
+                self.queue.preemption_started(uid.clone());
+            }
+            self.writer.preempt_in_background(victims, preemptor);
             return;
         }
         for victim in victims {
-            self.writer.preempt(victim, preemptor, node);
+            self.writer.preempt(victim, preemptor);
         }
     }
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::SchedulingLoop;
 use crate::pod_groups::next_condition;
 use crate::watch::Object;
-use crate::writes::now_rfc3339;
+use crate::writes::{Preemptor, now_rfc3339};
 
 impl SchedulingLoop {
     /// A PodGroup was created or changed: its members held back waiting for it are
@@ -121,6 +121,9 @@ impl SchedulingLoop {
         for (member, node, victims) in &cycle.preempted_before_error {
             self.preempt(victims, &members[*member].pod, *node);
         }
+        if !cycle.group_victims.is_empty() {
+            self.preempt_as_group(group, &pods, &cycle.group_victims);
+        }
         let mut gang = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
             match attempt {
@@ -142,6 +145,21 @@ impl SchedulingLoop {
             self.bind_gang(gang);
         }
         self.write_group_condition(group, &cycle.outcome);
+    }
+
+    /// Removes the victims of the group's workload-aware preemption, every member held
+    /// back meanwhile. A shadow writes nothing.
+    fn preempt_as_group(&mut self, key: GroupKey, members: &[Arc<Pod>], victims: &[Arc<Pod>]) {
+        if self.shadow.is_some() {
+            return;
+        }
+        let group = self.cache.pod_groups().lock().group(key).cloned();
+        match group.and_then(|g| Preemptor::group(&g, members)) {
+            Some(preemptor) => self.remove_victims(victims, &members[0], &preemptor),
+            None => {
+                tracing::error!(group = %key, "a pod group preempted, but the API gave it no uid")
+            }
+        }
     }
 
     /// Hands the gang's binding cycles to one writer task, behind the union of their

@@ -170,6 +170,54 @@ impl fence::Loop for AskLoop {
 }
 
 /// The pod as an event's `regarding` or `related` object, at `version`.
+/// Who preempted, as the victims' condition and event name it (upstream's
+/// `ExecutorPreemptor`): a pod, or a pod group (workload-aware preemption).
+pub struct Preemptor {
+    pub scheduler_name: Sym,
+    /// `pod` or `podgroup` (upstream's `Type()`).
+    pub kind: &'static str,
+    pub uid: Arc<str>,
+    /// The node the preemption nominated, or `cluster` for a pod group's.
+    pub node: String,
+    /// The event's related object.
+    pub related: ObjectReference,
+    /// The pods the loop holds back until the deletions are done.
+    pub held: Vec<Arc<str>>,
+}
+
+impl Preemptor {
+    pub fn pod(pod: &Arc<Pod>, node: Sym) -> Preemptor {
+        Preemptor {
+            scheduler_name: pod.scheduler_name,
+            kind: "pod",
+            uid: pod.uid.clone(),
+            node: node.to_string(),
+            related: reference(pod, None),
+            held: vec![pod.uid.clone()],
+        }
+    }
+
+    /// A pod group's members preempting as one; `None` if the API gave the group no uid.
+    pub fn group(group: &PodGroup, members: &[Arc<Pod>]) -> Option<Preemptor> {
+        let uid = group.uid.clone()?;
+        Some(Preemptor {
+            scheduler_name: members.first()?.scheduler_name,
+            kind: "podgroup",
+            uid: uid.clone(),
+            node: "cluster".into(),
+            related: ObjectReference {
+                api_version: Some(format!("{}/{}", pod_groups::GROUP, pod_groups::VERSION)),
+                kind: Some("PodGroup".into()),
+                namespace: Some(group.namespace.to_string()),
+                name: Some(group.name.to_string()),
+                uid: Some(uid.to_string()),
+                ..ObjectReference::default()
+            },
+            held: members.iter().map(|m| m.uid.clone()).collect(),
+        })
+    }
+}
+
 fn reference(pod: &Pod, version: Option<String>) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
@@ -676,34 +724,37 @@ impl ApiWriter {
 
     /// Removes a victim of preemption, as kube-scheduler's `prepareCandidate` (the
     /// scheduling cycle's preemption, SchedulerAsyncPreemption off).
-    pub fn preempt(&self, victim: &Arc<Pod>, preemptor: &Arc<Pod>, node: Sym) {
-        self.runtime
-            .spawn(self.remove_victim(victim, preemptor, node));
+    pub fn preempt(&self, victim: &Arc<Pod>, preemptor: &Preemptor) {
+        self.runtime.spawn(self.remove_victim(victim, preemptor));
     }
 
     /// Removes preemption's victims in the background, as kube-scheduler's
     /// `prepareCandidateAsync` (SchedulerAsyncPreemption): all but the last together, then
-    /// the last; the loop, whose queue holds the preemptor back meanwhile, is told when the
-    /// last one's deletion begins and when it is done.
-    pub fn preempt_in_background(&self, victims: &[Arc<Pod>], preemptor: &Arc<Pod>, node: Sym) {
+    /// the last; the loop, whose queue holds the preemptor (each member of a group) back
+    /// meanwhile, is told when the last one's deletion begins and when it is done.
+    pub fn preempt_in_background(&self, victims: &[Arc<Pod>], preemptor: &Preemptor) {
         let Some((last, first)) = victims.split_last() else {
             return;
         };
         let first: Vec<_> = (first.iter())
-            .map(|victim| self.remove_victim(victim, preemptor, node))
+            .map(|victim| self.remove_victim(victim, preemptor))
             .collect();
         let last_victim = last.uid.clone();
-        let last = self.remove_victim(last, preemptor, node);
-        let (inputs, uid) = (self.inputs.clone(), preemptor.uid.clone());
+        let last = self.remove_victim(last, preemptor);
+        let (inputs, uids) = (self.inputs.clone(), preemptor.held.clone());
         self.runtime.spawn(async move {
             futures::future::join_all(first).await;
-            let deleting = Input::PreemptionDeletingLastVictim {
-                preemptor: uid.clone(),
-                victim: last_victim,
-            };
-            let _ = inputs.send(deleting);
+            for uid in &uids {
+                let deleting = Input::PreemptionDeletingLastVictim {
+                    preemptor: uid.clone(),
+                    victim: last_victim.clone(),
+                };
+                let _ = inputs.send(deleting);
+            }
             last.await;
-            let _ = inputs.send(Input::PreemptionDone(uid));
+            for uid in uids {
+                let _ = inputs.send(Input::PreemptionDone(uid));
+            }
         });
     }
 
@@ -713,12 +764,11 @@ impl ApiWriter {
     fn remove_victim(
         &self,
         victim: &Arc<Pod>,
-        preemptor: &Arc<Pod>,
-        node: Sym,
+        preemptor: &Preemptor,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let message = format!(
-            "{}: preempting to accommodate a higher priority pod",
-            preemptor.scheduler_name
+            "{}: preempting to accommodate a higher priority {}",
+            preemptor.scheduler_name, preemptor.kind
         );
         let mut disruption = json!({
             "type": "DisruptionTarget",
@@ -732,11 +782,17 @@ impl ApiWriter {
         let mut event_about = Pod::clone(victim);
         event_about.scheduler_name = preemptor.scheduler_name;
         let note = if self.release.preempted_event_names_preemptor() {
-            format!("Preempted by pod {} on node {node}", preemptor.uid)
+            format!(
+                "Preempted by {} {} on node {}",
+                preemptor.kind, preemptor.uid, preemptor.node
+            )
         } else {
-            format!("Preempted by a pod on node {node}")
+            format!("Preempted by a pod on node {}", preemptor.node)
         };
-        let related = reference(preemptor, self.versions.of(&preemptor.uid));
+        let mut related = preemptor.related.clone();
+        if related.kind.as_deref() == Some("Pod") {
+            related.resource_version = self.versions.of(&preemptor.uid);
+        }
         let what = EventText::normal("Preempted", "Preempting", note);
         self.event(
             &event_about,

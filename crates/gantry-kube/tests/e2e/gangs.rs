@@ -368,3 +368,67 @@ async fn racing_instances_never_leave_a_gang_partly_bound() {
     b.stop().await.unwrap();
     assert_deployable(&api);
 }
+
+/// Workload-aware preemption (v1.36, WorkloadAwarePreemption): a gang of two that fits
+/// only once both low-priority pods go preempts as one pod group, as the recording
+/// `testdata/gang-wap-1.36/evicts-for-gang` of real kube-scheduler v1.36.3 shows: the
+/// victims get the `podgroup` wording and an event naming the PodGroup's uid on node
+/// `cluster`, and the gang is bound once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_preempts_as_one_pod_group_and_is_bound_once_its_victims_are_gone() {
+    init_tracing();
+    let api = TestApiServer::start().await;
+    for i in 1..=2 {
+        api.put(NODES, node(&format!("n{i}"), 4000, "a"));
+        api.put(PODS, bound_pod(&format!("low-{i}"), 3000, &format!("n{i}")));
+    }
+    let mut group = gang("g", 2);
+    // As Priority admission leaves it (the API server here runs no admission).
+    group["spec"]["priorityClassName"] = json!("high");
+    group["spec"]["priority"] = json!(1000);
+    api.put(POD_GROUPS, group);
+    for i in 0..2 {
+        let mut pod = member(&format!("g-{i}"), 3000, "g");
+        pod["spec"]["priority"] = json!(1000);
+        api.put(PODS, pod);
+    }
+    let release = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
+    )
+    .unwrap();
+    let config = SchedulerConfig {
+        profiles: vec![default_profile_for(SCHEDULER, release)],
+        ..SchedulerConfig::for_release(release)
+    };
+    let instance = start_with(&api, "solo", Shard::WHOLE, None, config).await;
+    wait_for("the gang bound", WAIT, || {
+        node_of(&api, "g-0").is_some() && node_of(&api, "g-1").is_some()
+    })
+    .await;
+    for i in 1..=2 {
+        let low = format!("low-{i}");
+        assert!(
+            api.get(PODS, "default", &low).is_none(),
+            "{low} was deleted"
+        );
+        wait_for("the Preempted event", WAIT, || {
+            !events_about(&api, &low, "Preempted").is_empty()
+        })
+        .await;
+    }
+    let uid = api.get(POD_GROUPS, "default", "g").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let preempted = &events_about(&api, "low-1", "Preempted")[0];
+    assert_eq!(
+        preempted["note"],
+        json!(format!("Preempted by podgroup {uid} on node cluster"))
+    );
+    assert_eq!(preempted["related"]["kind"], "PodGroup");
+    let scheduled = group_condition(&api, "g").expect("the group's condition");
+    assert_eq!(scheduled["status"], "True");
+    assert!(overcommitted_nodes(&api).is_empty());
+    instance.stop().await.unwrap();
+}

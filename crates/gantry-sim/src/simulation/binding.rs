@@ -86,6 +86,11 @@ impl Simulation {
                 self.preempt(instance, index, preemptor, victims);
             }
         }
+        if !cycle.group_victims.is_empty()
+            && let Some(index) = self.records.index(&pods[0].uid)
+        {
+            self.preempt_for_group(instance, index, &pods, cycle.group_victims);
+        }
         let mut binds = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
             let Some(index) = self.records.index(&queued.pod.uid) else {

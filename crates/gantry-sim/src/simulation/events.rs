@@ -51,9 +51,9 @@ impl Simulation {
                 Event::VictimsDeleted {
                     instance,
                     index,
-                    preemptor,
+                    preemptors,
                     deleted,
-                } => self.victims_deleted(instance, index, &preemptor, deleted),
+                } => self.victims_deleted(instance, index, &preemptors, deleted),
             }
         }
         Ok(())

@@ -18,6 +18,23 @@ use super::{Event, Simulation};
 /// API calls per victim: the DisruptionTarget status patch, then the delete.
 const CALLS_PER_VICTIM: u32 = 2;
 
+/// Whose preemption it is: a pod's, or a pod group's (every member held back). One pod
+/// takes no allocation: most preemptions are a pod's.
+#[derive(Clone)]
+pub(super) enum Preemptors {
+    Pod(Arc<str>),
+    Group(Arc<[Arc<str>]>),
+}
+
+impl Preemptors {
+    fn uids(&self) -> &[Arc<str>] {
+        match self {
+            Preemptors::Pod(uid) => std::slice::from_ref(uid),
+            Preemptors::Group(uids) => uids,
+        }
+    }
+}
+
 /// What a background preemption has deleted.
 pub(super) enum Deleted {
     /// Every victim but the last (whose UID it names), which it deletes next.
@@ -34,6 +51,31 @@ impl Simulation {
         instance: usize,
         index: usize,
         preemptor: &Pod,
+        victims: Vec<Arc<Pod>>,
+    ) {
+        let preemptors = Preemptors::Pod(preemptor.uid.clone());
+        self.preempt_for(instance, index, preemptor, preemptors, victims);
+    }
+
+    /// As [`Self::preempt`], for the members of a pod group (workload-aware preemption,
+    /// whose executor holds the group, and so each of them, back): `index` is the first's.
+    pub(super) fn preempt_for_group(
+        &mut self,
+        instance: usize,
+        index: usize,
+        members: &[Arc<Pod>],
+        victims: Vec<Arc<Pod>>,
+    ) {
+        let preemptors = Preemptors::Group(members.iter().map(|m| m.uid.clone()).collect());
+        self.preempt_for(instance, index, &members[0], preemptors, victims);
+    }
+
+    fn preempt_for(
+        &mut self,
+        instance: usize,
+        index: usize,
+        preemptor: &Pod,
+        preemptors: Preemptors,
         mut victims: Vec<Arc<Pod>>,
     ) {
         let in_background = (self.instances[instance].scheduler.profile_for(preemptor))
@@ -45,18 +87,21 @@ impl Simulation {
         let Some(last) = victims.pop() else {
             return;
         };
-        let preemptor = preemptor.uid.clone();
         let queue = &mut self.instances[instance].queue;
-        queue.preemption_started(preemptor.clone());
+        for uid in preemptors.uids() {
+            queue.preemption_started(uid.clone());
+        }
         let mut at = self.clock;
         if victims.is_empty() {
-            queue.preemption_deleting_last_victim(&preemptor, last.uid.clone());
+            for uid in preemptors.uids() {
+                queue.preemption_deleting_last_victim(uid, last.uid.clone());
+            }
         } else {
             at = self.api_calls(instance, at, victims.len(), CALLS_PER_VICTIM);
             let deleted = Event::VictimsDeleted {
                 instance,
                 index,
-                preemptor: preemptor.clone(),
+                preemptors: preemptors.clone(),
                 deleted: Deleted::AllButLast(victims, last.uid.clone()),
             };
             self.push(at, deleted);
@@ -65,30 +110,34 @@ impl Simulation {
         let deleted = Event::VictimsDeleted {
             instance,
             index,
-            preemptor,
+            preemptors,
             deleted: Deleted::Last(last),
         };
         self.push(at, deleted);
     }
 
     /// The background preemption deleted these victims (some may be gone already): the
-    /// last of them, after which the preemptor is no longer held back (and the deletion
-    /// moves it), or all the others, after which it deletes the last.
+    /// last of them, after which its preemptors are no longer held back (and the deletion
+    /// moves them), or all the others, after which it deletes the last.
     pub(super) fn victims_deleted(
         &mut self,
         instance: usize,
         index: usize,
-        preemptor: &Arc<str>,
+        preemptors: &Preemptors,
         deleted: Deleted,
     ) {
         let queue = &mut self.instances[instance].queue;
         match deleted {
             Deleted::AllButLast(victims, last) => {
-                queue.preemption_deleting_last_victim(preemptor, last);
+                for uid in preemptors.uids() {
+                    queue.preemption_deleting_last_victim(uid, last.clone());
+                }
                 self.evict(index, &victims);
             }
             Deleted::Last(victim) => {
-                queue.preemption_finished(preemptor);
+                for uid in preemptors.uids() {
+                    queue.preemption_finished(uid);
+                }
                 self.evict(index, std::slice::from_ref(&victim));
             }
         }

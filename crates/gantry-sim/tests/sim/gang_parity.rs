@@ -48,6 +48,16 @@ fn check_topology_scenario(dir: &Path) -> Vec<String> {
     check_scenario_as(dir, release)
 }
 
+/// The same with WorkloadAwarePreemption on (`testdata/gang-wap-1.36`).
+fn check_preemption_scenario(dir: &Path) -> Vec<String> {
+    let release = Release::parse(
+        Some("1.36"),
+        Some("GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
+    )
+    .unwrap();
+    check_scenario_as(dir, release)
+}
+
 fn check_scenario_as(dir: &Path, release: Release) -> Vec<String> {
     let read = |f: &str| {
         std::fs::read_to_string(dir.join(f))
@@ -210,4 +220,9 @@ fn the_v1_36_gang_recordings_match() {
 #[test]
 fn the_v1_36_topology_aware_gang_recordings_match() {
     step_corpus::check_every_scenario("gang-tas-1.36", 5, check_topology_scenario);
+}
+
+#[test]
+fn the_v1_36_workload_aware_preemption_recordings_match() {
+    step_corpus::check_every_scenario("gang-wap-1.36", 5, check_preemption_scenario);
 }

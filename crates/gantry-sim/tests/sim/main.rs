@@ -23,6 +23,7 @@ mod dra_taint_rules;
 mod gang_parity;
 mod gangs;
 mod gpu;
+mod group_preemption;
 mod instances;
 mod parity;
 mod requeue;

@@ -1,0 +1,28 @@
+"""What the realapi.py scripts of this directory share: the API server of a control plane
+run by hand (https://127.0.0.1:6443, its files in $REALAPI, default /work/realapi:
+`admin.token`, a token of system:masters, and `pki/ca.crt`), and the calls they make."""
+import json, os, ssl, urllib.error, urllib.request
+
+R = os.environ.get("REALAPI", "/work/realapi")
+API = "https://127.0.0.1:6443"
+TOKEN = open(f"{R}/admin.token").read().strip()
+CTX = ssl.create_default_context(cafile=f"{R}/pki/ca.crt")
+
+
+def req(method, path, body=None, ctype="application/json", missing_ok=False):
+    data = json.dumps(body).encode() if body is not None else None
+    r = urllib.request.Request(API + path, data=data, method=method,
+                               headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(r, context=CTX) as resp:
+            return json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        if missing_ok and e.code in (404, 409):
+            return None
+        raise SystemExit(f"{method} {path} -> {e.code}: {e.read().decode()[:800]}")
+
+
+def create(paths, o, exists_ok=False):
+    """Creates `o` at its kind's path in `paths` (`{ns}` its namespace, default "default")."""
+    ns = o.get("metadata", {}).get("namespace", "default")
+    return req("POST", paths[o["kind"]].format(ns=ns), o, missing_ok=exists_ok)
