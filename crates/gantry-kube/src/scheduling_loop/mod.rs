@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use gantry_api::{Gate, Node, Pod, Sym};
+use gantry_api::{Node, Pod, Sym};
 use gantry_cache::{Cache, GroupKey};
 use gantry_framework::config::Point;
 use gantry_framework::{ActionType, ClusterEvent, CycleState, EventResource};
@@ -22,13 +22,14 @@ use crate::fence_scope;
 use crate::objects::{Mirrored, ObjectMirror, StorageEvent};
 use crate::shadow::{Decision, Disagreement, SCORED_LOWER, Shadow, placed_on};
 use crate::watch::{Change, Kind, Object};
-use crate::writes::{ApiWriter, BindDone, Preemptor, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
+use crate::writes::{ApiWriter, BindDone, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE};
 use crate::{Input, Shared};
 use gantry_scheduler::shard::{self, Divide, Shard};
 use serde_json::Value;
 
 mod coscheduling;
 mod pod_groups;
+mod preemption;
 
 pub use coscheduling::WaitingPods;
 
@@ -762,33 +763,6 @@ impl SchedulingLoop {
         let fences = self.fences_for(cycle.pod(), cycle.node());
         self.binding.insert(uid, queued);
         self.writer.bind(cycle, fences);
-    }
-
-    /// Removes the victims `preemptor`'s preemption chose: in the background, the
-    /// preemptor held back meanwhile, where its release has SchedulerAsyncPreemption.
-    fn preempt(&mut self, victims: &[Arc<Pod>], preemptor: &Arc<Pod>, node: Sym) {
-        self.remove_victims(victims, preemptor, &Preemptor::pod(preemptor, node));
-    }
-
-    /// The same for `preemptor`, whose pods are decided by `pod`'s profile.
-    pub(super) fn remove_victims(
-        &mut self,
-        victims: &[Arc<Pod>],
-        pod: &Pod,
-        preemptor: &Preemptor,
-    ) {
-        let in_background = (self.scheduler.profile_for(pod))
-            .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
-        if in_background && !victims.is_empty() {
-            for uid in &preemptor.held {
-                self.queue.preemption_started(uid.clone());
-            }
-            self.writer.preempt_in_background(victims, preemptor);
-            return;
-        }
-        for victim in victims {
-            self.writer.preempt(victim, preemptor);
-        }
     }
 
     /// The fences the bind of `pod` on `node` takes when instances share the cluster
