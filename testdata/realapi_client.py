@@ -8,6 +8,16 @@ API = "https://127.0.0.1:6443"
 TOKEN = open(f"{R}/admin.token").read().strip()
 CTX = ssl.create_default_context(cafile=f"{R}/pki/ca.crt")
 
+# Where deploy/gantry.yaml's objects are created.
+RBAC_PATHS = {
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+}
+
 
 def req(method, path, body=None, ctype="application/json", missing_ok=False):
     data = json.dumps(body).encode() if body is not None else None

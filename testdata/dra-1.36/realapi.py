@@ -20,16 +20,11 @@ import json, os, signal, subprocess, sys, time, urllib.request
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from realapi_client import R, req, create as create_at  # noqa: E402
+from realapi_client import RBAC_PATHS, R, req, create as create_at  # noqa: E402
 
 PATHS = {
     "Node": "/api/v1/nodes",
-    "Namespace": "/api/v1/namespaces",
-    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    **RBAC_PATHS,
     "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
     "DeviceTaintRule": "/apis/resource.k8s.io/v1beta2/devicetaintrules",

@@ -18,7 +18,7 @@ import json, os, signal, subprocess, sys, time
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from realapi_client import R, req, create as create_at  # noqa: E402
+from realapi_client import RBAC_PATHS, R, req, create as create_at  # noqa: E402
 
 GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 PATHS = {
@@ -26,12 +26,7 @@ PATHS = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "PodGroup": "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups",
-    "Namespace": "/api/v1/namespaces",
-    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    **RBAC_PATHS,
 }
 
 
