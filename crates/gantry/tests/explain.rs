@@ -306,6 +306,57 @@ fn a_coscheduling_member_is_explained_with_its_group() {
     );
 }
 
+/// With WorkloadAwarePreemption (v1.36) a gang member's own cycle does not preempt
+/// (`testdata/gang-wap-1.36/evicts-for-gang`, as recorded) and explain says how its group
+/// would.
+#[test]
+fn a_gang_member_is_told_how_its_group_preempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let member = |name: &str| {
+        pod_yaml(name, "3").replace(
+            "spec:\n",
+            "spec:\n  priorityClassName: high\n  schedulingGroup: {podGroupName: g}\n",
+        )
+    };
+    let bound = |name: &str, node: &str| {
+        pod_yaml(name, "3").replace("spec:\n", &format!("spec:\n  nodeName: {node}\n"))
+    };
+    let group = "apiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {name: g, namespace: default}\nspec: {schedulingPolicy: {gang: {minCount: 2}}, priorityClassName: high}\n";
+    let others = write(
+        dir.path(),
+        "others.yaml",
+        &format!(
+            "{group}---\n{}---\n{}---\n{}",
+            member("g-1"),
+            bound("low-1", "n1"),
+            bound("low-2", "n2")
+        ),
+    );
+    let pod = write(dir.path(), "pod.yaml", &member("g-0"));
+    let out = gantry(&[
+        "explain",
+        "--cluster",
+        "testdata/gang-wap-1.36/evicts-for-gang/cluster.yaml",
+        &others,
+        "--pod",
+        &pod,
+        "--emulated-version",
+        "1.36",
+        "--feature-gates",
+        "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("preemption: not eligible due to workload aware preemption enabled"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gang: if its members do not fit together, the group preempts as one (WorkloadAwarePreemption): pods of priority below its 1000 anywhere in the cluster"),
+        "{text}"
+    );
+}
+
 /// A pod whose claim for its extended resources an earlier attempt left behind
 /// (`testdata/dra-1.36/extended-stale`): explain says what real v1.36.3 said of its first
 /// attempt, word for word (the recorded event).
