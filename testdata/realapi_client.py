@@ -1,7 +1,8 @@
 """What the realapi.py scripts of this directory share: the API server of a control plane
 run by hand (https://127.0.0.1:6443, its files in $REALAPI, default /work/realapi:
 `admin.token`, a token of system:masters, and `pki/ca.crt`), and the calls they make."""
-import json, os, ssl, urllib.error, urllib.request
+import json, os, ssl, time, urllib.error, urllib.request
+import yaml
 
 R = os.environ.get("REALAPI", "/work/realapi")
 API = "https://127.0.0.1:6443"
@@ -36,3 +37,25 @@ def create(paths, o, exists_ok=False):
     """Creates `o` at its kind's path in `paths` (`{ns}` its namespace, default "default")."""
     ns = o.get("metadata", {}).get("namespace", "default")
     return req("POST", paths[o["kind"]].format(ns=ns), o, missing_ok=exists_ok)
+
+
+def apply_deploy(paths):
+    """Creates what deploy/gantry.yaml holds (its namespace, account and roles), as shipped."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for doc in yaml.safe_load_all(open(f"{repo}/deploy/gantry.yaml")):
+        if doc and doc["kind"] in paths:
+            create(paths, doc, exists_ok=True)
+
+
+def make_ready(node):
+    """Gives a Node of a scenario the Ready condition a kubelet would report."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                     "message": "fake", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+
+
+def untaint(names):
+    """The API server's admission taints a new node not ready; no kubelet clears it."""
+    for n in names:
+        if req("GET", f"/api/v1/nodes/{n}")["spec"].get("taints"):
+            req("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}}, ctype="application/merge-patch+json")

@@ -18,7 +18,7 @@ import json, os, signal, subprocess, sys, time
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from realapi_client import RBAC_PATHS, R, req, create as create_at  # noqa: E402
+from realapi_client import RBAC_PATHS, R, apply_deploy, make_ready, req, untaint, create as create_at  # noqa: E402
 
 GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 PATHS = {
@@ -35,22 +35,14 @@ def create(o, exists_ok=False):
 
 
 scen, mode, binary = sys.argv[1], sys.argv[2], sys.argv[3]
-repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-for doc in yaml.safe_load_all(open(f"{repo}/deploy/gantry.yaml")):
-    if doc and doc["kind"] in PATHS:
-        create(doc, exists_ok=True)
+apply_deploy(PATHS)
 cluster = yaml.safe_load(open(f"{scen}/cluster.yaml"))["items"]
 steps = yaml.safe_load(open(f"{scen}/steps.yaml"))["items"]
-now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 for o in cluster:
     if o["kind"] == "Node":
-        o["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                      "message": "fake", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        make_ready(o)
     create(o, exists_ok=o["kind"] == "PriorityClass")
-for n in [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]:
-    # The API server's admission taints a new node not ready; no kubelet clears it.
-    if req("GET", f"/api/v1/nodes/{n}")["spec"].get("taints"):
-        req("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}}, ctype="application/merge-patch+json")
+untaint([o["metadata"]["name"] for o in cluster if o["kind"] == "Node"])
 os.makedirs("/tmp/realgang", exist_ok=True)
 log = open(f"/tmp/realgang/{mode}.log", "w")
 if mode == "run":
