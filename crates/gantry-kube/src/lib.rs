@@ -98,11 +98,11 @@ pub(crate) enum Input {
     Leader(bool),
     /// A preemption in the background deletes its last victim now.
     PreemptionDeletingLastVictim {
-        preemptor: Arc<str>,
+        preemptor: gantry_scheduler::queue::Preemptor,
         victim: Arc<str>,
     },
-    /// A preemption in the background has removed its victims (the preemptor's UID).
-    PreemptionDone(Arc<str>),
+    /// A preemption in the background has removed its victims.
+    PreemptionDone(gantry_scheduler::queue::Preemptor),
     /// Something no retry mends (Gantry may not write its leases): end with this line.
     Fatal(String),
     /// Stop taking pods; finish (or, after a grace period, forget) the binds in flight.

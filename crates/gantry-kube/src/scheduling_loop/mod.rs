@@ -189,7 +189,7 @@ impl SchedulingLoop {
             Input::PreemptionDeletingLastVictim { preemptor, victim } => {
                 (self.queue).preemption_deleting_last_victim(&preemptor, victim)
             }
-            Input::PreemptionDone(uid) => self.queue.preemption_finished(&uid),
+            Input::PreemptionDone(preemptor) => self.queue.preemption_finished(&preemptor),
             Input::Check { pods, reply } => {
                 let checked = pods.iter().try_for_each(|pod| {
                     self.check_placement(pod)

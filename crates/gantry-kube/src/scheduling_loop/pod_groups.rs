@@ -138,7 +138,7 @@ impl SchedulingLoop {
         }
         // A started preemption changes the next cycle (its preemptor held back): the
         // others are tried again without it, as in `simulate`.
-        if uids.iter().any(|uid| self.queue.is_preempting(uid)) {
+        if pods.iter().any(|pod| self.queue.is_preempting(pod)) {
             self.queue.retry_after_backoff(&uids);
         }
         if !gang.is_empty() {

@@ -25,9 +25,7 @@ impl SchedulingLoop {
         let in_background = (self.scheduler.profile_for(pod))
             .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
         if in_background && !victims.is_empty() {
-            for uid in &preemptor.held {
-                self.queue.preemption_started(uid.clone());
-            }
+            self.queue.preemption_started(preemptor.held.clone());
             self.writer.preempt_in_background(victims, preemptor);
             return;
         }

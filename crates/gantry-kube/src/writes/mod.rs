@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use gantry_api::dra::ResourceClaim;
 use gantry_api::{Pod, PodGroup, Release, Sym};
+use gantry_cache::GroupKey;
 use gantry_framework::plugins::{dynamic_resources, volume_binding};
 use gantry_scheduler::BindingCycle;
+use gantry_scheduler::queue;
 use gantry_scheduler::shard::HOPS_ANNOTATION;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -181,8 +183,9 @@ pub struct Preemptor {
     pub node: String,
     /// The event's related object.
     pub related: ObjectReference,
-    /// The pods the loop holds back until the deletions are done.
-    pub held: Vec<Arc<str>>,
+    /// What the loop's queue holds back until the deletions are done: the pod, or every
+    /// member of the group.
+    pub held: queue::Preemptor,
 }
 
 impl Preemptor {
@@ -193,7 +196,7 @@ impl Preemptor {
             uid: pod.uid.clone(),
             node: node.to_string(),
             related: reference(pod, None),
-            held: vec![pod.uid.clone()],
+            held: queue::Preemptor::Pod(pod.uid.clone()),
         }
     }
 
@@ -213,7 +216,7 @@ impl Preemptor {
                 uid: Some(uid.to_string()),
                 ..ObjectReference::default()
             },
-            held: members.iter().map(|m| m.uid.clone()).collect(),
+            held: queue::Preemptor::Group(GroupKey::of_group(group)),
         })
     }
 }
@@ -730,7 +733,7 @@ impl ApiWriter {
 
     /// Removes preemption's victims in the background, as kube-scheduler's
     /// `prepareCandidateAsync` (SchedulerAsyncPreemption): all but the last together, then
-    /// the last; the loop, whose queue holds the preemptor (each member of a group) back
+    /// the last; the loop, whose queue holds the preemptor (every member of a group) back
     /// meanwhile, is told when the last one's deletion begins and when it is done.
     pub fn preempt_in_background(&self, victims: &[Arc<Pod>], preemptor: &Preemptor) {
         let Some((last, first)) = victims.split_last() else {
@@ -741,20 +744,16 @@ impl ApiWriter {
             .collect();
         let last_victim = last.uid.clone();
         let last = self.remove_victim(last, preemptor);
-        let (inputs, uids) = (self.inputs.clone(), preemptor.held.clone());
+        let (inputs, held) = (self.inputs.clone(), preemptor.held.clone());
         self.runtime.spawn(async move {
             futures::future::join_all(first).await;
-            for uid in &uids {
-                let deleting = Input::PreemptionDeletingLastVictim {
-                    preemptor: uid.clone(),
-                    victim: last_victim.clone(),
-                };
-                let _ = inputs.send(deleting);
-            }
+            let deleting = Input::PreemptionDeletingLastVictim {
+                preemptor: held.clone(),
+                victim: last_victim,
+            };
+            let _ = inputs.send(deleting);
             last.await;
-            for uid in uids {
-                let _ = inputs.send(Input::PreemptionDone(uid));
-            }
+            let _ = inputs.send(Input::PreemptionDone(held));
         });
     }
 

@@ -18,6 +18,7 @@ use gantry_framework::{
 use crate::unschedulable_pods::{Moved, UnschedulablePods};
 use gated::{GatedPods, Held};
 use preemption_hold::PreemptionHold;
+pub use preemption_hold::Preemptor;
 
 mod gated;
 mod preemption_hold;
@@ -270,17 +271,17 @@ impl SchedulingQueue {
         }
     }
 
-    /// The pod's preemption started deleting its victims in the background
-    /// (SchedulerAsyncPreemption): DefaultPreemption's PreEnqueue holds it back until
-    /// `preemption_finished`.
-    pub fn preemption_started(&mut self, uid: Arc<str>) {
-        self.preemption_hold.start(uid);
+    /// The preemptor's preemption started deleting its victims in the background
+    /// (SchedulerAsyncPreemption): DefaultPreemption's PreEnqueue holds the pod, or every
+    /// member of the group, back until `preemption_finished`.
+    pub fn preemption_started(&mut self, preemptor: Preemptor) {
+        self.preemption_hold.start(preemptor);
     }
 
-    /// The pod's preemption deletes its last victim now: once that victim is seen gone
-    /// or terminating (`victim_gone`), the pod is no longer held back.
-    pub fn preemption_deleting_last_victim(&mut self, uid: &Arc<str>, victim: Arc<str>) {
-        self.preemption_hold.deleting_last(uid, victim);
+    /// The preemption deletes its last victim now: once that victim is seen gone or
+    /// terminating (`victim_gone`), its pods are no longer held back.
+    pub fn preemption_deleting_last_victim(&mut self, preemptor: &Preemptor, victim: Arc<str>) {
+        self.preemption_hold.deleting_last(preemptor, victim);
     }
 
     /// The pod was seen deleted, or terminating: a preemption whose last victim it is is
@@ -289,15 +290,16 @@ impl SchedulingQueue {
         self.preemption_hold.victim_gone(uid);
     }
 
-    /// Whether the pod's victims are still being deleted in the background.
-    pub fn is_preempting(&self, uid: &str) -> bool {
-        self.preemption_hold.is_preempting(uid)
+    /// Whether the victims of the pod's preemption, or of its group's, are still being
+    /// deleted in the background.
+    pub fn is_preempting(&self, pod: &Pod) -> bool {
+        self.preemption_hold.is_preempting(pod)
     }
 
-    /// The pod's victims are deleted: it may be tried again, once an event moves it (as
-    /// their deletions do).
-    pub fn preemption_finished(&mut self, uid: &str) {
-        self.preemption_hold.finish(uid);
+    /// The preemption's victims are deleted: its pods may be tried again, once an event
+    /// moves them (as their deletions do).
+    pub fn preemption_finished(&mut self, preemptor: &Preemptor) {
+        self.preemption_hold.finish(preemptor);
     }
 
     /// Why a pod held back until an event lets it in is held: the first PreEnqueue
@@ -373,7 +375,7 @@ impl SchedulingQueue {
             if !taken {
                 continue;
             }
-            if self.preemption_hold.is_preempting(&member.uid) {
+            if self.preemption_hold.is_preempting(member) {
                 // Activated, it is held back by DefaultPreemption's PreEnqueue.
                 if !self.preemption_hold.is_held(&member.uid) {
                     let entry = self.entries.remove(&member.uid).expect("checked above");
@@ -730,7 +732,8 @@ impl SchedulingQueue {
     fn move_to_active_or_backoff(&mut self, mut uids: Moved, now: Duration) {
         uids.sort_unstable_by_key(|uid| self.entries.get(uid).map(|e| e.version));
         for uid in uids {
-            if self.preemption_hold.is_held(&uid) && self.preemption_hold.is_preempting(&uid) {
+            let held = |entry: &Entry| self.preemption_hold.is_preempting(&entry.queued.pod);
+            if self.preemption_hold.is_held(&uid) && self.entries.get(&uid).is_some_and(held) {
                 // PreEnqueue would turn it away again: nothing changes.
                 continue;
             }
@@ -887,7 +890,7 @@ impl SchedulingQueue {
         let location = match location {
             Location::Active | Location::Backoff
                 if (self.preemption_hold)
-                    .turns_away(&queued.pod.uid, &mut queued.unschedulable_plugins) =>
+                    .turns_away(&queued.pod, &mut queued.unschedulable_plugins) =>
             {
                 Location::Unschedulable
             }

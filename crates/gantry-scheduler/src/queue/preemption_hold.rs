@@ -9,14 +9,42 @@
 //! last victim, once its deletion has begun, is seen gone or terminating
 //! (`IsPodRunningPreemption` reads it from the informer's cache: the deletion's watch event
 //! may come before the deleting call returns). `pkg/scheduler/framework/preemption/executor.go`
-//! and `plugins/defaultpreemption/default_preemption.go`, v1.36.3.
+//! and `plugins/defaultpreemption/default_preemption.go`, v1.36.3. A pod group's preemption
+//! (workload-aware preemption) is kept by the group: PreEnqueue holds back every member,
+//! one created while the victims are deleted too (`IsPodGroupRunningPreemption`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use gantry_api::Pod;
+use gantry_cache::GroupKey;
 use gantry_framework::{ActionType, ClusterEvent, EventResource};
+
+/// Whose preemption deletes victims: a pod's (its UID) or a pod group's (upstream's
+/// executor keeps the PodGroup's UID).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Preemptor {
+    Pod(Arc<str>),
+    Group(GroupKey),
+}
+
+impl Preemptor {
+    /// The preemptor that holds `pod` back, if any preemption runs: its group's, else its
+    /// own. A member's own never runs while its group's may (DefaultPreemption refuses
+    /// members under workload-aware preemption), so both are looked up.
+    fn holding<'a>(
+        pod: &Pod,
+        preempting: &'a HashMap<Preemptor, Option<Arc<str>>>,
+    ) -> Option<&'a Option<Arc<str>>> {
+        if preempting.is_empty() {
+            return None;
+        }
+        let group = GroupKey::of(pod).and_then(|g| preempting.get(&Preemptor::Group(g)));
+        group.or_else(|| preempting.get(&Preemptor::Pod(pod.uid.clone())))
+    }
+}
 
 /// The plugin whose PreEnqueue holds a preemptor back.
 pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
@@ -25,37 +53,37 @@ pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 pub(super) struct PreemptionHold {
     /// Preemptors whose victims' deletions are in flight, with the last victim once its
     /// deletion has begun (upstream's `lastVictimsPendingPreemption`).
-    preempting: HashMap<Arc<str>, Option<Arc<str>>>,
+    preempting: HashMap<Preemptor, Option<Arc<str>>>,
     /// The preemptors whose last victim each pod is (one, nearly always).
-    last_victims: HashMap<Arc<str>, SmallVec<[Arc<str>; 1]>>,
+    last_victims: HashMap<Arc<str>, SmallVec<[Preemptor; 1]>>,
     /// Pods the hold turned away, still waiting for an event that moves them.
     held: HashSet<Arc<str>>,
 }
 
 impl PreemptionHold {
-    pub fn start(&mut self, uid: Arc<str>) {
-        self.preempting.insert(uid, None);
+    pub fn start(&mut self, preemptor: Preemptor) {
+        self.preempting.insert(preemptor, None);
     }
 
     /// The preemption deletes its last victim now.
-    pub fn deleting_last(&mut self, uid: &Arc<str>, victim: Arc<str>) {
-        if let Some(last) = self.preempting.get_mut(uid) {
+    pub fn deleting_last(&mut self, preemptor: &Preemptor, victim: Arc<str>) {
+        if let Some(last) = self.preempting.get_mut(preemptor) {
             *last = Some(victim.clone());
             self.last_victims
                 .entry(victim)
                 .or_default()
-                .push(uid.clone());
+                .push(preemptor.clone());
         }
     }
 
     /// The victims' deletions are done: the pod passes PreEnqueue again, but still waits
     /// for an event (the deletions themselves) to move it.
-    pub fn finish(&mut self, uid: &str) {
-        let Some(Some(victim)) = self.preempting.remove(uid) else {
+    pub fn finish(&mut self, preemptor: &Preemptor) {
+        let Some(Some(victim)) = self.preempting.remove(preemptor) else {
             return;
         };
         if let Some(preemptors) = self.last_victims.get_mut(&victim) {
-            preemptors.retain(|p| &**p != uid);
+            preemptors.retain(|p| p != preemptor);
             if preemptors.is_empty() {
                 self.last_victims.remove(&victim);
             }
@@ -77,8 +105,9 @@ impl PreemptionHold {
     // (hashing a UID at every move of every pod showed in the budgets' instruction
     // counts).
 
-    pub fn is_preempting(&self, uid: &str) -> bool {
-        !self.preempting.is_empty() && self.preempting.contains_key(uid)
+    /// Whether a preemption holds `pod` back: its own, or its group's.
+    pub fn is_preempting(&self, pod: &Pod) -> bool {
+        Preemptor::holding(pod, &self.preempting).is_some()
     }
 
     pub fn is_held(&self, uid: &str) -> bool {
@@ -87,15 +116,15 @@ impl PreemptionHold {
 
     /// The pod is on its way to activeQ or backoffQ: whether PreEnqueue turns it away. A
     /// pod turned away has DefaultPreemption among its rejecting plugins from now on.
-    pub fn turns_away(&mut self, uid: &Arc<str>, plugins: &mut Vec<&'static str>) -> bool {
-        if !self.is_preempting(uid) {
-            self.release(uid);
+    pub fn turns_away(&mut self, pod: &Pod, plugins: &mut Vec<&'static str>) -> bool {
+        if !self.is_preempting(pod) {
+            self.release(&pod.uid);
             return false;
         }
         if !plugins.contains(&DEFAULT_PREEMPTION) {
             plugins.push(DEFAULT_PREEMPTION);
         }
-        self.held.insert(uid.clone());
+        self.held.insert(pod.uid.clone());
         true
     }
 

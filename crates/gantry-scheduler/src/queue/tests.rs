@@ -447,7 +447,7 @@ fn held_preemptor() -> SchedulingQueue {
     let mut q = queue();
     q.add(pod("p", 0), T0);
     let popped = q.pop(T0).unwrap();
-    q.preemption_started(popped.pod.uid.clone());
+    q.preemption_started(Preemptor::Pod(popped.pod.uid.clone()));
     q.on_event(NODE_ADDED, T0);
     q.add_unschedulable(popped, vec!["NodeResourcesFit"], T0);
     q
@@ -464,7 +464,7 @@ fn a_preemptor_is_held_back_until_its_victims_are_deleted() {
     assert!(q.pop(secs(100)).is_none());
     q.on_event(POD_DELETED, secs(100));
     assert_eq!(q.pending().gated, 1, "its victim is still being deleted");
-    q.preemption_finished("ns/p");
+    q.preemption_finished(&Preemptor::Pod(Arc::from("ns/p")));
     q.flush_unschedulable_leftover(secs(1000));
     q.on_event(NODE_ADDED, secs(1000));
     assert_eq!(q.pending().gated, 1, "only a pod's deletion moves it");
@@ -485,13 +485,13 @@ fn a_held_pod_no_other_plugin_rejected_stays_held() {
     let mut q = queue();
     q.add(pod("p", 0), T0);
     let popped = q.pop(T0).unwrap();
-    q.preemption_started(popped.pod.uid.clone());
+    q.preemption_started(Preemptor::Pod(popped.pod.uid.clone()));
     q.add_unschedulable(popped, Vec::new(), T0);
     // Not held yet: it waits for an event, which the hold then turns away.
     assert_eq!(q.pending().unschedulable, 1);
     q.on_event(NODE_ADDED, secs(1));
     assert_eq!(q.pending().gated, 1);
-    q.preemption_finished("ns/p");
+    q.preemption_finished(&Preemptor::Pod(Arc::from("ns/p")));
     q.on_event(POD_DELETED, secs(2));
     q.flush_unschedulable_leftover(secs(1000));
     assert_eq!(q.pending().gated, 1);
@@ -520,15 +520,55 @@ fn a_group_cycle_leaves_out_a_member_still_preempting() {
             first = Some(member);
             continue;
         }
-        q.preemption_started(member.pod.uid.clone());
+        q.preemption_started(Preemptor::Pod(member.pod.uid.clone()));
         q.add_unschedulable(member, Vec::new(), T0);
     }
-    q.preemption_finished("ns/c");
+    q.preemption_finished(&Preemptor::Pod(Arc::from("ns/c")));
     let again = q.pop_members(first.unwrap(), &members);
     let mut names: Vec<&str> = again.iter().map(|m| m.pod.name.as_ref()).collect();
     names.sort();
     assert_eq!(names, ["a", "c"]);
     assert_eq!(q.pending().gated, 1);
+}
+
+/// A pod of PodGroup `ns/group` (`spec.schedulingGroup`).
+fn in_pod_group(name: &str, group: &str) -> Arc<Pod> {
+    let mut pod = Pod::new("ns", name);
+    pod.scheduling_group = Some(gantry_api::Sym::new(group));
+    Arc::new(pod)
+}
+
+/// A pod group's preemption (workload-aware preemption) holds back every member: those
+/// that preempted and one created while the victims are deleted (upstream's PreEnqueue
+/// asks `IsPodGroupRunningPreemption` of the member's PodGroup), but not a pod of another
+/// group. Once it is done, a group cycle takes them all.
+#[test]
+fn a_group_preemption_holds_back_a_member_created_meanwhile() {
+    let mut q = queue();
+    let group = Preemptor::Group(GroupKey::of(&in_pod_group("a", "g")).unwrap());
+    q.add(in_pod_group("a", "g"), T0);
+    let first = q.pop(T0).unwrap();
+    q.preemption_started(group.clone());
+    q.add_unschedulable(first, vec!["NodeResourcesFit"], T0);
+    q.add(in_pod_group("b", "g"), secs(1));
+    q.add(in_pod_group("other", "h"), secs(1));
+    assert_eq!(q.pending().gated, 1, "b is held back");
+    assert_eq!(q.pop(secs(1)).unwrap().pod.name.as_ref(), "other");
+    assert!(q.pop(secs(1)).is_none());
+    assert!(q.is_preempting(&in_pod_group("a", "g")) && q.is_preempting(&in_pod_group("c", "g")));
+    q.preemption_finished(&group);
+    assert!(!q.is_preempting(&in_pod_group("b", "g")));
+    q.on_event(POD_DELETED, secs(5));
+    let first = q.pop(secs(5)).unwrap();
+    assert_eq!(
+        first.pod.name.as_ref(),
+        "a",
+        "b is moved by nothing but its group"
+    );
+    let cycle = q.pop_members(first, &[in_pod_group("a", "g"), in_pod_group("b", "g")]);
+    let mut names: Vec<&str> = cycle.iter().map(|m| m.pod.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["a", "b"]);
 }
 
 /// The hold ends as soon as the last victim, once its deletion has begun, is seen gone
@@ -540,13 +580,13 @@ fn a_preemption_ends_when_its_last_victim_is_seen_gone() {
     q.victim_gone("ns/v");
     q.on_event(POD_DELETED, secs(10));
     assert_eq!(q.pending().gated, 1, "its preemption has not got to v");
-    q.preemption_deleting_last_victim(&Arc::from("ns/p"), Arc::from("ns/v"));
+    q.preemption_deleting_last_victim(&Preemptor::Pod(Arc::from("ns/p")), Arc::from("ns/v"));
     q.on_event(POD_DELETED, secs(10));
     assert_eq!(q.pending().gated, 1, "v is still there");
     q.victim_gone("ns/v");
     q.on_event(POD_DELETED, secs(10));
     assert_eq!(q.pop(secs(10)).unwrap().pod.name.as_ref(), "p");
-    assert!(!q.is_preempting("ns/p"));
+    assert!(!q.is_preempting(&pod("p", 0)));
     // The call's own end, later, changes nothing.
-    q.preemption_finished("ns/p");
+    q.preemption_finished(&Preemptor::Pod(Arc::from("ns/p")));
 }

@@ -89,7 +89,7 @@ impl Simulation {
         if !cycle.group_victims.is_empty()
             && let Some(index) = self.records.index(&pods[0].uid)
         {
-            self.preempt_for_group(instance, index, &pods, cycle.group_victims);
+            self.preempt_for_group(instance, index, &pods[0], group, cycle.group_victims);
         }
         let mut binds = Vec::new();
         for (queued, (_, attempt)) in members.into_iter().zip(cycle.attempts) {
@@ -110,7 +110,7 @@ impl Simulation {
             }
         }
         let queue = &mut self.instances[instance].queue;
-        if uids.iter().any(|uid| queue.is_preempting(uid)) {
+        if pods.iter().any(|pod| queue.is_preempting(pod)) {
             queue.retry_after_backoff(&uids);
         }
         if !binds.is_empty() {

@@ -51,9 +51,9 @@ impl Simulation {
                 Event::VictimsDeleted {
                     instance,
                     index,
-                    preemptors,
+                    preemptor,
                     deleted,
-                } => self.victims_deleted(instance, index, &preemptors, deleted),
+                } => self.victims_deleted(instance, index, &preemptor, deleted),
             }
         }
         Ok(())

@@ -241,12 +241,12 @@ enum Event {
     },
     /// A change at the API reaching the instances' watches.
     Watch(WatchEvent),
-    /// A background preemption of the pod at `index` (or of its pod group: the UIDs of
-    /// `preemptors`, every member held back) deleted victims.
+    /// A background preemption of the pod at `index` (or of its pod group, every member
+    /// held back) deleted victims.
     VictimsDeleted {
         instance: usize,
         index: usize,
-        preemptors: preemption::Preemptors,
+        preemptor: gantry_scheduler::queue::Preemptor,
         deleted: preemption::Deleted,
     },
     /// The wait at Permit of the pod (its wait numbered `seq`) runs out.

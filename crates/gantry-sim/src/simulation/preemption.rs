@@ -12,28 +12,13 @@
 use std::sync::Arc;
 
 use gantry_api::{Gate, Pod};
+use gantry_cache::GroupKey;
+use gantry_scheduler::queue::Preemptor;
 
 use super::{Event, Simulation};
 
 /// API calls per victim: the DisruptionTarget status patch, then the delete.
 const CALLS_PER_VICTIM: u32 = 2;
-
-/// Whose preemption it is: a pod's, or a pod group's (every member held back). One pod
-/// takes no allocation: most preemptions are a pod's.
-#[derive(Clone)]
-pub(super) enum Preemptors {
-    Pod(Arc<str>),
-    Group(Arc<[Arc<str>]>),
-}
-
-impl Preemptors {
-    fn uids(&self) -> &[Arc<str>] {
-        match self {
-            Preemptors::Pod(uid) => std::slice::from_ref(uid),
-            Preemptors::Group(uids) => uids,
-        }
-    }
-}
 
 /// What a background preemption has deleted.
 pub(super) enum Deleted {
@@ -53,32 +38,33 @@ impl Simulation {
         preemptor: &Pod,
         victims: Vec<Arc<Pod>>,
     ) {
-        let preemptors = Preemptors::Pod(preemptor.uid.clone());
-        self.preempt_for(instance, index, preemptor, preemptors, victims);
+        let by = Preemptor::Pod(preemptor.uid.clone());
+        self.preempt_for(instance, index, preemptor, by, victims);
     }
 
-    /// As [`Self::preempt`], for the members of a pod group (workload-aware preemption,
-    /// whose executor holds the group, and so each of them, back): `index` is the first's.
+    /// As [`Self::preempt`], for a pod group whose member at `index` is `member`
+    /// (workload-aware preemption, whose executor holds the group, and so every member,
+    /// back).
     pub(super) fn preempt_for_group(
         &mut self,
         instance: usize,
         index: usize,
-        members: &[Arc<Pod>],
+        member: &Pod,
+        group: GroupKey,
         victims: Vec<Arc<Pod>>,
     ) {
-        let preemptors = Preemptors::Group(members.iter().map(|m| m.uid.clone()).collect());
-        self.preempt_for(instance, index, &members[0], preemptors, victims);
+        self.preempt_for(instance, index, member, Preemptor::Group(group), victims);
     }
 
     fn preempt_for(
         &mut self,
         instance: usize,
         index: usize,
-        preemptor: &Pod,
-        preemptors: Preemptors,
+        pod: &Pod,
+        preemptor: Preemptor,
         mut victims: Vec<Arc<Pod>>,
     ) {
-        let in_background = (self.instances[instance].scheduler.profile_for(preemptor))
+        let in_background = (self.instances[instance].scheduler.profile_for(pod))
             .is_some_and(|p| p.release.enabled(Gate::SchedulerAsyncPreemption));
         if !in_background {
             self.evict(index, &victims);
@@ -88,20 +74,16 @@ impl Simulation {
             return;
         };
         let queue = &mut self.instances[instance].queue;
-        for uid in preemptors.uids() {
-            queue.preemption_started(uid.clone());
-        }
+        queue.preemption_started(preemptor.clone());
         let mut at = self.clock;
         if victims.is_empty() {
-            for uid in preemptors.uids() {
-                queue.preemption_deleting_last_victim(uid, last.uid.clone());
-            }
+            queue.preemption_deleting_last_victim(&preemptor, last.uid.clone());
         } else {
             at = self.api_calls(instance, at, victims.len(), CALLS_PER_VICTIM);
             let deleted = Event::VictimsDeleted {
                 instance,
                 index,
-                preemptors: preemptors.clone(),
+                preemptor: preemptor.clone(),
                 deleted: Deleted::AllButLast(victims, last.uid.clone()),
             };
             self.push(at, deleted);
@@ -110,34 +92,30 @@ impl Simulation {
         let deleted = Event::VictimsDeleted {
             instance,
             index,
-            preemptors,
+            preemptor,
             deleted: Deleted::Last(last),
         };
         self.push(at, deleted);
     }
 
     /// The background preemption deleted these victims (some may be gone already): the
-    /// last of them, after which its preemptors are no longer held back (and the deletion
-    /// moves them), or all the others, after which it deletes the last.
+    /// last of them, after which its pods are no longer held back (and the deletion moves
+    /// them), or all the others, after which it deletes the last.
     pub(super) fn victims_deleted(
         &mut self,
         instance: usize,
         index: usize,
-        preemptors: &Preemptors,
+        preemptor: &Preemptor,
         deleted: Deleted,
     ) {
         let queue = &mut self.instances[instance].queue;
         match deleted {
             Deleted::AllButLast(victims, last) => {
-                for uid in preemptors.uids() {
-                    queue.preemption_deleting_last_victim(uid, last.clone());
-                }
+                queue.preemption_deleting_last_victim(preemptor, last.clone());
                 self.evict(index, &victims);
             }
             Deleted::Last(victim) => {
-                for uid in preemptors.uids() {
-                    queue.preemption_finished(uid);
-                }
+                queue.preemption_finished(preemptor);
                 self.evict(index, std::slice::from_ref(&victim));
             }
         }
