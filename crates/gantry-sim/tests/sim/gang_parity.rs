@@ -38,24 +38,26 @@ fn check_scenario(dir: &Path) -> Vec<String> {
     check_scenario_as(dir, gangs_on())
 }
 
+/// v1.36 with GenericWorkload, GangScheduling and `more` gates on.
+fn gangs_and(more: &str) -> Release {
+    let gates = format!("GenericWorkload=true,GangScheduling=true,{more}");
+    Release::parse(Some("1.36"), Some(&gates)).unwrap()
+}
+
 /// The same with TopologyAwareWorkloadScheduling on (`testdata/gang-tas-1.36`).
 fn check_topology_scenario(dir: &Path) -> Vec<String> {
-    let release = Release::parse(
-        Some("1.36"),
-        Some("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"),
-    )
-    .unwrap();
-    check_scenario_as(dir, release)
+    check_scenario_as(dir, gangs_and("TopologyAwareWorkloadScheduling=true"))
 }
 
 /// The same with WorkloadAwarePreemption on (`testdata/gang-wap-1.36`).
 fn check_preemption_scenario(dir: &Path) -> Vec<String> {
-    let release = Release::parse(
-        Some("1.36"),
-        Some("GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
-    )
-    .unwrap();
-    check_scenario_as(dir, release)
+    check_scenario_as(dir, gangs_and("WorkloadAwarePreemption=true"))
+}
+
+/// The same with both on (`testdata/gang-wap-tas-1.36`).
+fn check_preemption_topology_scenario(dir: &Path) -> Vec<String> {
+    let gates = "WorkloadAwarePreemption=true,TopologyAwareWorkloadScheduling=true";
+    check_scenario_as(dir, gangs_and(gates))
 }
 
 fn check_scenario_as(dir: &Path, release: Release) -> Vec<String> {
@@ -225,4 +227,9 @@ fn the_v1_36_topology_aware_gang_recordings_match() {
 #[test]
 fn the_v1_36_workload_aware_preemption_recordings_match() {
     step_corpus::check_every_scenario("gang-wap-1.36", 5, check_preemption_scenario);
+}
+
+#[test]
+fn the_v1_36_workload_aware_preemption_recordings_with_topology_match() {
+    step_corpus::check_every_scenario("gang-wap-tas-1.36", 3, check_preemption_topology_scenario);
 }
