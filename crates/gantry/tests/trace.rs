@@ -287,6 +287,33 @@ fn following_the_recording_keeps_one_tie_from_changing_every_later_decision() {
     assert!(!out.status.success(), "--follow-recorded needs --trace");
 }
 
+/// Traces `gantry record` took of a real kube-apiserver and kube-scheduler v1.36.2 placing
+/// 1,200 pods over 10 minutes (`testdata/traces/churn_realapi.py`, seed 1; docs/record.md).
+/// With the scheduler's `parallelism: 1` its ties follow the nodes' order, as Gantry's do:
+/// the free replay reproduces every binding. With its default 16 Filter workers, following
+/// the recording, every decision that differs is a tie.
+#[test]
+fn a_real_kube_scheduler_history_is_reproduced_but_for_ties() {
+    let release = ["--emulated-version", "1.36"];
+    let (one, _) = replayed(
+        "testdata/traces/churn-1.36-parallelism-1.jsonl.gz",
+        &release,
+    );
+    let replay = &one["replay"];
+    let causes = &replay["other_node_by_cause"];
+    assert_eq!(replay["recorded"], 1200);
+    assert_eq!(replay["same_node"], 1200, "the others: {causes}");
+    let followed = ["--follow-recorded", "--emulated-version", "1.36"];
+    let (sixteen, _) = replayed(
+        "testdata/traces/churn-1.36-parallelism-16.jsonl.gz",
+        &followed,
+    );
+    let replay = &sixteen["replay"];
+    assert_eq!(replay["recorded"], 1200);
+    assert_eq!(replay["same_node"], 1184);
+    assert_eq!(replay["other_node_by_cause"], json!({"tie": 16}));
+}
+
 #[test]
 fn the_text_output_leads_with_the_share_reproduced() {
     let out = gantry(&["simulate", "--trace", TRACE]);
