@@ -20,7 +20,9 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from realapi_client import RBAC_PATHS, R, apply_deploy, make_ready, req, untaint, create as create_at  # noqa: E402
 
-GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
+# The schedulers' gates; $GATES for another corpus (../gang-wap-tas-1.36 adds
+# TopologyAwareWorkloadScheduling=true, which the API server must have on too).
+GATES = os.environ.get("GATES", "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true")
 PATHS = {
     "Node": "/api/v1/nodes",
     "Pod": "/api/v1/namespaces/{ns}/pods",
