@@ -30,30 +30,16 @@ pub enum Preemptor {
     Group(GroupKey),
 }
 
-impl Preemptor {
-    /// The preemptor that holds `pod` back, if any preemption runs: its group's, else its
-    /// own. A member's own never runs while its group's may (DefaultPreemption refuses
-    /// members under workload-aware preemption), so both are looked up.
-    fn holding<'a>(
-        pod: &Pod,
-        preempting: &'a HashMap<Preemptor, Option<Arc<str>>>,
-    ) -> Option<&'a Option<Arc<str>>> {
-        if preempting.is_empty() {
-            return None;
-        }
-        let group = GroupKey::of(pod).and_then(|g| preempting.get(&Preemptor::Group(g)));
-        group.or_else(|| preempting.get(&Preemptor::Pod(pod.uid.clone())))
-    }
-}
-
 /// The plugin whose PreEnqueue holds a preemptor back.
 pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
 #[derive(Default)]
 pub(super) struct PreemptionHold {
-    /// Preemptors whose victims' deletions are in flight, with the last victim once its
-    /// deletion has begun (upstream's `lastVictimsPendingPreemption`).
-    preempting: HashMap<Preemptor, Option<Arc<str>>>,
+    /// Pods whose victims' deletions are in flight, with the last victim once its deletion
+    /// has begun (upstream's `lastVictimsPendingPreemption`), by UID.
+    pods: HashMap<Arc<str>, Option<Arc<str>>>,
+    /// The same for pod groups: apart, so that looking a pod up builds no key.
+    groups: HashMap<GroupKey, Option<Arc<str>>>,
     /// The preemptors whose last victim each pod is (one, nearly always).
     last_victims: HashMap<Arc<str>, SmallVec<[Preemptor; 1]>>,
     /// Pods the hold turned away, still waiting for an event that moves them.
@@ -62,12 +48,32 @@ pub(super) struct PreemptionHold {
 
 impl PreemptionHold {
     pub fn start(&mut self, preemptor: Preemptor) {
-        self.preempting.insert(preemptor, None);
+        match preemptor {
+            Preemptor::Pod(uid) => self.pods.insert(uid, None),
+            Preemptor::Group(group) => self.groups.insert(group, None),
+        };
+    }
+
+    /// The preemption's last victim, once its deletion has begun; `None` if it is done.
+    fn last_victim(&mut self, preemptor: &Preemptor) -> Option<&mut Option<Arc<str>>> {
+        match preemptor {
+            Preemptor::Pod(uid) => self.pods.get_mut(uid),
+            Preemptor::Group(group) => self.groups.get_mut(group),
+        }
+    }
+
+    /// Ends the preemption; its last victim, if its deletion had begun.
+    fn end(&mut self, preemptor: &Preemptor) -> Option<Arc<str>> {
+        match preemptor {
+            Preemptor::Pod(uid) => self.pods.remove(uid),
+            Preemptor::Group(group) => self.groups.remove(group),
+        }
+        .flatten()
     }
 
     /// The preemption deletes its last victim now.
     pub fn deleting_last(&mut self, preemptor: &Preemptor, victim: Arc<str>) {
-        if let Some(last) = self.preempting.get_mut(preemptor) {
+        if let Some(last) = self.last_victim(preemptor) {
             *last = Some(victim.clone());
             self.last_victims
                 .entry(victim)
@@ -79,7 +85,7 @@ impl PreemptionHold {
     /// The victims' deletions are done: the pod passes PreEnqueue again, but still waits
     /// for an event (the deletions themselves) to move it.
     pub fn finish(&mut self, preemptor: &Preemptor) {
-        let Some(Some(victim)) = self.preempting.remove(preemptor) else {
+        let Some(victim) = self.end(preemptor) else {
             return;
         };
         if let Some(preemptors) = self.last_victims.get_mut(&victim) {
@@ -97,7 +103,7 @@ impl PreemptionHold {
             return;
         }
         for preemptor in self.last_victims.remove(victim).unwrap_or_default() {
-            self.preempting.remove(&preemptor);
+            self.end(&preemptor);
         }
     }
 
@@ -105,9 +111,13 @@ impl PreemptionHold {
     // (hashing a UID at every move of every pod showed in the budgets' instruction
     // counts).
 
-    /// Whether a preemption holds `pod` back: its own, or its group's.
+    /// Whether a preemption holds `pod` back: its group's, or its own (a member's own
+    /// never runs while its group's may: DefaultPreemption refuses members under
+    /// workload-aware preemption).
     pub fn is_preempting(&self, pod: &Pod) -> bool {
-        Preemptor::holding(pod, &self.preempting).is_some()
+        let group = || GroupKey::of(pod).is_some_and(|g| self.groups.contains_key(&g));
+        (!self.groups.is_empty() && group())
+            || (!self.pods.is_empty() && self.pods.contains_key(&*pod.uid))
     }
 
     pub fn is_held(&self, uid: &str) -> bool {
