@@ -897,3 +897,30 @@ pub(crate) fn now_rfc3339() -> String {
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod group's preemption is the group's: the loop's queue holds back every member by
+    /// it (one created meanwhile too), and the victims' events name the PodGroup; a group
+    /// the API gave no uid cannot be named.
+    #[test]
+    fn a_pod_groups_preemptor_is_the_group() {
+        let mut group = PodGroup::gang("default", "g", 2);
+        let member = Arc::new(Pod::new("default", "g-0"));
+        assert!(Preemptor::group(&group, std::slice::from_ref(&member)).is_none());
+        group.uid = Some(Arc::from("pg-uid"));
+        let preemptor = Preemptor::group(&group, &[member]).unwrap();
+        assert_eq!(
+            preemptor.held,
+            queue::Preemptor::Group(GroupKey::of_group(&group))
+        );
+        assert_eq!(
+            (preemptor.kind, preemptor.node.as_str()),
+            ("podgroup", "cluster")
+        );
+        assert_eq!(preemptor.related.kind.as_deref(), Some("PodGroup"));
+        assert_eq!(preemptor.related.uid.as_deref(), Some("pg-uid"));
+    }
+}

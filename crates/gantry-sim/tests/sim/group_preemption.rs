@@ -184,3 +184,56 @@ fn a_gang_that_fits_not_even_without_its_victims_evicts_nothing() {
     );
     assert!(sim.placements().iter().all(|p| p.evicted.is_empty()));
 }
+
+/// A member created while its group's victims are deleted in the background (50 ms an API
+/// call) is held back with the others: upstream's PreEnqueue asks
+/// `IsPodGroupRunningPreemption` of its PodGroup. It is tried only with its group once the
+/// victims are gone, and nothing is preempted a second time.
+#[test]
+fn a_member_created_during_its_groups_preemption_waits_for_it() {
+    let ms = Duration::from_millis;
+    let release = preemption_on();
+    let cluster = [
+        node("node1", 1),
+        node("node2", 1),
+        running("v1", "node1", "low", None, None),
+        running("v2", "node2", "low", None, None),
+    ];
+    let yaml = format!("kind: List\nitems:\n{}\n{CLASSES}", cluster.join("\n"));
+    let mut objects = ClusterObjects::for_release(release);
+    objects.decode_more(&yaml, "cluster").unwrap();
+    objects.resolve_priorities().unwrap();
+    let options = SimOptions {
+        bind_latency: gantry_sim::BindLatency::Fixed(ms(50)),
+        ..SimOptions::default()
+    };
+    let profile = default_profile_for("default-scheduler", release);
+    let mut sim = Simulation::new(objects, vec![profile], options).unwrap();
+    let gang = PodGroup::gang("default", "g", 2).with_priority(1000);
+    sim.schedule(Duration::ZERO, SimEvent::CreatePodGroup(Arc::new(gang)));
+    for (name, at) in [("g-0", ms(0)), ("g-1", ms(0)), ("g-2", ms(30))] {
+        let mut pod = Pod::new("default", name).with_requests(1000, 1 << 20);
+        pod.scheduling_group = Some(gantry_api::Sym::new("g"));
+        pod.priority = 1000;
+        sim.schedule(at, SimEvent::CreatePod(Arc::new(pod)));
+    }
+    sim.run_until(ms(150)).unwrap();
+    let evicted: usize = (sim.placements().iter()).map(|p| p.evicted.len()).sum();
+    assert!(evicted < 2, "the victims are still being deleted");
+    let late = (sim.placements().iter()).position(|p| p.pod == "default/g-2");
+    assert_eq!(
+        sim.histories()[late.unwrap()].attempts,
+        0,
+        "g-2 is held back"
+    );
+    sim.run().unwrap();
+    sim.check_invariants().unwrap();
+    let evicted: usize = (sim.placements().iter()).map(|p| p.evicted.len()).sum();
+    assert_eq!(evicted, 2);
+    // Two of the three fit once the victims are gone (which two is the group cycle's
+    // order: members never tried first, as upstream's).
+    let bound = (sim.placements().iter())
+        .filter(|p| p.node.is_some())
+        .count();
+    assert_eq!(bound, 2, "{:?}", sim.placements());
+}
