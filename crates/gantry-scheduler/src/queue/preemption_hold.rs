@@ -24,7 +24,7 @@ use gantry_framework::{ActionType, ClusterEvent, EventResource};
 
 /// Whose preemption deletes victims: a pod's (its UID) or a pod group's (upstream's
 /// executor keeps the PodGroup's UID).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Preemptor {
     Pod(Arc<str>),
     Group(GroupKey),
