@@ -658,6 +658,16 @@ impl SimulatedApi {
         self.bound.get(uid)
     }
 
+    /// Marks a bound pod for deletion (its `deletionTimestamp` set): it keeps its room until
+    /// deleted. Returns the pod as marked, if it was bound and not marked yet.
+    pub fn mark_terminating(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let pod = self.bound.get_mut(uid).filter(|pod| !pod.terminating)?;
+        let mut marked = Pod::clone(pod);
+        marked.terminating = true;
+        *pod = Arc::new(marked);
+        Some(pod.clone())
+    }
+
     /// Nodes that a bind ever over-committed.
     pub fn overcommitted_nodes(&self) -> usize {
         self.overcommitted.len()

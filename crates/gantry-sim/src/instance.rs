@@ -32,6 +32,8 @@ pub(crate) enum WatchEvent {
     PendingPodDeleted(Arc<str>),
     /// A bound pod was deleted (by a scenario, a drain or preemption).
     BoundPodDeleted(Arc<Pod>),
+    /// A bound pod changed (marked for deletion).
+    BoundPodUpdated(Arc<Pod>),
     NodeAdded(Arc<Node>),
     /// A node changed (a cordon).
     NodeUpdated(Arc<Node>),
@@ -173,6 +175,12 @@ impl Instance {
                 self.scheduler.clear_nomination(pod);
                 self.queue.victim_gone(&pod.uid);
                 self.on_event(EventResource::AssignedPod, ActionType::DELETE, now);
+            }
+            WatchEvent::BoundPodUpdated(pod) => {
+                if let Err(e) = self.cache.update_pod(pod.clone()) {
+                    tracing::warn!(pod = %pod.key(), error = %e, "updated pod was not in the cache");
+                }
+                self.on_event(EventResource::AssignedPod, ActionType::UPDATE, now);
             }
             WatchEvent::NodeAdded(node) => {
                 self.cache.add_node(node.clone());

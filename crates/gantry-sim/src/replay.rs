@@ -5,7 +5,8 @@
 //! What is replayed: pods created (pending: the simulation schedules them; bound at
 //! creation, or later by a scheduler no simulated profile stands for: placed where the
 //! cluster put them, at that time), pods deleted or finished (a pod whose phase becomes
-//! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), nodes added
+//! `Succeeded` or `Failed` leaves, as kube-scheduler's informer sees it), bound pods marked
+//! for deletion (`deletionTimestamp`: they keep their room until deleted), nodes added
 //! and changed in what scheduling reads of them (relabelled, cordoned, tainted, resized:
 //! a heartbeat alone changes nothing), deleted, PodGroups created, ResourceSlices and
 //! DeviceClasses published, changed and withdrawn, DeviceTaintRules created, changed and
@@ -102,6 +103,8 @@ pub struct RecordedBinding {
 struct Known {
     bound: bool,
     simulated: bool,
+    /// Marked for deletion (`deletionTimestamp`) once bound.
+    terminating: bool,
 }
 
 /// What replaying has seen so far.
@@ -219,6 +222,7 @@ impl Replay {
             let known = Known {
                 bound: pod.node_name.is_some(),
                 simulated: simulated(pod.scheduler_name.as_str()),
+                terminating: pod.terminating,
             };
             seen.pods.insert(pod.key(), known);
         }
@@ -386,6 +390,7 @@ impl Replay {
                     Known {
                         bound: node.is_some(),
                         simulated,
+                        terminating: false,
                     },
                 );
                 match node {
@@ -404,6 +409,10 @@ impl Replay {
                 } else {
                     self.placed_elsewhere(pod, at, seen);
                 }
+            }
+            Some(known) if known.bound && pod.terminating && !known.terminating => {
+                known.terminating = true;
+                self.events.push((at, SimEvent::MarkTerminating(key)));
             }
             Some(_) => self.count_not_replayed("Pod", Op::Modified),
         }

@@ -287,6 +287,53 @@ fn following_the_recording_keeps_one_tie_from_changing_every_later_decision() {
     assert!(!out.status.success(), "--follow-recorded needs --trace");
 }
 
+/// Pods marked for deletion keep their room but leave PodTopologySpread's counts: `a1` and
+/// `a2` on n1 are marked at 1 s, so when `b` (at most one more matching pod on a node than
+/// on another) arrives at 2 s, n1 holds 0 counted pods and n2 1: n1, as recorded. Counted,
+/// they would make n1 2 against 1, and only n2 would do.
+#[test]
+fn a_pod_marked_for_deletion_is_not_counted_by_topology_spread() {
+    let node = |name: &str| {
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}})
+    };
+    let pod = |name: &str, node: Option<&str>, terminating: bool| {
+        let mut pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1"}}}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        if terminating {
+            pod["metadata"]["deletionTimestamp"] = json!("2026-12-04T05:00:01Z");
+        }
+        pod
+    };
+    let mut spread = pod("b", None, false);
+    spread["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "x"}}}]);
+    let mut bound = spread.clone();
+    bound["spec"]["nodeName"] = json!("n1");
+    let records = [
+        json!({"at": 0, "op": "list", "object": node("n1")}),
+        json!({"at": 0, "op": "list", "object": node("n2")}),
+        json!({"at": 0, "op": "list", "object": pod("a1", Some("n1"), false)}),
+        json!({"at": 0, "op": "list", "object": pod("a2", Some("n1"), false)}),
+        json!({"at": 0, "op": "list", "object": pod("c", Some("n2"), false)}),
+        json!({"at": 1000, "op": "modified", "object": pod("a1", Some("n1"), true)}),
+        json!({"at": 1000, "op": "modified", "object": pod("a2", Some("n1"), true)}),
+        json!({"at": 2000, "op": "added", "object": spread}),
+        json!({"at": 2010, "op": "modified", "object": bound}),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(&dir, "terminating.jsonl", &records, 3000);
+    let (summary, stderr) = replayed_json(&trace);
+    let replay = &summary["replay"];
+    assert_eq!(replay["same_node"], 1, "{replay}");
+    assert!(!stderr.contains("not replayed"), "{stderr}");
+}
+
 /// Traces `gantry record` took of a real kube-apiserver and kube-scheduler v1.36.2 placing
 /// 1,200 pods over 10 minutes (`testdata/traces/churn_realapi.py`, seed 1; docs/record.md).
 /// With the scheduler's `parallelism: 1` its ties follow the nodes' order, as Gantry's do:

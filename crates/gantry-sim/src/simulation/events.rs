@@ -141,6 +141,12 @@ impl Simulation {
         match event {
             SimEvent::CreatePod(pod) => self.create_pod(pod, now)?,
             SimEvent::DeletePod(key) => self.delete_pod(&key),
+            SimEvent::MarkTerminating(key) => {
+                let uid = self.records.uid_of(&key);
+                if let Some(pod) = uid.and_then(|uid| self.api.mark_terminating(&uid)) {
+                    self.broadcast(WatchEvent::BoundPodUpdated(pod));
+                }
+            }
             SimEvent::AddNode(node) => {
                 if self.api.node(node.name).is_some() {
                     return Err(SimError::DuplicateNode(node.name.to_string()));

@@ -164,6 +164,10 @@ pub enum SimEvent {
     CreatePod(Arc<Pod>),
     /// A pod (pending or bound) is deleted, by `namespace/name`.
     DeletePod(String),
+    /// A bound pod is marked for deletion, by `namespace/name` (a recorded
+    /// `deletionTimestamp`): it keeps its room until deleted, but PodTopologySpread no longer
+    /// counts it. A pending pod's mark is ignored (its deletion follows).
+    MarkTerminating(String),
     AddNode(Arc<Node>),
     /// The node changes (relabelled, cordoned, resized); its pods stay.
     UpdateNode(Arc<Node>),
